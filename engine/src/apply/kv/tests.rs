@@ -1,0 +1,1 @@
+//! Applier tests on the in-memory backend: the revision model and txn semantics.

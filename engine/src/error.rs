@@ -1,0 +1,83 @@
+//! [`EngineError`]: every way an engine request can fail, in etcd's own vocabulary.
+//!
+//! The variants name etcd's errors one to one so that `api::status` (the single mapping to the
+//! wire) can give clients etcd's exact gRPC code and message text, which clientv3 and
+//! kube-apiserver match on.
+
+use crate::storage::StorageError;
+
+/// An engine request failure.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// A key-bearing request had an empty key.
+    #[error("key is not provided")]
+    EmptyKey,
+    /// `ignore_value`/`ignore_lease` on a key that does not exist.
+    #[error("key not found")]
+    KeyNotFound,
+    /// A value was given together with `ignore_value`.
+    #[error("value is provided")]
+    ValueProvided,
+    /// A lease was given together with `ignore_lease`.
+    #[error("lease is provided")]
+    LeaseProvided,
+    /// A txn had more compares or ops per branch than `max_txn_ops`.
+    #[error("too many operations in txn request")]
+    TooManyOps,
+    /// A txn wrote one key twice (or wrote a key inside a range it deletes).
+    #[error("duplicate key given in txn request")]
+    DuplicateKey,
+    /// The encoded request exceeds `max_request_bytes`.
+    #[error("request is too large")]
+    RequestTooLarge,
+    /// A sort order or target outside the enum.
+    #[error("invalid sort option")]
+    InvalidSortOption,
+    /// The requested revision was compacted away.
+    #[error("mvcc: required revision has been compacted")]
+    Compacted {
+        /// The store's compacted revision.
+        compact_revision: i64,
+    },
+    /// The requested revision is above the current one.
+    #[error("mvcc: required revision is a future revision")]
+    FutureRev,
+    /// The lease ID is unknown.
+    #[error("requested lease not found")]
+    LeaseNotFound,
+    /// A lease with the requested ID already exists.
+    #[error("lease already exists")]
+    LeaseExist,
+    /// The requested TTL is above etcd's maximum (9,000,000,000 s).
+    #[error("too large lease TTL")]
+    LeaseTtlTooLarge,
+    /// The backend quota is exhausted and the NOSPACE alarm is raised.
+    #[error("mvcc: database space exceeded")]
+    NoSpace,
+    /// The shard's raft group has no leader.
+    #[error("no leader")]
+    NoLeader,
+    /// The member is not the leader of the shard's raft group.
+    #[error("not leader")]
+    NotLeader,
+    /// The engine is shutting down.
+    #[error("server stopped")]
+    Stopped,
+    /// The request did not complete within its deadline.
+    #[error("request timed out")]
+    Timeout,
+    /// The request needs something this member does not support.
+    #[error("not capable")]
+    NotCapable,
+    /// The member ID is unknown.
+    #[error("member not found")]
+    MemberNotFound,
+    /// The storage backend failed.
+    #[error("storage: {0}")]
+    Storage(#[from] StorageError),
+    // RAFT_VARIANT
+}
+
+/// Shorthand for results of engine operations.
+pub type Result<T, E = EngineError> = std::result::Result<T, E>;

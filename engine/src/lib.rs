@@ -1,0 +1,32 @@
+//! Ballast's engine: an etcd v3 server whose state is MVCC on RocksDB, replicated by raft.
+//!
+//! # Map (reading order)
+//! * [`storage`]: the seam to RocksDB ([`storage::KvBackend`], with an in-memory twin). Nothing
+//!   else imports `rocksdb`.
+//! * [`mvcc`]: etcd's revision model: key index generations, history keyed by revision, reads at
+//!   any revision, compaction.
+//! * [`apply`]: what each request means: validation before proposing ([`apply::check`]) and the
+//!   applier ([`apply::kv`]) for Range, Put, DeleteRange and Txn.
+//! * [`lease`]: the lease table; [`watch`]: watch streams, the event ring, slow-consumer policy.
+//! * [`raft_log`]: the raft log on the storage seam; [`shard`]: one shard, its raft node, state
+//!   machine and loop (the only thread that touches the shard's state).
+//! * [`api`]: the etcd v3 gRPC services; [`api::status`] is the one mapping of [`EngineError`]
+//!   to gRPC status codes and etcd's message text.
+//! * [`server`]: opening a data directory and serving it.
+//!
+//! # Layering
+//! `storage` <- `mvcc` <- `apply`/`lease`/`watch` <- `shard` <- `api` <- `server`. Lower layers
+//! never call upward. The network plane (tonic on tokio) reaches a shard only through its message
+//! channel ([`shard::ShardHandle`]); the shard thread owns its state and never blocks on the
+//! network.
+
+pub mod apply;
+pub mod clock;
+pub mod error;
+pub mod header;
+pub mod lease;
+pub mod mvcc;
+pub mod storage;
+pub mod watch;
+
+pub use error::{EngineError, Result};

@@ -1,0 +1,16 @@
+//! Multi-version concurrency control with etcd's revision model.
+//!
+//! Reading order: [`revision`] (what a revision is and how history is keyed), [`key_index`] (one
+//! key's generations, with a worked example), [`index`] (all keys), [`key_range`] (etcd's range
+//! conventions), [`store`] (the store: reads, write transactions, compaction, history).
+//! Request-level semantics (txn compares, sorting, limits, leases) live in `kv_apply`.
+
+pub mod index;
+pub mod key_index;
+pub mod key_range;
+pub mod revision;
+pub mod store;
+
+pub use key_range::{prefix_end, KeyRange, RangeEnd};
+pub use revision::Revision;
+pub use store::{LiveLeases, MvccStore, WriteTxn};

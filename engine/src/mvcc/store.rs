@@ -1,0 +1,396 @@
+//! [`MvccStore`]: etcd's multi-version key-value model on a [`KvBackend`].
+//!
+//! * The store starts at revision 1. A write transaction that changes anything creates exactly one
+//!   new main revision, however many keys it touches; one that changes nothing creates none.
+//! * Each change is a history record `revision -> KeyValue` in `Cf::Kv` (see [`super::revision`])
+//!   plus an entry in the in-memory [`TreeIndex`].
+//! * Writes of one apply round are staged: records go to a pending [`WriteBatch`] and to an
+//!   overlay map so later reads in the same round see them; [`MvccStore::flush`] writes the batch
+//!   once per round (the shard adds its applied index to the same batch, so history and the
+//!   applied index are always consistent after a crash).
+//! * Compaction drops history records no read at or after the compacted revision can need, and
+//!   records the compacted revision in the same batch.
+//!
+//! Must not know about raft, leases or the wire format beyond `mvccpb`.
+
+// #[PerformanceCriticalPath]
+use std::collections::{HashMap, HashSet};
+
+use ballast_proto::mvccpb::{event::EventType, Event, KeyValue};
+use bytes::Bytes;
+use prost::Message;
+
+use super::index::TreeIndex;
+use super::key_range::KeyRange;
+use super::revision::{self, Revision};
+use crate::error::{EngineError, Result};
+use crate::storage::{Cf, KvBackend, ScanOrder, StorageError, WriteBatch, WriteOpts};
+
+/// Meta key holding the compacted revision (i64, big-endian).
+pub const META_COMPACT_REV: &[u8] = b"compact_rev";
+
+/// An open write transaction: its main revision and the next change's sub revision.
+#[derive(Debug)]
+pub struct WriteTxn {
+    main: i64,
+    sub: i64,
+}
+
+impl WriteTxn {
+    /// Returns true when the transaction has changed something.
+    pub fn changed(&self) -> bool {
+        self.sub > 0
+    }
+}
+
+/// What the start-up rebuild found besides the index: the lease of every live key.
+pub type LiveLeases = HashMap<Bytes, i64>;
+
+/// The MVCC key-value store of one shard.
+#[derive(Debug)]
+pub struct MvccStore<B: KvBackend> {
+    backend: B,
+    index: TreeIndex,
+    current_rev: i64,
+    compact_rev: i64,
+    /// Encoded records written this round and not yet flushed, by revision.
+    overlay: HashMap<Revision, Bytes>,
+    batch: WriteBatch,
+    events: Vec<Event>,
+}
+
+fn decode_kv(bytes: Bytes) -> Result<KeyValue> {
+    KeyValue::decode(bytes)
+        .map_err(|_| StorageError::Corrupt { cf: Cf::Kv.name(), what: "undecodable KeyValue" }.into())
+}
+
+impl<B: KvBackend> MvccStore<B> {
+    /// Opens the store on `backend`, rebuilding the index from history.
+    ///
+    /// # Errors
+    /// Returns a storage error, or `Corrupt` when history records do not decode.
+    pub fn open(backend: B) -> Result<(Self, LiveLeases)> {
+        let compact_rev = match backend.get(Cf::Meta, META_COMPACT_REV)? {
+            Some(v) => i64::from_be_bytes(
+                v.as_slice()
+                    .try_into()
+                    .map_err(|_| StorageError::Corrupt { cf: "meta", what: "compact_rev" })?,
+            ),
+            None => 0,
+        };
+        let mut index = TreeIndex::default();
+        let mut leases = LiveLeases::new();
+        let mut last_main = 1;
+        let mut bad = false;
+        backend.scan(Cf::Kv, &[], None, ScanOrder::Forward, &mut |k, v| {
+            let (Some((rev, tomb)), Ok(kv)) = (revision::decode_key(k), KeyValue::decode(v)) else {
+                bad = true;
+                return false;
+            };
+            last_main = last_main.max(rev.main);
+            if tomb {
+                index.tombstone(&kv.key, rev);
+                leases.remove(&kv.key);
+            } else {
+                index.restore_put(kv.key.clone(), Revision::new(kv.create_revision, 0), rev, kv.version);
+                if kv.lease != 0 {
+                    leases.insert(kv.key, kv.lease);
+                } else {
+                    leases.remove(&kv.key);
+                }
+            }
+            true
+        })?;
+        if bad {
+            return Err(StorageError::Corrupt { cf: "kv", what: "undecodable history record" }.into());
+        }
+        let store = Self {
+            backend,
+            index,
+            current_rev: last_main.max(compact_rev).max(1),
+            compact_rev,
+            overlay: HashMap::new(),
+            batch: WriteBatch::new(),
+            events: Vec::new(),
+        };
+        Ok((store, leases))
+    }
+
+    /// Returns the backend.
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// Returns the current store revision.
+    pub fn current_rev(&self) -> i64 {
+        self.current_rev
+    }
+
+    /// Returns the compacted revision (0 before any compaction).
+    pub fn compact_rev(&self) -> i64 {
+        self.compact_rev
+    }
+
+    /// Returns the key index.
+    pub fn index(&self) -> &TreeIndex {
+        &self.index
+    }
+
+    /// Reads the put record at `rev`.
+    ///
+    /// # Errors
+    /// Returns a storage error.
+    pub fn read_kv(&self, rev: Revision) -> Result<Option<KeyValue>> {
+        if let Some(bytes) = self.overlay.get(&rev) {
+            return decode_kv(bytes.clone()).map(Some);
+        }
+        match self.backend.get(Cf::Kv, &revision::encode_key(rev, false))? {
+            Some(v) => decode_kv(Bytes::from(v)).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Returns `key` as of main revision `at`.
+    ///
+    /// # Errors
+    /// Returns a storage error.
+    pub fn get(&self, key: &[u8], at: i64) -> Result<Option<KeyValue>> {
+        match self.index.get(key, at) {
+            Some(found) => self.read_kv(found.modified),
+            None => Ok(None),
+        }
+    }
+
+    /// Returns up to `limit` (0 = all) keys of `range` as of `at` in key order, and how many keys
+    /// the whole range holds at `at`.
+    ///
+    /// # Errors
+    /// Returns a storage error.
+    pub fn range(&self, range: &KeyRange, at: i64, limit: usize) -> Result<(Vec<KeyValue>, usize)> {
+        let mut revs = Vec::new();
+        let mut total = 0usize;
+        self.index.visit(range, at, |_, found| {
+            if limit == 0 || revs.len() < limit {
+                revs.push(found.modified);
+            }
+            total += 1;
+            true
+        });
+        Ok((self.read_many(&revs)?, total))
+    }
+
+    /// Reads the put records at `revs`, in order.
+    fn read_many(&self, revs: &[Revision]) -> Result<Vec<KeyValue>> {
+        if !self.overlay.is_empty() {
+            return revs
+                .iter()
+                .map(|r| self.read_kv(*r)?.ok_or(missing_record()))
+                .collect();
+        }
+        let keys: Vec<Vec<u8>> = revs.iter().map(|r| revision::encode_key(*r, false).to_vec()).collect();
+        self.backend
+            .multi_get(Cf::Kv, &keys)?
+            .into_iter()
+            .map(|v| decode_kv(Bytes::from(v.ok_or(missing_record())?)))
+            .collect()
+    }
+
+    /// Opens a write transaction at the next revision.
+    pub fn begin(&self) -> WriteTxn {
+        WriteTxn { main: self.current_rev + 1, sub: 0 }
+    }
+
+    /// Returns the revision reads inside `txn` see: its own revision once it wrote something.
+    pub fn read_rev(&self, txn: &WriteTxn) -> i64 {
+        if txn.changed() { txn.main } else { self.current_rev }
+    }
+
+    /// Returns the revision a write in `txn` has (or would have).
+    pub fn write_rev(&self, txn: &WriteTxn) -> i64 {
+        txn.main
+    }
+
+    /// Puts `key = value` with `lease` in `txn`; returns the previous value.
+    ///
+    /// # Errors
+    /// Returns a storage error.
+    pub fn put(&mut self, txn: &mut WriteTxn, key: Bytes, value: Bytes, lease: i64) -> Result<Option<KeyValue>> {
+        let rev = Revision::new(txn.main, txn.sub);
+        let found = self.index.get(&key, txn.main);
+        let prev = match found {
+            Some(f) => self.read_kv(f.modified)?,
+            None => None,
+        };
+        let (create_revision, version) = match found {
+            Some(f) => (f.created.main, f.version + 1),
+            None => (txn.main, 1),
+        };
+        let kv = KeyValue { key: key.clone(), create_revision, mod_revision: txn.main, version, value, lease };
+        let encoded = Bytes::from(kv.encode_to_vec());
+        self.batch.put(Cf::Kv, revision::encode_key(rev, false).to_vec(), encoded.to_vec());
+        self.overlay.insert(rev, encoded);
+        self.index.put(key, rev);
+        self.events.push(Event { r#type: EventType::Put as i32, kv: Some(kv), prev_kv: prev.clone() });
+        txn.sub += 1;
+        Ok(prev)
+    }
+
+    /// Deletes every live key of `range` in `txn`; returns the deleted values in key order.
+    ///
+    /// # Errors
+    /// Returns a storage error.
+    pub fn delete_range(&mut self, txn: &mut WriteTxn, range: &KeyRange) -> Result<Vec<KeyValue>> {
+        let (prevs, _) = self.range(range, self.read_rev(txn), 0)?;
+        for prev in &prevs {
+            let rev = Revision::new(txn.main, txn.sub);
+            let tomb = KeyValue { key: prev.key.clone(), ..Default::default() };
+            self.batch.put(Cf::Kv, revision::encode_key(rev, true).to_vec(), tomb.encode_to_vec());
+            self.index.tombstone(&prev.key, rev);
+            let kv = KeyValue { key: prev.key.clone(), mod_revision: txn.main, ..Default::default() };
+            self.events.push(Event { r#type: EventType::Delete as i32, kv: Some(kv), prev_kv: Some(prev.clone()) });
+            txn.sub += 1;
+        }
+        Ok(prevs)
+    }
+
+    /// Ends `txn`; returns the store revision after it.
+    pub fn end(&mut self, txn: WriteTxn) -> i64 {
+        if txn.changed() {
+            self.current_rev = txn.main;
+        }
+        self.current_rev
+    }
+
+    /// Checks that reads at `rev` (0 or less: current) are possible; returns the revision to read.
+    ///
+    /// # Errors
+    /// `FutureRev` above the current revision, `Compacted` below the compacted one.
+    pub fn check_read_rev(&self, rev: i64) -> Result<i64> {
+        if rev > self.current_rev {
+            return Err(EngineError::FutureRev);
+        }
+        if rev <= 0 {
+            return Ok(self.current_rev);
+        }
+        if rev < self.compact_rev {
+            return Err(EngineError::Compacted { compact_revision: self.compact_rev });
+        }
+        Ok(rev)
+    }
+
+    /// Compacts history at `rev`: afterwards reads below `rev` fail with `Compacted`.
+    ///
+    /// # Errors
+    /// `Compacted` when `rev` is not above the previous compaction, `FutureRev` above the current
+    /// revision, or a storage error.
+    pub fn compact(&mut self, rev: i64) -> Result<()> {
+        if rev <= self.compact_rev {
+            return Err(EngineError::Compacted { compact_revision: self.compact_rev });
+        }
+        if rev > self.current_rev {
+            return Err(EngineError::FutureRev);
+        }
+        let keep = self.index.compact(rev);
+        let mut doomed = Vec::new();
+        self.backend.scan(Cf::Kv, &[], Some(&revision::main_bound(rev + 1)), ScanOrder::Forward, &mut |k, _| {
+            if let Some((r, _)) = revision::decode_key(k) {
+                if !keep.contains(&r) {
+                    doomed.push(k.to_vec());
+                }
+            }
+            true
+        })?;
+        // Records of this round are only in the overlay and pending batch: a later delete in the
+        // same batch removes them.
+        let unflushed: Vec<Revision> = self.overlay.keys().copied().filter(|r| r.main <= rev && !keep.contains(r)).collect();
+        for r in unflushed {
+            self.overlay.remove(&r);
+            doomed.push(revision::encode_key(r, false).to_vec());
+        }
+        self.pending_tombstones_upto(rev, &keep, &mut doomed);
+        for k in doomed {
+            self.batch.delete(Cf::Kv, k);
+        }
+        self.compact_rev = rev;
+        self.batch.put(Cf::Meta, META_COMPACT_REV.to_vec(), rev.to_be_bytes().to_vec());
+        Ok(())
+    }
+
+    /// Adds this round's unflushed tombstone records at or below `rev` to `doomed`.
+    fn pending_tombstones_upto(&self, rev: i64, keep: &HashSet<Revision>, doomed: &mut Vec<Vec<u8>>) {
+        use crate::storage::WriteOp;
+        for op in self.batch.ops() {
+            if let WriteOp::Put(Cf::Kv, k, _) = op {
+                if let Some((r, true)) = revision::decode_key(k) {
+                    if r.main <= rev && !keep.contains(&r) {
+                        doomed.push(k.clone());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Returns the batch of this round, for other state (leases, applied index) that must commit
+    /// atomically with the history records.
+    pub fn pending_batch(&mut self) -> &mut WriteBatch {
+        &mut self.batch
+    }
+
+    /// Writes this round's batch; returns the round's events in revision order.
+    ///
+    /// # Errors
+    /// Returns a storage error; the round's changes are then not durable and the shard must stop.
+    pub fn flush(&mut self, opts: WriteOpts) -> Result<Vec<Event>> {
+        if !self.batch.is_empty() {
+            self.backend.write(std::mem::take(&mut self.batch), opts)?;
+        }
+        self.overlay.clear();
+        Ok(std::mem::take(&mut self.events))
+    }
+
+    /// Calls `visit(event)` for history events with main revision in `[from, to]`, in order, with
+    /// the previous value attached when it is still in history, until `visit` returns false.
+    /// Reads only flushed history.
+    ///
+    /// # Errors
+    /// Returns a storage error.
+    pub fn history(&self, from: i64, to: i64, visit: &mut dyn FnMut(Event) -> bool) -> Result<()> {
+        let mut err = None;
+        let compact_rev = self.compact_rev;
+        self.backend.scan(
+            Cf::Kv,
+            &revision::main_bound(from),
+            Some(&revision::main_bound(to.saturating_add(1))),
+            ScanOrder::Forward,
+            &mut |k, v| {
+                let (Some((rev, tomb)), Ok(mut kv)) = (revision::decode_key(k), KeyValue::decode(v)) else {
+                    err = Some(EngineError::from(StorageError::Corrupt { cf: "kv", what: "history record" }));
+                    return false;
+                };
+                let prev = if rev.main - 1 >= compact_rev {
+                    match self.get(&kv.key, rev.main - 1) {
+                        Ok(p) => p,
+                        Err(e) => {
+                            err = Some(e);
+                            return false;
+                        }
+                    }
+                } else {
+                    None
+                };
+                let ty = if tomb {
+                    kv.mod_revision = rev.main;
+                    EventType::Delete
+                } else {
+                    EventType::Put
+                };
+                visit(Event { r#type: ty as i32, kv: Some(kv), prev_kv: prev })
+            },
+        )?;
+        err.map_or(Ok(()), Err)
+    }
+}
+
+fn missing_record() -> EngineError {
+    StorageError::Corrupt { cf: "kv", what: "index names a revision missing from history" }.into()
+}

@@ -1,0 +1,483 @@
+//! Watch: etcd's watch streams, served from the shard that owns the keys.
+//!
+//! Reading order: [`ring`] (recent events with their previous values), then [`WatchHub`].
+//!
+//! # Model
+//! A client stream (one gRPC `Watch` call) multiplexes watchers. Each stream has one bounded
+//! outgoing channel; the hub is its only writer, so created/canceled/progress responses and
+//! events leave in the order the hub decides. Each watcher remembers `next_rev`, the first
+//! revision it has not been sent. A watcher is *synced* when `next_rev > current revision`.
+//!
+//! # Slow consumers
+//! Events are pushed with `try_send` only. When a stream's channel is full the watcher is not
+//! dropped and nothing waits: it simply stays behind (`next_rev` unchanged) and is caught up
+//! later from the ring, or from history in the backend once the ring has moved on. Memory per
+//! stream is bounded by the channel capacity times the catch-up batch size. Only a watcher whose
+//! `next_rev` falls below the compacted revision is canceled, with `compact_revision`, exactly
+//! as etcd does. Control responses that find the channel full wait in a per-stream queue that
+//! grows only with the client's own requests; no event is sent on a stream while it is
+//! non-empty, so a `created` response always precedes its watcher's events.
+
+pub mod ring;
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use ballast_proto::etcdserverpb::{watch_create_request::FilterType, WatchCreateRequest, WatchResponse};
+use ballast_proto::mvccpb::{event::EventType, Event};
+use prost::Message;
+use tokio::sync::mpsc::{self, error::TrySendError};
+
+use crate::error::Result;
+use crate::header::HeaderInfo;
+use crate::mvcc::{KeyRange, MvccStore};
+use crate::storage::KvBackend;
+use ring::{event_rev, EventRing};
+
+/// Identifies a client watch stream within the engine.
+pub type StreamId = u64;
+
+/// The outgoing side of a watch stream.
+pub type WatchSender = mpsc::Sender<WatchResponse>;
+
+/// etcd's cancel reason for a duplicate client-chosen watch ID.
+pub const DUPLICATE_WATCH_ID: &str = "mvcc: duplicate watch ID provided on the WatchStream";
+
+/// Tunables of watch delivery.
+#[derive(Clone, Debug)]
+pub struct WatchConfig {
+    /// Events kept in the per-shard ring. 65,536 covers several seconds of a busy control plane
+    /// (kube-apiserver's watch cache keeps 100 to 1,000 events per resource) while staying a few
+    /// MiB; older resumes read history from the backend.
+    pub ring_events: usize,
+    /// Responses buffered per stream before its watchers start lagging. 64 absorbs bursts
+    /// without letting one slow client pin much memory.
+    pub stream_buffer: usize,
+    /// Most events per catch-up response (a revision is never split, so one may exceed it).
+    /// 1,000 keeps a catch-up response near etcd's own batching and below 1.5 MiB for
+    /// Kubernetes-sized objects.
+    pub catchup_batch_events: usize,
+    /// How often watchers created with `progress_notify` get a notification when idle. etcd's
+    /// default is 10 minutes.
+    pub progress_notify_interval: Duration,
+    /// Size above which `fragment` watchers get split responses (etcd: max-request-bytes).
+    pub max_response_bytes: usize,
+}
+
+impl Default for WatchConfig {
+    fn default() -> Self {
+        Self {
+            ring_events: 65_536,
+            stream_buffer: 64,
+            catchup_batch_events: 1_000,
+            progress_notify_interval: Duration::from_secs(600),
+            max_response_bytes: 1_572_864,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Watcher {
+    range: KeyRange,
+    /// The start revision as requested (0 = "from now"); progress waits until it is reached.
+    start_rev: i64,
+    next_rev: i64,
+    prev_kv: bool,
+    no_put: bool,
+    no_delete: bool,
+    progress_notify: bool,
+    fragment: bool,
+    /// Whether anything was sent since the last periodic progress notification.
+    sent_recently: bool,
+}
+
+impl Watcher {
+    fn wants(&self, e: &Event) -> bool {
+        let Some(kv) = &e.kv else { return false };
+        let put = e.r#type == EventType::Put as i32;
+        !(put && self.no_put || !put && self.no_delete) && self.range.contains(&kv.key)
+    }
+
+    fn shape(&self, e: &Event) -> Event {
+        if self.prev_kv || e.prev_kv.is_none() {
+            e.clone()
+        } else {
+            Event { r#type: e.r#type, kv: e.kv.clone(), prev_kv: None }
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Stream {
+    tx: WatchSender,
+    watchers: HashMap<i64, Watcher>,
+    next_id: i64,
+    /// Control responses waiting for room in the channel, in order.
+    pending: VecDeque<WatchResponse>,
+    /// A progress request that could not be answered yet because a watcher was not synced.
+    progress_deferred: bool,
+}
+
+enum Sent {
+    Yes,
+    Full,
+    Closed,
+}
+
+impl Stream {
+    fn try_send(&mut self, resp: WatchResponse) -> Sent {
+        if !self.pending.is_empty() {
+            return Sent::Full;
+        }
+        match self.tx.try_send(resp) {
+            Ok(()) => Sent::Yes,
+            Err(TrySendError::Full(_)) => Sent::Full,
+            Err(TrySendError::Closed(_)) => Sent::Closed,
+        }
+    }
+
+    /// Sends a control response now or queues it; false when the client is gone.
+    fn send_control(&mut self, resp: WatchResponse) -> bool {
+        self.pending.push_back(resp);
+        self.drain_pending()
+    }
+
+    fn drain_pending(&mut self) -> bool {
+        while let Some(resp) = self.pending.pop_front() {
+            match self.tx.try_send(resp) {
+                Ok(()) => {}
+                Err(TrySendError::Full(resp)) => {
+                    self.pending.push_front(resp);
+                    return true;
+                }
+                Err(TrySendError::Closed(_)) => return false,
+            }
+        }
+        true
+    }
+}
+
+/// Every watch stream of a shard, with the shard's event ring.
+#[derive(Debug)]
+pub struct WatchHub {
+    streams: HashMap<StreamId, Stream>,
+    ring: EventRing,
+    cfg: WatchConfig,
+    last_progress_tick: Option<Instant>,
+}
+
+impl WatchHub {
+    /// Returns a hub for a store currently at `current_rev`.
+    pub fn new(cfg: WatchConfig, current_rev: i64) -> Self {
+        Self { streams: HashMap::new(), ring: EventRing::new(current_rev, cfg.ring_events), cfg, last_progress_tick: None }
+    }
+
+    /// Returns the tunables.
+    pub fn config(&self) -> &WatchConfig {
+        &self.cfg
+    }
+
+    /// Registers a client stream.
+    pub fn open_stream(&mut self, id: StreamId, tx: WatchSender) {
+        self.streams.insert(id, Stream { tx, watchers: HashMap::new(), next_id: 0, pending: VecDeque::new(), progress_deferred: false });
+    }
+
+    /// Forgets a client stream and its watchers.
+    pub fn close_stream(&mut self, id: StreamId) {
+        self.streams.remove(&id);
+    }
+
+    /// Returns the number of watchers on all streams.
+    pub fn watcher_count(&self) -> usize {
+        self.streams.values().map(|s| s.watchers.len()).sum()
+    }
+
+    /// Handles a create request: answers `created` and registers the watcher, or answers
+    /// `created` + `canceled` with `watch_id = -1` for a duplicate ID.
+    pub fn create<B: KvBackend>(&mut self, stream: StreamId, req: WatchCreateRequest, store: &MvccStore<B>, hdr: &HeaderInfo) {
+        let current = store.current_rev();
+        let Some(s) = self.streams.get_mut(&stream) else { return };
+        let id = if req.watch_id != 0 {
+            req.watch_id
+        } else {
+            while s.watchers.contains_key(&s.next_id) {
+                s.next_id += 1;
+            }
+            s.next_id
+        };
+        if s.watchers.contains_key(&id) {
+            let resp = WatchResponse {
+                header: Some(hdr.at(current)),
+                watch_id: -1,
+                created: true,
+                canceled: true,
+                cancel_reason: DUPLICATE_WATCH_ID.to_string(),
+                ..Default::default()
+            };
+            if !s.send_control(resp) {
+                self.streams.remove(&stream);
+            }
+            return;
+        }
+        // An empty key watches everything from "\0"; "\0" as range end means "every key >= key".
+        let key = if req.key.is_empty() { bytes::Bytes::from_static(b"\0") } else { req.key };
+        let range = KeyRange::new(key, req.range_end);
+        let next_rev = if req.start_revision == 0 { current + 1 } else { req.start_revision };
+        let w = Watcher {
+            range,
+            start_rev: req.start_revision,
+            next_rev,
+            prev_kv: req.prev_kv,
+            no_put: req.filters.contains(&(FilterType::Noput as i32)),
+            no_delete: req.filters.contains(&(FilterType::Nodelete as i32)),
+            progress_notify: req.progress_notify,
+            fragment: req.fragment,
+            sent_recently: false,
+        };
+        s.watchers.insert(id, w);
+        let created = WatchResponse { header: Some(hdr.at(current)), watch_id: id, created: true, ..Default::default() };
+        if !s.send_control(created) {
+            self.streams.remove(&stream);
+        }
+    }
+
+    /// Handles a cancel request; unknown IDs are ignored, as etcd does.
+    pub fn cancel(&mut self, stream: StreamId, watch_id: i64, current_rev: i64, hdr: &HeaderInfo) {
+        let Some(s) = self.streams.get_mut(&stream) else { return };
+        if s.watchers.remove(&watch_id).is_some() {
+            let resp = WatchResponse { header: Some(hdr.at(current_rev)), watch_id, canceled: true, ..Default::default() };
+            if !s.send_control(resp) {
+                self.streams.remove(&stream);
+            }
+        }
+    }
+
+    /// Handles a progress request: answers at once with `watch_id = -1` when every watcher of the
+    /// stream is synced, otherwise as soon as they are.
+    pub fn request_progress(&mut self, stream: StreamId, current_rev: i64, hdr: &HeaderInfo) {
+        if let Some(s) = self.streams.get_mut(&stream) {
+            s.progress_deferred = true;
+        }
+        self.answer_deferred_progress(current_rev, hdr);
+    }
+
+    fn answer_deferred_progress(&mut self, current_rev: i64, hdr: &HeaderInfo) {
+        let mut gone = Vec::new();
+        for (id, s) in &mut self.streams {
+            if !s.progress_deferred {
+                continue;
+            }
+            let synced = s.watchers.values().all(|w| w.next_rev > current_rev && current_rev >= w.start_rev);
+            if !synced {
+                continue;
+            }
+            s.progress_deferred = false;
+            // etcd answers nothing on a stream without watchers.
+            if !s.watchers.is_empty() {
+                let resp = WatchResponse { header: Some(hdr.at(current_rev)), watch_id: -1, ..Default::default() };
+                if !s.send_control(resp) {
+                    gone.push(*id);
+                }
+            }
+        }
+        for id in gone {
+            self.streams.remove(&id);
+        }
+    }
+
+    /// Delivers one applied round's events (revisions `(old_rev, new_rev]`) to synced watchers
+    /// and keeps them in the ring.
+    pub fn publish(&mut self, events: &[Event], new_rev: i64, hdr: &HeaderInfo) {
+        if !events.is_empty() {
+            self.ring.push(events, new_rev);
+        }
+        let max_bytes = self.cfg.max_response_bytes;
+        let mut gone = Vec::new();
+        for (sid, s) in &mut self.streams {
+            let ids: Vec<i64> = s.watchers.keys().copied().collect();
+            for id in ids {
+                let w = &s.watchers[&id];
+                let first = events.first().map_or(new_rev + 1, event_rev);
+                if w.next_rev < first {
+                    continue; // lagging: served by catch_up
+                }
+                let batch: Vec<Event> = events.iter().filter(|e| event_rev(e) >= w.next_rev && w.wants(e)).map(|e| w.shape(e)).collect();
+                let fragment = w.fragment;
+                if batch.is_empty() {
+                    let w = s.watchers.get_mut(&id).expect("invariant: id taken from this map");
+                    w.next_rev = w.next_rev.max(new_rev + 1);
+                    continue;
+                }
+                match send_events(s, id, batch, new_rev, hdr, fragment, max_bytes) {
+                    Sent::Yes => {
+                        let w = s.watchers.get_mut(&id).expect("invariant: id taken from this map");
+                        w.next_rev = w.next_rev.max(new_rev + 1);
+                        w.sent_recently = true;
+                    }
+                    Sent::Full => {}
+                    Sent::Closed => {
+                        gone.push(*sid);
+                        break;
+                    }
+                }
+            }
+        }
+        for id in gone {
+            self.streams.remove(&id);
+        }
+        self.answer_deferred_progress(new_rev, hdr);
+    }
+
+    /// Returns true when some watcher is behind or some control response waits.
+    pub fn has_lagging(&self, current_rev: i64) -> bool {
+        self.streams.values().any(|s| !s.pending.is_empty() || s.progress_deferred || s.watchers.values().any(|w| w.next_rev <= current_rev))
+    }
+
+    /// Moves lagging watchers forward: from the ring when it still covers them, else from
+    /// history; cancels those behind the compacted revision.
+    ///
+    /// # Errors
+    /// Returns a storage error from reading history.
+    pub fn catch_up<B: KvBackend>(&mut self, store: &MvccStore<B>, hdr: &HeaderInfo) -> Result<()> {
+        let current = store.current_rev();
+        let compact = store.compact_rev();
+        let max_bytes = self.cfg.max_response_bytes;
+        let batch_max = self.cfg.catchup_batch_events;
+        let mut gone = Vec::new();
+        for (sid, s) in &mut self.streams {
+            if !s.drain_pending() {
+                gone.push(*sid);
+                continue;
+            }
+            if !s.pending.is_empty() {
+                continue;
+            }
+            let ids: Vec<i64> = s.watchers.iter().filter(|(_, w)| w.next_rev <= current).map(|(id, _)| *id).collect();
+            for id in ids {
+                let w = &s.watchers[&id];
+                if w.next_rev < compact {
+                    let resp = WatchResponse { header: Some(hdr.at(current)), watch_id: id, canceled: true, compact_revision: compact, ..Default::default() };
+                    s.watchers.remove(&id);
+                    if !s.send_control(resp) {
+                        gone.push(*sid);
+                        break;
+                    }
+                    continue;
+                }
+                let (batch, upto) = collect(w, &self.ring, store, current, batch_max)?;
+                let fragment = w.fragment;
+                let sent = if batch.is_empty() { Sent::Yes } else { send_events(s, id, batch, current, hdr, fragment, max_bytes) };
+                match sent {
+                    Sent::Yes => {
+                        let w = s.watchers.get_mut(&id).expect("invariant: id taken from this map");
+                        w.next_rev = upto + 1;
+                        w.sent_recently = true;
+                    }
+                    Sent::Full => break,
+                    Sent::Closed => {
+                        gone.push(*sid);
+                        break;
+                    }
+                }
+            }
+        }
+        for id in gone {
+            self.streams.remove(&id);
+        }
+        self.answer_deferred_progress(current, hdr);
+        Ok(())
+    }
+
+    /// Sends periodic progress notifications to idle synced watchers that asked for them.
+    pub fn tick_progress(&mut self, now: Instant, current_rev: i64, hdr: &HeaderInfo) {
+        let due = self.last_progress_tick.is_none_or(|t| now.saturating_duration_since(t) >= self.cfg.progress_notify_interval);
+        if !due {
+            return;
+        }
+        let first = self.last_progress_tick.is_none();
+        self.last_progress_tick = Some(now);
+        if first {
+            return;
+        }
+        for s in self.streams.values_mut() {
+            for (id, w) in &mut s.watchers {
+                if !w.progress_notify {
+                    continue;
+                }
+                let idle = !std::mem::replace(&mut w.sent_recently, false);
+                if idle && w.next_rev > current_rev && current_rev >= w.start_rev && s.pending.is_empty() {
+                    let resp = WatchResponse { header: Some(hdr.at(current_rev)), watch_id: *id, ..Default::default() };
+                    let _ = s.tx.try_send(resp);
+                }
+            }
+        }
+    }
+}
+
+/// Collects the events a lagging watcher needs next, up to about `batch_max` events without
+/// splitting a revision; returns them and the last revision covered.
+fn collect<B: KvBackend>(w: &Watcher, ring: &EventRing, store: &MvccStore<B>, current: i64, batch_max: usize) -> Result<(Vec<Event>, i64)> {
+    let from_ring = w.next_rev >= ring.first_rev();
+    // History is read only up to the ring's start; the ring serves the rest on the next pass.
+    let limit = if from_ring { current } else { (ring.first_rev() - 1).min(current) };
+    let mut upto = limit;
+    let mut out: Vec<Event> = Vec::new();
+    let mut take = |e: &Event| -> bool {
+        let rev = event_rev(e);
+        if out.len() >= batch_max && out.last().is_some_and(|l| event_rev(l) != rev) {
+            upto = rev - 1;
+            return false;
+        }
+        if w.wants(e) {
+            out.push(w.shape(e));
+        }
+        true
+    };
+    if from_ring {
+        for e in ring.since(w.next_rev) {
+            if !take(e) {
+                break;
+            }
+        }
+    } else {
+        store.history(w.next_rev, limit, &mut |e| take(&e))?;
+    }
+    Ok((out, upto))
+}
+
+/// Sends `events` to watcher `id`, split into fragments when it asked for them and the response
+/// is too large.
+fn send_events(s: &mut Stream, id: i64, events: Vec<Event>, rev: i64, hdr: &HeaderInfo, fragment: bool, max_bytes: usize) -> Sent {
+    let resp = WatchResponse { header: Some(hdr.at(rev)), watch_id: id, events, ..Default::default() };
+    if !fragment || resp.encoded_len() <= max_bytes {
+        return s.try_send(resp);
+    }
+    let parts = fragments(resp, max_bytes);
+    if s.tx.capacity() < parts.len() || !s.pending.is_empty() {
+        return Sent::Full;
+    }
+    for p in parts {
+        if let Sent::Closed = s.try_send(p) {
+            return Sent::Closed;
+        }
+    }
+    Sent::Yes
+}
+
+fn fragments(resp: WatchResponse, max_bytes: usize) -> Vec<WatchResponse> {
+    let mut parts: Vec<WatchResponse> = Vec::new();
+    let mut cur = WatchResponse { header: resp.header, watch_id: resp.watch_id, fragment: true, ..Default::default() };
+    for e in resp.events {
+        if !cur.events.is_empty() && cur.encoded_len() + e.encoded_len() + 8 > max_bytes {
+            let next = WatchResponse { header: cur.header, watch_id: cur.watch_id, fragment: true, ..Default::default() };
+            parts.push(std::mem::replace(&mut cur, next));
+        }
+        cur.events.push(e);
+    }
+    cur.fragment = false;
+    parts.push(cur);
+    parts
+}
+
+#[cfg(test)]
+mod tests;

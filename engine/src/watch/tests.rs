@@ -1,0 +1,1 @@
+//! Watch hub tests on the in-memory backend.
