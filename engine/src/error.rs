@@ -76,7 +76,12 @@ pub enum EngineError {
     /// The storage backend failed.
     #[error("storage: {0}")]
     Storage(#[from] StorageError),
-    // RAFT_VARIANT
+    /// Replication failed.
+    #[error("raft: {0}")]
+    Raft(#[from] ballast_raft::RaftError),
+    /// The shard's mailbox is full.
+    #[error("too many requests")]
+    TooManyRequests,
 }
 
 /// Shorthand for results of engine operations.

@@ -20,13 +20,18 @@
 //! channel ([`shard::ShardHandle`]); the shard thread owns its state and never blocks on the
 //! network.
 
+pub mod api;
 pub mod apply;
 pub mod clock;
 pub mod error;
 pub mod header;
 pub mod lease;
 pub mod mvcc;
+pub mod raft_log;
+pub mod server;
+pub mod shard;
 pub mod storage;
 pub mod watch;
 
 pub use error::{EngineError, Result};
+pub use server::{Engine, EngineConfig, ServeError};

@@ -1,0 +1,98 @@
+//! The `etcdserverpb.Lease` service. Grants and revokes go through raft; keep-alives and
+//! time-to-live queries are answered by the shard's leader from its lease table, as etcd does.
+
+use std::pin::Pin;
+
+use ballast_proto::ballastpb::raft_command::Command;
+use ballast_proto::etcdserverpb::{
+    lease_server::Lease, LeaseGrantRequest, LeaseGrantResponse, LeaseKeepAliveRequest, LeaseKeepAliveResponse,
+    LeaseLeasesRequest, LeaseLeasesResponse, LeaseRevokeRequest, LeaseRevokeResponse, LeaseTimeToLiveRequest,
+    LeaseTimeToLiveResponse,
+};
+use futures::{Stream, StreamExt};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+use super::{unexpected, Api};
+use crate::error::EngineError;
+use crate::lease::MAX_LEASE_TTL;
+use crate::shard::{ShardMsg, WriteResponse};
+
+/// Serves the lease RPCs.
+#[derive(Debug, Clone)]
+pub struct LeaseService {
+    api: Api,
+}
+
+impl LeaseService {
+    /// Returns the service over `api`.
+    pub fn new(api: Api) -> Self {
+        Self { api }
+    }
+}
+
+#[tonic::async_trait]
+impl Lease for LeaseService {
+    async fn lease_grant(&self, req: Request<LeaseGrantRequest>) -> Result<Response<LeaseGrantResponse>, Status> {
+        let mut r = req.into_inner();
+        if r.ttl > MAX_LEASE_TTL {
+            return Err(EngineError::LeaseTtlTooLarge.into());
+        }
+        if r.id == 0 {
+            // The ID is chosen before proposing so every member applies the same one.
+            r.id = (rand::random::<u64>() >> 1).max(1) as i64;
+        }
+        match self.api.write(Command::LeaseGrant(r)).await? {
+            WriteResponse::LeaseGrant(resp) => Ok(Response::new(resp)),
+            _ => Err(unexpected("lease grant")),
+        }
+    }
+
+    async fn lease_revoke(&self, req: Request<LeaseRevokeRequest>) -> Result<Response<LeaseRevokeResponse>, Status> {
+        match self.api.write(Command::LeaseRevoke(req.into_inner())).await? {
+            WriteResponse::LeaseRevoke(resp) => Ok(Response::new(resp)),
+            _ => Err(unexpected("lease revoke")),
+        }
+    }
+
+    type LeaseKeepAliveStream = Pin<Box<dyn Stream<Item = Result<LeaseKeepAliveResponse, Status>> + Send + 'static>>;
+
+    async fn lease_keep_alive(&self, req: Request<Streaming<LeaseKeepAliveRequest>>) -> Result<Response<Self::LeaseKeepAliveStream>, Status> {
+        let mut inbound = req.into_inner();
+        // Keep-alives are answered one by one; 16 answers in flight is plenty for a client that
+        // sends one every TTL/3.
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        let api = self.api.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(msg)) = inbound.message().await {
+                let answer = api.shard.call(api.request_timeout, |r| ShardMsg::LeaseKeepAlive(msg.id, r)).await;
+                let out = answer.map_err(Status::from).map(|ttl| {
+                    let rev = 0; // etcd leaves the revision of keep-alive answers unset
+                    let header = Some(ballast_proto::etcdserverpb::ResponseHeader {
+                        cluster_id: api.member.cluster_id,
+                        member_id: api.member.id,
+                        revision: rev,
+                        raft_term: api.shard.term(),
+                    });
+                    LeaseKeepAliveResponse { header, id: msg.id, ttl }
+                });
+                let failed = out.is_err();
+                if tx.send(out).await.is_err() || failed {
+                    break;
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx).map(|x| x))))
+    }
+
+    async fn lease_time_to_live(&self, req: Request<LeaseTimeToLiveRequest>) -> Result<Response<LeaseTimeToLiveResponse>, Status> {
+        let r = req.into_inner();
+        let resp = self.api.shard.call(self.api.request_timeout, |tx| ShardMsg::LeaseTimeToLive(r, tx)).await?;
+        Ok(Response::new(resp))
+    }
+
+    async fn lease_leases(&self, _req: Request<LeaseLeasesRequest>) -> Result<Response<LeaseLeasesResponse>, Status> {
+        let resp = self.api.shard.call(self.api.request_timeout, ShardMsg::LeaseLeases).await?;
+        Ok(Response::new(resp))
+    }
+}

@@ -1,0 +1,229 @@
+//! The `etcdserverpb.Maintenance` service: status, hashes, defragmentation, alarms and
+//! snapshots.
+//!
+//! # Snapshot format
+//! etcd streams its bbolt file; Ballast streams a consistent RocksDB checkpoint of the member's
+//! store as an archive: the line `BALLAST-SNAPSHOT 1\n`, then for each file a big-endian `u32`
+//! name length, the name, a big-endian `u64` size and the bytes, and finally the SHA-256 of
+//! everything before it (32 bytes, as etcd appends its own SHA-256). `etcdctl snapshot save`
+//! stores it as is; `etcdctl snapshot status/restore` expect bbolt and do not apply.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+
+use ballast_proto::ballastpb::raft_command::Command;
+use ballast_proto::etcdserverpb::{
+    alarm_request::AlarmAction, maintenance_server::Maintenance, AlarmMember, AlarmRequest, AlarmResponse, AlarmType,
+    DefragmentRequest, DefragmentResponse, HashKvRequest, HashKvResponse, HashRequest, HashResponse, MoveLeaderRequest,
+    MoveLeaderResponse, ResponseHeader, SnapshotRequest, SnapshotResponse, StatusRequest, StatusResponse,
+};
+use futures::{Stream, StreamExt};
+use sha2::{Digest, Sha256};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+use super::{unexpected, Api, ETCD_COMPAT_VERSION};
+use crate::error::EngineError;
+use crate::shard::{ShardMsg, WriteResponse};
+
+/// Bytes per snapshot message; etcd's own send buffer is 32 KiB.
+const SNAPSHOT_CHUNK: usize = 32 * 1024;
+const SNAPSHOT_MAGIC: &[u8] = b"BALLAST-SNAPSHOT 1\n";
+
+/// Serves the maintenance RPCs.
+#[derive(Debug, Clone)]
+pub struct MaintenanceService {
+    api: Api,
+}
+
+impl MaintenanceService {
+    /// Returns the service over `api`.
+    pub fn new(api: Api) -> Self {
+        Self { api }
+    }
+
+    fn header(&self, revision: i64) -> Option<ResponseHeader> {
+        Some(ResponseHeader { cluster_id: self.api.member.cluster_id, member_id: self.api.member.id, revision, raft_term: self.api.shard.term() })
+    }
+}
+
+fn alarm_name(a: i32) -> &'static str {
+    match AlarmType::try_from(a) {
+        Ok(AlarmType::Nospace) => "NOSPACE",
+        Ok(AlarmType::Corrupt) => "CORRUPT",
+        _ => "NONE",
+    }
+}
+
+#[tonic::async_trait]
+impl Maintenance for MaintenanceService {
+    async fn alarm(&self, req: Request<AlarmRequest>) -> Result<Response<AlarmResponse>, Status> {
+        let r = req.into_inner();
+        match AlarmAction::try_from(r.action) {
+            Ok(AlarmAction::Get) => {
+                let st = self.api.shard.call(self.api.request_timeout, ShardMsg::Status).await?;
+                let alarms = st
+                    .alarms
+                    .into_iter()
+                    .filter(|a| r.alarm == 0 || *a == r.alarm)
+                    .map(|alarm| AlarmMember { member_id: self.api.member.id, alarm })
+                    .collect();
+                Ok(Response::new(AlarmResponse { header: self.header(st.revision), alarms }))
+            }
+            _ => match self.api.write(Command::Alarm(r)).await? {
+                WriteResponse::Alarm(resp) => Ok(Response::new(resp)),
+                _ => Err(unexpected("alarm")),
+            },
+        }
+    }
+
+    async fn status(&self, _req: Request<StatusRequest>) -> Result<Response<StatusResponse>, Status> {
+        let st = self.api.shard.call(self.api.request_timeout, ShardMsg::Status).await?;
+        let errors = st.alarms.iter().map(|a| format!("memberID:{} alarm:{} ", self.api.member.id, alarm_name(*a))).collect();
+        Ok(Response::new(StatusResponse {
+            header: self.header(st.revision),
+            version: ETCD_COMPAT_VERSION.to_string(),
+            db_size: st.db_size,
+            leader: self.api.member_of_raft_id(st.leader),
+            raft_index: st.raft_index,
+            raft_term: st.raft_term,
+            raft_applied_index: st.raft_applied_index,
+            errors,
+            db_size_in_use: st.db_size,
+            is_learner: false,
+        }))
+    }
+
+    async fn defragment(&self, _req: Request<DefragmentRequest>) -> Result<Response<DefragmentResponse>, Status> {
+        self.api.shard.call(self.api.request_timeout, ShardMsg::Defragment).await?;
+        Ok(Response::new(DefragmentResponse { header: self.header(0) }))
+    }
+
+    async fn hash(&self, _req: Request<HashRequest>) -> Result<Response<HashResponse>, Status> {
+        let hash = self.api.shard.call(self.api.request_timeout, ShardMsg::Hash).await?;
+        let st = self.api.shard.call(self.api.request_timeout, ShardMsg::Status).await?;
+        Ok(Response::new(HashResponse { header: self.header(st.revision), hash }))
+    }
+
+    async fn hash_kv(&self, req: Request<HashKvRequest>) -> Result<Response<HashKvResponse>, Status> {
+        let rev = req.into_inner().revision;
+        let resp = self.api.shard.call(self.api.request_timeout, |tx| ShardMsg::HashKv(rev, tx)).await?;
+        Ok(Response::new(resp))
+    }
+
+    type SnapshotStream = Pin<Box<dyn Stream<Item = Result<SnapshotResponse, Status>> + Send + 'static>>;
+
+    async fn snapshot(&self, _req: Request<SnapshotRequest>) -> Result<Response<Self::SnapshotStream>, Status> {
+        let n = self.api.next_id.fetch_add(1, Ordering::Relaxed);
+        std::fs::create_dir_all(&self.api.snapshot_dir).map_err(|e| Status::unavailable(format!("etcdserver: snapshot: {e}")))?;
+        let dir = self.api.snapshot_dir.join(format!("snap-{n}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        let dir_for_shard = dir.clone();
+        let revision = self.api.shard.call(self.api.request_timeout, |tx| ShardMsg::Checkpoint(dir_for_shard, tx)).await?;
+        let header = self.header(revision);
+        // Four chunks in flight keep the disk and the network busy without buffering the store.
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tokio::task::spawn_blocking(move || {
+            let result = stream_archive(&dir, header, &tx);
+            let _ = std::fs::remove_dir_all(&dir);
+            if let Err(e) = result {
+                let _ = tx.blocking_send(Err(Status::unavailable(format!("etcdserver: snapshot: {e}"))));
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx).map(|x| x))))
+    }
+
+    async fn move_leader(&self, req: Request<MoveLeaderRequest>) -> Result<Response<MoveLeaderResponse>, Status> {
+        if req.into_inner().target_id == self.api.member.id {
+            return Ok(Response::new(MoveLeaderResponse { header: self.header(0) }));
+        }
+        Err(EngineError::MemberNotFound.into())
+    }
+}
+
+type ChunkSender = tokio::sync::mpsc::Sender<Result<SnapshotResponse, Status>>;
+
+fn files_of(dir: &Path) -> std::io::Result<Vec<(String, PathBuf, u64)>> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let meta = entry.metadata()?;
+        if meta.is_file() {
+            files.push((entry.file_name().to_string_lossy().into_owned(), entry.path(), meta.len()));
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Streams `dir` as a snapshot archive; returns Ok(()) also when the client went away.
+fn stream_archive(dir: &Path, header: Option<ResponseHeader>, tx: &ChunkSender) -> std::io::Result<()> {
+    let files = files_of(dir)?;
+    let total: u64 = SNAPSHOT_MAGIC.len() as u64
+        + files.iter().map(|(name, _, size)| 4 + name.len() as u64 + 8 + size).sum::<u64>()
+        + 32;
+    let mut out = ArchiveWriter { tx, header, buf: Vec::with_capacity(SNAPSHOT_CHUNK), sent: 0, total, hasher: Sha256::new(), gone: false };
+    out.write(SNAPSHOT_MAGIC);
+    for (name, path, size) in &files {
+        out.write(&(name.len() as u32).to_be_bytes());
+        out.write(name.as_bytes());
+        out.write(&size.to_be_bytes());
+        let mut f = std::fs::File::open(path)?;
+        let mut chunk = vec![0u8; SNAPSHOT_CHUNK];
+        loop {
+            let n = f.read(&mut chunk)?;
+            if n == 0 || out.gone {
+                break;
+            }
+            out.write(&chunk[..n]);
+        }
+    }
+    let digest = out.hasher.clone().finalize();
+    out.buf.extend_from_slice(&digest);
+    out.flush();
+    Ok(())
+}
+
+struct ArchiveWriter<'a> {
+    tx: &'a ChunkSender,
+    header: Option<ResponseHeader>,
+    buf: Vec<u8>,
+    sent: u64,
+    total: u64,
+    hasher: Sha256,
+    gone: bool,
+}
+
+impl ArchiveWriter<'_> {
+    fn write(&mut self, bytes: &[u8]) {
+        self.hasher.update(bytes);
+        self.buf.extend_from_slice(bytes);
+        while self.buf.len() >= SNAPSHOT_CHUNK && !self.gone {
+            let rest = self.buf.split_off(SNAPSHOT_CHUNK);
+            let chunk = std::mem::replace(&mut self.buf, rest);
+            self.send(chunk);
+        }
+    }
+
+    fn flush(&mut self) {
+        let chunk = std::mem::take(&mut self.buf);
+        if !chunk.is_empty() {
+            self.send(chunk);
+        }
+    }
+
+    fn send(&mut self, chunk: Vec<u8>) {
+        self.sent += chunk.len() as u64;
+        let resp = SnapshotResponse {
+            header: self.header,
+            remaining_bytes: self.total.saturating_sub(self.sent),
+            blob: chunk.into(),
+            version: String::new(),
+        };
+        if self.tx.blocking_send(Ok(resp)).is_err() {
+            self.gone = true;
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! The one mapping of [`EngineError`] to the wire: etcd's gRPC code and exact message text for
+//! every error (clientv3 and kube-apiserver match on the text). `tests::golden` pins each string.
+
+use tonic::{Code, Status};
+
+use crate::error::EngineError;
+
+/// Returns the gRPC code and message etcd sends for `e`.
+pub fn code_and_message(e: &EngineError) -> (Code, String) {
+    use EngineError as E;
+    let fixed = |code, msg: &str| (code, msg.to_string());
+    match e {
+        E::EmptyKey => fixed(Code::InvalidArgument, "etcdserver: key is not provided"),
+        E::KeyNotFound => fixed(Code::InvalidArgument, "etcdserver: key not found"),
+        E::ValueProvided => fixed(Code::InvalidArgument, "etcdserver: value is provided"),
+        E::LeaseProvided => fixed(Code::InvalidArgument, "etcdserver: lease is provided"),
+        E::TooManyOps => fixed(Code::InvalidArgument, "etcdserver: too many operations in txn request"),
+        E::DuplicateKey => fixed(Code::InvalidArgument, "etcdserver: duplicate key given in txn request"),
+        E::RequestTooLarge => fixed(Code::InvalidArgument, "etcdserver: request is too large"),
+        E::InvalidSortOption => fixed(Code::InvalidArgument, "etcdserver: invalid sort option"),
+        E::Compacted { .. } => fixed(Code::OutOfRange, "etcdserver: mvcc: required revision has been compacted"),
+        E::FutureRev => fixed(Code::OutOfRange, "etcdserver: mvcc: required revision is a future revision"),
+        E::LeaseNotFound => fixed(Code::NotFound, "etcdserver: requested lease not found"),
+        E::LeaseExist => fixed(Code::FailedPrecondition, "etcdserver: lease already exists"),
+        E::LeaseTtlTooLarge => fixed(Code::OutOfRange, "etcdserver: too large lease TTL"),
+        E::NoSpace => fixed(Code::ResourceExhausted, "etcdserver: mvcc: database space exceeded"),
+        E::TooManyRequests => fixed(Code::ResourceExhausted, "etcdserver: too many requests"),
+        E::NoLeader => fixed(Code::Unavailable, "etcdserver: no leader"),
+        E::NotLeader | E::Raft(ballast_raft::RaftError::NotLeader { .. }) => {
+            fixed(Code::FailedPrecondition, "etcdserver: not leader")
+        }
+        E::Stopped => fixed(Code::Unavailable, "etcdserver: server stopped"),
+        E::Timeout | E::Raft(ballast_raft::RaftError::ProposalDropped) => {
+            fixed(Code::Unavailable, "etcdserver: request timed out")
+        }
+        E::NotCapable => fixed(Code::FailedPrecondition, "etcdserver: not capable"),
+        E::MemberNotFound => fixed(Code::NotFound, "etcdserver: member not found"),
+        // etcd has no error for a failing disk (it panics); these end the member, and the
+        // client sees a retryable code while it restarts.
+        E::Storage(_) | E::Raft(_) => (Code::Unavailable, format!("etcdserver: {e}")),
+    }
+}
+
+impl From<EngineError> for Status {
+    fn from(e: EngineError) -> Self {
+        let (code, message) = code_and_message(&e);
+        Status::new(code, message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn golden() {
+        let cases: Vec<(EngineError, Code, &str)> = vec![
+            (EngineError::EmptyKey, Code::InvalidArgument, "etcdserver: key is not provided"),
+            (EngineError::KeyNotFound, Code::InvalidArgument, "etcdserver: key not found"),
+            (EngineError::ValueProvided, Code::InvalidArgument, "etcdserver: value is provided"),
+            (EngineError::LeaseProvided, Code::InvalidArgument, "etcdserver: lease is provided"),
+            (EngineError::TooManyOps, Code::InvalidArgument, "etcdserver: too many operations in txn request"),
+            (EngineError::DuplicateKey, Code::InvalidArgument, "etcdserver: duplicate key given in txn request"),
+            (EngineError::RequestTooLarge, Code::InvalidArgument, "etcdserver: request is too large"),
+            (EngineError::InvalidSortOption, Code::InvalidArgument, "etcdserver: invalid sort option"),
+            (EngineError::Compacted { compact_revision: 3 }, Code::OutOfRange, "etcdserver: mvcc: required revision has been compacted"),
+            (EngineError::FutureRev, Code::OutOfRange, "etcdserver: mvcc: required revision is a future revision"),
+            (EngineError::LeaseNotFound, Code::NotFound, "etcdserver: requested lease not found"),
+            (EngineError::LeaseExist, Code::FailedPrecondition, "etcdserver: lease already exists"),
+            (EngineError::LeaseTtlTooLarge, Code::OutOfRange, "etcdserver: too large lease TTL"),
+            (EngineError::NoSpace, Code::ResourceExhausted, "etcdserver: mvcc: database space exceeded"),
+            (EngineError::TooManyRequests, Code::ResourceExhausted, "etcdserver: too many requests"),
+            (EngineError::NoLeader, Code::Unavailable, "etcdserver: no leader"),
+            (EngineError::NotLeader, Code::FailedPrecondition, "etcdserver: not leader"),
+            (EngineError::Stopped, Code::Unavailable, "etcdserver: server stopped"),
+            (EngineError::Timeout, Code::Unavailable, "etcdserver: request timed out"),
+            (EngineError::NotCapable, Code::FailedPrecondition, "etcdserver: not capable"),
+            (EngineError::MemberNotFound, Code::NotFound, "etcdserver: member not found"),
+        ];
+        for (err, code, msg) in cases {
+            let status = Status::from(err);
+            assert_eq!((status.code(), status.message()), (code, msg));
+        }
+    }
+}

@@ -1,0 +1,82 @@
+//! The `etcdserverpb.Watch` service: one bidirectional stream per client call, multiplexing
+//! many watchers. Requests are forwarded to the shard in arrival order; everything the client
+//! receives is produced by the shard's watch hub into one bounded channel (see `watch`).
+
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+
+use ballast_proto::etcdserverpb::{watch_request::RequestUnion, watch_server::Watch, WatchRequest, WatchResponse};
+use futures::{Stream, StreamExt};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+use super::Api;
+use crate::error::EngineError;
+use crate::shard::{ShardHandle, ShardMsg};
+
+/// Serves Watch.
+#[derive(Debug, Clone)]
+pub struct WatchService {
+    api: Api,
+}
+
+impl WatchService {
+    /// Returns the service over `api`.
+    pub fn new(api: Api) -> Self {
+        Self { api }
+    }
+}
+
+/// Sends `msg`, waiting while the shard's mailbox is full: a watch request must not be lost,
+/// and the client's stream is the natural place to apply back-pressure.
+async fn send_reliably(shard: &ShardHandle, mut make: impl FnMut() -> ShardMsg) -> bool {
+    loop {
+        match shard.send(make()) {
+            Ok(()) => return true,
+            Err(EngineError::TooManyRequests) => tokio::time::sleep(std::time::Duration::from_millis(1)).await,
+            Err(_) => return false,
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl Watch for WatchService {
+    type WatchStream = Pin<Box<dyn Stream<Item = Result<WatchResponse, Status>> + Send + 'static>>;
+
+    async fn watch(&self, req: Request<Streaming<WatchRequest>>) -> Result<Response<Self::WatchStream>, Status> {
+        // kube-apiserver sets `hasleader`: such streams must fail while there is no leader.
+        if req.metadata().get("hasleader").is_some_and(|v| v == "true") && self.api.shard.leader() == 0 {
+            return Err(EngineError::NoLeader.into());
+        }
+        let id = self.api.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = tokio::sync::mpsc::channel(self.api.watch_stream_buffer);
+        let watch_closed = tx.clone();
+        self.api.shard.send(ShardMsg::WatchOpen(id, tx))?;
+        let shard = self.api.shard.clone();
+        let mut inbound = req.into_inner();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    msg = inbound.message() => {
+                        let Ok(Some(msg)) = msg else { break };
+                        let ok = match msg.request_union {
+                            Some(RequestUnion::CreateRequest(c)) => send_reliably(&shard, || ShardMsg::WatchCreate(id, c.clone())).await,
+                            Some(RequestUnion::CancelRequest(c)) => send_reliably(&shard, || ShardMsg::WatchCancel(id, c.watch_id)).await,
+                            Some(RequestUnion::ProgressRequest(_)) => send_reliably(&shard, || ShardMsg::WatchProgress(id)).await,
+                            None => true,
+                        };
+                        if !ok {
+                            break;
+                        }
+                    }
+                    () = watch_closed.closed() => break,
+                }
+            }
+            // A client that only half-closes keeps receiving, as with etcd; the stream ends when
+            // the client drops it.
+            watch_closed.closed().await;
+            send_reliably(&shard, || ShardMsg::WatchClose(id)).await;
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx).map(Ok))))
+    }
+}

@@ -1,0 +1,297 @@
+//! [`BackendLogStore`]: a shard's raft log, hard state and conf state in `Cf::Raft`.
+//!
+//! Layout (all keys in `Cf::Raft`):
+//!
+//! ```text
+//! "e" + index (u64 BE)   -> Entry            the log; contiguous from first_index to last_index
+//! "hs"                   -> HardState        term, vote, commit
+//! "cs"                   -> ConfState        voters and learners
+//! "sm"                   -> SnapshotMetadata index/term of the last entry compacted away
+//! ```
+//!
+//! A copy of the newest entries stays in memory (`tail`), so the Ready loop reading back entries
+//! it just appended never touches the disk. raft-rs reads through `&self` from the shard thread
+//! only; the lock exists because raft-rs owns one handle and the Ready loop another.
+
+// #[PerformanceCriticalPath]
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use ballast_raft::{ConfState, Entry, HardState, LogStore, RaftError, Snapshot, SnapshotMetadata};
+use parking_lot::RwLock;
+use prost_011::Message;
+use raft::{GetEntriesContext, RaftState, Storage, StorageError as RaftStorageError};
+
+use crate::storage::{Cf, KvBackend, ScanOrder, StorageError, WriteBatch, WriteOpts};
+
+const HARD_STATE: &[u8] = b"hs";
+const CONF_STATE: &[u8] = b"cs";
+const SNAP_META: &[u8] = b"sm";
+
+fn entry_key(index: u64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(9);
+    k.push(b'e');
+    k.extend_from_slice(&index.to_be_bytes());
+    k
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    hard_state: HardState,
+    conf_state: ConfState,
+    /// Index and term of the entry just before the first one kept.
+    snap_index: u64,
+    snap_term: u64,
+    last_index: u64,
+    /// The newest entries, contiguous, ending at `last_index`.
+    tail: VecDeque<Entry>,
+}
+
+impl Inner {
+    fn first_index(&self) -> u64 {
+        self.snap_index + 1
+    }
+
+    fn tail_first(&self) -> u64 {
+        self.tail.front().map_or(self.last_index + 1, |e| e.index)
+    }
+}
+
+/// The raft log of one shard, on a [`KvBackend`].
+pub struct BackendLogStore<B: KvBackend> {
+    backend: B,
+    inner: Arc<RwLock<Inner>>,
+    tail_cap: usize,
+}
+
+impl<B: KvBackend + Clone> Clone for BackendLogStore<B> {
+    fn clone(&self) -> Self {
+        Self { backend: self.backend.clone(), inner: Arc::clone(&self.inner), tail_cap: self.tail_cap }
+    }
+}
+
+impl<B: KvBackend> std::fmt::Debug for BackendLogStore<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let inner = self.inner.read();
+        f.debug_struct("BackendLogStore")
+            .field("first_index", &inner.first_index())
+            .field("last_index", &inner.last_index)
+            .field("commit", &inner.hard_state.commit)
+            .finish()
+    }
+}
+
+fn corrupt(what: &'static str) -> StorageError {
+    StorageError::Corrupt { cf: "raft", what }
+}
+
+fn store_err(e: StorageError) -> RaftError {
+    RaftError::Store(Box::new(e))
+}
+
+fn to_raft(e: StorageError) -> raft::Error {
+    raft::Error::Store(RaftStorageError::Other(Box::new(e)))
+}
+
+impl<B: KvBackend + Clone> BackendLogStore<B> {
+    /// Loads the log state from `backend`, keeping up to `tail_cap` newest entries in memory.
+    ///
+    /// # Errors
+    /// Returns a storage error or `Corrupt` for undecodable records.
+    pub fn open(backend: B, tail_cap: usize) -> Result<Self, StorageError> {
+        let mut inner = Inner::default();
+        if let Some(v) = backend.get(Cf::Raft, HARD_STATE)? {
+            inner.hard_state = HardState::decode(v.as_slice()).map_err(|_| corrupt("hard state"))?;
+        }
+        if let Some(v) = backend.get(Cf::Raft, CONF_STATE)? {
+            inner.conf_state = ConfState::decode(v.as_slice()).map_err(|_| corrupt("conf state"))?;
+        }
+        if let Some(v) = backend.get(Cf::Raft, SNAP_META)? {
+            let m = SnapshotMetadata::decode(v.as_slice()).map_err(|_| corrupt("snapshot metadata"))?;
+            inner.snap_index = m.index;
+            inner.snap_term = m.term;
+        }
+        inner.last_index = inner.snap_index;
+        let mut tail = VecDeque::new();
+        let mut bad = false;
+        backend.scan(Cf::Raft, b"e", Some(b"f"), ScanOrder::Reverse, &mut |_, v| {
+            match Entry::decode(v) {
+                Ok(e) => tail.push_front(e),
+                Err(_) => bad = true,
+            }
+            !bad && tail.len() < tail_cap.max(1)
+        })?;
+        if bad {
+            return Err(corrupt("entry"));
+        }
+        if let Some(last) = tail.back() {
+            inner.last_index = last.index;
+        }
+        inner.tail = tail;
+        Ok(Self { backend, inner: Arc::new(RwLock::new(inner)), tail_cap: tail_cap.max(1) })
+    }
+
+    fn read_entry(&self, index: u64) -> raft::Result<Entry> {
+        let inner = self.inner.read();
+        if index >= inner.tail_first() && index <= inner.last_index {
+            return Ok(inner.tail[(index - inner.tail_first()) as usize].clone());
+        }
+        drop(inner);
+        match self.backend.get(Cf::Raft, &entry_key(index)).map_err(to_raft)? {
+            Some(v) => Entry::decode(v.as_slice()).map_err(|_| to_raft(corrupt("entry"))),
+            None => Err(raft::Error::Store(RaftStorageError::Unavailable)),
+        }
+    }
+}
+
+impl<B: KvBackend + Clone> Storage for BackendLogStore<B> {
+    fn initial_state(&self) -> raft::Result<RaftState> {
+        let inner = self.inner.read();
+        Ok(RaftState::new(inner.hard_state.clone(), inner.conf_state.clone()))
+    }
+
+    fn entries(&self, low: u64, high: u64, max_size: impl Into<Option<u64>>, _ctx: GetEntriesContext) -> raft::Result<Vec<Entry>> {
+        let max_size = max_size.into();
+        if low < self.inner.read().first_index() {
+            return Err(raft::Error::Store(RaftStorageError::Compacted));
+        }
+        let mut out = Vec::with_capacity((high - low) as usize);
+        let mut size = 0u64;
+        for index in low..high {
+            let e = self.read_entry(index)?;
+            size += e.encoded_len() as u64;
+            if !out.is_empty() && max_size.is_some_and(|m| size > m) {
+                break;
+            }
+            out.push(e);
+        }
+        Ok(out)
+    }
+
+    fn term(&self, idx: u64) -> raft::Result<u64> {
+        {
+            let inner = self.inner.read();
+            if idx == inner.snap_index {
+                return Ok(inner.snap_term);
+            }
+            if idx < inner.first_index() {
+                return Err(raft::Error::Store(RaftStorageError::Compacted));
+            }
+            if idx > inner.last_index {
+                return Err(raft::Error::Store(RaftStorageError::Unavailable));
+            }
+        }
+        Ok(self.read_entry(idx)?.term)
+    }
+
+    fn first_index(&self) -> raft::Result<u64> {
+        Ok(self.inner.read().first_index())
+    }
+
+    fn last_index(&self) -> raft::Result<u64> {
+        Ok(self.inner.read().last_index)
+    }
+
+    fn snapshot(&self, _request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+        // Snapshots are only needed to catch up followers, which single-member shards do not
+        // have; raft-rs retries later on this error.
+        Err(raft::Error::Store(RaftStorageError::SnapshotTemporarilyUnavailable))
+    }
+}
+
+impl<B: KvBackend + Clone> LogStore for BackendLogStore<B> {
+    fn append(&self, entries: &[Entry], hard_state: Option<&HardState>, sync: bool) -> Result<(), RaftError> {
+        let mut wb = WriteBatch::new();
+        let mut inner = self.inner.write();
+        if let Some(first) = entries.first() {
+            if first.index <= inner.last_index {
+                // A new leader overwrote our suffix: drop it before appending.
+                wb.delete_range(Cf::Raft, entry_key(first.index), entry_key(inner.last_index + 1));
+            }
+            for e in entries {
+                wb.put(Cf::Raft, entry_key(e.index), e.encode_to_vec());
+            }
+        }
+        if let Some(hs) = hard_state {
+            wb.put(Cf::Raft, HARD_STATE.to_vec(), hs.encode_to_vec());
+        }
+        if wb.is_empty() && !sync {
+            return Ok(());
+        }
+        self.backend.write(wb, WriteOpts { sync }).map_err(store_err)?;
+        if let Some(first) = entries.first() {
+            let keep = inner.tail.iter().take_while(|e| e.index < first.index).count();
+            inner.tail.truncate(keep);
+            inner.tail.extend(entries.iter().cloned());
+            while inner.tail.len() > self.tail_cap {
+                inner.tail.pop_front();
+            }
+            inner.last_index = entries.last().map_or(inner.last_index, |e| e.index);
+        }
+        if let Some(hs) = hard_state {
+            inner.hard_state = hs.clone();
+        }
+        Ok(())
+    }
+
+    fn set_commit(&self, commit: u64) -> Result<(), RaftError> {
+        let mut inner = self.inner.write();
+        inner.hard_state.commit = commit;
+        let mut wb = WriteBatch::new();
+        wb.put(Cf::Raft, HARD_STATE.to_vec(), inner.hard_state.encode_to_vec());
+        self.backend.write(wb, WriteOpts::default()).map_err(store_err)
+    }
+
+    fn compact(&self, index: u64) -> Result<(), RaftError> {
+        let term = match self.term(index.saturating_sub(1)) {
+            Ok(t) => t,
+            Err(_) => return Ok(()), // already compacted past it, or not there yet
+        };
+        let mut inner = self.inner.write();
+        if index <= inner.first_index() || index > inner.last_index + 1 {
+            return Ok(());
+        }
+        let meta = SnapshotMetadata { index: index - 1, term, ..Default::default() };
+        let mut wb = WriteBatch::new();
+        wb.delete_range(Cf::Raft, entry_key(inner.first_index()), entry_key(index));
+        wb.put(Cf::Raft, SNAP_META.to_vec(), meta.encode_to_vec());
+        self.backend.write(wb, WriteOpts::default()).map_err(store_err)?;
+        inner.snap_index = index - 1;
+        inner.snap_term = term;
+        while inner.tail.front().is_some_and(|e| e.index < index) {
+            inner.tail.pop_front();
+        }
+        Ok(())
+    }
+
+    fn apply_snapshot(&self, snapshot: &Snapshot) -> Result<(), RaftError> {
+        let meta = snapshot.get_metadata();
+        let mut inner = self.inner.write();
+        let mut wb = WriteBatch::new();
+        wb.delete_range(Cf::Raft, entry_key(0), entry_key(u64::MAX));
+        let m = SnapshotMetadata { index: meta.index, term: meta.term, ..Default::default() };
+        wb.put(Cf::Raft, SNAP_META.to_vec(), m.encode_to_vec());
+        let mut hs = inner.hard_state.clone();
+        hs.commit = hs.commit.max(meta.index);
+        hs.term = hs.term.max(meta.term);
+        wb.put(Cf::Raft, HARD_STATE.to_vec(), hs.encode_to_vec());
+        let cs = meta.conf_state.clone().unwrap_or_default();
+        wb.put(Cf::Raft, CONF_STATE.to_vec(), cs.encode_to_vec());
+        self.backend.write(wb, WriteOpts { sync: true }).map_err(store_err)?;
+        inner.hard_state = hs;
+        inner.conf_state = cs;
+        inner.snap_index = meta.index;
+        inner.snap_term = meta.term;
+        inner.last_index = meta.index;
+        inner.tail.clear();
+        Ok(())
+    }
+
+    fn set_conf_state(&self, conf_state: &ConfState) -> Result<(), RaftError> {
+        let mut wb = WriteBatch::new();
+        wb.put(Cf::Raft, CONF_STATE.to_vec(), conf_state.encode_to_vec());
+        self.backend.write(wb, WriteOpts { sync: true }).map_err(store_err)?;
+        self.inner.write().conf_state = conf_state.clone();
+        Ok(())
+    }
+}

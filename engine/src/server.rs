@@ -1,0 +1,232 @@
+//! Opening a data directory and serving it over the etcd v3 gRPC API.
+//!
+//! [`Engine::start`] opens RocksDB under `<data-dir>/db`, settles the member's identity (kept in
+//! the store on first start), starts the shard thread and returns a handle; [`Engine::serve`]
+//! runs the gRPC servers on every listen address until the shutdown future completes, then
+//! stops the shard after in-flight requests are answered.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ballast_proto::etcdserverpb::{
+    cluster_server::ClusterServer, kv_server::KvServer, lease_server::LeaseServer,
+    maintenance_server::MaintenanceServer, watch_server::WatchServer,
+};
+use sha2::{Digest, Sha256};
+
+use crate::api::{cluster::ClusterService, kv::KvService, lease::LeaseService, maintenance::MaintenanceService};
+use crate::api::{watch::WatchService, Api, ApiContext, MemberInfo};
+use crate::clock::{Clock, SystemClock};
+use crate::error::{EngineError, Result};
+use crate::header::HeaderInfo;
+use crate::shard::{Shard, ShardConfig, ShardHandle, ShardMsg};
+use crate::storage::rocks::{RocksBackend, RocksOptions};
+use crate::storage::{Cf, KvBackend, StorageError, WriteBatch, WriteOpts};
+
+/// Everything needed to run one engine member.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Member name (etcd `--name`).
+    pub name: String,
+    /// Data directory (etcd `--data-dir`).
+    pub data_dir: PathBuf,
+    /// Addresses the gRPC API listens on.
+    pub listen_client: Vec<SocketAddr>,
+    /// Client URLs advertised in `MemberList`.
+    pub advertise_client_urls: Vec<String>,
+    /// Peer URLs advertised in `MemberList`; they also seed the member ID.
+    pub advertise_peer_urls: Vec<String>,
+    /// Seeds the member and cluster IDs (etcd `--initial-cluster-token`).
+    pub cluster_token: String,
+    /// Largest write request in bytes (etcd `--max-request-bytes`).
+    pub max_request_bytes: usize,
+    /// Most ops per txn branch (etcd `--max-txn-ops`).
+    pub max_txn_ops: usize,
+    /// How long a request may wait for its answer.
+    pub request_timeout: Duration,
+    /// RocksDB tuning.
+    pub rocks: RocksOptions,
+    /// Shard tuning.
+    pub shard: ShardConfig,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            name: "default".into(),
+            data_dir: PathBuf::from("default.ballast"),
+            listen_client: vec![SocketAddr::from(([127, 0, 0, 1], 2379))],
+            advertise_client_urls: vec!["http://127.0.0.1:2379".into()],
+            advertise_peer_urls: vec!["http://127.0.0.1:2380".into()],
+            cluster_token: "etcd-cluster".into(),
+            max_request_bytes: 1_572_864,
+            max_txn_ops: 128,
+            request_timeout: Duration::from_secs(7),
+            rocks: RocksOptions::default(),
+            shard: ShardConfig::default(),
+        }
+    }
+}
+
+/// gRPC framing on top of the largest request (etcd's `grpcOverheadBytes`), so an oversize
+/// request reaches our own size check and gets etcd's error instead of a transport error.
+const GRPC_OVERHEAD_BYTES: usize = 512 * 1024;
+
+const META_MEMBER_ID: &[u8] = b"member_id";
+const META_CLUSTER_ID: &[u8] = b"cluster_id";
+
+/// A started engine member.
+#[derive(Debug)]
+pub struct Engine {
+    api: Api,
+    shard_thread: std::thread::JoinHandle<Result<()>>,
+    listen: Vec<SocketAddr>,
+}
+
+fn hash_u64(parts: &[&[u8]]) -> u64 {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update(p);
+    }
+    let d = h.finalize();
+    u64::from_be_bytes(d[..8].try_into().expect("invariant: sha256 has 32 bytes")) | 1
+}
+
+/// Returns the member and cluster IDs stored in `backend`, choosing and storing them on first
+/// start (etcd derives them from peer URLs and the cluster token the same way).
+fn identity(backend: &RocksBackend, cfg: &EngineConfig) -> Result<(u64, u64)> {
+    let read = |k: &[u8]| -> Result<Option<u64>> {
+        match backend.get(Cf::Meta, k)? {
+            Some(v) => Ok(Some(u64::from_be_bytes(v.as_slice().try_into().map_err(|_| StorageError::Corrupt { cf: "meta", what: "identity" })?))),
+            None => Ok(None),
+        }
+    };
+    if let (Some(m), Some(c)) = (read(META_MEMBER_ID)?, read(META_CLUSTER_ID)?) {
+        return Ok((m, c));
+    }
+    let mut peers = cfg.advertise_peer_urls.clone();
+    peers.sort();
+    let member = hash_u64(&[peers.join(",").as_bytes(), cfg.cluster_token.as_bytes()]);
+    let cluster = hash_u64(&[&member.to_be_bytes(), cfg.cluster_token.as_bytes()]);
+    let mut wb = WriteBatch::new();
+    wb.put(Cf::Meta, META_MEMBER_ID.to_vec(), member.to_be_bytes().to_vec());
+    wb.put(Cf::Meta, META_CLUSTER_ID.to_vec(), cluster.to_be_bytes().to_vec());
+    backend.write(wb, WriteOpts { sync: true })?;
+    Ok((member, cluster))
+}
+
+impl Engine {
+    /// Opens the data directory and starts the shard thread.
+    ///
+    /// # Errors
+    /// A storage or raft error (for example another process holding the directory's lock).
+    pub fn start(cfg: &EngineConfig) -> Result<Self> {
+        std::fs::create_dir_all(&cfg.data_dir).map_err(StorageError::from)?;
+        let backend = RocksBackend::open(&cfg.data_dir.join("db"), &cfg.rocks)?;
+        let (member_id, cluster_id) = identity(&backend, cfg)?;
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let mut shard_cfg = cfg.shard.clone();
+        shard_cfg.watch.max_response_bytes = cfg.max_request_bytes;
+        let ids = HeaderInfo { cluster_id, member_id, raft_term: 0 };
+        let (shard, handle) = Shard::open(backend, shard_cfg.clone(), ids, clock)?;
+        let shard_thread = std::thread::Builder::new()
+            .name("ballast-shard-0".into())
+            .spawn(move || shard.run())
+            .map_err(StorageError::from)?;
+        let api = Arc::new(ApiContext {
+            shard: handle,
+            member: MemberInfo {
+                id: member_id,
+                cluster_id,
+                name: cfg.name.clone(),
+                peer_urls: cfg.advertise_peer_urls.clone(),
+                client_urls: cfg.advertise_client_urls.clone(),
+            },
+            max_request_bytes: cfg.max_request_bytes,
+            max_txn_ops: cfg.max_txn_ops,
+            request_timeout: cfg.request_timeout,
+            snapshot_dir: cfg.data_dir.join("snapshots"),
+            watch_stream_buffer: shard_cfg.watch.stream_buffer,
+            next_id: AtomicU64::new(1),
+        });
+        Ok(Self { api, shard_thread, listen: cfg.listen_client.clone() })
+    }
+
+    /// Returns the handle of the (single) shard.
+    pub fn shard(&self) -> &ShardHandle {
+        &self.api.shard
+    }
+
+    /// Serves the gRPC API on every listen address until `shutdown` completes, then stops the
+    /// shard.
+    ///
+    /// # Errors
+    /// Binding a listen address failed, or the shard stopped with an error.
+    pub async fn serve(self, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> std::result::Result<(), ServeError> {
+        let mut listeners = Vec::new();
+        for addr in &self.listen {
+            listeners.push(tokio::net::TcpListener::bind(addr).await.map_err(|e| ServeError::Bind(*addr, e))?);
+        }
+        let (stop_tx, _) = tokio::sync::broadcast::channel::<()>(1);
+        let mut servers = Vec::new();
+        for listener in listeners {
+            let api = self.api.clone();
+            let mut stop = stop_tx.subscribe();
+            let limit = api.max_request_bytes + GRPC_OVERHEAD_BYTES;
+            let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+            servers.push(tokio::spawn(async move {
+                tonic::transport::Server::builder()
+                    .tcp_nodelay(true)
+                    .add_service(KvServer::new(KvService::new(api.clone())).max_decoding_message_size(limit))
+                    .add_service(WatchServer::new(WatchService::new(api.clone())).max_decoding_message_size(limit))
+                    .add_service(LeaseServer::new(LeaseService::new(api.clone())).max_decoding_message_size(limit))
+                    .add_service(ClusterServer::new(ClusterService::new(api.clone())).max_decoding_message_size(limit))
+                    .add_service(MaintenanceServer::new(MaintenanceService::new(api.clone())).max_decoding_message_size(limit))
+                    .serve_with_incoming_shutdown(incoming, async move {
+                        let _ = stop.recv().await;
+                    })
+                    .await
+            }));
+        }
+        tracing::info!(name = %self.api.member.name, member_id = format_args!("{:x}", self.api.member.id), listen = ?self.listen, "serving etcd v3 API");
+        let shard = self.api.shard.clone();
+        let shard_thread = self.shard_thread;
+        let mut shard_done = tokio::task::spawn_blocking(move || shard_thread.join());
+        let shard_result = tokio::select! {
+            () = shutdown => None,
+            r = &mut shard_done => Some(r),
+        };
+        let _ = stop_tx.send(());
+        for s in servers {
+            // A server still draining long streams (watches) is cut off after a grace period.
+            let _ = tokio::time::timeout(Duration::from_secs(2), s).await;
+        }
+        let shard_result = match shard_result {
+            Some(r) => r,
+            None => {
+                let _ = shard.send(ShardMsg::Shutdown);
+                shard_done.await
+            }
+        };
+        match shard_result {
+            Ok(Ok(Ok(()))) => Ok(()),
+            Ok(Ok(Err(e))) => Err(ServeError::Shard(e)),
+            _ => Err(ServeError::Shard(EngineError::Stopped)),
+        }
+    }
+}
+
+/// Why serving stopped with an error.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A listen address could not be bound.
+    #[error("cannot listen on {0}: {1}")]
+    Bind(SocketAddr, #[source] std::io::Error),
+    /// The shard stopped on an error.
+    #[error("shard stopped: {0}")]
+    Shard(#[source] EngineError),
+}

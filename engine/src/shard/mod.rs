@@ -1,0 +1,502 @@
+//! One shard: its raft node, its state machine and the loop that owns them.
+//!
+//! Reading order: [`msg`] (what can be asked), [`state_machine`] (what committed entries do),
+//! then [`Shard::run`], the loop. The loop is the only code that touches the shard's state; the
+//! network plane reaches it through [`ShardHandle`]. One iteration ("round"): take up to
+//! `max_msgs_per_round` messages (reads answered at once, writes proposed), tick raft when due,
+//! run the Ready loop (one synced log write, one state write, replies, watch fan-out), then move
+//! lagging watchers forward.
+//!
+//! Reads are answered from applied state. With a single voter every proposal is committed and
+//! applied in the round it is proposed, and a write is acknowledged only after that, so a read
+//! taken later sees every acknowledged write (linearizable). Multi-member shards will need
+//! ReadIndex here (see the raft crate's `read_index`).
+
+pub mod msg;
+pub mod state_machine;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ballast_proto::ballastpb::{raft_command::Command, RaftCommand};
+use ballast_proto::etcdserverpb::{
+    alarm_request::AlarmAction, AlarmRequest, AlarmType, HashKvResponse, LeaseLeasesResponse, LeaseRevokeRequest,
+    LeaseStatus, LeaseTimeToLiveResponse,
+};
+use ballast_raft::{NoopTransport, RaftConfig, RaftNode};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
+use prost::Message;
+
+use crate::apply::kv;
+use crate::clock::Clock;
+use crate::error::{EngineError, Result};
+use crate::header::HeaderInfo;
+use crate::raft_log::BackendLogStore;
+use crate::storage::{Cf, KvBackend, ScanOrder};
+use crate::watch::{WatchConfig, WatchHub};
+pub use msg::{Reply, ShardMsg, ShardStatus, WriteResponse};
+use state_machine::{ApplyOutput, ShardStateMachine};
+
+/// Tunables of a shard.
+#[derive(Clone, Debug)]
+pub struct ShardConfig {
+    /// Raft tick. 100 ms is etcd's heartbeat interval; with `election_tick = 10` elections take
+    /// etcd's 1 s.
+    pub tick_interval: Duration,
+    /// Raft parameters.
+    pub raft: RaftConfig,
+    /// Messages waiting for the shard before callers get "too many requests". 10,000 is about
+    /// etcd's gap between committed and applied entries before it refuses proposals (5,000)
+    /// plus room for reads.
+    pub mailbox_capacity: usize,
+    /// Messages taken per round. 4,096 bounds a round's latency while still batching a burst of
+    /// 1,000 in-flight writes into one log sync.
+    pub max_msgs_per_round: usize,
+    /// Applied entries kept in the raft log for slow followers. 10,000 is etcd's
+    /// `SnapshotCatchUpEntries` default.
+    pub raft_log_retain: u64,
+    /// Entries of the raft log kept in memory. 4,096 covers a round's worth of appends.
+    pub raft_log_tail: usize,
+    /// Expired leases revoked per tick. 100 per 100 ms tick is etcd's `leaseRevokeRate` of
+    /// 1,000/s, which keeps a mass expiry from stalling writes.
+    pub lease_revokes_per_tick: usize,
+    /// Minimum lease TTL in seconds: etcd's ceil(1.5 × election timeout) = 2 with defaults.
+    pub min_lease_ttl: i64,
+    /// Backend size that raises the NOSPACE alarm. 2 GiB is etcd's default quota.
+    pub quota_backend_bytes: u64,
+    /// How soon the loop retries lagging watchers when nothing else wakes it. 5 ms keeps a
+    /// resumed slow watcher's catch-up fast without spinning.
+    pub catch_up_interval: Duration,
+    /// Watch delivery tunables.
+    pub watch: WatchConfig,
+}
+
+impl Default for ShardConfig {
+    fn default() -> Self {
+        Self {
+            tick_interval: Duration::from_millis(100),
+            raft: RaftConfig::default(),
+            mailbox_capacity: 10_000,
+            max_msgs_per_round: 4_096,
+            raft_log_retain: 10_000,
+            raft_log_tail: 4_096,
+            lease_revokes_per_tick: 100,
+            min_lease_ttl: 2,
+            quota_backend_bytes: 2 << 30,
+            catch_up_interval: Duration::from_millis(5),
+            watch: WatchConfig::default(),
+        }
+    }
+}
+
+/// The network plane's way into a shard.
+#[derive(Clone, Debug)]
+pub struct ShardHandle {
+    tx: Sender<ShardMsg>,
+    leader: Arc<AtomicU64>,
+    term: Arc<AtomicU64>,
+}
+
+impl ShardHandle {
+    /// Queues `msg` for the shard.
+    ///
+    /// # Errors
+    /// `TooManyRequests` when the mailbox is full, `Stopped` when the shard has stopped.
+    pub fn send(&self, msg: ShardMsg) -> Result<()> {
+        self.tx.try_send(msg).map_err(|e| match e {
+            TrySendError::Full(_) => EngineError::TooManyRequests,
+            TrySendError::Disconnected(_) => EngineError::Stopped,
+        })
+    }
+
+    /// Sends the message built by `make` and waits up to `timeout` for its reply.
+    ///
+    /// # Errors
+    /// The shard's answer, `Timeout`, `Stopped` or `TooManyRequests`.
+    pub async fn call<T>(&self, timeout: Duration, make: impl FnOnce(Reply<T>) -> ShardMsg) -> Result<T> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.send(make(tx))?;
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(EngineError::Stopped),
+            Err(_) => Err(EngineError::Timeout),
+        }
+    }
+
+    /// Returns the shard's raft leader as last seen (0: none).
+    pub fn leader(&self) -> u64 {
+        self.leader.load(Ordering::Relaxed)
+    }
+
+    /// Returns the shard's raft term as last seen.
+    pub fn term(&self) -> u64 {
+        self.term.load(Ordering::Relaxed)
+    }
+}
+
+type ShardRaft<B> = RaftNode<BackendLogStore<B>, ShardStateMachine<B>, NoopTransport>;
+
+/// A shard and everything it owns. Lives on its own thread; see [`Shard::run`].
+pub struct Shard<B: KvBackend + Clone> {
+    node: ShardRaft<B>,
+    hub: WatchHub,
+    rx: Receiver<ShardMsg>,
+    cfg: ShardConfig,
+    ids: HeaderInfo,
+    clock: Arc<dyn Clock>,
+    pending: HashMap<u64, Reply<WriteResponse>>,
+    next_request: u64,
+    leader: Arc<AtomicU64>,
+    term: Arc<AtomicU64>,
+    stopping: bool,
+    last_quota_check: Option<Instant>,
+}
+
+impl<B: KvBackend + Clone> std::fmt::Debug for Shard<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shard").field("ids", &self.ids).field("pending", &self.pending.len()).finish()
+    }
+}
+
+impl<B: KvBackend + Clone> Shard<B> {
+    /// Opens the shard's state on `backend` and returns it with its handle. `ids` gives the
+    /// cluster and member IDs for response headers (the term is filled in live).
+    ///
+    /// # Errors
+    /// A storage or raft error.
+    pub fn open(backend: B, cfg: ShardConfig, ids: HeaderInfo, clock: Arc<dyn Clock>) -> Result<(Self, ShardHandle)> {
+        let sm = ShardStateMachine::open(backend.clone(), cfg.min_lease_ttl, ids.member_id, Arc::clone(&clock))?;
+        let log = BackendLogStore::open(backend, cfg.raft_log_tail)?;
+        let hub = WatchHub::new(cfg.watch.clone(), sm.store().current_rev());
+        let mut node = RaftNode::new(&cfg.raft, &[cfg.raft.id], log, sm, NoopTransport)?;
+        // A single voter need not wait an election timeout to lead.
+        node.campaign()?;
+        let (tx, rx) = crossbeam_channel::bounded(cfg.mailbox_capacity);
+        let leader = Arc::new(AtomicU64::new(0));
+        let term = Arc::new(AtomicU64::new(0));
+        let handle = ShardHandle { tx, leader: Arc::clone(&leader), term: Arc::clone(&term) };
+        let shard = Self {
+            node,
+            hub,
+            rx,
+            cfg,
+            ids,
+            clock,
+            pending: HashMap::new(),
+            // Request IDs start at a random point so entries replayed after a restart can never
+            // answer a new request that happens to reuse an old ID.
+            next_request: rand::random::<u64>() >> 1 | 1,
+            leader,
+            term,
+            stopping: false,
+            last_quota_check: None,
+        };
+        Ok((shard, handle))
+    }
+
+    fn hdr(&self) -> HeaderInfo {
+        HeaderInfo { raft_term: self.node.term(), ..self.ids }
+    }
+
+    /// Runs the shard loop until a `Shutdown` message arrives or every handle is dropped.
+    ///
+    /// # Errors
+    /// A storage or raft error; the shard's state can no longer be trusted and the member must
+    /// stop (etcd panics in the same situations).
+    pub fn run(mut self) -> Result<()> {
+        let result = self.run_loop();
+        for (_, reply) in self.pending.drain() {
+            let _ = reply.send(Err(EngineError::Stopped));
+        }
+        result
+    }
+
+    fn run_loop(&mut self) -> Result<()> {
+        let mut next_tick = self.clock.now() + self.cfg.tick_interval;
+        self.run_ready()?;
+        while !self.stopping {
+            let now = self.clock.now();
+            let mut wait = next_tick.saturating_duration_since(now);
+            if self.hub.has_lagging(self.node.state_machine().store().current_rev()) {
+                wait = wait.min(self.cfg.catch_up_interval);
+            }
+            match self.rx.recv_timeout(wait) {
+                Ok(msg) => {
+                    self.handle(msg)?;
+                    for _ in 1..self.cfg.max_msgs_per_round {
+                        match self.rx.try_recv() {
+                            Ok(msg) => self.handle(msg)?,
+                            Err(_) => break,
+                        }
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            let now = self.clock.now();
+            if now >= next_tick {
+                next_tick = now + self.cfg.tick_interval;
+                self.on_tick(now)?;
+            }
+            self.run_ready()?;
+            let hdr = self.hdr();
+            self.hub.catch_up(self.node.state_machine().store(), &hdr)?;
+        }
+        Ok(())
+    }
+
+    fn on_tick(&mut self, now: Instant) -> Result<()> {
+        self.node.tick();
+        if self.node.is_leader() {
+            let expired = self.node.state_machine_mut().lessor_mut().take_expired(now, self.cfg.lease_revokes_per_tick);
+            for id in expired {
+                self.propose(Command::LeaseRevoke(LeaseRevokeRequest { id }), None);
+            }
+            self.check_quota(now);
+        }
+        let hdr = self.hdr();
+        let rev = self.node.state_machine().store().current_rev();
+        self.hub.tick_progress(now, rev, &hdr);
+        Ok(())
+    }
+
+    /// Raises NOSPACE when the backend outgrows its quota (checked at most once a second).
+    fn check_quota(&mut self, now: Instant) {
+        if self.last_quota_check.is_some_and(|t| now.saturating_duration_since(t) < Duration::from_secs(1)) {
+            return;
+        }
+        self.last_quota_check = Some(now);
+        let sm = self.node.state_machine();
+        let nospace = AlarmType::Nospace as i32;
+        if !sm.alarms().contains(&nospace) && sm.store().backend().approximate_size() > self.cfg.quota_backend_bytes {
+            tracing::warn!(quota = self.cfg.quota_backend_bytes, "backend quota exceeded; raising NOSPACE");
+            let alarm = AlarmRequest { action: AlarmAction::Activate as i32, member_id: self.ids.member_id, alarm: nospace };
+            self.propose(Command::Alarm(alarm), None);
+        }
+    }
+
+    fn handle(&mut self, msg: ShardMsg) -> Result<()> {
+        let hdr = self.hdr();
+        match msg {
+            ShardMsg::Range(req, reply) => {
+                let r = kv::range(self.node.state_machine().store(), &req).map(|mut r| {
+                    r.header = hdr.complete(r.header);
+                    r
+                });
+                let _ = reply.send(r);
+            }
+            ShardMsg::ReadTxn(req, reply) => {
+                let (store, leases) = self.node.state_machine_mut().store_and_leases();
+                let r = kv::apply_txn(store, leases, &req).map(|mut r| {
+                    r.header = hdr.complete(r.header);
+                    r
+                });
+                let _ = reply.send(r);
+            }
+            ShardMsg::Write(cmd, reply) => self.propose(cmd, Some(reply)),
+            ShardMsg::LeaseKeepAlive(id, reply) => {
+                let r = if self.node.is_leader() {
+                    Ok(self.node.state_machine_mut().lessor_mut().keep_alive(id, self.clock.now()).unwrap_or(0))
+                } else {
+                    Err(EngineError::NotLeader)
+                };
+                let _ = reply.send(r);
+            }
+            ShardMsg::LeaseTimeToLive(req, reply) => {
+                let now = self.clock.now();
+                let rev = self.node.state_machine().store().current_rev();
+                let resp = match self.node.state_machine_mut().lessor_mut().time_to_live(req.id, now) {
+                    Some(t) => LeaseTimeToLiveResponse {
+                        header: Some(hdr.at(rev)),
+                        id: req.id,
+                        ttl: t.remaining,
+                        granted_ttl: t.granted,
+                        keys: if req.keys { t.keys } else { vec![] },
+                    },
+                    None => LeaseTimeToLiveResponse { header: Some(hdr.at(rev)), id: req.id, ttl: -1, ..Default::default() },
+                };
+                let _ = reply.send(Ok(resp));
+            }
+            ShardMsg::LeaseLeases(reply) => {
+                let rev = self.node.state_machine().store().current_rev();
+                let leases = self.node.state_machine_mut().lessor_mut().ids().into_iter().map(|id| LeaseStatus { id }).collect();
+                let _ = reply.send(Ok(LeaseLeasesResponse { header: Some(hdr.at(rev)), leases }));
+            }
+            ShardMsg::WatchOpen(stream, tx) => self.hub.open_stream(stream, tx),
+            ShardMsg::WatchCreate(stream, req) => self.hub.create(stream, req, self.node.state_machine().store(), &hdr),
+            ShardMsg::WatchCancel(stream, id) => self.hub.cancel(stream, id, self.node.state_machine().store().current_rev(), &hdr),
+            ShardMsg::WatchProgress(stream) => self.hub.request_progress(stream, self.node.state_machine().store().current_rev(), &hdr),
+            ShardMsg::WatchClose(stream) => self.hub.close_stream(stream),
+            ShardMsg::Status(reply) => {
+                let sm = self.node.state_machine();
+                let status = ShardStatus {
+                    db_size: sm.store().backend().approximate_size() as i64,
+                    leader: self.node.leader_id(),
+                    raft_index: self.node.last_index(),
+                    raft_term: self.node.term(),
+                    raft_applied_index: ballast_raft::StateMachine::applied_index(sm),
+                    revision: sm.store().current_rev(),
+                    alarms: sm.alarms().iter().copied().collect(),
+                };
+                let _ = reply.send(Ok(status));
+            }
+            ShardMsg::Hash(reply) => {
+                let _ = reply.send(self.hash_all());
+            }
+            ShardMsg::HashKv(rev, reply) => {
+                let r = self.hash_kv(rev).map(|(hash, at)| HashKvResponse {
+                    header: Some(hdr.at(self.node.state_machine().store().current_rev())),
+                    hash,
+                    compact_revision: self.node.state_machine().store().compact_rev(),
+                    hash_revision: at,
+                });
+                let _ = reply.send(r);
+            }
+            ShardMsg::Defragment(reply) => {
+                let r = self.node.state_machine().store().backend().compact_all().map_err(EngineError::from);
+                let _ = reply.send(r);
+            }
+            ShardMsg::Checkpoint(dir, reply) => {
+                let store = self.node.state_machine().store();
+                let r = store.backend().checkpoint(&dir).map(|()| store.current_rev()).map_err(EngineError::from);
+                let _ = reply.send(r);
+            }
+            ShardMsg::Shutdown => self.stopping = true,
+        }
+        Ok(())
+    }
+
+    fn propose(&mut self, cmd: Command, reply: Option<Reply<WriteResponse>>) {
+        if !self.node.is_leader() {
+            if let Some(reply) = reply {
+                let err = if self.node.leader_id() == 0 { EngineError::NoLeader } else { EngineError::NotLeader };
+                let _ = reply.send(Err(err));
+            }
+            return;
+        }
+        let nospace = self.node.state_machine().alarms().contains(&(AlarmType::Nospace as i32));
+        if nospace && matches!(cmd, Command::Put(_) | Command::Txn(_) | Command::LeaseGrant(_)) {
+            if let Some(reply) = reply {
+                let _ = reply.send(Err(EngineError::NoSpace));
+            }
+            return;
+        }
+        let request_id = if reply.is_some() {
+            self.next_request = self.next_request.wrapping_add(1).max(1);
+            self.next_request
+        } else {
+            0
+        };
+        let data = RaftCommand { request_id, command: Some(cmd) }.encode_to_vec();
+        match self.node.propose(data) {
+            Ok(()) => {
+                if let Some(reply) = reply {
+                    self.pending.insert(request_id, reply);
+                }
+            }
+            Err(e) => {
+                if let Some(reply) = reply {
+                    let _ = reply.send(Err(e.into()));
+                }
+            }
+        }
+    }
+
+    fn run_ready(&mut self) -> Result<()> {
+        while self.node.has_ready() {
+            let Some(outcome) = self.node.handle_ready()? else { break };
+            if outcome.became_leader {
+                let now = self.clock.now();
+                self.node.state_machine_mut().lessor_mut().promote(now);
+            }
+            if let Some(applied) = outcome.applied {
+                self.finish_round(applied?);
+            }
+        }
+        self.leader.store(self.node.leader_id(), Ordering::Relaxed);
+        self.term.store(self.node.term(), Ordering::Relaxed);
+        self.compact_log()?;
+        Ok(())
+    }
+
+    fn finish_round(&mut self, out: ApplyOutput) {
+        let hdr = self.hdr();
+        let rev = self.node.state_machine().store().current_rev();
+        self.hub.publish(&out.events, rev, &hdr);
+        for (id, result) in out.replies {
+            let Some(reply) = self.pending.remove(&id) else { continue };
+            let _ = reply.send(result.map(|r| complete(r, &hdr)));
+        }
+    }
+
+    fn compact_log(&mut self) -> Result<()> {
+        let applied = ballast_raft::StateMachine::applied_index(self.node.state_machine());
+        let first = raft::Storage::first_index(self.node.store()).unwrap_or(1);
+        let retain = self.cfg.raft_log_retain;
+        if applied > first + 2 * retain {
+            ballast_raft::LogStore::compact(self.node.store(), applied - retain)?;
+        }
+        Ok(())
+    }
+
+    fn hash_all(&self) -> Result<u32> {
+        let backend = self.node.state_machine().store().backend();
+        let mut h = crc32fast::Hasher::new();
+        for cf in [Cf::Kv, Cf::Lease] {
+            backend.scan(cf, &[], None, ScanOrder::Forward, &mut |k, v| {
+                h.update(k);
+                h.update(v);
+                true
+            })?;
+        }
+        Ok(h.finalize())
+    }
+
+    fn hash_kv(&self, rev: i64) -> Result<(u32, i64)> {
+        let store = self.node.state_machine().store();
+        let at = store.check_read_rev(rev)?;
+        let mut h = crc32fast::Hasher::new();
+        let end = crate::mvcc::revision::main_bound(at + 1);
+        store.backend().scan(Cf::Kv, &[], Some(&end), ScanOrder::Forward, &mut |k, v| {
+            h.update(k);
+            h.update(v);
+            true
+        })?;
+        Ok((h.finalize(), at))
+    }
+}
+
+fn complete(r: WriteResponse, hdr: &HeaderInfo) -> WriteResponse {
+    match r {
+        WriteResponse::Put(mut r) => {
+            r.header = hdr.complete(r.header);
+            WriteResponse::Put(r)
+        }
+        WriteResponse::DeleteRange(mut r) => {
+            r.header = hdr.complete(r.header);
+            WriteResponse::DeleteRange(r)
+        }
+        WriteResponse::Txn(mut r) => {
+            r.header = hdr.complete(r.header);
+            WriteResponse::Txn(r)
+        }
+        WriteResponse::Compaction(mut r) => {
+            r.header = hdr.complete(r.header);
+            WriteResponse::Compaction(r)
+        }
+        WriteResponse::LeaseGrant(mut r) => {
+            r.header = hdr.complete(r.header);
+            WriteResponse::LeaseGrant(r)
+        }
+        WriteResponse::LeaseRevoke(mut r) => {
+            r.header = hdr.complete(r.header);
+            WriteResponse::LeaseRevoke(r)
+        }
+        WriteResponse::Alarm(mut r) => {
+            r.header = hdr.complete(r.header);
+            WriteResponse::Alarm(r)
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! [`ShardMsg`]: everything the network plane can ask of a shard. The shard thread is the only
+//! owner of the shard's state; these messages are the only way in.
+
+use ballast_proto::etcdserverpb::{
+    AlarmResponse, CompactionResponse, DeleteRangeResponse, HashKvResponse, LeaseGrantResponse, LeaseLeasesResponse,
+    LeaseRevokeResponse, LeaseTimeToLiveRequest, LeaseTimeToLiveResponse, PutResponse, RangeRequest,
+    RangeResponse, TxnRequest, TxnResponse, WatchCreateRequest,
+};
+use ballast_proto::ballastpb::raft_command::Command;
+use tokio::sync::oneshot;
+
+use crate::error::Result;
+use crate::watch::{StreamId, WatchSender};
+
+/// A reply channel.
+pub type Reply<T> = oneshot::Sender<Result<T>>;
+
+/// The response of a committed write.
+#[derive(Debug)]
+pub enum WriteResponse {
+    /// Answer to a Put.
+    Put(PutResponse),
+    /// Answer to a DeleteRange.
+    DeleteRange(DeleteRangeResponse),
+    /// Answer to a Txn.
+    Txn(TxnResponse),
+    /// Answer to a Compact.
+    Compaction(CompactionResponse),
+    /// Answer to a LeaseGrant.
+    LeaseGrant(LeaseGrantResponse),
+    /// Answer to a LeaseRevoke.
+    LeaseRevoke(LeaseRevokeResponse),
+    /// Answer to an Alarm activation or deactivation.
+    Alarm(AlarmResponse),
+}
+
+/// What a shard reports for `Status`.
+#[derive(Debug, Clone, Default)]
+pub struct ShardStatus {
+    /// Approximate backend size in bytes.
+    pub db_size: i64,
+    /// The raft leader's ID (0: none).
+    pub leader: u64,
+    /// Last raft log index.
+    pub raft_index: u64,
+    /// Current raft term.
+    pub raft_term: u64,
+    /// Applied raft index.
+    pub raft_applied_index: u64,
+    /// Current store revision.
+    pub revision: i64,
+    /// Active alarms, as etcd's `AlarmType` numbers.
+    pub alarms: Vec<i32>,
+}
+
+/// A message to a shard.
+#[derive(Debug)]
+pub enum ShardMsg {
+    /// A Range, served from the shard's applied state.
+    Range(RangeRequest, Reply<RangeResponse>),
+    /// A Txn that cannot write, served without raft.
+    ReadTxn(TxnRequest, Reply<TxnResponse>),
+    /// A write, proposed through raft and answered once applied.
+    Write(Command, Reply<WriteResponse>),
+    /// A lease keep-alive: replies with the granted TTL, or 0 when the lease is gone.
+    LeaseKeepAlive(i64, Reply<i64>),
+    /// A lease time-to-live query.
+    LeaseTimeToLive(LeaseTimeToLiveRequest, Reply<LeaseTimeToLiveResponse>),
+    /// Lists leases.
+    LeaseLeases(Reply<LeaseLeasesResponse>),
+    /// A new client watch stream.
+    WatchOpen(StreamId, WatchSender),
+    /// A watch create request on a stream.
+    WatchCreate(StreamId, WatchCreateRequest),
+    /// A watch cancel request on a stream.
+    WatchCancel(StreamId, i64),
+    /// A progress request on a stream.
+    WatchProgress(StreamId),
+    /// The client stream ended.
+    WatchClose(StreamId),
+    /// Status figures.
+    Status(Reply<ShardStatus>),
+    /// etcd's Hash: a checksum of the whole key-value history.
+    Hash(Reply<u32>),
+    /// etcd's HashKV at a revision (0: current).
+    HashKv(i64, Reply<HashKvResponse>),
+    /// Reclaims disk space.
+    Defragment(Reply<()>),
+    /// Writes a consistent copy of the store into the given directory.
+    Checkpoint(std::path::PathBuf, Reply<i64>),
+    /// Stops the shard loop after answering what is in flight.
+    Shutdown,
+}

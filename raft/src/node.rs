@@ -1,0 +1,261 @@
+//! [`RaftNode`]: a raft-rs `RawNode` with its log store, state machine and transport, and the
+//! one function that runs a Ready round ([`RaftNode::handle_ready`]).
+
+use prost_011::Message as _;
+use raft::eraftpb::{ConfChange, ConfChangeV2, Entry, EntryType, Message};
+use raft::{Config, RawNode, StateRole};
+
+use crate::config::RaftConfig;
+use crate::error::RaftError;
+use crate::log_store::LogStore;
+use crate::state_machine::StateMachine;
+use crate::transport::Transport;
+
+/// What one Ready round did.
+#[derive(Debug)]
+pub struct ReadyOutcome<O> {
+    /// The state machine's output, when entries were committed this round.
+    pub applied: Option<O>,
+    /// Completed read-index requests: (context, index to wait for).
+    pub read_states: Vec<(Vec<u8>, u64)>,
+    /// This member became leader in this round.
+    pub became_leader: bool,
+    /// This member stopped being leader in this round.
+    pub lost_leadership: bool,
+}
+
+/// A raft group member. The only generic type of the replication layer; the engine pins it with
+/// a type alias.
+pub struct RaftNode<L: LogStore, S: StateMachine, T: Transport> {
+    raw: RawNode<L>,
+    store: L,
+    sm: S,
+    transport: T,
+    role: StateRole,
+}
+
+impl<L: LogStore, S: StateMachine, T: Transport> std::fmt::Debug for RaftNode<L, S, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RaftNode")
+            .field("id", &self.raw.raft.id)
+            .field("term", &self.raw.raft.term)
+            .field("role", &self.role)
+            .field("leader", &self.raw.raft.leader_id)
+            .field("committed", &self.raw.raft.raft_log.committed)
+            .finish()
+    }
+}
+
+fn discard_logger() -> slog::Logger {
+    slog::Logger::root(slog::Discard, slog::o!())
+}
+
+impl<L: LogStore, S: StateMachine, T: Transport> RaftNode<L, S, T> {
+    /// Builds a node over `store`. When the store has no conf state yet (a brand-new group),
+    /// `peers` become its voters; otherwise the stored conf state wins. Entries after the state
+    /// machine's applied index are re-applied by the following Ready rounds.
+    ///
+    /// # Errors
+    /// An invalid configuration or a store error.
+    pub fn new(cfg: &RaftConfig, peers: &[u64], store: L, sm: S, transport: T) -> Result<Self, RaftError> {
+        let state = store.initial_state()?;
+        if state.conf_state.voters.is_empty() && state.conf_state.learners.is_empty() {
+            let cs = raft::eraftpb::ConfState { voters: peers.to_vec(), ..Default::default() };
+            store.set_conf_state(&cs)?;
+        }
+        let raft_cfg = Config {
+            id: cfg.id,
+            election_tick: cfg.election_tick,
+            heartbeat_tick: cfg.heartbeat_tick,
+            applied: sm.applied_index(),
+            max_size_per_msg: cfg.max_size_per_msg,
+            max_inflight_msgs: cfg.max_inflight_msgs,
+            pre_vote: cfg.pre_vote,
+            check_quorum: cfg.check_quorum,
+            ..Default::default()
+        };
+        raft_cfg.validate()?;
+        let raw = RawNode::new(&raft_cfg, store.clone(), &discard_logger())?;
+        Ok(Self { raw, store, sm, transport, role: StateRole::Follower })
+    }
+
+    /// Proposes `data` as a normal entry.
+    ///
+    /// # Errors
+    /// `NotLeader` on a follower, `ProposalDropped` when raft-rs refuses it.
+    pub fn propose(&mut self, data: Vec<u8>) -> Result<(), RaftError> {
+        if self.raw.raft.state != StateRole::Leader {
+            return Err(RaftError::NotLeader { leader_id: self.raw.raft.leader_id });
+        }
+        self.raw.propose(vec![], data).map_err(|e| match e {
+            raft::Error::ProposalDropped => RaftError::ProposalDropped,
+            e => RaftError::Raft(e),
+        })
+    }
+
+    /// Proposes a membership change.
+    ///
+    /// # Errors
+    /// As [`RaftNode::propose`].
+    pub fn propose_conf_change(&mut self, cc: ConfChangeV2) -> Result<(), RaftError> {
+        if self.raw.raft.state != StateRole::Leader {
+            return Err(RaftError::NotLeader { leader_id: self.raw.raft.leader_id });
+        }
+        self.raw.propose_conf_change(vec![], cc).map_err(|e| match e {
+            raft::Error::ProposalDropped => RaftError::ProposalDropped,
+            e => RaftError::Raft(e),
+        })
+    }
+
+    /// Asks for a read index; the answer comes back in a later [`ReadyOutcome::read_states`].
+    pub fn read_index(&mut self, ctx: Vec<u8>) {
+        self.raw.read_index(ctx);
+    }
+
+    /// Starts an election now (a single voter calls this at start to lead at once).
+    ///
+    /// # Errors
+    /// raft-rs's error.
+    pub fn campaign(&mut self) -> Result<(), RaftError> {
+        Ok(self.raw.campaign()?)
+    }
+
+    /// Advances raft's logical clock by one tick; true when a Ready may be pending.
+    pub fn tick(&mut self) -> bool {
+        self.raw.tick()
+    }
+
+    /// Feeds a message from another member.
+    ///
+    /// # Errors
+    /// raft-rs's error (for example a message for another group).
+    pub fn step(&mut self, msg: Message) -> Result<(), RaftError> {
+        Ok(self.raw.step(msg)?)
+    }
+
+    /// Returns true when [`RaftNode::handle_ready`] has work.
+    pub fn has_ready(&self) -> bool {
+        self.raw.has_ready()
+    }
+
+    /// Runs one Ready round (see the crate doc for the contract). Returns None when there was
+    /// nothing to do.
+    ///
+    /// # Errors
+    /// A store or state machine error; the member must stop.
+    pub fn handle_ready(&mut self) -> Result<Option<ReadyOutcome<S::Output>>, RaftError> {
+        if !self.raw.has_ready() {
+            return Ok(None);
+        }
+        let mut ready = self.raw.ready();
+        let was_leader = self.role == StateRole::Leader;
+        if let Some(ss) = ready.ss() {
+            self.role = ss.raft_state;
+        }
+        // 1. A leader's appends may leave before its own disk write.
+        if !ready.messages().is_empty() {
+            self.transport.send(ready.take_messages());
+        }
+        // 2. Snapshots first.
+        if !ready.snapshot().is_empty() {
+            let snap = ready.snapshot().clone();
+            self.store.apply_snapshot(&snap)?;
+            let meta = snap.get_metadata();
+            self.sm.restore(&snap.data, meta.index)?;
+        }
+        let mut committed = ready.take_committed_entries();
+        let read_states = ready.take_read_states().into_iter().map(|rs| (rs.request_ctx, rs.index)).collect();
+        // 3. Persist before acknowledging anything.
+        self.store.append(ready.entries(), ready.hs(), ready.must_sync())?;
+        if !ready.persisted_messages().is_empty() {
+            self.transport.send(ready.take_persisted_messages());
+        }
+        // 4. Advance; record the commit index and send what the light ready has.
+        let mut light = self.raw.advance(ready);
+        if let Some(commit) = light.commit_index() {
+            self.store.set_commit(commit)?;
+        }
+        if !light.messages().is_empty() {
+            self.transport.send(light.take_messages());
+        }
+        committed.extend(light.take_committed_entries());
+        // 5. Apply the round in one call, then conf changes, then advance_apply.
+        let applied = if committed.is_empty() { None } else { Some(self.sm.apply(&committed)) };
+        self.apply_conf_changes(&committed)?;
+        self.raw.advance_apply();
+        let is_leader = self.role == StateRole::Leader;
+        Ok(Some(ReadyOutcome { applied, read_states, became_leader: is_leader && !was_leader, lost_leadership: was_leader && !is_leader }))
+    }
+
+    fn apply_conf_changes(&mut self, entries: &[Entry]) -> Result<(), RaftError> {
+        for e in entries {
+            let cs = match e.entry_type {
+                t if t == EntryType::EntryConfChange as i32 => {
+                    let cc = ConfChange::decode(e.data.as_slice()).map_err(|err| RaftError::Store(Box::new(err)))?;
+                    self.raw.apply_conf_change(&cc)?
+                }
+                t if t == EntryType::EntryConfChangeV2 as i32 => {
+                    let cc = ConfChangeV2::decode(e.data.as_slice()).map_err(|err| RaftError::Store(Box::new(err)))?;
+                    self.raw.apply_conf_change(&cc)?
+                }
+                _ => continue,
+            };
+            self.store.set_conf_state(&cs)?;
+        }
+        Ok(())
+    }
+
+    /// Returns the state machine.
+    pub fn state_machine(&self) -> &S {
+        &self.sm
+    }
+
+    /// Returns the state machine for changes that do not go through the log (reads, leases'
+    /// leader-local deadlines).
+    pub fn state_machine_mut(&mut self) -> &mut S {
+        &mut self.sm
+    }
+
+    /// Returns the log store.
+    pub fn store(&self) -> &L {
+        &self.store
+    }
+
+    /// Returns true when this member leads.
+    pub fn is_leader(&self) -> bool {
+        self.raw.raft.state == StateRole::Leader
+    }
+
+    /// Returns the leader's ID, 0 when none is known.
+    pub fn leader_id(&self) -> u64 {
+        self.raw.raft.leader_id
+    }
+
+    /// Returns the current term.
+    pub fn term(&self) -> u64 {
+        self.raw.raft.term
+    }
+
+    /// Returns the commit index.
+    pub fn commit_index(&self) -> u64 {
+        self.raw.raft.raft_log.committed
+    }
+
+    /// Returns the last log index.
+    pub fn last_index(&self) -> u64 {
+        self.raw.raft.raft_log.last_index()
+    }
+
+    /// Returns this member's raft ID.
+    pub fn id(&self) -> u64 {
+        self.raw.raft.id
+    }
+
+    /// Returns this member's role.
+    pub fn status_role(&self) -> StateRole {
+        self.raw.raft.state
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,32 @@
+//! [`StateMachine`]: what committed entries do.
+
+use raft::eraftpb::Entry;
+
+use crate::error::RaftError;
+
+/// A replicated state machine, applied one round at a time.
+pub trait StateMachine {
+    /// What one applied round produces (replies, events, errors: the engine decides).
+    type Output;
+
+    /// Applies one round's committed entries, in index order, as one batch. Entries with empty
+    /// data (leader no-ops) and conf-change entries are included so the machine can advance its
+    /// applied index; [`RaftNode`](crate::RaftNode) applies conf changes to raft itself right
+    /// after this call.
+    fn apply(&mut self, entries: &[Entry]) -> Self::Output;
+
+    /// Returns the last applied index (persisted by the machine atomically with its data).
+    fn applied_index(&self) -> u64;
+
+    /// Serialises the state as of `applied_index()` for a snapshot.
+    ///
+    /// # Errors
+    /// The machine cannot produce a snapshot.
+    fn snapshot(&self) -> Result<Vec<u8>, RaftError>;
+
+    /// Replaces the state with a snapshot's data taken at `index`.
+    ///
+    /// # Errors
+    /// The data cannot be restored.
+    fn restore(&mut self, data: &[u8], index: u64) -> Result<(), RaftError>;
+}
