@@ -5,8 +5,10 @@
 //! etcd streams its bbolt file; Ballast streams a consistent RocksDB checkpoint of the member's
 //! store as an archive: the line `BALLAST-SNAPSHOT 1\n`, then for each file a big-endian `u32`
 //! name length, the name, a big-endian `u64` size and the bytes, and finally the SHA-256 of
-//! everything before it (32 bytes, as etcd appends its own SHA-256). `etcdctl snapshot save`
-//! stores it as is; `etcdctl snapshot status/restore` expect bbolt and do not apply.
+//! a `u32` zero, zero bytes up to a multiple of 512, and finally the SHA-256 of everything
+//! before it (32 bytes). etcd's bbolt stream has the same tail (page-aligned data plus SHA-256),
+//! and `etcdctl snapshot save` checks exactly that (`size % 512 == 32`); it stores the archive as
+//! is. `etcdctl snapshot status/restore` expect bbolt and do not apply.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -161,9 +163,9 @@ fn files_of(dir: &Path) -> std::io::Result<Vec<(String, PathBuf, u64)>> {
 /// Streams `dir` as a snapshot archive; returns Ok(()) also when the client went away.
 fn stream_archive(dir: &Path, header: Option<ResponseHeader>, tx: &ChunkSender) -> std::io::Result<()> {
     let files = files_of(dir)?;
-    let total: u64 = SNAPSHOT_MAGIC.len() as u64
-        + files.iter().map(|(name, _, size)| 4 + name.len() as u64 + 8 + size).sum::<u64>()
-        + 32;
+    let body: u64 = SNAPSHOT_MAGIC.len() as u64 + files.iter().map(|(name, _, size)| 4 + name.len() as u64 + 8 + size).sum::<u64>() + 4;
+    let padding = (512 - body % 512) % 512;
+    let total = body + padding + 32;
     let mut out = ArchiveWriter { tx, header, buf: Vec::with_capacity(SNAPSHOT_CHUNK), sent: 0, total, hasher: Sha256::new(), gone: false };
     out.write(SNAPSHOT_MAGIC);
     for (name, path, size) in &files {
@@ -180,6 +182,8 @@ fn stream_archive(dir: &Path, header: Option<ResponseHeader>, tx: &ChunkSender) 
             out.write(&chunk[..n]);
         }
     }
+    out.write(&0u32.to_be_bytes());
+    out.write(&vec![0u8; padding as usize]);
     let digest = out.hasher.clone().finalize();
     out.buf.extend_from_slice(&digest);
     out.flush();

@@ -1,0 +1,3 @@
+//! Engine integration tests (one binary, as the house style asks).
+
+mod mvcc_model;
