@@ -77,7 +77,11 @@ fn listen_addr(url: &str) -> anyhow::Result<SocketAddr> {
         None => url,
     };
     let hostport = rest.trim_end_matches('/');
-    hostport.to_socket_addrs().with_context(|| format!("bad URL {url}"))?.next().with_context(|| format!("{url} resolves to nothing"))
+    hostport
+        .to_socket_addrs()
+        .with_context(|| format!("bad URL {url}"))?
+        .next()
+        .with_context(|| format!("{url} resolves to nothing"))
 }
 
 fn config(flags: &EngineFlags) -> anyhow::Result<EngineConfig> {

@@ -150,7 +150,13 @@ impl<B: KvBackend + Clone> Storage for BackendLogStore<B> {
         Ok(RaftState::new(inner.hard_state.clone(), inner.conf_state.clone()))
     }
 
-    fn entries(&self, low: u64, high: u64, max_size: impl Into<Option<u64>>, _ctx: GetEntriesContext) -> raft::Result<Vec<Entry>> {
+    fn entries(
+        &self,
+        low: u64,
+        high: u64,
+        max_size: impl Into<Option<u64>>,
+        _ctx: GetEntriesContext,
+    ) -> raft::Result<Vec<Entry>> {
         let max_size = max_size.into();
         if low < self.inner.read().first_index() {
             return Err(raft::Error::Store(RaftStorageError::Compacted));

@@ -100,7 +100,9 @@ fn hash_u64(parts: &[&[u8]]) -> u64 {
 fn identity(backend: &RocksBackend, cfg: &EngineConfig) -> Result<(u64, u64)> {
     let read = |k: &[u8]| -> Result<Option<u64>> {
         match backend.get(Cf::Meta, k)? {
-            Some(v) => Ok(Some(u64::from_be_bytes(v.as_slice().try_into().map_err(|_| StorageError::Corrupt { cf: "meta", what: "identity" })?))),
+            Some(v) => Ok(Some(u64::from_be_bytes(
+                v.as_slice().try_into().map_err(|_| StorageError::Corrupt { cf: "meta", what: "identity" })?,
+            ))),
             None => Ok(None),
         }
     };
@@ -165,7 +167,10 @@ impl Engine {
     ///
     /// # Errors
     /// Binding a listen address failed, or the shard stopped with an error.
-    pub async fn serve(self, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> std::result::Result<(), ServeError> {
+    pub async fn serve(
+        self,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> std::result::Result<(), ServeError> {
         let mut listeners = Vec::new();
         for addr in &self.listen {
             listeners.push(tokio::net::TcpListener::bind(addr).await.map_err(|e| ServeError::Bind(*addr, e))?);
@@ -184,7 +189,9 @@ impl Engine {
                     .add_service(WatchServer::new(WatchService::new(api.clone())).max_decoding_message_size(limit))
                     .add_service(LeaseServer::new(LeaseService::new(api.clone())).max_decoding_message_size(limit))
                     .add_service(ClusterServer::new(ClusterService::new(api.clone())).max_decoding_message_size(limit))
-                    .add_service(MaintenanceServer::new(MaintenanceService::new(api.clone())).max_decoding_message_size(limit))
+                    .add_service(
+                        MaintenanceServer::new(MaintenanceService::new(api.clone())).max_decoding_message_size(limit),
+                    )
                     .serve_with_incoming_shutdown(incoming, async move {
                         let _ = stop.recv().await;
                     })

@@ -23,6 +23,14 @@ pub struct RaftConfig {
 
 impl Default for RaftConfig {
     fn default() -> Self {
-        Self { id: 1, election_tick: 10, heartbeat_tick: 1, max_size_per_msg: 1 << 20, max_inflight_msgs: 256, pre_vote: true, check_quorum: true }
+        Self {
+            id: 1,
+            election_tick: 10,
+            heartbeat_tick: 1,
+            max_size_per_msg: 1 << 20,
+            max_inflight_msgs: 256,
+            pre_vote: true,
+            check_quorum: true,
+        }
     }
 }

@@ -33,7 +33,13 @@ impl Storage for MemLogStore {
         self.inner.initial_state()
     }
 
-    fn entries(&self, low: u64, high: u64, max_size: impl Into<Option<u64>>, ctx: GetEntriesContext) -> raft::Result<Vec<Entry>> {
+    fn entries(
+        &self,
+        low: u64,
+        high: u64,
+        max_size: impl Into<Option<u64>>,
+        ctx: GetEntriesContext,
+    ) -> raft::Result<Vec<Entry>> {
         self.inner.entries(low, high, max_size, ctx)
     }
 

@@ -184,7 +184,12 @@ impl<L: LogStore, S: StateMachine, T: Transport> RaftNode<L, S, T> {
         self.apply_conf_changes(&committed)?;
         self.raw.advance_apply();
         let is_leader = self.role == StateRole::Leader;
-        Ok(Some(ReadyOutcome { applied, read_states, became_leader: is_leader && !was_leader, lost_leadership: was_leader && !is_leader }))
+        Ok(Some(ReadyOutcome {
+            applied,
+            read_states,
+            became_leader: is_leader && !was_leader,
+            lost_leadership: was_leader && !is_leader,
+        }))
     }
 
     fn apply_conf_changes(&mut self, entries: &[Entry]) -> Result<(), RaftError> {

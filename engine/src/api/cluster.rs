@@ -24,12 +24,23 @@ impl ClusterService {
     }
 
     fn header(&self) -> Option<ResponseHeader> {
-        Some(ResponseHeader { cluster_id: self.api.member.cluster_id, member_id: self.api.member.id, revision: 0, raft_term: self.api.shard.term() })
+        Some(ResponseHeader {
+            cluster_id: self.api.member.cluster_id,
+            member_id: self.api.member.id,
+            revision: 0,
+            raft_term: self.api.shard.term(),
+        })
     }
 
     fn members(&self) -> Vec<Member> {
         let m = &self.api.member;
-        vec![Member { id: m.id, name: m.name.clone(), peer_ur_ls: m.peer_urls.clone(), client_ur_ls: m.client_urls.clone(), is_learner: false }]
+        vec![Member {
+            id: m.id,
+            name: m.name.clone(),
+            peer_ur_ls: m.peer_urls.clone(),
+            client_ur_ls: m.client_urls.clone(),
+            is_learner: false,
+        }]
     }
 }
 
@@ -39,11 +50,17 @@ impl Cluster for ClusterService {
         Err(EngineError::NotCapable.into())
     }
 
-    async fn member_remove(&self, _req: Request<MemberRemoveRequest>) -> Result<Response<MemberRemoveResponse>, Status> {
+    async fn member_remove(
+        &self,
+        _req: Request<MemberRemoveRequest>,
+    ) -> Result<Response<MemberRemoveResponse>, Status> {
         Err(EngineError::NotCapable.into())
     }
 
-    async fn member_update(&self, _req: Request<MemberUpdateRequest>) -> Result<Response<MemberUpdateResponse>, Status> {
+    async fn member_update(
+        &self,
+        _req: Request<MemberUpdateRequest>,
+    ) -> Result<Response<MemberUpdateResponse>, Status> {
         Err(EngineError::NotCapable.into())
     }
 
@@ -51,7 +68,10 @@ impl Cluster for ClusterService {
         Ok(Response::new(MemberListResponse { header: self.header(), members: self.members() }))
     }
 
-    async fn member_promote(&self, _req: Request<MemberPromoteRequest>) -> Result<Response<MemberPromoteResponse>, Status> {
+    async fn member_promote(
+        &self,
+        _req: Request<MemberPromoteRequest>,
+    ) -> Result<Response<MemberPromoteResponse>, Status> {
         Err(EngineError::NotCapable.into())
     }
 }

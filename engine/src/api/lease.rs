@@ -57,7 +57,10 @@ impl Lease for LeaseService {
 
     type LeaseKeepAliveStream = Pin<Box<dyn Stream<Item = Result<LeaseKeepAliveResponse, Status>> + Send + 'static>>;
 
-    async fn lease_keep_alive(&self, req: Request<Streaming<LeaseKeepAliveRequest>>) -> Result<Response<Self::LeaseKeepAliveStream>, Status> {
+    async fn lease_keep_alive(
+        &self,
+        req: Request<Streaming<LeaseKeepAliveRequest>>,
+    ) -> Result<Response<Self::LeaseKeepAliveStream>, Status> {
         let mut inbound = req.into_inner();
         // Keep-alives are answered one by one; 16 answers in flight is plenty for a client that
         // sends one every TTL/3.
@@ -85,7 +88,10 @@ impl Lease for LeaseService {
         Ok(Response::new(Box::pin(ReceiverStream::new(rx).map(|x| x))))
     }
 
-    async fn lease_time_to_live(&self, req: Request<LeaseTimeToLiveRequest>) -> Result<Response<LeaseTimeToLiveResponse>, Status> {
+    async fn lease_time_to_live(
+        &self,
+        req: Request<LeaseTimeToLiveRequest>,
+    ) -> Result<Response<LeaseTimeToLiveResponse>, Status> {
         let r = req.into_inner();
         let resp = self.api.shard.call(self.api.request_timeout, |tx| ShardMsg::LeaseTimeToLive(r, tx)).await?;
         Ok(Response::new(resp))

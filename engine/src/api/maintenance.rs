@@ -47,7 +47,12 @@ impl MaintenanceService {
     }
 
     fn header(&self, revision: i64) -> Option<ResponseHeader> {
-        Some(ResponseHeader { cluster_id: self.api.member.cluster_id, member_id: self.api.member.id, revision, raft_term: self.api.shard.term() })
+        Some(ResponseHeader {
+            cluster_id: self.api.member.cluster_id,
+            member_id: self.api.member.id,
+            revision,
+            raft_term: self.api.shard.term(),
+        })
     }
 }
 
@@ -83,7 +88,8 @@ impl Maintenance for MaintenanceService {
 
     async fn status(&self, _req: Request<StatusRequest>) -> Result<Response<StatusResponse>, Status> {
         let st = self.api.shard.call(self.api.request_timeout, ShardMsg::Status).await?;
-        let errors = st.alarms.iter().map(|a| format!("memberID:{} alarm:{} ", self.api.member.id, alarm_name(*a))).collect();
+        let errors =
+            st.alarms.iter().map(|a| format!("memberID:{} alarm:{} ", self.api.member.id, alarm_name(*a))).collect();
         Ok(Response::new(StatusResponse {
             header: self.header(st.revision),
             version: ETCD_COMPAT_VERSION.to_string(),
@@ -119,11 +125,13 @@ impl Maintenance for MaintenanceService {
 
     async fn snapshot(&self, _req: Request<SnapshotRequest>) -> Result<Response<Self::SnapshotStream>, Status> {
         let n = self.api.next_id.fetch_add(1, Ordering::Relaxed);
-        std::fs::create_dir_all(&self.api.snapshot_dir).map_err(|e| Status::unavailable(format!("etcdserver: snapshot: {e}")))?;
+        std::fs::create_dir_all(&self.api.snapshot_dir)
+            .map_err(|e| Status::unavailable(format!("etcdserver: snapshot: {e}")))?;
         let dir = self.api.snapshot_dir.join(format!("snap-{n}"));
         let _ = std::fs::remove_dir_all(&dir);
         let dir_for_shard = dir.clone();
-        let revision = self.api.shard.call(self.api.request_timeout, |tx| ShardMsg::Checkpoint(dir_for_shard, tx)).await?;
+        let revision =
+            self.api.shard.call(self.api.request_timeout, |tx| ShardMsg::Checkpoint(dir_for_shard, tx)).await?;
         let header = self.header(revision);
         // Four chunks in flight keep the disk and the network busy without buffering the store.
         let (tx, rx) = tokio::sync::mpsc::channel(4);
@@ -163,10 +171,20 @@ fn files_of(dir: &Path) -> std::io::Result<Vec<(String, PathBuf, u64)>> {
 /// Streams `dir` as a snapshot archive; returns Ok(()) also when the client went away.
 fn stream_archive(dir: &Path, header: Option<ResponseHeader>, tx: &ChunkSender) -> std::io::Result<()> {
     let files = files_of(dir)?;
-    let body: u64 = SNAPSHOT_MAGIC.len() as u64 + files.iter().map(|(name, _, size)| 4 + name.len() as u64 + 8 + size).sum::<u64>() + 4;
+    let body: u64 = SNAPSHOT_MAGIC.len() as u64
+        + files.iter().map(|(name, _, size)| 4 + name.len() as u64 + 8 + size).sum::<u64>()
+        + 4;
     let padding = (512 - body % 512) % 512;
     let total = body + padding + 32;
-    let mut out = ArchiveWriter { tx, header, buf: Vec::with_capacity(SNAPSHOT_CHUNK), sent: 0, total, hasher: Sha256::new(), gone: false };
+    let mut out = ArchiveWriter {
+        tx,
+        header,
+        buf: Vec::with_capacity(SNAPSHOT_CHUNK),
+        sent: 0,
+        total,
+        hasher: Sha256::new(),
+        gone: false,
+    };
     out.write(SNAPSHOT_MAGIC);
     for (name, path, size) in &files {
         out.write(&(name.len() as u32).to_be_bytes());

@@ -83,7 +83,11 @@ impl ApiContext {
 
     /// Returns the member ID for a raft node ID (one member until clustering lands).
     pub fn member_of_raft_id(&self, raft_id: u64) -> u64 {
-        if raft_id == 0 { 0 } else { self.member.id }
+        if raft_id == 0 {
+            0
+        } else {
+            self.member.id
+        }
     }
 }
 

@@ -63,7 +63,11 @@ mod tests {
             (EngineError::DuplicateKey, Code::InvalidArgument, "etcdserver: duplicate key given in txn request"),
             (EngineError::RequestTooLarge, Code::InvalidArgument, "etcdserver: request is too large"),
             (EngineError::InvalidSortOption, Code::InvalidArgument, "etcdserver: invalid sort option"),
-            (EngineError::Compacted { compact_revision: 3 }, Code::OutOfRange, "etcdserver: mvcc: required revision has been compacted"),
+            (
+                EngineError::Compacted { compact_revision: 3 },
+                Code::OutOfRange,
+                "etcdserver: mvcc: required revision has been compacted",
+            ),
             (EngineError::FutureRev, Code::OutOfRange, "etcdserver: mvcc: required revision is a future revision"),
             (EngineError::LeaseNotFound, Code::NotFound, "etcdserver: requested lease not found"),
             (EngineError::LeaseExist, Code::FailedPrecondition, "etcdserver: lease already exists"),

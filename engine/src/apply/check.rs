@@ -142,7 +142,12 @@ mod tests {
     use ballast_proto::etcdserverpb::request_op::Request;
 
     fn put(k: &str) -> RequestOp {
-        RequestOp { request: Some(Request::RequestPut(PutRequest { key: Bytes::copy_from_slice(k.as_bytes()), ..Default::default() })) }
+        RequestOp {
+            request: Some(Request::RequestPut(PutRequest {
+                key: Bytes::copy_from_slice(k.as_bytes()),
+                ..Default::default()
+            })),
+        }
     }
     fn del(k: &str, end: &str) -> RequestOp {
         RequestOp {
@@ -175,7 +180,12 @@ mod tests {
         assert!(matches!(check_txn(&txn(vec![put("")], vec![]), 128), Err(EngineError::EmptyKey)));
         let bad_sort = RangeRequest { key: Bytes::from_static(b"a"), sort_order: 9, ..Default::default() };
         assert!(matches!(check_range(&bad_sort), Err(EngineError::InvalidSortOption)));
-        let both = PutRequest { key: Bytes::from_static(b"a"), value: Bytes::from_static(b"v"), ignore_value: true, ..Default::default() };
+        let both = PutRequest {
+            key: Bytes::from_static(b"a"),
+            value: Bytes::from_static(b"v"),
+            ignore_value: true,
+            ..Default::default()
+        };
         assert!(matches!(check_put(&both), Err(EngineError::ValueProvided)));
     }
 }

@@ -48,11 +48,17 @@ pub fn range<B: KvBackend>(store: &MvccStore<B>, r: &RangeRequest) -> Result<Ran
 fn range_at<B: KvBackend>(store: &MvccStore<B>, r: &RangeRequest, at: i64, header_rev: i64) -> Result<RangeResponse> {
     let kr = KeyRange::new(r.key.clone(), r.range_end.clone());
     if r.count_only {
-        return Ok(RangeResponse { header: header(header_rev), kvs: vec![], more: false, count: store.index().count(&kr, at) as i64 });
+        return Ok(RangeResponse {
+            header: header(header_rev),
+            kvs: vec![],
+            more: false,
+            count: store.index().count(&kr, at) as i64,
+        });
     }
     let sort_order = SortOrder::try_from(r.sort_order).unwrap_or(SortOrder::None);
     let sort_target = SortTarget::try_from(r.sort_target).unwrap_or(SortTarget::Key);
-    let filtered = r.min_mod_revision != 0 || r.max_mod_revision != 0 || r.min_create_revision != 0 || r.max_create_revision != 0;
+    let filtered =
+        r.min_mod_revision != 0 || r.max_mod_revision != 0 || r.min_create_revision != 0 || r.max_create_revision != 0;
     let sorted = sort_order != SortOrder::None || sort_target != SortTarget::Key;
     // Without sorting or filtering, the index order is the answer: read one extra to learn `more`.
     let fetch = if sorted || filtered || r.limit <= 0 { 0 } else { r.limit as usize + 1 };
@@ -100,7 +106,11 @@ fn sort_kvs(kvs: &mut [KeyValue], target: SortTarget, order: SortOrder) {
 ///
 /// # Errors
 /// `LeaseNotFound`, `KeyNotFound` (ignore flags on a missing key), or a storage error.
-pub fn apply_put<B: KvBackend>(store: &mut MvccStore<B>, leases: &mut dyn LeaseView, r: &PutRequest) -> Result<PutResponse> {
+pub fn apply_put<B: KvBackend>(
+    store: &mut MvccStore<B>,
+    leases: &mut dyn LeaseView,
+    r: &PutRequest,
+) -> Result<PutResponse> {
     check_put_state(store, &*leases, r, store.current_rev())?;
     let mut txn = store.begin();
     let resp = put_in(store, leases, &mut txn, r)?;
@@ -112,7 +122,11 @@ pub fn apply_put<B: KvBackend>(store: &mut MvccStore<B>, leases: &mut dyn LeaseV
 ///
 /// # Errors
 /// A storage error.
-pub fn apply_delete<B: KvBackend>(store: &mut MvccStore<B>, leases: &mut dyn LeaseView, r: &DeleteRangeRequest) -> Result<DeleteRangeResponse> {
+pub fn apply_delete<B: KvBackend>(
+    store: &mut MvccStore<B>,
+    leases: &mut dyn LeaseView,
+    r: &DeleteRangeRequest,
+) -> Result<DeleteRangeResponse> {
     let mut txn = store.begin();
     let resp = delete_in(store, leases, &mut txn, r)?;
     store.end(txn);
@@ -124,7 +138,11 @@ pub fn apply_delete<B: KvBackend>(store: &mut MvccStore<B>, leases: &mut dyn Lea
 /// # Errors
 /// `LeaseNotFound`, `KeyNotFound`, `FutureRev`, `Compacted` (found before anything is written),
 /// or a storage error.
-pub fn apply_txn<B: KvBackend>(store: &mut MvccStore<B>, leases: &mut dyn LeaseView, r: &TxnRequest) -> Result<TxnResponse> {
+pub fn apply_txn<B: KvBackend>(
+    store: &mut MvccStore<B>,
+    leases: &mut dyn LeaseView,
+    r: &TxnRequest,
+) -> Result<TxnResponse> {
     let before = store.current_rev();
     // Every nested txn's branch is decided up front against the pre-txn state, as etcd does.
     let mut path = Vec::new();
@@ -168,7 +186,13 @@ fn compare_holds<B: KvBackend>(store: &MvccStore<B>, c: &Compare, at: i64) -> Re
     } else {
         // Revisions and versions live in the index: no value read for kube's MOD compares.
         store.index().visit(&kr, at, |key, f| {
-            kvs.push(KeyValue { key: key.clone(), create_revision: f.created.main, mod_revision: f.modified.main, version: f.version, ..Default::default() });
+            kvs.push(KeyValue {
+                key: key.clone(),
+                create_revision: f.created.main,
+                mod_revision: f.modified.main,
+                version: f.version,
+                ..Default::default()
+            });
             true
         });
     }
@@ -184,10 +208,22 @@ fn compare_kv(c: &Compare, target: CompareTarget, kv: &KeyValue) -> bool {
     let ord: Ordering = match (target, &c.target_union) {
         (CompareTarget::Value, Some(TargetUnion::Value(v))) => kv.value.as_ref().cmp(v.as_ref()),
         (CompareTarget::Value, _) => kv.value.as_ref().cmp(&[][..]),
-        (CompareTarget::Create, u) => kv.create_revision.cmp(&match u { Some(TargetUnion::CreateRevision(v)) => *v, _ => 0 }),
-        (CompareTarget::Mod, u) => kv.mod_revision.cmp(&match u { Some(TargetUnion::ModRevision(v)) => *v, _ => 0 }),
-        (CompareTarget::Version, u) => kv.version.cmp(&match u { Some(TargetUnion::Version(v)) => *v, _ => 0 }),
-        (CompareTarget::Lease, u) => kv.lease.cmp(&match u { Some(TargetUnion::Lease(v)) => *v, _ => 0 }),
+        (CompareTarget::Create, u) => kv.create_revision.cmp(&match u {
+            Some(TargetUnion::CreateRevision(v)) => *v,
+            _ => 0,
+        }),
+        (CompareTarget::Mod, u) => kv.mod_revision.cmp(&match u {
+            Some(TargetUnion::ModRevision(v)) => *v,
+            _ => 0,
+        }),
+        (CompareTarget::Version, u) => kv.version.cmp(&match u {
+            Some(TargetUnion::Version(v)) => *v,
+            _ => 0,
+        }),
+        (CompareTarget::Lease, u) => kv.lease.cmp(&match u {
+            Some(TargetUnion::Lease(v)) => *v,
+            _ => 0,
+        }),
     };
     match CompareResult::try_from(c.result).unwrap_or(CompareResult::Equal) {
         CompareResult::Equal => ord.is_eq(),
@@ -199,7 +235,14 @@ fn compare_kv(c: &Compare, target: CompareTarget, kv: &KeyValue) -> bool {
 
 /// Checks, against the pre-txn state, every op of the branches `path` takes: leases exist, keys
 /// needed by ignore flags exist, range revisions are readable.
-fn check_branch<B: KvBackend>(store: &MvccStore<B>, leases: &dyn LeaseView, r: &TxnRequest, path: &[bool], cursor: &mut usize, at: i64) -> Result<()> {
+fn check_branch<B: KvBackend>(
+    store: &MvccStore<B>,
+    leases: &dyn LeaseView,
+    r: &TxnRequest,
+    path: &[bool],
+    cursor: &mut usize,
+    at: i64,
+) -> Result<()> {
     let ok = path[*cursor];
     *cursor += 1;
     for op in if ok { &r.success } else { &r.failure } {
@@ -225,7 +268,14 @@ fn check_put_state<B: KvBackend>(store: &MvccStore<B>, leases: &dyn LeaseView, p
     Ok(())
 }
 
-fn txn_in<B: KvBackend>(store: &mut MvccStore<B>, leases: &mut dyn LeaseView, txn: &mut WriteTxn, r: &TxnRequest, path: &[bool], cursor: &mut usize) -> Result<TxnResponse> {
+fn txn_in<B: KvBackend>(
+    store: &mut MvccStore<B>,
+    leases: &mut dyn LeaseView,
+    txn: &mut WriteTxn,
+    r: &TxnRequest,
+    path: &[bool],
+    cursor: &mut usize,
+) -> Result<TxnResponse> {
     let ok = path[*cursor];
     *cursor += 1;
     let mut responses = Vec::new();
@@ -249,7 +299,12 @@ fn txn_in<B: KvBackend>(store: &mut MvccStore<B>, leases: &mut dyn LeaseView, tx
     Ok(TxnResponse { header: None, succeeded: ok, responses })
 }
 
-fn put_in<B: KvBackend>(store: &mut MvccStore<B>, leases: &mut dyn LeaseView, txn: &mut WriteTxn, p: &PutRequest) -> Result<PutResponse> {
+fn put_in<B: KvBackend>(
+    store: &mut MvccStore<B>,
+    leases: &mut dyn LeaseView,
+    txn: &mut WriteTxn,
+    p: &PutRequest,
+) -> Result<PutResponse> {
     let current = store.get(&p.key, store.read_rev(txn))?;
     let (value, lease) = match (&current, p.ignore_value, p.ignore_lease) {
         (None, true, _) | (None, _, true) => return Err(EngineError::KeyNotFound),
@@ -266,14 +321,23 @@ fn put_in<B: KvBackend>(store: &mut MvccStore<B>, leases: &mut dyn LeaseView, tx
     Ok(PutResponse { header: header(store.write_rev(txn)), prev_kv: if p.prev_kv { prev } else { None } })
 }
 
-fn delete_in<B: KvBackend>(store: &mut MvccStore<B>, leases: &mut dyn LeaseView, txn: &mut WriteTxn, d: &DeleteRangeRequest) -> Result<DeleteRangeResponse> {
+fn delete_in<B: KvBackend>(
+    store: &mut MvccStore<B>,
+    leases: &mut dyn LeaseView,
+    txn: &mut WriteTxn,
+    d: &DeleteRangeRequest,
+) -> Result<DeleteRangeResponse> {
     let kr = KeyRange::new(d.key.clone(), d.range_end.clone());
     let prevs = store.delete_range(txn, &kr)?;
     for kv in prevs.iter().filter(|kv| kv.lease != 0) {
         leases.detach(kv.lease, &kv.key);
     }
     let rev = if txn.changed() { store.write_rev(txn) } else { store.current_rev() };
-    Ok(DeleteRangeResponse { header: header(rev), deleted: prevs.len() as i64, prev_kvs: if d.prev_kv { prevs } else { vec![] } })
+    Ok(DeleteRangeResponse {
+        header: header(rev),
+        deleted: prevs.len() as i64,
+        prev_kvs: if d.prev_kv { prevs } else { vec![] },
+    })
 }
 
 #[cfg(test)]

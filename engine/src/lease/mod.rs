@@ -59,17 +59,21 @@ impl Lessor {
     pub fn restore<B: KvBackend>(backend: &B, live: HashMap<Bytes, i64>, min_ttl: i64, now: Instant) -> Result<Self> {
         let mut leases = HashMap::new();
         let mut bad = false;
-        backend.scan(Cf::Lease, &[], None, ScanOrder::Forward, &mut |k, v| {
-            match (<[u8; 8]>::try_from(k), <[u8; 8]>::try_from(v)) {
-                (Ok(k), Ok(v)) => {
-                    let ttl = i64::from_be_bytes(v);
-                    leases.insert(i64::from_be_bytes(k), Lease { granted_ttl: ttl, deadline: now + secs(ttl), keys: BTreeSet::new() });
-                    true
-                }
-                _ => {
-                    bad = true;
-                    false
-                }
+        backend.scan(Cf::Lease, &[], None, ScanOrder::Forward, &mut |k, v| match (
+            <[u8; 8]>::try_from(k),
+            <[u8; 8]>::try_from(v),
+        ) {
+            (Ok(k), Ok(v)) => {
+                let ttl = i64::from_be_bytes(v);
+                leases.insert(
+                    i64::from_be_bytes(k),
+                    Lease { granted_ttl: ttl, deadline: now + secs(ttl), keys: BTreeSet::new() },
+                );
+                true
+            }
+            _ => {
+                bad = true;
+                false
             }
         })?;
         if bad {
@@ -215,7 +219,10 @@ mod tests {
         let live = HashMap::from([(Bytes::from_static(b"k"), 7)]);
         let later = now + Duration::from_secs(100);
         let restored = Lessor::restore(&backend, live, 2, later).expect("restore");
-        assert_eq!(restored.time_to_live(7, later).map(|t| (t.remaining, t.keys)), Some((2, vec![Bytes::from_static(b"k")])));
+        assert_eq!(
+            restored.time_to_live(7, later).map(|t| (t.remaining, t.keys)),
+            Some((2, vec![Bytes::from_static(b"k")]))
+        );
         assert_eq!(restored.ids(), vec![7]);
     }
 }

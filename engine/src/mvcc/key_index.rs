@@ -99,11 +99,7 @@ impl KeyIndex {
     pub fn get(&self, at: i64) -> Option<Found> {
         let g = self.find_generation(at)?;
         let n = g.revs.iter().rposition(|r| r.main <= at)?;
-        Some(Found {
-            modified: g.revs[n],
-            created: g.created,
-            version: g.ver - (g.revs.len() - n - 1) as i64,
-        })
+        Some(Found { modified: g.revs[n], created: g.created, version: g.ver - (g.revs.len() - n - 1) as i64 })
     }
 
     /// Returns true when the key is alive at its newest revision.

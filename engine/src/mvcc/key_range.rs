@@ -19,6 +19,9 @@ pub enum RangeEnd {
     Before(Bytes),
 }
 
+/// Lower and upper bounds for `BTreeMap::range`.
+pub type Bounds<'a> = (Bound<&'a [u8]>, Bound<&'a [u8]>);
+
 /// A set of keys named the etcd way.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyRange {
@@ -80,7 +83,7 @@ impl KeyRange {
     }
 
     /// The range as `BTreeMap::range` bounds, or None when it is empty.
-    pub fn bounds(&self) -> Option<(Bound<&[u8]>, Bound<&[u8]>)> {
+    pub fn bounds(&self) -> Option<Bounds<'_>> {
         if self.is_empty() {
             return None;
         }

@@ -72,9 +72,7 @@ impl<B: KvBackend> MvccStore<B> {
     pub fn open(backend: B) -> Result<(Self, LiveLeases)> {
         let compact_rev = match backend.get(Cf::Meta, META_COMPACT_REV)? {
             Some(v) => i64::from_be_bytes(
-                v.as_slice()
-                    .try_into()
-                    .map_err(|_| StorageError::Corrupt { cf: "meta", what: "compact_rev" })?,
+                v.as_slice().try_into().map_err(|_| StorageError::Corrupt { cf: "meta", what: "compact_rev" })?,
             ),
             None => 0,
         };
@@ -182,10 +180,7 @@ impl<B: KvBackend> MvccStore<B> {
     /// Reads the put records at `revs`, in order.
     fn read_many(&self, revs: &[Revision]) -> Result<Vec<KeyValue>> {
         if !self.overlay.is_empty() {
-            return revs
-                .iter()
-                .map(|r| self.read_kv(*r)?.ok_or(missing_record()))
-                .collect();
+            return revs.iter().map(|r| self.read_kv(*r)?.ok_or(missing_record())).collect();
         }
         let keys: Vec<Vec<u8>> = revs.iter().map(|r| revision::encode_key(*r, false).to_vec()).collect();
         self.backend
@@ -202,7 +197,11 @@ impl<B: KvBackend> MvccStore<B> {
 
     /// Returns the revision reads inside `txn` see: its own revision once it wrote something.
     pub fn read_rev(&self, txn: &WriteTxn) -> i64 {
-        if txn.changed() { txn.main } else { self.current_rev }
+        if txn.changed() {
+            txn.main
+        } else {
+            self.current_rev
+        }
     }
 
     /// Returns the revision a write in `txn` has (or would have).
@@ -254,9 +253,11 @@ impl<B: KvBackend> MvccStore<B> {
     }
 
     /// Ends `txn`; returns the store revision after it.
+    #[allow(clippy::needless_pass_by_value)] // by value so an ended txn cannot be used again
     pub fn end(&mut self, txn: WriteTxn) -> i64 {
-        if txn.changed() {
-            self.current_rev = txn.main;
+        let WriteTxn { main, sub } = txn;
+        if sub > 0 {
+            self.current_rev = main;
         }
         self.current_rev
     }
@@ -302,7 +303,8 @@ impl<B: KvBackend> MvccStore<B> {
         })?;
         // Records of this round are only in the overlay and pending batch: a later delete in the
         // same batch removes them.
-        let unflushed: Vec<Revision> = self.overlay.keys().copied().filter(|r| r.main <= rev && !keep.contains(r)).collect();
+        let unflushed: Vec<Revision> =
+            self.overlay.keys().copied().filter(|r| r.main <= rev && !keep.contains(r)).collect();
         for r in unflushed {
             self.overlay.remove(&r);
             doomed.push(revision::encode_key(r, false).to_vec());
@@ -367,7 +369,7 @@ impl<B: KvBackend> MvccStore<B> {
                     err = Some(EngineError::from(StorageError::Corrupt { cf: "kv", what: "history record" }));
                     return false;
                 };
-                let prev = if rev.main - 1 >= compact_rev {
+                let prev = if rev.main > compact_rev {
                     match self.get(&kv.key, rev.main - 1) {
                         Ok(p) => p,
                         Err(e) => {

@@ -272,7 +272,8 @@ impl<B: KvBackend + Clone> Shard<B> {
         let nospace = AlarmType::Nospace as i32;
         if !sm.alarms().contains(&nospace) && sm.store().backend().approximate_size() > self.cfg.quota_backend_bytes {
             tracing::warn!(quota = self.cfg.quota_backend_bytes, "backend quota exceeded; raising NOSPACE");
-            let alarm = AlarmRequest { action: AlarmAction::Activate as i32, member_id: self.ids.member_id, alarm: nospace };
+            let alarm =
+                AlarmRequest { action: AlarmAction::Activate as i32, member_id: self.ids.member_id, alarm: nospace };
             self.propose(Command::Alarm(alarm), None);
         }
     }
@@ -315,19 +316,26 @@ impl<B: KvBackend + Clone> Shard<B> {
                         granted_ttl: t.granted,
                         keys: if req.keys { t.keys } else { vec![] },
                     },
-                    None => LeaseTimeToLiveResponse { header: Some(hdr.at(rev)), id: req.id, ttl: -1, ..Default::default() },
+                    None => {
+                        LeaseTimeToLiveResponse { header: Some(hdr.at(rev)), id: req.id, ttl: -1, ..Default::default() }
+                    }
                 };
                 let _ = reply.send(Ok(resp));
             }
             ShardMsg::LeaseLeases(reply) => {
                 let rev = self.node.state_machine().store().current_rev();
-                let leases = self.node.state_machine_mut().lessor_mut().ids().into_iter().map(|id| LeaseStatus { id }).collect();
+                let leases =
+                    self.node.state_machine_mut().lessor_mut().ids().into_iter().map(|id| LeaseStatus { id }).collect();
                 let _ = reply.send(Ok(LeaseLeasesResponse { header: Some(hdr.at(rev)), leases }));
             }
             ShardMsg::WatchOpen(stream, tx) => self.hub.open_stream(stream, tx),
             ShardMsg::WatchCreate(stream, req) => self.hub.create(stream, req, self.node.state_machine().store(), &hdr),
-            ShardMsg::WatchCancel(stream, id) => self.hub.cancel(stream, id, self.node.state_machine().store().current_rev(), &hdr),
-            ShardMsg::WatchProgress(stream) => self.hub.request_progress(stream, self.node.state_machine().store().current_rev(), &hdr),
+            ShardMsg::WatchCancel(stream, id) => {
+                self.hub.cancel(stream, id, self.node.state_machine().store().current_rev(), &hdr)
+            }
+            ShardMsg::WatchProgress(stream) => {
+                self.hub.request_progress(stream, self.node.state_machine().store().current_rev(), &hdr)
+            }
             ShardMsg::WatchClose(stream) => self.hub.close_stream(stream),
             ShardMsg::Status(reply) => {
                 let sm = self.node.state_machine();

@@ -1,12 +1,12 @@
 //! [`ShardMsg`]: everything the network plane can ask of a shard. The shard thread is the only
 //! owner of the shard's state; these messages are the only way in.
 
+use ballast_proto::ballastpb::raft_command::Command;
 use ballast_proto::etcdserverpb::{
     AlarmResponse, CompactionResponse, DeleteRangeResponse, HashKvResponse, LeaseGrantResponse, LeaseLeasesResponse,
-    LeaseRevokeResponse, LeaseTimeToLiveRequest, LeaseTimeToLiveResponse, PutResponse, RangeRequest,
-    RangeResponse, TxnRequest, TxnResponse, WatchCreateRequest,
+    LeaseRevokeResponse, LeaseTimeToLiveRequest, LeaseTimeToLiveResponse, PutResponse, RangeRequest, RangeResponse,
+    TxnRequest, TxnResponse, WatchCreateRequest,
 };
-use ballast_proto::ballastpb::raft_command::Command;
 use tokio::sync::oneshot;
 
 use crate::error::Result;

@@ -57,16 +57,24 @@ impl<B: KvBackend> ShardStateMachine<B> {
     /// A storage error, or `Corrupt` for undecodable records.
     pub fn open(backend: B, min_lease_ttl: i64, member_id: u64, clock: Arc<dyn Clock>) -> Result<Self> {
         let applied_index = match backend.get(Cf::Meta, META_APPLIED_INDEX)? {
-            Some(v) => u64::from_be_bytes(v.as_slice().try_into().map_err(|_| StorageError::Corrupt { cf: "meta", what: "applied index" })?),
+            Some(v) => u64::from_be_bytes(
+                v.as_slice().try_into().map_err(|_| StorageError::Corrupt { cf: "meta", what: "applied index" })?,
+            ),
             None => 0,
         };
         let mut alarms = BTreeSet::new();
-        backend.scan(Cf::Meta, META_ALARM_PREFIX, Some(b"alarm0"), crate::storage::ScanOrder::Forward, &mut |k, _| {
-            if let Some(t) = k.get(META_ALARM_PREFIX.len()..).and_then(|s| <[u8; 4]>::try_from(s).ok()) {
-                alarms.insert(i32::from_be_bytes(t));
-            }
-            true
-        })?;
+        backend.scan(
+            Cf::Meta,
+            META_ALARM_PREFIX,
+            Some(b"alarm0"),
+            crate::storage::ScanOrder::Forward,
+            &mut |k, _| {
+                if let Some(t) = k.get(META_ALARM_PREFIX.len()..).and_then(|s| <[u8; 4]>::try_from(s).ok()) {
+                    alarms.insert(i32::from_be_bytes(t));
+                }
+                true
+            },
+        )?;
         let (store, live) = MvccStore::open(backend)?;
         let lessor = Lessor::restore(store.backend(), live, min_lease_ttl, clock.now())?;
         Ok(Self { store, lessor, alarms, applied_index, member_id, clock })
@@ -120,7 +128,11 @@ impl<B: KvBackend> ShardStateMachine<B> {
                 out.replies.push((cmd.request_id, result));
             }
         }
-        self.store.pending_batch().put(Cf::Meta, META_APPLIED_INDEX.to_vec(), self.applied_index.to_be_bytes().to_vec());
+        self.store.pending_batch().put(
+            Cf::Meta,
+            META_APPLIED_INDEX.to_vec(),
+            self.applied_index.to_be_bytes().to_vec(),
+        );
         // Unsynced: the raft log entries behind this round were synced before they committed.
         out.events = self.store.flush(WriteOpts { sync: false })?;
         Ok(out)
@@ -130,7 +142,9 @@ impl<B: KvBackend> ShardStateMachine<B> {
         let header = |revision| Some(ResponseHeader { revision, ..Default::default() });
         match cmd {
             Command::Put(r) => kv::apply_put(&mut self.store, &mut self.lessor, &r).map(WriteResponse::Put),
-            Command::DeleteRange(r) => kv::apply_delete(&mut self.store, &mut self.lessor, &r).map(WriteResponse::DeleteRange),
+            Command::DeleteRange(r) => {
+                kv::apply_delete(&mut self.store, &mut self.lessor, &r).map(WriteResponse::DeleteRange)
+            }
             Command::Txn(r) => kv::apply_txn(&mut self.store, &mut self.lessor, &r).map(WriteResponse::Txn),
             Command::Compaction(r) => {
                 self.store.compact(r.revision)?;
@@ -139,7 +153,12 @@ impl<B: KvBackend> ShardStateMachine<B> {
             Command::LeaseGrant(r) => {
                 let now = self.clock.now();
                 let ttl = self.lessor.grant(r.id, r.ttl, now, self.store.pending_batch())?;
-                Ok(WriteResponse::LeaseGrant(LeaseGrantResponse { header: header(self.store.current_rev()), id: r.id, ttl, error: String::new() }))
+                Ok(WriteResponse::LeaseGrant(LeaseGrantResponse {
+                    header: header(self.store.current_rev()),
+                    id: r.id,
+                    ttl,
+                    error: String::new(),
+                }))
             }
             Command::LeaseRevoke(r) => {
                 let keys = self.lessor.keys(r.id).ok_or(EngineError::LeaseNotFound)?;
@@ -171,7 +190,10 @@ impl<B: KvBackend> ShardStateMachine<B> {
             _ => vec![],
         };
         let alarms = changed.into_iter().map(|alarm| AlarmMember { member_id: self.member_id, alarm }).collect();
-        AlarmResponse { header: Some(ResponseHeader { revision: self.store.current_rev(), ..Default::default() }), alarms }
+        AlarmResponse {
+            header: Some(ResponseHeader { revision: self.store.current_rev(), ..Default::default() }),
+            alarms,
+        }
     }
 }
 

@@ -40,7 +40,10 @@ fn run_all(b: &impl KvBackend) {
 
     // Bounds are [start, end); reverse scans see the same keys backwards; visit can stop early.
     assert_eq!(keys(b, Cf::Kv, b"b", Some(b"e"), ScanOrder::Forward), vec![b"b".to_vec()]);
-    assert_eq!(keys(b, Cf::Kv, b"a", Some(b"z"), ScanOrder::Reverse), vec![b"e".to_vec(), b"b".to_vec(), b"a".to_vec()]);
+    assert_eq!(
+        keys(b, Cf::Kv, b"a", Some(b"z"), ScanOrder::Reverse),
+        vec![b"e".to_vec(), b"b".to_vec(), b"a".to_vec()]
+    );
     let mut first = None;
     b.scan(Cf::Kv, b"", None, ScanOrder::Reverse, &mut |k, _| {
         first = Some(k.to_vec());

@@ -7,10 +7,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use rocksdb::{
-    checkpoint::Checkpoint, ColumnFamilyDescriptor, Direction, IteratorMode, Options, ReadOptions,
-    DB,
-};
+use rocksdb::{checkpoint::Checkpoint, ColumnFamilyDescriptor, Direction, IteratorMode, Options, ReadOptions, DB};
 
 use super::{Cf, KvBackend, ScanOrder, StorageError, WriteBatch, WriteOp, WriteOpts};
 
@@ -68,9 +65,7 @@ impl RocksBackend {
     }
 
     fn cf(&self, cf: Cf) -> &rocksdb::ColumnFamily {
-        self.db
-            .cf_handle(cf.name())
-            .expect("invariant: every Cf is created when the database is opened")
+        self.db.cf_handle(cf.name()).expect("invariant: every Cf is created when the database is opened")
     }
 }
 
@@ -141,12 +136,8 @@ impl KvBackend for RocksBackend {
             .iter()
             .map(|&cf| {
                 let handle = self.cf(cf);
-                let sst = self
-                    .db
-                    .property_int_value_cf(handle, "rocksdb.total-sst-files-size")
-                    .ok()
-                    .flatten()
-                    .unwrap_or(0);
+                let sst =
+                    self.db.property_int_value_cf(handle, "rocksdb.total-sst-files-size").ok().flatten().unwrap_or(0);
                 let mem = self
                     .db
                     .property_int_value_cf(handle, "rocksdb.cur-size-all-mem-tables")

@@ -169,7 +169,12 @@ pub struct WatchHub {
 impl WatchHub {
     /// Returns a hub for a store currently at `current_rev`.
     pub fn new(cfg: WatchConfig, current_rev: i64) -> Self {
-        Self { streams: HashMap::new(), ring: EventRing::new(current_rev, cfg.ring_events), cfg, last_progress_tick: None }
+        Self {
+            streams: HashMap::new(),
+            ring: EventRing::new(current_rev, cfg.ring_events),
+            cfg,
+            last_progress_tick: None,
+        }
     }
 
     /// Returns the tunables.
@@ -179,7 +184,10 @@ impl WatchHub {
 
     /// Registers a client stream.
     pub fn open_stream(&mut self, id: StreamId, tx: WatchSender) {
-        self.streams.insert(id, Stream { tx, watchers: HashMap::new(), next_id: 0, pending: VecDeque::new(), progress_deferred: false });
+        self.streams.insert(
+            id,
+            Stream { tx, watchers: HashMap::new(), next_id: 0, pending: VecDeque::new(), progress_deferred: false },
+        );
     }
 
     /// Forgets a client stream and its watchers.
@@ -194,7 +202,13 @@ impl WatchHub {
 
     /// Handles a create request: answers `created` and registers the watcher, or answers
     /// `created` + `canceled` with `watch_id = -1` for a duplicate ID.
-    pub fn create<B: KvBackend>(&mut self, stream: StreamId, req: WatchCreateRequest, store: &MvccStore<B>, hdr: &HeaderInfo) {
+    pub fn create<B: KvBackend>(
+        &mut self,
+        stream: StreamId,
+        req: WatchCreateRequest,
+        store: &MvccStore<B>,
+        hdr: &HeaderInfo,
+    ) {
         let current = store.current_rev();
         let Some(s) = self.streams.get_mut(&stream) else { return };
         let id = if req.watch_id != 0 {
@@ -235,7 +249,8 @@ impl WatchHub {
             sent_recently: false,
         };
         s.watchers.insert(id, w);
-        let created = WatchResponse { header: Some(hdr.at(current)), watch_id: id, created: true, ..Default::default() };
+        let created =
+            WatchResponse { header: Some(hdr.at(current)), watch_id: id, created: true, ..Default::default() };
         if !s.send_control(created) {
             self.streams.remove(&stream);
         }
@@ -245,7 +260,8 @@ impl WatchHub {
     pub fn cancel(&mut self, stream: StreamId, watch_id: i64, current_rev: i64, hdr: &HeaderInfo) {
         let Some(s) = self.streams.get_mut(&stream) else { return };
         if s.watchers.remove(&watch_id).is_some() {
-            let resp = WatchResponse { header: Some(hdr.at(current_rev)), watch_id, canceled: true, ..Default::default() };
+            let resp =
+                WatchResponse { header: Some(hdr.at(current_rev)), watch_id, canceled: true, ..Default::default() };
             if !s.send_control(resp) {
                 self.streams.remove(&stream);
             }
@@ -301,7 +317,8 @@ impl WatchHub {
                 if w.next_rev < first {
                     continue; // lagging: served by catch_up
                 }
-                let batch: Vec<Event> = events.iter().filter(|e| event_rev(e) >= w.next_rev && w.wants(e)).map(|e| w.shape(e)).collect();
+                let batch: Vec<Event> =
+                    events.iter().filter(|e| event_rev(e) >= w.next_rev && w.wants(e)).map(|e| w.shape(e)).collect();
                 let fragment = w.fragment;
                 if batch.is_empty() {
                     let w = s.watchers.get_mut(&id).expect("invariant: id taken from this map");
@@ -330,7 +347,9 @@ impl WatchHub {
 
     /// Returns true when some watcher is behind or some control response waits.
     pub fn has_lagging(&self, current_rev: i64) -> bool {
-        self.streams.values().any(|s| !s.pending.is_empty() || s.progress_deferred || s.watchers.values().any(|w| w.next_rev <= current_rev))
+        self.streams.values().any(|s| {
+            !s.pending.is_empty() || s.progress_deferred || s.watchers.values().any(|w| w.next_rev <= current_rev)
+        })
     }
 
     /// Moves lagging watchers forward: from the ring when it still covers them, else from
@@ -356,7 +375,13 @@ impl WatchHub {
             for id in ids {
                 let w = &s.watchers[&id];
                 if w.next_rev < compact {
-                    let resp = WatchResponse { header: Some(hdr.at(current)), watch_id: id, canceled: true, compact_revision: compact, ..Default::default() };
+                    let resp = WatchResponse {
+                        header: Some(hdr.at(current)),
+                        watch_id: id,
+                        canceled: true,
+                        compact_revision: compact,
+                        ..Default::default()
+                    };
                     s.watchers.remove(&id);
                     if !s.send_control(resp) {
                         gone.push(*sid);
@@ -366,7 +391,11 @@ impl WatchHub {
                 }
                 let (batch, upto) = collect(w, &self.ring, store, current, batch_max)?;
                 let fragment = w.fragment;
-                let sent = if batch.is_empty() { Sent::Yes } else { send_events(s, id, batch, current, hdr, fragment, max_bytes) };
+                let sent = if batch.is_empty() {
+                    Sent::Yes
+                } else {
+                    send_events(s, id, batch, current, hdr, fragment, max_bytes)
+                };
                 match sent {
                     Sent::Yes => {
                         let w = s.watchers.get_mut(&id).expect("invariant: id taken from this map");
@@ -390,7 +419,9 @@ impl WatchHub {
 
     /// Sends periodic progress notifications to idle synced watchers that asked for them.
     pub fn tick_progress(&mut self, now: Instant, current_rev: i64, hdr: &HeaderInfo) {
-        let due = self.last_progress_tick.is_none_or(|t| now.saturating_duration_since(t) >= self.cfg.progress_notify_interval);
+        let due = self
+            .last_progress_tick
+            .is_none_or(|t| now.saturating_duration_since(t) >= self.cfg.progress_notify_interval);
         if !due {
             return;
         }
@@ -416,7 +447,13 @@ impl WatchHub {
 
 /// Collects the events a lagging watcher needs next, up to about `batch_max` events without
 /// splitting a revision; returns them and the last revision covered.
-fn collect<B: KvBackend>(w: &Watcher, ring: &EventRing, store: &MvccStore<B>, current: i64, batch_max: usize) -> Result<(Vec<Event>, i64)> {
+fn collect<B: KvBackend>(
+    w: &Watcher,
+    ring: &EventRing,
+    store: &MvccStore<B>,
+    current: i64,
+    batch_max: usize,
+) -> Result<(Vec<Event>, i64)> {
     let from_ring = w.next_rev >= ring.first_rev();
     // History is read only up to the ring's start; the ring serves the rest on the next pass.
     let limit = if from_ring { current } else { (ring.first_rev() - 1).min(current) };
@@ -447,7 +484,15 @@ fn collect<B: KvBackend>(w: &Watcher, ring: &EventRing, store: &MvccStore<B>, cu
 
 /// Sends `events` to watcher `id`, split into fragments when it asked for them and the response
 /// is too large.
-fn send_events(s: &mut Stream, id: i64, events: Vec<Event>, rev: i64, hdr: &HeaderInfo, fragment: bool, max_bytes: usize) -> Sent {
+fn send_events(
+    s: &mut Stream,
+    id: i64,
+    events: Vec<Event>,
+    rev: i64,
+    hdr: &HeaderInfo,
+    fragment: bool,
+    max_bytes: usize,
+) -> Sent {
     let resp = WatchResponse { header: Some(hdr.at(rev)), watch_id: id, events, ..Default::default() };
     if !fragment || resp.encoded_len() <= max_bytes {
         return s.try_send(resp);
@@ -469,7 +514,8 @@ fn fragments(resp: WatchResponse, max_bytes: usize) -> Vec<WatchResponse> {
     let mut cur = WatchResponse { header: resp.header, watch_id: resp.watch_id, fragment: true, ..Default::default() };
     for e in resp.events {
         if !cur.events.is_empty() && cur.encoded_len() + e.encoded_len() + 8 > max_bytes {
-            let next = WatchResponse { header: cur.header, watch_id: cur.watch_id, fragment: true, ..Default::default() };
+            let next =
+                WatchResponse { header: cur.header, watch_id: cur.watch_id, fragment: true, ..Default::default() };
             parts.push(std::mem::replace(&mut cur, next));
         }
         cur.events.push(e);

@@ -27,14 +27,23 @@ impl Fixture {
     }
 
     fn put(&mut self, k: &str, v: &str) {
-        let r = PutRequest { key: Bytes::copy_from_slice(k.as_bytes()), value: Bytes::copy_from_slice(v.as_bytes()), ..Default::default() };
+        let r = PutRequest {
+            key: Bytes::copy_from_slice(k.as_bytes()),
+            value: Bytes::copy_from_slice(v.as_bytes()),
+            ..Default::default()
+        };
         apply_put(&mut self.store, &mut self.leases, &r).expect("put");
         let events = self.store.flush(WriteOpts::default()).expect("flush");
         self.hub.publish(&events, self.store.current_rev(), &self.hdr);
     }
 
     fn watch(&mut self, stream: StreamId, key: &str, start: i64) {
-        let req = WatchCreateRequest { key: Bytes::copy_from_slice(key.as_bytes()), start_revision: start, prev_kv: true, ..Default::default() };
+        let req = WatchCreateRequest {
+            key: Bytes::copy_from_slice(key.as_bytes()),
+            start_revision: start,
+            prev_kv: true,
+            ..Default::default()
+        };
         self.hub.create(stream, req, &self.store, &self.hdr);
     }
 

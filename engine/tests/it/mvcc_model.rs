@@ -24,12 +24,31 @@ const KEYS: [&str; 5] = ["a", "b", "b0", "c", "d"];
 
 #[derive(Clone, Debug)]
 enum Op {
-    Put { key: usize, value: u8, prev_kv: bool },
-    Delete { key: usize, end: Option<usize>, prev_kv: bool },
+    Put {
+        key: usize,
+        value: u8,
+        prev_kv: bool,
+    },
+    Delete {
+        key: usize,
+        end: Option<usize>,
+        prev_kv: bool,
+    },
     /// Compare MOD(key) == the model's current mod revision plus `skew` (0 = should succeed).
-    Cas { key: usize, skew: i64, value: u8 },
-    Get { key: usize, end: Option<usize>, back: i64, limit: i64 },
-    Compact { back: i64 },
+    Cas {
+        key: usize,
+        skew: i64,
+        value: u8,
+    },
+    Get {
+        key: usize,
+        end: Option<usize>,
+        back: i64,
+        limit: i64,
+    },
+    Compact {
+        back: i64,
+    },
     Restart,
 }
 
@@ -141,7 +160,12 @@ fn check(ops: Vec<Op>) -> Result<(), TestCaseError> {
         match op {
             Op::Put { key, value, prev_kv } => {
                 let (store, leases) = real.parts();
-                let resp = apply_put(store, leases, &PutRequest { key: b(KEYS[key]), value: Bytes::from(vec![value]), prev_kv, ..Default::default() }).expect("put");
+                let resp = apply_put(
+                    store,
+                    leases,
+                    &PutRequest { key: b(KEYS[key]), value: Bytes::from(vec![value]), prev_kv, ..Default::default() },
+                )
+                .expect("put");
                 real.flush();
                 let (rev, prev) = model.put(KEYS[key], &[value]);
                 prop_assert_eq!(resp.header.map(|h| h.revision), Some(rev));
@@ -150,10 +174,12 @@ fn check(ops: Vec<Op>) -> Result<(), TestCaseError> {
             Op::Delete { key, end, prev_kv } => {
                 let end_key = end.map(|e| KEYS[e]);
                 let (store, leases) = real.parts();
-                let req = DeleteRangeRequest { key: b(KEYS[key]), range_end: end_key.map(b).unwrap_or_default(), prev_kv };
+                let req =
+                    DeleteRangeRequest { key: b(KEYS[key]), range_end: end_key.map(b).unwrap_or_default(), prev_kv };
                 let resp = apply_delete(store, leases, &req).expect("delete");
                 real.flush();
-                let doomed: Vec<Kv> = model.now().values().filter(|kv| Model::in_range(&kv.key, KEYS[key], end_key)).cloned().collect();
+                let doomed: Vec<Kv> =
+                    model.now().values().filter(|kv| Model::in_range(&kv.key, KEYS[key], end_key)).cloned().collect();
                 if !doomed.is_empty() {
                     let mut next = model.now().clone();
                     for kv in &doomed {
@@ -169,11 +195,30 @@ fn check(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 let k = KEYS[key];
                 let current_mod = model.now().get(k).map_or(0, |kv| kv.modified);
                 let expect = current_mod + skew;
-                let cmp = Compare { key: b(k), target: CompareTarget::Mod as i32, result: CompareResult::Equal as i32, target_union: Some(TargetUnion::ModRevision(expect)), range_end: Bytes::new() };
-                let put = RequestOp { request: Some(Request::RequestPut(PutRequest { key: b(k), value: Bytes::from(vec![value]), ..Default::default() })) };
-                let get = RequestOp { request: Some(Request::RequestRange(RangeRequest { key: b(k), ..Default::default() })) };
+                let cmp = Compare {
+                    key: b(k),
+                    target: CompareTarget::Mod as i32,
+                    result: CompareResult::Equal as i32,
+                    target_union: Some(TargetUnion::ModRevision(expect)),
+                    range_end: Bytes::new(),
+                };
+                let put = RequestOp {
+                    request: Some(Request::RequestPut(PutRequest {
+                        key: b(k),
+                        value: Bytes::from(vec![value]),
+                        ..Default::default()
+                    })),
+                };
+                let get = RequestOp {
+                    request: Some(Request::RequestRange(RangeRequest { key: b(k), ..Default::default() })),
+                };
                 let (store, leases) = real.parts();
-                let resp = apply_txn(store, leases, &TxnRequest { compare: vec![cmp], success: vec![put], failure: vec![get] }).expect("txn");
+                let resp = apply_txn(
+                    store,
+                    leases,
+                    &TxnRequest { compare: vec![cmp], success: vec![put], failure: vec![get] },
+                )
+                .expect("txn");
                 real.flush();
                 let should = expect == current_mod;
                 prop_assert_eq!(resp.succeeded, should);
@@ -191,16 +236,31 @@ fn check(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 let end_key = end.map(|e| KEYS[e]);
                 let at = if back == 0 { 0 } else { (model.cur() - back).max(1) };
                 let (store, _) = real.parts();
-                let req = RangeRequest { key: b(KEYS[key]), range_end: end_key.map(b).unwrap_or_default(), revision: at, limit, ..Default::default() };
+                let req = RangeRequest {
+                    key: b(KEYS[key]),
+                    range_end: end_key.map(b).unwrap_or_default(),
+                    revision: at,
+                    limit,
+                    ..Default::default()
+                };
                 let got = range(store, &req);
                 let read_at = if at == 0 { model.cur() } else { at };
                 if read_at < model.compacted {
-                    prop_assert!(matches!(got, Err(EngineError::Compacted { .. })), "expected Compacted, got {:?}", got);
+                    prop_assert!(
+                        matches!(got, Err(EngineError::Compacted { .. })),
+                        "expected Compacted, got {:?}",
+                        got
+                    );
                     continue;
                 }
                 let resp = got.expect("range");
-                let all: Vec<Kv> = model.states[read_at as usize].values().filter(|kv| Model::in_range(&kv.key, KEYS[key], end_key)).cloned().collect();
-                let shown: Vec<Kv> = if limit > 0 { all.iter().take(limit as usize).cloned().collect() } else { all.clone() };
+                let all: Vec<Kv> = model.states[read_at as usize]
+                    .values()
+                    .filter(|kv| Model::in_range(&kv.key, KEYS[key], end_key))
+                    .cloned()
+                    .collect();
+                let shown: Vec<Kv> =
+                    if limit > 0 { all.iter().take(limit as usize).cloned().collect() } else { all.clone() };
                 prop_assert_eq!(kvs(&resp.kvs), shown);
                 prop_assert_eq!(resp.count, all.len() as i64);
                 prop_assert_eq!(resp.more, limit > 0 && all.len() > limit as usize);
@@ -212,7 +272,11 @@ fn check(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 let got = store.compact(target);
                 real.flush();
                 if target <= model.compacted {
-                    prop_assert!(matches!(got, Err(EngineError::Compacted { .. })), "expected Compacted, got {:?}", got);
+                    prop_assert!(
+                        matches!(got, Err(EngineError::Compacted { .. })),
+                        "expected Compacted, got {:?}",
+                        got
+                    );
                 } else {
                     prop_assert!(got.is_ok(), "compact failed: {:?}", got);
                     model.compacted = target;

@@ -53,7 +53,8 @@ fn drive<L: LogStore, S: StateMachine, T: Transport>(node: &mut RaftNode<L, S, T
 #[test]
 fn single_voter_leads_and_applies_a_round_in_one_call() {
     let store = MemLogStore::new();
-    let mut node = RaftNode::new(&RaftConfig::default(), &[1], store, Recorder::default(), NoopTransport).expect("node");
+    let mut node =
+        RaftNode::new(&RaftConfig::default(), &[1], store, Recorder::default(), NoopTransport).expect("node");
     node.campaign().expect("campaign");
     drive(&mut node);
     assert!(node.is_leader());
@@ -70,7 +71,8 @@ fn single_voter_leads_and_applies_a_round_in_one_call() {
 #[test]
 fn restart_reapplies_exactly_the_unapplied_suffix() {
     let store = MemLogStore::new();
-    let mut node = RaftNode::new(&RaftConfig::default(), &[1], store.clone(), Recorder::default(), NoopTransport).expect("node");
+    let mut node =
+        RaftNode::new(&RaftConfig::default(), &[1], store.clone(), Recorder::default(), NoopTransport).expect("node");
     node.campaign().expect("campaign");
     drive(&mut node);
     for i in 0..4u8 {
@@ -220,6 +222,10 @@ fn isolated_leader_is_replaced_and_committed_entries_survive() {
         c.tick_all(None);
         c.settle();
     }
-    assert_eq!(c.nodes[&1].state_machine().data, vec![b"kept".to_vec(), b"after".to_vec()], "the old leader catches up");
+    assert_eq!(
+        c.nodes[&1].state_machine().data,
+        vec![b"kept".to_vec(), b"after".to_vec()],
+        "the old leader catches up"
+    );
     assert_eq!(c.leaders().len(), 1);
 }
