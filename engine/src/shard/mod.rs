@@ -219,7 +219,7 @@ impl<B: KvBackend + Clone> Shard<B> {
         while !self.stopping {
             let now = self.clock.now();
             let mut wait = next_tick.saturating_duration_since(now);
-            if self.hub.has_lagging(self.node.state_machine().store().current_rev()) {
+            if self.hub.has_lagging() {
                 wait = wait.min(self.cfg.catch_up_interval);
             }
             match self.rx.recv_timeout(wait) {

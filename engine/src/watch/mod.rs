@@ -20,7 +20,7 @@
 
 pub mod ring;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use ballast_proto::etcdserverpb::{watch_create_request::FilterType, WatchCreateRequest, WatchResponse};
@@ -161,6 +161,9 @@ impl Stream {
 #[derive(Debug)]
 pub struct WatchHub {
     streams: HashMap<StreamId, Stream>,
+    /// Streams with a lagging watcher, a queued control response or a deferred progress
+    /// request. Only these are visited between rounds, so idle watchers cost nothing.
+    attention: HashSet<StreamId>,
     ring: EventRing,
     cfg: WatchConfig,
     last_progress_tick: Option<Instant>,
@@ -171,6 +174,7 @@ impl WatchHub {
     pub fn new(cfg: WatchConfig, current_rev: i64) -> Self {
         Self {
             streams: HashMap::new(),
+            attention: HashSet::new(),
             ring: EventRing::new(current_rev, cfg.ring_events),
             cfg,
             last_progress_tick: None,
@@ -193,6 +197,7 @@ impl WatchHub {
     /// Forgets a client stream and its watchers.
     pub fn close_stream(&mut self, id: StreamId) {
         self.streams.remove(&id);
+        self.attention.remove(&id);
     }
 
     /// Returns the number of watchers on all streams.
@@ -230,6 +235,8 @@ impl WatchHub {
             };
             if !s.send_control(resp) {
                 self.streams.remove(&stream);
+            } else if !s.pending.is_empty() {
+                self.attention.insert(stream);
             }
             return;
         }
@@ -253,6 +260,10 @@ impl WatchHub {
             WatchResponse { header: Some(hdr.at(current)), watch_id: id, created: true, ..Default::default() };
         if !s.send_control(created) {
             self.streams.remove(&stream);
+            return;
+        }
+        if next_rev <= current || !s.pending.is_empty() {
+            self.attention.insert(stream);
         }
     }
 
@@ -264,6 +275,8 @@ impl WatchHub {
                 WatchResponse { header: Some(hdr.at(current_rev)), watch_id, canceled: true, ..Default::default() };
             if !s.send_control(resp) {
                 self.streams.remove(&stream);
+            } else if !s.pending.is_empty() {
+                self.attention.insert(stream);
             }
         }
     }
@@ -273,13 +286,15 @@ impl WatchHub {
     pub fn request_progress(&mut self, stream: StreamId, current_rev: i64, hdr: &HeaderInfo) {
         if let Some(s) = self.streams.get_mut(&stream) {
             s.progress_deferred = true;
+            self.attention.insert(stream);
         }
         self.answer_deferred_progress(current_rev, hdr);
     }
 
     fn answer_deferred_progress(&mut self, current_rev: i64, hdr: &HeaderInfo) {
         let mut gone = Vec::new();
-        for (id, s) in &mut self.streams {
+        for id in &self.attention {
+            let Some(s) = self.streams.get_mut(id) else { continue };
             if !s.progress_deferred {
                 continue;
             }
@@ -297,7 +312,7 @@ impl WatchHub {
             }
         }
         for id in gone {
-            self.streams.remove(&id);
+            self.close_stream(id);
         }
     }
 
@@ -331,7 +346,9 @@ impl WatchHub {
                         w.next_rev = w.next_rev.max(new_rev + 1);
                         w.sent_recently = true;
                     }
-                    Sent::Full => {}
+                    Sent::Full => {
+                        self.attention.insert(*sid);
+                    }
                     Sent::Closed => {
                         gone.push(*sid);
                         break;
@@ -340,16 +357,16 @@ impl WatchHub {
             }
         }
         for id in gone {
-            self.streams.remove(&id);
+            self.close_stream(id);
         }
-        self.answer_deferred_progress(new_rev, hdr);
+        if !self.attention.is_empty() {
+            self.answer_deferred_progress(new_rev, hdr);
+        }
     }
 
     /// Returns true when some watcher is behind or some control response waits.
-    pub fn has_lagging(&self, current_rev: i64) -> bool {
-        self.streams.values().any(|s| {
-            !s.pending.is_empty() || s.progress_deferred || s.watchers.values().any(|w| w.next_rev <= current_rev)
-        })
+    pub fn has_lagging(&self) -> bool {
+        !self.attention.is_empty()
     }
 
     /// Moves lagging watchers forward: from the ring when it still covers them, else from
@@ -363,7 +380,12 @@ impl WatchHub {
         let max_bytes = self.cfg.max_response_bytes;
         let batch_max = self.cfg.catchup_batch_events;
         let mut gone = Vec::new();
-        for (sid, s) in &mut self.streams {
+        let mut settled = Vec::new();
+        for sid in &self.attention {
+            let Some(s) = self.streams.get_mut(sid) else {
+                settled.push(*sid);
+                continue;
+            };
             if !s.drain_pending() {
                 gone.push(*sid);
                 continue;
@@ -409,9 +431,15 @@ impl WatchHub {
                     }
                 }
             }
+            if s.pending.is_empty() && !s.progress_deferred && s.watchers.values().all(|w| w.next_rev > current) {
+                settled.push(*sid);
+            }
+        }
+        for id in settled {
+            self.attention.remove(&id);
         }
         for id in gone {
-            self.streams.remove(&id);
+            self.close_stream(id);
         }
         self.answer_deferred_progress(current, hdr);
         Ok(())
