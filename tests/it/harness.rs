@@ -1,0 +1,218 @@
+//! Starting servers for tests: [`Server`] runs Ballast or stock etcd on free loopback ports in a
+//! temporary directory and kills it when dropped. [`both_targets!`] turns an async test function
+//! into two tests, `<name>::ballast` and `<name>::etcd`.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Which server a test runs against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Target {
+    Ballast,
+    Etcd,
+}
+
+/// A server process owned by one test.
+pub(crate) struct Server {
+    pub(crate) target: Target,
+    dir: tempfile::TempDir,
+    port: u16,
+    peer_port: u16,
+    child: Option<Child>,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free loopback port")
+}
+
+/// Polls `cond` every 20 ms until it holds or `timeout` passes; returns whether it held.
+pub(crate) async fn wait_for(timeout: Duration, mut cond: impl AsyncFnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if cond().await {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+impl Server {
+    /// Starts a fresh server and waits until it answers.
+    pub(crate) async fn start(target: Target) -> Server {
+        let mut dir = tempfile::tempdir().expect("tempdir");
+        for attempt in 0..3 {
+            let mut s = Server { target, dir, port: free_port(), peer_port: free_port(), child: None };
+            s.spawn();
+            if s.wait_ready().await {
+                return s;
+            }
+            eprintln!("attempt {attempt}: server did not start; log:\n{}", s.log_tail());
+            s.kill9();
+            dir = s.take_dir();
+        }
+        panic!("{target:?} did not start");
+    }
+
+    fn take_dir(mut self) -> tempfile::TempDir {
+        self.child = None;
+        let replacement = tempfile::tempdir().expect("tempdir");
+        std::mem::replace(&mut self.dir, replacement)
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join("server.log")
+    }
+
+    /// Returns the end of the server's log, for failure messages.
+    pub(crate) fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(self.log_path()).unwrap_or_default();
+        log.lines().rev().take(30).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
+    }
+
+    fn spawn(&mut self) {
+        let client = format!("http://127.0.0.1:{}", self.port);
+        let peer = format!("http://127.0.0.1:{}", self.peer_port);
+        let data = self.dir.path().join("data");
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log_path()).expect("log file");
+        let mut cmd = match self.target {
+            Target::Ballast => {
+                let mut c = Command::new(env!("CARGO_BIN_EXE_ballast"));
+                c.arg("serve");
+                c
+            }
+            Target::Etcd => {
+                let mut c = Command::new("etcd");
+                c.arg(format!("--initial-cluster=t={peer}"));
+                c
+            }
+        };
+        cmd.args(["--name", "t"])
+            .arg(format!("--data-dir={}", data.display()))
+            .arg(format!("--listen-client-urls={client}"))
+            .arg(format!("--advertise-client-urls={client}"))
+            .arg(format!("--listen-peer-urls={peer}"))
+            .arg(format!("--initial-advertise-peer-urls={peer}"))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log file"))
+            .stderr(log);
+        self.child = Some(cmd.spawn().expect("spawn server"));
+    }
+
+    async fn wait_ready(&self) -> bool {
+        let ep = self.endpoint();
+        wait_for(Duration::from_secs(20), async || match etcd_client::Client::connect([ep.as_str()], None).await {
+            Ok(mut c) => c.status().await.is_ok(),
+            Err(_) => false,
+        })
+        .await
+    }
+
+    /// Returns `127.0.0.1:<port>`.
+    pub(crate) fn endpoint(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Returns `http://127.0.0.1:<port>` for raw gRPC clients.
+    pub(crate) fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Returns a connected etcd-client.
+    pub(crate) async fn client(&self) -> etcd_client::Client {
+        etcd_client::Client::connect([self.endpoint()], None).await.expect("connect")
+    }
+
+    /// Runs etcdctl against this server.
+    pub(crate) fn etcdctl(&self, args: &[&str]) -> Output {
+        self.etcdctl_stdin(args, "")
+    }
+
+    /// Runs etcdctl with `input` on its standard input.
+    pub(crate) fn etcdctl_stdin(&self, args: &[&str], input: &str) -> Output {
+        use std::io::Write;
+        let mut child = Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .arg(format!("--endpoints={}", self.endpoint()))
+            .arg("--command-timeout=10s")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("etcdctl");
+        child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write stdin");
+        child.wait_with_output().expect("etcdctl output")
+    }
+
+    /// Spawns a long-running etcdctl (for `watch`); the caller kills it.
+    pub(crate) fn etcdctl_spawn(&self, args: &[&str]) -> Child {
+        Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .arg(format!("--endpoints={}", self.endpoint()))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("etcdctl")
+    }
+
+    /// Kills the server with SIGKILL and reaps it.
+    pub(crate) fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts the server again on the same data directory and ports.
+    pub(crate) async fn restart(&mut self) {
+        self.kill9();
+        self.spawn();
+        assert!(self.wait_ready().await, "{:?} did not restart; log:\n{}", self.target, self.log_tail());
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// Returns etcdctl's stdout, asserting success.
+pub(crate) fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "etcdctl failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Returns etcdctl's stderr, asserting failure.
+pub(crate) fn fails(out: &Output) -> String {
+    assert!(!out.status.success(), "etcdctl should have failed: {}", String::from_utf8_lossy(&out.stdout));
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Defines `<name>::ballast` and `<name>::etcd`, each running `async fn <name>(Server)`.
+macro_rules! both_targets {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn ballast() {
+                super::$name(crate::harness::Server::start(crate::harness::Target::Ballast).await).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn etcd() {
+                super::$name(crate::harness::Server::start(crate::harness::Target::Etcd).await).await
+            }
+        }
+    )*};
+}
