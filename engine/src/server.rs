@@ -15,6 +15,7 @@ use ballast_proto::etcdserverpb::{
     cluster_server::ClusterServer, kv_server::KvServer, lease_server::LeaseServer,
     maintenance_server::MaintenanceServer, watch_server::WatchServer,
 };
+use futures::StreamExt;
 use sha2::{Digest, Sha256};
 
 use crate::api::{cluster::ClusterService, kv::KvService, lease::LeaseService, maintenance::MaintenanceService};
@@ -181,10 +182,15 @@ impl Engine {
             let api = self.api.clone();
             let mut stop = stop_tx.subscribe();
             let limit = api.max_request_bytes + GRPC_OVERHEAD_BYTES;
-            let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+            // Our own listener bypasses tonic's socket options: without TCP_NODELAY, small
+            // responses wait for delayed ACKs (about 40 ms per request).
+            let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).map(|conn| {
+                conn.inspect(|tcp| {
+                    let _ = tcp.set_nodelay(true);
+                })
+            });
             servers.push(tokio::spawn(async move {
                 tonic::transport::Server::builder()
-                    .tcp_nodelay(true)
                     .add_service(KvServer::new(KvService::new(api.clone())).max_decoding_message_size(limit))
                     .add_service(WatchServer::new(WatchService::new(api.clone())).max_decoding_message_size(limit))
                     .add_service(LeaseServer::new(LeaseService::new(api.clone())).max_decoding_message_size(limit))

@@ -1,0 +1,187 @@
+//! KV scenarios: puts, single-key gets, list pages, and the Kubernetes update shape (txn CAS).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ballast_proto::etcdserverpb::{
+    compare::{CompareResult, CompareTarget, TargetUnion},
+    request_op::Request,
+    response_op::Response,
+    Compare, PutRequest, RangeRequest, RequestOp, TxnRequest,
+};
+use bytes::Bytes;
+
+use super::{closed_loop, Rng};
+use crate::conn;
+use crate::stats::Outcome;
+
+const VALUE_LEN: usize = 256;
+
+fn value() -> Bytes {
+    Bytes::from(vec![b'v'; VALUE_LEN])
+}
+
+fn key(prefix: &str, i: u64) -> Bytes {
+    Bytes::from(format!("{prefix}{i:08}"))
+}
+
+fn prefix_end(prefix: &str) -> Bytes {
+    let mut end = prefix.as_bytes().to_vec();
+    if let Some(last) = end.last_mut() {
+        *last += 1;
+    }
+    Bytes::from(end)
+}
+
+/// Writes `n` keys `prefix00000000..` with 256-byte values in txns of 128 puts, 16 in flight.
+/// Returns each key's mod revision.
+async fn preload(url: &str, prefix: &str, n: u64) -> anyhow::Result<Vec<i64>> {
+    let chans = conn::channels(url, 4).await?;
+    let revs = Arc::new(Mutex::new(vec![0i64; n as usize]));
+    let batches: Vec<u64> = (0..n).step_by(128).collect();
+    for group in batches.chunks(16) {
+        let mut tasks = Vec::new();
+        for (i, &start) in group.iter().enumerate() {
+            let mut kv = conn::kv(&chans, i);
+            let prefix = prefix.to_string();
+            let revs = revs.clone();
+            tasks.push(tokio::spawn(async move {
+                let end = (start + 128).min(n);
+                let success = (start..end)
+                    .map(|k| RequestOp {
+                        request: Some(Request::RequestPut(PutRequest {
+                            key: key(&prefix, k),
+                            value: value(),
+                            ..Default::default()
+                        })),
+                    })
+                    .collect();
+                let resp = kv.txn(TxnRequest { compare: vec![], success, failure: vec![] }).await?.into_inner();
+                let rev = resp.header.map_or(0, |h| h.revision);
+                let mut r = revs.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+                for k in start..end {
+                    r[k as usize] = rev;
+                }
+                anyhow::Ok(())
+            }));
+        }
+        for t in tasks {
+            t.await??;
+        }
+    }
+    let out = revs.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.clone();
+    Ok(out)
+}
+
+pub(crate) async fn put(url: &str, inflight: usize, duration: Duration, seed: u64) -> anyhow::Result<Outcome> {
+    let chans = Arc::new(conn::channels(url, inflight.min(16)).await?);
+    Ok(closed_loop(inflight, duration, seed, move |w, mut rng: Rng| {
+        let mut kv = conn::kv(&chans, w);
+        async move {
+            let req = PutRequest { key: key("put/", rng.below(100_000)), value: value(), ..Default::default() };
+            let ok = kv.put(req).await.is_ok();
+            (rng, ok)
+        }
+    })
+    .await)
+}
+
+pub(crate) async fn get(
+    url: &str,
+    inflight: usize,
+    serializable: bool,
+    duration: Duration,
+    seed: u64,
+) -> anyhow::Result<Outcome> {
+    preload(url, "get/", 1000).await?;
+    let chans = Arc::new(conn::channels(url, inflight.min(16)).await?);
+    Ok(closed_loop(inflight, duration, seed, move |w, mut rng: Rng| {
+        let mut kv = conn::kv(&chans, w);
+        async move {
+            let req = RangeRequest { key: key("get/", rng.below(1000)), serializable, ..Default::default() };
+            let ok = matches!(kv.range(req).await, Ok(r) if r.get_ref().kvs.len() == 1);
+            (rng, ok)
+        }
+    })
+    .await)
+}
+
+/// Kubernetes' paged LIST: 500 keys from a 100k-key prefix, with the count etcd computes.
+pub(crate) async fn list_page(url: &str, duration: Duration, seed: u64) -> anyhow::Result<Outcome> {
+    preload(url, "list/", 100_000).await?;
+    let chans = Arc::new(conn::channels(url, 1).await?);
+    Ok(closed_loop(1, duration, seed, move |w, mut rng: Rng| {
+        let mut kv = conn::kv(&chans, w);
+        async move {
+            let req = RangeRequest {
+                key: key("list/", rng.below(99_500)),
+                range_end: prefix_end("list/"),
+                limit: 500,
+                ..Default::default()
+            };
+            let ok = matches!(kv.range(req).await, Ok(r) if r.get_ref().kvs.len() == 500);
+            (rng, ok)
+        }
+    })
+    .await)
+}
+
+/// The Kubernetes update: compare MOD(key) == known revision, put on success, read on failure.
+pub(crate) async fn txn_cas(url: &str, inflight: usize, duration: Duration, seed: u64) -> anyhow::Result<Outcome> {
+    let revs = Arc::new(Mutex::new(preload(url, "cas/", 1000).await?));
+    let conflicts = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let chans = Arc::new(conn::channels(url, inflight.min(16)).await?);
+    let counter = conflicts.clone();
+    let mut out = closed_loop(inflight, duration, seed, move |w, mut rng: Rng| {
+        let mut kv = conn::kv(&chans, w);
+        let revs = revs.clone();
+        let conflicts = counter.clone();
+        async move {
+            let k = rng.below(1000);
+            let known = revs.lock().map(|r| r[k as usize]).unwrap_or(0);
+            let cmp = Compare {
+                key: key("cas/", k),
+                target: CompareTarget::Mod as i32,
+                result: CompareResult::Equal as i32,
+                target_union: Some(TargetUnion::ModRevision(known)),
+                range_end: Bytes::new(),
+            };
+            let put = RequestOp {
+                request: Some(Request::RequestPut(PutRequest {
+                    key: key("cas/", k),
+                    value: value(),
+                    ..Default::default()
+                })),
+            };
+            let get = RequestOp {
+                request: Some(Request::RequestRange(RangeRequest { key: key("cas/", k), ..Default::default() })),
+            };
+            let ok = match kv.txn(TxnRequest { compare: vec![cmp], success: vec![put], failure: vec![get] }).await {
+                Ok(resp) => {
+                    let resp = resp.into_inner();
+                    let new_rev = if resp.succeeded {
+                        resp.header.map_or(0, |h| h.revision)
+                    } else {
+                        conflicts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        match resp.responses.first().and_then(|r| r.response.as_ref()) {
+                            Some(Response::ResponseRange(r)) => r.kvs.first().map_or(0, |kv| kv.mod_revision),
+                            _ => 0,
+                        }
+                    };
+                    if let Ok(mut r) = revs.lock() {
+                        r[k as usize] = r[k as usize].max(new_rev);
+                    }
+                    resp.succeeded
+                }
+                Err(_) => false,
+            };
+            (rng, ok)
+        }
+    })
+    .await;
+    // Conflicts are counted as errors by the loop; report them separately.
+    let c = conflicts.load(std::sync::atomic::Ordering::Relaxed);
+    out.errors = out.errors.saturating_sub(c);
+    out.extra.push(("conflicts", c as f64));
+    Ok(out)
+}

@@ -1,0 +1,105 @@
+//! Scenario dispatch and the closed-loop runner they share.
+
+mod kv;
+mod watch;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::stats::{Outcome, Samples};
+
+/// Every scenario id.
+pub(crate) const ALL: &[&str] = &[
+    "put_c1_v256",
+    "put_c16_v256",
+    "put_c100_v256",
+    "put_c1000_v256",
+    "get_linearizable_c1",
+    "get_linearizable_c100",
+    "get_serializable_c1",
+    "get_serializable_c100",
+    "list_page500_of100k_c1",
+    "txn_cas_c16_k1000",
+    "txn_cas_c100_k1000",
+    "watch_fanout_w1000_r100_prevkv",
+];
+
+/// Runs scenario `id` against `url`.
+pub(crate) async fn run(url: &str, id: &str, duration: Duration, seed: u64) -> anyhow::Result<Outcome> {
+    let mut out = match id {
+        "put_c1_v256" => kv::put(url, 1, duration, seed).await?,
+        "put_c16_v256" => kv::put(url, 16, duration, seed).await?,
+        "put_c100_v256" => kv::put(url, 100, duration, seed).await?,
+        "put_c1000_v256" => kv::put(url, 1000, duration, seed).await?,
+        "get_linearizable_c1" => kv::get(url, 1, false, duration, seed).await?,
+        "get_linearizable_c100" => kv::get(url, 100, false, duration, seed).await?,
+        "get_serializable_c1" => kv::get(url, 1, true, duration, seed).await?,
+        "get_serializable_c100" => kv::get(url, 100, true, duration, seed).await?,
+        "list_page500_of100k_c1" => kv::list_page(url, duration, seed).await?,
+        "txn_cas_c16_k1000" => kv::txn_cas(url, 16, duration, seed).await?,
+        "txn_cas_c100_k1000" => kv::txn_cas(url, 100, duration, seed).await?,
+        "watch_fanout_w1000_r100_prevkv" => watch::fanout(url, 1000, 100, duration).await?,
+        other => anyhow::bail!("unknown scenario {other}; see `ballast-load list`"),
+    };
+    out.scenario = id.to_string();
+    Ok(out)
+}
+
+/// A small deterministic generator (xorshift64*), so runs pick the same keys for a seed.
+#[derive(Clone, Debug)]
+pub(crate) struct Rng(u64);
+
+impl Rng {
+    pub(crate) fn new(seed: u64) -> Self {
+        Self(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n.max(1)
+    }
+}
+
+/// Runs `inflight` workers, each issuing `op(worker, rng)` back to back until `duration` passes.
+pub(crate) async fn closed_loop<F, Fut>(inflight: usize, duration: Duration, seed: u64, op: F) -> Outcome
+where
+    F: Fn(usize, Rng) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = (Rng, bool)> + Send + 'static,
+{
+    let op = Arc::new(op);
+    let start = Instant::now();
+    let deadline = start + duration;
+    let mut tasks = Vec::new();
+    for w in 0..inflight {
+        let op = op.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut rng = Rng::new(seed.wrapping_add(w as u64 * 7919));
+            let (mut ok, mut errors, mut lat) = (0u64, 0u64, Samples::default());
+            while Instant::now() < deadline {
+                let t0 = Instant::now();
+                let (next, success) = op(w, rng).await;
+                rng = next;
+                if success {
+                    ok += 1;
+                    lat.push(t0.elapsed());
+                } else {
+                    errors += 1;
+                }
+            }
+            (ok, errors, lat)
+        }));
+    }
+    let mut out = Outcome::default();
+    for t in tasks {
+        if let Ok((ok, errors, lat)) = t.await {
+            out.ops += ok;
+            out.errors += errors;
+            out.latency.extend(lat);
+        }
+    }
+    out.secs = start.elapsed().as_secs_f64();
+    out
+}

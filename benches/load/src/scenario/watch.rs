@@ -1,0 +1,130 @@
+//! Watch fan-out: W watchers (one stream each) on one prefix with prev_kv, the way
+//! kube-apiserver watches, while one writer puts at a fixed rate. Delivery latency is measured
+//! from the moment each put was sent to the moment a watcher received its event (both in this
+//! process, so one clock).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use ballast_proto::etcdserverpb::{watch_request::RequestUnion, PutRequest, WatchCreateRequest, WatchRequest};
+use bytes::Bytes;
+use tokio::sync::Mutex;
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::conn;
+use crate::stats::{Outcome, Samples};
+
+fn now_ns() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
+
+pub(crate) async fn fanout(url: &str, watchers: usize, rate: u64, duration: Duration) -> anyhow::Result<Outcome> {
+    let chans = Arc::new(conn::channels(url, 8).await?);
+    let delivered = Arc::new(AtomicU64::new(0));
+    let canceled = Arc::new(AtomicU64::new(0));
+    let created = Arc::new(AtomicU64::new(0));
+    let samples = Arc::new(Mutex::new(Samples::default()));
+    let stop_at = Arc::new(Mutex::new(None::<Instant>));
+    let mut tasks = Vec::new();
+    for w in 0..watchers {
+        let (chans, delivered, canceled, created, samples, stop_at) =
+            (chans.clone(), delivered.clone(), canceled.clone(), created.clone(), samples.clone(), stop_at.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut client = conn::watch(&chans, w);
+            let (tx, rx) = tokio::sync::mpsc::channel(1);
+            let req = WatchCreateRequest {
+                key: Bytes::from_static(b"fan/"),
+                range_end: Bytes::from_static(b"fan0"),
+                prev_kv: true,
+                ..Default::default()
+            };
+            // Queued before the call: grpc-go servers send headers with their first response.
+            let _ = tx.send(WatchRequest { request_union: Some(RequestUnion::CreateRequest(req)) }).await;
+            let Ok(resp) = client.watch(ReceiverStream::new(rx)).await else { return };
+            let mut stream = resp.into_inner();
+            let mut local = Samples::default();
+            loop {
+                let until = *stop_at.lock().await;
+                let wait = until.map_or(Duration::from_secs(3600), |t| t.saturating_duration_since(Instant::now()));
+                let msg = match tokio::time::timeout(wait, stream.message()).await {
+                    Ok(Ok(Some(m))) => m,
+                    Ok(_) => break,
+                    Err(_) => {
+                        if until.is_some() {
+                            break;
+                        }
+                        continue;
+                    }
+                };
+                if msg.created {
+                    created.fetch_add(1, Ordering::Relaxed);
+                }
+                if msg.canceled {
+                    canceled.fetch_add(1, Ordering::Relaxed);
+                    break;
+                }
+                let now = now_ns();
+                for e in &msg.events {
+                    let sent = e.kv.as_ref().and_then(|kv| {
+                        std::str::from_utf8(&kv.value[..20.min(kv.value.len())]).ok()?.parse::<u64>().ok()
+                    });
+                    if let Some(sent) = sent {
+                        local.push(Duration::from_nanos(now.saturating_sub(sent)));
+                        delivered.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            samples.lock().await.extend(local);
+            drop(tx);
+        }));
+    }
+    // Every watcher must be registered before the first put.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while created.load(Ordering::Relaxed) < watchers as u64 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let registered = created.load(Ordering::Relaxed);
+    let mut kv = conn::kv(&chans, 0);
+    let mut puts = 0u64;
+    let mut put_lat = Samples::default();
+    let start = Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_nanos(1_000_000_000 / rate.max(1)));
+    while start.elapsed() < duration {
+        tick.tick().await;
+        let mut value = format!("{:020}", now_ns()).into_bytes();
+        value.resize(256, b'v');
+        let t0 = Instant::now();
+        let req = PutRequest {
+            key: Bytes::from(format!("fan/{:03}", puts % 100)),
+            value: Bytes::from(value),
+            ..Default::default()
+        };
+        if kv.put(req).await.is_ok() {
+            puts += 1;
+            put_lat.push(t0.elapsed());
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    // Stragglers get 5 s to arrive; what is still missing then is reported as missed.
+    *stop_at.lock().await = Some(Instant::now() + Duration::from_secs(5));
+    for t in tasks {
+        let _ = t.await;
+    }
+    let mut latency = std::mem::take(&mut *samples.lock().await);
+    let got = delivered.load(Ordering::Relaxed);
+    let expected = puts * registered;
+    let mut out = Outcome { ops: got, errors: expected.saturating_sub(got), secs, ..Default::default() };
+    out.extra = vec![
+        ("watchers_registered", registered as f64),
+        ("puts", puts as f64),
+        ("put_p99_ms", put_lat.quantile_ms(0.99)),
+        ("events_expected", expected as f64),
+        ("events_missed", expected.saturating_sub(got) as f64),
+        ("watchers_canceled", canceled.load(Ordering::Relaxed) as f64),
+        ("delivery_p50_ms", latency.quantile_ms(0.5)),
+        ("delivery_p99_ms", latency.quantile_ms(0.99)),
+    ];
+    out.latency = latency;
+    Ok(out)
+}

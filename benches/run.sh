@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Runs every ballast-load scenario against stock etcd and against Ballast on this machine, one
+# after the other, each on a fresh server and data directory, and writes
+# benches/results/<date>-<commit>.md with both figures and their ratio.
+#
+#   bash benches/run.sh            # 10 s per scenario
+#   bash benches/run.sh --quick    # 3 s per scenario (smoke run)
+#   SCENARIOS="put_c16_v256 watch_fanout_w1000_r100_prevkv" bash benches/run.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+duration=10
+[[ "${1:-}" == "--quick" ]] && duration=3
+cargo build --release -p ballast -p ballast-load
+load=target/release/ballast-load
+scenarios=${SCENARIOS:-$($load list)}
+work=$(mktemp -d)
+server_pid=
+cleanup() {
+  [[ -n "$server_pid" ]] && kill -9 "$server_pid" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+start_server() { # target port
+  local target=$1 port=$2 peer=$(($2 + 1)) dir="$work/$1-$2"
+  local common=(--name b --data-dir "$dir" --listen-client-urls "http://127.0.0.1:$port"
+    --advertise-client-urls "http://127.0.0.1:$port" --listen-peer-urls "http://127.0.0.1:$peer"
+    --initial-advertise-peer-urls "http://127.0.0.1:$peer" --quota-backend-bytes 8589934592)
+  if [[ $target == etcd ]]; then
+    etcd "${common[@]}" --initial-cluster "b=http://127.0.0.1:$peer" >"$dir.log" 2>&1 &
+  else
+    target/release/ballast serve "${common[@]}" >"$dir.log" 2>&1 &
+  fi
+  server_pid=$!
+  for _ in $(seq 200); do
+    ETCDCTL_API=3 etcdctl --endpoints="127.0.0.1:$port" endpoint health >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "$target did not start" >&2
+  cat "$dir.log" >&2
+  return 1
+}
+
+raw="$work/raw.jsonl"
+port=23800
+for s in $scenarios; do
+  for target in etcd ballast; do
+    port=$((port + 2))
+    start_server "$target" "$port"
+    # Bounded: the timed part plus preloading and the fan-out's registration and drain time.
+    if line=$(timeout $((duration + 300)) "$load" run --endpoint "http://127.0.0.1:$port" --scenario "$s" --duration "$duration"); then
+      rss=$(ps -o rss= -p "$server_pid" | tr -d ' ')
+      echo "{\"target\":\"$target\",\"server_rss_kb\":${rss:-0},\"result\":$line}" | tee -a "$raw"
+    else
+      echo "{\"target\":\"$target\",\"result\":{\"scenario\":\"$s\",\"failed\":true}}" | tee -a "$raw"
+    fi
+    kill -9 "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+    server_pid=
+  done
+done
+
+commit=$(git rev-parse --short HEAD)
+out="benches/results/$(date -u +%Y-%m-%d)-$commit.md"
+mkdir -p benches/results
+python3 - "$raw" "$out" "$commit" "$duration" "$*" <<'PY'
+import json, subprocess, sys
+raw, out, commit, duration, args = sys.argv[1:6]
+rows = [json.loads(l) for l in open(raw)]
+by = {}
+for r in rows:
+    by.setdefault(r["result"]["scenario"], {})[r["target"]] = r
+def sh(c):
+    return subprocess.run(c, shell=True, capture_output=True, text=True).stdout.strip()
+lines = [
+    f"# Load results, commit {commit}",
+    "",
+    f"* Machine: {sh('nproc')} cores, {sh('free -g | awk \"/Mem:/ {print \\$2}\"')} GiB, kernel {sh('uname -r')}, "
+    f"disk {sh('df -h /tmp | tail -1 | awk \"{print \\$1, \\$2}\"')}; shared and noisy, so read medians and ratios.",
+    f"* Reference: {sh('etcd --version | head -1')} (Debian etcd-server), default flags, same machine, same run.",
+    f"* Command: `bash benches/run.sh {args}`; {duration} s per scenario, fresh server and data directory per scenario.",
+    "",
+    "| scenario | etcd ops/s | Ballast ops/s | ratio | etcd p50 / p99 ms | Ballast p50 / p99 ms |",
+    "|---|---:|---:|---:|---:|---:|",
+]
+for s, t in by.items():
+    e, b = t.get("etcd", {}).get("result", {}), t.get("ballast", {}).get("result", {})
+    if s.startswith("watch"):
+        continue
+    er, br = e.get("ops_per_sec", 0), b.get("ops_per_sec", 0)
+    ratio = f"{br / er:.2f}x" if er else "n/a"
+    lines.append(f"| {s} | {er:,.0f} | {br:,.0f} | {ratio} | {e.get('p50_ms', 0):.2f} / {e.get('p99_ms', 0):.2f} | {b.get('p50_ms', 0):.2f} / {b.get('p99_ms', 0):.2f} |")
+for s, t in by.items():
+    if not s.startswith("watch"):
+        continue
+    lines += ["", f"## {s}", "", "| figure | etcd | Ballast |", "|---|---:|---:|"]
+    e, b = t.get("etcd", {}).get("result", {}), t.get("ballast", {}).get("result", {})
+    for k, label in [("ops_per_sec", "delivered events/s"), ("delivery_p50_ms", "delivery p50 ms"), ("delivery_p99_ms", "delivery p99 ms"),
+                     ("events_expected", "events expected"), ("events_missed", "events missed"), ("watchers_registered", "watchers registered"),
+                     ("watchers_canceled", "watchers canceled"), ("put_p99_ms", "writer put p99 ms")]:
+        lines.append(f"| {label} | {e.get(k, 0):,.2f} | {b.get(k, 0):,.2f} |")
+    lines.append(f"| server RSS after run (MiB) | {t.get('etcd', {}).get('server_rss_kb', 0) / 1024:,.0f} | {t.get('ballast', {}).get('server_rss_kb', 0) / 1024:,.0f} |")
+lines += ["", "## Raw results", "", "```"] + [json.dumps(r) for r in rows] + ["```", ""]
+open(out, "w").write("\n".join(lines))
+print(out)
+PY
