@@ -23,7 +23,8 @@ both_targets!(
     txn_semantics,
     txn_errors,
     compaction,
-    oversize_and_empty_key
+    oversize_and_empty_key,
+    garbage_on_the_wire
 );
 
 async fn revision_model(s: Server) {
@@ -259,4 +260,22 @@ async fn oversize_and_empty_key(s: Server) {
     assert_eq!(status(e), (tonic::Code::InvalidArgument, "etcdserver: key is not provided".into()));
     let e = c.get("", None).await.expect_err("empty key");
     assert_eq!(status(e).1, "etcdserver: key is not provided");
+}
+
+async fn garbage_on_the_wire(s: Server) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let junk: [&[u8]; 3] = [
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x04\x08\x00\x00\x00\x00\x00garbage-frames",
+        &[0xff; 4096],
+    ];
+    for bytes in junk {
+        let mut conn = tokio::net::TcpStream::connect(s.endpoint()).await.expect("connect");
+        let _ = conn.write_all(bytes).await;
+        let mut buf = [0u8; 256];
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), conn.read(&mut buf)).await;
+    }
+    let mut c = s.client().await;
+    c.put("still", "alive", None).await.expect("the server survives malformed connections");
+    assert_eq!(c.get("still", None).await.expect("get").kvs().len(), 1);
 }

@@ -23,13 +23,9 @@ impl ClusterService {
         Self { api }
     }
 
+    /// etcd 3.4 leaves the revision of membership answers at 0.
     fn header(&self) -> Option<ResponseHeader> {
-        Some(ResponseHeader {
-            cluster_id: self.api.member.cluster_id,
-            member_id: self.api.member.id,
-            revision: 0,
-            raft_term: self.api.shard.term(),
-        })
+        self.api.header().map(|h| ResponseHeader { revision: 0, ..h })
     }
 
     fn members(&self) -> Vec<Member> {

@@ -69,15 +69,10 @@ impl Lease for LeaseService {
         tokio::spawn(async move {
             while let Ok(Some(msg)) = inbound.message().await {
                 let answer = api.shard.call(api.request_timeout, |r| ShardMsg::LeaseKeepAlive(msg.id, r)).await;
-                let out = answer.map_err(Status::from).map(|ttl| {
-                    let rev = 0; // etcd leaves the revision of keep-alive answers unset
-                    let header = Some(ballast_proto::etcdserverpb::ResponseHeader {
-                        cluster_id: api.member.cluster_id,
-                        member_id: api.member.id,
-                        revision: rev,
-                        raft_term: api.shard.term(),
-                    });
-                    LeaseKeepAliveResponse { header, id: msg.id, ttl }
+                let out = answer.map_err(Status::from).map(|ttl| LeaseKeepAliveResponse {
+                    header: api.header(),
+                    id: msg.id,
+                    ttl,
                 });
                 let failed = out.is_err();
                 if tx.send(out).await.is_err() || failed {

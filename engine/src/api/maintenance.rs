@@ -46,13 +46,13 @@ impl MaintenanceService {
         Self { api }
     }
 
+    /// A header at `revision`, or at the current revision when 0 (etcd's `header.fill`).
     fn header(&self, revision: i64) -> Option<ResponseHeader> {
-        Some(ResponseHeader {
-            cluster_id: self.api.member.cluster_id,
-            member_id: self.api.member.id,
-            revision,
-            raft_term: self.api.shard.term(),
-        })
+        let mut h = self.api.header();
+        if let Some(h) = h.as_mut().filter(|_| revision != 0) {
+            h.revision = revision;
+        }
+        h
     }
 }
 

@@ -81,6 +81,17 @@ impl ApiContext {
         self.shard.call(self.request_timeout, |tx| ShardMsg::Write(cmd, tx)).await
     }
 
+    /// Returns a full response header at the shard's current revision, as etcd fills headers of
+    /// responses that do not read the store.
+    pub fn header(&self) -> Option<ballast_proto::etcdserverpb::ResponseHeader> {
+        Some(ballast_proto::etcdserverpb::ResponseHeader {
+            cluster_id: self.member.cluster_id,
+            member_id: self.member.id,
+            revision: self.shard.revision(),
+            raft_term: self.shard.term(),
+        })
+    }
+
     /// Returns the member ID for a raft node ID (one member until clustering lands).
     pub fn member_of_raft_id(&self, raft_id: u64) -> u64 {
         if raft_id == 0 {

@@ -16,7 +16,7 @@ pub mod msg;
 pub mod state_machine;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -97,6 +97,7 @@ pub struct ShardHandle {
     tx: Sender<ShardMsg>,
     leader: Arc<AtomicU64>,
     term: Arc<AtomicU64>,
+    revision: Arc<AtomicI64>,
 }
 
 impl ShardHandle {
@@ -134,6 +135,12 @@ impl ShardHandle {
     pub fn term(&self) -> u64 {
         self.term.load(Ordering::Relaxed)
     }
+
+    /// Returns the shard's store revision as of its last round (for headers of responses that
+    /// do not read the store, which etcd fills with the current revision).
+    pub fn revision(&self) -> i64 {
+        self.revision.load(Ordering::Relaxed)
+    }
 }
 
 type ShardRaft<B> = RaftNode<BackendLogStore<B>, ShardStateMachine<B>, NoopTransport>;
@@ -150,6 +157,7 @@ pub struct Shard<B: KvBackend + Clone> {
     next_request: u64,
     leader: Arc<AtomicU64>,
     term: Arc<AtomicU64>,
+    revision: Arc<AtomicI64>,
     stopping: bool,
     last_quota_check: Option<Instant>,
 }
@@ -176,7 +184,9 @@ impl<B: KvBackend + Clone> Shard<B> {
         let (tx, rx) = crossbeam_channel::bounded(cfg.mailbox_capacity);
         let leader = Arc::new(AtomicU64::new(0));
         let term = Arc::new(AtomicU64::new(0));
-        let handle = ShardHandle { tx, leader: Arc::clone(&leader), term: Arc::clone(&term) };
+        let revision = Arc::new(AtomicI64::new(node.state_machine().store().current_rev()));
+        let handle =
+            ShardHandle { tx, leader: Arc::clone(&leader), term: Arc::clone(&term), revision: Arc::clone(&revision) };
         let shard = Self {
             node,
             hub,
@@ -190,6 +200,7 @@ impl<B: KvBackend + Clone> Shard<B> {
             next_request: rand::random::<u64>() >> 1 | 1,
             leader,
             term,
+            revision,
             stopping: false,
             last_quota_check: None,
         };
@@ -425,6 +436,7 @@ impl<B: KvBackend + Clone> Shard<B> {
         }
         self.leader.store(self.node.leader_id(), Ordering::Relaxed);
         self.term.store(self.node.term(), Ordering::Relaxed);
+        self.revision.store(self.node.state_machine().store().current_rev(), Ordering::Relaxed);
         self.compact_log()?;
         Ok(())
     }

@@ -25,11 +25,12 @@ pub(crate) async fn fanout(url: &str, watchers: usize, rate: u64, duration: Dura
     let canceled = Arc::new(AtomicU64::new(0));
     let created = Arc::new(AtomicU64::new(0));
     let samples = Arc::new(Mutex::new(Samples::default()));
-    let stop_at = Arc::new(Mutex::new(None::<Instant>));
+    // Set once the writer is done: watchers then wait at most until the drain deadline.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(None::<Instant>);
     let mut tasks = Vec::new();
     for w in 0..watchers {
-        let (chans, delivered, canceled, created, samples, stop_at) =
-            (chans.clone(), delivered.clone(), canceled.clone(), created.clone(), samples.clone(), stop_at.clone());
+        let (chans, delivered, canceled, created, samples, mut stop) =
+            (chans.clone(), delivered.clone(), canceled.clone(), created.clone(), samples.clone(), stop_rx.clone());
         tasks.push(tokio::spawn(async move {
             let mut client = conn::watch(&chans, w);
             let (tx, rx) = tokio::sync::mpsc::channel(1);
@@ -45,17 +46,22 @@ pub(crate) async fn fanout(url: &str, watchers: usize, rate: u64, duration: Dura
             let mut stream = resp.into_inner();
             let mut local = Samples::default();
             loop {
-                let until = *stop_at.lock().await;
-                let wait = until.map_or(Duration::from_secs(3600), |t| t.saturating_duration_since(Instant::now()));
-                let msg = match tokio::time::timeout(wait, stream.message()).await {
-                    Ok(Ok(Some(m))) => m,
-                    Ok(_) => break,
-                    Err(_) => {
-                        if until.is_some() {
-                            break;
+                let until = *stop.borrow();
+                let msg = match until {
+                    Some(t) => {
+                        match tokio::time::timeout(t.saturating_duration_since(Instant::now()), stream.message()).await
+                        {
+                            Ok(Ok(Some(m))) => m,
+                            _ => break,
                         }
-                        continue;
                     }
+                    None => tokio::select! {
+                        m = stream.message() => match m {
+                            Ok(Some(m)) => m,
+                            _ => break,
+                        },
+                        _ = stop.changed() => continue,
+                    },
                 };
                 if msg.created {
                     created.fetch_add(1, Ordering::Relaxed);
@@ -107,7 +113,7 @@ pub(crate) async fn fanout(url: &str, watchers: usize, rate: u64, duration: Dura
     }
     let secs = start.elapsed().as_secs_f64();
     // Stragglers get 5 s to arrive; what is still missing then is reported as missed.
-    *stop_at.lock().await = Some(Instant::now() + Duration::from_secs(5));
+    let _ = stop_tx.send(Some(Instant::now() + Duration::from_secs(5)));
     for t in tasks {
         let _ = t.await;
     }
