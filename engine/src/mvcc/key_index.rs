@@ -44,15 +44,28 @@ pub struct Found {
 }
 
 /// The generations of one key. Invariant: at least one generation; only the last may be empty.
+///
+/// The newest state (`live`, `created`, `version` with `modified`) is kept inline as well, so
+/// reads at the current revision, which are most reads and every `count`, never follow the
+/// generations' heap pointers: walking 100k keys is then bound by the map, not by cache misses.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyIndex {
     modified: Revision,
+    live: bool,
+    created: Revision,
+    version: i64,
     generations: Vec<Generation>,
 }
 
 impl Default for KeyIndex {
     fn default() -> Self {
-        Self { modified: Revision::default(), generations: vec![Generation::default()] }
+        Self {
+            modified: Revision::default(),
+            live: false,
+            created: Revision::default(),
+            version: 0,
+            generations: vec![Generation::default()],
+        }
     }
 }
 
@@ -69,6 +82,7 @@ impl KeyIndex {
         }
         g.revs.push(rev);
         g.ver += 1;
+        (self.created, self.version, self.live) = (g.created, g.ver, true);
         self.modified = rev;
     }
 
@@ -81,6 +95,7 @@ impl KeyIndex {
         }
         g.revs.push(modified);
         g.ver = version;
+        (self.created, self.version, self.live) = (g.created, g.ver, true);
         self.modified = modified;
     }
 
@@ -92,11 +107,20 @@ impl KeyIndex {
         }
         self.put(rev);
         self.generations.push(Generation::default());
+        self.live = false;
         true
     }
 
     /// Returns the key's state at main revision `at`, or None if it was not alive then.
     pub fn get(&self, at: i64) -> Option<Found> {
+        if at >= self.modified.main {
+            // Reads at or after the last change (most reads) see the newest state: no search.
+            return self.live.then_some(Found {
+                modified: self.modified,
+                created: self.created,
+                version: self.version,
+            });
+        }
         let g = self.find_generation(at)?;
         let n = g.revs.iter().rposition(|r| r.main <= at)?;
         Some(Found { modified: g.revs[n], created: g.created, version: g.ver - (g.revs.len() - n - 1) as i64 })
@@ -104,7 +128,7 @@ impl KeyIndex {
 
     /// Returns true when the key is alive at its newest revision.
     pub fn is_live(&self) -> bool {
-        self.generations.last().is_some_and(|g| !g.revs.is_empty())
+        self.live
     }
 
     /// Returns true when no revision is left.
