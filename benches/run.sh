@@ -48,7 +48,7 @@ for s in $scenarios; do
     port=$((port + 2))
     start_server "$target" "$port"
     # Bounded: the timed part plus preloading and the fan-out's registration and drain time.
-    if line=$(timeout $((duration + 300)) "$load" run --endpoint "http://127.0.0.1:$port" --scenario "$s" --duration "$duration"); then
+    if line=$(timeout $((duration + 300)) "$load" run --endpoint "http://127.0.0.1:$port" --scenario "$s" --duration "$duration" --server-pid "$server_pid"); then
       rss=$(ps -o rss= -p "$server_pid" | tr -d ' ')
       echo "{\"target\":\"$target\",\"server_rss_kb\":${rss:-0},\"result\":$line}" | tee -a "$raw"
     else
@@ -72,16 +72,22 @@ for r in rows:
     by.setdefault(r["result"]["scenario"], {})[r["target"]] = r
 def sh(c):
     return subprocess.run(c, shell=True, capture_output=True, text=True).stdout.strip()
+mem = sh("free -g | awk '/Mem:/ {print $2}'")
+disk = sh("df -h /tmp | tail -1 | awk '{print $1, $2}'")
 lines = [
     f"# Load results, commit {commit}",
     "",
-    f"* Machine: {sh('nproc')} cores, {sh('free -g | awk \"/Mem:/ {print \\$2}\"')} GiB, kernel {sh('uname -r')}, "
-    f"disk {sh('df -h /tmp | tail -1 | awk \"{print \\$1, \\$2}\"')}; shared and noisy, so read medians and ratios.",
+    f"* Machine: {sh('nproc')} cores, {mem} GiB, kernel {sh('uname -r')}, "
+    f"disk {disk}; shared and noisy, so read medians and ratios.",
     f"* Reference: {sh('etcd --version | head -1')} (Debian etcd-server), default flags, same machine, same run.",
     f"* Command: `bash benches/run.sh {args}`; {duration} s per scenario, fresh server and data directory per scenario.",
     "",
-    "| scenario | etcd ops/s | Ballast ops/s | ratio | etcd p50 / p99 ms | Ballast p50 / p99 ms |",
-    "|---|---:|---:|---:|---:|---:|",
+    "Throughput is shared-machine throughput: the load client runs on the same 2 cores. Server CPU",
+    "per op (user + system time of the server process over the timed part, divided by ops) is the",
+    "cost figure that does not depend on how much CPU the client left; its ratio is etcd / Ballast.",
+    "",
+    "| scenario | etcd ops/s | Ballast ops/s | ratio | etcd p50 / p99 ms | Ballast p50 / p99 ms | server CPU µs/op etcd / Ballast | CPU ratio |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|",
 ]
 for s, t in by.items():
     e, b = t.get("etcd", {}).get("result", {}), t.get("ballast", {}).get("result", {})
@@ -89,15 +95,18 @@ for s, t in by.items():
         continue
     er, br = e.get("ops_per_sec", 0), b.get("ops_per_sec", 0)
     ratio = f"{br / er:.2f}x" if er else "n/a"
-    lines.append(f"| {s} | {er:,.0f} | {br:,.0f} | {ratio} | {e.get('p50_ms', 0):.2f} / {e.get('p99_ms', 0):.2f} | {b.get('p50_ms', 0):.2f} / {b.get('p99_ms', 0):.2f} |")
+    ec, bc = e.get("server_cpu_us_per_op", 0), b.get("server_cpu_us_per_op", 0)
+    cpu_ratio = f"{ec / bc:.2f}x" if ec and bc else "n/a"
+    lines.append(f"| {s} | {er:,.0f} | {br:,.0f} | {ratio} | {e.get('p50_ms', 0):.2f} / {e.get('p99_ms', 0):.2f} | {b.get('p50_ms', 0):.2f} / {b.get('p99_ms', 0):.2f} | {ec:,.1f} / {bc:,.1f} | {cpu_ratio} |")
 for s, t in by.items():
     if not s.startswith("watch"):
         continue
     lines += ["", f"## {s}", "", "| figure | etcd | Ballast |", "|---|---:|---:|"]
     e, b = t.get("etcd", {}).get("result", {}), t.get("ballast", {}).get("result", {})
     for k, label in [("ops_per_sec", "delivered events/s"), ("delivery_p50_ms", "delivery p50 ms"), ("delivery_p99_ms", "delivery p99 ms"),
-                     ("events_expected", "events expected"), ("events_missed", "events missed"), ("watchers_registered", "watchers registered"),
-                     ("watchers_canceled", "watchers canceled"), ("put_p99_ms", "writer put p99 ms")]:
+                     ("puts_sent", "puts sent"), ("puts", "puts acknowledged"), ("events_expected", "events expected"), ("events_missed", "events missed"), ("watchers_registered", "watchers registered"),
+                     ("watchers_canceled", "watchers canceled"), ("put_p99_ms", "writer put p99 ms"),
+                     ("server_cpu_s", "server CPU s (timed part)"), ("client_cpu_s", "client CPU s (timed part)")]:
         lines.append(f"| {label} | {e.get(k, 0):,.2f} | {b.get(k, 0):,.2f} |")
     lines.append(f"| server RSS after run (MiB) | {t.get('etcd', {}).get('server_rss_kb', 0) / 1024:,.0f} | {t.get('ballast', {}).get('server_rss_kb', 0) / 1024:,.0f} |")
 lines += ["", "## Raw results", "", "```"] + [json.dumps(r) for r in rows] + ["```", ""]

@@ -35,6 +35,9 @@ enum Command {
         /// Seed for key choice.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// The server's process id, to report its CPU time over the timed part (same machine).
+        #[arg(long)]
+        server_pid: Option<u32>,
     },
     /// Lists scenario ids.
     List,
@@ -49,9 +52,12 @@ async fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Run { endpoint, scenario, duration, seed } => {
+        Command::Run { endpoint, scenario, duration, seed, server_pid } => {
+            if let Some(pid) = server_pid {
+                let _ = stats::SERVER_PID.set(pid);
+            }
             let result = scenario::run(&endpoint, &scenario, Duration::from_secs(duration), seed).await?;
-            println!("{}", result.to_json());
+            println!("{}", result.into_json());
             Ok(())
         }
     }

@@ -1,6 +1,40 @@
-//! Latency samples and the JSON result line.
+//! Latency samples, CPU accounting and the JSON result line.
 
+use std::sync::OnceLock;
 use std::time::Duration;
+
+/// The server process whose CPU time results report, when given (`--server-pid`).
+pub(crate) static SERVER_PID: OnceLock<u32> = OnceLock::new();
+
+/// CPU seconds (user + system) used so far by `pid` ("self" for this process), from
+/// `/proc/<pid>/stat`, whose times are in USER_HZ (100 per second on Linux).
+fn cpu_secs(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces; the fields after its closing parenthesis do not.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / 100.0)
+}
+
+/// CPU used by the server and by this client between [`CpuMark::now`] and [`CpuMark::since`].
+/// Both share the machine's cores, so throughput alone understates what the server could do.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct CpuMark {
+    server: Option<f64>,
+    client: Option<f64>,
+}
+
+impl CpuMark {
+    pub(crate) fn now() -> Self {
+        Self { server: SERVER_PID.get().and_then(|p| cpu_secs(&p.to_string())), client: cpu_secs("self") }
+    }
+
+    /// Returns (server, client) CPU seconds used since `self`.
+    pub(crate) fn since(self) -> (Option<f64>, Option<f64>) {
+        let now = Self::now();
+        (now.server.zip(self.server).map(|(b, a)| b - a), now.client.zip(self.client).map(|(b, a)| b - a))
+    }
+}
 
 /// Latencies in microseconds.
 #[derive(Debug, Default)]
@@ -38,10 +72,12 @@ pub(crate) struct Outcome {
     pub(crate) latency: Samples,
     /// Scenario-specific figures, printed as extra JSON fields.
     pub(crate) extra: Vec<(&'static str, f64)>,
+    /// Server and client CPU seconds over the timed part.
+    pub(crate) cpu: (Option<f64>, Option<f64>),
 }
 
 impl Outcome {
-    pub(crate) fn to_json(mut self) -> String {
+    pub(crate) fn into_json(mut self) -> String {
         let rate = if self.secs > 0.0 { self.ops as f64 / self.secs } else { 0.0 };
         let mut s = format!(
             "{{\"scenario\":\"{}\",\"ops\":{},\"errors\":{},\"secs\":{:.2},\"ops_per_sec\":{:.1},\"p50_ms\":{:.3},\"p99_ms\":{:.3},\"max_ms\":{:.3}",
@@ -54,6 +90,15 @@ impl Outcome {
             self.latency.quantile_ms(0.99),
             self.latency.quantile_ms(1.0)
         );
+        if let Some(server) = self.cpu.0 {
+            s.push_str(&format!(",\"server_cpu_s\":{server:.2}"));
+            if self.ops > 0 {
+                s.push_str(&format!(",\"server_cpu_us_per_op\":{:.1}", server * 1e6 / self.ops as f64));
+            }
+        }
+        if let Some(client) = self.cpu.1 {
+            s.push_str(&format!(",\"client_cpu_s\":{client:.2}"));
+        }
         for (k, v) in &self.extra {
             s.push_str(&format!(",\"{k}\":{v:.3}"));
         }

@@ -2,7 +2,7 @@
 //!
 //! Range reads walk this map to find which revision of each key answers the read, then fetch the
 //! values from the backend by revision. Like etcd's `treeIndex`, it is rebuilt from the history
-//! column family at start-up.
+//! column family at start-up. Counts at the newest revision come from the [`LiveSet`] beside it.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -10,12 +10,18 @@ use bytes::Bytes;
 
 use super::key_index::{Found, KeyIndex};
 use super::key_range::KeyRange;
+use super::live_set::LiveSet;
 use super::revision::Revision;
 
 /// The in-memory key index.
 #[derive(Clone, Debug, Default)]
 pub struct TreeIndex {
     keys: BTreeMap<Bytes, KeyIndex>,
+    /// The keys alive at `newest`.
+    live: LiveSet,
+    /// The highest main revision of any change recorded: reads at or above it see every key's
+    /// newest state, so `live` answers their counts.
+    newest: i64,
 }
 
 impl TreeIndex {
@@ -26,17 +32,30 @@ impl TreeIndex {
 
     /// Records a put of `key` at `rev`.
     pub fn put(&mut self, key: Bytes, rev: Revision) {
+        self.newest = self.newest.max(rev.main);
+        if !self.keys.get(&key).is_some_and(KeyIndex::is_live) {
+            self.live.insert(&key);
+        }
         self.keys.entry(key).or_default().put(rev);
     }
 
     /// Restores a stored put (start-up rebuild).
     pub fn restore_put(&mut self, key: Bytes, created: Revision, modified: Revision, version: i64) {
+        self.newest = self.newest.max(modified.main);
+        if !self.keys.get(&key).is_some_and(KeyIndex::is_live) {
+            self.live.insert(&key);
+        }
         self.keys.entry(key).or_default().restore_put(created, modified, version);
     }
 
     /// Records a deletion of `key` at `rev`; false when the key was not alive.
     pub fn tombstone(&mut self, key: &[u8], rev: Revision) -> bool {
-        self.keys.get_mut(key).is_some_and(|ki| ki.tombstone(rev))
+        let removed = self.keys.get_mut(key).is_some_and(|ki| ki.tombstone(rev));
+        if removed {
+            self.newest = self.newest.max(rev.main);
+            self.live.remove(key);
+        }
+        removed
     }
 
     /// Calls `visit(key, found)` for each key of `range` alive at `at`, in key order, until it
@@ -52,8 +71,17 @@ impl TreeIndex {
         }
     }
 
+    /// Returns true when [`TreeIndex::count`] at `at` needs no walk: `at` sees every key's
+    /// newest state.
+    pub fn counts_fast(&self, at: i64) -> bool {
+        at >= self.newest
+    }
+
     /// Returns how many keys of `range` are alive at `at`.
     pub fn count(&self, range: &KeyRange, at: i64) -> usize {
+        if self.counts_fast(at) {
+            return self.live.count(range);
+        }
         let mut n = 0;
         self.visit(range, at, |_, _| {
             n += 1;

@@ -1,16 +1,19 @@
 //! Multi-version concurrency control with etcd's revision model.
 //!
 //! Reading order: [`revision`] (what a revision is and how history is keyed), [`key_index`] (one
-//! key's generations, with a worked example), [`index`] (all keys), [`key_range`] (etcd's range
-//! conventions), [`store`] (the store: reads, write transactions, compaction, history).
+//! key's generations, with a worked example), [`index`] (all keys), [`live_set`] (counting the
+//! newest keys), [`key_range`] (etcd's range conventions), [`store`] (the store: reads, write
+//! transactions, compaction, history), [`value_cache`] (newest values in memory).
 //! Request-level semantics (txn compares, sorting, limits, leases) live in `kv_apply`.
 
 pub mod index;
 pub mod key_index;
 pub mod key_range;
+pub mod live_set;
 pub mod revision;
 pub mod store;
+pub mod value_cache;
 
 pub use key_range::{prefix_end, KeyRange, RangeEnd};
 pub use revision::Revision;
-pub use store::{LiveLeases, MvccStore, WriteTxn};
+pub use store::{LiveLeases, MvccStore, WriteTxn, DEFAULT_VALUE_CACHE_BYTES};

@@ -23,8 +23,12 @@ use prost::Message;
 use super::index::TreeIndex;
 use super::key_range::KeyRange;
 use super::revision::{self, Revision};
+use super::value_cache::ValueCache;
 use crate::error::{EngineError, Result};
 use crate::storage::{Cf, KvBackend, ScanOrder, StorageError, WriteBatch, WriteOpts};
+
+/// Default budget of the newest-value cache: see [`MvccStore::open_with`].
+pub const DEFAULT_VALUE_CACHE_BYTES: usize = 256 << 20;
 
 /// Meta key holding the compacted revision (i64, big-endian).
 pub const META_COMPACT_REV: &[u8] = b"compact_rev";
@@ -55,6 +59,8 @@ pub struct MvccStore<B: KvBackend> {
     compact_rev: i64,
     /// Encoded records written this round and not yet flushed, by revision.
     overlay: HashMap<Revision, Bytes>,
+    /// The newest record of live keys, so newest-revision reads and prev values skip RocksDB.
+    cache: ValueCache,
     batch: WriteBatch,
     events: Vec<Event>,
 }
@@ -65,11 +71,20 @@ fn decode_kv(bytes: Bytes) -> Result<KeyValue> {
 }
 
 impl<B: KvBackend> MvccStore<B> {
-    /// Opens the store on `backend`, rebuilding the index from history.
+    /// Opens the store on `backend` with the default value-cache budget.
     ///
     /// # Errors
     /// Returns a storage error, or `Corrupt` when history records do not decode.
     pub fn open(backend: B) -> Result<(Self, LiveLeases)> {
+        Self::open_with(backend, DEFAULT_VALUE_CACHE_BYTES)
+    }
+
+    /// Opens the store on `backend`, rebuilding the index from history; the newest values of live
+    /// keys are kept in memory up to `value_cache_bytes`.
+    ///
+    /// # Errors
+    /// Returns a storage error, or `Corrupt` when history records do not decode.
+    pub fn open_with(backend: B, value_cache_bytes: usize) -> Result<(Self, LiveLeases)> {
         let compact_rev = match backend.get(Cf::Meta, META_COMPACT_REV)? {
             Some(v) => i64::from_be_bytes(
                 v.as_slice().try_into().map_err(|_| StorageError::Corrupt { cf: "meta", what: "compact_rev" })?,
@@ -77,6 +92,7 @@ impl<B: KvBackend> MvccStore<B> {
             None => 0,
         };
         let mut index = TreeIndex::default();
+        let mut cache = ValueCache::new(value_cache_bytes);
         let mut leases = LiveLeases::new();
         let mut last_main = 1;
         let mut bad = false;
@@ -86,16 +102,20 @@ impl<B: KvBackend> MvccStore<B> {
                 return false;
             };
             last_main = last_main.max(rev.main);
+            if let Some(superseded) = index.get(&kv.key, i64::MAX) {
+                cache.remove(&superseded.modified);
+            }
             if tomb {
                 index.tombstone(&kv.key, rev);
                 leases.remove(&kv.key);
             } else {
                 index.restore_put(kv.key.clone(), Revision::new(kv.create_revision, 0), rev, kv.version);
                 if kv.lease != 0 {
-                    leases.insert(kv.key, kv.lease);
+                    leases.insert(kv.key.clone(), kv.lease);
                 } else {
                     leases.remove(&kv.key);
                 }
+                cache.insert(rev, kv);
             }
             true
         })?;
@@ -108,6 +128,7 @@ impl<B: KvBackend> MvccStore<B> {
             current_rev: last_main.max(compact_rev).max(1),
             compact_rev,
             overlay: HashMap::new(),
+            cache,
             batch: WriteBatch::new(),
             events: Vec::new(),
         };
@@ -139,6 +160,9 @@ impl<B: KvBackend> MvccStore<B> {
     /// # Errors
     /// Returns a storage error.
     pub fn read_kv(&self, rev: Revision) -> Result<Option<KeyValue>> {
+        if let Some(kv) = self.cache.get(&rev) {
+            return Ok(Some(kv.clone()));
+        }
         if let Some(bytes) = self.overlay.get(&rev) {
             return decode_kv(bytes.clone()).map(Some);
         }
@@ -166,6 +190,14 @@ impl<B: KvBackend> MvccStore<B> {
     /// Returns a storage error.
     pub fn range(&self, range: &KeyRange, at: i64, limit: usize) -> Result<(Vec<KeyValue>, usize)> {
         let mut revs = Vec::new();
+        if limit > 0 && self.index.counts_fast(at) {
+            // A page at the newest revision: visit only the page, count from the live set.
+            self.index.visit(range, at, |_, found| {
+                revs.push(found.modified);
+                revs.len() < limit
+            });
+            return Ok((self.read_many(&revs)?, self.index.count(range, at)));
+        }
         let mut total = 0usize;
         self.index.visit(range, at, |_, found| {
             if limit == 0 || revs.len() < limit {
@@ -177,17 +209,21 @@ impl<B: KvBackend> MvccStore<B> {
         Ok((self.read_many(&revs)?, total))
     }
 
-    /// Reads the put records at `revs`, in order.
+    /// Reads the put records at `revs`, in order: cached ones from memory, the rest with one
+    /// multi-get.
     fn read_many(&self, revs: &[Revision]) -> Result<Vec<KeyValue>> {
         if !self.overlay.is_empty() {
             return revs.iter().map(|r| self.read_kv(*r)?.ok_or(missing_record())).collect();
         }
-        let keys: Vec<Vec<u8>> = revs.iter().map(|r| revision::encode_key(*r, false).to_vec()).collect();
-        self.backend
-            .multi_get(Cf::Kv, &keys)?
-            .into_iter()
-            .map(|v| decode_kv(Bytes::from(v.ok_or(missing_record())?)))
-            .collect()
+        let mut out: Vec<Option<KeyValue>> = revs.iter().map(|r| self.cache.get(r).cloned()).collect();
+        let misses: Vec<usize> = (0..revs.len()).filter(|&i| out[i].is_none()).collect();
+        if !misses.is_empty() {
+            let keys: Vec<Vec<u8>> = misses.iter().map(|&i| revision::encode_key(revs[i], false).to_vec()).collect();
+            for (&i, v) in misses.iter().zip(self.backend.multi_get(Cf::Kv, &keys)?) {
+                out[i] = Some(decode_kv(Bytes::from(v.ok_or(missing_record())?))?);
+            }
+        }
+        out.into_iter().map(|kv| kv.ok_or(missing_record())).collect()
     }
 
     /// Opens a write transaction at the next revision.
@@ -227,6 +263,12 @@ impl<B: KvBackend> MvccStore<B> {
         let kv = KeyValue { key: key.clone(), create_revision, mod_revision: txn.main, version, value, lease };
         let encoded = Bytes::from(kv.encode_to_vec());
         self.batch.put(Cf::Kv, revision::encode_key(rev, false).to_vec(), encoded.to_vec());
+        if let Some(f) = found {
+            self.cache.remove(&f.modified);
+        }
+        // Decoded from the record so the cached key and value share one exactly sized buffer
+        // rather than pinning the request's.
+        self.cache.insert(rev, decode_kv(encoded.clone())?);
         self.overlay.insert(rev, encoded);
         self.index.put(key, rev);
         self.events.push(Event { r#type: EventType::Put as i32, kv: Some(kv), prev_kv: prev.clone() });
@@ -244,6 +286,9 @@ impl<B: KvBackend> MvccStore<B> {
             let rev = Revision::new(txn.main, txn.sub);
             let tomb = KeyValue { key: prev.key.clone(), ..Default::default() };
             self.batch.put(Cf::Kv, revision::encode_key(rev, true).to_vec(), tomb.encode_to_vec());
+            if let Some(f) = self.index.get(&prev.key, txn.main) {
+                self.cache.remove(&f.modified);
+            }
             self.index.tombstone(&prev.key, rev);
             let kv = KeyValue { key: prev.key.clone(), mod_revision: txn.main, ..Default::default() };
             self.events.push(Event { r#type: EventType::Delete as i32, kv: Some(kv), prev_kv: Some(prev.clone()) });

@@ -71,6 +71,10 @@ pub struct ShardConfig {
     pub catch_up_interval: Duration,
     /// Watch delivery tunables.
     pub watch: WatchConfig,
+    /// Memory for the newest value of live keys (see `mvcc::value_cache`). 256 MiB holds a
+    /// typical control plane's whole live data set (kube-apiserver's watch cache holds every
+    /// object anyway); beyond it, reads fall back to RocksDB and its block cache.
+    pub value_cache_bytes: usize,
 }
 
 impl Default for ShardConfig {
@@ -87,6 +91,7 @@ impl Default for ShardConfig {
             quota_backend_bytes: 2 << 30,
             catch_up_interval: Duration::from_millis(5),
             watch: WatchConfig::default(),
+            value_cache_bytes: crate::mvcc::DEFAULT_VALUE_CACHE_BYTES,
         }
     }
 }
@@ -175,7 +180,13 @@ impl<B: KvBackend + Clone> Shard<B> {
     /// # Errors
     /// A storage or raft error.
     pub fn open(backend: B, cfg: ShardConfig, ids: HeaderInfo, clock: Arc<dyn Clock>) -> Result<(Self, ShardHandle)> {
-        let sm = ShardStateMachine::open(backend.clone(), cfg.min_lease_ttl, ids.member_id, Arc::clone(&clock))?;
+        let sm = ShardStateMachine::open(
+            backend.clone(),
+            cfg.min_lease_ttl,
+            cfg.value_cache_bytes,
+            ids.member_id,
+            Arc::clone(&clock),
+        )?;
         let log = BackendLogStore::open(backend, cfg.raft_log_tail)?;
         let hub = WatchHub::new(cfg.watch.clone(), sm.store().current_rev());
         let mut node = RaftNode::new(&cfg.raft, &[cfg.raft.id], log, sm, NoopTransport)?;

@@ -55,7 +55,13 @@ impl<B: KvBackend> ShardStateMachine<B> {
     ///
     /// # Errors
     /// A storage error, or `Corrupt` for undecodable records.
-    pub fn open(backend: B, min_lease_ttl: i64, member_id: u64, clock: Arc<dyn Clock>) -> Result<Self> {
+    pub fn open(
+        backend: B,
+        min_lease_ttl: i64,
+        value_cache_bytes: usize,
+        member_id: u64,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self> {
         let applied_index = match backend.get(Cf::Meta, META_APPLIED_INDEX)? {
             Some(v) => u64::from_be_bytes(
                 v.as_slice().try_into().map_err(|_| StorageError::Corrupt { cf: "meta", what: "applied index" })?,
@@ -75,7 +81,7 @@ impl<B: KvBackend> ShardStateMachine<B> {
                 true
             },
         )?;
-        let (store, live) = MvccStore::open(backend)?;
+        let (store, live) = MvccStore::open_with(backend, value_cache_bytes)?;
         let lessor = Lessor::restore(store.backend(), live, min_lease_ttl, clock.now())?;
         Ok(Self { store, lessor, alarms, applied_index, member_id, clock })
     }

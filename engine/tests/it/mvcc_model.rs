@@ -136,7 +136,9 @@ struct Real {
 impl Real {
     fn open(dir: tempfile::TempDir) -> Self {
         let backend = RocksBackend::open(dir.path(), &RocksOptions::default()).expect("open rocksdb");
-        let (store, live) = MvccStore::open(backend.clone()).expect("open store");
+        // A value cache with room for about three of the five keys, so reads mix cached values
+        // with RocksDB lookups and admission is refused part of the time.
+        let (store, live) = MvccStore::open_with(backend.clone(), 450).expect("open store");
         let lessor = Lessor::restore(&backend, live, 2, Instant::now()).expect("leases");
         Self { dir, store: Some((store, lessor)) }
     }

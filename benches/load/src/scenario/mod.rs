@@ -7,7 +7,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::stats::{Outcome, Samples};
+use crate::stats::{CpuMark, Outcome, Samples};
 
 /// Every scenario id.
 pub(crate) const ALL: &[&str] = &[
@@ -70,6 +70,7 @@ where
     Fut: Future<Output = (Rng, bool)> + Send + 'static,
 {
     let op = Arc::new(op);
+    let cpu = CpuMark::now();
     let start = Instant::now();
     let deadline = start + duration;
     let mut tasks = Vec::new();
@@ -101,5 +102,6 @@ where
         }
     }
     out.secs = start.elapsed().as_secs_f64();
+    out.cpu = cpu.since();
     out
 }

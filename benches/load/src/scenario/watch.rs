@@ -13,7 +13,7 @@ use tokio::sync::Mutex;
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::conn;
-use crate::stats::{Outcome, Samples};
+use crate::stats::{CpuMark, Outcome, Samples};
 
 fn now_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
@@ -91,38 +91,52 @@ pub(crate) async fn fanout(url: &str, watchers: usize, rate: u64, duration: Dura
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let registered = created.load(Ordering::Relaxed);
-    let mut kv = conn::kv(&chans, 0);
-    let mut puts = 0u64;
-    let mut put_lat = Samples::default();
+    // Open loop: each put is its own task, so a slow acknowledgement does not lower the rate.
+    let kv = conn::kv(&chans, 0);
+    let mut sent = 0u64;
+    let mut inflight = Vec::new();
+    let cpu = CpuMark::now();
     let start = Instant::now();
     let mut tick = tokio::time::interval(Duration::from_nanos(1_000_000_000 / rate.max(1)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
     while start.elapsed() < duration {
         tick.tick().await;
         let mut value = format!("{:020}", now_ns()).into_bytes();
         value.resize(256, b'v');
-        let t0 = Instant::now();
         let req = PutRequest {
-            key: Bytes::from(format!("fan/{:03}", puts % 100)),
+            key: Bytes::from(format!("fan/{:03}", sent % 100)),
             value: Bytes::from(value),
             ..Default::default()
         };
-        if kv.put(req).await.is_ok() {
+        sent += 1;
+        let mut kv = kv.clone();
+        inflight.push(tokio::spawn(async move {
+            let t0 = Instant::now();
+            kv.put(req).await.ok().map(|_| t0.elapsed())
+        }));
+    }
+    let mut puts = 0u64;
+    let mut put_lat = Samples::default();
+    for t in inflight {
+        if let Ok(Some(lat)) = t.await {
             puts += 1;
-            put_lat.push(t0.elapsed());
+            put_lat.push(lat);
         }
     }
-    let secs = start.elapsed().as_secs_f64();
+    let secs = duration.as_secs_f64();
     // Stragglers get 5 s to arrive; what is still missing then is reported as missed.
     let _ = stop_tx.send(Some(Instant::now() + Duration::from_secs(5)));
     for t in tasks {
         let _ = t.await;
     }
+    let cpu = cpu.since();
     let mut latency = std::mem::take(&mut *samples.lock().await);
     let got = delivered.load(Ordering::Relaxed);
     let expected = puts * registered;
     let mut out = Outcome { ops: got, errors: expected.saturating_sub(got), secs, ..Default::default() };
     out.extra = vec![
         ("watchers_registered", registered as f64),
+        ("puts_sent", sent as f64),
         ("puts", puts as f64),
         ("put_p99_ms", put_lat.quantile_ms(0.99)),
         ("events_expected", expected as f64),
@@ -132,5 +146,6 @@ pub(crate) async fn fanout(url: &str, watchers: usize, rate: u64, duration: Dura
         ("delivery_p99_ms", latency.quantile_ms(0.99)),
     ];
     out.latency = latency;
+    out.cpu = cpu;
     Ok(out)
 }
