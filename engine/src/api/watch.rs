@@ -51,8 +51,13 @@ impl Watch for WatchService {
         let id = self.api.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = tokio::sync::mpsc::channel(self.api.watch_stream_buffer);
         let watch_closed = tx.clone();
-        self.api.shard.send(ShardMsg::WatchOpen(id, tx))?;
         let shard = self.api.shard.clone();
+        // Opening waits for room like the requests after it: a busy mailbox (say, many other
+        // streams registering watchers at once) is back-pressure, not a reason to refuse a stream.
+        let open = tx.clone();
+        if !send_reliably(&shard, || ShardMsg::WatchOpen(id, open.clone())).await {
+            return Err(EngineError::Stopped.into());
+        }
         let mut inbound = req.into_inner();
         tokio::spawn(async move {
             loop {

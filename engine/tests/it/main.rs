@@ -1,3 +1,4 @@
 //! Engine integration tests (one binary, as the house style asks).
 
 mod mvcc_model;
+mod watch_backpressure;

@@ -23,6 +23,7 @@ pub(crate) const ALL: &[&str] = &[
     "txn_cas_c16_k1000",
     "txn_cas_c100_k1000",
     "watch_fanout_w1000_r100_prevkv",
+    "watch_idle_s100_w100000_prevkv",
 ];
 
 /// Runs scenario `id` against `url`.
@@ -40,6 +41,7 @@ pub(crate) async fn run(url: &str, id: &str, duration: Duration, seed: u64) -> a
         "txn_cas_c16_k1000" => kv::txn_cas(url, 16, duration, seed).await?,
         "txn_cas_c100_k1000" => kv::txn_cas(url, 100, duration, seed).await?,
         "watch_fanout_w1000_r100_prevkv" => watch::fanout(url, 1000, 100, duration).await?,
+        "watch_idle_s100_w100000_prevkv" => watch::idle(url, 100, 1000).await?,
         other => anyhow::bail!("unknown scenario {other}; see `ballast-load list`"),
     };
     out.scenario = id.to_string();

@@ -149,3 +149,80 @@ pub(crate) async fn fanout(url: &str, watchers: usize, rate: u64, duration: Dura
     out.cpu = cpu;
     Ok(out)
 }
+
+/// Resident memory of the server process in bytes, from `/proc/<pid>/status`.
+fn server_rss() -> Option<u64> {
+    let pid = crate::stats::SERVER_PID.get()?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
+}
+
+/// Idle watchers: `streams` watch streams each carrying `per_stream` watchers on their own
+/// prefix with prev_kv (kube-apiserver multiplexes its watches over a few streams the same way),
+/// and no writes. Reports the server's resident memory growth per watcher; needs `--server-pid`.
+pub(crate) async fn idle(url: &str, streams: usize, per_stream: usize) -> anyhow::Result<Outcome> {
+    let chans = Arc::new(conn::channels(url, 8).await?);
+    let before = server_rss();
+    let created = Arc::new(AtomicU64::new(0));
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for s in 0..streams {
+        let (chans, created, mut stop) = (chans.clone(), created.clone(), stop_rx.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut client = conn::watch(&chans, s);
+            let (tx, rx) = tokio::sync::mpsc::channel(per_stream.max(1));
+            for w in 0..per_stream {
+                let n = s * per_stream + w;
+                let req = WatchCreateRequest {
+                    key: Bytes::from(format!("idle/{n:08}/")),
+                    range_end: Bytes::from(format!("idle/{n:08}0")),
+                    prev_kv: true,
+                    ..Default::default()
+                };
+                let _ = tx.send(WatchRequest { request_union: Some(RequestUnion::CreateRequest(req)) }).await;
+            }
+            let Ok(resp) = client.watch(ReceiverStream::new(rx)).await else { return };
+            let mut stream = resp.into_inner();
+            let mut mine = 0;
+            while mine < per_stream {
+                match stream.message().await {
+                    Ok(Some(m)) if m.created => {
+                        mine += 1;
+                        created.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(Some(_)) => {}
+                    _ => return,
+                }
+            }
+            // Hold the watchers (and the request side open) until the measurement is taken.
+            let _ = stop.wait_for(|s| *s).await;
+            drop(tx);
+        }));
+    }
+    let total = (streams * per_stream) as u64;
+    let deadline = Instant::now() + Duration::from_secs(240);
+    while created.load(Ordering::Relaxed) < total && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    // Let the server settle (buffers freed after the create burst) before reading its memory.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = server_rss();
+    let registered = created.load(Ordering::Relaxed);
+    let _ = stop_tx.send(true);
+    for t in tasks {
+        let _ = t.await;
+    }
+    let mut out = Outcome { ops: registered, errors: total - registered, secs, ..Default::default() };
+    if let (Some(b), Some(a)) = (before, after) {
+        out.extra.push(("server_rss_before_mib", b as f64 / 1048576.0));
+        out.extra.push(("server_rss_after_mib", a as f64 / 1048576.0));
+        if registered > 0 {
+            out.extra.push(("bytes_per_watcher", a.saturating_sub(b) as f64 / registered as f64));
+        }
+    }
+    out.extra.push(("watchers_registered", registered as f64));
+    Ok(out)
+}
