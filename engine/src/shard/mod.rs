@@ -351,7 +351,9 @@ impl<B: KvBackend + Clone> Shard<B> {
                 let _ = reply.send(Ok(LeaseLeasesResponse { header: Some(hdr.at(rev)), leases }));
             }
             ShardMsg::WatchOpen(stream, tx) => self.hub.open_stream(stream, tx),
-            ShardMsg::WatchCreate(stream, req) => self.hub.create(stream, req, self.node.state_machine().store(), &hdr),
+            ShardMsg::WatchCreate(stream, req) => {
+                self.hub.create(stream, &req, self.node.state_machine().store(), &hdr)
+            }
             ShardMsg::WatchCancel(stream, id) => {
                 self.hub.cancel(stream, id, self.node.state_machine().store().current_rev(), &hdr)
             }

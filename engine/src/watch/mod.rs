@@ -19,20 +19,22 @@
 //! non-empty, so a `created` response always precedes its watcher's events.
 
 pub mod ring;
+mod watcher;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
-use ballast_proto::etcdserverpb::{watch_create_request::FilterType, WatchCreateRequest, WatchResponse};
-use ballast_proto::mvccpb::{event::EventType, Event};
+use ballast_proto::etcdserverpb::{WatchCreateRequest, WatchResponse};
+use ballast_proto::mvccpb::Event;
 use prost::Message;
 use tokio::sync::mpsc::{self, error::TrySendError};
 
 use crate::error::Result;
 use crate::header::HeaderInfo;
-use crate::mvcc::{KeyRange, MvccStore};
+use crate::mvcc::MvccStore;
 use crate::storage::KvBackend;
 use ring::{event_rev, EventRing};
+use watcher::Watcher;
 
 /// Identifies a client watch stream within the engine.
 pub type StreamId = u64;
@@ -72,37 +74,6 @@ impl Default for WatchConfig {
             catchup_batch_events: 1_000,
             progress_notify_interval: Duration::from_secs(600),
             max_response_bytes: 1_572_864,
-        }
-    }
-}
-
-#[derive(Debug)]
-struct Watcher {
-    range: KeyRange,
-    /// The start revision as requested (0 = "from now"); progress waits until it is reached.
-    start_rev: i64,
-    next_rev: i64,
-    prev_kv: bool,
-    no_put: bool,
-    no_delete: bool,
-    progress_notify: bool,
-    fragment: bool,
-    /// Whether anything was sent since the last periodic progress notification.
-    sent_recently: bool,
-}
-
-impl Watcher {
-    fn wants(&self, e: &Event) -> bool {
-        let Some(kv) = &e.kv else { return false };
-        let put = e.r#type == EventType::Put as i32;
-        !(put && self.no_put || !put && self.no_delete) && self.range.contains(&kv.key)
-    }
-
-    fn shape(&self, e: &Event) -> Event {
-        if self.prev_kv || e.prev_kv.is_none() {
-            e.clone()
-        } else {
-            Event { r#type: e.r#type, kv: e.kv.clone(), prev_kv: None }
         }
     }
 }
@@ -210,7 +181,7 @@ impl WatchHub {
     pub fn create<B: KvBackend>(
         &mut self,
         stream: StreamId,
-        req: WatchCreateRequest,
+        req: &WatchCreateRequest,
         store: &MvccStore<B>,
         hdr: &HeaderInfo,
     ) {
@@ -240,21 +211,8 @@ impl WatchHub {
             }
             return;
         }
-        // An empty key watches everything from "\0"; "\0" as range end means "every key >= key".
-        let key = if req.key.is_empty() { bytes::Bytes::from_static(b"\0") } else { req.key };
-        let range = KeyRange::new(key, req.range_end);
         let next_rev = if req.start_revision == 0 { current + 1 } else { req.start_revision };
-        let w = Watcher {
-            range,
-            start_rev: req.start_revision,
-            next_rev,
-            prev_kv: req.prev_kv,
-            no_put: req.filters.contains(&(FilterType::Noput as i32)),
-            no_delete: req.filters.contains(&(FilterType::Nodelete as i32)),
-            progress_notify: req.progress_notify,
-            fragment: req.fragment,
-            sent_recently: false,
-        };
+        let w = Watcher::new(req, next_rev);
         s.watchers.insert(id, w);
         let created =
             WatchResponse { header: Some(hdr.at(current)), watch_id: id, created: true, ..Default::default() };
@@ -334,7 +292,7 @@ impl WatchHub {
                 }
                 let batch: Vec<Event> =
                     events.iter().filter(|e| event_rev(e) >= w.next_rev && w.wants(e)).map(|e| w.shape(e)).collect();
-                let fragment = w.fragment;
+                let fragment = w.fragment();
                 if batch.is_empty() {
                     let w = s.watchers.get_mut(&id).expect("invariant: id taken from this map");
                     w.next_rev = w.next_rev.max(new_rev + 1);
@@ -344,7 +302,7 @@ impl WatchHub {
                     Sent::Yes => {
                         let w = s.watchers.get_mut(&id).expect("invariant: id taken from this map");
                         w.next_rev = w.next_rev.max(new_rev + 1);
-                        w.sent_recently = true;
+                        w.mark_sent();
                     }
                     Sent::Full => {
                         self.attention.insert(*sid);
@@ -412,7 +370,7 @@ impl WatchHub {
                     continue;
                 }
                 let (batch, upto) = collect(w, &self.ring, store, current, batch_max)?;
-                let fragment = w.fragment;
+                let fragment = w.fragment();
                 let sent = if batch.is_empty() {
                     Sent::Yes
                 } else {
@@ -422,7 +380,7 @@ impl WatchHub {
                     Sent::Yes => {
                         let w = s.watchers.get_mut(&id).expect("invariant: id taken from this map");
                         w.next_rev = upto + 1;
-                        w.sent_recently = true;
+                        w.mark_sent();
                     }
                     Sent::Full => break,
                     Sent::Closed => {
@@ -460,10 +418,10 @@ impl WatchHub {
         }
         for s in self.streams.values_mut() {
             for (id, w) in &mut s.watchers {
-                if !w.progress_notify {
+                if !w.progress_notify() {
                     continue;
                 }
-                let idle = !std::mem::replace(&mut w.sent_recently, false);
+                let idle = !w.take_sent();
                 if idle && w.next_rev > current_rev && current_rev >= w.start_rev && s.pending.is_empty() {
                     let resp = WatchResponse { header: Some(hdr.at(current_rev)), watch_id: *id, ..Default::default() };
                     let _ = s.tx.try_send(resp);

@@ -44,7 +44,7 @@ impl Fixture {
             prev_kv: true,
             ..Default::default()
         };
-        self.hub.create(stream, req, &self.store, &self.hdr);
+        self.hub.create(stream, &req, &self.store, &self.hdr);
     }
 
     fn catch_up(&mut self) {
@@ -148,9 +148,9 @@ fn progress_waits_for_sync_and_duplicate_ids_are_refused() {
     assert_eq!((progress.watch_id, progress.events.len(), progress.header.map(|h| h.revision)), (-1, 0, Some(3)));
 
     let chosen = WatchCreateRequest { key: Bytes::from_static(b"x"), watch_id: 7, ..Default::default() };
-    f.hub.create(1, chosen.clone(), &f.store, &f.hdr);
+    f.hub.create(1, &chosen, &f.store, &f.hdr);
     assert_eq!(drain(&mut rx)[0].watch_id, 7, "a client-chosen ID is used");
-    f.hub.create(1, chosen, &f.store, &f.hdr);
+    f.hub.create(1, &chosen, &f.store, &f.hdr);
     let got = drain(&mut rx);
     assert!(got[0].created && got[0].canceled && got[0].watch_id == -1);
     assert_eq!(got[0].cancel_reason, DUPLICATE_WATCH_ID);
