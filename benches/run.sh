@@ -29,7 +29,7 @@ start_server() { # target port
   if [[ $target == etcd ]]; then
     etcd "${common[@]}" --initial-cluster "b=http://127.0.0.1:$peer" >"$dir.log" 2>&1 &
   else
-    target/release/ballast serve "${common[@]}" >"$dir.log" 2>&1 &
+    target/release/ballast engine "${common[@]}" >"$dir.log" 2>&1 &
   fi
   server_pid=$!
   for _ in $(seq 200); do

@@ -23,3 +23,9 @@ if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet etcd 2>/d
   systemctl stop etcd || true
 fi
 command -v etcd >/dev/null && command -v etcdctl >/dev/null && command -v protoc >/dev/null
+# kubectl is not a Debian package; machines of this kind carry it (/usr/bin/kubectl, 1.32). The
+# frontend tests drive it, so say so plainly rather than fail deep inside a test.
+if ! command -v kubectl >/dev/null; then
+  echo "setup: kubectl not found on PATH; the frontend tests need kubectl 1.32 (/usr/bin/kubectl)" >&2
+  exit 1
+fi

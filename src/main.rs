@@ -1,19 +1,22 @@
 //! The `ballast` binary: command-line wiring only.
 //!
-//! * `ballast serve`: the embedded all-in-one default (today: one engine member; the Kubernetes
-//!   frontend joins it when it lands).
+//! * `ballast serve`: the embedded all-in-one default: one engine member and one Kubernetes API
+//!   frontend pointed at it, with the admin kubeconfig written into the data directory.
 //! * `ballast engine`: one engine member, with etcd's flag names.
+//! * `ballast frontend`: one stateless Kubernetes API server, with kube-apiserver's flag names,
+//!   pointed at engine members or at stock etcd.
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 use ballast_engine::{Engine, EngineConfig};
+use ballast_frontend::{Frontend, FrontendConfig};
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser, Debug)]
-#[command(name = "ballast", version, about = "Ballast: a sharded etcd v3 engine (and, soon, Kubernetes API server)")]
+#[command(name = "ballast", version, about = "Ballast: a sharded etcd v3 engine and Kubernetes API server")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -22,9 +25,62 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run everything in one process with a default data directory (the embedded default).
-    Serve(EngineFlags),
+    Serve(ServeFlags),
     /// Run one engine member.
     Engine(EngineFlags),
+    /// Run one Kubernetes API frontend against etcd v3 endpoints.
+    Frontend(FrontendFlags),
+}
+
+/// `ballast serve`: the engine's flags plus the frontend's port and authentication.
+#[derive(Args, Debug)]
+struct ServeFlags {
+    #[command(flatten)]
+    engine: EngineFlags,
+    /// Port of the Kubernetes API (HTTPS).
+    #[arg(long, default_value_t = 6443)]
+    secure_port: u16,
+    /// Address the Kubernetes API listens on.
+    #[arg(long, default_value = "127.0.0.1")]
+    bind_address: IpAddr,
+    /// Static bearer tokens (CSV: token,user,uid,"group1,group2").
+    #[arg(long)]
+    token_auth_file: Option<PathBuf>,
+}
+
+/// kube-apiserver's flag names for the frontend.
+#[derive(Args, Debug)]
+struct FrontendFlags {
+    /// Comma-separated etcd v3 endpoints (stock etcd or Ballast engine members).
+    #[arg(long, default_value = "http://127.0.0.1:2379")]
+    etcd_servers: String,
+    /// Port of the Kubernetes API (HTTPS).
+    #[arg(long, default_value_t = 6443)]
+    secure_port: u16,
+    /// Address to listen on (kube-apiserver's default is 0.0.0.0; ours is loopback).
+    #[arg(long, default_value = "127.0.0.1")]
+    bind_address: IpAddr,
+    /// Directory of the generated CA, serving and admin certificates and admin.kubeconfig.
+    #[arg(long, default_value = "ballast-frontend.certs")]
+    cert_dir: PathBuf,
+    /// CA bundle that verifies client certificates (default: the generated CA).
+    #[arg(long)]
+    client_ca_file: Option<PathBuf>,
+    /// Static bearer tokens (CSV: token,user,uid,"group1,group2").
+    #[arg(long)]
+    token_auth_file: Option<PathBuf>,
+    /// Allow requests without credentials as system:anonymous.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    anonymous_auth: bool,
+    /// Most read-only requests in flight (0 = no limit).
+    #[arg(long, default_value_t = 400)]
+    max_requests_inflight: usize,
+    /// Most mutating requests in flight (0 = no limit).
+    #[arg(long, default_value_t = 200)]
+    max_mutating_requests_inflight: usize,
+    /// Log format: text or json.
+    #[arg(long, default_value = "text")]
+    log_format: String,
 }
 
 /// etcd-compatible member flags.
@@ -129,16 +185,99 @@ async fn shutdown_signal() {
     tracing::info!("shutting down");
 }
 
+fn frontend_config(flags: &FrontendFlags) -> FrontendConfig {
+    FrontendConfig {
+        etcd_servers: split(&flags.etcd_servers),
+        bind_address: flags.bind_address,
+        secure_port: flags.secure_port,
+        cert_dir: flags.cert_dir.clone(),
+        client_ca_file: flags.client_ca_file.clone(),
+        token_auth_file: flags.token_auth_file.clone(),
+        anonymous_auth: flags.anonymous_auth,
+        max_requests_inflight: flags.max_requests_inflight,
+        max_mutating_requests_inflight: flags.max_mutating_requests_inflight,
+        ..FrontendConfig::default()
+    }
+}
+
+/// Runs one engine member until a signal.
+async fn run_engine(cfg: EngineConfig) -> anyhow::Result<()> {
+    let engine = Engine::start(&cfg).with_context(|| format!("opening {}", cfg.data_dir.display()))?;
+    engine.serve(shutdown_signal()).await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Runs one frontend until a signal.
+async fn run_frontend(cfg: FrontendConfig) -> anyhow::Result<()> {
+    let frontend = Frontend::start(cfg).await.context("starting the Kubernetes API frontend")?;
+    println!("admin kubeconfig: {}", frontend.admin_kubeconfig().display());
+    frontend.serve(shutdown_signal()).await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Runs the engine and a frontend pointed at it; one signal stops both.
+async fn run_all_in_one(engine_cfg: EngineConfig, flags: &ServeFlags) -> anyhow::Result<()> {
+    let engine = Engine::start(&engine_cfg).with_context(|| format!("opening {}", engine_cfg.data_dir.display()))?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    };
+    let mut engine_task = tokio::spawn(engine.serve(stopped(stop_rx.clone())));
+    let client = engine_cfg.listen_client.first().context("no client URL to point the frontend at")?;
+    let endpoint = if client.ip().is_unspecified() {
+        format!("http://127.0.0.1:{}", client.port())
+    } else {
+        format!("http://{client}")
+    };
+    let frontend_cfg = FrontendConfig {
+        etcd_servers: vec![endpoint],
+        bind_address: flags.bind_address,
+        secure_port: flags.secure_port,
+        cert_dir: engine_cfg.data_dir.join("pki"),
+        admin_kubeconfig: Some(engine_cfg.data_dir.join("admin.kubeconfig")),
+        token_auth_file: flags.token_auth_file.clone(),
+        ..FrontendConfig::default()
+    };
+    let frontend = tokio::select! {
+        started = Frontend::start(frontend_cfg) => started.context("starting the Kubernetes API frontend")?,
+        ended = &mut engine_task => bail!("the engine stopped before the frontend started: {:?}", ended),
+    };
+    let kubeconfig =
+        std::fs::canonicalize(frontend.admin_kubeconfig()).unwrap_or_else(|_| frontend.admin_kubeconfig().into());
+    println!(
+        "Kubernetes API on https://{}; run: kubectl --kubeconfig {} get ns",
+        frontend.local_addr(),
+        kubeconfig.display()
+    );
+    let frontend_task = tokio::spawn(frontend.serve(stopped(stop_rx)));
+    shutdown_signal().await;
+    let _ = stop_tx.send(true);
+    let _ = frontend_task.await;
+    engine_task.await.context("engine task")??;
+    tracing::info!("stopped");
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let (Command::Serve(flags) | Command::Engine(flags)) = &cli.command;
-    init_logs(&flags.log_format);
-    let cfg = config(flags)?;
+    let log_format = match &cli.command {
+        Command::Serve(flags) => &flags.engine.log_format,
+        Command::Engine(flags) => &flags.log_format,
+        Command::Frontend(flags) => &flags.log_format,
+    };
+    init_logs(log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("ballast-net").build()?;
-    runtime.block_on(async move {
-        let engine = Engine::start(&cfg).with_context(|| format!("opening {}", cfg.data_dir.display()))?;
-        engine.serve(shutdown_signal()).await?;
-        tracing::info!("stopped");
-        Ok(())
-    })
+    match &cli.command {
+        Command::Engine(flags) => {
+            let cfg = config(flags)?;
+            runtime.block_on(run_engine(cfg))
+        }
+        Command::Frontend(flags) => runtime.block_on(run_frontend(frontend_config(flags))),
+        Command::Serve(flags) => {
+            let cfg = config(&flags.engine)?;
+            runtime.block_on(run_all_in_one(cfg, flags))
+        }
+    }
 }

@@ -82,7 +82,7 @@ impl Server {
         let mut cmd = match self.target {
             Target::Ballast => {
                 let mut c = Command::new(env!("CARGO_BIN_EXE_ballast"));
-                c.arg("serve");
+                c.arg("engine"); // the etcd-protocol suite targets the engine alone: `serve` adds the frontend and its namespaces
                 c
             }
             Target::Etcd => {

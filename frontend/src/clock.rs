@@ -1,0 +1,50 @@
+//! The only place that reads the wall clock (STYLE: no `SystemTime::now` elsewhere), and the
+//! RFC 3339 formatting Kubernetes uses for `metav1.Time` (seconds, `Z`).
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Returns the current time in whole seconds since the Unix epoch.
+pub(crate) fn unix_now() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+/// Returns the current time as `metav1.Time` text, e.g. `2026-11-22T13:08:21Z`.
+pub(crate) fn now_rfc3339() -> String {
+    format_rfc3339(unix_now())
+}
+
+/// Formats seconds since the Unix epoch as RFC 3339 in UTC with whole seconds.
+pub(crate) fn format_rfc3339(secs: i64) -> String {
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// Converts days since 1970-01-01 to a proleptic Gregorian (year, month, day).
+///
+/// This is Howard Hinnant's `civil_from_days`: eras of 400 years make the leap rules regular.
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_known_instants() {
+        assert_eq!(format_rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(format_rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(format_rfc3339(1_795_526_901), "2026-11-24T13:28:21Z");
+    }
+}

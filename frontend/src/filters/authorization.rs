@@ -1,0 +1,50 @@
+//! Authorization: asks the RBAC authorizer about the `UserInfo` and `RequestInfo` extensions;
+//! a denial is 403 with kube's message, a storage failure while reading RBAC objects is 500
+//! (fail closed).
+
+use std::sync::Arc;
+
+use super::{call_next, filter_layer, Filter, Filtered, Inner};
+use crate::authn::UserInfo;
+use crate::authz::{forbidden_reason, Decision, RbacAuthorizer};
+use crate::body::{Request, Response};
+use crate::error::ApiError;
+use crate::request_info::RequestInfo;
+
+/// The authorization filter.
+#[derive(Debug, Clone)]
+pub struct AuthorizationLayer {
+    authorizer: Arc<RbacAuthorizer>,
+}
+
+impl AuthorizationLayer {
+    /// Builds the filter.
+    pub fn new(authorizer: Arc<RbacAuthorizer>) -> Self {
+        AuthorizationLayer { authorizer }
+    }
+}
+
+filter_layer!(AuthorizationLayer);
+
+/// The authorization service.
+pub type Authorization<S> = Filtered<AuthorizationLayer, S>;
+
+impl Filter for AuthorizationLayer {
+    async fn filter<S: Inner>(self, req: Request, next: S) -> Response {
+        let (Some(user), Some(info)) = (req.extensions().get::<UserInfo>(), req.extensions().get::<RequestInfo>())
+        else {
+            return ApiError::Internal("no user or request info on the request".into()).into_response();
+        };
+        match self.authorizer.authorize(user, info).await {
+            Ok(Decision::Allow(_)) => call_next(next, req).await,
+            Ok(Decision::Deny) => ApiError::Forbidden {
+                group: info.api_group.clone(),
+                resource: info.resource.clone(),
+                name: info.name.clone(),
+                reason: forbidden_reason(user, info),
+            }
+            .into_response(),
+            Err(e) => ApiError::Storage(e).into_response(),
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! Ballast's Kubernetes API server: stateless, talking to storage only through the etcd v3 API,
+//! so it runs the same against stock etcd and against the Ballast engine.
+//!
+//! # Map
+//!
+//! A request flows top to bottom:
+//!
+//! * [`server`]: the secure port: TLS (rustls, ring), HTTP/1.1 and HTTP/2 (hyper-util auto),
+//!   client certificates handed to the chain.
+//! * [`chain`]: `build_handler_chain`, the one place that orders the [`filters`]: panic
+//!   recovery → request info → authentication → max-in-flight → authorization → body limit.
+//! * [`request_info`] parses URLs like kube's `RequestInfoFactory`; [`authn`] (x509, token
+//!   file, anonymous) and [`authz`] (RBAC with kube's bootstrap roles) decide who and whether.
+//! * [`routes`]: health and version, discovery, and REST on resources (with watch streams).
+//! * [`registry`]: the table of kinds and the generic store (metadata, validation, optimistic
+//!   concurrency, selectors, pages, watches); [`protobuf`] decodes kubectl's protobuf bodies.
+//! * [`storage`]: `Etcd3Storage`, the only code that talks to etcd.
+//! * [`error`]: `ApiError`, and the one mapping of errors to `metav1.Status`.
+//! * [`certs`]: the generated CA, serving and admin certificates, and `admin.kubeconfig`.
+//!
+//! Layering: routes → registry → storage; filters never touch storage except through the
+//! authorizer. Nothing here holds authoritative state.
+//!
+//! Reading order: [`Frontend::start`], [`chain`], [`routes`], [`registry::store`].
+
+pub mod authn;
+pub mod authz;
+pub mod body;
+pub mod certs;
+pub mod chain;
+pub mod clock;
+pub mod config;
+pub mod error;
+pub mod filters;
+pub mod protobuf;
+pub mod registry;
+pub mod request_info;
+pub mod routes;
+pub mod server;
+pub mod storage;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use config::FrontendConfig;
+
+use authn::token_file::{TokenFile, TokenFileError};
+use authn::x509::{X509Authenticator, X509Error};
+use authn::Authenticator;
+use authz::RbacAuthorizer;
+use chain::{build_handler_chain, ChainConfig, ChainService};
+use registry::Store;
+use routes::{AppState, Router};
+use storage::{Etcd3Storage, StorageError};
+
+/// Start-up failures.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FrontendError {
+    /// Certificates could not be made or read.
+    #[error("certificates")]
+    Certs(#[from] certs::CertError),
+    /// Storage could not be reached.
+    #[error("connecting to etcd")]
+    Storage(#[from] StorageError),
+    /// The system namespaces could not be created.
+    #[error("creating system namespaces: {0}")]
+    Bootstrap(#[source] error::ApiError),
+    /// The token file is unreadable or malformed.
+    #[error("token auth file")]
+    TokenFile(#[from] TokenFileError),
+    /// The client CA bundle is unusable.
+    #[error("client CA")]
+    ClientCa(#[from] X509Error),
+    /// A file could not be read.
+    #[error("{path}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The secure port could not be bound.
+    #[error("binding {addr}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The TLS configuration was rejected.
+    #[error("TLS configuration")]
+    Tls(#[from] rustls::Error),
+}
+
+/// A started frontend: port bound, certificates and kubeconfig written, storage reachable.
+#[derive(Debug)]
+pub struct Frontend {
+    listener: tokio::net::TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    chain: ChainService,
+    local_addr: SocketAddr,
+    kubeconfig: PathBuf,
+}
+
+/// How long start-up keeps retrying storage (the engine of `ballast serve` may still be
+/// opening).
+const STORAGE_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+async fn connect_and_bootstrap(config: &FrontendConfig) -> Result<Store, FrontendError> {
+    let deadline = tokio::time::Instant::now() + STORAGE_STARTUP_TIMEOUT;
+    loop {
+        let attempt = async {
+            let storage = Etcd3Storage::connect(&config.etcd_servers).await?;
+            let store = Store::new(storage, &config.storage_prefix);
+            store.ensure_system_namespaces().await.map_err(FrontendError::Bootstrap)?;
+            Ok::<_, FrontendError>(store)
+        };
+        match attempt.await {
+            Ok(store) => return Ok(store),
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                tracing::info!(error = %e, "storage not ready; retrying");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn read(path: &Path) -> Result<String, FrontendError> {
+    std::fs::read_to_string(path).map_err(|source| FrontendError::Read { path: path.to_path_buf(), source })
+}
+
+impl Frontend {
+    /// Prepares certificates, connects to storage (creating the system namespaces), binds the
+    /// secure port and writes `admin.kubeconfig` into the cert directory.
+    ///
+    /// # Errors
+    ///
+    /// Returns the first failing step.
+    pub async fn start(config: FrontendConfig) -> Result<Frontend, FrontendError> {
+        let certs = certs::ensure(&config.cert_dir)?;
+        let store = connect_and_bootstrap(&config).await?;
+        let client_ca = match &config.client_ca_file {
+            Some(path) => read(path)?,
+            None => certs.ca_cert_pem.clone(),
+        };
+        let x509 = X509Authenticator::from_pem(&client_ca)?;
+        let tokens = config.token_auth_file.as_deref().map(TokenFile::load).transpose()?;
+        let tls = server::tls_config(&certs.serving_cert_pem, &certs.serving_key_pem, x509.tls_verifier())?;
+        let authenticator = Authenticator::new(Some(x509), tokens, config.anonymous_auth);
+        let authorizer = RbacAuthorizer::new(store.storage().clone(), &config.storage_prefix);
+
+        let addr = SocketAddr::new(config.bind_address, config.secure_port);
+        let listener =
+            tokio::net::TcpListener::bind(addr).await.map_err(|source| FrontendError::Bind { addr, source })?;
+        let local_addr = listener.local_addr().map_err(|source| FrontendError::Bind { addr, source })?;
+        let kubeconfig = certs.write_admin_kubeconfig(local_addr, config.admin_kubeconfig.as_deref())?;
+
+        let state = Arc::new(AppState { store, advertise_address: local_addr.to_string() });
+        let chain = build_handler_chain(
+            Router::new(state),
+            ChainConfig {
+                authenticator: Arc::new(authenticator),
+                authorizer: Arc::new(authorizer),
+                max_requests_inflight: config.max_requests_inflight,
+                max_mutating_requests_inflight: config.max_mutating_requests_inflight,
+                max_request_body_bytes: config.max_request_body_bytes,
+            },
+        );
+        Ok(Frontend { listener, tls: Arc::new(tls), chain, local_addr, kubeconfig })
+    }
+
+    /// Returns the bound address of the secure port.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Returns the path of the admin kubeconfig.
+    pub fn admin_kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// Returns the handler chain (for in-process callers and tests).
+    pub fn chain(&self) -> ChainService {
+        self.chain.clone()
+    }
+
+    /// Serves until `shutdown` resolves.
+    pub async fn serve(self, shutdown: impl Future<Output = ()>) {
+        tracing::info!(addr = %self.local_addr, kubeconfig = %self.kubeconfig.display(), "serving the Kubernetes API");
+        server::serve(self.listener, self.tls, self.chain, shutdown).await;
+    }
+}

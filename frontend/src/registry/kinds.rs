@@ -1,0 +1,369 @@
+//! The served kinds, one table row each, with their protobuf schemas and strategies:
+//! core/v1 `namespaces`, `configmaps` and `secrets`.
+//!
+//! Protobuf field numbers are those of `k8s.io/api/core/v1/generated.proto` and
+//! `k8s.io/apimachinery/pkg/apis/meta/v1/generated.proto`.
+
+use base64::Engine as _;
+use serde_json::Value;
+
+use super::strategy::{map_field, map_field_mut, Object, Strategy};
+use super::validation::config_map_key;
+use super::{NameRule, ResourceKind, Verbs};
+use crate::error::FieldError;
+use crate::protobuf::{field, repeated, FieldType as T, Message};
+
+/// Every served kind.
+pub static ALL: [&ResourceKind; 3] = [&NAMESPACES, &CONFIGMAPS, &SECRETS];
+
+const CRUD: Verbs = Verbs::GET
+    .with(Verbs::LIST)
+    .with(Verbs::WATCH)
+    .with(Verbs::CREATE)
+    .with(Verbs::UPDATE)
+    .with(Verbs::DELETE)
+    .with(Verbs::DELETECOLLECTION);
+
+static OWNER_REFERENCE: Message = Message {
+    fields: &[
+        field(1, "kind", T::String),
+        field(3, "name", T::String),
+        field(4, "uid", T::String),
+        field(5, "apiVersion", T::String),
+        field(6, "controller", T::Bool),
+        field(7, "blockOwnerDeletion", T::Bool),
+    ],
+};
+
+/// `metav1.ObjectMeta` (managedFields are not decoded: the server records its own).
+static OBJECT_META: Message = Message {
+    fields: &[
+        field(1, "name", T::String),
+        field(2, "generateName", T::String),
+        field(3, "namespace", T::String),
+        field(5, "uid", T::String),
+        field(6, "resourceVersion", T::String),
+        field(7, "generation", T::Int),
+        field(8, "creationTimestamp", T::Time),
+        field(9, "deletionTimestamp", T::Time),
+        field(10, "deletionGracePeriodSeconds", T::Int),
+        field(11, "labels", T::MapStringString),
+        field(12, "annotations", T::MapStringString),
+        repeated(13, "ownerReferences", T::Message(&OWNER_REFERENCE)),
+        repeated(14, "finalizers", T::String),
+    ],
+};
+
+static NAMESPACE_SPEC: Message = Message { fields: &[repeated(1, "finalizers", T::String)] };
+static NAMESPACE_CONDITION: Message = Message {
+    fields: &[
+        field(1, "type", T::String),
+        field(2, "status", T::String),
+        field(4, "lastTransitionTime", T::Time),
+        field(5, "reason", T::String),
+        field(6, "message", T::String),
+    ],
+};
+static NAMESPACE_STATUS: Message =
+    Message { fields: &[field(1, "phase", T::String), repeated(2, "conditions", T::Message(&NAMESPACE_CONDITION))] };
+static NAMESPACE_PB: Message = Message {
+    fields: &[
+        field(1, "metadata", T::Message(&OBJECT_META)),
+        field(2, "spec", T::Message(&NAMESPACE_SPEC)),
+        field(3, "status", T::Message(&NAMESPACE_STATUS)),
+    ],
+};
+static CONFIGMAP_PB: Message = Message {
+    fields: &[
+        field(1, "metadata", T::Message(&OBJECT_META)),
+        field(2, "data", T::MapStringString),
+        field(3, "binaryData", T::MapStringBytes),
+        field(4, "immutable", T::Bool),
+    ],
+};
+static SECRET_PB: Message = Message {
+    fields: &[
+        field(1, "metadata", T::Message(&OBJECT_META)),
+        field(2, "data", T::MapStringBytes),
+        field(3, "type", T::String),
+        field(4, "stringData", T::MapStringString),
+        field(5, "immutable", T::Bool),
+    ],
+};
+
+/// core/v1 Namespace.
+pub static NAMESPACES: ResourceKind = ResourceKind {
+    group: "",
+    version: "v1",
+    resource: "namespaces",
+    kind: "Namespace",
+    singular: "namespace",
+    short_names: &["ns"],
+    categories: &[],
+    namespaced: false,
+    verbs: Verbs::GET.with(Verbs::LIST).with(Verbs::WATCH).with(Verbs::CREATE).with(Verbs::UPDATE).with(Verbs::DELETE),
+    name_rule: NameRule::Label,
+    storage_resource: "namespaces",
+    fields: &["spec", "status"],
+    field_selectors: &[("metadata.name", "metadata.name"), ("status.phase", "status.phase")],
+    return_deleted_object: true,
+    protobuf: &NAMESPACE_PB,
+    strategy: &NamespaceStrategy,
+};
+
+/// core/v1 ConfigMap.
+pub static CONFIGMAPS: ResourceKind = ResourceKind {
+    group: "",
+    version: "v1",
+    resource: "configmaps",
+    kind: "ConfigMap",
+    singular: "configmap",
+    short_names: &["cm"],
+    categories: &[],
+    namespaced: true,
+    verbs: CRUD,
+    name_rule: NameRule::Subdomain,
+    storage_resource: "configmaps",
+    fields: &["data", "binaryData", "immutable"],
+    field_selectors: &[("metadata.name", "metadata.name"), ("metadata.namespace", "metadata.namespace")],
+    return_deleted_object: false,
+    protobuf: &CONFIGMAP_PB,
+    strategy: &ConfigMapStrategy,
+};
+
+/// core/v1 Secret.
+pub static SECRETS: ResourceKind = ResourceKind {
+    group: "",
+    version: "v1",
+    resource: "secrets",
+    kind: "Secret",
+    singular: "secret",
+    short_names: &[],
+    categories: &[],
+    namespaced: true,
+    verbs: CRUD,
+    name_rule: NameRule::Subdomain,
+    storage_resource: "secrets",
+    fields: &["data", "stringData", "type", "immutable"],
+    field_selectors: &[
+        ("metadata.name", "metadata.name"),
+        ("metadata.namespace", "metadata.namespace"),
+        ("type", "type"),
+    ],
+    return_deleted_object: false,
+    protobuf: &SECRET_PB,
+    strategy: &SecretStrategy,
+};
+
+/// Returns the namespaces row (tests and the namespace lifecycle use it directly).
+pub fn namespaces() -> &'static ResourceKind {
+    &NAMESPACES
+}
+
+/// Returns the configmaps row.
+pub fn configmaps() -> &'static ResourceKind {
+    &CONFIGMAPS
+}
+
+/// Returns the secrets row.
+pub fn secrets() -> &'static ResourceKind {
+    &SECRETS
+}
+
+/// The label kube-apiserver puts on every namespace, naming it (for namespace selectors).
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// Namespaces: phase `Active` and the `kubernetes` finalizer on create; spec and status are
+/// kept on update (only `/finalize` and `/status` change them); the name label is enforced.
+#[derive(Debug)]
+struct NamespaceStrategy;
+
+fn set_name_label(obj: &mut Object) {
+    let name = map_field(obj, "metadata").and_then(|m| m.get("name")).cloned().unwrap_or(Value::Null);
+    if let Value::String(name) = name {
+        let labels = map_field_mut(map_field_mut(obj, "metadata"), "labels");
+        labels.insert(NAMESPACE_NAME_LABEL.into(), Value::String(name));
+    }
+}
+
+impl Strategy for NamespaceStrategy {
+    fn prepare_for_create(&self, obj: &mut Object) {
+        obj.insert("status".into(), serde_json::json!({"phase": "Active"}));
+        let spec = map_field_mut(obj, "spec");
+        let finalizers = spec.entry("finalizers").or_insert_with(|| Value::Array(Vec::new()));
+        if let Value::Array(list) = finalizers {
+            if !list.iter().any(|f| f == "kubernetes") {
+                list.push("kubernetes".into());
+            }
+        }
+        set_name_label(obj);
+    }
+
+    fn prepare_for_update(&self, new: &mut Object, old: &Object) {
+        for key in ["spec", "status"] {
+            match old.get(key) {
+                Some(v) => new.insert(key.into(), v.clone()),
+                None => new.remove(key),
+            };
+        }
+        set_name_label(new);
+    }
+}
+
+fn immutable(obj: &Object) -> bool {
+    obj.get("immutable").and_then(Value::as_bool).unwrap_or(false)
+}
+
+/// Validates data keys (and, for `bytes_base64`, that values are base64) of `obj[field]`.
+fn validate_data(obj: &Object, field: &str, bytes_base64: bool, errs: &mut Vec<FieldError>) {
+    let Some(value) = obj.get(field) else { return };
+    let Some(data) = value.as_object() else {
+        errs.push(FieldError::invalid(field, value.clone(), "must be an object"));
+        return;
+    };
+    for (key, v) in data {
+        for msg in config_map_key(key) {
+            errs.push(FieldError::invalid(format!("{field}[{key}]"), key.as_str(), msg));
+        }
+        let ok = match v {
+            Value::String(s) if bytes_base64 => base64::engine::general_purpose::STANDARD.decode(s).is_ok(),
+            Value::String(_) => true,
+            _ => false,
+        };
+        if !ok {
+            errs.push(FieldError::invalid(format!("{field}[{key}]"), v.clone(), "must be a base64-encoded string"));
+        }
+    }
+}
+
+fn immutable_violations(new: &Object, old: &Object, fields: &[&str]) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if !immutable(old) {
+        return errs;
+    }
+    if !immutable(new) {
+        errs.push(FieldError::forbidden("immutable", "field is immutable when `immutable` is set"));
+    }
+    for f in fields {
+        if new.get(*f) != old.get(*f) {
+            errs.push(FieldError::forbidden(*f, "field is immutable when `immutable` is set"));
+        }
+    }
+    errs
+}
+
+/// ConfigMaps: valid, non-overlapping keys in `data` and `binaryData`; `immutable` freezes them.
+#[derive(Debug)]
+struct ConfigMapStrategy;
+
+impl Strategy for ConfigMapStrategy {
+    fn validate(&self, obj: &Object) -> Vec<FieldError> {
+        let mut errs = Vec::new();
+        validate_data(obj, "data", false, &mut errs);
+        validate_data(obj, "binaryData", true, &mut errs);
+        if let (Some(data), Some(binary)) = (map_field(obj, "data"), map_field(obj, "binaryData")) {
+            for key in binary.keys().filter(|k| data.contains_key(*k)) {
+                errs.push(FieldError::invalid(
+                    format!("data[{key}]"),
+                    key.as_str(),
+                    "duplicate of key present in binaryData",
+                ));
+            }
+        }
+        errs
+    }
+
+    fn validate_update(&self, new: &Object, old: &Object) -> Vec<FieldError> {
+        let mut errs = immutable_violations(new, old, &["data", "binaryData"]);
+        errs.extend(self.validate(new));
+        errs
+    }
+}
+
+/// Secrets: `stringData` is folded into `data` (base64), `type` defaults to `Opaque` and may not
+/// change, keys are config keys, `immutable` freezes the data.
+#[derive(Debug)]
+struct SecretStrategy;
+
+fn fold_string_data(obj: &mut Object) {
+    let Some(Value::Object(string_data)) = obj.remove("stringData") else { return };
+    let data = map_field_mut(obj, "data");
+    for (k, v) in string_data {
+        if let Value::String(s) = v {
+            data.insert(k, Value::String(base64::engine::general_purpose::STANDARD.encode(s)));
+        }
+    }
+}
+
+impl Strategy for SecretStrategy {
+    fn prepare_for_create(&self, obj: &mut Object) {
+        fold_string_data(obj);
+        if obj.get("type").and_then(Value::as_str).is_none_or(str::is_empty) {
+            obj.insert("type".into(), "Opaque".into());
+        }
+    }
+
+    fn validate(&self, obj: &Object) -> Vec<FieldError> {
+        let mut errs = Vec::new();
+        validate_data(obj, "data", true, &mut errs);
+        errs
+    }
+
+    fn prepare_for_update(&self, new: &mut Object, _old: &Object) {
+        self.prepare_for_create(new);
+    }
+
+    fn validate_update(&self, new: &Object, old: &Object) -> Vec<FieldError> {
+        let mut errs = immutable_violations(new, old, &["data"]);
+        if new.get("type") != old.get("type") {
+            errs.push(FieldError::invalid(
+                "type",
+                new.get("type").cloned().unwrap_or(Value::Null),
+                "field is immutable",
+            ));
+        }
+        errs.extend(self.validate(new));
+        errs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn obj(v: Value) -> Object {
+        match v {
+            Value::Object(map) => map,
+            other => panic!("not an object: {other}"),
+        }
+    }
+
+    #[test]
+    fn namespace_create_sets_phase_finalizer_and_label() {
+        let mut ns = obj(json!({"metadata": {"name": "x"}}));
+        NAMESPACES.strategy.prepare_for_create(&mut ns);
+        assert_eq!(ns["status"], json!({"phase": "Active"}));
+        assert_eq!(ns["spec"], json!({"finalizers": ["kubernetes"]}));
+        assert_eq!(ns["metadata"]["labels"][NAMESPACE_NAME_LABEL], "x");
+    }
+
+    #[test]
+    fn configmap_keys_and_immutability() {
+        let bad = obj(json!({"data": {"a b": "1", "": "2"}}));
+        let errs = CONFIGMAPS.strategy.validate(&bad);
+        assert_eq!(errs.len(), 2);
+        assert!(errs.iter().any(|e| e.field == "data[]"));
+        let old = obj(json!({"data": {"a": "1"}, "immutable": true}));
+        let new = obj(json!({"data": {"a": "2"}, "immutable": true}));
+        assert_eq!(CONFIGMAPS.strategy.validate_update(&new, &old).len(), 1);
+    }
+
+    #[test]
+    fn secret_folds_string_data_and_defaults_type() {
+        let mut s = obj(json!({"stringData": {"k": "v"}}));
+        SECRETS.strategy.prepare_for_create(&mut s);
+        assert_eq!(s, obj(json!({"data": {"k": "dg=="}, "type": "Opaque"})));
+        assert_eq!(SECRETS.strategy.validate(&obj(json!({"data": {"k": "!!"}}))).len(), 1);
+    }
+}

@@ -1,0 +1,401 @@
+//! What every kind shares: decoding request bodies, the `metadata` rules of create and update,
+//! and the storage form of an object.
+//!
+//! Storage form: the object's JSON with `metadata.resourceVersion` and `selfLink` removed (the
+//! revision is the etcd `mod_revision`, which is set again on every read), as kube-apiserver
+//! stores with `--storage-media-type=application/json`.
+
+use rand::Rng;
+use serde_json::{Map, Value};
+
+use super::strategy::{map_field, map_field_mut, Object};
+use super::validation;
+use super::{NameRule, ResourceKind};
+use crate::error::{ApiError, FieldError};
+use crate::protobuf;
+
+/// The request's `fieldValidation` directive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldValidation {
+    /// Unknown fields are a 400.
+    Strict,
+    /// Unknown fields are dropped with a `Warning` header (the server default).
+    Warn,
+    /// Unknown fields are dropped silently.
+    Ignore,
+}
+
+impl FieldValidation {
+    /// Parses the query parameter (empty means the default, `Warn`).
+    ///
+    /// # Errors
+    ///
+    /// Returns `BadRequest` for other values.
+    pub fn parse(value: Option<&str>) -> Result<Self, ApiError> {
+        match value.unwrap_or("") {
+            "Strict" => Ok(Self::Strict),
+            "" | "Warn" => Ok(Self::Warn),
+            "Ignore" => Ok(Self::Ignore),
+            other => Err(ApiError::BadRequest(format!(
+                "fieldValidation must be one of \"Ignore\", \"Warn\", or \"Strict\", got \"{other}\""
+            ))),
+        }
+    }
+}
+
+const OBJECT_META_FIELDS: &[&str] = &[
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+];
+
+/// The media types bodies may use.
+pub const ACCEPTED_BODY_TYPES: &str = "application/json, application/vnd.kubernetes.protobuf";
+
+/// Decodes a request body as `kind`, defaulting `apiVersion` and `kind` from the URL (the Python
+/// client omits them) and dropping unknown fields per `validation`. Returns the object and the
+/// warnings to send.
+///
+/// # Errors
+///
+/// Returns `UnsupportedMediaType` for other content types, `BadRequest` for malformed bodies,
+/// a type that is not the URL's, or (with `Strict`) unknown fields.
+pub fn decode(
+    kind: &ResourceKind,
+    content_type: &str,
+    body: &[u8],
+    validation: FieldValidation,
+) -> Result<(Object, Vec<String>), ApiError> {
+    let media = content_type.split(';').next().unwrap_or("").trim();
+    let value = match media {
+        "" | "application/json" | "*/*" => serde_json::from_slice::<Value>(body)
+            .map_err(|e| ApiError::BadRequest(format!("couldn't get version/kind; json parse error: {e}")))?,
+        "application/vnd.kubernetes.protobuf" => protobuf::decode_object(body, kind.protobuf)
+            .map_err(|e| ApiError::BadRequest(format!("failed to decode protobuf body: {e}")))?,
+        _ => return Err(ApiError::UnsupportedMediaType(ACCEPTED_BODY_TYPES.into())),
+    };
+    let Value::Object(mut obj) = value else {
+        return Err(ApiError::BadRequest("couldn't get version/kind; json parse error: not an object".into()));
+    };
+    let api_version = kind.api_version();
+    match obj.get("apiVersion").and_then(Value::as_str) {
+        None | Some("") => {
+            obj.insert("apiVersion".into(), api_version.clone().into());
+        }
+        Some(v) if v == api_version => {}
+        Some(v) => {
+            return Err(ApiError::BadRequest(format!(
+                "the API version in the data ({v}) does not match the expected API version ({api_version})"
+            )))
+        }
+    }
+    match obj.get("kind").and_then(Value::as_str) {
+        None | Some("") => {
+            obj.insert("kind".into(), kind.kind.into());
+        }
+        Some(k) if k == kind.kind => {}
+        Some(k) => {
+            return Err(ApiError::BadRequest(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                kind.kind
+            )))
+        }
+    }
+    let mut unknown = Vec::new();
+    obj.retain(|k, _| {
+        let known = matches!(k.as_str(), "apiVersion" | "kind" | "metadata") || kind.fields.contains(&k.as_str());
+        if !known {
+            unknown.push(k.clone());
+        }
+        known
+    });
+    if let Some(Value::Object(meta)) = obj.get_mut("metadata") {
+        meta.retain(|k, _| {
+            let known = OBJECT_META_FIELDS.contains(&k.as_str());
+            if !known {
+                unknown.push(format!("metadata.{k}"));
+            }
+            known
+        });
+    } else if obj.contains_key("metadata") {
+        return Err(ApiError::BadRequest("metadata must be an object".into()));
+    }
+    let messages: Vec<String> = unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect();
+    match validation {
+        FieldValidation::Strict if !messages.is_empty() => {
+            Err(ApiError::BadRequest(format!("strict decoding error: {}", messages.join(", "))))
+        }
+        FieldValidation::Warn => Ok((obj, messages)),
+        _ => Ok((obj, Vec::new())),
+    }
+}
+
+/// Returns `metadata.<field>` as a string ("" when absent).
+pub fn meta_str<'a>(obj: &'a Object, field: &str) -> &'a str {
+    map_field(obj, "metadata").and_then(|m| m.get(field)).and_then(Value::as_str).unwrap_or("")
+}
+
+/// Returns the labels of an object.
+pub fn labels(obj: &Value) -> std::collections::BTreeMap<String, String> {
+    obj.get("metadata")
+        .and_then(|m| m.get("labels"))
+        .and_then(Value::as_object)
+        .map(|l| l.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
+        .unwrap_or_default()
+}
+
+/// Returns a random RFC 4122 version-4 UUID.
+pub fn new_uid() -> String {
+    let mut b: [u8; 16] = rand::thread_rng().gen();
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
+}
+
+/// The alphabet of generated name suffixes (no vowels, so no words; no look-alike digits).
+const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+/// Returns `prefix` (cut to 58 characters) plus five random characters, like kube's
+/// `SimpleNameGenerator`.
+pub fn generate_name(prefix: &str) -> String {
+    let mut rng = rand::thread_rng();
+    let cut: String = prefix.chars().take(58).collect();
+    let suffix: String = (0..5).map(|_| NAME_ALPHABET[rng.gen_range(0..NAME_ALPHABET.len())] as char).collect();
+    cut + &suffix
+}
+
+fn invalid(kind: &ResourceKind, name: &str, causes: Vec<FieldError>) -> ApiError {
+    ApiError::Invalid { group: kind.group.into(), kind: kind.kind.into(), name: name.into(), causes }
+}
+
+/// Validates `metadata` (name, namespace, labels, annotations) for `kind`.
+fn validate_meta(kind: &ResourceKind, obj: &Object, namespace: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let name = meta_str(obj, "name");
+    if name.is_empty() {
+        errs.push(FieldError::required("metadata.name", "name or generateName is required"));
+    } else {
+        let problems = match kind.name_rule {
+            NameRule::Label => validation::dns1123_label(name),
+            NameRule::Subdomain => validation::dns1123_subdomain(name),
+        };
+        errs.extend(problems.into_iter().map(|p| FieldError::invalid("metadata.name", name, p)));
+    }
+    if kind.namespaced {
+        if namespace.is_empty() {
+            errs.push(FieldError::required("metadata.namespace", ""));
+        }
+    } else if !meta_str(obj, "namespace").is_empty() {
+        errs.push(FieldError::forbidden("metadata.namespace", "not allowed on this type"));
+    }
+    let meta = map_field(obj, "metadata");
+    if let Some(labels) = meta.and_then(|m| m.get("labels")) {
+        match labels.as_object() {
+            Some(labels) => {
+                for (k, v) in labels {
+                    for p in validation::qualified_name(k) {
+                        errs.push(FieldError::invalid("metadata.labels", k.as_str(), p));
+                    }
+                    match v.as_str() {
+                        Some(v) => {
+                            for p in validation::label_value(v) {
+                                errs.push(FieldError::invalid(format!("metadata.labels[{k}]"), v, p));
+                            }
+                        }
+                        None => errs.push(FieldError::invalid(
+                            format!("metadata.labels[{k}]"),
+                            v.clone(),
+                            "must be a string",
+                        )),
+                    }
+                }
+            }
+            None => errs.push(FieldError::invalid("metadata.labels", labels.clone(), "must be an object")),
+        }
+    }
+    if let Some(annotations) = meta.and_then(|m| m.get("annotations")) {
+        match annotations.as_object() {
+            Some(annotations) => {
+                for k in annotations.keys() {
+                    for p in validation::qualified_name(&k.to_ascii_lowercase()) {
+                        errs.push(FieldError::invalid("metadata.annotations", k.as_str(), p));
+                    }
+                }
+            }
+            None => errs.push(FieldError::invalid("metadata.annotations", annotations.clone(), "must be an object")),
+        }
+    }
+    errs
+}
+
+/// Checks that the body's namespace agrees with the URL's, and fills it in.
+fn settle_namespace(kind: &ResourceKind, obj: &mut Object, namespace: &str) -> Result<(), ApiError> {
+    if !kind.namespaced {
+        return Ok(());
+    }
+    let body_ns = meta_str(obj, "namespace");
+    if !body_ns.is_empty() && body_ns != namespace {
+        return Err(ApiError::BadRequest(
+            "the namespace of the provided object does not match the namespace sent on the request".into(),
+        ));
+    }
+    map_field_mut(obj, "metadata").insert("namespace".into(), namespace.into());
+    Ok(())
+}
+
+/// Prepares a new object: server-set metadata, the kind's defaults, validation.
+///
+/// # Errors
+///
+/// Returns `BadRequest` when `resourceVersion` is set or the namespaces disagree, and `Invalid`
+/// when validation fails.
+pub fn prepare_create(kind: &ResourceKind, obj: &mut Object, namespace: &str) -> Result<(), ApiError> {
+    if !meta_str(obj, "resourceVersion").is_empty() {
+        return Err(ApiError::BadRequest("resourceVersion should not be set on objects to be created".into()));
+    }
+    settle_namespace(kind, obj, namespace)?;
+    if meta_str(obj, "name").is_empty() {
+        let prefix = meta_str(obj, "generateName").to_string();
+        if !prefix.is_empty() {
+            map_field_mut(obj, "metadata").insert("name".into(), generate_name(&prefix).into());
+        }
+    }
+    let meta = map_field_mut(obj, "metadata");
+    for server_owned in
+        ["deletionTimestamp", "deletionGracePeriodSeconds", "selfLink", "managedFields", "resourceVersion"]
+    {
+        meta.remove(server_owned);
+    }
+    meta.insert("uid".into(), new_uid().into());
+    meta.insert("creationTimestamp".into(), crate::clock::now_rfc3339().into());
+    kind.strategy.prepare_for_create(obj);
+    let mut errs = validate_meta(kind, obj, namespace);
+    errs.extend(kind.strategy.validate(obj));
+    if !errs.is_empty() {
+        return Err(invalid(kind, meta_str(obj, "name"), errs));
+    }
+    Ok(())
+}
+
+/// Prepares an update of `old` to `new`: keeps what only the server sets, applies the kind's
+/// rules, validates.
+///
+/// # Errors
+///
+/// Returns `Conflict` when the body's uid is not the stored one, `BadRequest` for namespace
+/// mismatches, and `Invalid` when validation fails.
+pub fn prepare_update(kind: &ResourceKind, new: &mut Object, old: &Object, namespace: &str) -> Result<(), ApiError> {
+    settle_namespace(kind, new, namespace)?;
+    let old_uid = meta_str(old, "uid").to_string();
+    let new_uid = meta_str(new, "uid");
+    if !new_uid.is_empty() && new_uid != old_uid {
+        return Err(ApiError::Conflict {
+            group: kind.group.into(),
+            resource: kind.resource.into(),
+            name: meta_str(new, "name").into(),
+            reason: format!("Precondition failed: UID in precondition: {new_uid}, UID in object meta: {old_uid}"),
+        });
+    }
+    let old_meta = map_field(old, "metadata").cloned().unwrap_or_default();
+    let meta = map_field_mut(new, "metadata");
+    for kept in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
+        match old_meta.get(kept) {
+            Some(v) => meta.insert(kept.into(), v.clone()),
+            None => meta.remove(kept),
+        };
+    }
+    meta.remove("selfLink");
+    meta.remove("managedFields");
+    kind.strategy.prepare_for_update(new, old);
+    let mut errs = validate_meta(kind, new, namespace);
+    errs.extend(kind.strategy.validate_update(new, old));
+    if !errs.is_empty() {
+        return Err(invalid(kind, meta_str(new, "name"), errs));
+    }
+    Ok(())
+}
+
+/// Returns the bytes to store for `obj` (without `resourceVersion`).
+pub fn to_storage(obj: &Object) -> Vec<u8> {
+    let mut obj = obj.clone();
+    if let Some(Value::Object(meta)) = obj.get_mut("metadata") {
+        meta.remove("resourceVersion");
+        meta.remove("selfLink");
+    }
+    serde_json::to_vec(&obj).unwrap_or_default()
+}
+
+/// Decodes a stored value and sets its `resourceVersion` to `revision`.
+///
+/// # Errors
+///
+/// Returns `Internal` when the stored bytes are not a JSON object (another writer's format).
+pub fn from_storage(bytes: &[u8], revision: i64) -> Result<Object, ApiError> {
+    let mut obj: Map<String, Value> =
+        serde_json::from_slice(bytes).map_err(|e| ApiError::Internal(format!("stored object is not JSON: {e}")))?;
+    map_field_mut(&mut obj, "metadata").insert("resourceVersion".into(), revision.to_string().into());
+    Ok(obj)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::kinds;
+    use serde_json::json;
+
+    #[test]
+    fn decode_defaults_type_and_handles_unknown_fields() {
+        let body = br#"{"metadata":{"name":"a","bogus":1},"data":{"k":"v"},"extra":true}"#;
+        let (obj, warnings) =
+            decode(kinds::configmaps(), "application/json", body, FieldValidation::Warn).expect("decode");
+        assert_eq!(obj["kind"], "ConfigMap");
+        assert_eq!(obj["apiVersion"], "v1");
+        assert!(!obj.contains_key("extra"));
+        assert_eq!(warnings, vec![r#"unknown field "extra""#, r#"unknown field "metadata.bogus""#]);
+        let err = decode(kinds::configmaps(), "application/json", body, FieldValidation::Strict).expect_err("strict");
+        assert!(err.to_string().starts_with("strict decoding error: unknown field"));
+        let err =
+            decode(kinds::configmaps(), "application/json", b"{not json", FieldValidation::Warn).expect_err("bad");
+        assert!(matches!(err, ApiError::BadRequest(_)));
+        let err = decode(kinds::configmaps(), "application/json", br#"{"kind":"Secret"}"#, FieldValidation::Warn);
+        assert!(err.is_err());
+    }
+
+    #[test]
+    fn create_sets_server_fields_and_validates_names() {
+        let mut obj = json!({"metadata": {"generateName": "cm-"}}).as_object().cloned().expect("obj");
+        prepare_create(kinds::configmaps(), &mut obj, "default").expect("valid");
+        let name = meta_str(&obj, "name");
+        assert!(name.starts_with("cm-") && name.len() == 8, "{name}");
+        assert_eq!(meta_str(&obj, "namespace"), "default");
+        assert_eq!(meta_str(&obj, "uid").len(), 36);
+        let mut bad = json!({"metadata": {"name": "Bad_Name"}}).as_object().cloned().expect("obj");
+        let err = prepare_create(kinds::configmaps(), &mut bad, "default").expect_err("invalid");
+        assert!(err
+            .to_string()
+            .starts_with(r#"ConfigMap "Bad_Name" is invalid: metadata.name: Invalid value: "Bad_Name""#));
+        let mut rv = json!({"metadata": {"name": "a", "resourceVersion": "5"}}).as_object().cloned().expect("obj");
+        assert!(matches!(prepare_create(kinds::configmaps(), &mut rv, "default"), Err(ApiError::BadRequest(_))));
+    }
+
+    #[test]
+    fn storage_form_has_no_resource_version() {
+        let obj = json!({"metadata": {"name": "a", "resourceVersion": "7"}}).as_object().cloned().expect("obj");
+        let stored = to_storage(&obj);
+        assert_eq!(stored, br#"{"metadata":{"name":"a"}}"#.to_vec());
+        assert_eq!(meta_str(&from_storage(&stored, 9).expect("read"), "resourceVersion"), "9");
+    }
+}

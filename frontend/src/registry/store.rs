@@ -1,0 +1,549 @@
+//! `Store`: the generic registry over `Etcd3Storage` (kube's `genericregistry.Store`): get,
+//! list with selectors and consistent pages, create, update with optimistic concurrency,
+//! delete with preconditions, deletecollection, and the namespace lifecycle.
+//!
+//! Optimistic concurrency: every write is a Txn on the key's `mod_revision`. A PUT that carries
+//! `metadata.resourceVersion` must match it (else 409 Conflict); one that does not is retried
+//! on concurrent changes, as kube's `GuaranteedUpdate` does for unconditional updates.
+
+// #[PerformanceCriticalPath]
+
+use base64::Engine as _;
+use serde_json::{json, Value};
+
+use super::kinds::{self, NAMESPACES};
+use super::object::{self, meta_str};
+use super::selectors::{FieldSelector, LabelSelector};
+use super::strategy::{map_field_mut, Object};
+use super::ResourceKind;
+use crate::error::{ApiError, OPTIMISTIC_LOCK_MESSAGE};
+use crate::storage::{etcd3::prefix_end, Etcd3Storage, KeyValue, StorageError};
+
+/// How many times an unconditional update or delete is retried when the object changes under
+/// it. kube retries until success; a bound keeps a hot key from pinning a request forever.
+const MAX_UPDATE_ATTEMPTS: usize = 16;
+
+/// The list query (`ListOptions` minus watch fields).
+#[derive(Debug, Clone, Default)]
+pub struct ListOptions {
+    /// `labelSelector`.
+    pub labels: LabelSelector,
+    /// `fieldSelector`.
+    pub fields: FieldSelector,
+    /// `limit` (0 = no limit).
+    pub limit: i64,
+    /// `continue`.
+    pub continue_token: Option<String>,
+    /// `resourceVersion` ("" = most recent).
+    pub resource_version: String,
+    /// `resourceVersionMatch` ("", `NotOlderThan`, `Exact`).
+    pub resource_version_match: String,
+}
+
+/// `DeleteOptions` preconditions and dry run.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOptions {
+    /// `preconditions.uid`.
+    pub uid: Option<String>,
+    /// `preconditions.resourceVersion`.
+    pub resource_version: Option<String>,
+    /// `dryRun: ["All"]`.
+    pub dry_run: bool,
+}
+
+/// The generic registry. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Store {
+    storage: Etcd3Storage,
+    prefix: String,
+}
+
+fn not_found(kind: &ResourceKind, name: &str) -> ApiError {
+    ApiError::NotFound { group: kind.group.into(), resource: kind.resource.into(), name: name.into() }
+}
+
+fn conflict(kind: &ResourceKind, name: &str, reason: impl Into<String>) -> ApiError {
+    ApiError::Conflict {
+        group: kind.group.into(),
+        resource: kind.resource.into(),
+        name: name.into(),
+        reason: reason.into(),
+    }
+}
+
+/// Parses a `resourceVersion` value.
+///
+/// # Errors
+///
+/// Returns `BadRequest` when it is not a decimal revision.
+pub fn parse_resource_version(rv: &str) -> Result<i64, ApiError> {
+    rv.parse::<i64>()
+        .ok()
+        .filter(|r| *r >= 0)
+        .ok_or_else(|| ApiError::BadRequest(format!("invalid resource version: {rv}")))
+}
+
+const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You \
+    can start a new list without the continue parameter, or use the continue token in this response to retrieve the \
+    remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were \
+    created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
+
+/// Encodes a continue token like kube-apiserver's: base64url of
+/// `{"v":"meta.k8s.io/v1","rv":<revision>,"start":"<key relative to the collection prefix>"}`.
+fn encode_continue(revision: i64, next_key: &[u8], prefix: &str) -> String {
+    let relative = String::from_utf8_lossy(&next_key[prefix.len().min(next_key.len())..]).into_owned();
+    let token = json!({"v": "meta.k8s.io/v1", "rv": revision, "start": relative});
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token.to_string())
+}
+
+/// Decodes a continue token into (full start key, revision).
+fn decode_continue(token: &str, prefix: &str) -> Result<(Vec<u8>, i64), ApiError> {
+    let bad = |why: &str| ApiError::BadRequest(format!("continue key is not valid: {why}"));
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token.trim_end_matches('='))
+        .map_err(|_| bad("incorrect encoded start resourceVersion (version meta.k8s.io/v1)"))?;
+    let value: Value = serde_json::from_slice(&bytes).map_err(|_| bad("incorrect encoded start resourceVersion"))?;
+    if value["v"] != "meta.k8s.io/v1" {
+        return Err(bad("server does not recognize this encoded key"));
+    }
+    let revision =
+        value["rv"].as_i64().filter(|r| *r > 0).ok_or_else(|| bad("incorrect encoded start resourceVersion"))?;
+    let start = value["start"].as_str().filter(|s| !s.is_empty()).ok_or_else(|| bad("encoded start key empty"))?;
+    if start.split('/').any(|p| p == ".." || p == ".") {
+        return Err(bad("path traversal attempt detected"));
+    }
+    Ok((format!("{prefix}{start}").into_bytes(), revision))
+}
+
+impl Store {
+    /// Builds a store whose keys start with `prefix` (normally `/registry`).
+    pub fn new(storage: Etcd3Storage, prefix: &str) -> Self {
+        Store { storage, prefix: prefix.trim_end_matches('/').to_string() }
+    }
+
+    /// Returns the storage client.
+    pub fn storage(&self) -> &Etcd3Storage {
+        &self.storage
+    }
+
+    /// Returns the key prefix.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    async fn read(&self, kind: &ResourceKind, namespace: &str, name: &str) -> Result<(Object, KeyValue), ApiError> {
+        let key = kind.key(&self.prefix, namespace, name);
+        let (kv, _) = self.storage.get(key.as_bytes()).await?;
+        let kv = kv.ok_or_else(|| not_found(kind, name))?;
+        Ok((object::from_storage(&kv.value, kv.mod_revision)?, kv))
+    }
+
+    /// Reads one object.
+    ///
+    /// # Errors
+    ///
+    /// Returns `NotFound` when absent.
+    pub async fn get(&self, kind: &ResourceKind, namespace: &str, name: &str) -> Result<Object, ApiError> {
+        Ok(self.read(kind, namespace, name).await?.0)
+    }
+
+    /// Lists a collection (`namespace` "" = all namespaces) as a `<Kind>List`.
+    ///
+    /// # Errors
+    ///
+    /// Returns `BadRequest` for bad options or tokens and `Expired` when the asked-for snapshot
+    /// was compacted.
+    pub async fn list(&self, kind: &ResourceKind, namespace: &str, opts: &ListOptions) -> Result<Value, ApiError> {
+        let prefix = kind.collection_prefix(&self.prefix, namespace);
+        let end = prefix_end(prefix.as_bytes());
+        let (mut start, mut revision, continuing) = match &opts.continue_token {
+            Some(token) => {
+                if !opts.resource_version.is_empty() {
+                    return Err(ApiError::BadRequest(
+                        "specifying resource version is not allowed when using continue".into(),
+                    ));
+                }
+                let (start, revision) = decode_continue(token, &prefix)?;
+                (start, revision, true)
+            }
+            None => {
+                let exact = opts.resource_version_match == "Exact"
+                    || (opts.resource_version_match.is_empty() && opts.limit > 0 && opts.resource_version != "0");
+                let revision = if exact && !opts.resource_version.is_empty() {
+                    parse_resource_version(&opts.resource_version)?
+                } else {
+                    0
+                };
+                (prefix.clone().into_bytes(), revision, false)
+            }
+        };
+        let filtering = !opts.labels.is_empty() || !opts.fields.is_empty();
+        let mut items = Vec::new();
+        let mut next_continue = None;
+        let mut remaining = None;
+        loop {
+            let want = if opts.limit > 0 { opts.limit - items.len() as i64 } else { 0 };
+            let page = match self.storage.list(&start, &end, want, revision).await {
+                Ok(page) => page,
+                Err(StorageError::Compacted { .. }) if continuing => {
+                    return Err(ApiError::Expired(CONTINUE_EXPIRED.into()))
+                }
+                Err(StorageError::Compacted { .. }) => {
+                    return Err(ApiError::Expired("The resourceVersion for the provided list is too old.".into()))
+                }
+                Err(e) => return Err(e.into()),
+            };
+            // Every page of one list reads the same snapshot: the first page's revision. (A read
+            // at a pinned revision reports the store's current revision in its header, so the
+            // header only counts for the first, unpinned read.)
+            if revision == 0 {
+                revision = page.revision;
+            }
+            for kv in &page.kvs {
+                let obj = Value::Object(object::from_storage(&kv.value, kv.mod_revision)?);
+                if opts.labels.matches(&object::labels(&obj)) && opts.fields.matches(&obj) {
+                    items.push(obj);
+                }
+            }
+            let Some(last) = page.kvs.last() else { break };
+            let mut after_last = last.key.clone();
+            after_last.push(0);
+            if !page.more {
+                break;
+            }
+            if opts.limit > 0 && items.len() as i64 >= opts.limit {
+                next_continue = Some(encode_continue(revision, &after_last, &prefix));
+                if !filtering {
+                    remaining = Some(page.count - page.kvs.len() as i64);
+                }
+                break;
+            }
+            start = after_last;
+        }
+        let mut metadata = json!({"resourceVersion": revision.to_string()});
+        if let Some(token) = next_continue {
+            metadata["continue"] = token.into();
+        }
+        if let Some(n) = remaining {
+            metadata["remainingItemCount"] = n.into();
+        }
+        Ok(json!({
+            "kind": format!("{}List", kind.kind),
+            "apiVersion": kind.api_version(),
+            "metadata": metadata,
+            "items": items,
+        }))
+    }
+
+    /// Refuses creates in a namespace that is missing (404) or terminating (403), as kube's
+    /// NamespaceLifecycle admission does.
+    async fn check_namespace(&self, kind: &ResourceKind, namespace: &str, name: &str) -> Result<(), ApiError> {
+        let ns = match self.get(&NAMESPACES, "", namespace).await {
+            Ok(ns) => ns,
+            Err(ApiError::NotFound { .. }) => return Err(not_found(&NAMESPACES, namespace)),
+            Err(e) => return Err(e),
+        };
+        if !meta_str(&ns, "deletionTimestamp").is_empty() {
+            return Err(ApiError::Forbidden {
+                group: kind.group.into(),
+                resource: kind.resource.into(),
+                name: name.into(),
+                reason: format!("unable to create new content in namespace {namespace} because it is being terminated"),
+            });
+        }
+        Ok(())
+    }
+
+    /// Creates an object (already decoded); returns it as stored.
+    ///
+    /// # Errors
+    ///
+    /// Returns `Invalid`, `BadRequest`, `NotFound`/`Forbidden` for the namespace, and
+    /// `AlreadyExists`.
+    pub async fn create(
+        &self,
+        kind: &ResourceKind,
+        namespace: &str,
+        mut obj: Object,
+        dry_run: bool,
+    ) -> Result<Object, ApiError> {
+        object::prepare_create(kind, &mut obj, namespace)?;
+        let name = meta_str(&obj, "name").to_string();
+        if kind.namespaced {
+            self.check_namespace(kind, namespace, &name).await?;
+        }
+        if dry_run {
+            return Ok(obj);
+        }
+        let key = kind.key(&self.prefix, namespace, &name);
+        match self.storage.create(key.as_bytes(), object::to_storage(&obj)).await {
+            Ok(revision) => {
+                map_field_mut(&mut obj, "metadata").insert("resourceVersion".into(), revision.to_string().into());
+                Ok(obj)
+            }
+            Err(StorageError::KeyExists) => {
+                Err(ApiError::AlreadyExists { group: kind.group.into(), resource: kind.resource.into(), name })
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Replaces an object (PUT). With `metadata.resourceVersion` in `obj` the update is
+    /// conditional on it; without, it is retried over concurrent changes.
+    ///
+    /// # Errors
+    ///
+    /// Returns `NotFound`, `Conflict`, `BadRequest` (name mismatch), `Invalid`.
+    pub async fn update(
+        &self,
+        kind: &ResourceKind,
+        namespace: &str,
+        name: &str,
+        obj: Object,
+        dry_run: bool,
+    ) -> Result<Object, ApiError> {
+        let body_name = meta_str(&obj, "name");
+        if body_name != name {
+            return Err(ApiError::BadRequest(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
+        let precondition = match meta_str(&obj, "resourceVersion") {
+            "" => None,
+            rv => Some(parse_resource_version(rv)?),
+        };
+        let key = kind.key(&self.prefix, namespace, name);
+        for _ in 0..MAX_UPDATE_ATTEMPTS {
+            let (old, kv) = self.read(kind, namespace, name).await?;
+            if precondition.is_some_and(|rv| rv != kv.mod_revision) {
+                return Err(conflict(kind, name, OPTIMISTIC_LOCK_MESSAGE));
+            }
+            let mut new = obj.clone();
+            object::prepare_update(kind, &mut new, &old, namespace)?;
+            let bytes = object::to_storage(&new);
+            // A no-op update writes nothing and keeps the resourceVersion (no watch event).
+            if bytes == object::to_storage(&old) || dry_run {
+                map_field_mut(&mut new, "metadata")
+                    .insert("resourceVersion".into(), kv.mod_revision.to_string().into());
+                return Ok(new);
+            }
+            match self.storage.update(key.as_bytes(), bytes, kv.mod_revision).await {
+                Ok(revision) => {
+                    map_field_mut(&mut new, "metadata").insert("resourceVersion".into(), revision.to_string().into());
+                    return Ok(new);
+                }
+                Err(StorageError::Conflict { .. }) if precondition.is_none() => continue,
+                Err(StorageError::Conflict { .. }) => return Err(conflict(kind, name, OPTIMISTIC_LOCK_MESSAGE)),
+                Err(StorageError::KeyNotFound) => return Err(not_found(kind, name)),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(conflict(kind, name, OPTIMISTIC_LOCK_MESSAGE))
+    }
+
+    /// Deletes an object. Answers with the deleted object for kinds that return it, else a
+    /// `Success` Status; namespaces go through [`Store::delete_namespace`].
+    ///
+    /// # Errors
+    ///
+    /// Returns `NotFound`, or `Conflict` when a precondition fails.
+    pub async fn delete(
+        &self,
+        kind: &ResourceKind,
+        namespace: &str,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<Value, ApiError> {
+        if std::ptr::eq(kind, &NAMESPACES) {
+            return self.delete_namespace(name, opts).await;
+        }
+        self.delete_object(kind, namespace, name, opts).await
+    }
+
+    /// Deletes one object that needs no lifecycle beyond preconditions.
+    async fn delete_object(
+        &self,
+        kind: &ResourceKind,
+        namespace: &str,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<Value, ApiError> {
+        let key = kind.key(&self.prefix, namespace, name);
+        for _ in 0..MAX_UPDATE_ATTEMPTS {
+            let (old, kv) = self.read(kind, namespace, name).await?;
+            self.check_delete_preconditions(kind, name, &old, kv.mod_revision, opts)?;
+            if opts.dry_run {
+                return Ok(deleted_answer(kind, old));
+            }
+            match self.storage.delete(key.as_bytes(), kv.mod_revision).await {
+                Ok(revision) => {
+                    let mut old = old;
+                    map_field_mut(&mut old, "metadata").insert("resourceVersion".into(), revision.to_string().into());
+                    return Ok(deleted_answer(kind, old));
+                }
+                Err(StorageError::Conflict { .. }) if opts.resource_version.is_none() => continue,
+                Err(StorageError::Conflict { .. }) => return Err(conflict(kind, name, OPTIMISTIC_LOCK_MESSAGE)),
+                Err(StorageError::KeyNotFound) => return Err(not_found(kind, name)),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(conflict(kind, name, OPTIMISTIC_LOCK_MESSAGE))
+    }
+
+    fn check_delete_preconditions(
+        &self,
+        kind: &ResourceKind,
+        name: &str,
+        old: &Object,
+        mod_revision: i64,
+        opts: &DeleteOptions,
+    ) -> Result<(), ApiError> {
+        if let Some(uid) = &opts.uid {
+            let actual = meta_str(old, "uid");
+            if uid != actual {
+                return Err(conflict(
+                    kind,
+                    name,
+                    format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"),
+                ));
+            }
+        }
+        if let Some(rv) = &opts.resource_version {
+            if *rv != mod_revision.to_string() {
+                return Err(conflict(
+                    kind,
+                    name,
+                    format!(
+                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: \
+                         {mod_revision}"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes every object of a collection that the selectors match; returns the deleted
+    /// objects as a list.
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::list`] and [`Store::delete`].
+    pub async fn delete_collection(
+        &self,
+        kind: &ResourceKind,
+        namespace: &str,
+        list_opts: &ListOptions,
+        opts: &DeleteOptions,
+    ) -> Result<Value, ApiError> {
+        let list = self.list(kind, namespace, list_opts).await?;
+        let mut deleted = Vec::new();
+        for item in list["items"].as_array().into_iter().flatten() {
+            let ns = item["metadata"]["namespace"].as_str().unwrap_or("");
+            let name = item["metadata"]["name"].as_str().unwrap_or("");
+            // Namespaces have no deletecollection, so no lifecycle applies here.
+            match self.delete_object(kind, ns, name, opts).await {
+                Ok(_) => deleted.push(item.clone()),
+                // Gone in the meantime: someone else deleted it, which is the goal.
+                Err(ApiError::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(json!({
+            "kind": format!("{}List", kind.kind),
+            "apiVersion": kind.api_version(),
+            "metadata": {"resourceVersion": list["metadata"]["resourceVersion"]},
+            "items": deleted,
+        }))
+    }
+
+    /// Deletes a namespace: marks it `Terminating` (a MODIFIED event, as kube-apiserver does),
+    /// removes everything in it, then removes it, and answers with the terminating object.
+    ///
+    /// kube-apiserver leaves the middle steps to the namespace controller in
+    /// kube-controller-manager; this frontend has none yet, so it does them inline. A frontend
+    /// that dies part-way leaves a terminating namespace, and the next DELETE finishes it.
+    ///
+    /// # Errors
+    ///
+    /// Returns `NotFound`, or `Conflict` when a precondition fails.
+    pub async fn delete_namespace(&self, name: &str, opts: &DeleteOptions) -> Result<Value, ApiError> {
+        let kind = &NAMESPACES;
+        let key = kind.key(&self.prefix, "", name);
+        let (mut ns, kv) = self.read(kind, "", name).await?;
+        self.check_delete_preconditions(kind, name, &ns, kv.mod_revision, opts)?;
+        if opts.dry_run {
+            return Ok(Value::Object(ns));
+        }
+        let mut revision = kv.mod_revision;
+        if meta_str(&ns, "deletionTimestamp").is_empty() {
+            let meta = map_field_mut(&mut ns, "metadata");
+            meta.insert("deletionTimestamp".into(), crate::clock::now_rfc3339().into());
+            meta.insert("deletionGracePeriodSeconds".into(), 0.into());
+            map_field_mut(&mut ns, "status").insert("phase".into(), "Terminating".into());
+            revision = match self.storage.update(key.as_bytes(), object::to_storage(&ns), revision).await {
+                Ok(r) => r,
+                Err(StorageError::Conflict { .. }) => return Err(conflict(kind, name, OPTIMISTIC_LOCK_MESSAGE)),
+                Err(StorageError::KeyNotFound) => return Err(not_found(kind, name)),
+                Err(e) => return Err(e.into()),
+            };
+            map_field_mut(&mut ns, "metadata").insert("resourceVersion".into(), revision.to_string().into());
+        }
+        for content in kinds::ALL.iter().filter(|k| k.namespaced) {
+            self.delete_collection(content, name, &ListOptions::default(), &DeleteOptions::default()).await?;
+        }
+        match self.storage.delete(key.as_bytes(), revision).await {
+            Ok(_) | Err(StorageError::KeyNotFound) => Ok(Value::Object(ns)),
+            Err(StorageError::Conflict { .. }) => Err(conflict(kind, name, OPTIMISTIC_LOCK_MESSAGE)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Creates the namespaces kube-apiserver always has (`default`, `kube-system`,
+    /// `kube-public`, `kube-node-lease`) when they are missing.
+    ///
+    /// # Errors
+    ///
+    /// Returns storage errors other than "already exists".
+    pub async fn ensure_system_namespaces(&self) -> Result<(), ApiError> {
+        for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+            let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+            let Value::Object(obj) = obj else { continue };
+            match self.create(&NAMESPACES, "", obj, false).await {
+                Ok(_) | Err(ApiError::AlreadyExists { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+fn deleted_answer(kind: &ResourceKind, old: Object) -> Value {
+    if kind.return_deleted_object {
+        return Value::Object(old);
+    }
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": {"name": meta_str(&old, "name"), "kind": kind.resource, "uid": meta_str(&old, "uid")},
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn continue_tokens_round_trip_and_reject_traversal() {
+        let prefix = "/registry/configmaps/ns/";
+        let token = encode_continue(42, b"/registry/configmaps/ns/b\x00", prefix);
+        let (start, rev) = decode_continue(&token, prefix).expect("decode");
+        assert_eq!((start, rev), (b"/registry/configmaps/ns/b\x00".to_vec(), 42));
+        let evil = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode(r#"{"v":"meta.k8s.io/v1","rv":3,"start":"../secrets/x"}"#);
+        assert!(decode_continue(&evil, prefix).is_err());
+        assert!(decode_continue("!!", prefix).is_err());
+    }
+}

@@ -1,0 +1,80 @@
+//! Routes: the handler at the end of the chain. Dispatches a request (already authenticated
+//! and authorized) by path:
+//!
+//! * [`health`]: `/version`, `/healthz`, `/livez`, `/readyz` (and `/<check>/<name>`);
+//! * [`discovery`]: `/api`, `/apis` (legacy or aggregated, by `Accept`), `/api/v1`;
+//! * [`resource`]: REST on the registry's kinds, with [`watch`] for streams;
+//! * [`negotiation`]: `Accept` parsing shared by all of them;
+//! * anything else: 404 Status.
+
+pub mod discovery;
+pub mod health;
+pub mod negotiation;
+pub mod resource;
+pub mod watch;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use crate::body::{Request, Response};
+use crate::error::ApiError;
+use crate::filters::ResponseFuture;
+use crate::registry::Store;
+use crate::request_info::RequestInfo;
+
+/// What handlers share.
+#[derive(Debug)]
+pub struct AppState {
+    /// The registry.
+    pub store: Store,
+    /// `host:port` advertised in `/api`'s `serverAddressByClientCIDRs`.
+    pub advertise_address: String,
+}
+
+/// The route dispatcher as a `tower::Service`.
+#[derive(Debug, Clone)]
+pub struct Router {
+    state: Arc<AppState>,
+}
+
+impl Router {
+    /// Builds the router.
+    pub fn new(state: Arc<AppState>) -> Self {
+        Router { state }
+    }
+}
+
+impl tower::Service<Request> for Router {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = ResponseFuture;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        let state = self.state.clone();
+        Box::pin(async move { Ok(route(state, req).await.unwrap_or_else(ApiError::into_response)) })
+    }
+}
+
+async fn route(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
+    let info = req.extensions().get::<RequestInfo>().cloned().unwrap_or_default();
+    if info.is_resource_request {
+        return resource::handle(&state, info, req).await;
+    }
+    let path = req.uri().path().trim_end_matches('/');
+    let is_read = req.method() == http::Method::GET || req.method() == http::Method::HEAD;
+    let top = path.split('/').nth(1).unwrap_or("");
+    match top {
+        "version" | "healthz" | "livez" | "readyz" | "api" | "apis" if !is_read => {
+            Err(ApiError::MethodNotSupported { group: String::new(), resource: String::new(), verb: info.verb })
+        }
+        "version" if path == "/version" => Ok(health::version()),
+        "healthz" | "livez" | "readyz" => health::check(&state, path, req.uri().query()).await,
+        "api" | "apis" => discovery::handle(&state, path, req.headers()),
+        _ => Err(ApiError::NoRoute),
+    }
+}

@@ -1,0 +1,249 @@
+//! REST handlers for the registry's kinds: decode the request (query options, body), call the
+//! `Store`, encode the answer. Verbs a kind does not list are 405; subresources are not served
+//! yet (404).
+
+// #[PerformanceCriticalPath]
+
+use bytes::Bytes;
+use http::{HeaderValue, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::Value;
+
+use super::negotiation::{accept, accepts_json, SUPPORTED};
+use super::watch;
+use super::AppState;
+use crate::body::{self, Request, Response};
+use crate::error::ApiError;
+use crate::filters::body_limit::BodyLimitBytes;
+use crate::registry::object::{self, FieldValidation};
+use crate::registry::selectors::{FieldSelector, LabelSelector};
+use crate::registry::store::{DeleteOptions, ListOptions};
+use crate::registry::watch::WatchOptions;
+use crate::registry::{self as reg, ResourceKind};
+use crate::request_info::{query_pairs, query_param, RequestInfo};
+
+/// The parsed query of a resource request.
+#[derive(Debug)]
+struct Query {
+    pairs: Vec<(String, String)>,
+}
+
+impl Query {
+    fn get(&self, key: &str) -> Option<&str> {
+        query_param(&self.pairs, key).filter(|v| !v.is_empty())
+    }
+
+    fn flag(&self, key: &str) -> bool {
+        matches!(self.get(key), Some("true" | "1"))
+    }
+
+    fn dry_run(&self) -> Result<bool, ApiError> {
+        match self.get("dryRun") {
+            None => Ok(false),
+            Some("All") => Ok(true),
+            Some(other) => {
+                Err(ApiError::BadRequest(format!("dryRun: Unsupported value: \"{other}\": supported values: \"All\"")))
+            }
+        }
+    }
+
+    fn selectors(&self, kind: &ResourceKind) -> Result<(LabelSelector, FieldSelector), ApiError> {
+        Ok((
+            LabelSelector::parse(self.get("labelSelector").unwrap_or(""))?,
+            FieldSelector::parse(self.get("fieldSelector").unwrap_or(""), kind.field_selectors)?,
+        ))
+    }
+
+    fn list_options(&self, kind: &ResourceKind) -> Result<ListOptions, ApiError> {
+        let (labels, fields) = self.selectors(kind)?;
+        let limit = match self.get("limit") {
+            None => 0,
+            Some(l) => l.parse::<i64>().map_err(|_| ApiError::BadRequest(format!("invalid limit: {l}")))?.max(0),
+        };
+        if self.get("sendInitialEvents").is_some() {
+            return Err(invalid_list_options("sendInitialEvents", "sendInitialEvents is forbidden for list"));
+        }
+        let resource_version_match = self.get("resourceVersionMatch").unwrap_or("").to_string();
+        let resource_version = self.get("resourceVersion").unwrap_or("").to_string();
+        if !resource_version_match.is_empty() && resource_version.is_empty() {
+            return Err(invalid_list_options(
+                "resourceVersionMatch",
+                "resourceVersionMatch is forbidden unless resourceVersion is provided",
+            ));
+        }
+        if resource_version_match == "Exact" && resource_version == "0" {
+            return Err(invalid_list_options(
+                "resourceVersionMatch",
+                "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+            ));
+        }
+        Ok(ListOptions {
+            labels,
+            fields,
+            limit,
+            continue_token: self.get("continue").map(String::from),
+            resource_version,
+            resource_version_match,
+        })
+    }
+}
+
+fn invalid_list_options(field: &str, detail: &str) -> ApiError {
+    ApiError::Invalid {
+        group: "meta.k8s.io".into(),
+        kind: "ListOptions".into(),
+        name: String::new(),
+        causes: vec![crate::error::FieldError::forbidden(field, detail)],
+    }
+}
+
+/// Reads the whole body, mapping an overrun of the body limit to 413.
+async fn read_body(req: Request) -> Result<(http::request::Parts, Bytes), ApiError> {
+    let (parts, body) = req.into_parts();
+    let limit = parts.extensions.get::<BodyLimitBytes>().map(|l| l.0);
+    match body.collect().await {
+        Ok(collected) => Ok((parts, collected.to_bytes())),
+        Err(e) if e.0.is::<http_body_util::LengthLimitError>() => {
+            Err(ApiError::RequestEntityTooLarge { limit: limit.unwrap_or_default() })
+        }
+        Err(e) => Err(ApiError::BadRequest(format!("error reading request body: {e}"))),
+    }
+}
+
+fn content_type(parts: &http::request::Parts) -> String {
+    parts.headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string()
+}
+
+fn respond(status: StatusCode, value: &Value, warnings: &[String]) -> Response {
+    let mut resp = body::json(status, value);
+    for w in warnings {
+        let text = format!("299 - \"{}\"", w.replace('\\', "\\\\").replace('"', "\\\""));
+        if let Ok(v) = HeaderValue::from_str(&text) {
+            resp.headers_mut().append(http::header::WARNING, v);
+        }
+    }
+    resp
+}
+
+/// Parses a DeleteOptions body (JSON, possibly empty).
+fn delete_options(body: &[u8], query: &Query) -> Result<DeleteOptions, ApiError> {
+    let mut opts = DeleteOptions { dry_run: query.dry_run()?, ..DeleteOptions::default() };
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(opts);
+    }
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::BadRequest(format!("couldn't get version/kind; json parse error: {e}")))?;
+    let pre = &value["preconditions"];
+    opts.uid = pre["uid"].as_str().map(String::from);
+    opts.resource_version = pre["resourceVersion"].as_str().map(String::from);
+    if let Some(dry) = value["dryRun"].as_array() {
+        for d in dry {
+            if d != "All" {
+                return Err(ApiError::BadRequest(format!("dryRun: Unsupported value: {d}: supported values: \"All\"")));
+            }
+            opts.dry_run = true;
+        }
+    }
+    Ok(opts)
+}
+
+/// Serves one resource request.
+///
+/// # Errors
+///
+/// Every refusal, as an `ApiError`.
+pub async fn handle(state: &AppState, info: RequestInfo, req: Request) -> Result<Response, ApiError> {
+    let kind = reg::find(&info.api_group, &info.api_version, &info.resource).ok_or(ApiError::NoRoute)?;
+    if !info.subresource.is_empty() || info.parts.len() > 2 {
+        return Err(ApiError::NoRoute);
+    }
+    // A namespaced kind's single objects exist only under /namespaces/<ns>/; a cluster-scoped
+    // kind has no namespace (the namespace parsed from /namespaces/<name> is the object's name).
+    let namespace = if kind.namespaced { info.namespace.as_str() } else { "" };
+    let name_in_url = info.parts.get(1).cloned().unwrap_or_default();
+    if kind.namespaced && namespace.is_empty() && (!name_in_url.is_empty() || info.verb == "create") {
+        return Err(ApiError::NoRoute);
+    }
+    let method_not_supported = || ApiError::MethodNotSupported {
+        group: kind.group.into(),
+        resource: kind.resource.into(),
+        verb: info.verb.clone(),
+    };
+    if !kind.verbs.allows(&info.verb) {
+        return Err(method_not_supported());
+    }
+    if !accepts_json(&accept(req.headers())) {
+        return Err(ApiError::NotAcceptable(SUPPORTED.into()));
+    }
+    let query = Query { pairs: query_pairs(req.uri().query()) };
+    let store = &state.store;
+    match info.verb.as_str() {
+        "get" if !name_in_url.is_empty() => {
+            let obj = store.get(kind, namespace, &name_in_url).await?;
+            Ok(respond(StatusCode::OK, &Value::Object(obj), &[]))
+        }
+        // A GET on the collection whose field selector pins a name parses as list with a name.
+        "get" | "list" => {
+            let list = store.list(kind, namespace, &query.list_options(kind)?).await?;
+            Ok(respond(StatusCode::OK, &list, &[]))
+        }
+        "watch" => {
+            let (labels, mut fields) = query.selectors(kind)?;
+            if !name_in_url.is_empty() {
+                // `GET .../configmaps/x?watch=true` watches one object.
+                fields = FieldSelector::parse(&format!("metadata.name={name_in_url}"), kind.field_selectors)?;
+            }
+            let send_initial_events = query.flag("sendInitialEvents");
+            if send_initial_events && query.get("resourceVersionMatch") != Some("NotOlderThan") {
+                return Err(ApiError::Invalid {
+                    group: "meta.k8s.io".into(),
+                    kind: "ListOptions".into(),
+                    name: String::new(),
+                    causes: vec![crate::error::FieldError::forbidden(
+                        "resourceVersionMatch",
+                        "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                    )],
+                });
+            }
+            let opts = WatchOptions {
+                labels,
+                fields,
+                resource_version: query.get("resourceVersion").unwrap_or("").to_string(),
+                send_initial_events,
+                allow_bookmarks: query.flag("allowWatchBookmarks"),
+            };
+            let timeout = query.get("timeoutSeconds").and_then(|t| t.parse::<u64>().ok());
+            watch::serve(store, kind, namespace, opts, timeout).await
+        }
+        "create" => {
+            let dry_run = query.dry_run()?;
+            let validation = FieldValidation::parse(query.get("fieldValidation"))?;
+            let (parts, bytes) = read_body(req).await?;
+            let (obj, warnings) = object::decode(kind, &content_type(&parts), &bytes, validation)?;
+            let created = store.create(kind, namespace, obj, dry_run).await?;
+            Ok(respond(StatusCode::CREATED, &Value::Object(created), &warnings))
+        }
+        "update" => {
+            let dry_run = query.dry_run()?;
+            let validation = FieldValidation::parse(query.get("fieldValidation"))?;
+            let (parts, bytes) = read_body(req).await?;
+            let (obj, warnings) = object::decode(kind, &content_type(&parts), &bytes, validation)?;
+            let updated = store.update(kind, namespace, &name_in_url, obj, dry_run).await?;
+            Ok(respond(StatusCode::OK, &Value::Object(updated), &warnings))
+        }
+        "delete" => {
+            let (_, bytes) = read_body(req).await?;
+            let opts = delete_options(&bytes, &query)?;
+            let answer = store.delete(kind, namespace, &name_in_url, &opts).await?;
+            Ok(respond(StatusCode::OK, &answer, &[]))
+        }
+        "deletecollection" => {
+            let list_opts = query.list_options(kind)?;
+            let (_, bytes) = read_body(req).await?;
+            let opts = delete_options(&bytes, &query)?;
+            let answer = store.delete_collection(kind, namespace, &list_opts, &opts).await?;
+            Ok(respond(StatusCode::OK, &answer, &[]))
+        }
+        _ => Err(method_not_supported()),
+    }
+}

@@ -1,0 +1,100 @@
+//! The secure port: TLS (rustls with the ring provider) and HTTP/1.1 or HTTP/2 (hyper-util's
+//! auto builder, chosen by ALPN), feeding every request into the handler chain with the
+//! connection's client certificates attached.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::BodyExt;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::ServerConfig;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+use tower::ServiceExt;
+
+use crate::authn::PeerCertificates;
+use crate::body::BodyError;
+use crate::chain::ChainService;
+
+/// How long a client may take to finish the TLS handshake before the connection is dropped.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Builds the TLS configuration: the serving certificate, the client-certificate verifier, and
+/// ALPN for h2 and http/1.1.
+///
+/// # Errors
+///
+/// Returns rustls's error for unusable certificates or keys.
+pub fn tls_config(
+    cert_pem: &str,
+    key_pem: &str,
+    client_verifier: Arc<dyn rustls::server::danger::ClientCertVerifier>,
+) -> Result<ServerConfig, rustls::Error> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem.as_bytes()).flatten().collect();
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes())
+        .map_err(|_| rustls::Error::General("serving key is not a PEM private key".into()))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_client_cert_verifier(client_verifier)
+        .with_single_cert(certs, key)?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// Accepts connections until `shutdown` resolves. Each connection runs in its own task;
+/// in-flight connections are left to finish (or to die with the runtime).
+pub async fn serve(
+    listener: TcpListener,
+    tls: Arc<ServerConfig>,
+    chain: ChainService,
+    shutdown: impl Future<Output = ()>,
+) {
+    let acceptor = TlsAcceptor::from(tls);
+    tokio::pin!(shutdown);
+    loop {
+        let (tcp, remote) = tokio::select! {
+            _ = &mut shutdown => return,
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let acceptor = acceptor.clone();
+        let chain = chain.clone();
+        tokio::spawn(async move {
+            let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(e)) => {
+                    tracing::debug!(%remote, error = %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => return,
+            };
+            let peer = PeerCertificates(
+                stream
+                    .get_ref()
+                    .1
+                    .peer_certificates()
+                    .map(|c| Arc::new(c.iter().map(|c| c.clone().into_owned()).collect())),
+            );
+            let service = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                let mut req = req.map(|b| b.map_err(|e| BodyError(Box::new(e))).boxed_unsync());
+                req.extensions_mut().insert(peer.clone());
+                chain.clone().oneshot(req)
+            });
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            if let Err(e) = builder.serve_connection(TokioIo::new(stream), service).await {
+                tracing::debug!(%remote, error = %e, "connection ended with an error");
+            }
+        });
+    }
+}

@@ -1,0 +1,261 @@
+//! `Etcd3Storage`: keys, values and revisions over the etcd v3 API (`etcd-client`).
+//!
+//! Every write that must not lose a concurrent change is a Txn comparing the key's
+//! `mod_revision` (or `create_revision == 0` for creates), as kube-apiserver's etcd3 store does.
+//! Nothing here caches: the frontend is stateless, and any replica may serve any request.
+
+// #[PerformanceCriticalPath]
+
+use std::collections::VecDeque;
+
+use etcd_client::{Client, Compare, CompareOp, EventType, GetOptions, Txn, TxnOp, TxnOpResponse, WatchOptions};
+
+use super::StorageError;
+
+/// One key's current record.
+#[derive(Debug, Clone)]
+pub struct KeyValue {
+    /// The full key.
+    pub key: Vec<u8>,
+    /// The stored bytes.
+    pub value: Vec<u8>,
+    /// The revision of the key's last change (the object's resourceVersion).
+    pub mod_revision: i64,
+}
+
+impl KeyValue {
+    fn from_etcd(kv: &etcd_client::KeyValue) -> Self {
+        KeyValue { key: kv.key().to_vec(), value: kv.value().to_vec(), mod_revision: kv.mod_revision() }
+    }
+}
+
+/// One page of a range read.
+#[derive(Debug)]
+pub struct ListPage {
+    /// The records, in key order.
+    pub kvs: Vec<KeyValue>,
+    /// The revision the page was read at.
+    pub revision: i64,
+    /// Whether keys remain in the range after the last one returned.
+    pub more: bool,
+    /// How many keys the whole range held at `revision`.
+    pub count: i64,
+}
+
+/// One change seen by a watch.
+#[derive(Debug, Clone)]
+pub struct StorageEvent {
+    /// The key that changed.
+    pub key: Vec<u8>,
+    /// The value after the change (`None` for a deletion).
+    pub value: Option<Vec<u8>>,
+    /// The value before the change (`None` if the key was created).
+    pub prev_value: Option<Vec<u8>>,
+    /// The revision of the change.
+    pub revision: i64,
+}
+
+/// The storage client. Cheap to clone: clones share one gRPC channel.
+#[derive(Clone)]
+pub struct Etcd3Storage {
+    client: Client,
+}
+
+impl std::fmt::Debug for Etcd3Storage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Etcd3Storage").finish_non_exhaustive()
+    }
+}
+
+/// Returns the exclusive end of the range of keys starting with `prefix`.
+pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
+}
+
+fn header_revision(header: Option<&etcd_client::ResponseHeader>) -> Result<i64, StorageError> {
+    header.map(|h| h.revision()).ok_or(StorageError::Protocol("response without header"))
+}
+
+/// Maps etcd's "required revision has been compacted" (gRPC OutOfRange) to `Compacted`.
+fn compacted_or(err: etcd_client::Error, requested: i64) -> StorageError {
+    if let etcd_client::Error::GRpcStatus(status) = &err {
+        // gRPC code 11 is OutOfRange, etcd's code for ErrCompacted.
+        if i32::from(status.code()) == 11 {
+            return StorageError::Compacted { requested, compacted: 0 };
+        }
+    }
+    StorageError::Etcd(err)
+}
+
+impl Etcd3Storage {
+    /// Connects to the etcd v3 endpoints (`http://host:port`, comma lists already split).
+    ///
+    /// # Errors
+    ///
+    /// Returns the client's error when no endpoint can be reached.
+    pub async fn connect(endpoints: &[String]) -> Result<Self, StorageError> {
+        let client = Client::connect(endpoints, None).await?;
+        Ok(Etcd3Storage { client })
+    }
+
+    /// Reads one key at the newest revision; returns it (if present) and the store's revision.
+    ///
+    /// # Errors
+    ///
+    /// Returns `Etcd` when the request fails.
+    pub async fn get(&self, key: &[u8]) -> Result<(Option<KeyValue>, i64), StorageError> {
+        let resp = self.client.kv_client().get(key, None).await?;
+        let revision = header_revision(resp.header())?;
+        Ok((resp.kvs().first().map(KeyValue::from_etcd), revision))
+    }
+
+    /// Reads up to `limit` keys (0 = all) in `[start, end)` at `revision` (0 = newest).
+    ///
+    /// # Errors
+    ///
+    /// Returns `Compacted` when `revision` is older than the store's history, `Etcd` otherwise.
+    pub async fn list(&self, start: &[u8], end: &[u8], limit: i64, revision: i64) -> Result<ListPage, StorageError> {
+        let opts = GetOptions::new().with_range(end).with_limit(limit).with_revision(revision);
+        let resp = self.client.kv_client().get(start, Some(opts)).await.map_err(|e| compacted_or(e, revision))?;
+        Ok(ListPage {
+            kvs: resp.kvs().iter().map(KeyValue::from_etcd).collect(),
+            revision: header_revision(resp.header())?,
+            more: resp.more(),
+            count: resp.count(),
+        })
+    }
+
+    /// Writes `value` at `key` only if the key does not exist; returns the new revision.
+    ///
+    /// # Errors
+    ///
+    /// Returns `KeyExists` when the key is present.
+    pub async fn create(&self, key: &[u8], value: Vec<u8>) -> Result<i64, StorageError> {
+        let txn = Txn::new()
+            .when([Compare::create_revision(key, CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key, value, None)]);
+        let resp = self.client.kv_client().txn(txn).await?;
+        if !resp.succeeded() {
+            return Err(StorageError::KeyExists);
+        }
+        header_revision(resp.header())
+    }
+
+    /// Replaces the value at `key` only if its mod_revision is still `expected`; returns the new
+    /// revision.
+    ///
+    /// # Errors
+    ///
+    /// Returns `KeyNotFound` when the key is gone and `Conflict` when it changed since.
+    pub async fn update(&self, key: &[u8], value: Vec<u8>, expected: i64) -> Result<i64, StorageError> {
+        let txn = Txn::new()
+            .when([Compare::mod_revision(key, CompareOp::Equal, expected)])
+            .and_then([TxnOp::put(key, value, None)])
+            .or_else([TxnOp::get(key, None)]);
+        let resp = self.client.kv_client().txn(txn).await?;
+        if resp.succeeded() {
+            return header_revision(resp.header());
+        }
+        Err(Self::failed_precondition(&resp))
+    }
+
+    /// Deletes `key` only if its mod_revision is still `expected`; returns the deletion's
+    /// revision.
+    ///
+    /// # Errors
+    ///
+    /// Returns `KeyNotFound` when the key is gone and `Conflict` when it changed since.
+    pub async fn delete(&self, key: &[u8], expected: i64) -> Result<i64, StorageError> {
+        let txn = Txn::new()
+            .when([Compare::mod_revision(key, CompareOp::Equal, expected)])
+            .and_then([TxnOp::delete(key, None)])
+            .or_else([TxnOp::get(key, None)]);
+        let resp = self.client.kv_client().txn(txn).await?;
+        if resp.succeeded() {
+            return header_revision(resp.header());
+        }
+        Err(Self::failed_precondition(&resp))
+    }
+
+    fn failed_precondition(resp: &etcd_client::TxnResponse) -> StorageError {
+        let current = resp.op_responses().into_iter().find_map(|op| match op {
+            TxnOpResponse::Get(get) => Some(get.kvs().first().map(|kv| kv.mod_revision())),
+            _ => None,
+        });
+        match current {
+            Some(Some(current)) => StorageError::Conflict { current },
+            Some(None) => StorageError::KeyNotFound,
+            None => StorageError::Protocol("failed txn without its get"),
+        }
+    }
+
+    /// Starts a watch on `[start, end)` for changes after `after_revision`, with previous values.
+    ///
+    /// # Errors
+    ///
+    /// Returns `Etcd` when the watch cannot be created; a compacted start revision shows up as
+    /// `Compacted` from [`WatchEvents::next`].
+    pub async fn watch(&self, start: &[u8], end: &[u8], after_revision: i64) -> Result<WatchEvents, StorageError> {
+        let opts = WatchOptions::new().with_range(end).with_prev_key().with_start_revision(after_revision + 1);
+        let stream = self.client.watch_client().watch(start, Some(opts)).await?;
+        Ok(WatchEvents { stream, pending: VecDeque::new(), requested: after_revision + 1 })
+    }
+}
+
+/// The events of one etcd watch, one at a time, in revision order.
+#[derive(Debug)]
+pub struct WatchEvents {
+    stream: etcd_client::WatchStream,
+    pending: VecDeque<StorageEvent>,
+    requested: i64,
+}
+
+impl WatchEvents {
+    /// Returns the next change, or `None` when the store closed the watch.
+    ///
+    /// # Errors
+    ///
+    /// Returns `Compacted` when the watch started below the compaction point and `Etcd` when
+    /// the stream fails.
+    pub async fn next(&mut self) -> Result<Option<StorageEvent>, StorageError> {
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                return Ok(Some(event));
+            }
+            let Some(resp) = self.stream.message().await? else { return Ok(None) };
+            if resp.compact_revision() > 0 {
+                return Err(StorageError::Compacted { requested: self.requested, compacted: resp.compact_revision() });
+            }
+            if resp.canceled() {
+                return Ok(None);
+            }
+            for event in resp.events() {
+                let Some(kv) = event.kv() else { continue };
+                self.pending.push_back(StorageEvent {
+                    key: kv.key().to_vec(),
+                    value: (event.event_type() == EventType::Put).then(|| kv.value().to_vec()),
+                    prev_value: event.prev_kv().map(|p| p.value().to_vec()),
+                    revision: kv.mod_revision(),
+                });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefix_end;
+
+    #[test]
+    fn prefix_end_increments_last_byte() {
+        assert_eq!(prefix_end(b"/registry/configmaps/"), b"/registry/configmaps0".to_vec());
+        assert_eq!(prefix_end(b"a\xff"), b"b".to_vec());
+    }
+}

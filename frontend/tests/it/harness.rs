@@ -1,0 +1,347 @@
+//! Test fixtures: a stock etcd process on free loopback ports ([`Etcd`]), the frontend
+//! in-process on a free port against it ([`Cluster`]), kubectl runs with a deadline
+//! ([`Cluster::kubectl`]), and a small raw HTTPS client ([`Cluster::request`]) for the cases
+//! kubectl cannot express. Every process is killed when its owner is dropped.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ballast_frontend::{Frontend, FrontendConfig};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+
+/// The kubectl every test drives (the gcloud dispatcher, which picks the real binary by the
+/// server's minor version).
+pub(crate) const KUBECTL: &str = "/usr/bin/kubectl";
+const ETCD: &str = "/usr/bin/etcd";
+
+/// Bearer tokens in every cluster's token file: (token, user, groups).
+pub(crate) const ALICE_TOKEN: &str = "alice-token";
+pub(crate) const BOB_TOKEN: &str = "bob-token";
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free loopback port")
+}
+
+/// Polls `cond` every 20 ms until it holds or `timeout` passes; returns whether it held.
+pub(crate) async fn wait_for(timeout: Duration, mut cond: impl AsyncFnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if cond().await {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A stock etcd process with its own data directory.
+pub(crate) struct Etcd {
+    child: Child,
+    pub(crate) endpoint: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Etcd {
+    /// Starts etcd on free loopback ports and waits until its client port accepts connections.
+    pub(crate) async fn start() -> Etcd {
+        for attempt in 0..3 {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let (client, peer) = (free_port(), free_port());
+            let log = std::fs::File::create(dir.path().join("etcd.log")).expect("log file");
+            let client_url = format!("http://127.0.0.1:{client}");
+            let peer_url = format!("http://127.0.0.1:{peer}");
+            let child = Command::new(ETCD)
+                .args(["--name", "test", "--data-dir"])
+                .arg(dir.path().join("data"))
+                .args(["--listen-client-urls", &client_url, "--advertise-client-urls", &client_url])
+                .args(["--listen-peer-urls", &peer_url, "--initial-advertise-peer-urls", &peer_url])
+                .args(["--initial-cluster", &format!("test={peer_url}")])
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .expect("spawn /usr/bin/etcd");
+            let mut etcd = Etcd { child, endpoint: client_url, _dir: dir };
+            let addr: SocketAddr = ([127, 0, 0, 1], client).into();
+            let up = wait_for(Duration::from_secs(10), async || {
+                TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok()
+            })
+            .await;
+            if up {
+                return etcd;
+            }
+            eprintln!("attempt {attempt}: etcd did not start");
+            etcd.kill();
+        }
+        panic!("etcd did not start");
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Options for [`Cluster::start_with`].
+#[derive(Default)]
+pub(crate) struct Options {
+    pub(crate) anonymous_auth_off: bool,
+    pub(crate) max_requests_inflight: Option<usize>,
+}
+
+/// etcd plus an in-process frontend, with an admin kubeconfig and a token file.
+pub(crate) struct Cluster {
+    pub(crate) etcd: Etcd,
+    pub(crate) addr: SocketAddr,
+    pub(crate) kubeconfig: PathBuf,
+    pub(crate) dir: tempfile::TempDir,
+    ca_pem: String,
+    admin_cert_pem: String,
+    admin_key_pem: String,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+/// A finished kubectl run.
+pub(crate) struct KubectlOutput {
+    pub(crate) ok: bool,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
+}
+
+/// A raw HTTPS answer.
+pub(crate) struct RawResponse {
+    pub(crate) status: u16,
+    pub(crate) headers: http::HeaderMap,
+    pub(crate) body: Bytes,
+}
+
+impl RawResponse {
+    pub(crate) fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+}
+
+/// Which credentials a raw request carries.
+#[derive(Clone, Copy)]
+pub(crate) enum Credentials<'a> {
+    None,
+    Admin,
+    Token(&'a str),
+}
+
+impl Cluster {
+    pub(crate) async fn start() -> Cluster {
+        Self::start_with(Options::default()).await
+    }
+
+    pub(crate) async fn start_with(options: Options) -> Cluster {
+        let etcd = Etcd::start().await;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let token_file = dir.path().join("tokens.csv");
+        std::fs::write(&token_file, format!("{ALICE_TOKEN},alice,1001,\"dev,qa\"\n{BOB_TOKEN},bob,1002\n"))
+            .expect("token file");
+        let mut config = FrontendConfig {
+            etcd_servers: vec![etcd.endpoint.clone()],
+            secure_port: 0,
+            cert_dir: dir.path().join("certs"),
+            token_auth_file: Some(token_file),
+            anonymous_auth: !options.anonymous_auth_off,
+            ..FrontendConfig::default()
+        };
+        if let Some(n) = options.max_requests_inflight {
+            config.max_requests_inflight = n;
+        }
+        let frontend = Frontend::start(config).await.expect("frontend starts");
+        let addr = frontend.local_addr();
+        let kubeconfig = frontend.admin_kubeconfig().to_path_buf();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(frontend.serve(async {
+            let _ = rx.await;
+        }));
+        let certs = dir.path().join("certs");
+        let read = |name: &str| std::fs::read_to_string(certs.join(name)).expect("cert file");
+        Cluster {
+            etcd,
+            addr,
+            kubeconfig,
+            ca_pem: read("ca.crt"),
+            admin_cert_pem: read("admin.crt"),
+            admin_key_pem: read("admin.key"),
+            dir,
+            shutdown: Some(tx),
+        }
+    }
+
+    fn kubectl_command(&self, args: &[&str]) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(KUBECTL);
+        cmd.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(self.dir.path().join("kube-cache"))
+            .args(args)
+            .env("HOME", self.dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        cmd
+    }
+
+    /// Runs kubectl with the admin kubeconfig; panics if it takes longer than 60 s.
+    pub(crate) async fn kubectl(&self, args: &[&str]) -> KubectlOutput {
+        let child = self.kubectl_command(args).spawn().expect("spawn kubectl");
+        let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+            .await
+            .unwrap_or_else(|_| panic!("kubectl {args:?} timed out"))
+            .expect("kubectl runs");
+        KubectlOutput {
+            ok: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Runs kubectl and panics unless it succeeds; returns stdout.
+    pub(crate) async fn must_kubectl(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args).await;
+        assert!(out.ok, "kubectl {args:?} failed:\nstdout: {}\nstderr: {}", out.stdout, out.stderr);
+        out.stdout
+    }
+
+    /// Starts kubectl in the background (for `get -w`).
+    pub(crate) fn spawn_kubectl(&self, args: &[&str]) -> tokio::process::Child {
+        self.kubectl_command(args).spawn().expect("spawn kubectl")
+    }
+
+    fn tls_client(&self, creds: Credentials<'_>) -> rustls::ClientConfig {
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(self.ca_pem.as_bytes()) {
+            roots.add(cert.expect("CA PEM")).expect("CA cert");
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("protocol versions")
+            .with_root_certificates(roots);
+        let mut config = match creds {
+            Credentials::Admin => {
+                let certs =
+                    CertificateDer::pem_slice_iter(self.admin_cert_pem.as_bytes()).map(|c| c.expect("cert")).collect();
+                let key = PrivateKeyDer::from_pem_slice(self.admin_key_pem.as_bytes()).expect("key");
+                builder.with_client_auth_cert(certs, key).expect("client auth")
+            }
+            _ => builder.with_no_client_auth(),
+        };
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        config
+    }
+
+    async fn tls_stream(&self, creds: Credentials<'_>) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+        let tcp = tokio::net::TcpStream::connect(self.addr).await.expect("connect");
+        let connector = tokio_rustls::TlsConnector::from(Arc::new(self.tls_client(creds)));
+        connector.connect(ServerName::try_from("localhost").expect("name"), tcp).await.expect("TLS")
+    }
+
+    /// Writes `head` (a request without its body) and returns the server's answer: everything
+    /// up to the end of a JSON body (bounded by 10 s).
+    pub(crate) async fn raw_exchange(&self, creds: Credentials<'_>, head: &str) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut tls = self.tls_stream(creds).await;
+        tls.write_all(head.as_bytes()).await.expect("write head");
+        let mut answer = Vec::new();
+        let read = async {
+            let mut buf = [0u8; 4096];
+            while !answer.ends_with(b"}") {
+                match tls.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => answer.extend_from_slice(&buf[..n]),
+                }
+            }
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(10), read).await;
+        String::from_utf8_lossy(&answer).into_owned()
+    }
+
+    /// Sends a GET with an `Accept` header.
+    pub(crate) async fn request_with_accept(&self, creds: Credentials<'_>, path: &str, accept: &str) -> RawResponse {
+        self.request_full(creds, "GET", path, None, Some(accept), Bytes::new()).await
+    }
+
+    /// Sends one HTTPS request over a new HTTP/1.1 connection and reads the whole answer.
+    pub(crate) async fn request(
+        &self,
+        creds: Credentials<'_>,
+        method: &str,
+        path: &str,
+        content_type: Option<&str>,
+        body: impl Into<Bytes>,
+    ) -> RawResponse {
+        self.request_full(creds, method, path, content_type, None, body.into()).await
+    }
+
+    async fn request_full(
+        &self,
+        creds: Credentials<'_>,
+        method: &str,
+        path: &str,
+        content_type: Option<&str>,
+        accept: Option<&str>,
+        body: Bytes,
+    ) -> RawResponse {
+        let tls = self.tls_stream(creds).await;
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls)).await.expect("handshake");
+        tokio::spawn(conn);
+        let mut req = http::Request::builder().method(method).uri(path).header("host", "localhost");
+        if let Some(ct) = content_type {
+            req = req.header("content-type", ct);
+        }
+        if let Some(accept) = accept {
+            req = req.header("accept", accept);
+        }
+        if let Credentials::Token(token) = creds {
+            req = req.header("authorization", format!("Bearer {token}"));
+        }
+        let req = req.body(Full::new(body)).expect("request");
+        let resp = tokio::time::timeout(Duration::from_secs(30), sender.send_request(req))
+            .await
+            .expect("answer within 30 s")
+            .expect("response");
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let body = resp.into_body().collect().await.expect("body").to_bytes();
+        RawResponse { status, headers, body }
+    }
+
+    /// Puts a raw value into etcd (for RBAC objects, which are not served over REST yet).
+    pub(crate) async fn etcd_put(&self, key: &str, value: &serde_json::Value) {
+        let mut client = etcd_client::Client::connect([self.etcd.endpoint.as_str()], None).await.expect("etcd client");
+        client.put(key, value.to_string(), None).await.expect("etcd put");
+    }
+
+    pub(crate) fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}

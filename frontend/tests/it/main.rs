@@ -1,0 +1,8 @@
+//! Integration tests of the frontend against stock etcd, driven by real clients: kubectl (with
+//! the generated admin kubeconfig) and a raw HTTPS client for refusals kubectl cannot show.
+//!
+//! Every test starts its own etcd and frontend on free loopback ports and stops them at the end.
+
+mod harness;
+mod kubectl;
+mod raw;
