@@ -51,6 +51,13 @@ pub enum FieldErrorKind {
         /// The repeated value.
         value: Value,
     },
+    /// The value is not one of an enumeration.
+    NotSupported {
+        /// The offending value.
+        value: Value,
+        /// The allowed values, quoted as kube quotes them.
+        supported: Vec<String>,
+    },
 }
 
 impl FieldError {
@@ -74,6 +81,17 @@ impl FieldError {
         FieldError { field: field.into(), kind: FieldErrorKind::Duplicate { value: value.into() } }
     }
 
+    /// Returns an `Unsupported value` error.
+    pub fn not_supported(field: impl Into<String>, value: impl Into<Value>, supported: &[&str]) -> Self {
+        FieldError {
+            field: field.into(),
+            kind: FieldErrorKind::NotSupported {
+                value: value.into(),
+                supported: supported.iter().map(|s| format!("{s:?}")).collect(),
+            },
+        }
+    }
+
     /// Returns the cause `reason` of this error (`FieldValueInvalid`, ...).
     fn reason(&self) -> &'static str {
         match self.kind {
@@ -81,6 +99,7 @@ impl FieldError {
             FieldErrorKind::Required { .. } => "FieldValueRequired",
             FieldErrorKind::Forbidden { .. } => "FieldValueForbidden",
             FieldErrorKind::Duplicate { .. } => "FieldValueDuplicate",
+            FieldErrorKind::NotSupported { .. } => "FieldValueNotSupported",
         }
     }
 
@@ -98,6 +117,9 @@ impl FieldError {
             FieldErrorKind::Required { detail } => with_detail("Required value".into(), detail),
             FieldErrorKind::Forbidden { detail } => with_detail("Forbidden".into(), detail),
             FieldErrorKind::Duplicate { value } => format!("Duplicate value: {value}"),
+            FieldErrorKind::NotSupported { value, supported } => {
+                format!("Unsupported value: {value}: supported values: {}", supported.join(", "))
+            }
         }
     }
 }

@@ -319,7 +319,7 @@ mod tests {
         // The exact body `kubectl create configmap cm1 --from-literal=a=b` sends
         // (kubectl-transcripts/create-cm).
         let body = b"k8s\x00\n\x0f\n\x02v1\x12\tConfigMap\x12\x1d\n\x13\n\x03cm1\x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x12\x06\n\x01a\x12\x01b\x1a\x00\"\x00";
-        let obj = decode_object(body, kinds::configmaps().protobuf).expect("decode");
+        let obj = decode_object(body, kinds::configmaps().protobuf.expect("schema")).expect("decode");
         assert_eq!(
             obj,
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm1"}, "data": {"a": "b"}})
@@ -328,19 +328,22 @@ mod tests {
 
     #[test]
     fn rejects_bodies_without_magic() {
-        assert_eq!(decode_object(b"{}", kinds::configmaps().protobuf), Err(DecodeError::MissingMagic));
-        assert_eq!(decode_object(b"k8s\x00\x12\x05ab", kinds::configmaps().protobuf), Err(DecodeError::Truncated));
+        assert_eq!(decode_object(b"{}", kinds::configmaps().protobuf.expect("schema")), Err(DecodeError::MissingMagic));
+        assert_eq!(
+            decode_object(b"k8s\x00\x12\x05ab", kinds::configmaps().protobuf.expect("schema")),
+            Err(DecodeError::Truncated)
+        );
     }
 
     #[test]
     fn decodes_secret_bytes_and_namespace_spec() {
         // Secret{metadata{name:"s"}, data{"k": [0xff]}, type:"Opaque"}
         let raw = b"\n\x03\n\x01s\x12\x06\n\x01k\x12\x01\xff\x1a\x06Opaque";
-        let obj = decode_message(raw, kinds::secrets().protobuf).expect("decode");
+        let obj = decode_message(raw, kinds::secrets().protobuf.expect("schema")).expect("decode");
         assert_eq!(obj, json!({"metadata": {"name": "s"}, "data": {"k": "/w=="}, "type": "Opaque"}));
         // Namespace{metadata{name:"x", labels{"a":"b"}}, spec{finalizers:["kubernetes"]}}
         let raw = b"\n\x0b\n\x01xZ\x06\n\x01a\x12\x01b\x12\x0c\n\nkubernetes";
-        let obj = decode_message(raw, kinds::namespaces().protobuf).expect("decode");
+        let obj = decode_message(raw, kinds::namespaces().protobuf.expect("schema")).expect("decode");
         assert_eq!(
             obj,
             json!({"metadata": {"name": "x", "labels": {"a": "b"}}, "spec": {"finalizers": ["kubernetes"]}})

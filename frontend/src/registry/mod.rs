@@ -1,28 +1,34 @@
 //! The registry: what each kind is, and how objects are created, read, changed and deleted.
 //!
-//! * [`kinds`]: the table of served kinds. Each [`ResourceKind`] row carries discovery data
-//!   (names, verbs, short names), its storage key prefix, its selectable fields, its protobuf
-//!   schema and its [`Strategy`]; adding a kind is adding a row (plus a strategy when it has
-//!   rules of its own).
+//! * [`kinds`]: the table of served kinds, one file per API group family. Each
+//!   [`ResourceKind`] row carries discovery data (names, verbs, short names, categories,
+//!   subresources), its storage key prefix, its selectable fields, its generation rule, its
+//!   version converter and its [`Strategy`]; adding a kind is adding a row (plus a strategy
+//!   when it has rules of its own).
 //! * [`strategy`]: the per-kind hooks (`prepare_for_create`, `validate`, ...), a trait with
 //!   default methods.
 //! * [`object`]: what every kind shares: decoding, `metadata` rules (uid, creationTimestamp,
 //!   generateName, names), strict-field checks, and the storage form.
 //! * [`store`]: `Store`, kube's generic registry: get, list (selectors, pages), create, update
-//!   (compare-and-swap with retries), delete, deletecollection, over `storage::Etcd3Storage`.
+//!   (compare-and-swap with retries), `/status`, over `storage::Etcd3Storage`; [`deletion`]:
+//!   delete and deletecollection with finalizers, grace periods and the namespace lifecycle;
+//!   [`scale`]: the `/scale` subresource.
 //! * [`watch`]: watch streams with selector transitions and watch-list initial events.
 //! * [`selectors`], [`validation`]: label/field selectors and name/key rules.
 //!
 //! Layering: `routes` → `registry` → `storage`. The registry never sees HTTP.
 
+pub mod deletion;
 pub mod kinds;
 pub mod object;
+pub mod scale;
 pub mod selectors;
 pub mod store;
 pub mod strategy;
 pub mod validation;
 pub mod watch;
 
+pub use kinds::{ApiGroup, GROUPS};
 pub use store::Store;
 pub use strategy::Strategy;
 
@@ -84,9 +90,47 @@ pub enum NameRule {
     Subdomain,
     /// DNS-1123 label (namespaces).
     Label,
+    /// DNS-1035 label: starts with a letter (services).
+    Dns1035Label,
+    /// Any path segment: no `/` or `%`, not `.` or `..` (RBAC, CSRs, flow control: names like
+    /// `system:controller:x`).
+    PathSegment,
 }
 
-/// One served kind: a row of the registry table.
+/// The subresources a kind serves besides the object itself, as a bitset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Subresources(u8);
+
+impl Subresources {
+    /// None.
+    pub const NONE: Subresources = Subresources(0);
+    /// `/status`: reads the object, writes only its `status`.
+    pub const STATUS: Subresources = Subresources(1);
+    /// `/scale`: an `autoscaling/v1` `Scale` over `spec.replicas`.
+    pub const SCALE: Subresources = Subresources(1 << 1);
+
+    /// Returns the union of two sets.
+    pub const fn with(self, other: Subresources) -> Subresources {
+        Subresources(self.0 | other.0)
+    }
+
+    /// Returns whether every member of `other` is in the set.
+    pub const fn has(self, other: Subresources) -> bool {
+        self.0 & other.0 == other.0 && other.0 != 0
+    }
+}
+
+/// Converts between the version a kind is served in and the version its objects are stored in,
+/// for kinds served under several group versions with one storage (events, HPAs).
+pub trait VersionConverter: Send + Sync + std::fmt::Debug {
+    /// Rewrites a served-version object into the stored form.
+    fn to_stored(&self, obj: &mut strategy::Object);
+    /// Rewrites a stored object into the served version.
+    fn to_served(&self, obj: &mut strategy::Object);
+}
+
+/// One served kind: a row of the registry table. Rows are built with [`ResourceKind::row`] and
+/// the `const` modifiers below, so a row names only what differs from the common case.
 #[derive(Debug)]
 pub struct ResourceKind {
     /// API group, "" for core.
@@ -109,7 +153,8 @@ pub struct ResourceKind {
     pub verbs: Verbs,
     /// The name rule.
     pub name_rule: NameRule,
-    /// The storage key segment after the prefix (`/registry/<storage_resource>/...`).
+    /// The storage key segment after the prefix (`/registry/<storage_resource>/...`); kinds
+    /// served under several group versions share it.
     pub storage_resource: &'static str,
     /// Top-level fields besides `apiVersion`, `kind` and `metadata`.
     pub fields: &'static [&'static str],
@@ -117,13 +162,133 @@ pub struct ResourceKind {
     pub field_selectors: &'static [(&'static str, &'static str)],
     /// Whether DELETE answers with the deleted object (else a Success Status).
     pub return_deleted_object: bool,
-    /// The protobuf schema of the object.
-    pub protobuf: &'static protobuf::Message,
+    /// The protobuf schema of the object, for kinds whose protobuf bodies are decoded (others
+    /// answer 415 to protobuf bodies).
+    pub protobuf: Option<&'static protobuf::Message>,
+    /// Served subresources.
+    pub subresources: Subresources,
+    /// The top-level fields whose change bumps `metadata.generation`; empty for kinds without
+    /// a generation. Create sets it to 1.
+    pub generation: &'static [&'static str],
+    /// The conversion to the stored version, when the served version is not the stored one.
+    pub converter: Option<&'static dyn VersionConverter>,
     /// The kind's rules.
     pub strategy: &'static dyn Strategy,
 }
 
+/// The field selectors every kind supports.
+pub const META_SELECTORS: &[(&str, &str)] =
+    &[("metadata.name", "metadata.name"), ("metadata.namespace", "metadata.namespace")];
+
+/// The verbs of most kinds.
+pub const CRUD: Verbs = Verbs::GET
+    .with(Verbs::LIST)
+    .with(Verbs::WATCH)
+    .with(Verbs::CREATE)
+    .with(Verbs::UPDATE)
+    .with(Verbs::PATCH)
+    .with(Verbs::DELETE)
+    .with(Verbs::DELETECOLLECTION);
+
 impl ResourceKind {
+    /// Returns a row with the common case: all verbs, subdomain names, `spec` and `status`,
+    /// no generation, storage under the resource name, the default strategy.
+    pub const fn row(
+        group: &'static str,
+        version: &'static str,
+        resource: &'static str,
+        kind: &'static str,
+        singular: &'static str,
+        namespaced: bool,
+    ) -> ResourceKind {
+        ResourceKind {
+            group,
+            version,
+            resource,
+            kind,
+            singular,
+            short_names: &[],
+            categories: &[],
+            namespaced,
+            verbs: CRUD,
+            name_rule: NameRule::Subdomain,
+            storage_resource: resource,
+            fields: &["spec", "status"],
+            field_selectors: META_SELECTORS,
+            return_deleted_object: false,
+            protobuf: None,
+            subresources: Subresources::NONE,
+            generation: &[],
+            converter: None,
+            strategy: &strategy::DefaultStrategy,
+        }
+    }
+
+    /// Sets the short names.
+    pub const fn short(self, short_names: &'static [&'static str]) -> Self {
+        ResourceKind { short_names, ..self }
+    }
+
+    /// Sets the categories.
+    pub const fn categories(self, categories: &'static [&'static str]) -> Self {
+        ResourceKind { categories, ..self }
+    }
+
+    /// Sets the verbs.
+    pub const fn with_verbs(self, verbs: Verbs) -> Self {
+        ResourceKind { verbs, ..self }
+    }
+
+    /// Sets the name rule.
+    pub const fn names(self, name_rule: NameRule) -> Self {
+        ResourceKind { name_rule, ..self }
+    }
+
+    /// Sets the storage key segment.
+    pub const fn stored_as(self, storage_resource: &'static str) -> Self {
+        ResourceKind { storage_resource, ..self }
+    }
+
+    /// Sets the top-level fields.
+    pub const fn with_fields(self, fields: &'static [&'static str]) -> Self {
+        ResourceKind { fields, ..self }
+    }
+
+    /// Sets the field selectors (which must include the metadata ones).
+    pub const fn selectors(self, field_selectors: &'static [(&'static str, &'static str)]) -> Self {
+        ResourceKind { field_selectors, ..self }
+    }
+
+    /// Makes DELETE answer with the deleted object.
+    pub const fn returns_deleted(self) -> Self {
+        ResourceKind { return_deleted_object: true, ..self }
+    }
+
+    /// Sets the protobuf schema.
+    pub const fn with_protobuf(self, message: &'static protobuf::Message) -> Self {
+        ResourceKind { protobuf: Some(message), ..self }
+    }
+
+    /// Sets the subresources.
+    pub const fn sub(self, subresources: Subresources) -> Self {
+        ResourceKind { subresources, ..self }
+    }
+
+    /// Sets the fields whose change bumps the generation.
+    pub const fn generation(self, generation: &'static [&'static str]) -> Self {
+        ResourceKind { generation, ..self }
+    }
+
+    /// Sets the converter to the stored version.
+    pub const fn converted(self, converter: &'static dyn VersionConverter) -> Self {
+        ResourceKind { converter: Some(converter), ..self }
+    }
+
+    /// Sets the strategy.
+    pub const fn rules(self, strategy: &'static dyn Strategy) -> Self {
+        ResourceKind { strategy, ..self }
+    }
+
     /// Returns `group/version`, or `version` for core.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {
@@ -131,6 +296,21 @@ impl ResourceKind {
         } else {
             format!("{}/{}", self.group, self.version)
         }
+    }
+
+    /// Returns whether `/status` is served.
+    pub fn has_status(&self) -> bool {
+        self.subresources.has(Subresources::STATUS)
+    }
+
+    /// Returns whether `/scale` is served.
+    pub fn has_scale(&self) -> bool {
+        self.subresources.has(Subresources::SCALE)
+    }
+
+    /// Returns whether this is core/v1 namespaces.
+    pub fn is_namespaces(&self) -> bool {
+        self.group.is_empty() && self.resource == "namespaces"
     }
 
     /// Returns the storage key of one object.

@@ -82,8 +82,11 @@ pub fn decode(
     let value = match media {
         "" | "application/json" | "*/*" => serde_json::from_slice::<Value>(body)
             .map_err(|e| ApiError::BadRequest(format!("couldn't get version/kind; json parse error: {e}")))?,
-        "application/vnd.kubernetes.protobuf" => protobuf::decode_object(body, kind.protobuf)
-            .map_err(|e| ApiError::BadRequest(format!("failed to decode protobuf body: {e}")))?,
+        "application/vnd.kubernetes.protobuf" => match kind.protobuf {
+            Some(schema) => protobuf::decode_object(body, schema)
+                .map_err(|e| ApiError::BadRequest(format!("failed to decode protobuf body: {e}")))?,
+            None => return Err(ApiError::UnsupportedMediaType(ACCEPTED_BODY_TYPES.into())),
+        },
         _ => return Err(ApiError::UnsupportedMediaType(ACCEPTED_BODY_TYPES.into())),
     };
     let Value::Object(mut obj) = value else {
@@ -191,6 +194,8 @@ fn validate_meta(kind: &ResourceKind, obj: &Object, namespace: &str) -> Vec<Fiel
         let problems = match kind.name_rule {
             NameRule::Label => validation::dns1123_label(name),
             NameRule::Subdomain => validation::dns1123_subdomain(name),
+            NameRule::Dns1035Label => validation::dns1035_label(name),
+            NameRule::PathSegment => validation::path_segment_name(name),
         };
         errs.extend(problems.into_iter().map(|p| FieldError::invalid("metadata.name", name, p)));
     }
@@ -281,6 +286,13 @@ pub fn prepare_create(kind: &ResourceKind, obj: &mut Object, namespace: &str) ->
     }
     meta.insert("uid".into(), new_uid().into());
     meta.insert("creationTimestamp".into(), crate::clock::now_rfc3339().into());
+    meta.remove("generation");
+    if !kind.generation.is_empty() {
+        meta.insert("generation".into(), 1.into());
+    }
+    if kind.has_status() && kind.strategy.reset_status_on_create() {
+        obj.insert("status".into(), Value::Object(Map::new()));
+    }
     kind.strategy.prepare_for_create(obj);
     let mut errs = validate_meta(kind, obj, namespace);
     errs.extend(kind.strategy.validate(obj));
@@ -319,13 +331,131 @@ pub fn prepare_update(kind: &ResourceKind, new: &mut Object, old: &Object, names
     }
     meta.remove("selfLink");
     meta.remove("managedFields");
+    // Status changes only through /status.
+    if kind.has_status() {
+        match old.get("status") {
+            Some(status) => new.insert("status".into(), status.clone()),
+            None => new.remove("status"),
+        };
+    }
     kind.strategy.prepare_for_update(new, old);
+    bump_generation(kind, new, old);
     let mut errs = validate_meta(kind, new, namespace);
+    errs.extend(finalizers_while_deleting(new, old));
     errs.extend(kind.strategy.validate_update(new, old));
     if !errs.is_empty() {
         return Err(invalid(kind, meta_str(new, "name"), errs));
     }
     Ok(())
+}
+
+/// Sets `metadata.generation` to the stored one, plus one when a generation field changed.
+fn bump_generation(kind: &ResourceKind, new: &mut Object, old: &Object) {
+    if kind.generation.is_empty() {
+        return;
+    }
+    let old_generation = map_field(old, "metadata").and_then(|m| m.get("generation")).and_then(Value::as_i64);
+    let changed = kind.generation.iter().any(|f| new.get(*f) != old.get(*f));
+    let generation = old_generation.unwrap_or(1) + i64::from(changed);
+    map_field_mut(new, "metadata").insert("generation".into(), generation.into());
+}
+
+fn finalizers(obj: &Object) -> Vec<&str> {
+    map_field(obj, "metadata")
+        .and_then(|m| m.get("finalizers"))
+        .and_then(Value::as_array)
+        .map(|l| l.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+/// Refuses finalizers added to an object that is being deleted, as kube does.
+fn finalizers_while_deleting(new: &Object, old: &Object) -> Option<FieldError> {
+    if meta_str(old, "deletionTimestamp").is_empty() {
+        return None;
+    }
+    let old_list = finalizers(old);
+    let added: Vec<&str> = finalizers(new).into_iter().filter(|f| !old_list.contains(f)).collect();
+    (!added.is_empty()).then(|| {
+        FieldError::forbidden(
+            "metadata.finalizers",
+            format!("no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"),
+        )
+    })
+}
+
+/// Returns whether an object has finished deleting: it has a `deletionTimestamp`, no
+/// finalizers and no grace period left to wait out (kube's `shouldDeleteDuringUpdate`).
+pub fn finished_deleting(obj: &Object) -> bool {
+    !meta_str(obj, "deletionTimestamp").is_empty()
+        && finalizers(obj).is_empty()
+        && map_field(obj, "metadata")
+            .and_then(|m| m.get("deletionGracePeriodSeconds"))
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+            == 0
+}
+
+/// Returns the finalizers of an object.
+pub fn finalizer_list(obj: &Object) -> Vec<String> {
+    finalizers(obj).into_iter().map(String::from).collect()
+}
+
+/// Prepares a `/status` write: the stored object with the body's `status` (and nothing else
+/// from the body: kube resets spec and metadata for status updates).
+///
+/// # Errors
+///
+/// Returns `Conflict` when the body's uid is not the stored one and `BadRequest` for a
+/// namespace mismatch.
+pub fn prepare_status_update(
+    kind: &ResourceKind,
+    body: &Object,
+    old: &Object,
+    namespace: &str,
+) -> Result<Object, ApiError> {
+    let mut check = body.clone();
+    settle_namespace(kind, &mut check, namespace)?;
+    let body_uid = meta_str(body, "uid");
+    let old_uid = meta_str(old, "uid");
+    if !body_uid.is_empty() && body_uid != old_uid {
+        return Err(ApiError::Conflict {
+            group: kind.group.into(),
+            resource: kind.resource.into(),
+            name: meta_str(old, "name").into(),
+            reason: format!("Precondition failed: UID in precondition: {body_uid}, UID in object meta: {old_uid}"),
+        });
+    }
+    let mut new = old.clone();
+    match body.get("status") {
+        Some(status) => new.insert("status".into(), status.clone()),
+        None => new.remove("status"),
+    };
+    Ok(new)
+}
+
+/// Rewrites a decoded body into the stored version (a no-op for most kinds).
+pub fn to_stored_version(kind: &ResourceKind, obj: &mut Object) {
+    if let Some(c) = kind.converter {
+        c.to_stored(obj);
+    }
+}
+
+/// Rewrites a stored object into `kind`'s served version (a no-op for most kinds).
+pub fn to_served_version(kind: &ResourceKind, obj: &mut Object) {
+    if let Some(c) = kind.converter {
+        c.to_served(obj);
+    }
+}
+
+/// Decodes a stored value as `kind` serves it, with `resourceVersion` set to `revision`.
+///
+/// # Errors
+///
+/// As [`from_storage`].
+pub fn from_storage_as(kind: &ResourceKind, bytes: &[u8], revision: i64) -> Result<Object, ApiError> {
+    let mut obj = from_storage(bytes, revision)?;
+    to_served_version(kind, &mut obj);
+    Ok(obj)
 }
 
 /// Returns the bytes to store for `obj` (without `resourceVersion`).

@@ -1,6 +1,10 @@
 //! `Store`: the generic registry over `Etcd3Storage` (kube's `genericregistry.Store`): get,
 //! list with selectors and consistent pages, create, update with optimistic concurrency,
-//! delete with preconditions, deletecollection, and the namespace lifecycle.
+//! `/status` writes, and the namespace admission checks. Deletion (finalizers, grace periods,
+//! the namespace lifecycle) is in [`super::deletion`], `/scale` in [`super::scale`].
+//!
+//! Objects are converted to the stored version on the way in and to the served version on
+//! the way out (only events.k8s.io and autoscaling/v1 differ); strategies see the stored form.
 //!
 //! Optimistic concurrency: every write is a Txn on the key's `mod_revision`. A PUT that carries
 //! `metadata.resourceVersion` must match it (else 409 Conflict); one that does not is retried
@@ -11,7 +15,7 @@
 use base64::Engine as _;
 use serde_json::{json, Value};
 
-use super::kinds::{self, NAMESPACES};
+use super::kinds::NAMESPACES;
 use super::object::{self, meta_str};
 use super::selectors::{FieldSelector, LabelSelector};
 use super::strategy::{map_field_mut, Object};
@@ -21,7 +25,7 @@ use crate::storage::{etcd3::prefix_end, Etcd3Storage, KeyValue, StorageError};
 
 /// How many times an unconditional update or delete is retried when the object changes under
 /// it. kube retries until success; a bound keeps a hot key from pinning a request forever.
-const MAX_UPDATE_ATTEMPTS: usize = 16;
+pub(crate) const MAX_UPDATE_ATTEMPTS: usize = 16;
 
 /// The list query (`ListOptions` minus watch fields).
 #[derive(Debug, Clone, Default)]
@@ -40,17 +44,6 @@ pub struct ListOptions {
     pub resource_version_match: String,
 }
 
-/// `DeleteOptions` preconditions and dry run.
-#[derive(Debug, Clone, Default)]
-pub struct DeleteOptions {
-    /// `preconditions.uid`.
-    pub uid: Option<String>,
-    /// `preconditions.resourceVersion`.
-    pub resource_version: Option<String>,
-    /// `dryRun: ["All"]`.
-    pub dry_run: bool,
-}
-
 /// The generic registry. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -58,11 +51,11 @@ pub struct Store {
     prefix: String,
 }
 
-fn not_found(kind: &ResourceKind, name: &str) -> ApiError {
+pub(crate) fn not_found(kind: &ResourceKind, name: &str) -> ApiError {
     ApiError::NotFound { group: kind.group.into(), resource: kind.resource.into(), name: name.into() }
 }
 
-fn conflict(kind: &ResourceKind, name: &str, reason: impl Into<String>) -> ApiError {
+pub(crate) fn conflict(kind: &ResourceKind, name: &str, reason: impl Into<String>) -> ApiError {
     ApiError::Conflict {
         group: kind.group.into(),
         resource: kind.resource.into(),
@@ -131,7 +124,13 @@ impl Store {
         &self.prefix
     }
 
-    async fn read(&self, kind: &ResourceKind, namespace: &str, name: &str) -> Result<(Object, KeyValue), ApiError> {
+    /// Reads one object in its stored form, with its key-value (for the revision).
+    pub(crate) async fn read(
+        &self,
+        kind: &ResourceKind,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(Object, KeyValue), ApiError> {
         let key = kind.key(&self.prefix, namespace, name);
         let (kv, _) = self.storage.get(key.as_bytes()).await?;
         let kv = kv.ok_or_else(|| not_found(kind, name))?;
@@ -144,7 +143,9 @@ impl Store {
     ///
     /// Returns `NotFound` when absent.
     pub async fn get(&self, kind: &ResourceKind, namespace: &str, name: &str) -> Result<Object, ApiError> {
-        Ok(self.read(kind, namespace, name).await?.0)
+        let mut obj = self.read(kind, namespace, name).await?.0;
+        object::to_served_version(kind, &mut obj);
+        Ok(obj)
     }
 
     /// Lists a collection (`namespace` "" = all namespaces) as a `<Kind>List`.
@@ -200,7 +201,7 @@ impl Store {
                 revision = page.revision;
             }
             for kv in &page.kvs {
-                let obj = Value::Object(object::from_storage(&kv.value, kv.mod_revision)?);
+                let obj = Value::Object(object::from_storage_as(kind, &kv.value, kv.mod_revision)?);
                 if opts.labels.matches(&object::labels(&obj)) && opts.fields.matches(&obj) {
                     items.push(obj);
                 }
@@ -267,18 +268,21 @@ impl Store {
         mut obj: Object,
         dry_run: bool,
     ) -> Result<Object, ApiError> {
+        object::to_stored_version(kind, &mut obj);
         object::prepare_create(kind, &mut obj, namespace)?;
         let name = meta_str(&obj, "name").to_string();
         if kind.namespaced {
             self.check_namespace(kind, namespace, &name).await?;
         }
         if dry_run {
+            object::to_served_version(kind, &mut obj);
             return Ok(obj);
         }
         let key = kind.key(&self.prefix, namespace, &name);
         match self.storage.create(key.as_bytes(), object::to_storage(&obj)).await {
             Ok(revision) => {
                 map_field_mut(&mut obj, "metadata").insert("resourceVersion".into(), revision.to_string().into());
+                object::to_served_version(kind, &mut obj);
                 Ok(obj)
             }
             Err(StorageError::KeyExists) => {
@@ -289,7 +293,9 @@ impl Store {
     }
 
     /// Replaces an object (PUT). With `metadata.resourceVersion` in `obj` the update is
-    /// conditional on it; without, it is retried over concurrent changes.
+    /// conditional on it; without, it is retried over concurrent changes. `status` changes are
+    /// ignored for kinds with a `/status` subresource; an update that removes the last
+    /// finalizer of an object being deleted deletes it.
     ///
     /// # Errors
     ///
@@ -299,37 +305,91 @@ impl Store {
         kind: &ResourceKind,
         namespace: &str,
         name: &str,
-        obj: Object,
+        mut obj: Object,
         dry_run: bool,
     ) -> Result<Object, ApiError> {
-        let body_name = meta_str(&obj, "name");
-        if body_name != name {
-            return Err(ApiError::BadRequest(format!(
-                "the name of the object ({body_name}) does not match the name on the URL ({name})"
-            )));
-        }
-        let precondition = match meta_str(&obj, "resourceVersion") {
-            "" => None,
-            rv => Some(parse_resource_version(rv)?),
-        };
+        let precondition = body_precondition(&obj, name)?;
+        object::to_stored_version(kind, &mut obj);
+        let mut out = self
+            .guaranteed_update(kind, namespace, name, precondition, dry_run, |old| {
+                let mut new = obj.clone();
+                object::prepare_update(kind, &mut new, old, namespace)?;
+                Ok(new)
+            })
+            .await?;
+        object::to_served_version(kind, &mut out);
+        Ok(out)
+    }
+
+    /// Replaces an object's `status` (PUT on `/status`): everything else stays as stored.
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::update`].
+    pub async fn update_status(
+        &self,
+        kind: &ResourceKind,
+        namespace: &str,
+        name: &str,
+        mut obj: Object,
+        dry_run: bool,
+    ) -> Result<Object, ApiError> {
+        let precondition = body_precondition(&obj, name)?;
+        object::to_stored_version(kind, &mut obj);
+        let mut out = self
+            .guaranteed_update(kind, namespace, name, precondition, dry_run, |old| {
+                object::prepare_status_update(kind, &obj, old, namespace)
+            })
+            .await?;
+        object::to_served_version(kind, &mut out);
+        Ok(out)
+    }
+
+    /// kube's `GuaranteedUpdate`: reads the stored object, lets `update` derive the new one,
+    /// and writes it with a compare-and-swap on the read revision, retrying on races unless
+    /// `precondition` pins a revision. A no-op writes nothing. Returns the stored form.
+    pub(crate) async fn guaranteed_update<F>(
+        &self,
+        kind: &ResourceKind,
+        namespace: &str,
+        name: &str,
+        precondition: Option<i64>,
+        dry_run: bool,
+        mut update: F,
+    ) -> Result<Object, ApiError>
+    where
+        F: FnMut(&Object) -> Result<Object, ApiError>,
+    {
         let key = kind.key(&self.prefix, namespace, name);
         for _ in 0..MAX_UPDATE_ATTEMPTS {
             let (old, kv) = self.read(kind, namespace, name).await?;
             if precondition.is_some_and(|rv| rv != kv.mod_revision) {
                 return Err(conflict(kind, name, OPTIMISTIC_LOCK_MESSAGE));
             }
-            let mut new = obj.clone();
-            object::prepare_update(kind, &mut new, &old, namespace)?;
-            let bytes = object::to_storage(&new);
-            // A no-op update writes nothing and keeps the resourceVersion (no watch event).
-            if bytes == object::to_storage(&old) || dry_run {
+            let mut new = update(&old)?;
+            if dry_run {
                 map_field_mut(&mut new, "metadata")
                     .insert("resourceVersion".into(), kv.mod_revision.to_string().into());
                 return Ok(new);
             }
-            match self.storage.update(key.as_bytes(), bytes, kv.mod_revision).await {
+            let result = if object::finished_deleting(&new) {
+                self.storage.delete(key.as_bytes(), kv.mod_revision).await
+            } else {
+                let bytes = object::to_storage(&new);
+                // A no-op update writes nothing and keeps the resourceVersion (no watch event).
+                if bytes == object::to_storage(&old) {
+                    map_field_mut(&mut new, "metadata")
+                        .insert("resourceVersion".into(), kv.mod_revision.to_string().into());
+                    return Ok(new);
+                }
+                self.storage.update(key.as_bytes(), bytes, kv.mod_revision).await
+            };
+            match result {
                 Ok(revision) => {
                     map_field_mut(&mut new, "metadata").insert("resourceVersion".into(), revision.to_string().into());
+                    if object::finished_deleting(&new) && kind.namespaced {
+                        self.finish_namespace_if_terminating(namespace).await?;
+                    }
                     return Ok(new);
                 }
                 Err(StorageError::Conflict { .. }) if precondition.is_none() => continue,
@@ -339,164 +399,6 @@ impl Store {
             }
         }
         Err(conflict(kind, name, OPTIMISTIC_LOCK_MESSAGE))
-    }
-
-    /// Deletes an object. Answers with the deleted object for kinds that return it, else a
-    /// `Success` Status; namespaces go through [`Store::delete_namespace`].
-    ///
-    /// # Errors
-    ///
-    /// Returns `NotFound`, or `Conflict` when a precondition fails.
-    pub async fn delete(
-        &self,
-        kind: &ResourceKind,
-        namespace: &str,
-        name: &str,
-        opts: &DeleteOptions,
-    ) -> Result<Value, ApiError> {
-        if std::ptr::eq(kind, &NAMESPACES) {
-            return self.delete_namespace(name, opts).await;
-        }
-        self.delete_object(kind, namespace, name, opts).await
-    }
-
-    /// Deletes one object that needs no lifecycle beyond preconditions.
-    async fn delete_object(
-        &self,
-        kind: &ResourceKind,
-        namespace: &str,
-        name: &str,
-        opts: &DeleteOptions,
-    ) -> Result<Value, ApiError> {
-        let key = kind.key(&self.prefix, namespace, name);
-        for _ in 0..MAX_UPDATE_ATTEMPTS {
-            let (old, kv) = self.read(kind, namespace, name).await?;
-            self.check_delete_preconditions(kind, name, &old, kv.mod_revision, opts)?;
-            if opts.dry_run {
-                return Ok(deleted_answer(kind, old));
-            }
-            match self.storage.delete(key.as_bytes(), kv.mod_revision).await {
-                Ok(revision) => {
-                    let mut old = old;
-                    map_field_mut(&mut old, "metadata").insert("resourceVersion".into(), revision.to_string().into());
-                    return Ok(deleted_answer(kind, old));
-                }
-                Err(StorageError::Conflict { .. }) if opts.resource_version.is_none() => continue,
-                Err(StorageError::Conflict { .. }) => return Err(conflict(kind, name, OPTIMISTIC_LOCK_MESSAGE)),
-                Err(StorageError::KeyNotFound) => return Err(not_found(kind, name)),
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Err(conflict(kind, name, OPTIMISTIC_LOCK_MESSAGE))
-    }
-
-    fn check_delete_preconditions(
-        &self,
-        kind: &ResourceKind,
-        name: &str,
-        old: &Object,
-        mod_revision: i64,
-        opts: &DeleteOptions,
-    ) -> Result<(), ApiError> {
-        if let Some(uid) = &opts.uid {
-            let actual = meta_str(old, "uid");
-            if uid != actual {
-                return Err(conflict(
-                    kind,
-                    name,
-                    format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"),
-                ));
-            }
-        }
-        if let Some(rv) = &opts.resource_version {
-            if *rv != mod_revision.to_string() {
-                return Err(conflict(
-                    kind,
-                    name,
-                    format!(
-                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: \
-                         {mod_revision}"
-                    ),
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// Deletes every object of a collection that the selectors match; returns the deleted
-    /// objects as a list.
-    ///
-    /// # Errors
-    ///
-    /// As [`Store::list`] and [`Store::delete`].
-    pub async fn delete_collection(
-        &self,
-        kind: &ResourceKind,
-        namespace: &str,
-        list_opts: &ListOptions,
-        opts: &DeleteOptions,
-    ) -> Result<Value, ApiError> {
-        let list = self.list(kind, namespace, list_opts).await?;
-        let mut deleted = Vec::new();
-        for item in list["items"].as_array().into_iter().flatten() {
-            let ns = item["metadata"]["namespace"].as_str().unwrap_or("");
-            let name = item["metadata"]["name"].as_str().unwrap_or("");
-            // Namespaces have no deletecollection, so no lifecycle applies here.
-            match self.delete_object(kind, ns, name, opts).await {
-                Ok(_) => deleted.push(item.clone()),
-                // Gone in the meantime: someone else deleted it, which is the goal.
-                Err(ApiError::NotFound { .. }) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(json!({
-            "kind": format!("{}List", kind.kind),
-            "apiVersion": kind.api_version(),
-            "metadata": {"resourceVersion": list["metadata"]["resourceVersion"]},
-            "items": deleted,
-        }))
-    }
-
-    /// Deletes a namespace: marks it `Terminating` (a MODIFIED event, as kube-apiserver does),
-    /// removes everything in it, then removes it, and answers with the terminating object.
-    ///
-    /// kube-apiserver leaves the middle steps to the namespace controller in
-    /// kube-controller-manager; this frontend has none yet, so it does them inline. A frontend
-    /// that dies part-way leaves a terminating namespace, and the next DELETE finishes it.
-    ///
-    /// # Errors
-    ///
-    /// Returns `NotFound`, or `Conflict` when a precondition fails.
-    pub async fn delete_namespace(&self, name: &str, opts: &DeleteOptions) -> Result<Value, ApiError> {
-        let kind = &NAMESPACES;
-        let key = kind.key(&self.prefix, "", name);
-        let (mut ns, kv) = self.read(kind, "", name).await?;
-        self.check_delete_preconditions(kind, name, &ns, kv.mod_revision, opts)?;
-        if opts.dry_run {
-            return Ok(Value::Object(ns));
-        }
-        let mut revision = kv.mod_revision;
-        if meta_str(&ns, "deletionTimestamp").is_empty() {
-            let meta = map_field_mut(&mut ns, "metadata");
-            meta.insert("deletionTimestamp".into(), crate::clock::now_rfc3339().into());
-            meta.insert("deletionGracePeriodSeconds".into(), 0.into());
-            map_field_mut(&mut ns, "status").insert("phase".into(), "Terminating".into());
-            revision = match self.storage.update(key.as_bytes(), object::to_storage(&ns), revision).await {
-                Ok(r) => r,
-                Err(StorageError::Conflict { .. }) => return Err(conflict(kind, name, OPTIMISTIC_LOCK_MESSAGE)),
-                Err(StorageError::KeyNotFound) => return Err(not_found(kind, name)),
-                Err(e) => return Err(e.into()),
-            };
-            map_field_mut(&mut ns, "metadata").insert("resourceVersion".into(), revision.to_string().into());
-        }
-        for content in kinds::ALL.iter().filter(|k| k.namespaced) {
-            self.delete_collection(content, name, &ListOptions::default(), &DeleteOptions::default()).await?;
-        }
-        match self.storage.delete(key.as_bytes(), revision).await {
-            Ok(_) | Err(StorageError::KeyNotFound) => Ok(Value::Object(ns)),
-            Err(StorageError::Conflict { .. }) => Err(conflict(kind, name, OPTIMISTIC_LOCK_MESSAGE)),
-            Err(e) => Err(e.into()),
-        }
     }
 
     /// Creates the namespaces kube-apiserver always has (`default`, `kube-system`,
@@ -518,17 +420,18 @@ impl Store {
     }
 }
 
-fn deleted_answer(kind: &ResourceKind, old: Object) -> Value {
-    if kind.return_deleted_object {
-        return Value::Object(old);
+/// Checks the body's name against the URL's and returns its resourceVersion precondition.
+fn body_precondition(obj: &Object, name: &str) -> Result<Option<i64>, ApiError> {
+    let body_name = meta_str(obj, "name");
+    if body_name != name {
+        return Err(ApiError::BadRequest(format!(
+            "the name of the object ({body_name}) does not match the name on the URL ({name})"
+        )));
     }
-    json!({
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Success",
-        "details": {"name": meta_str(&old, "name"), "kind": kind.resource, "uid": meta_str(&old, "uid")},
-    })
+    match meta_str(obj, "resourceVersion") {
+        "" => Ok(None),
+        rv => parse_resource_version(rv).map(Some),
+    }
 }
 
 #[cfg(test)]

@@ -27,6 +27,59 @@ pub trait Strategy: Send + Sync + std::fmt::Debug {
     fn validate_update(&self, new: &Object, _old: &Object) -> Vec<FieldError> {
         self.validate(new)
     }
+
+    /// Returns whether create replaces `status` with an empty one (kube's strategies do for
+    /// kinds with a status subresource; nodes keep what the kubelet registers).
+    fn reset_status_on_create(&self) -> bool {
+        true
+    }
+
+    /// Returns the grace period a DELETE of `obj` waits for (kube's `CheckGracefulDelete`),
+    /// given the requested one; `None` or 0 deletes at once.
+    fn graceful_delete(&self, _obj: &Object, _requested: Option<i64>) -> Option<i64> {
+        None
+    }
+}
+
+/// The strategy of kinds with no rules beyond the generic metadata ones.
+#[derive(Debug)]
+pub struct DefaultStrategy;
+
+impl Strategy for DefaultStrategy {}
+
+/// Returns the value at `path` (object keys), if present.
+pub fn get_path<'a>(obj: &'a Object, path: &[&str]) -> Option<&'a Value> {
+    let (first, rest) = path.split_first()?;
+    let mut cur = obj.get(*first)?;
+    for key in rest {
+        cur = cur.as_object()?.get(*key)?;
+    }
+    Some(cur)
+}
+
+/// Returns the object map at `path`, creating empty maps on the way (replacing non-maps).
+pub fn path_mut<'a>(obj: &'a mut Object, path: &[&str]) -> &'a mut Object {
+    path.iter().fold(obj, |cur, key| map_field_mut(cur, key))
+}
+
+/// Sets `path` to `value` unless a non-null value is there already (kube's defaulting of
+/// nil pointers and empty strings).
+pub fn default_at(obj: &mut Object, path: &[&str], value: Value) {
+    let Some((last, parents)) = path.split_last() else { return };
+    let parent = path_mut(obj, parents);
+    let absent = match parent.get(*last) {
+        None | Some(Value::Null) => true,
+        Some(Value::String(s)) => s.is_empty(),
+        _ => false,
+    };
+    if absent {
+        parent.insert((*last).to_string(), value);
+    }
+}
+
+/// Returns the array at `obj[key]` mutably, if it is one.
+pub fn array_mut<'a>(obj: &'a mut Object, key: &str) -> Option<&'a mut Vec<Value>> {
+    obj.get_mut(key).and_then(Value::as_array_mut)
 }
 
 /// Returns `obj[key]` as an object map, if it is one.

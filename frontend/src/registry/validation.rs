@@ -6,6 +6,10 @@ pub const DNS1123_SUBDOMAIN_MAX: usize = 253;
 /// Longest DNS-1123 label.
 pub const DNS1123_LABEL_MAX: usize = 63;
 
+use serde_json::{Map, Value};
+
+use crate::error::FieldError;
+
 const LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
 const SUBDOMAIN_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
 
@@ -47,6 +51,101 @@ pub fn dns1123_subdomain(s: &str) -> Vec<String> {
         ));
     }
     errs
+}
+
+/// Returns the problems with `s` as a DNS-1035 label (service names).
+pub fn dns1035_label(s: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if s.len() > DNS1123_LABEL_MAX {
+        errs.push(format!("must be no more than {DNS1123_LABEL_MAX} characters"));
+    }
+    if !is_label(s) || !s.as_bytes()[0].is_ascii_lowercase() {
+        errs.push(
+            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic \
+             character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for \
+             validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
+                .to_string(),
+        );
+    }
+    errs
+}
+
+/// Returns the problems with `s` as a path segment name (kube's `IsValidPathSegmentName`).
+pub fn path_segment_name(s: &str) -> Vec<String> {
+    if s == "." || s == ".." {
+        return vec![format!("may not be '{s}'")];
+    }
+    let mut errs = Vec::new();
+    for bad in ["/", "%"] {
+        if s.contains(bad) {
+            errs.push(format!("may not contain '{bad}'"));
+        }
+    }
+    errs
+}
+
+/// Returns an `Unsupported value` error when `value` (a string, absent counts as "") is not
+/// one of `allowed`.
+pub fn supported(field: &str, value: Option<&Value>, allowed: &[&str]) -> Option<FieldError> {
+    let s = value.and_then(Value::as_str).unwrap_or("");
+    (!allowed.contains(&s)).then(|| FieldError::not_supported(field, s, allowed))
+}
+
+/// As [`supported`], but an absent or null value is fine (optional enums).
+pub fn supported_if_set(field: &str, value: Option<&Value>, allowed: &[&str]) -> Option<FieldError> {
+    supported(field, value.filter(|v| !v.is_null()), allowed).filter(|_| value.is_some_and(|v| !v.is_null()))
+}
+
+/// Returns an error when `value` is a number below zero.
+pub fn non_negative(field: &str, value: Option<&Value>) -> Option<FieldError> {
+    let v = value?.as_i64()?;
+    (v < 0).then(|| FieldError::invalid(field, v, "must be greater than or equal to 0"))
+}
+
+/// Returns the `matchLabels`/`matchExpressions` selector as the string form (`a=b,c in (d)`),
+/// as `status.selector` of scalable kinds carries it.
+pub fn selector_string(selector: &Value) -> String {
+    let mut parts = Vec::new();
+    let Some(sel) = selector.as_object() else { return String::new() };
+    // A selector without either field is a plain map (ReplicationController `spec.selector`).
+    let plain = !sel.contains_key("matchLabels") && !sel.contains_key("matchExpressions");
+    let labels = if plain { Some(sel) } else { sel.get("matchLabels").and_then(Value::as_object) };
+    for (k, v) in labels.into_iter().flatten() {
+        parts.push(format!("{k}={}", v.as_str().unwrap_or("")));
+    }
+    for e in sel.get("matchExpressions").and_then(Value::as_array).into_iter().flatten() {
+        let key = e["key"].as_str().unwrap_or("");
+        let values: Vec<&str> = e["values"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        match e["operator"].as_str().unwrap_or("") {
+            "In" => parts.push(format!("{key} in ({})", values.join(","))),
+            "NotIn" => parts.push(format!("{key} notin ({})", values.join(","))),
+            "Exists" => parts.push(key.to_string()),
+            "DoesNotExist" => parts.push(format!("!{key}")),
+            _ => {}
+        }
+    }
+    parts.sort();
+    parts.join(",")
+}
+
+/// Returns whether a `LabelSelector` (or a plain map) matches `labels`.
+pub fn selector_matches(selector: &Value, labels: &Map<String, Value>) -> bool {
+    let Some(sel) = selector.as_object() else { return false };
+    let plain = !sel.contains_key("matchLabels") && !sel.contains_key("matchExpressions");
+    let match_labels = if plain { Some(sel) } else { sel.get("matchLabels").and_then(Value::as_object) };
+    let labels_ok = match_labels.into_iter().flatten().all(|(k, v)| labels.get(k) == Some(v));
+    let exprs_ok = sel.get("matchExpressions").and_then(Value::as_array).into_iter().flatten().all(|e| {
+        let key = e["key"].as_str().unwrap_or("");
+        let values = e["values"].as_array();
+        let has = |v: &Value| values.is_some_and(|vals| vals.contains(v));
+        match (e["operator"].as_str().unwrap_or(""), labels.get(key)) {
+            ("In", Some(v)) => has(v),
+            ("NotIn", Some(v)) => !has(v),
+            ("NotIn", None) | ("Exists", Some(_)) | ("DoesNotExist", None) => true,
+            _ => false,
+        }
+    });
+    labels_ok && exprs_ok
 }
 
 /// Returns the problems with a ConfigMap or Secret data key (`IsConfigMapKey`).
@@ -136,6 +235,27 @@ mod tests {
         assert!(!dns1123_subdomain("Bad_Name").is_empty());
         assert!(!dns1123_subdomain("-a").is_empty());
         assert!(!dns1123_subdomain("").is_empty());
+    }
+
+    #[test]
+    fn dns1035_and_path_segments() {
+        assert!(dns1035_label("web-1").is_empty());
+        assert!(!dns1035_label("1web").is_empty());
+        assert!(path_segment_name("system:controller:x").is_empty());
+        assert_eq!(path_segment_name("a/b"), vec!["may not contain '/'"]);
+        assert_eq!(path_segment_name(".."), vec!["may not be '..'"]);
+    }
+
+    #[test]
+    fn selectors_render_and_match() {
+        let sel = serde_json::json!({"matchLabels": {"app": "x"}, "matchExpressions": [
+            {"key": "tier", "operator": "In", "values": ["a", "b"]}]});
+        assert_eq!(selector_string(&sel), "app=x,tier in (a,b)");
+        let labels = serde_json::json!({"app": "x", "tier": "a"});
+        assert!(selector_matches(&sel, labels.as_object().expect("map")));
+        let other = serde_json::json!({"app": "y", "tier": "a"});
+        assert!(!selector_matches(&sel, other.as_object().expect("map")));
+        assert_eq!(selector_string(&serde_json::json!({"app": "x"})), "app=x");
     }
 
     #[test]

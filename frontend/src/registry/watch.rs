@@ -126,7 +126,10 @@ impl Watch {
                 }
             };
             let decode = |bytes: &Option<Vec<u8>>| {
-                bytes.as_ref().and_then(|b| object::from_storage(b, change.revision).ok()).map(Value::Object)
+                bytes
+                    .as_ref()
+                    .and_then(|b| object::from_storage_as(self.kind, b, change.revision).ok())
+                    .map(Value::Object)
             };
             let current = decode(&change.value);
             let previous = decode(&change.prev_value);

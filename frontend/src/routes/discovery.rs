@@ -1,4 +1,6 @@
-//! Discovery: `/api`, `/apis` and `/api/v1`, generated from the registry table.
+//! Discovery: `/api`, `/apis`, `/api/v1`, `/apis/<group>` and `/apis/<group>/<version>`,
+//! generated from the registry table (groups in kube's order, preferred version first,
+//! `/status` and `/scale` listed as subresources).
 //!
 //! `/api` and `/apis` come in two forms chosen by `Accept`, as in kube-apiserver: the aggregated
 //! `APIGroupDiscoveryList` (`application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList`,
@@ -13,7 +15,7 @@ use super::negotiation::{accept, accepts_json, SUPPORTED};
 use super::AppState;
 use crate::body::{self, Response};
 use crate::error::ApiError;
-use crate::registry::{kinds, ResourceKind};
+use crate::registry::{kinds, ApiGroup, ResourceKind, GROUPS};
 
 /// The aggregated discovery media type (v2).
 pub const AGGREGATED_V2: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
@@ -38,9 +40,19 @@ fn wants_aggregated(headers: &HeaderMap) -> Result<bool, ApiError> {
     Err(ApiError::NotAcceptable(SUPPORTED.into()))
 }
 
-fn core_kinds() -> impl Iterator<Item = &'static ResourceKind> {
-    kinds::ALL.iter().copied().filter(|k| k.group.is_empty())
+/// The subresources of a kind as (name, responseKind group, version, kind).
+fn subresources(k: &ResourceKind) -> Vec<(&'static str, &'static str, &'static str, &'static str)> {
+    let mut out = Vec::new();
+    if k.has_scale() {
+        out.push(("scale", "autoscaling", "v1", "Scale"));
+    }
+    if k.has_status() {
+        out.push(("status", k.group, k.version, k.kind));
+    }
+    out
 }
+
+const SUBRESOURCE_VERBS: [&str; 3] = ["get", "patch", "update"];
 
 fn aggregated_resource(k: &ResourceKind) -> Value {
     let mut r = json!({
@@ -56,7 +68,33 @@ fn aggregated_resource(k: &ResourceKind) -> Value {
     if !k.categories.is_empty() {
         r["categories"] = json!(k.categories);
     }
+    let subs: Vec<Value> = subresources(k)
+        .into_iter()
+        .map(|(name, group, version, kind)| {
+            json!({"subresource": name, "responseKind": {"group": group, "version": version, "kind": kind},
+                "verbs": SUBRESOURCE_VERBS})
+        })
+        .collect();
+    if !subs.is_empty() {
+        r["subresources"] = json!(subs);
+    }
     r
+}
+
+fn aggregated_group(g: &ApiGroup) -> Value {
+    let versions: Vec<Value> = g
+        .versions
+        .iter()
+        .map(|v| {
+            let resources: Vec<Value> = kinds::of(g.name, v).map(aggregated_resource).collect();
+            json!({"version": v, "resources": resources, "freshness": "Current"})
+        })
+        .collect();
+    let mut metadata = json!({"creationTimestamp": null});
+    if !g.name.is_empty() {
+        metadata["name"] = g.name.into();
+    }
+    json!({"metadata": metadata, "versions": versions})
 }
 
 fn aggregated(items: &[Value]) -> Response {
@@ -71,27 +109,59 @@ fn aggregated(items: &[Value]) -> Response {
     resp
 }
 
+/// Returns the legacy `APIResourceList` of one group version.
+pub fn resource_list(group: &str, version: &str) -> Value {
+    let mut resources = Vec::new();
+    for k in kinds::of(group, version) {
+        let mut r = json!({
+            "name": k.resource,
+            "singularName": k.singular,
+            "namespaced": k.namespaced,
+            "kind": k.kind,
+            "verbs": k.verbs.names(),
+        });
+        if !k.short_names.is_empty() {
+            r["shortNames"] = json!(k.short_names);
+        }
+        if !k.categories.is_empty() {
+            r["categories"] = json!(k.categories);
+        }
+        resources.push(r);
+        for (name, g, v, kind) in subresources(k) {
+            let mut sub = json!({
+                "name": format!("{}/{name}", k.resource),
+                "singularName": "",
+                "namespaced": k.namespaced,
+                "kind": kind,
+                "verbs": SUBRESOURCE_VERBS,
+            });
+            if g != k.group || v != k.version {
+                sub["group"] = g.into();
+                sub["version"] = v.into();
+            }
+            resources.push(sub);
+        }
+    }
+    let group_version = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
+    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources})
+}
+
 /// Returns the legacy `APIResourceList` of core/v1.
 pub fn core_v1_resources() -> Value {
-    let resources: Vec<Value> = core_kinds()
-        .map(|k| {
-            let mut r = json!({
-                "name": k.resource,
-                "singularName": k.singular,
-                "namespaced": k.namespaced,
-                "kind": k.kind,
-                "verbs": k.verbs.names(),
-            });
-            if !k.short_names.is_empty() {
-                r["shortNames"] = json!(k.short_names);
-            }
-            if !k.categories.is_empty() {
-                r["categories"] = json!(k.categories);
-            }
-            r
-        })
-        .collect();
-    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "v1", "resources": resources})
+    resource_list("", "v1")
+}
+
+fn legacy_group(g: &ApiGroup) -> Value {
+    let gv = |v: &str| json!({"groupVersion": format!("{}/{v}", g.name), "version": v});
+    json!({
+        "name": g.name,
+        "versions": g.versions.iter().map(|v| gv(v)).collect::<Vec<_>>(),
+        "preferredVersion": gv(g.versions[0]),
+    })
+}
+
+fn named_groups() -> impl Iterator<Item = &'static ApiGroup> {
+    GROUPS.iter().filter(|g| !g.name.is_empty())
 }
 
 /// Serves the discovery paths.
@@ -104,11 +174,8 @@ pub fn handle(state: &AppState, path: &str, headers: &HeaderMap) -> Result<Respo
     match path {
         "/api" => {
             if wants_aggregated(headers)? {
-                let resources: Vec<Value> = core_kinds().map(aggregated_resource).collect();
-                return Ok(aggregated(&[json!({
-                    "metadata": {"creationTimestamp": null},
-                    "versions": [{"version": "v1", "resources": resources, "freshness": "Current"}],
-                })]));
+                let core: Vec<Value> = GROUPS.iter().filter(|g| g.name.is_empty()).map(aggregated_group).collect();
+                return Ok(aggregated(&core));
             }
             Ok(body::json(
                 StatusCode::OK,
@@ -120,11 +187,12 @@ pub fn handle(state: &AppState, path: &str, headers: &HeaderMap) -> Result<Respo
             ))
         }
         "/apis" => {
-            // No named groups are served yet; both forms list none.
             if wants_aggregated(headers)? {
-                return Ok(aggregated(&[]));
+                let items: Vec<Value> = named_groups().map(aggregated_group).collect();
+                return Ok(aggregated(&items));
             }
-            Ok(body::json(StatusCode::OK, &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": []})))
+            let groups: Vec<Value> = named_groups().map(legacy_group).collect();
+            Ok(body::json(StatusCode::OK, &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})))
         }
         "/api/v1" => {
             if !accepts_json(&accept(headers)) {
@@ -132,6 +200,26 @@ pub fn handle(state: &AppState, path: &str, headers: &HeaderMap) -> Result<Respo
             }
             Ok(body::json(StatusCode::OK, &core_v1_resources()))
         }
-        _ => Err(ApiError::NoRoute),
+        _ => {
+            let rest = path.strip_prefix("/apis/").ok_or(ApiError::NoRoute)?;
+            let (group, version) = match rest.split_once('/') {
+                Some((g, v)) => (g, Some(v)),
+                None => (rest, None),
+            };
+            let g = named_groups().find(|g| g.name == group).ok_or(ApiError::NoRoute)?;
+            if !accepts_json(&accept(headers)) {
+                return Err(ApiError::NotAcceptable(SUPPORTED.into()));
+            }
+            match version {
+                None => {
+                    let mut doc = legacy_group(g);
+                    doc["kind"] = "APIGroup".into();
+                    doc["apiVersion"] = "v1".into();
+                    Ok(body::json(StatusCode::OK, &doc))
+                }
+                Some(v) if g.versions.contains(&v) => Ok(body::json(StatusCode::OK, &resource_list(group, v))),
+                Some(_) => Err(ApiError::NoRoute),
+            }
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! REST handlers for the registry's kinds: decode the request (query options, body), call the
-//! `Store`, encode the answer. Verbs a kind does not list are 405; subresources are not served
-//! yet (404).
+//! `Store`, encode the answer. Verbs a kind does not list are 405. Subresources: `/status`
+//! (get, update) and `/scale` (get, update) where the kind has them; others are 404.
 
 // #[PerformanceCriticalPath]
 
@@ -15,9 +15,10 @@ use super::AppState;
 use crate::body::{self, Request, Response};
 use crate::error::ApiError;
 use crate::filters::body_limit::BodyLimitBytes;
+use crate::registry::deletion::DeleteOptions;
 use crate::registry::object::{self, FieldValidation};
 use crate::registry::selectors::{FieldSelector, LabelSelector};
-use crate::registry::store::{DeleteOptions, ListOptions};
+use crate::registry::store::ListOptions;
 use crate::registry::watch::WatchOptions;
 use crate::registry::{self as reg, ResourceKind};
 use crate::request_info::{query_pairs, query_param, RequestInfo};
@@ -128,6 +129,12 @@ fn respond(status: StatusCode, value: &Value, warnings: &[String]) -> Response {
 /// Parses a DeleteOptions body (JSON, possibly empty).
 fn delete_options(body: &[u8], query: &Query) -> Result<DeleteOptions, ApiError> {
     let mut opts = DeleteOptions { dry_run: query.dry_run()?, ..DeleteOptions::default() };
+    if let Some(g) = query.get("gracePeriodSeconds") {
+        opts.grace_period_seconds =
+            Some(g.parse().map_err(|_| ApiError::BadRequest(format!("invalid gracePeriodSeconds: {g}")))?);
+    }
+    opts.propagation_policy = query.get("propagationPolicy").map(String::from);
+    opts.orphan_dependents = query.get("orphanDependents").map(|o| o == "true");
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(opts);
     }
@@ -136,6 +143,14 @@ fn delete_options(body: &[u8], query: &Query) -> Result<DeleteOptions, ApiError>
     let pre = &value["preconditions"];
     opts.uid = pre["uid"].as_str().map(String::from);
     opts.resource_version = pre["resourceVersion"].as_str().map(String::from);
+    if let Some(g) = value.get("gracePeriodSeconds").filter(|g| !g.is_null()) {
+        opts.grace_period_seconds =
+            Some(g.as_i64().ok_or_else(|| ApiError::BadRequest("gracePeriodSeconds must be an integer".into()))?);
+    }
+    if let Some(p) = value["propagationPolicy"].as_str() {
+        opts.propagation_policy = Some(p.to_string());
+    }
+    opts.orphan_dependents = value["orphanDependents"].as_bool();
     if let Some(dry) = value["dryRun"].as_array() {
         for d in dry {
             if d != "All" {
@@ -154,7 +169,10 @@ fn delete_options(body: &[u8], query: &Query) -> Result<DeleteOptions, ApiError>
 /// Every refusal, as an `ApiError`.
 pub async fn handle(state: &AppState, info: RequestInfo, req: Request) -> Result<Response, ApiError> {
     let kind = reg::find(&info.api_group, &info.api_version, &info.resource).ok_or(ApiError::NoRoute)?;
-    if !info.subresource.is_empty() || info.parts.len() > 2 {
+    if !info.subresource.is_empty() {
+        return handle_subresource(state, kind, info, req).await;
+    }
+    if info.parts.len() > 2 {
         return Err(ApiError::NoRoute);
     }
     // A namespaced kind's single objects exist only under /namespaces/<ns>/; a cluster-scoped
@@ -245,5 +263,60 @@ pub async fn handle(state: &AppState, info: RequestInfo, req: Request) -> Result
             Ok(respond(StatusCode::OK, &answer, &[]))
         }
         _ => Err(method_not_supported()),
+    }
+}
+
+/// Serves `/status` and `/scale` (get and update; patch is answered 405 until patches exist).
+async fn handle_subresource(
+    state: &AppState,
+    kind: &'static ResourceKind,
+    info: RequestInfo,
+    req: Request,
+) -> Result<Response, ApiError> {
+    let served = match info.subresource.as_str() {
+        "status" => kind.has_status(),
+        "scale" => kind.has_scale(),
+        _ => false,
+    };
+    let name = info.parts.get(1).cloned().unwrap_or_default();
+    if !served || info.parts.len() != 3 || name.is_empty() || (kind.namespaced && info.namespace.is_empty()) {
+        return Err(ApiError::NoRoute);
+    }
+    let namespace = if kind.namespaced { info.namespace.as_str() } else { "" };
+    if !accepts_json(&accept(req.headers())) {
+        return Err(ApiError::NotAcceptable(SUPPORTED.into()));
+    }
+    let query = Query { pairs: query_pairs(req.uri().query()) };
+    let store = &state.store;
+    match (info.subresource.as_str(), info.verb.as_str()) {
+        ("status", "get") => Ok(respond(StatusCode::OK, &Value::Object(store.get(kind, namespace, &name).await?), &[])),
+        ("status", "update") => {
+            let dry_run = query.dry_run()?;
+            let validation = FieldValidation::parse(query.get("fieldValidation"))?;
+            let (parts, bytes) = read_body(req).await?;
+            let (obj, warnings) = object::decode(kind, &content_type(&parts), &bytes, validation)?;
+            let updated = store.update_status(kind, namespace, &name, obj, dry_run).await?;
+            Ok(respond(StatusCode::OK, &Value::Object(updated), &warnings))
+        }
+        ("scale", "get") => Ok(respond(StatusCode::OK, &store.get_scale(kind, namespace, &name).await?, &[])),
+        ("scale", "update") => {
+            let dry_run = query.dry_run()?;
+            let (parts, bytes) = read_body(req).await?;
+            let media = content_type(&parts);
+            if !matches!(media.split(';').next().unwrap_or("").trim(), "" | "application/json") {
+                return Err(ApiError::UnsupportedMediaType("application/json".into()));
+            }
+            let body: Value = serde_json::from_slice(&bytes)
+                .map_err(|e| ApiError::BadRequest(format!("couldn't get version/kind; json parse error: {e}")))?;
+            let Value::Object(body) = body else {
+                return Err(ApiError::BadRequest("couldn't get version/kind; json parse error: not an object".into()));
+            };
+            Ok(respond(StatusCode::OK, &store.update_scale(kind, namespace, &name, &body, dry_run).await?, &[]))
+        }
+        _ => Err(ApiError::MethodNotSupported {
+            group: kind.group.into(),
+            resource: format!("{}/{}", kind.resource, info.subresource),
+            verb: info.verb.clone(),
+        }),
     }
 }

@@ -1,0 +1,607 @@
+//! core/v1: every built-in resource of the legacy group, with the protobuf schemas of the kinds
+//! kubectl creates with protobuf bodies (namespaces, configmaps, secrets) and the strategies
+//! of namespaces, configmaps, secrets and services (pods are in [`super::pod_spec`]).
+//!
+//! Protobuf field numbers are those of `k8s.io/api/core/v1/generated.proto` and
+//! `k8s.io/apimachinery/pkg/apis/meta/v1/generated.proto`.
+
+use base64::Engine as _;
+use serde_json::{json, Value};
+
+use super::super::strategy::{default_at, get_path, map_field, map_field_mut, Object, Strategy};
+use super::super::validation::{config_map_key, supported, supported_if_set};
+use super::super::{NameRule, ResourceKind, Subresources, Verbs, META_SELECTORS};
+use super::pod_spec::{PodStrategy, ReplicationControllerStrategy};
+use super::ALL_CATEGORY;
+use crate::error::FieldError;
+use crate::protobuf::{field, repeated, FieldType as T, Message};
+
+const STATUS: Subresources = Subresources::STATUS;
+const SPEC: &[&str] = &["spec"];
+
+/// The core/v1 rows, in discovery order.
+pub static ROWS: &[&ResourceKind] = &[
+    &ResourceKind::row("", "v1", "bindings", "Binding", "binding", true)
+        .with_verbs(Verbs::CREATE)
+        .with_fields(&["target"]),
+    &ResourceKind::row("", "v1", "componentstatuses", "ComponentStatus", "componentstatus", false)
+        .with_verbs(Verbs::GET.with(Verbs::LIST))
+        .short(&["cs"])
+        .with_fields(&["conditions"]),
+    &CONFIGMAPS,
+    &ResourceKind::row("", "v1", "endpoints", "Endpoints", "endpoints", true)
+        .short(&["ep"])
+        .stored_as("services/endpoints")
+        .with_fields(&["subsets"]),
+    &ResourceKind::row("", "v1", "events", "Event", "event", true)
+        .short(&["ev"])
+        .with_fields(EVENT_FIELDS)
+        .selectors(EVENT_SELECTORS),
+    &ResourceKind::row("", "v1", "limitranges", "LimitRange", "limitrange", true).short(&["limits"]),
+    &NAMESPACES,
+    &ResourceKind::row("", "v1", "nodes", "Node", "node", false)
+        .short(&["no"])
+        .stored_as("minions")
+        .sub(STATUS)
+        .selectors(&[("metadata.name", "metadata.name"), ("spec.unschedulable", "spec.unschedulable")])
+        .rules(&NodeStrategy),
+    &ResourceKind::row("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", "persistentvolumeclaim", true)
+        .short(&["pvc"])
+        .sub(STATUS)
+        .rules(&PendingPhase),
+    &ResourceKind::row("", "v1", "persistentvolumes", "PersistentVolume", "persistentvolume", false)
+        .short(&["pv"])
+        .sub(STATUS)
+        .rules(&PendingPhase),
+    &ResourceKind::row("", "v1", "pods", "Pod", "pod", true)
+        .short(&["po"])
+        .categories(ALL_CATEGORY)
+        .sub(STATUS)
+        .generation(SPEC)
+        .selectors(POD_SELECTORS)
+        .rules(&PodStrategy),
+    &ResourceKind::row("", "v1", "podtemplates", "PodTemplate", "podtemplate", true)
+        .with_fields(&["template"])
+        .generation(&["template"])
+        .rules(&super::pod_spec::PodTemplateStrategy),
+    &ResourceKind::row("", "v1", "replicationcontrollers", "ReplicationController", "replicationcontroller", true)
+        .short(&["rc"])
+        .categories(ALL_CATEGORY)
+        .stored_as("controllers")
+        .sub(STATUS.with(Subresources::SCALE))
+        .generation(SPEC)
+        .selectors(&[
+            ("metadata.name", "metadata.name"),
+            ("metadata.namespace", "metadata.namespace"),
+            ("status.replicas", "status.replicas"),
+        ])
+        .rules(&ReplicationControllerStrategy),
+    &ResourceKind::row("", "v1", "resourcequotas", "ResourceQuota", "resourcequota", true)
+        .short(&["quota"])
+        .sub(STATUS),
+    &SECRETS,
+    &ResourceKind::row("", "v1", "serviceaccounts", "ServiceAccount", "serviceaccount", true)
+        .short(&["sa"])
+        .with_fields(&["secrets", "imagePullSecrets", "automountServiceAccountToken"]),
+    &ResourceKind::row("", "v1", "services", "Service", "service", true)
+        .short(&["svc"])
+        .categories(ALL_CATEGORY)
+        .stored_as("services/specs")
+        .names(NameRule::Dns1035Label)
+        .sub(STATUS)
+        .rules(&ServiceStrategy),
+];
+
+/// The fields of core/v1 Event (also the stored form of events.k8s.io/v1 Event).
+pub const EVENT_FIELDS: &[&str] = &[
+    "involvedObject",
+    "reason",
+    "message",
+    "source",
+    "firstTimestamp",
+    "lastTimestamp",
+    "count",
+    "type",
+    "eventTime",
+    "series",
+    "action",
+    "related",
+    "reportingComponent",
+    "reportingInstance",
+];
+
+const EVENT_SELECTORS: &[(&str, &str)] = &[
+    ("metadata.name", "metadata.name"),
+    ("metadata.namespace", "metadata.namespace"),
+    ("involvedObject.kind", "involvedObject.kind"),
+    ("involvedObject.namespace", "involvedObject.namespace"),
+    ("involvedObject.name", "involvedObject.name"),
+    ("involvedObject.uid", "involvedObject.uid"),
+    ("involvedObject.apiVersion", "involvedObject.apiVersion"),
+    ("involvedObject.resourceVersion", "involvedObject.resourceVersion"),
+    ("involvedObject.fieldPath", "involvedObject.fieldPath"),
+    ("reason", "reason"),
+    ("reportingComponent", "reportingComponent"),
+    ("source", "source.component"),
+    ("type", "type"),
+];
+
+const POD_SELECTORS: &[(&str, &str)] = &[
+    ("metadata.name", "metadata.name"),
+    ("metadata.namespace", "metadata.namespace"),
+    ("spec.nodeName", "spec.nodeName"),
+    ("spec.restartPolicy", "spec.restartPolicy"),
+    ("spec.schedulerName", "spec.schedulerName"),
+    ("spec.serviceAccountName", "spec.serviceAccountName"),
+    ("status.phase", "status.phase"),
+    ("status.podIP", "status.podIP"),
+    ("status.nominatedNodeName", "status.nominatedNodeName"),
+];
+
+static OWNER_REFERENCE: Message = Message {
+    fields: &[
+        field(1, "kind", T::String),
+        field(3, "name", T::String),
+        field(4, "uid", T::String),
+        field(5, "apiVersion", T::String),
+        field(6, "controller", T::Bool),
+        field(7, "blockOwnerDeletion", T::Bool),
+    ],
+};
+
+/// `metav1.ObjectMeta` (managedFields are not decoded: the server records its own).
+static OBJECT_META: Message = Message {
+    fields: &[
+        field(1, "name", T::String),
+        field(2, "generateName", T::String),
+        field(3, "namespace", T::String),
+        field(5, "uid", T::String),
+        field(6, "resourceVersion", T::String),
+        field(7, "generation", T::Int),
+        field(8, "creationTimestamp", T::Time),
+        field(9, "deletionTimestamp", T::Time),
+        field(10, "deletionGracePeriodSeconds", T::Int),
+        field(11, "labels", T::MapStringString),
+        field(12, "annotations", T::MapStringString),
+        repeated(13, "ownerReferences", T::Message(&OWNER_REFERENCE)),
+        repeated(14, "finalizers", T::String),
+    ],
+};
+
+static NAMESPACE_SPEC: Message = Message { fields: &[repeated(1, "finalizers", T::String)] };
+static NAMESPACE_CONDITION: Message = Message {
+    fields: &[
+        field(1, "type", T::String),
+        field(2, "status", T::String),
+        field(4, "lastTransitionTime", T::Time),
+        field(5, "reason", T::String),
+        field(6, "message", T::String),
+    ],
+};
+static NAMESPACE_STATUS: Message =
+    Message { fields: &[field(1, "phase", T::String), repeated(2, "conditions", T::Message(&NAMESPACE_CONDITION))] };
+static NAMESPACE_PB: Message = Message {
+    fields: &[
+        field(1, "metadata", T::Message(&OBJECT_META)),
+        field(2, "spec", T::Message(&NAMESPACE_SPEC)),
+        field(3, "status", T::Message(&NAMESPACE_STATUS)),
+    ],
+};
+static CONFIGMAP_PB: Message = Message {
+    fields: &[
+        field(1, "metadata", T::Message(&OBJECT_META)),
+        field(2, "data", T::MapStringString),
+        field(3, "binaryData", T::MapStringBytes),
+        field(4, "immutable", T::Bool),
+    ],
+};
+static SECRET_PB: Message = Message {
+    fields: &[
+        field(1, "metadata", T::Message(&OBJECT_META)),
+        field(2, "data", T::MapStringBytes),
+        field(3, "type", T::String),
+        field(4, "stringData", T::MapStringString),
+        field(5, "immutable", T::Bool),
+    ],
+};
+
+/// core/v1 Namespace.
+pub static NAMESPACES: ResourceKind = ResourceKind::row("", "v1", "namespaces", "Namespace", "namespace", false)
+    .short(&["ns"])
+    .with_verbs(
+        Verbs::GET
+            .with(Verbs::LIST)
+            .with(Verbs::WATCH)
+            .with(Verbs::CREATE)
+            .with(Verbs::UPDATE)
+            .with(Verbs::PATCH)
+            .with(Verbs::DELETE),
+    )
+    .names(NameRule::Label)
+    .sub(STATUS)
+    .selectors(&[("metadata.name", "metadata.name"), ("status.phase", "status.phase")])
+    .returns_deleted()
+    .with_protobuf(&NAMESPACE_PB)
+    .rules(&NamespaceStrategy);
+
+/// core/v1 ConfigMap.
+pub static CONFIGMAPS: ResourceKind = ResourceKind::row("", "v1", "configmaps", "ConfigMap", "configmap", true)
+    .short(&["cm"])
+    .with_fields(&["data", "binaryData", "immutable"])
+    .selectors(META_SELECTORS)
+    .with_protobuf(&CONFIGMAP_PB)
+    .rules(&ConfigMapStrategy);
+
+/// core/v1 Secret.
+pub static SECRETS: ResourceKind = ResourceKind::row("", "v1", "secrets", "Secret", "secret", true)
+    .with_fields(&["data", "stringData", "type", "immutable"])
+    .selectors(&[("metadata.name", "metadata.name"), ("metadata.namespace", "metadata.namespace"), ("type", "type")])
+    .with_protobuf(&SECRET_PB)
+    .rules(&SecretStrategy);
+
+/// Returns the namespaces row (tests and the namespace lifecycle use it directly).
+pub fn namespaces() -> &'static ResourceKind {
+    &NAMESPACES
+}
+
+/// Returns the configmaps row.
+pub fn configmaps() -> &'static ResourceKind {
+    &CONFIGMAPS
+}
+
+/// Returns the secrets row.
+pub fn secrets() -> &'static ResourceKind {
+    &SECRETS
+}
+
+/// The label kube-apiserver puts on every namespace, naming it (for namespace selectors).
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// Namespaces: phase `Active` and the `kubernetes` finalizer on create; spec and status are
+/// kept on update (only `/finalize` and `/status` change them); the name label is enforced.
+#[derive(Debug)]
+struct NamespaceStrategy;
+
+fn set_name_label(obj: &mut Object) {
+    let name = map_field(obj, "metadata").and_then(|m| m.get("name")).cloned().unwrap_or(Value::Null);
+    if let Value::String(name) = name {
+        let labels = map_field_mut(map_field_mut(obj, "metadata"), "labels");
+        labels.insert(NAMESPACE_NAME_LABEL.into(), Value::String(name));
+    }
+}
+
+impl Strategy for NamespaceStrategy {
+    fn prepare_for_create(&self, obj: &mut Object) {
+        obj.insert("status".into(), serde_json::json!({"phase": "Active"}));
+        let spec = map_field_mut(obj, "spec");
+        let finalizers = spec.entry("finalizers").or_insert_with(|| Value::Array(Vec::new()));
+        if let Value::Array(list) = finalizers {
+            if !list.iter().any(|f| f == "kubernetes") {
+                list.push("kubernetes".into());
+            }
+        }
+        set_name_label(obj);
+    }
+
+    fn prepare_for_update(&self, new: &mut Object, old: &Object) {
+        // spec.finalizers change only through /finalize; status only through /status.
+        for key in ["spec", "status"] {
+            match old.get(key) {
+                Some(v) => new.insert(key.into(), v.clone()),
+                None => new.remove(key),
+            };
+        }
+        set_name_label(new);
+    }
+}
+
+fn immutable(obj: &Object) -> bool {
+    obj.get("immutable").and_then(Value::as_bool).unwrap_or(false)
+}
+
+/// Validates data keys (and, for `bytes_base64`, that values are base64) of `obj[field]`.
+fn validate_data(obj: &Object, field: &str, bytes_base64: bool, errs: &mut Vec<FieldError>) {
+    let Some(value) = obj.get(field) else { return };
+    let Some(data) = value.as_object() else {
+        errs.push(FieldError::invalid(field, value.clone(), "must be an object"));
+        return;
+    };
+    for (key, v) in data {
+        for msg in config_map_key(key) {
+            errs.push(FieldError::invalid(format!("{field}[{key}]"), key.as_str(), msg));
+        }
+        let ok = match v {
+            Value::String(s) if bytes_base64 => base64::engine::general_purpose::STANDARD.decode(s).is_ok(),
+            Value::String(_) => true,
+            _ => false,
+        };
+        if !ok {
+            errs.push(FieldError::invalid(format!("{field}[{key}]"), v.clone(), "must be a base64-encoded string"));
+        }
+    }
+}
+
+fn immutable_violations(new: &Object, old: &Object, fields: &[&str]) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if !immutable(old) {
+        return errs;
+    }
+    if !immutable(new) {
+        errs.push(FieldError::forbidden("immutable", "field is immutable when `immutable` is set"));
+    }
+    for f in fields {
+        if new.get(*f) != old.get(*f) {
+            errs.push(FieldError::forbidden(*f, "field is immutable when `immutable` is set"));
+        }
+    }
+    errs
+}
+
+/// ConfigMaps: valid, non-overlapping keys in `data` and `binaryData`; `immutable` freezes them.
+#[derive(Debug)]
+struct ConfigMapStrategy;
+
+impl Strategy for ConfigMapStrategy {
+    fn validate(&self, obj: &Object) -> Vec<FieldError> {
+        let mut errs = Vec::new();
+        validate_data(obj, "data", false, &mut errs);
+        validate_data(obj, "binaryData", true, &mut errs);
+        if let (Some(data), Some(binary)) = (map_field(obj, "data"), map_field(obj, "binaryData")) {
+            for key in binary.keys().filter(|k| data.contains_key(*k)) {
+                errs.push(FieldError::invalid(
+                    format!("data[{key}]"),
+                    key.as_str(),
+                    "duplicate of key present in binaryData",
+                ));
+            }
+        }
+        errs
+    }
+
+    fn validate_update(&self, new: &Object, old: &Object) -> Vec<FieldError> {
+        let mut errs = immutable_violations(new, old, &["data", "binaryData"]);
+        errs.extend(self.validate(new));
+        errs
+    }
+}
+
+/// Secrets: `stringData` is folded into `data` (base64), `type` defaults to `Opaque` and may not
+/// change, keys are config keys, `immutable` freezes the data.
+#[derive(Debug)]
+struct SecretStrategy;
+
+fn fold_string_data(obj: &mut Object) {
+    let Some(Value::Object(string_data)) = obj.remove("stringData") else { return };
+    let data = map_field_mut(obj, "data");
+    for (k, v) in string_data {
+        if let Value::String(s) = v {
+            data.insert(k, Value::String(base64::engine::general_purpose::STANDARD.encode(s)));
+        }
+    }
+}
+
+impl Strategy for SecretStrategy {
+    fn prepare_for_create(&self, obj: &mut Object) {
+        fold_string_data(obj);
+        if obj.get("type").and_then(Value::as_str).is_none_or(str::is_empty) {
+            obj.insert("type".into(), "Opaque".into());
+        }
+    }
+
+    fn validate(&self, obj: &Object) -> Vec<FieldError> {
+        let mut errs = Vec::new();
+        validate_data(obj, "data", true, &mut errs);
+        errs
+    }
+
+    fn prepare_for_update(&self, new: &mut Object, _old: &Object) {
+        self.prepare_for_create(new);
+    }
+
+    fn validate_update(&self, new: &Object, old: &Object) -> Vec<FieldError> {
+        let mut errs = immutable_violations(new, old, &["data"]);
+        if new.get("type") != old.get("type") {
+            errs.push(FieldError::invalid(
+                "type",
+                new.get("type").cloned().unwrap_or(Value::Null),
+                "field is immutable",
+            ));
+        }
+        errs.extend(self.validate(new));
+        errs
+    }
+}
+
+/// Nodes: the kubelet registers a node with its status, so create keeps it.
+#[derive(Debug)]
+struct NodeStrategy;
+
+impl Strategy for NodeStrategy {
+    fn reset_status_on_create(&self) -> bool {
+        false
+    }
+}
+
+/// Persistent volumes and claims start in phase `Pending`.
+#[derive(Debug)]
+struct PendingPhase;
+
+impl Strategy for PendingPhase {
+    fn prepare_for_create(&self, obj: &mut Object) {
+        obj.insert("status".into(), json!({"phase": "Pending"}));
+    }
+}
+
+/// Services: kube's defaults (type ClusterIP, sessionAffinity None, port protocol TCP and
+/// targetPort = port, traffic policies, single-stack IPv4) and the port, type and
+/// external-name rules. Cluster IP and node port allocation are not done (no allocator).
+#[derive(Debug)]
+struct ServiceStrategy;
+
+const SERVICE_TYPES: &[&str] = &["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"];
+
+impl Strategy for ServiceStrategy {
+    fn prepare_for_create(&self, obj: &mut Object) {
+        default_at(obj, &["spec", "type"], "ClusterIP".into());
+        let ty = get_path(obj, &["spec", "type"]).and_then(Value::as_str).unwrap_or("").to_string();
+        default_at(obj, &["spec", "sessionAffinity"], "None".into());
+        if ty != "ExternalName" {
+            default_at(obj, &["spec", "internalTrafficPolicy"], "Cluster".into());
+            default_at(obj, &["spec", "ipFamilyPolicy"], "SingleStack".into());
+            default_at(obj, &["spec", "ipFamilies"], json!(["IPv4"]));
+        }
+        if ty == "NodePort" || ty == "LoadBalancer" {
+            default_at(obj, &["spec", "externalTrafficPolicy"], "Cluster".into());
+        }
+        let spec = map_field_mut(obj, "spec");
+        if let Some(Value::Array(ports)) = spec.get_mut("ports") {
+            for port in ports.iter_mut().filter_map(Value::as_object_mut) {
+                if port.get("protocol").is_none_or(|p| p.as_str().is_none_or(str::is_empty)) {
+                    port.insert("protocol".into(), "TCP".into());
+                }
+                let missing_target = match port.get("targetPort") {
+                    None | Some(Value::Null) => true,
+                    Some(Value::Number(n)) => n.as_i64() == Some(0),
+                    Some(Value::String(s)) => s.is_empty(),
+                    _ => false,
+                };
+                if missing_target {
+                    let p = port.get("port").cloned().unwrap_or(Value::Null);
+                    port.insert("targetPort".into(), p);
+                }
+            }
+        }
+        obj.insert("status".into(), json!({"loadBalancer": {}}));
+    }
+
+    fn validate(&self, obj: &Object) -> Vec<FieldError> {
+        let mut errs = Vec::new();
+        let ty = get_path(obj, &["spec", "type"]);
+        errs.extend(supported("spec.type", ty, SERVICE_TYPES));
+        errs.extend(supported_if_set(
+            "spec.sessionAffinity",
+            get_path(obj, &["spec", "sessionAffinity"]),
+            &["ClientIP", "None"],
+        ));
+        let external_name = ty.and_then(Value::as_str) == Some("ExternalName");
+        let headless = get_path(obj, &["spec", "clusterIP"]).and_then(Value::as_str) == Some("None");
+        if external_name && get_path(obj, &["spec", "externalName"]).and_then(Value::as_str).is_none_or(str::is_empty) {
+            errs.push(FieldError::required("spec.externalName", ""));
+        }
+        let ports = get_path(obj, &["spec", "ports"]).and_then(Value::as_array).cloned().unwrap_or_default();
+        if ports.is_empty() && !external_name && !headless {
+            errs.push(FieldError::required("spec.ports", ""));
+        }
+        let mut names = std::collections::HashSet::new();
+        for (i, port) in ports.iter().enumerate() {
+            let at = format!("spec.ports[{i}]");
+            let name = port["name"].as_str().unwrap_or("");
+            if ports.len() > 1 && name.is_empty() {
+                errs.push(FieldError::required(format!("{at}.name"), ""));
+            } else if !name.is_empty() && !names.insert(name.to_string()) {
+                errs.push(FieldError::duplicate(format!("{at}.name"), name));
+            }
+            match port["port"].as_i64() {
+                Some(1..=65535) => {}
+                Some(p) => {
+                    errs.push(FieldError::invalid(format!("{at}.port"), p, "must be between 1 and 65535, inclusive"))
+                }
+                None => errs.push(FieldError::required(format!("{at}.port"), "")),
+            }
+            errs.extend(supported_if_set(&format!("{at}.protocol"), port.get("protocol"), &["SCTP", "TCP", "UDP"]));
+        }
+        errs
+    }
+
+    fn prepare_for_update(&self, new: &mut Object, old: &Object) {
+        // The allocated address stays unless the update names it.
+        for key in ["clusterIP", "clusterIPs"] {
+            if get_path(new, &["spec", key]).is_none() {
+                if let Some(v) = get_path(old, &["spec", key]).cloned() {
+                    map_field_mut(new, "spec").insert(key.into(), v);
+                }
+            }
+        }
+        self.prepare_for_create(new);
+        if let Some(status) = old.get("status") {
+            new.insert("status".into(), status.clone());
+        }
+    }
+
+    fn validate_update(&self, new: &Object, old: &Object) -> Vec<FieldError> {
+        let mut errs = self.validate(new);
+        let old_ip = get_path(old, &["spec", "clusterIP"]).and_then(Value::as_str).unwrap_or("");
+        let new_ip = get_path(new, &["spec", "clusterIP"]).and_then(Value::as_str).unwrap_or("");
+        if !old_ip.is_empty() && new_ip != old_ip {
+            errs.push(FieldError::invalid("spec.clusterIPs[0]", new_ip, "may not change once set"));
+        }
+        errs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn obj(v: Value) -> Object {
+        match v {
+            Value::Object(map) => map,
+            other => panic!("not an object: {other}"),
+        }
+    }
+
+    #[test]
+    fn namespace_create_sets_phase_finalizer_and_label() {
+        let mut ns = obj(json!({"metadata": {"name": "x"}}));
+        NAMESPACES.strategy.prepare_for_create(&mut ns);
+        assert!(NAMESPACES.has_status());
+        assert_eq!(ns["status"], json!({"phase": "Active"}));
+        assert_eq!(ns["spec"], json!({"finalizers": ["kubernetes"]}));
+        assert_eq!(ns["metadata"]["labels"][NAMESPACE_NAME_LABEL], "x");
+    }
+
+    #[test]
+    fn service_defaults_and_ports() {
+        let mut svc = obj(json!({"metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}}));
+        ROWS.iter().find(|k| k.resource == "services").expect("row").strategy.prepare_for_create(&mut svc);
+        assert_eq!(svc["spec"]["type"], "ClusterIP");
+        assert_eq!(svc["spec"]["sessionAffinity"], "None");
+        assert_eq!(svc["spec"]["ports"][0], json!({"port": 80, "protocol": "TCP", "targetPort": 80}));
+        assert!(ServiceStrategy.validate(&svc).is_empty());
+        let two = obj(json!({"spec": {"type": "ClusterIP", "sessionAffinity": "None",
+            "ports": [{"port": 80, "protocol": "TCP"}, {"port": 0, "protocol": "TCP"}]}}));
+        let errs: Vec<String> = ServiceStrategy.validate(&two).iter().map(ToString::to_string).collect();
+        assert_eq!(
+            errs,
+            vec![
+                "spec.ports[0].name: Required value",
+                "spec.ports[1].name: Required value",
+                "spec.ports[1].port: Invalid value: 0: must be between 1 and 65535, inclusive",
+            ]
+        );
+        let none = obj(json!({"spec": {"type": "Bogus", "sessionAffinity": "None"}}));
+        let errs: Vec<String> = ServiceStrategy.validate(&none).iter().map(ToString::to_string).collect();
+        assert!(errs[0].starts_with(r#"spec.type: Unsupported value: "Bogus": supported values: "ClusterIP""#));
+        assert_eq!(errs[1], "spec.ports: Required value");
+    }
+
+    #[test]
+    fn configmap_keys_and_immutability() {
+        let bad = obj(json!({"data": {"a b": "1", "": "2"}}));
+        let errs = CONFIGMAPS.strategy.validate(&bad);
+        assert_eq!(errs.len(), 2);
+        assert!(errs.iter().any(|e| e.field == "data[]"));
+        let old = obj(json!({"data": {"a": "1"}, "immutable": true}));
+        let new = obj(json!({"data": {"a": "2"}, "immutable": true}));
+        assert_eq!(CONFIGMAPS.strategy.validate_update(&new, &old).len(), 1);
+    }
+
+    #[test]
+    fn secret_folds_string_data_and_defaults_type() {
+        let mut s = obj(json!({"stringData": {"k": "v"}}));
+        SECRETS.strategy.prepare_for_create(&mut s);
+        assert_eq!(s, obj(json!({"data": {"k": "dg=="}, "type": "Opaque"})));
+        assert_eq!(SECRETS.strategy.validate(&obj(json!({"data": {"k": "!!"}}))).len(), 1);
+    }
+}

@@ -1,0 +1,116 @@
+//! The `/scale` subresource: an `autoscaling/v1` `Scale` view of a workload's
+//! `spec.replicas`, `status.replicas` and selector. Writes change only `spec.replicas` (which
+//! bumps the generation like any spec change) and honour the Scale's `resourceVersion`.
+
+use serde_json::{json, Value};
+
+use super::object::{self, meta_str};
+use super::strategy::{get_path, map_field_mut, Object};
+use super::validation::selector_string;
+use super::{ResourceKind, Store};
+use crate::error::{ApiError, FieldError};
+
+/// Returns the `Scale` of a (stored) workload object.
+pub fn scale_of(obj: &Object) -> Value {
+    let meta = &obj["metadata"];
+    let selector = get_path(obj, &["spec", "selector"]).map(selector_string).unwrap_or_default();
+    let mut status = json!({"replicas": get_path(obj, &["status", "replicas"]).and_then(Value::as_i64).unwrap_or(0)});
+    if !selector.is_empty() {
+        status["selector"] = selector.into();
+    }
+    json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "uid": meta["uid"],
+            "resourceVersion": meta["resourceVersion"],
+            "creationTimestamp": meta["creationTimestamp"],
+        },
+        "spec": {"replicas": get_path(obj, &["spec", "replicas"]).and_then(Value::as_i64).unwrap_or(0)},
+        "status": status,
+    })
+}
+
+fn invalid_scale(name: &str, causes: Vec<FieldError>) -> ApiError {
+    ApiError::Invalid { group: "autoscaling".into(), kind: "Scale".into(), name: name.into(), causes }
+}
+
+impl Store {
+    /// Reads the `Scale` of a workload.
+    ///
+    /// # Errors
+    ///
+    /// Returns `NotFound` when absent.
+    pub async fn get_scale(&self, kind: &ResourceKind, namespace: &str, name: &str) -> Result<Value, ApiError> {
+        let (obj, _) = self.read(kind, namespace, name).await?;
+        Ok(scale_of(&obj))
+    }
+
+    /// Writes a `Scale` (PUT on `/scale`): sets the workload's `spec.replicas`.
+    ///
+    /// # Errors
+    ///
+    /// Returns `BadRequest` for a body that is not a Scale or names another object,
+    /// `Invalid` for negative replicas, `Conflict` on a stale `resourceVersion`, `NotFound`.
+    pub async fn update_scale(
+        &self,
+        kind: &ResourceKind,
+        namespace: &str,
+        name: &str,
+        body: &Object,
+        dry_run: bool,
+    ) -> Result<Value, ApiError> {
+        match body.get("kind").and_then(Value::as_str) {
+            None | Some("Scale") => {}
+            Some(other) => return Err(ApiError::BadRequest(format!("expected a Scale, got {other}"))),
+        }
+        let body_name = meta_str(body, "name");
+        if !body_name.is_empty() && body_name != name {
+            return Err(ApiError::BadRequest(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
+        let replicas = match get_path(body, &["spec", "replicas"]) {
+            None | Some(Value::Null) => 0,
+            Some(v) => v.as_i64().ok_or_else(|| {
+                invalid_scale(name, vec![FieldError::invalid("spec.replicas", v.clone(), "must be an integer")])
+            })?,
+        };
+        if replicas < 0 {
+            return Err(invalid_scale(
+                name,
+                vec![FieldError::invalid("spec.replicas", replicas, "must be greater than or equal to 0")],
+            ));
+        }
+        let precondition = match meta_str(body, "resourceVersion") {
+            "" => None,
+            rv => Some(super::store::parse_resource_version(rv)?),
+        };
+        let out = self
+            .guaranteed_update(kind, namespace, name, precondition, dry_run, |old| {
+                let mut new = old.clone();
+                map_field_mut(&mut new, "spec").insert("replicas".into(), replicas.into());
+                object::prepare_update(kind, &mut new, old, namespace)?;
+                Ok(new)
+            })
+            .await?;
+        Ok(scale_of(&out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scale_view_of_a_deployment() {
+        let d = json!({"metadata": {"name": "web", "namespace": "ns", "uid": "u", "resourceVersion": "7"},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}}, "status": {"replicas": 1}});
+        let s = scale_of(d.as_object().expect("object"));
+        assert_eq!(s["spec"]["replicas"], 2);
+        assert_eq!(s["status"], json!({"replicas": 1, "selector": "app=web"}));
+        assert_eq!(s["metadata"]["resourceVersion"], "7");
+    }
+}
