@@ -170,11 +170,12 @@ pub enum ApiError {
         reason: String,
     },
     /// 422 `Invalid`: validation failed.
-    #[error("{kind} \"{name}\" is invalid: {}", aggregate(causes))]
+    #[error("{} \"{name}\" is invalid: {}", qualified_kind(kind, group), aggregate(causes))]
     Invalid {
         /// API group.
         group: String,
-        /// The Kind (not the resource: kube reports `ConfigMap "x" is invalid`).
+        /// The Kind (not the resource: kube reports `ConfigMap "x" is invalid`, qualified by a
+        /// non-core group: `Deployment.apps "x" is invalid`).
         kind: String,
         /// Object name.
         name: String,
@@ -244,6 +245,15 @@ fn qualified(group: &str, resource: &str) -> String {
         resource.to_string()
     } else {
         format!("{resource}.{group}")
+    }
+}
+
+/// Returns `Kind.group` (kube's `GroupKind.String()`), or `Kind` for the core group.
+fn qualified_kind(kind: &str, group: &str) -> String {
+    if group.is_empty() {
+        kind.to_string()
+    } else {
+        format!("{kind}.{group}")
     }
 }
 

@@ -4,5 +4,7 @@
 //! Every test starts its own etcd and frontend on free loopback ports and stops them at the end.
 
 mod harness;
+mod kinds;
 mod kubectl;
+mod lifecycle;
 mod raw;

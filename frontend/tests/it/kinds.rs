@@ -1,0 +1,273 @@
+//! The built-in kinds through kubectl: discovery as kube-apiserver 1.33 serves it, workloads
+//! and other kinds created from manifests with kube's defaults, validation errors, and kinds
+//! served under two group versions over one storage.
+//!
+//! Manifests go through `kubectl create -f --validate=false`: client-side validation needs
+//! the OpenAPI documents, which this branch does not serve. `kubectl create deployment` sends a
+//! protobuf body, which this branch decodes only for namespaces, configmaps and secrets.
+
+use serde_json::{json, Value};
+
+use crate::harness::Cluster;
+
+fn parse(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+/// Writes `manifest` to a file in the cluster's directory and runs `kubectl create -f` on it.
+pub(crate) async fn must_create(c: &Cluster, manifest: &Value) -> String {
+    let file = c.dir.path().join(format!("{}.json", rand_name()));
+    std::fs::write(&file, manifest.to_string()).expect("write manifest");
+    c.must_kubectl(&["create", "--validate=false", "-f", file.to_str().expect("utf-8 path")]).await
+}
+
+/// Runs `kubectl replace -f` on `manifest`.
+pub(crate) async fn replace(c: &Cluster, manifest: &Value) -> crate::harness::KubectlOutput {
+    let file = c.dir.path().join(format!("{}.json", rand_name()));
+    std::fs::write(&file, manifest.to_string()).expect("write manifest");
+    c.kubectl(&["replace", "--validate=false", "-f", file.to_str().expect("utf-8 path")]).await
+}
+
+fn rand_name() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!("manifest-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+}
+
+pub(crate) async fn get_json(c: &Cluster, args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.extend(["-o", "json"]);
+    parse(&c.must_kubectl(&all).await)
+}
+
+pub(crate) fn deployment(name: &str) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {"selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "nginx", "image": "nginx"}]}}}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_resources_and_versions_match_kube_1_33() {
+    let c = Cluster::start().await;
+    let versions = c.must_kubectl(&["api-versions"]).await;
+    let expected = [
+        "admissionregistration.k8s.io/v1",
+        "apiextensions.k8s.io/v1",
+        "apiregistration.k8s.io/v1",
+        "apps/v1",
+        "autoscaling/v1",
+        "autoscaling/v2",
+        "batch/v1",
+        "certificates.k8s.io/v1",
+        "coordination.k8s.io/v1",
+        "discovery.k8s.io/v1",
+        "events.k8s.io/v1",
+        "flowcontrol.apiserver.k8s.io/v1",
+        "networking.k8s.io/v1",
+        "node.k8s.io/v1",
+        "policy/v1",
+        "rbac.authorization.k8s.io/v1",
+        "scheduling.k8s.io/v1",
+        "storage.k8s.io/v1",
+        "v1",
+    ];
+    assert_eq!(versions.lines().collect::<Vec<_>>(), expected);
+
+    let out = c.must_kubectl(&["api-resources"]).await;
+    let rows: Vec<Vec<&str>> = out.lines().skip(1).map(|l| l.split_whitespace().collect()).collect();
+    // kube-apiserver 1.33 lists 60 resources at preferred versions; the 6 review kinds of
+    // authentication.k8s.io and authorization.k8s.io are not among the groups served here.
+    assert_eq!(rows.len(), 54, "{out}");
+    for row in [
+        vec!["bindings", "v1", "true", "Binding"],
+        vec!["endpoints", "ep", "v1", "true", "Endpoints"],
+        vec!["pods", "po", "v1", "true", "Pod"],
+        vec!["services", "svc", "v1", "true", "Service"],
+        vec!["nodes", "no", "v1", "false", "Node"],
+        vec!["deployments", "deploy", "apps/v1", "true", "Deployment"],
+        vec!["horizontalpodautoscalers", "hpa", "autoscaling/v2", "true", "HorizontalPodAutoscaler"],
+        vec!["cronjobs", "cj", "batch/v1", "true", "CronJob"],
+        vec!["customresourcedefinitions", "crd,crds", "apiextensions.k8s.io/v1", "false", "CustomResourceDefinition"],
+        vec!["leases", "coordination.k8s.io/v1", "true", "Lease"],
+        vec!["events", "ev", "events.k8s.io/v1", "true", "Event"],
+        vec!["ingresses", "ing", "networking.k8s.io/v1", "true", "Ingress"],
+        vec!["ipaddresses", "ip", "networking.k8s.io/v1", "false", "IPAddress"],
+        vec!["poddisruptionbudgets", "pdb", "policy/v1", "true", "PodDisruptionBudget"],
+        vec!["clusterroles", "rbac.authorization.k8s.io/v1", "false", "ClusterRole"],
+        vec!["priorityclasses", "pc", "scheduling.k8s.io/v1", "false", "PriorityClass"],
+        vec!["flowschemas", "flowcontrol.apiserver.k8s.io/v1", "false", "FlowSchema"],
+    ] {
+        assert!(rows.contains(&row), "{row:?} missing from:\n{out}");
+    }
+    // The `all` category is what `kubectl get all` expands.
+    let all = c.must_kubectl(&["api-resources", "--categories=all", "-o", "name"]).await;
+    let mut names: Vec<&str> = all.lines().collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "cronjobs.batch",
+            "daemonsets.apps",
+            "deployments.apps",
+            "horizontalpodautoscalers.autoscaling",
+            "jobs.batch",
+            "pods",
+            "replicasets.apps",
+            "replicationcontrollers",
+            "services",
+            "statefulsets.apps",
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workloads_from_manifests_get_kube_defaults() {
+    let c = Cluster::start().await;
+    assert_eq!(must_create(&c, &deployment("web")).await.trim(), "deployment.apps/web created");
+    let d = get_json(&c, &["get", "deploy", "web"]).await;
+    assert_eq!(d["metadata"]["generation"], 1);
+    assert_eq!(d["status"], json!({}));
+    let spec = &d["spec"];
+    assert_eq!(spec["replicas"], 1);
+    assert_eq!(spec["revisionHistoryLimit"], 10);
+    assert_eq!(spec["progressDeadlineSeconds"], 600);
+    assert_eq!(
+        spec["strategy"],
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}})
+    );
+    let pod = &spec["template"]["spec"];
+    assert_eq!(
+        (&pod["restartPolicy"], &pod["dnsPolicy"], &pod["terminationGracePeriodSeconds"], &pod["schedulerName"]),
+        (&json!("Always"), &json!("ClusterFirst"), &json!(30), &json!("default-scheduler"))
+    );
+    let container = &pod["containers"][0];
+    assert_eq!(container["imagePullPolicy"], "Always");
+    assert_eq!(container["terminationMessagePath"], "/dev/termination-log");
+    assert_eq!(container["terminationMessagePolicy"], "File");
+
+    let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "pi"},
+        "spec": {"template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "pi", "image": "perl:5.34"}]}}}});
+    assert_eq!(must_create(&c, &job).await.trim(), "job.batch/pi created");
+    let job = get_json(&c, &["get", "job", "pi"]).await;
+    let uid = job["metadata"]["uid"].as_str().expect("uid");
+    assert_eq!(job["spec"]["selector"], json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}));
+    assert_eq!(job["spec"]["template"]["metadata"]["labels"]["job-name"], "pi");
+    assert_eq!((&job["spec"]["backoffLimit"], &job["spec"]["completions"]), (&json!(6), &json!(1)));
+    assert_eq!(job["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"], "IfNotPresent");
+
+    let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+        "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}});
+    assert_eq!(must_create(&c, &svc).await.trim(), "service/web created");
+    let svc = get_json(&c, &["get", "svc", "web"]).await;
+    assert_eq!(svc["spec"]["ports"][0], json!({"port": 80, "protocol": "TCP", "targetPort": 80}));
+    assert_eq!((&svc["spec"]["type"], &svc["spec"]["sessionAffinity"]), (&json!("ClusterIP"), &json!("None")));
+
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "reader"},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]});
+    assert_eq!(must_create(&c, &role).await.trim(), "role.rbac.authorization.k8s.io/reader created");
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "read"}, "subjects": [{"kind": "User", "name": "alice"}],
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"}});
+    must_create(&c, &binding).await;
+    let mut rb = get_json(&c, &["get", "rolebinding", "read"]).await;
+    assert_eq!(rb["subjects"][0]["apiGroup"], "rbac.authorization.k8s.io");
+    rb["roleRef"]["name"] = "other".into();
+    let refused = replace(&c, &rb).await;
+    assert!(
+        refused.stderr.contains("roleRef: Invalid value") && refused.stderr.contains("cannot change roleRef"),
+        "{}",
+        refused.stderr
+    );
+
+    let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "leader"},
+        "spec": {"holderIdentity": "me", "leaseDurationSeconds": 15}});
+    assert_eq!(must_create(&c, &lease).await.trim(), "lease.coordination.k8s.io/leader created");
+    assert_eq!(get_json(&c, &["get", "lease", "leader"]).await["spec"]["holderIdentity"], "me");
+
+    for (what, gone) in [
+        ("deployment/web", "deployment.apps \"web\" deleted"),
+        ("job/pi", "job.batch \"pi\" deleted"),
+        ("service/web", "service \"web\" deleted"),
+        ("role/reader", "role.rbac.authorization.k8s.io \"reader\" deleted"),
+        ("rolebinding/read", "rolebinding.rbac.authorization.k8s.io \"read\" deleted"),
+        ("lease/leader", "lease.coordination.k8s.io \"leader\" deleted"),
+    ] {
+        assert_eq!(c.must_kubectl(&["delete", what]).await.trim(), gone);
+    }
+    let left = get_json(&c, &["get", "deploy,job,svc,role,rolebinding,lease"]).await;
+    assert_eq!(left["items"], json!([]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_objects_are_refused_with_kube_messages() {
+    let c = Cluster::start().await;
+    let mut bad = deployment("bad");
+    bad["spec"]["selector"]["matchLabels"]["app"] = "other".into();
+    let file = c.dir.path().join("bad.json");
+    std::fs::write(&file, bad.to_string()).expect("write");
+    let out = c.kubectl(&["create", "--validate=false", "-f", file.to_str().expect("path")]).await;
+    assert!(!out.ok);
+    assert!(
+        out.stderr.contains(r#"The Deployment "bad" is invalid: spec.template.metadata.labels: Invalid value"#)
+            && out.stderr.contains("`selector` does not match template `labels`"),
+        "{}",
+        out.stderr
+    );
+    let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "1web"},
+        "spec": {"ports": [{"port": 80}]}});
+    std::fs::write(&file, svc.to_string()).expect("write");
+    let out = c.kubectl(&["create", "--validate=false", "-f", file.to_str().expect("path")]).await;
+    assert!(
+        out.stderr.contains(r#"metadata.name: Invalid value: "1web": a DNS-1035 label must consist"#),
+        "{}",
+        out.stderr
+    );
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c"}]}});
+    std::fs::write(&file, pod.to_string()).expect("write");
+    let out = c.kubectl(&["create", "--validate=false", "-f", file.to_str().expect("path")]).await;
+    assert!(
+        out.stderr.contains(r#"The Pod "p" is invalid: spec.containers[0].image: Required value"#),
+        "{}",
+        out.stderr
+    );
+    let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+        "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}}});
+    std::fs::write(&file, job.to_string()).expect("write");
+    let out = c.kubectl(&["create", "--validate=false", "-f", file.to_str().expect("path")]).await;
+    assert!(
+        out.stderr.contains(r#"spec.template.spec.restartPolicy: Required value: valid values: "OnFailure", "Never""#),
+        "{}",
+        out.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_storage_serves_both_group_versions() {
+    let c = Cluster::start().await;
+    let event = json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e1"},
+        "involvedObject": {"kind": "Pod", "name": "web-0", "namespace": "default"},
+        "reason": "Started", "message": "started container", "type": "Normal"});
+    must_create(&c, &event).await;
+    let new_style = get_json(&c, &["get", "events.v1.events.k8s.io", "e1"]).await;
+    assert_eq!(new_style["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(new_style["note"], "started container");
+    assert_eq!(new_style["regarding"]["name"], "web-0");
+
+    let hpa = json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "web"},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "maxReplicas": 5, "targetCPUUtilizationPercentage": 50}});
+    must_create(&c, &hpa).await;
+    let v2 = get_json(&c, &["get", "horizontalpodautoscalers.v2.autoscaling", "web"]).await;
+    assert_eq!(v2["apiVersion"], "autoscaling/v2");
+    assert_eq!(v2["spec"]["minReplicas"], 1);
+    assert_eq!(
+        v2["spec"]["metrics"],
+        json!([{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}}}])
+    );
+    let v1 = get_json(&c, &["get", "horizontalpodautoscalers.v1.autoscaling", "web"]).await;
+    assert_eq!(v1["spec"]["targetCPUUtilizationPercentage"], 50);
+    assert!(v1["spec"].get("metrics").is_none());
+}
