@@ -215,6 +215,10 @@ impl Store {
                 crate::clock::format_rfc3339(crate::clock::unix_now() + grace).into(),
             );
             meta.insert("deletionGracePeriodSeconds".into(), grace.into());
+            // Setting deletionTimestamp is a change of desired state: kube bumps the generation.
+            if let Some(generation) = meta.get("generation").and_then(Value::as_i64).filter(|g| *g > 0) {
+                meta.insert("generation".into(), (generation + 1).into());
+            }
             if !finalizers.is_empty() {
                 meta.insert("finalizers".into(), json!(finalizers));
             }

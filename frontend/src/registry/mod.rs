@@ -12,12 +12,13 @@
 //! * [`store`]: `Store`, kube's generic registry: get, list (selectors, pages), create, update
 //!   (compare-and-swap with retries), `/status`, over `storage::Etcd3Storage`; [`deletion`]:
 //!   delete and deletecollection with finalizers, grace periods and the namespace lifecycle;
-//!   [`scale`]: the `/scale` subresource.
+//!   [`scale`]: the `/scale` subresource; [`binding`]: pod binding.
 //! * [`watch`]: watch streams with selector transitions and watch-list initial events.
 //! * [`selectors`], [`validation`]: label/field selectors and name/key rules.
 //!
 //! Layering: `routes` → `registry` → `storage`. The registry never sees HTTP.
 
+pub mod binding;
 pub mod deletion;
 pub mod kinds;
 pub mod object;

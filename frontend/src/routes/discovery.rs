@@ -40,19 +40,31 @@ fn wants_aggregated(headers: &HeaderMap) -> Result<bool, ApiError> {
     Err(ApiError::NotAcceptable(SUPPORTED.into()))
 }
 
-/// The subresources of a kind as (name, responseKind group, version, kind).
-fn subresources(k: &ResourceKind) -> Vec<(&'static str, &'static str, &'static str, &'static str)> {
+/// A served subresource as discovery lists it.
+struct Sub {
+    name: &'static str,
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    verbs: &'static [&'static str],
+}
+
+const SUBRESOURCE_VERBS: &[&str] = &["get", "patch", "update"];
+
+/// The subresources of a kind, sorted by name as kube lists them.
+fn subresources(k: &ResourceKind) -> Vec<Sub> {
     let mut out = Vec::new();
+    if k.group.is_empty() && k.resource == "pods" {
+        out.push(Sub { name: "binding", group: "", version: "v1", kind: "Binding", verbs: &["create"] });
+    }
     if k.has_scale() {
-        out.push(("scale", "autoscaling", "v1", "Scale"));
+        out.push(Sub { name: "scale", group: "autoscaling", version: "v1", kind: "Scale", verbs: SUBRESOURCE_VERBS });
     }
     if k.has_status() {
-        out.push(("status", k.group, k.version, k.kind));
+        out.push(Sub { name: "status", group: k.group, version: k.version, kind: k.kind, verbs: SUBRESOURCE_VERBS });
     }
     out
 }
-
-const SUBRESOURCE_VERBS: [&str; 3] = ["get", "patch", "update"];
 
 fn aggregated_resource(k: &ResourceKind) -> Value {
     let mut r = json!({
@@ -70,9 +82,9 @@ fn aggregated_resource(k: &ResourceKind) -> Value {
     }
     let subs: Vec<Value> = subresources(k)
         .into_iter()
-        .map(|(name, group, version, kind)| {
-            json!({"subresource": name, "responseKind": {"group": group, "version": version, "kind": kind},
-                "verbs": SUBRESOURCE_VERBS})
+        .map(|s| {
+            json!({"subresource": s.name, "responseKind": {"group": s.group, "version": s.version, "kind": s.kind},
+                "verbs": s.verbs})
         })
         .collect();
     if !subs.is_empty() {
@@ -127,17 +139,17 @@ pub fn resource_list(group: &str, version: &str) -> Value {
             r["categories"] = json!(k.categories);
         }
         resources.push(r);
-        for (name, g, v, kind) in subresources(k) {
+        for s in subresources(k) {
             let mut sub = json!({
-                "name": format!("{}/{name}", k.resource),
+                "name": format!("{}/{}", k.resource, s.name),
                 "singularName": "",
                 "namespaced": k.namespaced,
-                "kind": kind,
-                "verbs": SUBRESOURCE_VERBS,
+                "kind": s.kind,
+                "verbs": s.verbs,
             });
-            if g != k.group || v != k.version {
-                sub["group"] = g.into();
-                sub["version"] = v.into();
+            if s.group != k.group || s.version != k.version {
+                sub["group"] = s.group.into();
+                sub["version"] = s.version.into();
             }
             resources.push(sub);
         }

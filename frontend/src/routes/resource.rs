@@ -233,6 +233,12 @@ pub async fn handle(state: &AppState, info: RequestInfo, req: Request) -> Result
             let timeout = query.get("timeoutSeconds").and_then(|t| t.parse::<u64>().ok());
             watch::serve(store, kind, namespace, opts, timeout).await
         }
+        "create" if kind.group.is_empty() && kind.resource == "bindings" => {
+            let dry_run = query.dry_run()?;
+            let (_, bytes) = read_body(req).await?;
+            let binding = decode_binding(&bytes)?;
+            Ok(respond(StatusCode::CREATED, &store.bind_pod(namespace, None, &binding, dry_run).await?, &[]))
+        }
         "create" => {
             let dry_run = query.dry_run()?;
             let validation = FieldValidation::parse(query.get("fieldValidation"))?;
@@ -266,7 +272,16 @@ pub async fn handle(state: &AppState, info: RequestInfo, req: Request) -> Result
     }
 }
 
-/// Serves `/status` and `/scale` (get and update; patch is answered 405 until patches exist).
+/// Parses a `Binding` body (JSON).
+fn decode_binding(bytes: &[u8]) -> Result<crate::registry::strategy::Object, ApiError> {
+    match serde_json::from_slice(bytes) {
+        Ok(Value::Object(obj)) => Ok(obj),
+        Ok(_) => Err(ApiError::BadRequest("couldn't get version/kind; json parse error: not an object".into())),
+        Err(e) => Err(ApiError::BadRequest(format!("couldn't get version/kind; json parse error: {e}"))),
+    }
+}
+
+/// Serves `/status`, `/scale` and pods' `/binding` (get and update; patch is answered 405 until patches exist).
 async fn handle_subresource(
     state: &AppState,
     kind: &'static ResourceKind,
@@ -276,6 +291,7 @@ async fn handle_subresource(
     let served = match info.subresource.as_str() {
         "status" => kind.has_status(),
         "scale" => kind.has_scale(),
+        "binding" => kind.group.is_empty() && kind.resource == "pods",
         _ => false,
     };
     let name = info.parts.get(1).cloned().unwrap_or_default();
@@ -297,6 +313,13 @@ async fn handle_subresource(
             let (obj, warnings) = object::decode(kind, &content_type(&parts), &bytes, validation)?;
             let updated = store.update_status(kind, namespace, &name, obj, dry_run).await?;
             Ok(respond(StatusCode::OK, &Value::Object(updated), &warnings))
+        }
+        ("binding", "create") => {
+            let dry_run = query.dry_run()?;
+            let (_, bytes) = read_body(req).await?;
+            let binding = decode_binding(&bytes)?;
+            let answer = store.bind_pod(namespace, Some(&name), &binding, dry_run).await?;
+            Ok(respond(StatusCode::CREATED, &answer, &[]))
         }
         ("scale", "get") => Ok(respond(StatusCode::OK, &store.get_scale(kind, namespace, &name).await?, &[])),
         ("scale", "update") => {

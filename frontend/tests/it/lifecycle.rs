@@ -144,10 +144,28 @@ async fn propagation_policy_and_graceful_pods() {
     assert_eq!(p["status"]["phase"], "Pending");
     assert_eq!(p["spec"]["containers"][0]["imagePullPolicy"], "IfNotPresent");
     assert_eq!(c.must_kubectl(&["delete", "pod", "pending"]).await.trim(), r#"pod "pending" deleted"#);
-    must_create(&c, &pod("bound", Some("node-1"))).await;
+    must_create(&c, &pod("bound", None)).await;
+    let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "bound"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "node-1"}});
+    let bind_path = "/api/v1/namespaces/default/pods/bound/binding";
+    let r = c.request(Credentials::Admin, "POST", bind_path, JSON, binding.to_string()).await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let again = c.request(Credentials::Admin, "POST", bind_path, JSON, binding.to_string()).await;
+    assert_eq!(again.status, 409);
+    assert_eq!(
+        again.json()["message"],
+        r#"Operation cannot be fulfilled on pods "bound": pod bound is already assigned to node "node-1""#
+    );
+    let p = get_json(&c, &["get", "pod", "bound"]).await;
+    assert_eq!((&p["spec"]["nodeName"], &p["metadata"]["generation"]), (&json!("node-1"), &json!(2)));
     c.must_kubectl(&["delete", "pod", "bound", "--wait=false"]).await;
     let p = get_json(&c, &["get", "pod", "bound"]).await;
     assert_eq!(p["metadata"]["deletionGracePeriodSeconds"], 30);
+    assert_eq!(p["metadata"]["generation"], 3);
+    must_create(&c, &pod("placed", Some("node-2"))).await;
+    c.must_kubectl(&["delete", "pod", "placed", "--grace-period=5", "--wait=false"]).await;
+    let p = get_json(&c, &["get", "pod", "placed"]).await;
+    assert_eq!(p["metadata"]["deletionGracePeriodSeconds"], 5);
     c.must_kubectl(&["delete", "pod", "bound", "--grace-period=0", "--force"]).await;
     let gone = c.kubectl(&["get", "pod", "bound"]).await;
     assert!(gone.stderr.contains(r#"pods "bound" not found"#), "{}", gone.stderr);
