@@ -200,6 +200,55 @@ async fn workloads_from_manifests_get_kube_defaults() {
     assert_eq!(left["items"], json!([]));
 }
 
+/// `kubectl create deployment` builds this body; it sends it as protobuf, which this branch
+/// decodes only for the core kinds, so the test sends kubectl's own JSON rendering of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_deployment_body_gets_kube_defaults() {
+    let c = Cluster::start().await;
+    let body =
+        c.must_kubectl(&["create", "deployment", "web2", "--image=nginx", "--dry-run=client", "-o", "json"]).await;
+    must_create(&c, &parse(&body)).await;
+    let d = get_json(&c, &["get", "deploy", "web2"]).await;
+    let expected = json!({
+        "progressDeadlineSeconds": 600,
+        "replicas": 1,
+        "revisionHistoryLimit": 10,
+        "selector": {"matchLabels": {"app": "web2"}},
+        "strategy": {"rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}, "type": "RollingUpdate"},
+        "template": {
+            "metadata": {"creationTimestamp": null, "labels": {"app": "web2"}},
+            "spec": {
+                "containers": [{"image": "nginx", "imagePullPolicy": "Always", "name": "nginx", "resources": {},
+                    "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File"}],
+                "dnsPolicy": "ClusterFirst",
+                "restartPolicy": "Always",
+                "schedulerName": "default-scheduler",
+                "securityContext": {},
+                "terminationGracePeriodSeconds": 30,
+            },
+        },
+    });
+    assert_eq!(d["spec"], expected);
+    assert_eq!(d["metadata"]["labels"], json!({"app": "web2"}));
+    assert_eq!((&d["metadata"]["generation"], &d["status"]), (&json!(1), &json!({})));
+
+    let job = c.must_kubectl(&["create", "job", "once", "--image=busybox", "--dry-run=client", "-o", "json"]).await;
+    must_create(&c, &parse(&job)).await;
+    let job = get_json(&c, &["get", "job", "once"]).await;
+    let uid = job["metadata"]["uid"].as_str().expect("uid").to_string();
+    assert_eq!(job["spec"]["template"]["spec"]["restartPolicy"], "Never");
+    assert_eq!(job["metadata"]["labels"]["batch.kubernetes.io/controller-uid"], uid.as_str());
+    assert_eq!(job["spec"]["podReplacementPolicy"], "TerminatingOrFailed");
+
+    let svc = c
+        .must_kubectl(&["create", "service", "clusterip", "front", "--tcp=80:8080", "--dry-run=client", "-o", "json"])
+        .await;
+    must_create(&c, &parse(&svc)).await;
+    let svc = get_json(&c, &["get", "svc", "front"]).await;
+    assert_eq!(svc["spec"]["ports"][0], json!({"name": "80-8080", "port": 80, "protocol": "TCP", "targetPort": 8080}));
+    assert_eq!(svc["spec"]["selector"], json!({"app": "front"}));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_objects_are_refused_with_kube_messages() {
     let c = Cluster::start().await;

@@ -153,8 +153,34 @@ impl Strategy for Workload {
                 "field is immutable",
             ));
         }
+        if self.kind == "statefulset" && fixed_statefulset_spec(new) != fixed_statefulset_spec(old) {
+            errs.push(FieldError::forbidden("spec", STATEFULSET_UPDATE_FORBIDDEN));
+        }
         errs
     }
+}
+
+const STATEFULSET_UPDATE_FORBIDDEN: &str = "updates to statefulset spec for fields other than 'replicas', \
+'ordinals', 'template', 'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' and \
+'minReadySeconds' are forbidden";
+
+/// Returns a StatefulSet spec without the fields an update may change.
+fn fixed_statefulset_spec(obj: &Object) -> Value {
+    let mut spec = obj.get("spec").cloned().unwrap_or(Value::Null);
+    if let Some(s) = spec.as_object_mut() {
+        for key in [
+            "replicas",
+            "ordinals",
+            "template",
+            "updateStrategy",
+            "revisionHistoryLimit",
+            "persistentVolumeClaimRetentionPolicy",
+            "minReadySeconds",
+        ] {
+            s.remove(key);
+        }
+    }
+    spec
 }
 
 #[cfg(test)]
@@ -218,6 +244,18 @@ mod tests {
         new["spec"]["template"]["metadata"]["labels"]["tier"] = "x".into();
         let errs = Workload::DEPLOYMENT.validate_update(&new, &old);
         assert!(errs[0].to_string().ends_with("field is immutable"), "{errs:?}");
+    }
+
+    #[test]
+    fn statefulset_service_name_is_fixed() {
+        let mut old = deployment();
+        Workload::STATEFUL_SET.prepare_for_create(&mut old);
+        let mut new = old.clone();
+        new["spec"]["replicas"] = 3.into();
+        assert!(Workload::STATEFUL_SET.validate_update(&new, &old).is_empty());
+        new["spec"]["serviceName"] = "other".into();
+        let errs = Workload::STATEFUL_SET.validate_update(&new, &old);
+        assert!(errs[0].to_string().starts_with("spec: Forbidden: updates to statefulset spec"), "{errs:?}");
     }
 
     #[test]

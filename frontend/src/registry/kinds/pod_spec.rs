@@ -246,6 +246,13 @@ impl Strategy for PodStrategy {
         errs
     }
 
+    fn prepare_for_update(&self, new: &mut Object, _old: &Object) {
+        // Decoding defaults every body, updates included (admission additions are not redone).
+        let spec = map_field_mut(new, "spec");
+        default_pod_spec(spec);
+        default_at(spec, &["enableServiceLinks"], true.into());
+    }
+
     fn validate_update(&self, new: &Object, old: &Object) -> Vec<FieldError> {
         let mut errs = self.validate(new);
         if mutable_fields_cleared(new.get("spec")) != mutable_fields_cleared(old.get("spec")) {
