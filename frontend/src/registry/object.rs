@@ -231,6 +231,24 @@ fn validate_meta(kind: &ResourceKind, obj: &Object, namespace: &str) -> Vec<Fiel
             None => errs.push(FieldError::invalid("metadata.labels", labels.clone(), "must be an object")),
         }
     }
+    if let Some(list) = meta.and_then(|m| m.get("finalizers")) {
+        let names: Vec<&str> = list.as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        for (i, f) in names.iter().enumerate() {
+            for p in validation::qualified_name(f) {
+                errs.push(FieldError::invalid(format!("metadata.finalizers[{i}]"), *f, p));
+            }
+            if names[..i].contains(f) {
+                errs.push(FieldError::duplicate(format!("metadata.finalizers[{i}]"), *f));
+            }
+        }
+        if names.contains(&"orphan") && names.contains(&"foregroundDeletion") {
+            errs.push(FieldError::invalid(
+                "metadata.finalizers",
+                list.clone(),
+                "finalizer orphan and foregroundDeletion cannot be both set",
+            ));
+        }
+    }
     if let Some(annotations) = meta.and_then(|m| m.get("annotations")) {
         match annotations.as_object() {
             Some(annotations) => {
@@ -519,6 +537,18 @@ mod tests {
             .starts_with(r#"ConfigMap "Bad_Name" is invalid: metadata.name: Invalid value: "Bad_Name""#));
         let mut rv = json!({"metadata": {"name": "a", "resourceVersion": "5"}}).as_object().cloned().expect("obj");
         assert!(matches!(prepare_create(kinds::configmaps(), &mut rv, "default"), Err(ApiError::BadRequest(_))));
+    }
+
+    #[test]
+    fn finalizer_names_are_checked() {
+        let mut obj = json!({"metadata": {"name": "a", "finalizers": ["example.com/x", "bad name", "example.com/x"]}})
+            .as_object()
+            .cloned()
+            .expect("obj");
+        let err = prepare_create(kinds::configmaps(), &mut obj, "default").expect_err("invalid");
+        let ApiError::Invalid { causes, .. } = err else { panic!("not Invalid: {err}") };
+        let fields: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
+        assert_eq!(fields, ["metadata.finalizers[1]", "metadata.finalizers[2]"]);
     }
 
     #[test]

@@ -345,6 +345,26 @@ impl Store {
         Ok(out)
     }
 
+    /// Replaces a namespace's `spec.finalizers` (PUT on `/finalize`), the only way they change.
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::update`].
+    pub async fn finalize_namespace(&self, name: &str, obj: Object, dry_run: bool) -> Result<Object, ApiError> {
+        let precondition = body_precondition(&obj, name)?;
+        let finalizers = obj.get("spec").and_then(|s| s.get("finalizers")).cloned();
+        self.guaranteed_update(&NAMESPACES, "", name, precondition, dry_run, |old| {
+            let mut new = old.clone();
+            let spec = map_field_mut(&mut new, "spec");
+            match &finalizers {
+                Some(f) => spec.insert("finalizers".into(), f.clone()),
+                None => spec.remove("finalizers"),
+            };
+            Ok(new)
+        })
+        .await
+    }
+
     /// kube's `GuaranteedUpdate`: reads the stored object, lets `update` derive the new one,
     /// and writes it with a compare-and-swap on the read revision, retrying on races unless
     /// `precondition` pins a revision. A no-op writes nothing. Returns the stored form.

@@ -57,6 +57,9 @@ fn subresources(k: &ResourceKind) -> Vec<Sub> {
     if k.group.is_empty() && k.resource == "pods" {
         out.push(Sub { name: "binding", group: "", version: "v1", kind: "Binding", verbs: &["create"] });
     }
+    if k.is_namespaces() {
+        out.push(Sub { name: "finalize", group: "", version: "v1", kind: "Namespace", verbs: &["update"] });
+    }
     if k.has_scale() {
         out.push(Sub { name: "scale", group: "autoscaling", version: "v1", kind: "Scale", verbs: SUBRESOURCE_VERBS });
     }

@@ -281,7 +281,7 @@ fn decode_binding(bytes: &[u8]) -> Result<crate::registry::strategy::Object, Api
     }
 }
 
-/// Serves `/status`, `/scale` and pods' `/binding` (get and update; patch is answered 405 until patches exist).
+/// Serves `/status`, `/scale`, pods' `/binding` and namespaces' `/finalize` (get and update; patch is answered 405 until patches exist).
 async fn handle_subresource(
     state: &AppState,
     kind: &'static ResourceKind,
@@ -292,6 +292,7 @@ async fn handle_subresource(
         "status" => kind.has_status(),
         "scale" => kind.has_scale(),
         "binding" => kind.group.is_empty() && kind.resource == "pods",
+        "finalize" => kind.is_namespaces(),
         _ => false,
     };
     let name = info.parts.get(1).cloned().unwrap_or_default();
@@ -312,6 +313,14 @@ async fn handle_subresource(
             let (parts, bytes) = read_body(req).await?;
             let (obj, warnings) = object::decode(kind, &content_type(&parts), &bytes, validation)?;
             let updated = store.update_status(kind, namespace, &name, obj, dry_run).await?;
+            Ok(respond(StatusCode::OK, &Value::Object(updated), &warnings))
+        }
+        ("finalize", "update") => {
+            let dry_run = query.dry_run()?;
+            let validation = FieldValidation::parse(query.get("fieldValidation"))?;
+            let (parts, bytes) = read_body(req).await?;
+            let (obj, warnings) = object::decode(kind, &content_type(&parts), &bytes, validation)?;
+            let updated = store.finalize_namespace(&name, obj, dry_run).await?;
             Ok(respond(StatusCode::OK, &Value::Object(updated), &warnings))
         }
         ("binding", "create") => {

@@ -185,6 +185,15 @@ async fn namespaces_refuse_content_when_missing_or_terminating() {
     );
 
     c.must_kubectl(&["create", "ns", "going"]).await;
+    // spec.finalizers change only through /finalize.
+    let mut ns = get_json(&c, &["get", "ns", "going"]).await;
+    ns["spec"]["finalizers"] = json!([]);
+    let main = put(&c, "/api/v1/namespaces/going", &ns).await;
+    assert_eq!(main.json()["spec"]["finalizers"], json!(["kubernetes"]));
+    ns["metadata"].as_object_mut().expect("meta").remove("resourceVersion");
+    let fin = put(&c, "/api/v1/namespaces/going/finalize", &ns).await;
+    assert_eq!(fin.status, 200, "{}", String::from_utf8_lossy(&fin.body));
+    assert_eq!(fin.json()["spec"]["finalizers"], json!([]));
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "held", "namespace": "going", "finalizers": ["example.com/hold"]}});
     must_create(&c, &cm).await;
