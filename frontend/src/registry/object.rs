@@ -401,12 +401,15 @@ fn finalizers_while_deleting(new: &Object, old: &Object) -> Option<FieldError> {
     })
 }
 
-/// Returns whether an object has finished deleting: it has a `deletionTimestamp`, no
-/// finalizers and no grace period left to wait out (kube's `shouldDeleteDuringUpdate`).
-pub fn finished_deleting(obj: &Object) -> bool {
-    !meta_str(obj, "deletionTimestamp").is_empty()
-        && finalizers(obj).is_empty()
-        && map_field(obj, "metadata")
+/// Returns whether an update of `old` to `new` completes a deletion (kube's
+/// `shouldDeleteDuringUpdate`): the object is being deleted with no grace period left, and the
+/// update removed its last finalizers. An update of an object that had no finalizers (a
+/// terminating namespace, whose contents are still being removed) deletes nothing.
+pub fn completes_deletion(new: &Object, old: &Object) -> bool {
+    !meta_str(new, "deletionTimestamp").is_empty()
+        && finalizers(new).is_empty()
+        && !finalizers(old).is_empty()
+        && map_field(new, "metadata")
             .and_then(|m| m.get("deletionGracePeriodSeconds"))
             .and_then(Value::as_i64)
             .unwrap_or(0)
@@ -537,6 +540,19 @@ mod tests {
             .starts_with(r#"ConfigMap "Bad_Name" is invalid: metadata.name: Invalid value: "Bad_Name""#));
         let mut rv = json!({"metadata": {"name": "a", "resourceVersion": "5"}}).as_object().cloned().expect("obj");
         assert!(matches!(prepare_create(kinds::configmaps(), &mut rv, "default"), Err(ApiError::BadRequest(_))));
+    }
+
+    #[test]
+    fn only_removing_the_last_finalizer_completes_a_deletion() {
+        let obj = |v: Value| v.as_object().cloned().expect("obj");
+        let held = obj(json!({"metadata": {"deletionTimestamp": "t", "deletionGracePeriodSeconds": 0,
+            "finalizers": ["a"]}}));
+        let released = obj(json!({"metadata": {"deletionTimestamp": "t", "deletionGracePeriodSeconds": 0}}));
+        assert!(completes_deletion(&released, &held));
+        // A terminating namespace has no finalizers in metadata: its updates delete nothing.
+        assert!(!completes_deletion(&released, &released));
+        let graceful = obj(json!({"metadata": {"deletionTimestamp": "t", "deletionGracePeriodSeconds": 30}}));
+        assert!(!completes_deletion(&graceful, &held));
     }
 
     #[test]

@@ -392,7 +392,8 @@ impl Store {
                     .insert("resourceVersion".into(), kv.mod_revision.to_string().into());
                 return Ok(new);
             }
-            let result = if object::finished_deleting(&new) {
+            let completes_deletion = object::completes_deletion(&new, &old);
+            let result = if completes_deletion {
                 self.storage.delete(key.as_bytes(), kv.mod_revision).await
             } else {
                 let bytes = object::to_storage(&new);
@@ -407,7 +408,7 @@ impl Store {
             match result {
                 Ok(revision) => {
                     map_field_mut(&mut new, "metadata").insert("resourceVersion".into(), revision.to_string().into());
-                    if object::finished_deleting(&new) && kind.namespaced {
+                    if completes_deletion && kind.namespaced {
                         self.finish_namespace_if_terminating(namespace).await?;
                     }
                     return Ok(new);

@@ -200,6 +200,12 @@ async fn namespaces_refuse_content_when_missing_or_terminating() {
     c.must_kubectl(&["delete", "ns", "going", "--wait=false"]).await;
     let ns = get_json(&c, &["get", "ns", "going"]).await;
     assert_eq!(ns["status"]["phase"], "Terminating");
+    // Status writes to a terminating namespace keep it (its contents are not gone yet).
+    let mut status = ns.clone();
+    status["status"]["conditions"] = json!([{"type": "NamespaceContentRemaining", "status": "True"}]);
+    let r = put(&c, "/api/v1/namespaces/going/status", &status).await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(get_json(&c, &["get", "ns", "going"]).await["status"]["phase"], "Terminating");
     std::fs::write(&file, lease("going").to_string()).expect("write");
     let out = c.kubectl(&["create", "--validate=false", "-f", file.to_str().expect("path")]).await;
     assert!(
