@@ -3,8 +3,8 @@
 //! objects are stored and served; what they configure (webhooks, aggregation, custom
 //! resources, priority and fairness) is not acted on here.
 
-use super::super::{NameRule, ResourceKind, Subresources};
 use super::API_EXTENSIONS;
+use crate::registry::{NameRule, ResourceKind, Subresources};
 
 const ADMISSION: &str = "admissionregistration.k8s.io";
 const FLOW: &str = "flowcontrol.apiserver.k8s.io";

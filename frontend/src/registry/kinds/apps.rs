@@ -3,12 +3,12 @@
 
 use serde_json::{json, Value};
 
-use super::super::strategy::{default_at, get_path, Object, Strategy};
-use super::super::validation::non_negative;
-use super::super::{ResourceKind, Subresources};
 use super::pod_spec::{default_template, validate_template};
 use super::ALL_CATEGORY;
 use crate::error::FieldError;
+use crate::registry::strategy::{default_at, get_path, Object, Strategy};
+use crate::registry::validation::non_negative;
+use crate::registry::{ResourceKind, Subresources};
 
 const SPEC: &[&str] = &["spec"];
 const STATUS_SCALE: Subresources = Subresources::STATUS.with(Subresources::SCALE);

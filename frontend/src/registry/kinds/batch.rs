@@ -4,13 +4,13 @@
 
 use serde_json::{json, Value};
 
-use super::super::object::meta_str;
-use super::super::strategy::{default_at, get_path, map_field_mut, path_mut, Object, Strategy};
-use super::super::validation::non_negative;
-use super::super::{ResourceKind, Subresources};
 use super::pod_spec::{default_template, validate_template};
 use super::ALL_CATEGORY;
 use crate::error::FieldError;
+use crate::registry::object::meta_str;
+use crate::registry::strategy::{default_at, get_path, map_field_mut, path_mut, Object, Strategy};
+use crate::registry::validation::non_negative;
+use crate::registry::{ResourceKind, Subresources};
 
 /// The batch/v1 rows.
 pub static ROWS: &[&ResourceKind] = &[
@@ -176,7 +176,7 @@ impl Strategy for CronJobStrategy {
             "" => errs.push(FieldError::required("spec.schedule", "")),
             s => errs.extend(schedule_problem(s).map(|p| FieldError::invalid("spec.schedule", s, p))),
         }
-        errs.extend(super::super::validation::supported_if_set(
+        errs.extend(crate::registry::validation::supported_if_set(
             "spec.concurrencyPolicy",
             get_path(obj, &["spec", "concurrencyPolicy"]),
             &["Allow", "Forbid", "Replace"],

@@ -5,12 +5,12 @@
 
 use serde_json::{json, Value};
 
-use super::super::strategy::{default_at, get_path, Object, Strategy};
-use super::super::validation::non_negative;
-use super::super::{NameRule, ResourceKind, Subresources};
 use super::conversion::{EVENTS_V1, HPA_V1};
 use super::ALL_CATEGORY;
 use crate::error::FieldError;
+use crate::registry::strategy::{default_at, get_path, Object, Strategy};
+use crate::registry::validation::non_negative;
+use crate::registry::{NameRule, ResourceKind, Subresources};
 
 const STATUS: Subresources = Subresources::STATUS;
 
@@ -131,7 +131,7 @@ impl Strategy for HpaStrategy {
         if no_metrics {
             let cpu = json!([{"type": "Resource", "resource": {"name": "cpu",
                 "target": {"type": "Utilization", "averageUtilization": 80}}}]);
-            super::super::strategy::map_field_mut(obj, "spec").insert("metrics".into(), cpu);
+            crate::registry::strategy::map_field_mut(obj, "spec").insert("metrics".into(), cpu);
         }
         default_at(
             obj,

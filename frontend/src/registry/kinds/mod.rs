@@ -16,6 +16,7 @@ pub mod core;
 pub mod networking;
 pub mod pod_spec;
 pub mod rbac;
+pub mod service;
 
 use std::sync::LazyLock;
 

@@ -3,10 +3,10 @@
 
 use serde_json::Value;
 
-use super::super::strategy::{Object, Strategy};
-use super::super::validation::supported;
-use super::super::{NameRule, ResourceKind, Subresources};
 use crate::error::FieldError;
+use crate::registry::strategy::{Object, Strategy};
+use crate::registry::validation::supported;
+use crate::registry::{NameRule, ResourceKind, Subresources};
 
 const GROUP: &str = "networking.k8s.io";
 

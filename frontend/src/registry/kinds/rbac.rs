@@ -4,10 +4,10 @@
 
 use serde_json::Value;
 
-use super::super::strategy::{Object, Strategy};
-use super::super::validation::supported;
-use super::super::{NameRule, ResourceKind};
 use crate::error::FieldError;
+use crate::registry::strategy::{Object, Strategy};
+use crate::registry::validation::supported;
+use crate::registry::{NameRule, ResourceKind};
 
 const GROUP: &str = "rbac.authorization.k8s.io";
 
