@@ -75,7 +75,8 @@ pub fn build_handler_chain(router: Router, config: ChainConfig) -> ChainService 
         // Outside authentication, as kube's deadline filters: the deadline covers
         // authentication, authorization's storage reads and the handler.
         .layer(TimeoutLayer::new(config.request_timeout))
-        .layer(AuthenticationLayer::new(config.authenticator))
+        // Audits its own refusals (401), which the audit filter after it never sees.
+        .layer(AuthenticationLayer::new(config.authenticator, config.auditor.clone()))
         // After authentication (the policy matches on the user), before impersonation (the
         // event records the real user and, set by impersonation, the impersonated one).
         .layer(AuditLayer::new(config.auditor, config.max_request_body_bytes))

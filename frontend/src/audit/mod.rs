@@ -121,6 +121,10 @@ pub struct RemoteAddr(pub SocketAddr);
 
 /// The `user` / `impersonatedUser` object of an event.
 pub fn user_json(user: &UserInfo) -> Value {
+    if user.name.is_empty() {
+        // The unknown user of a refused request: kube writes an empty object.
+        return json!({});
+    }
     let mut v = json!({"username": user.name, "groups": user.groups});
     if !user.uid.is_empty() {
         v["uid"] = user.uid.clone().into();

@@ -44,6 +44,13 @@ impl Sink {
         Ok(Sink { queue, metrics })
     }
 
+    /// Returns a sink whose queue nobody drains, and the receiver (tests of the full policy).
+    #[cfg(test)]
+    fn undrained(capacity: usize, metrics: Arc<Metrics>) -> (Sink, mpsc::Receiver<Vec<u8>>) {
+        let (queue, rx) = mpsc::channel(capacity);
+        (Sink { queue, metrics }, rx)
+    }
+
     /// Queues one event line without waiting; drops and counts it when the queue is full.
     pub fn send(&self, line: Vec<u8>) {
         self.metrics.audit_events.fetch_add(1, Ordering::Relaxed);
@@ -74,5 +81,45 @@ async fn write_loop(
             metrics.audit_errors.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(error = %e, "writing the audit log failed");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_full_queue_drops_and_counts_instead_of_waiting() {
+        let metrics = Arc::new(Metrics::default());
+        let (sink, mut rx) = Sink::undrained(2, metrics.clone());
+        for i in 0..5u8 {
+            sink.send(vec![i]);
+        }
+        assert_eq!(metrics.audit_events.load(Ordering::Relaxed), 5);
+        assert_eq!(metrics.audit_errors.load(Ordering::Relaxed), 3);
+        assert_eq!(rx.recv().await, Some(vec![0]));
+        assert_eq!(rx.recv().await, Some(vec![1]));
+        // Room again: the next event is queued.
+        sink.send(vec![9]);
+        assert_eq!(rx.recv().await, Some(vec![9]));
+        assert_eq!(metrics.audit_errors.load(Ordering::Relaxed), 3);
+    }
+
+    #[tokio::test]
+    async fn writes_json_lines_to_the_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("sub/audit.log");
+        let sink = Sink::start(&path, 8, Arc::default()).await.expect("start");
+        sink.send(b"{\"a\":1}".to_vec());
+        sink.send(b"{\"b\":2}".to_vec());
+        let mut text = String::new();
+        for _ in 0..100 {
+            text = std::fs::read_to_string(&path).unwrap_or_default();
+            if text.lines().count() == 2 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert_eq!(text, "{\"a\":1}\n{\"b\":2}\n");
     }
 }

@@ -114,6 +114,8 @@ async fn audit_log_follows_the_policy() {
         )
         .await;
     assert_eq!(impersonated.status, 403, "carol has no grants");
+    let unauthenticated = c.request(Credentials::Token("wrong"), "GET", "/api/v1/namespaces", None, "").await;
+    assert_eq!(unauthenticated.status, 401);
     let watch = c.request(Credentials::Admin, "GET", "/api/v1/namespaces?watch=true&timeoutSeconds=1", None, "").await;
     assert_eq!(watch.status, 200);
 
@@ -122,6 +124,7 @@ async fn audit_log_follows_the_policy() {
         let events = read_events(&log);
         wanted.iter().all(|id| events.iter().any(|e| e["auditID"] == *id && e["stage"] == "ResponseComplete"))
             && events.iter().any(|e| e["auditID"] == "my-audit-id")
+            && events.iter().any(|e| e["auditID"] == audit_id(&unauthenticated).as_str())
     })
     .await;
     let events = read_events(&log);
@@ -177,6 +180,11 @@ async fn audit_log_follows_the_policy() {
     let e = find(&audit_id(&impersonated), "ResponseComplete");
     assert_eq!(e["user"]["username"], "kubernetes-admin");
     assert_eq!(e["impersonatedUser"], json!({"username": "carol", "groups": ["dev", "system:authenticated"]}));
+    // A refused authentication: no user, the 401 and what was tried.
+    let e = find(&audit_id(&unauthenticated), "ResponseStarted");
+    assert_eq!(e["user"], json!({}));
+    assert_eq!(e["responseStatus"]["code"], 401);
+    assert_eq!(e["responseStatus"]["message"], "Authentication failed, attempted: bearer");
     // A watch: ResponseStarted, then ResponseComplete when its stream ended.
     let started = find(&audit_id(&watch), "ResponseStarted");
     assert_eq!(started["verb"], "watch");
