@@ -17,6 +17,7 @@ use bytes::Bytes;
 use futures::FutureExt;
 use http_body_util::{BodyExt, Limited};
 
+use super::timeout::RequestDeadline;
 use super::{call_next, filter_layer, guard_body, Filter, Filtered, Inner};
 use crate::audit::policy::{Level, Stage};
 use crate::audit::{AuditEvent, AuditId, Auditor};
@@ -43,6 +44,35 @@ filter_layer!(AuditLayer);
 
 /// The audit service.
 pub type Audit<S> = Filtered<AuditLayer, S>;
+
+/// Armed while the handler runs: if the timeout filter drops the request past its deadline, the
+/// event is still completed, with the 504 the client got (a client that goes away early gets no
+/// `ResponseComplete`, as there was no response).
+struct UntilAnswered {
+    event: Option<AuditEvent>,
+    deadline: Option<tokio::time::Instant>,
+}
+
+impl UntilAnswered {
+    fn disarm(&mut self) {
+        self.event = None;
+    }
+}
+
+impl Drop for UntilAnswered {
+    fn drop(&mut self) {
+        let (Some(event), Some(deadline)) = (self.event.take(), self.deadline) else { return };
+        if tokio::time::Instant::now() >= deadline {
+            let status = ApiError::Timeout.status();
+            event.set(
+                "responseStatus",
+                serde_json::json!({"metadata": {}, "code": 504, "status": status["status"],
+                                   "message": status["message"], "reason": status["reason"]}),
+            );
+            event.emit(Stage::ResponseComplete);
+        }
+    }
+}
 
 /// Writes `ResponseComplete` when a long-running response's body is done.
 struct CompleteOnDrop(AuditEvent);
@@ -109,12 +139,18 @@ impl Filter for AuditLayer {
             request_body = Some(body::request_body(bytes));
         }
         parts.extensions.insert(event.clone());
+        let deadline = parts.extensions.get::<RequestDeadline>().map(|d| d.0);
         let req = http::Request::from_parts(parts, request_body.unwrap_or_else(|| body::request_body("")));
         event.emit(Stage::RequestReceived);
 
+        let mut pending = UntilAnswered { event: Some(event.clone()), deadline };
         let resp = match std::panic::AssertUnwindSafe(call_next(next, req)).catch_unwind().await {
-            Ok(resp) => resp,
+            Ok(resp) => {
+                pending.disarm();
+                resp
+            }
             Err(panic) => {
+                pending.disarm();
                 event.set("responseStatus", serde_json::json!({"metadata": {}, "code": 500}));
                 event.emit(Stage::Panic);
                 std::panic::resume_unwind(panic);

@@ -13,6 +13,11 @@ use crate::body::{Request, Response};
 use crate::error::ApiError;
 use crate::request_info::{query_pairs, query_param, RequestInfo};
 
+/// When a non-long-running request's deadline passes (a request extension), so filters inside
+/// can tell a timeout from other reasons their work was dropped.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestDeadline(pub tokio::time::Instant);
+
 /// The timeout filter.
 #[derive(Debug, Clone)]
 pub struct TimeoutLayer {
@@ -79,6 +84,8 @@ impl Filter for TimeoutLayer {
                 }
             }
         }
+        let mut req = req;
+        req.extensions_mut().insert(RequestDeadline(tokio::time::Instant::now() + limit));
         match tokio::time::timeout(limit, call_next(next, req)).await {
             Ok(resp) => resp,
             Err(_) => ApiError::Timeout.into_response(),

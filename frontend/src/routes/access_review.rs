@@ -79,6 +79,62 @@ pub static VIRTUAL_RESOURCES: [VirtualResource; 5] = [
     review("authentication.k8s.io", "selfsubjectreviews", "selfsubjectreview", "SelfSubjectReview", false),
 ];
 
+/// Returns the API groups of [`VIRTUAL_RESOURCES`] (each served at version v1 only).
+pub fn groups() -> Vec<&'static str> {
+    let mut groups: Vec<&'static str> = VIRTUAL_RESOURCES.iter().map(|v| v.group).collect();
+    groups.dedup();
+    groups
+}
+
+fn in_group(group: &str) -> impl Iterator<Item = &'static VirtualResource> + '_ {
+    VIRTUAL_RESOURCES.iter().filter(move |v| v.group == group)
+}
+
+/// Returns the legacy `APIGroup` entries (for `/apis` as `APIGroupList` and `/apis/<group>`).
+pub fn legacy_groups() -> Vec<Value> {
+    groups()
+        .into_iter()
+        .map(|g| {
+            let v1 = json!({"groupVersion": format!("{g}/v1"), "version": "v1"});
+            json!({"name": g, "versions": [v1.clone()], "preferredVersion": v1})
+        })
+        .collect()
+}
+
+/// Returns the legacy `APIResourceList` of `/apis/<group>/<version>`, if a review group.
+pub fn legacy_resource_list(group: &str, version: &str) -> Option<Value> {
+    let resources: Vec<Value> = in_group(group)
+        .filter(|v| v.version == version)
+        .map(|v| {
+            json!({"name": v.resource, "singularName": v.singular, "namespaced": v.namespaced,
+                   "kind": v.kind, "verbs": v.verbs})
+        })
+        .collect();
+    (!resources.is_empty()).then(|| {
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": format!("{group}/{version}"),
+               "resources": resources})
+    })
+}
+
+/// Returns the aggregated-discovery `APIGroupDiscovery` items (for `/apis` as
+/// `APIGroupDiscoveryList`).
+pub fn aggregated_groups() -> Vec<Value> {
+    groups()
+        .into_iter()
+        .map(|g| {
+            let resources: Vec<Value> = in_group(g)
+                .map(|v| {
+                    json!({"resource": v.resource, "singularResource": v.singular,
+                           "responseKind": {"group": v.group, "version": v.version, "kind": v.kind},
+                           "scope": if v.namespaced { "Namespaced" } else { "Cluster" }, "verbs": v.verbs})
+                })
+                .collect();
+            json!({"metadata": {"name": g, "creationTimestamp": null},
+                   "versions": [{"version": "v1", "resources": resources, "freshness": "Current"}]})
+        })
+        .collect()
+}
+
 /// Returns the review resource a request names, if any.
 pub fn served(info: &RequestInfo) -> Option<&'static VirtualResource> {
     if !info.is_resource_request || !info.subresource.is_empty() || !info.name.is_empty() {
@@ -356,6 +412,20 @@ mod tests {
         assert_eq!(at(&Method::POST, "/apis/authorization.k8s.io/v1/namespaces/a/selfsubjectaccessreviews"), None);
         assert_eq!(at(&Method::POST, "/apis/authentication.k8s.io/v1/selfsubjectreviews"), Some("selfsubjectreviews"));
         assert_eq!(at(&Method::GET, "/api/v1/namespaces/a/configmaps"), None);
+    }
+
+    #[test]
+    fn discovery_documents_list_create_only_reviews() {
+        assert_eq!(groups(), ["authorization.k8s.io", "authentication.k8s.io"]);
+        let list = legacy_resource_list("authorization.k8s.io", "v1").expect("list");
+        assert_eq!(list["resources"].as_array().map(Vec::len), Some(4));
+        assert_eq!(list["resources"][1]["name"], "selfsubjectaccessreviews");
+        assert_eq!(list["resources"][1]["verbs"], json!(["create"]));
+        assert!(legacy_resource_list("authorization.k8s.io", "v1beta1").is_none());
+        let agg = aggregated_groups();
+        assert_eq!(agg[1]["metadata"]["name"], "authentication.k8s.io");
+        assert_eq!(agg[1]["versions"][0]["resources"][0]["responseKind"]["kind"], "SelfSubjectReview");
+        assert_eq!(legacy_groups()[0]["preferredVersion"]["groupVersion"], "authorization.k8s.io/v1");
     }
 
     #[test]

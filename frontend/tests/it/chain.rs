@@ -203,7 +203,12 @@ async fn audit_log_follows_the_policy() {
 async fn timeouts_in_flight_limit_and_metrics() {
     let c = Cluster::start_with(Options {
         max_requests_inflight: Some(1),
-        configure: Some(Box::new(|config, _| config.request_timeout = Duration::from_secs(2))),
+        configure: Some(Box::new(|config, dir| {
+            config.request_timeout = Duration::from_secs(2);
+            std::fs::write(dir.join("policy.yaml"), "rules: [{level: Metadata}]").expect("policy");
+            config.audit_policy_file = Some(dir.join("policy.yaml"));
+            config.audit_log_path = Some(dir.join("audit.log"));
+        })),
         ..Options::default()
     })
     .await;
@@ -265,6 +270,16 @@ async fn timeouts_in_flight_limit_and_metrics() {
         assert_eq!(status["reason"], "Timeout");
         assert_eq!(status["message"], "Timeout: request did not complete within the allotted timeout");
         assert!(took >= Duration::from_secs(2) && took < Duration::from_secs(10), "{took:?}");
+        // The audit event of the timed-out request completes with the 504 the client got.
+        let id = audit_id(&timed_out);
+        let log = c.dir.path().join("audit.log");
+        let audited = wait_for(Duration::from_secs(5), async || {
+            read_events(&log).iter().any(|e| {
+                e["auditID"] == id.as_str() && e["stage"] == "ResponseComplete" && e["responseStatus"]["code"] == 504
+            })
+        })
+        .await;
+        assert!(audited, "no 504 event for {id}: {:#?}", read_events(&log));
         // A shorter ?timeout= is honoured; a malformed one is a 400.
         let started = Instant::now();
         let r = c.request(Credentials::Admin, "GET", "/api/v1/namespaces?timeout=500ms", None, "").await;
