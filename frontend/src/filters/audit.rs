@@ -126,9 +126,14 @@ impl Filter for AuditLayer {
                 Limited::new(request_body.take().unwrap_or_else(|| body::request_body("")), self.max_body_bytes);
             let bytes: Bytes = match limited.collect().await {
                 Ok(collected) => collected.to_bytes(),
-                Err(_) => {
-                    let resp = ApiError::RequestEntityTooLarge { limit: self.max_body_bytes }.into_response();
-                    event.set("responseStatus", response_status(413, b""));
+                Err(e) => {
+                    let error = if e.is::<http_body_util::LengthLimitError>() {
+                        ApiError::RequestEntityTooLarge { limit: self.max_body_bytes }
+                    } else {
+                        ApiError::BadRequest(format!("error reading request body: {e}"))
+                    };
+                    let resp = error.into_response();
+                    event.set("responseStatus", response_status(resp.status().as_u16(), b""));
                     event.emit(Stage::ResponseComplete);
                     return resp;
                 }
