@@ -83,6 +83,19 @@ fn allow_reason(binding: &Binding, namespace: &str, user: &UserInfo) -> String {
     format!("RBAC: allowed by {what} of {} \"{}\" to {subject}", binding.role_ref.kind, binding.role_ref.name)
 }
 
+/// Returns whether a stored ClusterRoleBinding is a built-in one as written at start (same name,
+/// subjects and role): it was decided already, from memory, so reading its role again would only
+/// cost storage reads on every request. (An edited copy of a built-in *role* is therefore not
+/// consulted through a built-in binding; kube's start-up reconciliation would restore it too.)
+fn is_builtin(binding: &Binding) -> bool {
+    bootstrap::cluster_role_bindings().iter().any(|b| {
+        b.name == binding.name
+            && b.role_ref.name == binding.role_ref.name
+            && b.role_ref.kind == binding.role_ref.kind
+            && b.subjects == binding.subjects
+    })
+}
+
 /// Resolves ClusterRoles for one authorization: stored ones override built-in ones by name;
 /// the full set is listed at most once, and only when an aggregated role needs it.
 struct ClusterRoles<'a> {
@@ -171,6 +184,9 @@ impl RbacAuthorizer {
         }
         let mut roles = ClusterRoles { authorizer: self, all: None };
         for binding in self.read_all::<Binding>("clusterrolebindings", None).await? {
+            if is_builtin(&binding) {
+                continue;
+            }
             if binding.role_ref.kind == "ClusterRole" && binding.applies_to(user, "") {
                 if let Some(rules) = roles.rules(&binding.role_ref.name).await? {
                     let role = Role { rules, ..Role::default() };
@@ -229,7 +245,7 @@ impl RbacAuthorizer {
         }
         let mut roles = ClusterRoles { authorizer: self, all: None };
         for binding in self.read_all::<Binding>("clusterrolebindings", None).await? {
-            if binding.role_ref.kind == "ClusterRole" && binding.applies_to(user, "") {
+            if !is_builtin(&binding) && binding.role_ref.kind == "ClusterRole" && binding.applies_to(user, "") {
                 out.extend(roles.rules(&binding.role_ref.name).await?.unwrap_or_default());
             }
         }
@@ -345,6 +361,18 @@ mod tests {
         let mut rules = Vec::new();
         aggregate(&with_loop, &with_loop["view"], &mut BTreeSet::new(), &mut rules);
         assert!(!rules.is_empty());
+    }
+
+    #[test]
+    fn stored_copies_of_builtin_bindings_are_recognised() {
+        for object in bootstrap::cluster_role_binding_objects() {
+            let stored: Binding = serde_json::from_value(object.clone()).expect("binding");
+            assert!(is_builtin(&stored), "{}", stored.name);
+        }
+        let mut widened: Binding =
+            serde_json::from_value(bootstrap::cluster_role_binding_objects()[0].clone()).expect("binding");
+        widened.subjects.push(Subject { kind: "User".into(), name: "mallory".into(), namespace: String::new() });
+        assert!(!is_builtin(&widened), "an edited built-in binding is evaluated from storage");
     }
 
     #[test]

@@ -130,7 +130,7 @@ impl Role {
 }
 
 /// A binding's `roleRef`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
 #[serde(default, rename_all = "camelCase")]
 pub struct RoleRef {
     /// `Role` or `ClusterRole`.
@@ -140,7 +140,7 @@ pub struct RoleRef {
 }
 
 /// A binding's subject.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
 #[serde(default)]
 pub struct Subject {
     /// `User`, `Group` or `ServiceAccount`.
