@@ -4,7 +4,9 @@
 //! their whole life, and so is `system:masters`, as in kube, so an administrator can always get
 //! in. A limit of 0 disables that class's limit.
 //!
-//! Runs after authentication (it needs the user) and before authorization, as in kube.
+//! Runs after authentication and impersonation (it needs the effective user) and before
+//! authorization, as in kube. The `apiserver_current_inflight_requests` gauge counts the
+//! requests holding a slot.
 
 use std::sync::Arc;
 
