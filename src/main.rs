@@ -46,6 +46,47 @@ struct ServeFlags {
     /// Static bearer tokens (CSV: token,user,uid,"group1,group2").
     #[arg(long)]
     token_auth_file: Option<PathBuf>,
+    #[command(flatten)]
+    chain: ChainFlags,
+}
+
+/// kube-apiserver's request-handling flags, shared by `serve` and `frontend`.
+#[derive(Args, Debug)]
+struct ChainFlags {
+    /// Most read-only requests in flight (0 = no limit); long-running requests are exempt.
+    #[arg(long, default_value_t = 400)]
+    max_requests_inflight: usize,
+    /// Most mutating requests in flight (0 = no limit).
+    #[arg(long, default_value_t = 200)]
+    max_mutating_requests_inflight: usize,
+    /// Longest a non-long-running request may take before it is answered 504 (Go duration).
+    #[arg(long, default_value = "1m0s", value_parser = parse_duration)]
+    request_timeout: std::time::Duration,
+    /// Audit log file (JSON lines); "-" writes to standard output. Unset: no auditing.
+    #[arg(long)]
+    audit_log_path: Option<PathBuf>,
+    /// Audit policy (audit.k8s.io/v1 Policy, YAML or JSON).
+    #[arg(long)]
+    audit_policy_file: Option<PathBuf>,
+    /// Audit events queued for the writer; beyond it events are dropped and counted.
+    #[arg(long, default_value_t = 10_000)]
+    audit_log_batch_buffer_size: usize,
+}
+
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    ballast_frontend::filters::timeout::parse_go_duration(text)
+        .ok_or_else(|| format!("invalid duration {text:?} (use Go syntax, e.g. 60s or 1m0s)"))
+}
+
+impl ChainFlags {
+    fn apply(&self, config: &mut FrontendConfig) {
+        config.max_requests_inflight = self.max_requests_inflight;
+        config.max_mutating_requests_inflight = self.max_mutating_requests_inflight;
+        config.request_timeout = self.request_timeout;
+        config.audit_log_path = self.audit_log_path.clone();
+        config.audit_policy_file = self.audit_policy_file.clone();
+        config.audit_buffer_size = self.audit_log_batch_buffer_size;
+    }
 }
 
 /// kube-apiserver's flag names for the frontend.
@@ -72,12 +113,8 @@ struct FrontendFlags {
     /// Allow requests without credentials as system:anonymous.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     anonymous_auth: bool,
-    /// Most read-only requests in flight (0 = no limit).
-    #[arg(long, default_value_t = 400)]
-    max_requests_inflight: usize,
-    /// Most mutating requests in flight (0 = no limit).
-    #[arg(long, default_value_t = 200)]
-    max_mutating_requests_inflight: usize,
+    #[command(flatten)]
+    chain: ChainFlags,
     /// Log format: text or json.
     #[arg(long, default_value = "text")]
     log_format: String,
@@ -186,7 +223,7 @@ async fn shutdown_signal() {
 }
 
 fn frontend_config(flags: &FrontendFlags) -> FrontendConfig {
-    FrontendConfig {
+    let mut config = FrontendConfig {
         etcd_servers: split(&flags.etcd_servers),
         bind_address: flags.bind_address,
         secure_port: flags.secure_port,
@@ -194,10 +231,10 @@ fn frontend_config(flags: &FrontendFlags) -> FrontendConfig {
         client_ca_file: flags.client_ca_file.clone(),
         token_auth_file: flags.token_auth_file.clone(),
         anonymous_auth: flags.anonymous_auth,
-        max_requests_inflight: flags.max_requests_inflight,
-        max_mutating_requests_inflight: flags.max_mutating_requests_inflight,
         ..FrontendConfig::default()
-    }
+    };
+    flags.chain.apply(&mut config);
+    config
 }
 
 /// Runs one engine member until a signal.
@@ -231,7 +268,7 @@ async fn run_all_in_one(engine_cfg: EngineConfig, flags: &ServeFlags) -> anyhow:
     } else {
         format!("http://{client}")
     };
-    let frontend_cfg = FrontendConfig {
+    let mut frontend_cfg = FrontendConfig {
         etcd_servers: vec![endpoint],
         bind_address: flags.bind_address,
         secure_port: flags.secure_port,
@@ -240,6 +277,7 @@ async fn run_all_in_one(engine_cfg: EngineConfig, flags: &ServeFlags) -> anyhow:
         token_auth_file: flags.token_auth_file.clone(),
         ..FrontendConfig::default()
     };
+    flags.chain.apply(&mut frontend_cfg);
     let frontend = tokio::select! {
         started = Frontend::start(frontend_cfg) => started.context("starting the Kubernetes API frontend")?,
         ended = &mut engine_task => bail!("the engine stopped before the frontend started: {:?}", ended),

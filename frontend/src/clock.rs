@@ -13,6 +13,14 @@ pub(crate) fn now_rfc3339() -> String {
     format_rfc3339(unix_now())
 }
 
+/// Returns the current time as `metav1.MicroTime` text (microseconds, `Z`), e.g.
+/// `2026-11-22T13:08:21.123456Z`, as audit events carry.
+pub(crate) fn now_micro_rfc3339() -> String {
+    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let whole = format_rfc3339(since.as_secs() as i64);
+    format!("{}.{:06}Z", whole.trim_end_matches('Z'), since.subsec_micros())
+}
+
 /// Formats seconds since the Unix epoch as RFC 3339 in UTC with whole seconds.
 pub(crate) fn format_rfc3339(secs: i64) -> String {
     let days = secs.div_euclid(86_400);

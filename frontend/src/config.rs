@@ -3,6 +3,7 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// The frontend's configuration.
 #[derive(Debug, Clone)]
@@ -29,10 +30,29 @@ pub struct FrontendConfig {
     pub max_requests_inflight: usize,
     /// `--max-mutating-requests-inflight`: kube's default, 200.
     pub max_mutating_requests_inflight: usize,
+    /// `--request-timeout`: how long a non-long-running request may take before it is answered
+    /// 504. kube's default, 60 s: long enough for a large list against a busy store, short
+    /// enough that a stuck storage call does not hold a max-in-flight slot for minutes.
+    pub request_timeout: Duration,
     /// Largest request body: kube's 3 MiB.
     pub max_request_body_bytes: usize,
     /// `--etcd-prefix`: kube's `/registry`.
     pub storage_prefix: String,
+    /// `--audit-log-path`: where audit events go as JSON lines (`-` = standard output); `None`
+    /// disables auditing, as in kube.
+    pub audit_log_path: Option<PathBuf>,
+    /// `--audit-policy-file`: the `audit.k8s.io/v1` Policy (YAML or JSON). Without one, kube
+    /// logs nothing even with a log path; we do the same.
+    pub audit_policy_file: Option<PathBuf>,
+    /// `--audit-log-batch-buffer-size`: events queued for the writer before new ones are
+    /// dropped (and counted in `apiserver_audit_error_total`). kube's batch default, 10000:
+    /// at ~1 KiB per event that is ~10 MiB at most, and it absorbs several seconds of a
+    /// thousand requests per second while the disk stalls.
+    pub audit_buffer_size: usize,
+    /// Whether to write the bootstrap ClusterRoles and ClusterRoleBindings into storage at
+    /// start (as kube-apiserver's RBAC post-start hook does), so they can be listed. The
+    /// authorizer knows them either way.
+    pub write_bootstrap_rbac: bool,
 }
 
 impl Default for FrontendConfig {
@@ -48,8 +68,13 @@ impl Default for FrontendConfig {
             anonymous_auth: true,
             max_requests_inflight: 400,
             max_mutating_requests_inflight: 200,
+            request_timeout: Duration::from_secs(60),
             max_request_body_bytes: crate::filters::body_limit::DEFAULT_MAX_BODY_BYTES,
             storage_prefix: "/registry".into(),
+            audit_log_path: None,
+            audit_policy_file: None,
+            audit_buffer_size: 10_000,
+            write_bootstrap_rbac: true,
         }
     }
 }

@@ -231,6 +231,9 @@ pub enum ApiError {
         /// Seconds the client should wait.
         retry_after_seconds: u32,
     },
+    /// 504 `Timeout`: the request did not finish within `--request-timeout`.
+    #[error("Timeout: request did not complete within the allotted timeout")]
+    Timeout,
     /// 500 `InternalError`.
     #[error("Internal error occurred: {0}")]
     Internal(String),
@@ -292,6 +295,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "UnsupportedMediaType"),
             ApiError::TooManyRequests { .. } => (StatusCode::TOO_MANY_REQUESTS, "TooManyRequests"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "InternalError"),
+            ApiError::Timeout => (StatusCode::GATEWAY_TIMEOUT, "Timeout"),
             ApiError::Storage(StorageError::Compacted { .. }) => (StatusCode::GONE, "Expired"),
             ApiError::Storage(_) => (StatusCode::INTERNAL_SERVER_ERROR, "InternalError"),
         }
@@ -330,7 +334,7 @@ impl ApiError {
                 Some(json!({"retryAfterSeconds": retry_after_seconds}))
             }
             ApiError::Internal(message) => Some(json!({"causes": [{"message": message}]})),
-            ApiError::NoRoute => Some(json!({})),
+            ApiError::NoRoute | ApiError::Timeout => Some(json!({})),
             _ => None,
         }
     }

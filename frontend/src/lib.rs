@@ -7,8 +7,10 @@
 //!
 //! * [`server`]: the secure port: TLS (rustls, ring), HTTP/1.1 and HTTP/2 (hyper-util auto),
 //!   client certificates handed to the chain.
-//! * [`chain`]: `build_handler_chain`, the one place that orders the [`filters`]: panic
-//!   recovery → request info → authentication → max-in-flight → authorization → body limit.
+//! * [`chain`]: `build_handler_chain`, the one place that orders the [`filters`]: audit init →
+//!   panic recovery → request info → metrics → timeout → authentication → audit →
+//!   impersonation → max-in-flight → authorization → body limit.
+//! * [`audit`]: audit policy, events and the bounded log writer.
 //! * [`request_info`] parses URLs like kube's `RequestInfoFactory`; [`authn`] (x509, token
 //!   file, anonymous) and [`authz`] (RBAC with kube's bootstrap roles) decide who and whether.
 //! * [`routes`]: health and version, discovery, and REST on resources (with watch streams).
@@ -23,6 +25,7 @@
 //!
 //! Reading order: [`Frontend::start`], [`chain`], [`routes`], [`registry::store`].
 
+pub mod audit;
 pub mod authn;
 pub mod authz;
 pub mod body;
@@ -93,6 +96,9 @@ pub enum FrontendError {
         #[source]
         source: std::io::Error,
     },
+    /// Auditing could not start (policy or log file).
+    #[error("audit")]
+    Audit(#[from] audit::AuditError),
     /// The TLS configuration was rejected.
     #[error("TLS configuration")]
     Tls(#[from] rustls::Error),
@@ -154,7 +160,23 @@ impl Frontend {
         let tokens = config.token_auth_file.as_deref().map(TokenFile::load).transpose()?;
         let tls = server::tls_config(&certs.serving_cert_pem, &certs.serving_key_pem, x509.tls_verifier())?;
         let authenticator = Authenticator::new(Some(x509), tokens, config.anonymous_auth);
-        let authorizer = RbacAuthorizer::new(store.storage().clone(), &config.storage_prefix);
+        let authorizer = Arc::new(RbacAuthorizer::new(store.storage().clone(), &config.storage_prefix));
+        if config.write_bootstrap_rbac {
+            // Authorization does not depend on these objects (the built-in policy is compiled
+            // in), so a failure here is logged, not fatal.
+            match authorizer.write_bootstrap_policy().await {
+                Ok(created) => tracing::debug!(created, "bootstrap RBAC policy in storage"),
+                Err(e) => tracing::warn!(error = %e, "writing the bootstrap RBAC policy"),
+            }
+        }
+        let metrics = Arc::new(filters::metrics::Metrics::default());
+        let auditor = audit::Auditor::start(
+            config.audit_log_path.as_ref(),
+            config.audit_policy_file.as_ref(),
+            config.audit_buffer_size,
+            metrics.clone(),
+        )
+        .await?;
 
         let addr = SocketAddr::new(config.bind_address, config.secure_port);
         let listener =
@@ -162,14 +184,22 @@ impl Frontend {
         let local_addr = listener.local_addr().map_err(|source| FrontendError::Bind { addr, source })?;
         let kubeconfig = certs.write_admin_kubeconfig(local_addr, config.admin_kubeconfig.as_deref())?;
 
-        let state = Arc::new(AppState { store, advertise_address: local_addr.to_string() });
+        let state = Arc::new(AppState {
+            store,
+            advertise_address: local_addr.to_string(),
+            authorizer: authorizer.clone(),
+            metrics: metrics.clone(),
+        });
         let chain = build_handler_chain(
             Router::new(state),
             ChainConfig {
                 authenticator: Arc::new(authenticator),
-                authorizer: Arc::new(authorizer),
+                authorizer,
+                auditor,
+                metrics,
                 max_requests_inflight: config.max_requests_inflight,
                 max_mutating_requests_inflight: config.max_mutating_requests_inflight,
+                request_timeout: config.request_timeout,
                 max_request_body_bytes: config.max_request_body_bytes,
             },
         );

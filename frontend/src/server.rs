@@ -89,6 +89,7 @@ pub async fn serve(
             let service = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
                 let mut req = req.map(|b| b.map_err(|e| BodyError(Box::new(e))).boxed_unsync());
                 req.extensions_mut().insert(peer.clone());
+                req.extensions_mut().insert(crate::audit::RemoteAddr(remote));
                 chain.clone().oneshot(req)
             });
             let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());

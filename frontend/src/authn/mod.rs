@@ -13,6 +13,7 @@
 pub mod token_file;
 pub mod x509;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use http::HeaderMap;
@@ -38,12 +39,19 @@ pub struct UserInfo {
     pub uid: String,
     /// The groups.
     pub groups: Vec<String>,
+    /// Extra attributes (`user.Info.GetExtra`), set by impersonation's `Impersonate-Extra-*`.
+    pub extra: BTreeMap<String, Vec<String>>,
 }
 
 impl UserInfo {
+    /// Returns a user without extra attributes.
+    pub fn new(name: impl Into<String>, uid: impl Into<String>, groups: Vec<String>) -> Self {
+        UserInfo { name: name.into(), uid: uid.into(), groups, extra: BTreeMap::new() }
+    }
+
     /// Returns the anonymous user.
     pub fn anonymous() -> Self {
-        UserInfo { name: ANONYMOUS_USER.into(), uid: String::new(), groups: vec![UNAUTHENTICATED_GROUP.into()] }
+        UserInfo::new(ANONYMOUS_USER, "", vec![UNAUTHENTICATED_GROUP.into()])
     }
 
     /// Returns whether the user is in `group`.
@@ -107,7 +115,7 @@ fn bearer_token(headers: &HeaderMap) -> Option<&str> {
 
 /// Adds `system:authenticated` unless the user already has it or is anonymous (kube's
 /// `AuthenticatedGroupAdder`).
-fn with_authenticated_group(mut user: UserInfo) -> UserInfo {
+pub(crate) fn with_authenticated_group(mut user: UserInfo) -> UserInfo {
     if !user.in_group(AUTHENTICATED_GROUP) && !user.in_group(UNAUTHENTICATED_GROUP) && user.name != ANONYMOUS_USER {
         user.groups.push(AUTHENTICATED_GROUP.into());
     }

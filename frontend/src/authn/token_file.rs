@@ -64,7 +64,7 @@ impl TokenFile {
                 .get(3)
                 .map(|g| g.split(',').map(str::trim).filter(|g| !g.is_empty()).map(String::from).collect())
                 .unwrap_or_default();
-            let user = UserInfo { name: fields[1].clone(), uid: fields[2].clone(), groups };
+            let user = UserInfo::new(fields[1].clone(), fields[2].clone(), groups);
             users.insert(fields[0].clone(), user);
         }
         Ok(TokenFile { users })

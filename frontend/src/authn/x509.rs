@@ -68,7 +68,7 @@ impl X509Authenticator {
         if name.is_empty() {
             return None;
         }
-        Some(UserInfo { name, uid: String::new(), groups: subject.organizations })
+        Some(UserInfo::new(name, "", subject.organizations))
     }
 
     /// Returns the TLS-level verifier that requests but does not require a client certificate.

@@ -2,6 +2,8 @@
 //!
 //! Only the fields authorization reads are decoded; unknown fields are ignored.
 
+use std::collections::BTreeMap;
+
 use serde::Deserialize;
 
 use crate::authn::UserInfo;
@@ -53,12 +55,62 @@ impl PolicyRule {
     }
 }
 
-/// A Role or ClusterRole (only its rules matter here).
+/// A Role or ClusterRole: its rules, and for aggregated ClusterRoles the label selectors whose
+/// matching ClusterRoles' rules it also grants.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
+#[serde(default, from = "RawRole")]
 pub struct Role {
+    /// The role's name.
+    pub name: String,
+    /// The role's labels (what aggregation selectors match).
+    pub labels: BTreeMap<String, String>,
     /// The rules.
     pub rules: Vec<PolicyRule>,
+    /// `aggregationRule.clusterRoleSelectors`, if any (each a `matchLabels` map; `None` means
+    /// a selector this authorizer cannot evaluate, which matches nothing).
+    pub aggregation: Option<Vec<Option<BTreeMap<String, String>>>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct RawRole {
+    metadata: Metadata,
+    rules: Vec<PolicyRule>,
+    aggregation_rule: Option<RawAggregationRule>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct RawAggregationRule {
+    cluster_role_selectors: Vec<RawSelector>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct RawSelector {
+    match_labels: BTreeMap<String, String>,
+    match_expressions: Vec<serde_json::Value>,
+}
+
+impl From<RawRole> for Role {
+    fn from(raw: RawRole) -> Self {
+        let aggregation = raw.aggregation_rule.map(|a| {
+            a.cluster_role_selectors
+                .into_iter()
+                // matchExpressions are not evaluated: such a selector selects nothing rather
+                // than more than it should (fail closed).
+                .map(|s| s.match_expressions.is_empty().then_some(s.match_labels))
+                .collect()
+        });
+        Role { name: raw.metadata.name, labels: raw.metadata.labels, rules: raw.rules, aggregation }
+    }
+}
+
+impl Role {
+    /// Returns whether the aggregation selector `selector` selects this role.
+    pub fn selected_by(&self, selector: &BTreeMap<String, String>) -> bool {
+        selector.iter().all(|(k, v)| self.labels.get(k) == Some(v))
+    }
 }
 
 impl Role {
@@ -78,7 +130,7 @@ impl Role {
 }
 
 /// A binding's `roleRef`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
 #[serde(default, rename_all = "camelCase")]
 pub struct RoleRef {
     /// `Role` or `ClusterRole`.
@@ -88,7 +140,7 @@ pub struct RoleRef {
 }
 
 /// A binding's subject.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
 #[serde(default)]
 pub struct Subject {
     /// `User`, `Group` or `ServiceAccount`.
@@ -103,6 +155,7 @@ pub struct Subject {
 #[serde(default)]
 struct Metadata {
     name: String,
+    labels: BTreeMap<String, String>,
 }
 
 /// A RoleBinding or ClusterRoleBinding.
@@ -132,19 +185,28 @@ impl From<RawBinding> for Binding {
 }
 
 impl Binding {
+    /// Returns the first subject that names the user, for kube's allow reason.
+    pub fn matching_subject(&self, user: &UserInfo, namespace: &str) -> Option<&Subject> {
+        self.subjects.iter().find(|s| subject_matches(s, user, namespace))
+    }
+
     /// Returns whether the binding names the user, one of its groups, or (as
     /// `system:serviceaccount:<ns>:<name>`) its service account. `namespace` is the binding's
     /// own namespace ("" for cluster bindings).
     pub fn applies_to(&self, user: &UserInfo, namespace: &str) -> bool {
-        self.subjects.iter().any(|s| match s.kind.as_str() {
-            "User" => s.name == user.name,
-            "Group" => user.in_group(&s.name),
-            "ServiceAccount" => {
-                let ns = if s.namespace.is_empty() { namespace } else { s.namespace.as_str() };
-                !ns.is_empty() && user.name == format!("system:serviceaccount:{ns}:{}", s.name)
-            }
-            _ => false,
-        })
+        self.subjects.iter().any(|s| subject_matches(s, user, namespace))
+    }
+}
+
+fn subject_matches(s: &Subject, user: &UserInfo, namespace: &str) -> bool {
+    match s.kind.as_str() {
+        "User" => s.name == user.name,
+        "Group" => user.in_group(&s.name),
+        "ServiceAccount" => {
+            let ns = if s.namespace.is_empty() { namespace } else { s.namespace.as_str() };
+            !ns.is_empty() && user.name == format!("system:serviceaccount:{ns}:{}", s.name)
+        }
+        _ => false,
     }
 }
 
@@ -185,11 +247,8 @@ mod tests {
                             {"kind":"ServiceAccount","name":"bot"}]}"#,
         )
         .expect("binding");
-        let user = |name: &str, groups: &[&str]| UserInfo {
-            name: name.into(),
-            uid: String::new(),
-            groups: groups.iter().map(|g| g.to_string()).collect(),
-        };
+        let user =
+            |name: &str, groups: &[&str]| UserInfo::new(name, "", groups.iter().map(|g| g.to_string()).collect());
         assert!(b.applies_to(&user("alice", &[]), "ns"));
         assert!(b.applies_to(&user("bob", &["dev"]), "ns"));
         assert!(b.applies_to(&user("system:serviceaccount:ns:bot", &[]), "ns"));

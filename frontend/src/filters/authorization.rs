@@ -4,12 +4,19 @@
 
 use std::sync::Arc;
 
+use crate::audit::AuditEvent;
+
 use super::{call_next, filter_layer, Filter, Filtered, Inner};
 use crate::authn::UserInfo;
 use crate::authz::{forbidden_reason, Decision, RbacAuthorizer};
 use crate::body::{Request, Response};
 use crate::error::ApiError;
 use crate::request_info::RequestInfo;
+
+/// The audit annotation with the decision (`allow` or `forbid`).
+pub const DECISION_ANNOTATION: &str = "authorization.k8s.io/decision";
+/// The audit annotation with the authorizer's reason.
+pub const REASON_ANNOTATION: &str = "authorization.k8s.io/reason";
 
 /// The authorization filter.
 #[derive(Debug, Clone)]
@@ -35,7 +42,12 @@ impl Filter for AuthorizationLayer {
         else {
             return ApiError::Internal("no user or request info on the request".into()).into_response();
         };
-        match self.authorizer.authorize(user, info).await {
+        let decision = self.authorizer.authorize(user, info).await;
+        if let (Some(event), Ok(decision)) = (req.extensions().get::<AuditEvent>(), &decision) {
+            event.annotate(DECISION_ANNOTATION, if decision.allowed() { "allow" } else { "forbid" });
+            event.annotate(REASON_ANNOTATION, decision.reason());
+        }
+        match decision {
             Ok(Decision::Allow(_)) => call_next(next, req).await,
             Ok(Decision::Deny) => ApiError::Forbidden {
                 group: info.api_group.clone(),

@@ -4,11 +4,17 @@
 //! their whole life, and so is `system:masters`, as in kube, so an administrator can always get
 //! in. A limit of 0 disables that class's limit.
 //!
-//! Runs after authentication (it needs the user) and before authorization, as in kube.
+//! Runs after authentication and impersonation (it needs the effective user) and before
+//! authorization, as in kube. The `apiserver_current_inflight_requests` gauge counts the
+//! requests holding a slot.
 
 use std::sync::Arc;
 
+use std::sync::atomic::Ordering;
+
 use tokio::sync::Semaphore;
+
+use super::metrics::Metrics;
 
 use super::{call_next, filter_layer, Filter, Filtered, Inner};
 use crate::authn::{UserInfo, MASTERS_GROUP};
@@ -21,18 +27,48 @@ use crate::request_info::RequestInfo;
 pub struct MaxInFlightLayer {
     read_only: Option<Arc<Semaphore>>,
     mutating: Option<Arc<Semaphore>>,
+    metrics: Arc<Metrics>,
 }
 
 impl MaxInFlightLayer {
     /// Builds the filter with kube's flags `--max-requests-inflight` and
     /// `--max-mutating-requests-inflight` (0 = unlimited).
-    pub fn new(max_read_only: usize, max_mutating: usize) -> Self {
+    /// `apiserver_current_inflight_requests` goes to `metrics`.
+    pub fn new(max_read_only: usize, max_mutating: usize, metrics: Arc<Metrics>) -> Self {
         let sem = |n: usize| (n > 0).then(|| Arc::new(Semaphore::new(n)));
-        MaxInFlightLayer { read_only: sem(max_read_only), mutating: sem(max_mutating) }
+        MaxInFlightLayer { read_only: sem(max_read_only), mutating: sem(max_mutating), metrics }
     }
 }
 
 filter_layer!(MaxInFlightLayer);
+
+/// One request counted in `apiserver_current_inflight_requests` while it lives.
+struct InFlightGauge {
+    metrics: Arc<Metrics>,
+    mutating: bool,
+}
+
+impl InFlightGauge {
+    fn enter(metrics: Arc<Metrics>, mutating: bool) -> Self {
+        let gauge = InFlightGauge { metrics, mutating };
+        gauge.gauge().fetch_add(1, Ordering::Relaxed);
+        gauge
+    }
+
+    fn gauge(&self) -> &std::sync::atomic::AtomicI64 {
+        if self.mutating {
+            &self.metrics.inflight_mutating
+        } else {
+            &self.metrics.inflight_read_only
+        }
+    }
+}
+
+impl Drop for InFlightGauge {
+    fn drop(&mut self) {
+        self.gauge().fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 /// The max-in-flight service.
 pub type MaxInFlight<S> = Filtered<MaxInFlightLayer, S>;
@@ -51,7 +87,11 @@ impl Filter for MaxInFlightLayer {
         match semaphore.try_acquire_owned() {
             // The permit lives until the response is produced (the body of a non-watch response
             // is already complete by then).
-            Ok(_permit) => call_next(next, req).await,
+            Ok(_permit) => {
+                // A guard, so a request cancelled by the timeout filter leaves the gauge too.
+                let _counted = InFlightGauge::enter(self.metrics.clone(), mutating);
+                call_next(next, req).await
+            }
             Err(_) => ApiError::TooManyRequests { retry_after_seconds: 1 }.into_response(),
         }
     }
@@ -81,7 +121,7 @@ mod tests {
     }
 
     fn user(groups: &[&str]) -> UserInfo {
-        UserInfo { name: "u".into(), uid: String::new(), groups: groups.iter().map(|g| g.to_string()).collect() }
+        UserInfo::new("u", "", groups.iter().map(|g| g.to_string()).collect())
     }
 
     #[tokio::test]
@@ -95,7 +135,7 @@ mod tests {
                 Ok::<_, Infallible>(crate::body::text(StatusCode::OK, "ok".into()))
             }
         });
-        let svc = MaxInFlightLayer::new(1, 1).layer(slow);
+        let svc = MaxInFlightLayer::new(1, 1, Arc::default()).layer(slow);
         let list = || request(&http::Method::GET, "/api/v1/namespaces", None, user(&["system:authenticated"]));
         let first = tokio::spawn(svc.clone().oneshot(list()));
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -6,19 +6,29 @@
 //!
 //! The order is decided in exactly one place, `chain::build_handler_chain`.
 //!
+//! * [`audit_init`]: the request's audit ID (`Audit-ID` header both ways) and receive time.
 //! * [`panic_recovery`]: a panic below becomes a 500 Status; the server keeps running.
 //! * [`request_info`]: parses the URL into a `RequestInfo` for everything after it.
+//! * [`metrics`]: the request counters, latency histogram and long-running gauge.
+//! * [`timeout`]: non-long-running requests end with 504 after `--request-timeout`.
 //! * [`authentication`]: client certificate, bearer token or anonymous → `UserInfo`, or 401.
+//! * [`audit`]: audit events by policy, with the stages of the request.
+//! * [`impersonation`]: `Impersonate-*` headers, each authorized, replace the user.
 //! * [`flow_control`]: max-in-flight limits for read-only and mutating requests (429).
 //! * [`authorization`]: RBAC → 403.
 //! * [`body_limit`]: caps request bodies (413).
 
+pub mod audit;
+pub mod audit_init;
 pub mod authentication;
 pub mod authorization;
 pub mod body_limit;
 pub mod flow_control;
+pub mod impersonation;
+pub mod metrics;
 pub mod panic_recovery;
 pub mod request_info;
+pub mod timeout;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -85,6 +95,39 @@ pub async fn call_next<S: Inner>(next: S, req: Request) -> Response {
         Ok(resp) => resp,
         Err(never) => match never {},
     }
+}
+
+/// A response body that keeps `guard` alive until the body is finished with (sent to the end or
+/// dropped with the connection), so the guard's `Drop` marks the end of a streaming response.
+struct GuardedBody<G> {
+    inner: crate::body::ResponseBody,
+    _guard: G,
+}
+
+impl<G: Unpin> http_body::Body for GuardedBody<G> {
+    type Data = bytes::Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, Infallible>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Returns `resp` with `guard` attached to its body (dropped when the body is).
+pub fn guard_body<G: Unpin + Send + 'static>(resp: Response, guard: G) -> Response {
+    use http_body_util::BodyExt;
+    resp.map(|inner| GuardedBody { inner, _guard: guard }.boxed_unsync())
 }
 
 /// Implements `tower::Layer` for a filter config struct.

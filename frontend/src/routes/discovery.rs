@@ -12,7 +12,7 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use serde_json::{json, Value};
 
 use super::negotiation::{accept, accepts_json, SUPPORTED};
-use super::AppState;
+use super::{access_review, AppState};
 use crate::body::{self, Response};
 use crate::error::ApiError;
 use crate::registry::{kinds, ApiGroup, ResourceKind, GROUPS};
@@ -179,6 +179,22 @@ fn named_groups() -> impl Iterator<Item = &'static ApiGroup> {
     GROUPS.iter().filter(|g| !g.name.is_empty())
 }
 
+/// Splices the review groups (served by `access_review`, not the registry) into a group list
+/// where kube-apiserver lists them: right after `events.k8s.io`.
+fn with_review_groups(mut registry: Vec<Value>, reviews: Vec<Value>, name_of: fn(&Value) -> &str) -> Vec<Value> {
+    let at = registry.iter().position(|g| name_of(g) == "events.k8s.io").map_or(registry.len(), |i| i + 1);
+    registry.splice(at..at, reviews);
+    registry
+}
+
+fn legacy_name(g: &Value) -> &str {
+    g["name"].as_str().unwrap_or("")
+}
+
+fn aggregated_name(g: &Value) -> &str {
+    g["metadata"]["name"].as_str().unwrap_or("")
+}
+
 /// Serves the discovery paths.
 ///
 /// # Errors
@@ -204,9 +220,10 @@ pub fn handle(state: &AppState, path: &str, headers: &HeaderMap) -> Result<Respo
         "/apis" => {
             if wants_aggregated(headers)? {
                 let items: Vec<Value> = named_groups().map(aggregated_group).collect();
-                return Ok(aggregated(&items));
+                return Ok(aggregated(&with_review_groups(items, access_review::aggregated_groups(), aggregated_name)));
             }
             let groups: Vec<Value> = named_groups().map(legacy_group).collect();
+            let groups = with_review_groups(groups, access_review::legacy_groups(), legacy_name);
             Ok(body::json(StatusCode::OK, &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})))
         }
         "/api/v1" => {
@@ -221,10 +238,12 @@ pub fn handle(state: &AppState, path: &str, headers: &HeaderMap) -> Result<Respo
                 Some((g, v)) => (g, Some(v)),
                 None => (rest, None),
             };
-            let g = named_groups().find(|g| g.name == group).ok_or(ApiError::NoRoute)?;
             if !accepts_json(&accept(headers)) {
                 return Err(ApiError::NotAcceptable(SUPPORTED.into()));
             }
+            let Some(g) = named_groups().find(|g| g.name == group) else {
+                return review_group(group, version);
+            };
             match version {
                 None => {
                     let mut doc = legacy_group(g);
@@ -235,6 +254,25 @@ pub fn handle(state: &AppState, path: &str, headers: &HeaderMap) -> Result<Respo
                 Some(v) if g.versions.contains(&v) => Ok(body::json(StatusCode::OK, &resource_list(group, v))),
                 Some(_) => Err(ApiError::NoRoute),
             }
+        }
+    }
+}
+
+/// `/apis/<group>[/<version>]` for the review groups `access_review` serves.
+fn review_group(group: &str, version: Option<&str>) -> Result<Response, ApiError> {
+    match version {
+        None => {
+            let mut doc = access_review::legacy_groups()
+                .into_iter()
+                .find(|g| legacy_name(g) == group)
+                .ok_or(ApiError::NoRoute)?;
+            doc["kind"] = "APIGroup".into();
+            doc["apiVersion"] = "v1".into();
+            Ok(body::json(StatusCode::OK, &doc))
+        }
+        Some(v) => {
+            let list = access_review::legacy_resource_list(group, v).ok_or(ApiError::NoRoute)?;
+            Ok(body::json(StatusCode::OK, &list))
         }
     }
 }

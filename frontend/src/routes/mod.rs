@@ -4,11 +4,15 @@
 //! * [`health`]: `/version`, `/healthz`, `/livez`, `/readyz` (and `/<check>/<name>`);
 //! * [`discovery`]: `/api`, `/apis` (legacy or aggregated, by `Accept`), `/api/v1`;
 //! * [`resource`]: REST on the registry's kinds, with [`watch`] for streams;
+//! * [`access_review`]: the create-only review resources (`auth can-i`, `auth whoami`);
+//! * `/metrics` in the Prometheus text format ([`metrics`]);
 //! * [`negotiation`]: `Accept` parsing shared by all of them;
 //! * anything else: 404 Status.
 
+pub mod access_review;
 pub mod discovery;
 pub mod health;
+pub mod metrics;
 pub mod negotiation;
 pub mod resource;
 pub mod watch;
@@ -30,6 +34,10 @@ pub struct AppState {
     pub store: Store,
     /// `host:port` advertised in `/api`'s `serverAddressByClientCIDRs`.
     pub advertise_address: String,
+    /// The authorizer the access reviews ask.
+    pub authorizer: Arc<crate::authz::RbacAuthorizer>,
+    /// The metric registry `/metrics` renders.
+    pub metrics: Arc<crate::filters::metrics::Metrics>,
 }
 
 /// The route dispatcher as a `tower::Service`.
@@ -62,6 +70,9 @@ impl tower::Service<Request> for Router {
 
 async fn route(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
     let info = req.extensions().get::<RequestInfo>().cloned().unwrap_or_default();
+    if let Some(review) = access_review::served(&info) {
+        return access_review::handle(&state, review, info, req).await;
+    }
     if info.is_resource_request {
         return resource::handle(&state, info, req).await;
     }
@@ -69,10 +80,11 @@ async fn route(state: Arc<AppState>, req: Request) -> Result<Response, ApiError>
     let is_read = req.method() == http::Method::GET || req.method() == http::Method::HEAD;
     let top = path.split('/').nth(1).unwrap_or("");
     match top {
-        "version" | "healthz" | "livez" | "readyz" | "api" | "apis" if !is_read => {
+        "version" | "healthz" | "livez" | "readyz" | "api" | "apis" | "metrics" if !is_read => {
             Err(ApiError::MethodNotSupported { group: String::new(), resource: String::new(), verb: info.verb })
         }
         "version" if path == "/version" => Ok(health::version()),
+        "metrics" if path == "/metrics" => Ok(metrics::handle(&state)),
         "healthz" | "livez" | "readyz" => health::check(&state, path, req.uri().query()).await,
         "api" | "apis" => discovery::handle(&state, path, req.headers()),
         _ => Err(ApiError::NoRoute),

@@ -83,10 +83,26 @@ impl Etcd {
         panic!("etcd did not start");
     }
 
+    /// Freezes etcd (SIGSTOP): connections stay open and requests hang, as with a stalled disk.
+    pub(crate) fn pause(&self) {
+        signal(self.child.id(), "-STOP");
+    }
+
+    /// Thaws a paused etcd (SIGCONT).
+    pub(crate) fn resume(&self) {
+        signal(self.child.id(), "-CONT");
+    }
+
     fn kill(&mut self) {
+        self.resume();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+fn signal(pid: u32, which: &str) {
+    let status = Command::new("kill").arg(which).arg(pid.to_string()).status().expect("run kill");
+    assert!(status.success(), "kill {which} {pid}");
 }
 
 impl Drop for Etcd {
@@ -95,11 +111,15 @@ impl Drop for Etcd {
     }
 }
 
+/// Adjusts a cluster's frontend configuration; gets the cluster's temporary directory.
+pub(crate) type Configure = Box<dyn FnOnce(&mut FrontendConfig, &Path) + Send>;
+
 /// Options for [`Cluster::start_with`].
 #[derive(Default)]
 pub(crate) struct Options {
     pub(crate) anonymous_auth_off: bool,
     pub(crate) max_requests_inflight: Option<usize>,
+    pub(crate) configure: Option<Configure>,
 }
 
 /// etcd plus an in-process frontend, with an admin kubeconfig and a token file.
@@ -164,6 +184,9 @@ impl Cluster {
         };
         if let Some(n) = options.max_requests_inflight {
             config.max_requests_inflight = n;
+        }
+        if let Some(configure) = options.configure {
+            configure(&mut config, dir.path());
         }
         let frontend = Frontend::start(config).await.expect("frontend starts");
         let addr = frontend.local_addr();
@@ -278,7 +301,7 @@ impl Cluster {
 
     /// Sends a GET with an `Accept` header.
     pub(crate) async fn request_with_accept(&self, creds: Credentials<'_>, path: &str, accept: &str) -> RawResponse {
-        self.request_full(creds, "GET", path, None, Some(accept), Bytes::new()).await
+        self.request_full(creds, "GET", path, None, Some(accept), &[], Bytes::new()).await
     }
 
     /// Sends one HTTPS request over a new HTTP/1.1 connection and reads the whole answer.
@@ -290,9 +313,23 @@ impl Cluster {
         content_type: Option<&str>,
         body: impl Into<Bytes>,
     ) -> RawResponse {
-        self.request_full(creds, method, path, content_type, None, body.into()).await
+        self.request_full(creds, method, path, content_type, None, &[], body.into()).await
     }
 
+    /// Sends one HTTPS request with extra headers (impersonation, audit IDs).
+    pub(crate) async fn request_with_headers(
+        &self,
+        creds: Credentials<'_>,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        content_type: Option<&str>,
+        body: impl Into<Bytes>,
+    ) -> RawResponse {
+        self.request_full(creds, method, path, content_type, None, headers, body.into()).await
+    }
+
+    #[allow(clippy::too_many_arguments)]
     async fn request_full(
         &self,
         creds: Credentials<'_>,
@@ -300,6 +337,7 @@ impl Cluster {
         path: &str,
         content_type: Option<&str>,
         accept: Option<&str>,
+        headers: &[(&str, &str)],
         body: Bytes,
     ) -> RawResponse {
         let tls = self.tls_stream(creds).await;
@@ -312,6 +350,9 @@ impl Cluster {
         }
         if let Some(accept) = accept {
             req = req.header("accept", accept);
+        }
+        for (name, value) in headers {
+            req = req.header(*name, *value);
         }
         if let Credentials::Token(token) = creds {
             req = req.header("authorization", format!("Bearer {token}"));

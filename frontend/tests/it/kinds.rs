@@ -56,6 +56,8 @@ async fn api_resources_and_versions_match_kube_1_33() {
         "apiextensions.k8s.io/v1",
         "apiregistration.k8s.io/v1",
         "apps/v1",
+        "authentication.k8s.io/v1",
+        "authorization.k8s.io/v1",
         "autoscaling/v1",
         "autoscaling/v2",
         "batch/v1",
@@ -76,9 +78,9 @@ async fn api_resources_and_versions_match_kube_1_33() {
 
     let out = c.must_kubectl(&["api-resources"]).await;
     let rows: Vec<Vec<&str>> = out.lines().skip(1).map(|l| l.split_whitespace().collect()).collect();
-    // kube-apiserver 1.33 lists 60 resources at preferred versions; the 6 review kinds of
-    // authentication.k8s.io and authorization.k8s.io are not among the groups served here.
-    assert_eq!(rows.len(), 54, "{out}");
+    // kube-apiserver 1.33 lists 60 resources at preferred versions; authentication.k8s.io's
+    // tokenreviews is the one not served here.
+    assert_eq!(rows.len(), 59, "{out}");
     for row in [
         vec!["bindings", "v1", "true", "Binding"],
         vec!["endpoints", "ep", "v1", "true", "Endpoints"],
@@ -97,6 +99,8 @@ async fn api_resources_and_versions_match_kube_1_33() {
         vec!["clusterroles", "rbac.authorization.k8s.io/v1", "false", "ClusterRole"],
         vec!["priorityclasses", "pc", "scheduling.k8s.io/v1", "false", "PriorityClass"],
         vec!["flowschemas", "flowcontrol.apiserver.k8s.io/v1", "false", "FlowSchema"],
+        vec!["selfsubjectaccessreviews", "authorization.k8s.io/v1", "false", "SelfSubjectAccessReview"],
+        vec!["selfsubjectreviews", "authentication.k8s.io/v1", "false", "SelfSubjectReview"],
     ] {
         assert!(rows.contains(&row), "{row:?} missing from:\n{out}");
     }

@@ -3,6 +3,8 @@
 //!
 //! Every test starts its own etcd and frontend on free loopback ports and stops them at the end.
 
+mod auth;
+mod chain;
 mod harness;
 mod kinds;
 mod kubectl;

@@ -1,0 +1,442 @@
+//! Access reviews: the create-only, never-stored resources that ask the authorizer a question.
+//!
+//! * `authorization.k8s.io/v1`: `selfsubjectaccessreviews` (`kubectl auth can-i`),
+//!   `selfsubjectrulesreviews` (`kubectl auth can-i --list`), `subjectaccessreviews` and
+//!   namespaced `localsubjectaccessreviews` (about another user; RBAC lets only privileged
+//!   users create them);
+//! * `authentication.k8s.io/v1`: `selfsubjectreviews` (`kubectl auth whoami`).
+//!
+//! Bodies are JSON or kubectl's protobuf. Answers are `201 Created` with the review and its
+//! `status`, as kube-apiserver gives. [`VIRTUAL_RESOURCES`] lists them for discovery.
+
+use bytes::Bytes;
+use http::StatusCode;
+use http_body_util::BodyExt;
+use serde_json::{json, Value};
+
+use super::AppState;
+use crate::authn::UserInfo;
+use crate::authz::rbac::PolicyRule;
+use crate::body::{self, Request, Response};
+use crate::error::{ApiError, FieldError};
+use crate::filters::body_limit::BodyLimitBytes;
+use crate::protobuf::{self, field, repeated, FieldType as T, Message};
+use crate::request_info::RequestInfo;
+
+/// A resource served here rather than by the registry (for discovery).
+#[derive(Debug, Clone, Copy)]
+pub struct VirtualResource {
+    /// API group.
+    pub group: &'static str,
+    /// API version.
+    pub version: &'static str,
+    /// Plural resource.
+    pub resource: &'static str,
+    /// Singular resource.
+    pub singular: &'static str,
+    /// Kind.
+    pub kind: &'static str,
+    /// Whether it lives in a namespace.
+    pub namespaced: bool,
+    /// Verbs (only `create`).
+    pub verbs: &'static [&'static str],
+}
+
+const fn review(
+    group: &'static str,
+    resource: &'static str,
+    singular: &'static str,
+    kind: &'static str,
+    namespaced: bool,
+) -> VirtualResource {
+    VirtualResource { group, version: "v1", resource, singular, kind, namespaced, verbs: &["create"] }
+}
+
+/// The review resources, for discovery to list next to the registry's kinds.
+pub static VIRTUAL_RESOURCES: [VirtualResource; 5] = [
+    review(
+        "authorization.k8s.io",
+        "localsubjectaccessreviews",
+        "localsubjectaccessreview",
+        "LocalSubjectAccessReview",
+        true,
+    ),
+    review(
+        "authorization.k8s.io",
+        "selfsubjectaccessreviews",
+        "selfsubjectaccessreview",
+        "SelfSubjectAccessReview",
+        false,
+    ),
+    review(
+        "authorization.k8s.io",
+        "selfsubjectrulesreviews",
+        "selfsubjectrulesreview",
+        "SelfSubjectRulesReview",
+        false,
+    ),
+    review("authorization.k8s.io", "subjectaccessreviews", "subjectaccessreview", "SubjectAccessReview", false),
+    review("authentication.k8s.io", "selfsubjectreviews", "selfsubjectreview", "SelfSubjectReview", false),
+];
+
+/// Returns the API groups of [`VIRTUAL_RESOURCES`] (each served at version v1 only).
+pub fn groups() -> Vec<&'static str> {
+    let mut groups: Vec<&'static str> = VIRTUAL_RESOURCES.iter().map(|v| v.group).collect();
+    groups.dedup();
+    groups
+}
+
+fn in_group(group: &str) -> impl Iterator<Item = &'static VirtualResource> + '_ {
+    VIRTUAL_RESOURCES.iter().filter(move |v| v.group == group)
+}
+
+/// Returns the legacy `APIGroup` entries (for `/apis` as `APIGroupList` and `/apis/<group>`).
+pub fn legacy_groups() -> Vec<Value> {
+    groups()
+        .into_iter()
+        .map(|g| {
+            let v1 = json!({"groupVersion": format!("{g}/v1"), "version": "v1"});
+            json!({"name": g, "versions": [v1.clone()], "preferredVersion": v1})
+        })
+        .collect()
+}
+
+/// Returns the legacy `APIResourceList` of `/apis/<group>/<version>`, if a review group.
+pub fn legacy_resource_list(group: &str, version: &str) -> Option<Value> {
+    let resources: Vec<Value> = in_group(group)
+        .filter(|v| v.version == version)
+        .map(|v| {
+            json!({"name": v.resource, "singularName": v.singular, "namespaced": v.namespaced,
+                   "kind": v.kind, "verbs": v.verbs})
+        })
+        .collect();
+    (!resources.is_empty()).then(|| {
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": format!("{group}/{version}"),
+               "resources": resources})
+    })
+}
+
+/// Returns the aggregated-discovery `APIGroupDiscovery` items (for `/apis` as
+/// `APIGroupDiscoveryList`).
+pub fn aggregated_groups() -> Vec<Value> {
+    groups()
+        .into_iter()
+        .map(|g| {
+            let resources: Vec<Value> = in_group(g)
+                .map(|v| {
+                    json!({"resource": v.resource, "singularResource": v.singular,
+                           "responseKind": {"group": v.group, "version": v.version, "kind": v.kind},
+                           "scope": if v.namespaced { "Namespaced" } else { "Cluster" }, "verbs": v.verbs})
+                })
+                .collect();
+            json!({"metadata": {"name": g, "creationTimestamp": null},
+                   "versions": [{"version": "v1", "resources": resources, "freshness": "Current"}]})
+        })
+        .collect()
+}
+
+/// Returns the review resource a request names, if any.
+pub fn served(info: &RequestInfo) -> Option<&'static VirtualResource> {
+    if !info.is_resource_request || !info.subresource.is_empty() || !info.name.is_empty() {
+        return None;
+    }
+    VIRTUAL_RESOURCES.iter().find(|v| {
+        v.group == info.api_group
+            && v.version == info.api_version
+            && v.resource == info.resource
+            && v.namespaced != info.namespace.is_empty()
+    })
+}
+
+// Protobuf schemas (field numbers of authorization/v1 and authentication/v1 generated.proto).
+static OBJECT_META: Message = Message { fields: &[field(1, "name", T::String), field(3, "namespace", T::String)] };
+static RESOURCE_ATTRIBUTES: Message = Message {
+    fields: &[
+        field(1, "namespace", T::String),
+        field(2, "verb", T::String),
+        field(3, "group", T::String),
+        field(4, "version", T::String),
+        field(5, "resource", T::String),
+        field(6, "subresource", T::String),
+        field(7, "name", T::String),
+    ],
+};
+static NON_RESOURCE_ATTRIBUTES: Message =
+    Message { fields: &[field(1, "path", T::String), field(2, "verb", T::String)] };
+static SELF_SUBJECT_ACCESS_REVIEW_SPEC: Message = Message {
+    fields: &[
+        field(1, "resourceAttributes", T::Message(&RESOURCE_ATTRIBUTES)),
+        field(2, "nonResourceAttributes", T::Message(&NON_RESOURCE_ATTRIBUTES)),
+    ],
+};
+static SUBJECT_ACCESS_REVIEW_SPEC: Message = Message {
+    fields: &[
+        field(1, "resourceAttributes", T::Message(&RESOURCE_ATTRIBUTES)),
+        field(2, "nonResourceAttributes", T::Message(&NON_RESOURCE_ATTRIBUTES)),
+        field(3, "user", T::String),
+        repeated(4, "groups", T::String),
+        field(6, "uid", T::String),
+    ],
+};
+static SELF_SUBJECT_RULES_REVIEW_SPEC: Message = Message { fields: &[field(1, "namespace", T::String)] };
+static SELF_SUBJECT_ACCESS_REVIEW: Message = Message {
+    fields: &[
+        field(1, "metadata", T::Message(&OBJECT_META)),
+        field(2, "spec", T::Message(&SELF_SUBJECT_ACCESS_REVIEW_SPEC)),
+    ],
+};
+static SUBJECT_ACCESS_REVIEW: Message = Message {
+    fields: &[
+        field(1, "metadata", T::Message(&OBJECT_META)),
+        field(2, "spec", T::Message(&SUBJECT_ACCESS_REVIEW_SPEC)),
+    ],
+};
+static SELF_SUBJECT_RULES_REVIEW: Message = Message {
+    fields: &[
+        field(1, "metadata", T::Message(&OBJECT_META)),
+        field(2, "spec", T::Message(&SELF_SUBJECT_RULES_REVIEW_SPEC)),
+    ],
+};
+static SELF_SUBJECT_REVIEW: Message = Message { fields: &[field(1, "metadata", T::Message(&OBJECT_META))] };
+
+async fn read_object(req: Request, resource: &VirtualResource, schema: &Message) -> Result<Value, ApiError> {
+    let (parts, body) = req.into_parts();
+    let limit = parts.extensions.get::<BodyLimitBytes>().map(|l| l.0).unwrap_or_default();
+    let bytes: Bytes = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) if e.0.is::<http_body_util::LengthLimitError>() => {
+            return Err(ApiError::RequestEntityTooLarge { limit })
+        }
+        Err(e) => return Err(ApiError::BadRequest(format!("error reading request body: {e}"))),
+    };
+    let content_type = parts.headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let mut object = if bytes.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else if content_type.starts_with("application/vnd.kubernetes.protobuf") {
+        protobuf::decode_object(&bytes, schema).map_err(|e| ApiError::BadRequest(e.to_string()))?
+    } else {
+        serde_json::from_slice(&bytes)
+            .map_err(|e| ApiError::BadRequest(format!("couldn't get version/kind; json parse error: {e}")))?
+    };
+    if !object.is_object() {
+        return Err(ApiError::BadRequest("the body is not an object".into()));
+    }
+    object["apiVersion"] = format!("{}/{}", resource.group, resource.version).into();
+    object["kind"] = resource.kind.into();
+    if !object["metadata"].is_object() {
+        object["metadata"] = json!({});
+    }
+    Ok(object)
+}
+
+fn invalid(resource: &VirtualResource, causes: Vec<FieldError>) -> ApiError {
+    ApiError::Invalid { group: resource.group.into(), kind: resource.kind.into(), name: String::new(), causes }
+}
+
+/// Turns `spec.resourceAttributes` / `spec.nonResourceAttributes` into the attributes the
+/// authorizer decides on.
+fn attributes(resource: &VirtualResource, spec: &Value) -> Result<RequestInfo, ApiError> {
+    let s = |v: &Value, key: &str| v[key].as_str().unwrap_or("").to_string();
+    match (
+        spec.get("resourceAttributes").filter(|v| v.is_object()),
+        spec.get("nonResourceAttributes").filter(|v| v.is_object()),
+    ) {
+        (Some(_), Some(non)) => Err(invalid(
+            resource,
+            vec![FieldError::invalid(
+                "spec.nonResourceAttributes",
+                non.clone(),
+                "cannot be specified in combination with resourceAttributes",
+            )],
+        )),
+        (None, None) => Err(invalid(
+            resource,
+            vec![FieldError::required(
+                "spec.resourceAttributes",
+                "one of resourceAttributes or nonResourceAttributes must be specified",
+            )],
+        )),
+        (Some(r), None) => Ok(RequestInfo {
+            is_resource_request: true,
+            verb: s(r, "verb"),
+            api_group: s(r, "group"),
+            api_version: s(r, "version"),
+            namespace: s(r, "namespace"),
+            resource: s(r, "resource"),
+            subresource: s(r, "subresource"),
+            name: s(r, "name"),
+            ..RequestInfo::default()
+        }),
+        (None, Some(n)) => Ok(RequestInfo { path: s(n, "path"), verb: s(n, "verb"), ..RequestInfo::default() }),
+    }
+}
+
+async fn decide(state: &AppState, user: &UserInfo, attrs: &RequestInfo) -> Result<Value, ApiError> {
+    let decision = state.authorizer.authorize(user, attrs).await?;
+    let mut status = json!({"allowed": decision.allowed()});
+    if !decision.reason().is_empty() {
+        status["reason"] = decision.reason().into();
+    }
+    Ok(status)
+}
+
+fn rules_status(rules: &[PolicyRule]) -> Value {
+    let non_empty = |key: &str, list: &[String], into: &mut Value| {
+        if !list.is_empty() {
+            into[key] = json!(list);
+        }
+    };
+    let mut resource_rules = Vec::new();
+    let mut non_resource_rules = Vec::new();
+    for r in rules {
+        if !r.resources.is_empty() || !r.api_groups.is_empty() {
+            let mut v = json!({"verbs": r.verbs});
+            non_empty("apiGroups", &r.api_groups, &mut v);
+            non_empty("resources", &r.resources, &mut v);
+            non_empty("resourceNames", &r.resource_names, &mut v);
+            resource_rules.push(v);
+        }
+        if !r.non_resource_urls.is_empty() {
+            non_resource_rules.push(json!({"verbs": r.verbs, "nonResourceURLs": r.non_resource_urls}));
+        }
+    }
+    json!({"resourceRules": resource_rules, "nonResourceRules": non_resource_rules, "incomplete": false})
+}
+
+fn created(object: &Value) -> Response {
+    body::json(StatusCode::CREATED, object)
+}
+
+/// Serves a POST to one of [`VIRTUAL_RESOURCES`].
+///
+/// # Errors
+///
+/// `MethodNotSupported` for other verbs, `BadRequest`/`Invalid` for bad bodies, storage errors
+/// from the authorizer.
+pub async fn handle(
+    state: &AppState,
+    resource: &'static VirtualResource,
+    info: RequestInfo,
+    req: Request,
+) -> Result<Response, ApiError> {
+    if info.verb != "create" {
+        return Err(ApiError::MethodNotSupported {
+            group: resource.group.into(),
+            resource: resource.resource.into(),
+            verb: info.verb,
+        });
+    }
+    let user = req.extensions().get::<UserInfo>().cloned().ok_or(ApiError::Unauthorized)?;
+    match resource.resource {
+        "selfsubjectaccessreviews" => {
+            let mut review = read_object(req, resource, &SELF_SUBJECT_ACCESS_REVIEW).await?;
+            let attrs = attributes(resource, &review["spec"])?;
+            review["status"] = decide(state, &user, &attrs).await?;
+            Ok(created(&review))
+        }
+        "subjectaccessreviews" | "localsubjectaccessreviews" => {
+            let mut review = read_object(req, resource, &SUBJECT_ACCESS_REVIEW).await?;
+            let spec = &review["spec"].clone();
+            let subject = spec["user"].as_str().unwrap_or("").to_string();
+            let groups: Vec<String> =
+                spec["groups"].as_array().into_iter().flatten().filter_map(|g| g.as_str().map(String::from)).collect();
+            if subject.is_empty() && groups.is_empty() {
+                return Err(invalid(
+                    resource,
+                    vec![FieldError::invalid("spec.user", "", "at least one of user or group must be specified")],
+                ));
+            }
+            let mut attrs = attributes(resource, spec)?;
+            if resource.namespaced {
+                if attrs.namespace.is_empty() {
+                    attrs.namespace = info.namespace.clone();
+                }
+                if !attrs.is_resource_request || attrs.namespace != info.namespace {
+                    return Err(ApiError::BadRequest(format!(
+                        "spec.resourceAttributes.namespace must match namespace: {}",
+                        info.namespace
+                    )));
+                }
+                review["metadata"]["namespace"] = info.namespace.clone().into();
+            }
+            let mut subject = UserInfo::new(subject, spec["uid"].as_str().unwrap_or(""), groups);
+            if let Some(extra) = spec["extra"].as_object() {
+                for (k, v) in extra {
+                    let values = v.as_array().into_iter().flatten().filter_map(|s| s.as_str().map(String::from));
+                    subject.extra.insert(k.clone(), values.collect());
+                }
+            }
+            review["status"] = decide(state, &subject, &attrs).await?;
+            Ok(created(&review))
+        }
+        "selfsubjectrulesreviews" => {
+            let mut review = read_object(req, resource, &SELF_SUBJECT_RULES_REVIEW).await?;
+            let namespace = review["spec"]["namespace"].as_str().unwrap_or("").to_string();
+            if namespace.is_empty() {
+                return Err(ApiError::BadRequest("no namespace on request".into()));
+            }
+            review["status"] = match state.authorizer.rules_for(&user, &namespace).await {
+                Ok(rules) => rules_status(&rules),
+                // As kube: the rules found so far (none here) and why the list is incomplete.
+                Err(e) => json!({
+                    "resourceRules": [], "nonResourceRules": [], "incomplete": true,
+                    "evaluationError": e.to_string(),
+                }),
+            };
+            Ok(created(&review))
+        }
+        _ => {
+            let mut review = read_object(req, resource, &SELF_SUBJECT_REVIEW).await?;
+            review["status"] = json!({"userInfo": crate::audit::user_json(&user)});
+            Ok(created(&review))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::Method;
+
+    #[test]
+    fn serves_only_the_review_collections() {
+        let at = |m: &Method, p: &str| served(&crate::request_info::parse(m, p, None)).map(|v| v.resource);
+        assert_eq!(
+            at(&Method::POST, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"),
+            Some("selfsubjectaccessreviews")
+        );
+        assert_eq!(
+            at(&Method::POST, "/apis/authorization.k8s.io/v1/namespaces/a/localsubjectaccessreviews"),
+            Some("localsubjectaccessreviews")
+        );
+        assert_eq!(at(&Method::POST, "/apis/authorization.k8s.io/v1/namespaces/a/selfsubjectaccessreviews"), None);
+        assert_eq!(at(&Method::POST, "/apis/authentication.k8s.io/v1/selfsubjectreviews"), Some("selfsubjectreviews"));
+        assert_eq!(at(&Method::GET, "/api/v1/namespaces/a/configmaps"), None);
+    }
+
+    #[test]
+    fn discovery_documents_list_create_only_reviews() {
+        assert_eq!(groups(), ["authorization.k8s.io", "authentication.k8s.io"]);
+        let list = legacy_resource_list("authorization.k8s.io", "v1").expect("list");
+        assert_eq!(list["resources"].as_array().map(Vec::len), Some(4));
+        assert_eq!(list["resources"][1]["name"], "selfsubjectaccessreviews");
+        assert_eq!(list["resources"][1]["verbs"], json!(["create"]));
+        assert!(legacy_resource_list("authorization.k8s.io", "v1beta1").is_none());
+        let agg = aggregated_groups();
+        assert_eq!(agg[1]["metadata"]["name"], "authentication.k8s.io");
+        assert_eq!(agg[1]["versions"][0]["resources"][0]["responseKind"]["kind"], "SelfSubjectReview");
+        assert_eq!(legacy_groups()[0]["preferredVersion"]["groupVersion"], "authorization.k8s.io/v1");
+    }
+
+    #[test]
+    fn attributes_need_exactly_one_kind() {
+        let r = &VIRTUAL_RESOURCES[1];
+        let a = attributes(r, &json!({"resourceAttributes": {"verb": "create", "resource": "pods", "namespace": "d"}}))
+            .expect("resource attributes");
+        assert!(a.is_resource_request && a.verb == "create" && a.namespace == "d");
+        let n = attributes(r, &json!({"nonResourceAttributes": {"verb": "get", "path": "/metrics"}})).expect("non");
+        assert!(!n.is_resource_request && n.path == "/metrics");
+        assert!(attributes(r, &json!({})).is_err());
+        assert!(attributes(r, &json!({"resourceAttributes": {}, "nonResourceAttributes": {}})).is_err());
+    }
+}
