@@ -33,6 +33,9 @@ pub struct FrontendConfig {
     pub max_request_body_bytes: usize,
     /// `--etcd-prefix`: kube's `/registry`.
     pub storage_prefix: String,
+    /// The watch cache: window size, per-client queue and progress/bookmark interval (reasons
+    /// on [`crate::watch_cache::WatchCacheConfig`]).
+    pub watch_cache: crate::watch_cache::WatchCacheConfig,
 }
 
 impl Default for FrontendConfig {
@@ -50,6 +53,7 @@ impl Default for FrontendConfig {
             max_mutating_requests_inflight: 200,
             max_request_body_bytes: crate::filters::body_limit::DEFAULT_MAX_BODY_BYTES,
             storage_prefix: "/registry".into(),
+            watch_cache: crate::watch_cache::WatchCacheConfig::default(),
         }
     }
 }

@@ -11,6 +11,7 @@
 //! * [`store`]: `Store`, kube's generic registry: get, list (selectors, pages), create, update
 //!   (compare-and-swap with retries), delete, deletecollection, over `storage::Etcd3Storage`.
 //! * [`watch`]: watch streams with selector transitions and watch-list initial events.
+//! * [`table`]: server-side printing (Table and PartialObjectMetadata forms).
 //! * [`selectors`], [`validation`]: label/field selectors and name/key rules.
 //!
 //! Layering: `routes` → `registry` → `storage`. The registry never sees HTTP.
@@ -20,6 +21,7 @@ pub mod object;
 pub mod selectors;
 pub mod store;
 pub mod strategy;
+pub mod table;
 pub mod validation;
 pub mod watch;
 

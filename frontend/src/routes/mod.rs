@@ -30,6 +30,8 @@ pub struct AppState {
     pub store: Store,
     /// `host:port` advertised in `/api`'s `serverAddressByClientCIDRs`.
     pub advertise_address: String,
+    /// The per-resource watch caches.
+    pub watch_cache: crate::watch_cache::WatchCaches,
 }
 
 /// The route dispatcher as a `tower::Service`.
