@@ -190,7 +190,7 @@ impl Watch {
     /// Turns a progress notification into a bookmark if one is due.
     fn progress(&mut self, revision: i64) -> Option<WatchOutput> {
         let now = tokio::time::Instant::now();
-        if !self.allow_bookmarks || now < self.next_bookmark || revision <= self.after {
+        if !self.allow_bookmarks || now < self.next_bookmark || revision < self.after {
             return None;
         }
         self.next_bookmark = now + self.bookmark_interval;

@@ -205,7 +205,7 @@ impl Etcd3Storage {
     pub async fn watch(&self, start: &[u8], end: &[u8], after_revision: i64) -> Result<WatchEvents, StorageError> {
         let opts = WatchOptions::new().with_range(end).with_prev_key().with_start_revision(after_revision + 1);
         let stream = self.client.watch_client().watch(start, Some(opts)).await?;
-        Ok(WatchEvents { stream, pending: VecDeque::new(), requested: after_revision + 1 })
+        Ok(WatchEvents { stream, pending: VecDeque::new(), requested: after_revision })
     }
 }
 

@@ -1,0 +1,169 @@
+//! Watch completeness over HTTP: bookmarks from progress notifications, `timeoutSeconds`,
+//! 410 Expired for compacted start points (before and after the watch cache exists),
+//! watch-list initial events, and many clients on one shared upstream watch.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::harness::{both_backends, Backend, Cluster, Credentials, Options};
+use ballast_frontend::watch_cache::WatchCacheConfig;
+
+both_backends!(
+    bookmarks_and_timeouts,
+    compacted_start_points_are_410,
+    watch_list_sends_initial_events_then_a_marker,
+    many_clients_share_one_upstream_watch
+);
+
+const JSON: Option<&str> = Some("application/json");
+
+async fn create_cm(c: &Cluster, ns: &str, name: &str) -> i64 {
+    let body = json!({"metadata": {"name": name}, "data": {"k": name}}).to_string();
+    let r = c.request(Credentials::Admin, "POST", &format!("/api/v1/namespaces/{ns}/configmaps"), JSON, body).await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    rv_of(&r.json())
+}
+
+fn rv_of(obj: &Value) -> i64 {
+    obj["metadata"]["resourceVersion"].as_str().and_then(|r| r.parse().ok()).expect("numeric resourceVersion")
+}
+
+async fn list_rv(c: &Cluster, path: &str) -> i64 {
+    rv_of(&c.request(Credentials::Admin, "GET", path, None, "").await.json())
+}
+
+/// Runs a watch that the server ends (`timeoutSeconds`) and returns its events.
+async fn watch_events(c: &Cluster, path_and_query: &str) -> Vec<Value> {
+    let r = c.request(Credentials::Admin, "GET", path_and_query, None, "").await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    String::from_utf8_lossy(&r.body)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON event per line"))
+        .collect()
+}
+
+fn types(events: &[Value]) -> Vec<&str> {
+    events.iter().map(|e| e["type"].as_str().unwrap_or("")).collect()
+}
+
+async fn bookmarks_and_timeouts(backend: Backend) {
+    let watch_cache = WatchCacheConfig { progress_interval: Duration::from_millis(200), ..WatchCacheConfig::default() };
+    let c =
+        Cluster::start_with(Options { backend: Some(backend), watch_cache: Some(watch_cache), ..Options::default() })
+            .await;
+    let path = "/api/v1/namespaces/default/configmaps";
+    let rv = list_rv(&c, path).await;
+    let writer = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        create_cm(&c, "default", "during").await
+    };
+    let started = Instant::now();
+    let query = format!("{path}?watch=true&allowWatchBookmarks=true&timeoutSeconds=2&resourceVersion={rv}");
+    let (events, written) = tokio::join!(watch_events(&c, &query), writer);
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(1900) && took < Duration::from_secs(6), "timeoutSeconds=2 took {took:?}");
+    let bookmarks: Vec<&Value> = events.iter().filter(|e| e["type"] == "BOOKMARK").collect();
+    assert!(!bookmarks.is_empty(), "no bookmark in {events:?}");
+    for b in &bookmarks {
+        let obj = &b["object"];
+        assert_eq!((obj["kind"].as_str(), obj["apiVersion"].as_str()), (Some("ConfigMap"), Some("v1")));
+        assert!(obj["metadata"].get("name").is_none(), "bookmarks carry only the resourceVersion: {obj}");
+        assert!(rv_of(obj) >= rv);
+    }
+    assert!(types(&events).contains(&"ADDED"), "{events:?}");
+    // A bookmark after the write carries a revision at or past it; revisions never go back.
+    let rvs: Vec<i64> = events.iter().map(|e| rv_of(&e["object"])).collect();
+    assert!(rvs.windows(2).all(|w| w[0] <= w[1]), "{rvs:?}");
+    let last = bookmarks.last().map(|b| rv_of(&b["object"])).unwrap_or(0);
+    assert!(last >= written || events.last().is_some_and(|e| e["type"] == "ADDED"), "{events:?}");
+
+    // Without allowWatchBookmarks there are none.
+    let events = watch_events(&c, &format!("{path}?watch=true&timeoutSeconds=1&resourceVersion={rv}")).await;
+    assert_eq!(types(&events), ["ADDED"]);
+}
+
+async fn compacted_start_points_are_410(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
+    let path = "/api/v1/namespaces/default/configmaps";
+    let old = create_cm(&c, "default", "a").await;
+    create_cm(&c, "default", "b").await;
+    // From a revision still in history: the changes after it.
+    let events = watch_events(&c, &format!("{path}?watch=true&timeoutSeconds=1&resourceVersion={old}")).await;
+    assert_eq!(types(&events), ["ADDED"]);
+    assert_eq!(events[0]["object"]["metadata"]["name"], "b");
+
+    let now = create_cm(&c, "default", "c").await;
+    let mut etcd = c.etcd_client().await;
+    etcd.compact(now, None).await.expect("compact");
+    let events = watch_events(&c, &format!("{path}?watch=true&timeoutSeconds=5&resourceVersion={old}")).await;
+    assert_eq!(types(&events), ["ERROR"], "{events:?}");
+    let status = &events[0]["object"];
+    assert_eq!(
+        (status["kind"].as_str(), status["code"].as_i64(), status["reason"].as_str()),
+        (Some("Status"), Some(410), Some("Expired"))
+    );
+    let message = status["message"].as_str().unwrap_or("");
+    assert!(message.starts_with(&format!("too old resource version: {old} (")), "{message}");
+    // The current revision still works, through the cache.
+    let events = watch_events(&c, &format!("{path}?watch=true&timeoutSeconds=1&resourceVersion={now}")).await;
+    assert!(events.is_empty(), "{events:?}");
+}
+
+async fn watch_list_sends_initial_events_then_a_marker(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
+    let path = "/api/v1/namespaces/default/configmaps";
+    for name in ["x", "y"] {
+        create_cm(&c, "default", name).await;
+    }
+    let q =
+        "watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1";
+    let events = watch_events(&c, &format!("{path}?{q}")).await;
+    assert_eq!(types(&events)[..3], ["ADDED", "ADDED", "BOOKMARK"], "{events:?}");
+    let marker = &events[2]["object"];
+    assert_eq!(marker["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
+    assert!(rv_of(marker) >= rv_of(&events[1]["object"]));
+    // sendInitialEvents without NotOlderThan is refused.
+    let r = c.request(Credentials::Admin, "GET", &format!("{path}?watch=true&sendInitialEvents=true"), None, "").await;
+    assert_eq!(r.status, 422);
+}
+
+async fn many_clients_share_one_upstream_watch(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
+    for ns in ["one", "two"] {
+        let body = json!({"metadata": {"name": ns}}).to_string();
+        assert_eq!(c.request(Credentials::Admin, "POST", "/api/v1/namespaces", JSON, body).await.status, 201);
+    }
+    let rv = list_rv(&c, "/api/v1/configmaps").await;
+    // Warm the resource's cache so the clients below start inside its window.
+    watch_events(&c, &format!("/api/v1/configmaps?watch=true&timeoutSeconds=1&resourceVersion={rv}")).await;
+    let watchers = (0..6).map(|i| {
+        let ns = if i % 2 == 0 { "one" } else { "two" };
+        let c = &c;
+        async move {
+            let events = watch_events(
+                c,
+                &format!("/api/v1/namespaces/{ns}/configmaps?watch=true&timeoutSeconds=2&resourceVersion={rv}"),
+            )
+            .await;
+            (ns, events)
+        }
+    });
+    let writer = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        for i in 0..3 {
+            create_cm(&c, "one", &format!("a{i}")).await;
+        }
+        create_cm(&c, "two", "b0").await;
+    };
+    let (results, ()) = tokio::join!(futures::future::join_all(watchers), writer);
+    for (ns, events) in results {
+        let names: Vec<&str> = events.iter().map(|e| e["object"]["metadata"]["name"].as_str().unwrap_or("")).collect();
+        let want: &[&str] = if ns == "one" { &["a0", "a1", "a2"] } else { &["b0"] };
+        assert_eq!(names, want, "{ns}: {events:?}");
+    }
+    // All namespaces, from the same start point, after the fact: replayed from the window.
+    let events =
+        watch_events(&c, &format!("/api/v1/configmaps?watch=true&timeoutSeconds=1&resourceVersion={rv}")).await;
+    assert_eq!(events.len(), 4, "{events:?}");
+}
