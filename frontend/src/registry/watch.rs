@@ -74,7 +74,9 @@ pub enum WatchOutput {
 #[derive(Debug)]
 enum Source {
     Cache(Subscription),
-    Direct(WatchEvents),
+    // Boxed: an etcd stream is much larger than a cache subscription, and most watches are
+    // cached.
+    Direct(Box<WatchEvents>),
 }
 
 /// One running watch.
@@ -142,7 +144,7 @@ impl Watch {
             Some(sub) => Source::Cache(sub),
             None => {
                 let end = prefix_end(prefix.as_bytes());
-                Source::Direct(store.storage().watch(prefix.as_bytes(), &end, after).await?)
+                Source::Direct(Box::new(store.storage().watch(prefix.as_bytes(), &end, after).await?))
             }
         };
         let bookmark_interval = caches.config().progress_interval;

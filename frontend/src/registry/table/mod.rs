@@ -93,7 +93,7 @@ fn column_json(c: &Column) -> Value {
 
 /// Builds a Table of `objects` for `kind`, with `metadata` as the Table's list metadata
 /// (`resourceVersion`, `continue`, `remainingItemCount`), at time `now`.
-pub fn build(kind: &ResourceKind, objects: &[&Value], metadata: Value, opts: TableOptions, now: i64) -> Value {
+pub fn build(kind: &ResourceKind, objects: &[&Value], metadata: &Value, opts: TableOptions, now: i64) -> Value {
     let p = printer(kind.group, kind.resource);
     let rows: Vec<Value> = objects
         .iter()
@@ -131,14 +131,14 @@ pub fn from_list(kind: &ResourceKind, list: &Value, opts: TableOptions, now: i64
             meta.insert(key.into(), v.clone());
         }
     }
-    build(kind, &items, Value::Object(meta), opts, now)
+    build(kind, &items, &Value::Object(meta), opts, now)
 }
 
 /// Builds the one-row Table of a single object.
 pub fn from_object(kind: &ResourceKind, obj: &Value, opts: TableOptions, now: i64) -> Value {
     let rv = obj["metadata"]["resourceVersion"].clone();
     let meta = if rv.is_null() { json!({}) } else { json!({"resourceVersion": rv}) };
-    build(kind, &[obj], meta, opts, now)
+    build(kind, &[obj], &meta, opts, now)
 }
 
 #[cfg(test)]
