@@ -4,6 +4,7 @@
 //! Every test starts its own etcd and frontend on free loopback ports and stops them at the end.
 
 mod harness;
+mod kube_rs;
 mod kubectl;
 mod raw;
 mod table;
