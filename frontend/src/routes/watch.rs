@@ -128,8 +128,10 @@ pub async fn serve(
                 _ = tokio::time::sleep_until(deadline) => return,
             };
             let Some(item) = item else { return };
-            if tx.send(encoder.encode(&item)).await.is_err() {
-                return;
+            // A client that stops reading must not keep this task past its deadline.
+            tokio::select! {
+                sent = tx.send(encoder.encode(&item)) => if sent.is_err() { return },
+                _ = tokio::time::sleep_until(deadline) => return,
             }
         }
     });

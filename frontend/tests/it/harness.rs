@@ -380,6 +380,24 @@ impl Cluster {
         connector.connect(ServerName::try_from("localhost").expect("name"), tcp).await.expect("TLS")
     }
 
+    /// Opens a connection with a small receive buffer, writes `head` (a request without its
+    /// body) and returns the stream unread, for tests of clients that read slowly or not at
+    /// all (the small buffer makes the server notice sooner).
+    pub(crate) async fn open_stream(
+        &self,
+        creds: Credentials<'_>,
+        head: &str,
+    ) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+        use tokio::io::AsyncWriteExt;
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket.set_recv_buffer_size(16 * 1024).expect("receive buffer size");
+        let tcp = socket.connect(self.addr).await.expect("connect");
+        let connector = tokio_rustls::TlsConnector::from(Arc::new(self.tls_client(creds)));
+        let mut tls = connector.connect(ServerName::try_from("localhost").expect("name"), tcp).await.expect("TLS");
+        tls.write_all(head.as_bytes()).await.expect("write head");
+        tls
+    }
+
     /// Writes `head` (a request without its body) and returns the server's answer: everything
     /// up to the end of a JSON body (bounded by 10 s).
     pub(crate) async fn raw_exchange(&self, creds: Credentials<'_>, head: &str) -> String {

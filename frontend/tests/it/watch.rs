@@ -13,7 +13,8 @@ both_backends!(
     bookmarks_and_timeouts,
     compacted_start_points_are_410,
     watch_list_sends_initial_events_then_a_marker,
-    many_clients_share_one_upstream_watch
+    many_clients_share_one_upstream_watch,
+    a_slow_client_is_cut_off_and_others_keep_up
 );
 
 const JSON: Option<&str> = Some("application/json");
@@ -166,4 +167,76 @@ async fn many_clients_share_one_upstream_watch(backend: Backend) {
     let events =
         watch_events(&c, &format!("/api/v1/configmaps?watch=true&timeoutSeconds=1&resourceVersion={rv}")).await;
     assert_eq!(events.len(), 4, "{events:?}");
+}
+
+/// Reads `stream` until `needle` was seen `want` times, the server ends the stream, or
+/// `deadline` passes; returns how many times it was seen and whether the server ended the
+/// stream. Counts only new bytes on each read (the answers here run to megabytes).
+async fn read_counting(
+    stream: &mut (impl tokio::io::AsyncRead + Unpin),
+    deadline: tokio::time::Instant,
+    needle: &[u8],
+    want: usize,
+) -> (usize, bool) {
+    use tokio::io::AsyncReadExt;
+    let mut seen = 0;
+    // The unscanned tail of what was read: a needle may straddle two reads.
+    let mut tail: Vec<u8> = Vec::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        if seen >= want {
+            return (seen, false);
+        }
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return (seen, true),
+            Ok(Ok(n)) => {
+                tail.extend_from_slice(&buf[..n]);
+                seen += tail.windows(needle.len()).filter(|w| *w == needle).count();
+                // The terminating chunk of a chunked answer.
+                if tail.ends_with(b"\r\n0\r\n\r\n") {
+                    return (seen, true);
+                }
+                let keep = tail.len().min(needle.len() - 1);
+                tail.drain(..tail.len() - keep);
+            }
+            Err(_) => return (seen, false),
+        }
+    }
+}
+
+/// A client that stops reading is terminated once its queue is full; the others get every
+/// event.
+async fn a_slow_client_is_cut_off_and_others_keep_up(backend: Backend) {
+    let watch_cache = WatchCacheConfig { client_queue: 4, ..WatchCacheConfig::default() };
+    let c =
+        Cluster::start_with(Options { backend: Some(backend), watch_cache: Some(watch_cache), ..Options::default() })
+            .await;
+    let path = "/api/v1/namespaces/default/configmaps";
+    let rv = list_rv(&c, path).await;
+    // Warm the cache so both clients below read through it.
+    watch_events(&c, &format!("{path}?watch=true&timeoutSeconds=1&resourceVersion={rv}")).await;
+    let head =
+        format!("GET {path}?watch=true&timeoutSeconds=120&resourceVersion={rv} HTTP/1.1\r\nhost: localhost\r\n\r\n");
+    let mut slow = c.open_stream(Credentials::Admin, &head).await;
+    let mut fast = c.open_stream(Credentials::Admin, &head).await;
+    const WRITES: usize = 100;
+    let big = "x".repeat(96 * 1024);
+    let added = b"{\"type\":\"ADDED\"";
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let writer = async {
+        for i in 0..WRITES {
+            let body = json!({"metadata": {"name": format!("big-{i}")}, "data": {"blob": big}}).to_string();
+            let r = c.request(Credentials::Admin, "POST", path, JSON, body).await;
+            assert_eq!(r.status, 201);
+        }
+    };
+    let reader = read_counting(&mut fast, deadline, added, WRITES);
+    let ((fast_seen, fast_ended), ()) = tokio::join!(reader, writer);
+    assert!(!fast_ended, "the reading client's watch must stay open");
+    assert_eq!(fast_seen, WRITES);
+    // The client that did not read: its stream ends early, short of the events.
+    let (slow_seen, slow_ended) = read_counting(&mut slow, deadline, added, usize::MAX).await;
+    assert!(slow_ended, "the slow client's stream must end");
+    eprintln!("slow client saw {slow_seen} of {WRITES} events");
+    assert!(slow_seen < WRITES, "the slow client got all {slow_seen} events: it was not cut off");
 }
