@@ -16,7 +16,8 @@
 //! watch-list protocol).
 //!
 //! Bookmarks (`allowWatchBookmarks=true`): at most one per bookmark interval, at a revision
-//! etcd reported complete through a progress notification, never below what was delivered.
+//! etcd reported complete through a progress notification, never below what was delivered;
+//! and one more as the watch times out, as kube sends shortly before its deadline.
 
 // #[PerformanceCriticalPath]
 
@@ -92,6 +93,11 @@ pub struct Watch {
     after: i64,
     /// The newest revision sent (event or bookmark).
     delivered: i64,
+    /// A revision every change up to which was sent: a progress notification's, or one an
+    /// event of a later revision followed (a transaction's events share a revision).
+    complete: i64,
+    /// The revision of the newest event taken from the source.
+    last_event: i64,
     allow_bookmarks: bool,
     bookmark_interval: Duration,
     next_bookmark: tokio::time::Instant,
@@ -157,6 +163,8 @@ impl Watch {
             source,
             after,
             delivered: after,
+            complete: after,
+            last_event: after,
             allow_bookmarks: opts.allow_bookmarks,
             bookmark_interval,
             next_bookmark: tokio::time::Instant::now() + bookmark_interval,
@@ -196,6 +204,7 @@ impl Watch {
             return None;
         }
         self.next_bookmark = now + self.bookmark_interval;
+        self.complete = self.complete.max(revision);
         self.delivered = self.delivered.max(revision);
         Some(WatchOutput::Bookmark { revision: self.delivered, initial_events_end: false })
     }
@@ -241,18 +250,32 @@ impl Watch {
                 }
             };
             if let Some(r) = progress {
+                self.complete = self.complete.max(r);
                 if let Some(b) = self.progress(r) {
                     return Some(b);
                 }
                 continue;
             }
             let Some(event) = event else { continue };
+            if event.revision > self.last_event {
+                self.complete = self.complete.max(self.last_event);
+                self.last_event = event.revision;
+            }
             if let Some(kind) = self.classify(&event) {
                 self.delivered = self.delivered.max(event.revision);
                 return Some(WatchOutput::Event { kind, event });
             }
         }
         None
+    }
+
+    /// Returns the bookmark to send as the watch ends on its timeout (kube sends one shortly
+    /// before), so the client resumes from a recent revision; `None` without
+    /// `allowWatchBookmarks` or when it would not move the client forward.
+    pub fn closing_bookmark(&self) -> Option<WatchOutput> {
+        // Never behind what was sent: revisions a client sees must not go back.
+        (self.allow_bookmarks && self.complete > self.after && self.complete >= self.delivered)
+            .then_some(WatchOutput::Bookmark { revision: self.complete, initial_events_end: false })
     }
 
     /// Returns the kind being watched.

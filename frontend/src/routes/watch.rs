@@ -125,7 +125,13 @@ pub async fn serve(
             let item = tokio::select! {
                 item = watch.next() => item,
                 _ = tx.closed() => return,
-                _ = tokio::time::sleep_until(deadline) => return,
+                _ = tokio::time::sleep_until(deadline) => {
+                    if let Some(bookmark) = watch.closing_bookmark() {
+                        // Best effort: a full channel means the client is not reading anyway.
+                        let _ = tx.try_send(encoder.encode(&bookmark));
+                    }
+                    return;
+                }
             };
             let Some(item) = item else { return };
             // A client that stops reading must not keep this task past its deadline.
