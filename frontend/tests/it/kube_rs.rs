@@ -128,7 +128,11 @@ async fn reflector_relists_after_410(backend: Backend) {
     let expired = Arc::new(AtomicUsize::new(0));
     let (i, e) = (inits.clone(), expired.clone());
     // Each watch ends after a second, so the watcher re-watches from its last revision.
-    let stream = reflector(writer, watcher(api.clone(), watcher::Config::default().timeout(1)));
+    // Without bookmarks that revision stays at its last event: with them, every timed-out
+    // watch would end with a bookmark at the newest revision and the watcher would never hold
+    // a compacted one.
+    let config = watcher::Config::default().timeout(1).disable_bookmarks();
+    let stream = reflector(writer, watcher(api.clone(), config));
     let task = tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(item) = stream.next().await {
