@@ -53,6 +53,9 @@ pub struct FrontendConfig {
     /// start (as kube-apiserver's RBAC post-start hook does), so they can be listed. The
     /// authorizer knows them either way.
     pub write_bootstrap_rbac: bool,
+    /// The watch cache: window size, per-client queue and progress/bookmark interval (reasons
+    /// on [`crate::watch_cache::WatchCacheConfig`]).
+    pub watch_cache: crate::watch_cache::WatchCacheConfig,
 }
 
 impl Default for FrontendConfig {
@@ -75,6 +78,7 @@ impl Default for FrontendConfig {
             audit_policy_file: None,
             audit_buffer_size: 10_000,
             write_bootstrap_rbac: true,
+            watch_cache: crate::watch_cache::WatchCacheConfig::default(),
         }
     }
 }

@@ -16,6 +16,7 @@
 //! * [`routes`]: health and version, discovery, and REST on resources (with watch streams).
 //! * [`registry`]: the table of kinds and the generic store (metadata, validation, optimistic
 //!   concurrency, selectors, pages, watches); [`protobuf`] decodes kubectl's protobuf bodies.
+//! * [`watch_cache`]: one upstream etcd watch per resource, fanned out to every client watch.
 //! * [`storage`]: `Etcd3Storage`, the only code that talks to etcd.
 //! * [`error`]: `ApiError`, and the one mapping of errors to `metav1.Status`.
 //! * [`certs`]: the generated CA, serving and admin certificates, and `admin.kubeconfig`.
@@ -41,6 +42,7 @@ pub mod request_info;
 pub mod routes;
 pub mod server;
 pub mod storage;
+pub mod watch_cache;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -184,11 +186,13 @@ impl Frontend {
         let local_addr = listener.local_addr().map_err(|source| FrontendError::Bind { addr, source })?;
         let kubeconfig = certs.write_admin_kubeconfig(local_addr, config.admin_kubeconfig.as_deref())?;
 
+        let watch_cache = watch_cache::WatchCaches::new(store.storage().clone(), config.watch_cache);
         let state = Arc::new(AppState {
             store,
             advertise_address: local_addr.to_string(),
             authorizer: authorizer.clone(),
             metrics: metrics.clone(),
+            watch_cache,
         });
         let chain = build_handler_chain(
             Router::new(state),

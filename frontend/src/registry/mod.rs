@@ -14,6 +14,7 @@
 //!   delete and deletecollection with finalizers, grace periods and the namespace lifecycle;
 //!   [`scale`]: the `/scale` subresource; [`binding`]: pod binding.
 //! * [`watch`]: watch streams with selector transitions and watch-list initial events.
+//! * [`table`]: server-side printing (Table and PartialObjectMetadata forms).
 //! * [`selectors`], [`validation`]: label/field selectors and name/key rules.
 //!
 //! Layering: `routes` → `registry` → `storage`. The registry never sees HTTP.
@@ -26,6 +27,7 @@ pub mod scale;
 pub mod selectors;
 pub mod store;
 pub mod strategy;
+pub mod table;
 pub mod validation;
 pub mod watch;
 

@@ -38,6 +38,8 @@ pub struct AppState {
     pub authorizer: Arc<crate::authz::RbacAuthorizer>,
     /// The metric registry `/metrics` renders.
     pub metrics: Arc<crate::filters::metrics::Metrics>,
+    /// The per-resource watch caches.
+    pub watch_cache: crate::watch_cache::WatchCaches,
 }
 
 /// The route dispatcher as a `tower::Service`.

@@ -9,7 +9,7 @@ use http::{HeaderValue, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::Value;
 
-use super::negotiation::{accept, accepts_json, SUPPORTED};
+use super::negotiation::{negotiate, Output};
 use super::watch;
 use super::AppState;
 use crate::body::{self, Request, Response};
@@ -19,6 +19,7 @@ use crate::registry::deletion::DeleteOptions;
 use crate::registry::object::{self, FieldValidation};
 use crate::registry::selectors::{FieldSelector, LabelSelector};
 use crate::registry::store::ListOptions;
+use crate::registry::table::{self, IncludeObject, TableOptions};
 use crate::registry::watch::WatchOptions;
 use crate::registry::{self as reg, ResourceKind};
 use crate::request_info::{query_pairs, query_param, RequestInfo};
@@ -115,15 +116,70 @@ fn content_type(parts: &http::request::Parts) -> String {
     parts.headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string()
 }
 
-fn respond(status: StatusCode, value: &Value, warnings: &[String]) -> Response {
-    let mut resp = body::json(status, value);
+/// Turns a YAML body into JSON so the one decoder (`object::decode`) handles both; other
+/// bodies pass through. Returns the content type and bytes to decode.
+///
+/// # Errors
+///
+/// Returns `BadRequest` with the parser's complaint for malformed YAML, as kube does.
+fn yaml_to_json(content_type: String, bytes: Bytes) -> Result<(String, Bytes), ApiError> {
+    let media = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    if media != "application/yaml" {
+        return Ok((content_type, bytes));
+    }
+    let value: Value = serde_yaml_ng::from_slice(&bytes)
+        .map_err(|e| ApiError::BadRequest(format!("error converting YAML to JSON: yaml: {e}")))?;
+    let json =
+        serde_json::to_vec(&value).map_err(|e| ApiError::BadRequest(format!("error converting YAML to JSON: {e}")))?;
+    Ok(("application/json".into(), Bytes::from(json)))
+}
+
+/// How one request's answers are encoded (`Accept` and `includeObject`).
+#[derive(Debug, Clone, Copy)]
+struct Encoding {
+    output: Output,
+    include_object: IncludeObject,
+}
+
+impl Encoding {
+    /// Encodes an object or list answer; `Status` answers (and anything that is not a kind's
+    /// object) are never turned into Tables or metadata.
+    fn respond(&self, kind: &ResourceKind, status: StatusCode, value: &Value, warnings: &[String]) -> Response {
+        let is_list = value.get("items").is_some() && value["kind"].as_str().is_some_and(|k| k.ends_with("List"));
+        let is_status = value["kind"] == "Status";
+        let table_opts =
+            |api_version| TableOptions { api_version, include_object: self.include_object, no_headers: false };
+        let converted = match self.output {
+            _ if is_status => None,
+            Output::Table(v) if is_list => Some(table::from_list(kind, value, table_opts(v), crate::clock::unix_now())),
+            Output::Table(v) => Some(table::from_object(kind, value, table_opts(v), crate::clock::unix_now())),
+            Output::Metadata(v) if is_list => Some(table::partial_metadata_list(value, v)),
+            Output::Metadata(v) => Some(table::partial_metadata(value, v)),
+            Output::Json | Output::Yaml => None,
+        };
+        let value = converted.as_ref().unwrap_or(value);
+        let mut resp = if self.output == Output::Yaml {
+            let text = serde_yaml_ng::to_string(value).unwrap_or_default();
+            let mut r = http::Response::new(body::full(text));
+            *r.status_mut() = status;
+            r.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/yaml"));
+            r.headers_mut().insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+            r
+        } else {
+            body::json(status, value)
+        };
+        add_warnings(&mut resp, warnings);
+        resp
+    }
+}
+
+fn add_warnings(resp: &mut Response, warnings: &[String]) {
     for w in warnings {
         let text = format!("299 - \"{}\"", w.replace('\\', "\\\\").replace('"', "\\\""));
         if let Ok(v) = HeaderValue::from_str(&text) {
             resp.headers_mut().append(http::header::WARNING, v);
         }
     }
-    resp
 }
 
 /// Parses a DeleteOptions body (JSON, possibly empty).
@@ -190,10 +246,12 @@ pub async fn handle(state: &AppState, info: RequestInfo, req: Request) -> Result
     if !kind.verbs.allows(&info.verb) {
         return Err(method_not_supported());
     }
-    if !accepts_json(&accept(req.headers())) {
-        return Err(ApiError::NotAcceptable(SUPPORTED.into()));
-    }
     let query = Query { pairs: query_pairs(req.uri().query()) };
+    let enc = Encoding {
+        output: negotiate(req.headers(), info.verb == "watch")?,
+        include_object: IncludeObject::parse(query.get("includeObject"))?,
+    };
+    let respond = |status, value: &Value, warnings: &[String]| enc.respond(kind, status, value, warnings);
     let store = &state.store;
     match info.verb.as_str() {
         "get" if !name_in_url.is_empty() => {
@@ -231,7 +289,7 @@ pub async fn handle(state: &AppState, info: RequestInfo, req: Request) -> Result
                 allow_bookmarks: query.flag("allowWatchBookmarks"),
             };
             let timeout = query.get("timeoutSeconds").and_then(|t| t.parse::<u64>().ok());
-            watch::serve(store, kind, namespace, opts, timeout).await
+            watch::serve(state, kind, namespace, opts, timeout, enc.output, enc.include_object).await
         }
         "create" if kind.group.is_empty() && kind.resource == "bindings" => {
             let dry_run = query.dry_run()?;
@@ -243,7 +301,8 @@ pub async fn handle(state: &AppState, info: RequestInfo, req: Request) -> Result
             let dry_run = query.dry_run()?;
             let validation = FieldValidation::parse(query.get("fieldValidation"))?;
             let (parts, bytes) = read_body(req).await?;
-            let (obj, warnings) = object::decode(kind, &content_type(&parts), &bytes, validation)?;
+            let (media, bytes) = yaml_to_json(content_type(&parts), bytes)?;
+            let (obj, warnings) = object::decode(kind, &media, &bytes, validation)?;
             let created = store.create(kind, namespace, obj, dry_run).await?;
             Ok(respond(StatusCode::CREATED, &Value::Object(created), &warnings))
         }
@@ -251,7 +310,8 @@ pub async fn handle(state: &AppState, info: RequestInfo, req: Request) -> Result
             let dry_run = query.dry_run()?;
             let validation = FieldValidation::parse(query.get("fieldValidation"))?;
             let (parts, bytes) = read_body(req).await?;
-            let (obj, warnings) = object::decode(kind, &content_type(&parts), &bytes, validation)?;
+            let (media, bytes) = yaml_to_json(content_type(&parts), bytes)?;
+            let (obj, warnings) = object::decode(kind, &media, &bytes, validation)?;
             let updated = store.update(kind, namespace, &name_in_url, obj, dry_run).await?;
             Ok(respond(StatusCode::OK, &Value::Object(updated), &warnings))
         }
@@ -300,10 +360,12 @@ async fn handle_subresource(
         return Err(ApiError::NoRoute);
     }
     let namespace = if kind.namespaced { info.namespace.as_str() } else { "" };
-    if !accepts_json(&accept(req.headers())) {
-        return Err(ApiError::NotAcceptable(SUPPORTED.into()));
-    }
     let query = Query { pairs: query_pairs(req.uri().query()) };
+    let enc = Encoding {
+        output: negotiate(req.headers(), false)?,
+        include_object: IncludeObject::parse(query.get("includeObject"))?,
+    };
+    let respond = |status, value: &Value, warnings: &[String]| enc.respond(kind, status, value, warnings);
     let store = &state.store;
     match (info.subresource.as_str(), info.verb.as_str()) {
         ("status", "get") => Ok(respond(StatusCode::OK, &Value::Object(store.get(kind, namespace, &name).await?), &[])),

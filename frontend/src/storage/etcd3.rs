@@ -205,7 +205,7 @@ impl Etcd3Storage {
     pub async fn watch(&self, start: &[u8], end: &[u8], after_revision: i64) -> Result<WatchEvents, StorageError> {
         let opts = WatchOptions::new().with_range(end).with_prev_key().with_start_revision(after_revision + 1);
         let stream = self.client.watch_client().watch(start, Some(opts)).await?;
-        Ok(WatchEvents { stream, pending: VecDeque::new(), requested: after_revision + 1 })
+        Ok(WatchEvents { stream, pending: VecDeque::new(), requested: after_revision })
     }
 }
 
@@ -226,8 +226,24 @@ impl WatchEvents {
     /// the stream fails.
     pub async fn next(&mut self) -> Result<Option<StorageEvent>, StorageError> {
         loop {
+            match self.next_item().await? {
+                Some(WatchItem::Event(event)) => return Ok(Some(event)),
+                Some(WatchItem::Progress(_)) => continue,
+                None => return Ok(None),
+            }
+        }
+    }
+
+    /// Returns the next change or progress notification, or `None` when the store closed the
+    /// watch. Cancel-safe: an item is taken off the stream only when it is returned.
+    ///
+    /// # Errors
+    ///
+    /// As [`WatchEvents::next`].
+    pub async fn next_item(&mut self) -> Result<Option<WatchItem>, StorageError> {
+        loop {
             if let Some(event) = self.pending.pop_front() {
-                return Ok(Some(event));
+                return Ok(Some(WatchItem::Event(event)));
             }
             let Some(resp) = self.stream.message().await? else { return Ok(None) };
             if resp.compact_revision() > 0 {
@@ -235,6 +251,14 @@ impl WatchEvents {
             }
             if resp.canceled() {
                 return Ok(None);
+            }
+            // etcd's progress notification: no events, not a created/canceled answer. Every
+            // change up to its header revision has been sent on this stream before it.
+            if resp.events().is_empty() && !resp.created() {
+                if let Some(rev) = resp.header().map(|h| h.revision()).filter(|r| *r > 0) {
+                    return Ok(Some(WatchItem::Progress(rev)));
+                }
+                continue;
             }
             for event in resp.events() {
                 let Some(kv) = event.kv() else { continue };
@@ -247,6 +271,27 @@ impl WatchEvents {
             }
         }
     }
+
+    /// Asks the store for a progress notification (etcd `RequestProgress`); it arrives through
+    /// [`WatchEvents::next_item`] once every change up to the store's revision was sent.
+    ///
+    /// # Errors
+    ///
+    /// Returns `Etcd` when the request cannot be sent.
+    pub async fn request_progress(&mut self) -> Result<(), StorageError> {
+        self.stream.request_progress().await?;
+        Ok(())
+    }
+}
+
+/// What a watch yields: a change, or a progress notification carrying a revision up to which
+/// every change has been delivered.
+#[derive(Debug, Clone)]
+pub enum WatchItem {
+    /// One change.
+    Event(StorageEvent),
+    /// Every change up to this revision was delivered.
+    Progress(i64),
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 
 pub mod etcd3;
 
-pub use etcd3::{Etcd3Storage, KeyValue, ListPage, StorageEvent, WatchEvents};
+pub use etcd3::{Etcd3Storage, KeyValue, ListPage, StorageEvent, WatchEvents, WatchItem};
 
 /// Storage failures, in the terms callers can act on.
 #[derive(Debug, thiserror::Error)]

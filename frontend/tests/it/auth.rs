@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use crate::harness::{Cluster, Credentials, ALICE_TOKEN, BOB_TOKEN};
+use crate::harness::{Backend, Cluster, Credentials, ALICE_TOKEN, BOB_TOKEN};
 
 const JSON: Option<&str> = Some("application/json");
 
@@ -45,7 +45,7 @@ async fn store_team_rbac(c: &Cluster) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_auth_can_i_and_whoami() {
-    let c = Cluster::start().await;
+    let c = Cluster::start_on(Backend::Etcd).await;
     c.must_kubectl(&["create", "namespace", "team"]).await;
 
     // The admin (system:masters) may do anything.
@@ -86,7 +86,7 @@ async fn kubectl_auth_can_i_and_whoami() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn impersonation_is_authorized_per_header() {
-    let c = Cluster::start().await;
+    let c = Cluster::start_on(Backend::Etcd).await;
     c.must_kubectl(&["create", "namespace", "team"]).await;
     store_team_rbac(&c).await;
     let cms = "/api/v1/namespaces/team/configmaps";
@@ -180,7 +180,7 @@ async fn impersonation_is_authorized_per_header() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subject_access_reviews_and_bootstrap_policy() {
-    let c = Cluster::start().await;
+    let c = Cluster::start_on(Backend::Etcd).await;
     let sar = |user: &str, verb: &str| {
         json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
                "spec": {"user": user, "groups": ["system:authenticated"],
@@ -234,7 +234,7 @@ async fn subject_access_reviews_and_bootstrap_policy() {
     assert_eq!(r.status, 422, "{}", String::from_utf8_lossy(&r.body));
 
     // The bootstrap policy is in storage under kube's keys, written once.
-    let mut etcd = etcd_client::Client::connect([c.etcd.endpoint.as_str()], None).await.expect("etcd");
+    let mut etcd = etcd_client::Client::connect([c.etcd.endpoint()], None).await.expect("etcd");
     let admin = etcd.get("/registry/clusterroles/admin", None).await.expect("get");
     let admin: Value = serde_json::from_slice(admin.kvs()[0].value()).expect("stored json");
     assert_eq!(

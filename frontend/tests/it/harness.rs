@@ -1,7 +1,9 @@
-//! Test fixtures: a stock etcd process on free loopback ports ([`Etcd`]), the frontend
-//! in-process on a free port against it ([`Cluster`]), kubectl runs with a deadline
-//! ([`Cluster::kubectl`]), and a small raw HTTPS client ([`Cluster::request`]) for the cases
-//! kubectl cannot express. Every process is killed when its owner is dropped.
+//! Test fixtures: the storage backend on free loopback ports ([`Backend`]: a stock etcd process,
+//! or the Ballast engine in-process on its own thread and runtime), the frontend in-process on a
+//! free port against it ([`Cluster`]), kubectl runs with a deadline ([`Cluster::kubectl`]), and
+//! a small raw HTTPS client ([`Cluster::request`]) for the cases kubectl cannot express.
+//! [`both_backends!`] runs one test body against each backend. Every process and thread is
+//! stopped when its owner is dropped.
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -39,6 +41,136 @@ pub(crate) async fn wait_for(timeout: Duration, mut cond: impl AsyncFnMut() -> b
             return false;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Which etcd v3 server the frontend stores into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Backend {
+    /// Stock etcd (`/usr/bin/etcd`), the reference.
+    Etcd,
+    /// The Ballast engine.
+    Ballast,
+}
+
+/// Defines `<name>::etcd` and `<name>::ballast`, each running `async fn <name>(Backend)`.
+macro_rules! both_backends {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn etcd() {
+                super::$name(crate::harness::Backend::Etcd).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn ballast() {
+                super::$name(crate::harness::Backend::Ballast).await
+            }
+        }
+    )*};
+}
+pub(crate) use both_backends;
+
+/// A running storage server.
+pub(crate) enum StorageServer {
+    Etcd(Etcd),
+    Ballast(EngineServer),
+}
+
+impl StorageServer {
+    async fn start(backend: Backend) -> StorageServer {
+        match backend {
+            Backend::Etcd => StorageServer::Etcd(Etcd::start().await),
+            Backend::Ballast => StorageServer::Ballast(EngineServer::start().await),
+        }
+    }
+
+    /// Freezes stock etcd (SIGSTOP); only the etcd backend can be frozen.
+    pub(crate) fn pause(&self) {
+        match self {
+            StorageServer::Etcd(e) => e.pause(),
+            StorageServer::Ballast(_) => panic!("pause is only for the stock etcd backend"),
+        }
+    }
+
+    /// Thaws a paused etcd.
+    pub(crate) fn resume(&self) {
+        if let StorageServer::Etcd(e) = self {
+            e.resume();
+        }
+    }
+
+    /// Returns `http://127.0.0.1:<port>`.
+    pub(crate) fn endpoint(&self) -> &str {
+        match self {
+            StorageServer::Etcd(e) => &e.endpoint,
+            StorageServer::Ballast(b) => &b.endpoint,
+        }
+    }
+}
+
+/// The Ballast engine on its own thread with its own runtime (so it outlives no test and a
+/// test's runtime shutting down cannot strand it), in a temporary data directory.
+pub(crate) struct EngineServer {
+    endpoint: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl EngineServer {
+    async fn start() -> EngineServer {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let port = free_port();
+        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+        let cfg = ballast_engine::EngineConfig {
+            name: "test".into(),
+            data_dir: dir.path().join("data"),
+            listen_client: vec![addr],
+            advertise_client_urls: vec![format!("http://{addr}")],
+            advertise_peer_urls: vec![format!("http://127.0.0.1:{}", free_port())],
+            ..ballast_engine::EngineConfig::default()
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("test-engine".into())
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .expect("engine runtime");
+                rt.block_on(async move {
+                    let engine = ballast_engine::Engine::start(&cfg).expect("engine starts");
+                    if let Err(e) = engine
+                        .serve(async {
+                            let _ = stopped.await;
+                        })
+                        .await
+                    {
+                        eprintln!("engine stopped with an error: {e}");
+                    }
+                });
+            })
+            .expect("engine thread");
+        let server =
+            EngineServer { endpoint: format!("http://{addr}"), stop: Some(stop), thread: Some(thread), _dir: dir };
+        let up = wait_for(Duration::from_secs(20), async || {
+            TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok()
+        })
+        .await;
+        assert!(up, "the Ballast engine did not start");
+        server
+    }
+}
+
+impl Drop for EngineServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 }
 
@@ -120,11 +252,14 @@ pub(crate) struct Options {
     pub(crate) anonymous_auth_off: bool,
     pub(crate) max_requests_inflight: Option<usize>,
     pub(crate) configure: Option<Configure>,
+    /// Stock etcd unless set.
+    pub(crate) backend: Option<Backend>,
+    pub(crate) watch_cache: Option<ballast_frontend::watch_cache::WatchCacheConfig>,
 }
 
 /// etcd plus an in-process frontend, with an admin kubeconfig and a token file.
 pub(crate) struct Cluster {
-    pub(crate) etcd: Etcd,
+    pub(crate) etcd: StorageServer,
     pub(crate) addr: SocketAddr,
     pub(crate) kubeconfig: PathBuf,
     pub(crate) dir: tempfile::TempDir,
@@ -164,18 +299,19 @@ pub(crate) enum Credentials<'a> {
 }
 
 impl Cluster {
-    pub(crate) async fn start() -> Cluster {
-        Self::start_with(Options::default()).await
+    /// Starts a cluster on `backend` with default options.
+    pub(crate) async fn start_on(backend: Backend) -> Cluster {
+        Self::start_with(Options { backend: Some(backend), ..Options::default() }).await
     }
 
     pub(crate) async fn start_with(options: Options) -> Cluster {
-        let etcd = Etcd::start().await;
+        let etcd = StorageServer::start(options.backend.unwrap_or(Backend::Etcd)).await;
         let dir = tempfile::tempdir().expect("tempdir");
         let token_file = dir.path().join("tokens.csv");
         std::fs::write(&token_file, format!("{ALICE_TOKEN},alice,1001,\"dev,qa\"\n{BOB_TOKEN},bob,1002\n"))
             .expect("token file");
         let mut config = FrontendConfig {
-            etcd_servers: vec![etcd.endpoint.clone()],
+            etcd_servers: vec![etcd.endpoint().to_string()],
             secure_port: 0,
             cert_dir: dir.path().join("certs"),
             token_auth_file: Some(token_file),
@@ -184,6 +320,9 @@ impl Cluster {
         };
         if let Some(n) = options.max_requests_inflight {
             config.max_requests_inflight = n;
+        }
+        if let Some(w) = options.watch_cache {
+            config.watch_cache = w;
         }
         if let Some(configure) = options.configure {
             configure(&mut config, dir.path());
@@ -279,6 +418,24 @@ impl Cluster {
         connector.connect(ServerName::try_from("localhost").expect("name"), tcp).await.expect("TLS")
     }
 
+    /// Opens a connection with a small receive buffer, writes `head` (a request without its
+    /// body) and returns the stream unread, for tests of clients that read slowly or not at
+    /// all (the small buffer makes the server notice sooner).
+    pub(crate) async fn open_stream(
+        &self,
+        creds: Credentials<'_>,
+        head: &str,
+    ) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+        use tokio::io::AsyncWriteExt;
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket.set_recv_buffer_size(16 * 1024).expect("receive buffer size");
+        let tcp = socket.connect(self.addr).await.expect("connect");
+        let connector = tokio_rustls::TlsConnector::from(Arc::new(self.tls_client(creds)));
+        let mut tls = connector.connect(ServerName::try_from("localhost").expect("name"), tcp).await.expect("TLS");
+        tls.write_all(head.as_bytes()).await.expect("write head");
+        tls
+    }
+
     /// Writes `head` (a request without its body) and returns the server's answer: everything
     /// up to the end of a JSON body (bounded by 10 s).
     pub(crate) async fn raw_exchange(&self, creds: Credentials<'_>, head: &str) -> String {
@@ -370,8 +527,13 @@ impl Cluster {
 
     /// Puts a raw value into etcd (for RBAC objects, which are not served over REST yet).
     pub(crate) async fn etcd_put(&self, key: &str, value: &serde_json::Value) {
-        let mut client = etcd_client::Client::connect([self.etcd.endpoint.as_str()], None).await.expect("etcd client");
+        let mut client = self.etcd_client().await;
         client.put(key, value.to_string(), None).await.expect("etcd put");
+    }
+
+    /// Returns a client of the storage backend.
+    pub(crate) async fn etcd_client(&self) -> etcd_client::Client {
+        etcd_client::Client::connect([self.etcd.endpoint()], None).await.expect("etcd client")
     }
 
     pub(crate) fn kubeconfig_path(&self) -> &Path {

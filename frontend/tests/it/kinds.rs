@@ -8,7 +8,15 @@
 
 use serde_json::{json, Value};
 
-use crate::harness::Cluster;
+use crate::harness::{both_backends, Backend, Cluster};
+
+both_backends!(
+    api_resources_and_versions_match_kube_1_33,
+    workloads_from_manifests_get_kube_defaults,
+    kubectl_create_deployment_body_gets_kube_defaults,
+    invalid_objects_are_refused_with_kube_messages,
+    shared_storage_serves_both_group_versions,
+);
 
 fn parse(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
@@ -47,9 +55,8 @@ pub(crate) fn deployment(name: &str) -> Value {
                 "spec": {"containers": [{"name": "nginx", "image": "nginx"}]}}}})
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn api_resources_and_versions_match_kube_1_33() {
-    let c = Cluster::start().await;
+async fn api_resources_and_versions_match_kube_1_33(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
     let versions = c.must_kubectl(&["api-versions"]).await;
     let expected = [
         "admissionregistration.k8s.io/v1",
@@ -125,9 +132,8 @@ async fn api_resources_and_versions_match_kube_1_33() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn workloads_from_manifests_get_kube_defaults() {
-    let c = Cluster::start().await;
+async fn workloads_from_manifests_get_kube_defaults(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
     assert_eq!(must_create(&c, &deployment("web")).await.trim(), "deployment.apps/web created");
     let d = get_json(&c, &["get", "deploy", "web"]).await;
     assert_eq!(d["metadata"]["generation"], 1);
@@ -206,9 +212,8 @@ async fn workloads_from_manifests_get_kube_defaults() {
 
 /// `kubectl create deployment` builds this body; it sends it as protobuf, which this branch
 /// decodes only for the core kinds, so the test sends kubectl's own JSON rendering of it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_create_deployment_body_gets_kube_defaults() {
-    let c = Cluster::start().await;
+async fn kubectl_create_deployment_body_gets_kube_defaults(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
     let body =
         c.must_kubectl(&["create", "deployment", "web2", "--image=nginx", "--dry-run=client", "-o", "json"]).await;
     must_create(&c, &parse(&body)).await;
@@ -253,9 +258,8 @@ async fn kubectl_create_deployment_body_gets_kube_defaults() {
     assert_eq!(svc["spec"]["selector"], json!({"app": "front"}));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn invalid_objects_are_refused_with_kube_messages() {
-    let c = Cluster::start().await;
+async fn invalid_objects_are_refused_with_kube_messages(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
     let mut bad = deployment("bad");
     bad["spec"]["selector"]["matchLabels"]["app"] = "other".into();
     let file = c.dir.path().join("bad.json");
@@ -297,9 +301,8 @@ async fn invalid_objects_are_refused_with_kube_messages() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shared_storage_serves_both_group_versions() {
-    let c = Cluster::start().await;
+async fn shared_storage_serves_both_group_versions(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
     let event = json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e1"},
         "involvedObject": {"kind": "Pod", "name": "web-0", "namespace": "default"},
         "reason": "Started", "message": "started container", "type": "Normal"});

@@ -5,15 +5,21 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::io::AsyncBufReadExt;
 
-use crate::harness::{wait_for, Cluster};
+use crate::harness::{both_backends, wait_for, Backend, Cluster};
+
+both_backends!(
+    namespaces_get_create_delete,
+    configmap_and_secret_lifecycle,
+    get_watch_sees_writes_from_another_client,
+    discovery_commands,
+);
 
 fn json(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn namespaces_get_create_delete() {
-    let c = Cluster::start().await;
+async fn namespaces_get_create_delete(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
     let out = c.must_kubectl(&["get", "ns"]).await;
     for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
         assert!(out.contains(ns), "{ns} missing from:\n{out}");
@@ -40,9 +46,8 @@ async fn namespaces_get_create_delete() {
     assert_eq!(cms["items"], Value::Array(vec![]));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn configmap_and_secret_lifecycle() {
-    let c = Cluster::start().await;
+async fn configmap_and_secret_lifecycle(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
     c.must_kubectl(&["create", "ns", "apps"]).await;
     let created =
         c.must_kubectl(&["create", "configmap", "cm1", "-n", "apps", "--from-literal=a=b", "--from-literal=c=d"]).await;
@@ -96,9 +101,8 @@ async fn configmap_and_secret_lifecycle() {
     assert!(missing.stderr.contains(r#"namespaces "nowhere" not found"#), "{}", missing.stderr);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn get_watch_sees_writes_from_another_client() {
-    let c = Cluster::start().await;
+async fn get_watch_sees_writes_from_another_client(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
     c.must_kubectl(&["create", "ns", "w"]).await;
     c.must_kubectl(&["create", "configmap", "before", "-n", "w", "--from-literal=a=1"]).await;
     let mut watcher =
@@ -131,9 +135,8 @@ async fn get_watch_sees_writes_from_another_client() {
     assert!(ok, "kubectl did not stop");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn discovery_commands() {
-    let c = Cluster::start().await;
+async fn discovery_commands(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
     let versions = c.must_kubectl(&["api-versions"]).await;
     assert!(versions.lines().any(|l| l == "v1") && versions.lines().any(|l| l == "apps/v1"), "{versions}");
     let resources = c.must_kubectl(&["api-resources"]).await;

@@ -9,8 +9,15 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::harness::{wait_for, Cluster, Credentials};
+use crate::harness::{both_backends, wait_for, Backend, Cluster, Credentials};
 use crate::kinds::{deployment, get_json, must_create, replace};
+
+both_backends!(
+    status_and_scale_subresources,
+    finalizers_hold_deletion_until_removed,
+    propagation_policy_and_graceful_pods,
+    namespaces_refuse_content_when_missing_or_terminating,
+);
 
 const JSON: Option<&str> = Some("application/json");
 
@@ -18,9 +25,8 @@ async fn put(c: &Cluster, path: &str, body: &Value) -> crate::harness::RawRespon
     c.request(Credentials::Admin, "PUT", path, JSON, body.to_string()).await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn status_and_scale_subresources() {
-    let c = Cluster::start().await;
+async fn status_and_scale_subresources(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
     must_create(&c, &deployment("web")).await;
     let path = "/apis/apps/v1/namespaces/default/deployments/web";
 
@@ -76,9 +82,8 @@ async fn status_and_scale_subresources() {
     assert_eq!(none.status, 404);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn finalizers_hold_deletion_until_removed() {
-    let c = Cluster::start().await;
+async fn finalizers_hold_deletion_until_removed(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "held", "finalizers": ["example.com/hold"]}, "data": {"a": "1"}});
     must_create(&c, &cm).await;
@@ -111,9 +116,8 @@ async fn finalizers_hold_deletion_until_removed() {
     assert!(gone.stderr.contains(r#"configmaps "held" not found"#), "{}", gone.stderr);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn propagation_policy_and_graceful_pods() {
-    let c = Cluster::start().await;
+async fn propagation_policy_and_graceful_pods(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
     must_create(&c, &deployment("fg")).await;
     let path = "/apis/apps/v1/namespaces/default/deployments/fg";
     let r = c
@@ -171,9 +175,8 @@ async fn propagation_policy_and_graceful_pods() {
     assert!(gone.stderr.contains(r#"pods "bound" not found"#), "{}", gone.stderr);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn namespaces_refuse_content_when_missing_or_terminating() {
-    let c = Cluster::start().await;
+async fn namespaces_refuse_content_when_missing_or_terminating(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
     let lease = |ns: &str| json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "l", "namespace": ns}});
     let file = c.dir.path().join("lease.json");
     std::fs::write(&file, lease("nope").to_string()).expect("write");

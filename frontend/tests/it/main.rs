@@ -1,4 +1,4 @@
-//! Integration tests of the frontend against stock etcd, driven by real clients: kubectl (with
+//! Integration tests of the frontend against stock etcd and the Ballast engine, driven by real clients: kubectl (with
 //! the generated admin kubeconfig) and a raw HTTPS client for refusals kubectl cannot show.
 //!
 //! Every test starts its own etcd and frontend on free loopback ports and stops them at the end.
@@ -7,6 +7,9 @@ mod auth;
 mod chain;
 mod harness;
 mod kinds;
+mod kube_rs;
 mod kubectl;
 mod lifecycle;
 mod raw;
+mod table;
+mod watch;

@@ -4,7 +4,18 @@
 
 use serde_json::{json, Value};
 
-use crate::harness::{Cluster, Credentials, Options, ALICE_TOKEN, BOB_TOKEN};
+use crate::harness::{both_backends, Backend, Cluster, Credentials, Options, ALICE_TOKEN, BOB_TOKEN};
+
+both_backends!(
+    anonymous_reads_only_public_info,
+    bad_or_missing_credentials_are_401,
+    rbac_denies_by_default_and_honours_stored_bindings,
+    write_errors_use_kube_statuses,
+    protobuf_bodies_from_kubectl_create_decode,
+    lists_select_and_page,
+    watch_from_resource_version_replays_history,
+    discovery_forms_follow_accept,
+);
 
 const JSON: Option<&str> = Some("application/json");
 
@@ -39,9 +50,8 @@ fn assert_status(r: &crate::harness::RawResponse, code: u16, reason: &str, messa
     assert_eq!(body["message"], message, "{body}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn anonymous_reads_only_public_info() {
-    let c = Cluster::start().await;
+async fn anonymous_reads_only_public_info(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
     let r = c.request(Credentials::None, "GET", "/api/v1/namespaces", None, "").await;
     assert_status(
         &r,
@@ -67,9 +77,9 @@ async fn anonymous_reads_only_public_info() {
     assert!(r.json()["gitVersion"].as_str().is_some_and(|v| v.starts_with("v1.33.")));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_or_missing_credentials_are_401() {
-    let c = Cluster::start_with(Options { anonymous_auth_off: true, ..Options::default() }).await;
+async fn bad_or_missing_credentials_are_401(backend: Backend) {
+    let c =
+        Cluster::start_with(Options { anonymous_auth_off: true, backend: Some(backend), ..Options::default() }).await;
     let r = c.request(Credentials::None, "GET", "/api/v1/namespaces", None, "").await;
     assert_status(&r, 401, "Unauthorized", "Unauthorized");
     let r = c.request(Credentials::Token("not-a-token"), "GET", "/healthz", None, "").await;
@@ -81,9 +91,8 @@ async fn bad_or_missing_credentials_are_401() {
     assert_eq!(r.status, 200);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rbac_denies_by_default_and_honours_stored_bindings() {
-    let c = Cluster::start().await;
+async fn rbac_denies_by_default_and_honours_stored_bindings(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
     // An invalid token is 401 even though anonymous auth is on.
     let r = c.request(Credentials::Token("wrong"), "GET", "/api", None, "").await;
     assert_status(&r, 401, "Unauthorized", "Unauthorized");
@@ -144,9 +153,8 @@ async fn rbac_denies_by_default_and_honours_stored_bindings() {
     assert_eq!(r.status, 200);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn write_errors_use_kube_statuses() {
-    let c = Cluster::start().await;
+async fn write_errors_use_kube_statuses(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
     create_ns(&c, "e").await;
     let path = "/api/v1/namespaces/e/configmaps";
     let r = c.request(Credentials::Admin, "POST", path, JSON, "{not json").await;
@@ -201,7 +209,7 @@ async fn write_errors_use_kube_statuses() {
 
     let r = c.request(Credentials::Admin, "PUT", &format!("{path}/other"), JSON, cm.to_string()).await;
     assert_status(&r, 400, "BadRequest", "the name of the object (cm) does not match the name on the URL (other)");
-    let r = c.request(Credentials::Admin, "POST", path, Some("application/yaml"), "a: b").await;
+    let r = c.request(Credentials::Admin, "POST", path, Some("text/plain"), "a: b").await;
     assert_eq!(r.status, 415);
     // The server answers 413 from the declared length without reading the body.
     let head = format!(
@@ -236,9 +244,8 @@ async fn write_errors_use_kube_statuses() {
     assert_eq!(r.json()["details"]["uid"], cm["metadata"]["uid"]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn protobuf_bodies_from_kubectl_create_decode() {
-    let c = Cluster::start().await;
+async fn protobuf_bodies_from_kubectl_create_decode(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
     // The exact body `kubectl create configmap cm1 --from-literal=a=b` sends.
     let body: &[u8] = b"k8s\x00\n\x0f\n\x02v1\x12\tConfigMap\x12\x1d\n\x13\n\x03cm1\x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x12\x06\n\x01a\x12\x01b\x1a\x00\"\x00";
     let r = c
@@ -265,9 +272,8 @@ async fn protobuf_bodies_from_kubectl_create_decode() {
     assert_eq!((r.status, &r.json()["reason"]), (400, &json!("BadRequest")));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lists_select_and_page() {
-    let c = Cluster::start().await;
+async fn lists_select_and_page(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
     create_ns(&c, "l").await;
     create_ns(&c, "m").await;
     for (name, tier) in [("a", "web"), ("b", "db"), ("c", "web"), ("d", "cache"), ("e", "")] {
@@ -324,9 +330,8 @@ async fn lists_select_and_page() {
     assert_eq!(names(&get(&format!("limit=1&labelSelector=tier%3Dweb&continue={token}")).await), ["c"]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn watch_from_resource_version_replays_history() {
-    let c = Cluster::start().await;
+async fn watch_from_resource_version_replays_history(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
     create_ns(&c, "w").await;
     let list = c.request(Credentials::Admin, "GET", "/api/v1/namespaces/w/configmaps", None, "").await.json();
     let rv = list["metadata"]["resourceVersion"].as_str().expect("list rv").to_string();
@@ -376,9 +381,8 @@ async fn watch_from_resource_version_replays_history() {
     assert!(watch("").await.is_empty());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn discovery_forms_follow_accept() {
-    let c = Cluster::start().await;
+async fn discovery_forms_follow_accept(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
     let kubectl_accept = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,\
         application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
     let agg = c.request_with_accept(Credentials::Admin, "/api", kubectl_accept).await;
