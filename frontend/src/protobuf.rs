@@ -52,6 +52,35 @@ pub struct Field {
     pub ty: FieldType,
     /// Whether the field is `repeated` (a JSON array).
     pub repeated: bool,
+    /// How a strategic merge patch treats the field (the upstream type's `patchStrategy` and
+    /// `patchMergeKey` tags).
+    pub patch: PatchMeta,
+}
+
+/// The strategic-merge-patch tags of one field. Lists without them are replaced whole; maps
+/// and structs are merged key by key whatever the tags say.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PatchMeta {
+    /// `patchStrategy`: "" (none), "merge", "replace", "retainKeys" or "merge,retainKeys".
+    pub strategy: &'static str,
+    /// `patchMergeKey`: the field identifying an element of a merged list of objects; "" for
+    /// lists of primitives (merged as sets) and for fields without the merge strategy.
+    pub merge_key: &'static str,
+}
+
+impl PatchMeta {
+    /// No tags.
+    pub const NONE: PatchMeta = PatchMeta { strategy: "", merge_key: "" };
+
+    /// Whether the strategy includes `merge`.
+    pub fn merges(&self) -> bool {
+        self.strategy.split(',').any(|s| s == "merge")
+    }
+
+    /// Whether the strategy includes `retainKeys`.
+    pub fn retains_keys(&self) -> bool {
+        self.strategy.split(',').any(|s| s == "retainKeys")
+    }
 }
 
 /// A message schema: the fields the decoder knows. Unknown field numbers are skipped.
@@ -63,12 +92,12 @@ pub struct Message {
 
 /// Shorthand for a singular field in schema tables.
 pub const fn field(number: u32, json: &'static str, ty: FieldType) -> Field {
-    Field { number, json, ty, repeated: false }
+    Field { number, json, ty, repeated: false, patch: PatchMeta::NONE }
 }
 
 /// Shorthand for a repeated field in schema tables.
 pub const fn repeated(number: u32, json: &'static str, ty: FieldType) -> Field {
-    Field { number, json, ty, repeated: true }
+    Field { number, json, ty, repeated: true, patch: PatchMeta::NONE }
 }
 
 /// Decoding failures; all become 400 BadRequest.
@@ -319,7 +348,7 @@ mod tests {
         // The exact body `kubectl create configmap cm1 --from-literal=a=b` sends
         // (kubectl-transcripts/create-cm).
         let body = b"k8s\x00\n\x0f\n\x02v1\x12\tConfigMap\x12\x1d\n\x13\n\x03cm1\x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x12\x06\n\x01a\x12\x01b\x1a\x00\"\x00";
-        let obj = decode_object(body, kinds::configmaps().protobuf.expect("schema")).expect("decode");
+        let obj = decode_object(body, kinds::configmaps().schema.expect("schema")).expect("decode");
         assert_eq!(
             obj,
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm1"}, "data": {"a": "b"}})
@@ -328,9 +357,9 @@ mod tests {
 
     #[test]
     fn rejects_bodies_without_magic() {
-        assert_eq!(decode_object(b"{}", kinds::configmaps().protobuf.expect("schema")), Err(DecodeError::MissingMagic));
+        assert_eq!(decode_object(b"{}", kinds::configmaps().schema.expect("schema")), Err(DecodeError::MissingMagic));
         assert_eq!(
-            decode_object(b"k8s\x00\x12\x05ab", kinds::configmaps().protobuf.expect("schema")),
+            decode_object(b"k8s\x00\x12\x05ab", kinds::configmaps().schema.expect("schema")),
             Err(DecodeError::Truncated)
         );
     }
@@ -339,11 +368,11 @@ mod tests {
     fn decodes_secret_bytes_and_namespace_spec() {
         // Secret{metadata{name:"s"}, data{"k": [0xff]}, type:"Opaque"}
         let raw = b"\n\x03\n\x01s\x12\x06\n\x01k\x12\x01\xff\x1a\x06Opaque";
-        let obj = decode_message(raw, kinds::secrets().protobuf.expect("schema")).expect("decode");
+        let obj = decode_message(raw, kinds::secrets().schema.expect("schema")).expect("decode");
         assert_eq!(obj, json!({"metadata": {"name": "s"}, "data": {"k": "/w=="}, "type": "Opaque"}));
         // Namespace{metadata{name:"x", labels{"a":"b"}}, spec{finalizers:["kubernetes"]}}
         let raw = b"\n\x0b\n\x01xZ\x06\n\x01a\x12\x01b\x12\x0c\n\nkubernetes";
-        let obj = decode_message(raw, kinds::namespaces().protobuf.expect("schema")).expect("decode");
+        let obj = decode_message(raw, kinds::namespaces().schema.expect("schema")).expect("decode");
         assert_eq!(
             obj,
             json!({"metadata": {"name": "x", "labels": {"a": "b"}}, "spec": {"finalizers": ["kubernetes"]}})

@@ -165,9 +165,10 @@ pub struct ResourceKind {
     pub field_selectors: &'static [(&'static str, &'static str)],
     /// Whether DELETE answers with the deleted object (else a Success Status).
     pub return_deleted_object: bool,
-    /// The protobuf schema of the object, for kinds whose protobuf bodies are decoded (others
-    /// answer 415 to protobuf bodies).
-    pub protobuf: Option<&'static protobuf::Message>,
+    /// The schema of the object (field numbers, JSON names, types, strategic-merge-patch tags):
+    /// protobuf bodies are decoded with it and strategic merge patches follow its tags. Kinds
+    /// without one answer 415 to protobuf bodies.
+    pub schema: Option<&'static protobuf::Message>,
     /// Served subresources.
     pub subresources: Subresources,
     /// The top-level fields whose change bumps `metadata.generation`; empty for kinds without
@@ -219,7 +220,7 @@ impl ResourceKind {
             fields: &["spec", "status"],
             field_selectors: META_SELECTORS,
             return_deleted_object: false,
-            protobuf: None,
+            schema: None,
             subresources: Subresources::NONE,
             generation: &[],
             converter: None,
@@ -267,9 +268,9 @@ impl ResourceKind {
         ResourceKind { return_deleted_object: true, ..self }
     }
 
-    /// Sets the protobuf schema.
-    pub const fn with_protobuf(self, message: &'static protobuf::Message) -> Self {
-        ResourceKind { protobuf: Some(message), ..self }
+    /// Sets the object schema.
+    pub const fn with_schema(self, message: &'static protobuf::Message) -> Self {
+        ResourceKind { schema: Some(message), ..self }
     }
 
     /// Sets the subresources.

@@ -222,7 +222,7 @@ pub static NAMESPACES: ResourceKind = ResourceKind::row("", "v1", "namespaces", 
     .sub(STATUS)
     .selectors(&[("metadata.name", "metadata.name"), ("status.phase", "status.phase")])
     .returns_deleted()
-    .with_protobuf(&NAMESPACE_PB)
+    .with_schema(&NAMESPACE_PB)
     .rules(&NamespaceStrategy);
 
 /// core/v1 ConfigMap.
@@ -230,14 +230,14 @@ pub static CONFIGMAPS: ResourceKind = ResourceKind::row("", "v1", "configmaps", 
     .short(&["cm"])
     .with_fields(&["data", "binaryData", "immutable"])
     .selectors(META_SELECTORS)
-    .with_protobuf(&CONFIGMAP_PB)
+    .with_schema(&CONFIGMAP_PB)
     .rules(&ConfigMapStrategy);
 
 /// core/v1 Secret.
 pub static SECRETS: ResourceKind = ResourceKind::row("", "v1", "secrets", "Secret", "secret", true)
     .with_fields(&["data", "stringData", "type", "immutable"])
     .selectors(&[("metadata.name", "metadata.name"), ("metadata.namespace", "metadata.namespace"), ("type", "type")])
-    .with_protobuf(&SECRET_PB)
+    .with_schema(&SECRET_PB)
     .rules(&SecretStrategy);
 
 /// Returns the namespaces row (tests and the namespace lifecycle use it directly).
