@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs what building and testing Ballast needs on a Debian machine, once: Debian's RocksDB
 # (linked instead of compiled, which saves ~25 minutes per cold build), clang for bindgen, protoc
-# for the raft protos, and the real etcd server and etcdctl the tests compare against.
+# for the raft and etcd protos with libprotobuf-dev (the well-known types etcd-client's protos
+# import, which an install without recommends leaves out), and the real etcd server and etcdctl
+# the tests compare against.
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 
-packages=(librocksdb-dev libclang-dev protobuf-compiler etcd-server etcd-client pkg-config build-essential)
+packages=(librocksdb-dev libclang-dev protobuf-compiler libprotobuf-dev etcd-server etcd-client pkg-config build-essential)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
