@@ -182,6 +182,10 @@ impl Engine {
             let api = self.api.clone();
             let mut stop = stop_tx.subscribe();
             let limit = api.max_request_bytes + GRPC_OVERHEAD_BYTES;
+            // Requests are bounded by --max-request-bytes; responses are not (etcd answers a
+            // Range of any size up to gRPC's 2 GiB ceiling), so the send limit is stated
+            // explicitly rather than left to tonic's default.
+            let send = usize::MAX;
             // Our own listener bypasses tonic's socket options: without TCP_NODELAY, small
             // responses wait for delayed ACKs (about 40 ms per request).
             let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).map(|conn| {
@@ -191,12 +195,30 @@ impl Engine {
             });
             servers.push(tokio::spawn(async move {
                 tonic::transport::Server::builder()
-                    .add_service(KvServer::new(KvService::new(api.clone())).max_decoding_message_size(limit))
-                    .add_service(WatchServer::new(WatchService::new(api.clone())).max_decoding_message_size(limit))
-                    .add_service(LeaseServer::new(LeaseService::new(api.clone())).max_decoding_message_size(limit))
-                    .add_service(ClusterServer::new(ClusterService::new(api.clone())).max_decoding_message_size(limit))
                     .add_service(
-                        MaintenanceServer::new(MaintenanceService::new(api.clone())).max_decoding_message_size(limit),
+                        KvServer::new(KvService::new(api.clone()))
+                            .max_decoding_message_size(limit)
+                            .max_encoding_message_size(send),
+                    )
+                    .add_service(
+                        WatchServer::new(WatchService::new(api.clone()))
+                            .max_decoding_message_size(limit)
+                            .max_encoding_message_size(send),
+                    )
+                    .add_service(
+                        LeaseServer::new(LeaseService::new(api.clone()))
+                            .max_decoding_message_size(limit)
+                            .max_encoding_message_size(send),
+                    )
+                    .add_service(
+                        ClusterServer::new(ClusterService::new(api.clone()))
+                            .max_decoding_message_size(limit)
+                            .max_encoding_message_size(send),
+                    )
+                    .add_service(
+                        MaintenanceServer::new(MaintenanceService::new(api.clone()))
+                            .max_decoding_message_size(limit)
+                            .max_encoding_message_size(send),
                     )
                     .serve_with_incoming_shutdown(incoming, async move {
                         let _ = stop.recv().await;

@@ -56,6 +56,13 @@ pub struct FrontendConfig {
     /// The watch cache: window size, per-client queue and progress/bookmark interval (reasons
     /// on [`crate::watch_cache::WatchCacheConfig`]).
     pub watch_cache: crate::watch_cache::WatchCacheConfig,
+    /// Keys read per etcd Range while a LIST walks a collection; the LIST's answer is written
+    /// as each such page arrives, so this bounds a LIST's memory whatever the collection's size
+    /// (one page of records and decoded objects plus its encoding). Default 1000: about 4 MiB
+    /// for typical 4 KiB pods, close to kube's own etcd page size (its reflectors page by 500,
+    /// and its storage grows a filtered read's page up to 10000), and few enough Ranges that a
+    /// 10k-object LIST costs ten round trips rather than a hundred.
+    pub list_page_size: usize,
 }
 
 impl Default for FrontendConfig {
@@ -79,6 +86,7 @@ impl Default for FrontendConfig {
             audit_buffer_size: 10_000,
             write_bootstrap_rbac: true,
             watch_cache: crate::watch_cache::WatchCacheConfig::default(),
+            list_page_size: crate::registry::store::DEFAULT_LIST_PAGE_SIZE,
         }
     }
 }

@@ -125,7 +125,7 @@ async fn connect_and_bootstrap(config: &FrontendConfig) -> Result<Store, Fronten
     loop {
         let attempt = async {
             let storage = Etcd3Storage::connect(&config.etcd_servers).await?;
-            let store = Store::new(storage, &config.storage_prefix);
+            let store = Store::new(storage, &config.storage_prefix).with_list_page_size(config.list_page_size);
             store.ensure_system_namespaces().await.map_err(FrontendError::Bootstrap)?;
             Ok::<_, FrontendError>(store)
         };

@@ -49,7 +49,13 @@ pub struct ListOptions {
 pub struct Store {
     storage: Etcd3Storage,
     prefix: String,
+    /// Keys per storage Range when a LIST walks a collection (reason on
+    /// [`crate::FrontendConfig::list_page_size`]).
+    list_page_size: i64,
 }
+
+/// The default of [`crate::FrontendConfig::list_page_size`].
+pub const DEFAULT_LIST_PAGE_SIZE: usize = 1000;
 
 pub(crate) fn not_found(kind: &ResourceKind, name: &str) -> ApiError {
     ApiError::NotFound { group: kind.group.into(), resource: kind.resource.into(), name: name.into() }
@@ -108,10 +114,152 @@ fn decode_continue(token: &str, prefix: &str) -> Result<(Vec<u8>, i64), ApiError
     Ok((format!("{prefix}{start}").into_bytes(), revision))
 }
 
+/// One LIST in progress: a walk of a collection's keys at one pinned revision, in internal
+/// pages of at most `page_size` keys, applying the selectors as it goes (kube's etcd3
+/// `GetList` when the watch cache does not serve the read).
+///
+/// Memory: one page of records and its decoded objects at a time, whatever the collection's
+/// size. Every page reads the first page's revision, so the whole answer is one consistent
+/// snapshot; a compaction past it while the walk is under way fails the next page with
+/// `Expired`.
+///
+/// `limit`/`continue` are kube's: the walk stops once `limit` objects matched, and the
+/// continue token points after the last key *examined*, so a selector that skips keys never
+/// makes the next page see them again. `remainingItemCount` is only known without selectors.
+#[derive(Debug)]
+pub struct ListScan<'k> {
+    storage: Etcd3Storage,
+    kind: &'k ResourceKind,
+    labels: LabelSelector,
+    fields: FieldSelector,
+    filtering: bool,
+    /// The client's `limit` (0 = none).
+    limit: i64,
+    page_size: i64,
+    /// The collection prefix (continue tokens are relative to it).
+    prefix: String,
+    /// The exclusive end of the collection's key range.
+    end: Vec<u8>,
+    /// The first key the next Range reads.
+    next_key: Vec<u8>,
+    /// The snapshot revision (0 until the first Range pins it).
+    revision: i64,
+    /// Whether this LIST resumes a continue token (changes the compaction message).
+    continuing: bool,
+    /// Objects matched so far.
+    matched: i64,
+    /// Whether the walk has reached the end of the range or the limit.
+    done: bool,
+    /// The batch read by [`Store::list_scan`], handed out by the first `next_batch`.
+    first: Option<Vec<Value>>,
+    continue_token: Option<String>,
+    remaining: Option<i64>,
+}
+
+impl ListScan<'_> {
+    /// Returns the next objects that match, in key order, or `None` after the last. A batch
+    /// holds at most one internal page; it is empty only when the walk just finished.
+    ///
+    /// # Errors
+    ///
+    /// Returns `Expired` when the snapshot was compacted while walking, storage errors
+    /// otherwise.
+    pub async fn next_batch(&mut self) -> Result<Option<Vec<Value>>, ApiError> {
+        if let Some(first) = self.first.take() {
+            return Ok(Some(first));
+        }
+        if self.done {
+            return Ok(None);
+        }
+        self.read_batch().await.map(Some)
+    }
+
+    /// Returns the list's metadata: `resourceVersion` (the snapshot), and once the walk is
+    /// done, `continue` and `remainingItemCount` when the limit cut it short.
+    pub fn metadata(&self) -> Value {
+        let mut metadata = json!({"resourceVersion": self.revision.to_string()});
+        if let Some(token) = &self.continue_token {
+            metadata["continue"] = token.clone().into();
+        }
+        if let Some(n) = self.remaining {
+            metadata["remainingItemCount"] = n.into();
+        }
+        metadata
+    }
+
+    /// Returns the revision the list reads (known once [`Store::list_scan`] returned).
+    pub fn revision(&self) -> i64 {
+        self.revision
+    }
+
+    /// Returns whether a `limit` was asked for (then `continue` is only known at the end).
+    pub fn limited(&self) -> bool {
+        self.limit > 0
+    }
+
+    /// Reads Ranges until at least one object matched or the walk ends.
+    async fn read_batch(&mut self) -> Result<Vec<Value>, ApiError> {
+        let mut batch = Vec::new();
+        while batch.is_empty() && !self.done {
+            let want = if self.limit > 0 { (self.limit - self.matched).min(self.page_size) } else { self.page_size };
+            let page = match self.storage.list(&self.next_key, &self.end, want, self.revision).await {
+                Ok(page) => page,
+                Err(StorageError::Compacted { .. }) if self.continuing => {
+                    return Err(ApiError::Expired(CONTINUE_EXPIRED.into()))
+                }
+                Err(StorageError::Compacted { .. }) => {
+                    return Err(ApiError::Expired("The resourceVersion for the provided list is too old.".into()))
+                }
+                Err(e) => return Err(e.into()),
+            };
+            // Every page of one list reads the same snapshot: the first page's revision. (A read
+            // at a pinned revision reports the store's current revision in its header, so the
+            // header only counts for the first, unpinned read.)
+            if self.revision == 0 {
+                self.revision = page.revision;
+            }
+            for kv in &page.kvs {
+                let obj = Value::Object(object::from_storage_as(self.kind, &kv.value, kv.mod_revision)?);
+                if self.labels.matches(&object::labels(&obj)) && self.fields.matches(&obj) {
+                    batch.push(obj);
+                    self.matched += 1;
+                }
+            }
+            let Some(last) = page.kvs.last() else {
+                self.done = true;
+                break;
+            };
+            let mut after_last = last.key.clone();
+            after_last.push(0);
+            self.next_key = after_last;
+            if !page.more {
+                self.done = true;
+            } else if self.limit > 0 && self.matched >= self.limit {
+                self.continue_token = Some(encode_continue(self.revision, &self.next_key, &self.prefix));
+                if !self.filtering {
+                    self.remaining = Some(page.count - page.kvs.len() as i64);
+                }
+                self.done = true;
+            }
+        }
+        Ok(batch)
+    }
+}
+
 impl Store {
     /// Builds a store whose keys start with `prefix` (normally `/registry`).
     pub fn new(storage: Etcd3Storage, prefix: &str) -> Self {
-        Store { storage, prefix: prefix.trim_end_matches('/').to_string() }
+        Store {
+            storage,
+            prefix: prefix.trim_end_matches('/').to_string(),
+            list_page_size: DEFAULT_LIST_PAGE_SIZE as i64,
+        }
+    }
+
+    /// Sets how many keys one storage Range reads while a LIST walks a collection (at least 1).
+    pub fn with_list_page_size(mut self, keys: usize) -> Self {
+        self.list_page_size = i64::try_from(keys.max(1)).unwrap_or(i64::MAX);
+        self
     }
 
     /// Returns the storage client.
@@ -148,16 +296,45 @@ impl Store {
         Ok(obj)
     }
 
-    /// Lists a collection (`namespace` "" = all namespaces) as a `<Kind>List`.
+    /// Lists a collection (`namespace` "" = all namespaces) as a `<Kind>List`, whole in
+    /// memory. For internal callers (collection deletes, initial watch events); the LIST verb
+    /// streams through [`Store::list_scan`] instead.
     ///
     /// # Errors
     ///
     /// Returns `BadRequest` for bad options or tokens and `Expired` when the asked-for snapshot
     /// was compacted.
     pub async fn list(&self, kind: &ResourceKind, namespace: &str, opts: &ListOptions) -> Result<Value, ApiError> {
+        let mut scan = self.list_scan(kind, namespace, opts).await?;
+        let mut items = Vec::new();
+        while let Some(batch) = scan.next_batch().await? {
+            items.extend(batch);
+        }
+        Ok(json!({
+            "kind": format!("{}List", kind.kind),
+            "apiVersion": kind.api_version(),
+            "metadata": scan.metadata(),
+            "items": items,
+        }))
+    }
+
+    /// Starts reading a collection for a LIST: validates the options, pins the snapshot and
+    /// reads the first internal page, so every refusal (bad token, compacted revision, storage
+    /// down) is known before a caller commits to a response. The rest is read page by page as
+    /// the caller asks ([`ListScan::next_batch`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::list`].
+    pub async fn list_scan<'k>(
+        &self,
+        kind: &'k ResourceKind,
+        namespace: &str,
+        opts: &ListOptions,
+    ) -> Result<ListScan<'k>, ApiError> {
         let prefix = kind.collection_prefix(&self.prefix, namespace);
         let end = prefix_end(prefix.as_bytes());
-        let (mut start, mut revision, continuing) = match &opts.continue_token {
+        let (next_key, revision, continuing) = match &opts.continue_token {
             Some(token) => {
                 if !opts.resource_version.is_empty() {
                     return Err(ApiError::BadRequest(
@@ -178,62 +355,27 @@ impl Store {
                 (prefix.clone().into_bytes(), revision, false)
             }
         };
-        let filtering = !opts.labels.is_empty() || !opts.fields.is_empty();
-        let mut items = Vec::new();
-        let mut next_continue = None;
-        let mut remaining = None;
-        loop {
-            let want = if opts.limit > 0 { opts.limit - items.len() as i64 } else { 0 };
-            let page = match self.storage.list(&start, &end, want, revision).await {
-                Ok(page) => page,
-                Err(StorageError::Compacted { .. }) if continuing => {
-                    return Err(ApiError::Expired(CONTINUE_EXPIRED.into()))
-                }
-                Err(StorageError::Compacted { .. }) => {
-                    return Err(ApiError::Expired("The resourceVersion for the provided list is too old.".into()))
-                }
-                Err(e) => return Err(e.into()),
-            };
-            // Every page of one list reads the same snapshot: the first page's revision. (A read
-            // at a pinned revision reports the store's current revision in its header, so the
-            // header only counts for the first, unpinned read.)
-            if revision == 0 {
-                revision = page.revision;
-            }
-            for kv in &page.kvs {
-                let obj = Value::Object(object::from_storage_as(kind, &kv.value, kv.mod_revision)?);
-                if opts.labels.matches(&object::labels(&obj)) && opts.fields.matches(&obj) {
-                    items.push(obj);
-                }
-            }
-            let Some(last) = page.kvs.last() else { break };
-            let mut after_last = last.key.clone();
-            after_last.push(0);
-            if !page.more {
-                break;
-            }
-            if opts.limit > 0 && items.len() as i64 >= opts.limit {
-                next_continue = Some(encode_continue(revision, &after_last, &prefix));
-                if !filtering {
-                    remaining = Some(page.count - page.kvs.len() as i64);
-                }
-                break;
-            }
-            start = after_last;
-        }
-        let mut metadata = json!({"resourceVersion": revision.to_string()});
-        if let Some(token) = next_continue {
-            metadata["continue"] = token.into();
-        }
-        if let Some(n) = remaining {
-            metadata["remainingItemCount"] = n.into();
-        }
-        Ok(json!({
-            "kind": format!("{}List", kind.kind),
-            "apiVersion": kind.api_version(),
-            "metadata": metadata,
-            "items": items,
-        }))
+        let mut scan = ListScan {
+            storage: self.storage.clone(),
+            kind,
+            filtering: !opts.labels.is_empty() || !opts.fields.is_empty(),
+            labels: opts.labels.clone(),
+            fields: opts.fields.clone(),
+            limit: opts.limit,
+            page_size: self.list_page_size,
+            prefix,
+            end,
+            next_key,
+            revision,
+            continuing,
+            matched: 0,
+            done: false,
+            first: None,
+            continue_token: None,
+            remaining: None,
+        };
+        scan.first = Some(scan.read_batch().await?);
+        Ok(scan)
     }
 
     /// Refuses creates in a namespace that is missing (404) or terminating (403), as kube's

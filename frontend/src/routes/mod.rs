@@ -3,7 +3,7 @@
 //!
 //! * [`health`]: `/version`, `/healthz`, `/livez`, `/readyz` (and `/<check>/<name>`);
 //! * [`discovery`]: `/api`, `/apis` (legacy or aggregated, by `Accept`), `/api/v1`;
-//! * [`resource`]: REST on the registry's kinds, with [`watch`] for streams;
+//! * [`resource`]: REST on the registry's kinds, with [`list`] and [`watch`] for streamed answers;
 //! * [`access_review`]: the create-only review resources (`auth can-i`, `auth whoami`);
 //! * `/metrics` in the Prometheus text format ([`metrics`]);
 //! * [`negotiation`]: `Accept` parsing shared by all of them;
@@ -12,6 +12,7 @@
 pub mod access_review;
 pub mod discovery;
 pub mod health;
+pub mod list;
 pub mod metrics;
 pub mod negotiation;
 pub mod resource;

@@ -9,6 +9,7 @@ use http::{HeaderValue, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::Value;
 
+use super::list;
 use super::negotiation::{negotiate, Output};
 use super::watch;
 use super::AppState;
@@ -259,9 +260,13 @@ pub async fn handle(state: &AppState, info: RequestInfo, req: Request) -> Result
             Ok(respond(StatusCode::OK, &Value::Object(obj), &[]))
         }
         // A GET on the collection whose field selector pins a name parses as list with a name.
+        // Streamed as storage is read (`list`); YAML has no streaming writer and is buffered.
         "get" | "list" => {
-            let list = store.list(kind, namespace, &query.list_options(kind)?).await?;
-            Ok(respond(StatusCode::OK, &list, &[]))
+            let opts = query.list_options(kind)?;
+            if enc.output == Output::Yaml {
+                return Ok(respond(StatusCode::OK, &store.list(kind, namespace, &opts).await?, &[]));
+            }
+            list::serve(store, kind, namespace, &opts, enc.output, enc.include_object).await
         }
         "watch" => {
             let (labels, mut fields) = query.selectors(kind)?;

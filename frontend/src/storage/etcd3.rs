@@ -8,7 +8,9 @@
 
 use std::collections::VecDeque;
 
-use etcd_client::{Client, Compare, CompareOp, EventType, GetOptions, Txn, TxnOp, TxnOpResponse, WatchOptions};
+use etcd_client::{
+    Client, Compare, CompareOp, EventType, GetOptions, KvClient, Txn, TxnOp, TxnOpResponse, WatchClient, WatchOptions,
+};
 
 use super::StorageError;
 
@@ -55,10 +57,20 @@ pub struct StorageEvent {
     pub revision: i64,
 }
 
+/// The largest gRPC message the client accepts: gRPC's own 2 GiB ceiling, as kube-apiserver
+/// sets (`MaxCallRecvMsgSize: math.MaxInt32`). tonic's 4 MiB default fails an unpaginated
+/// LIST of a few thousand objects; etcd limits what is *written* (`--max-request-bytes`), not
+/// what a Range may answer, so the reader must not impose a smaller bound than the protocol.
+pub const MAX_RESPONSE_BYTES: usize = i32::MAX as usize;
+
 /// The storage client. Cheap to clone: clones share one gRPC channel.
 #[derive(Clone)]
 pub struct Etcd3Storage {
-    client: Client,
+    /// KV calls, configured once with [`MAX_RESPONSE_BYTES`] (a fresh `kv_client()` would
+    /// come back with tonic's default limit).
+    kv: KvClient,
+    /// Watch calls, with the same limit: one response may carry many events.
+    watch: WatchClient,
 }
 
 impl std::fmt::Debug for Etcd3Storage {
@@ -102,7 +114,10 @@ impl Etcd3Storage {
     /// Returns the client's error when no endpoint can be reached.
     pub async fn connect(endpoints: &[String]) -> Result<Self, StorageError> {
         let client = Client::connect(endpoints, None).await?;
-        Ok(Etcd3Storage { client })
+        Ok(Etcd3Storage {
+            kv: client.kv_client().max_decoding_message_size(MAX_RESPONSE_BYTES),
+            watch: client.watch_client().max_decoding_message_size(MAX_RESPONSE_BYTES),
+        })
     }
 
     /// Reads one key at the newest revision; returns it (if present) and the store's revision.
@@ -111,7 +126,7 @@ impl Etcd3Storage {
     ///
     /// Returns `Etcd` when the request fails.
     pub async fn get(&self, key: &[u8]) -> Result<(Option<KeyValue>, i64), StorageError> {
-        let resp = self.client.kv_client().get(key, None).await?;
+        let resp = self.kv.clone().get(key, None).await?;
         let revision = header_revision(resp.header())?;
         Ok((resp.kvs().first().map(KeyValue::from_etcd), revision))
     }
@@ -123,7 +138,7 @@ impl Etcd3Storage {
     /// Returns `Compacted` when `revision` is older than the store's history, `Etcd` otherwise.
     pub async fn list(&self, start: &[u8], end: &[u8], limit: i64, revision: i64) -> Result<ListPage, StorageError> {
         let opts = GetOptions::new().with_range(end).with_limit(limit).with_revision(revision);
-        let resp = self.client.kv_client().get(start, Some(opts)).await.map_err(|e| compacted_or(e, revision))?;
+        let resp = self.kv.clone().get(start, Some(opts)).await.map_err(|e| compacted_or(e, revision))?;
         Ok(ListPage {
             kvs: resp.kvs().iter().map(KeyValue::from_etcd).collect(),
             revision: header_revision(resp.header())?,
@@ -141,7 +156,7 @@ impl Etcd3Storage {
         let txn = Txn::new()
             .when([Compare::create_revision(key, CompareOp::Equal, 0)])
             .and_then([TxnOp::put(key, value, None)]);
-        let resp = self.client.kv_client().txn(txn).await?;
+        let resp = self.kv.clone().txn(txn).await?;
         if !resp.succeeded() {
             return Err(StorageError::KeyExists);
         }
@@ -159,7 +174,7 @@ impl Etcd3Storage {
             .when([Compare::mod_revision(key, CompareOp::Equal, expected)])
             .and_then([TxnOp::put(key, value, None)])
             .or_else([TxnOp::get(key, None)]);
-        let resp = self.client.kv_client().txn(txn).await?;
+        let resp = self.kv.clone().txn(txn).await?;
         if resp.succeeded() {
             return header_revision(resp.header());
         }
@@ -177,7 +192,7 @@ impl Etcd3Storage {
             .when([Compare::mod_revision(key, CompareOp::Equal, expected)])
             .and_then([TxnOp::delete(key, None)])
             .or_else([TxnOp::get(key, None)]);
-        let resp = self.client.kv_client().txn(txn).await?;
+        let resp = self.kv.clone().txn(txn).await?;
         if resp.succeeded() {
             return header_revision(resp.header());
         }
@@ -204,7 +219,7 @@ impl Etcd3Storage {
     /// `Compacted` from [`WatchEvents::next`].
     pub async fn watch(&self, start: &[u8], end: &[u8], after_revision: i64) -> Result<WatchEvents, StorageError> {
         let opts = WatchOptions::new().with_range(end).with_prev_key().with_start_revision(after_revision + 1);
-        let stream = self.client.watch_client().watch(start, Some(opts)).await?;
+        let stream = self.watch.clone().watch(start, Some(opts)).await?;
         Ok(WatchEvents { stream, pending: VecDeque::new(), requested: after_revision })
     }
 }

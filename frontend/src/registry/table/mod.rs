@@ -91,33 +91,41 @@ fn column_json(c: &Column) -> Value {
     })
 }
 
+/// Returns one Table row for `obj`: its cells at time `now`, and per `includeObject` its
+/// metadata, itself or nothing. Rows stand alone, so a list's Table can be written row by row.
+pub fn row(printer: &Printer, obj: &Value, include_object: IncludeObject, now: i64) -> Value {
+    let mut row = Map::new();
+    row.insert("cells".into(), Value::Array((printer.cells)(obj, now)));
+    match include_object {
+        IncludeObject::None => {}
+        IncludeObject::Metadata => {
+            row.insert("object".into(), partial_metadata(obj, "meta.k8s.io/v1"));
+        }
+        IncludeObject::Object => {
+            row.insert("object".into(), obj.clone());
+        }
+    }
+    Value::Object(row)
+}
+
+/// Returns the `columnDefinitions` of `printer`'s Table (`null` with `no_headers`).
+pub fn column_definitions(printer: &Printer, opts: TableOptions) -> Value {
+    if opts.no_headers {
+        return Value::Null;
+    }
+    Value::Array(printer.columns.iter().map(column_json).collect())
+}
+
 /// Builds a Table of `objects` for `kind`, with `metadata` as the Table's list metadata
 /// (`resourceVersion`, `continue`, `remainingItemCount`), at time `now`.
 pub fn build(kind: &ResourceKind, objects: &[&Value], metadata: &Value, opts: TableOptions, now: i64) -> Value {
     let p = printer(kind.group, kind.resource);
-    let rows: Vec<Value> = objects
-        .iter()
-        .map(|o| {
-            let mut row = Map::new();
-            row.insert("cells".into(), Value::Array((p.cells)(o, now)));
-            match opts.include_object {
-                IncludeObject::None => {}
-                IncludeObject::Metadata => {
-                    row.insert("object".into(), partial_metadata(o, "meta.k8s.io/v1"));
-                }
-                IncludeObject::Object => {
-                    row.insert("object".into(), (*o).clone());
-                }
-            }
-            Value::Object(row)
-        })
-        .collect();
-    let columns = if opts.no_headers { Value::Null } else { Value::Array(p.columns.iter().map(column_json).collect()) };
+    let rows: Vec<Value> = objects.iter().map(|o| row(p, o, opts.include_object, now)).collect();
     json!({
         "kind": "Table",
         "apiVersion": opts.api_version,
         "metadata": metadata,
-        "columnDefinitions": columns,
+        "columnDefinitions": column_definitions(p, opts),
         "rows": rows,
     })
 }

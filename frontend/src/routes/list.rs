@@ -1,0 +1,185 @@
+//! LIST responses written as storage is read: the body is a stream that asks the registry's
+//! [`ListScan`] for one internal page at a time and encodes it, so a LIST of any size holds one
+//! page of objects and one page of output, never the whole answer.
+//!
+//! Forms: the `<Kind>List` as JSON, `PartialObjectMetadataList`, and `Table` (rows computed
+//! per page). YAML stays buffered in [`super::resource`]: a YAML list cannot be written item
+//! by item without a second YAML emitter, and kubectl never asks the server for YAML (`-o
+//! yaml` converts JSON client-side).
+//!
+//! Keys are written in the order `serde_json` writes a whole list (sorted, since objects are
+//! `BTreeMap`s): `apiVersion`, `items`, `kind`, `metadata`. That puts `metadata` last, which
+//! is also what streaming needs: `continue` and `remainingItemCount` are only known once the
+//! walk reached the limit. A Table puts its list `metadata` after `rows` for the same reason.
+//!
+//! Errors: everything [`Store::list_scan`] refuses (bad options, compacted snapshot, storage
+//! down) is refused before the headers, as a Status. A storage failure after the headers ends
+//! the body without the closing brackets, as kube abandons a response it cannot finish: the
+//! client sees a truncated body, never a short list that looks complete.
+
+// #[PerformanceCriticalPath]
+
+use std::convert::Infallible;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use http::{HeaderValue, StatusCode};
+use http_body::Frame;
+use http_body_util::{BodyExt, StreamBody};
+use serde_json::Value;
+
+use super::negotiation::Output;
+use crate::body::Response;
+use crate::error::ApiError;
+use crate::registry::store::{ListOptions, ListScan, Store};
+use crate::registry::table::{self, IncludeObject, Printer, TableOptions};
+use crate::registry::ResourceKind;
+
+/// How each object of the list becomes bytes.
+#[derive(Debug, Clone, Copy)]
+enum ItemForm {
+    /// The object as stored (converted to the served version).
+    Object,
+    /// `PartialObjectMetadata` of this API version.
+    Metadata(&'static str),
+    /// One Table row.
+    Row { printer: &'static Printer, include_object: IncludeObject, now: i64 },
+}
+
+impl ItemForm {
+    fn write(self, out: &mut BytesMut, obj: &Value) {
+        let mut writer = out.writer();
+        // Serialising a `Value` into memory cannot fail (its keys are strings).
+        let _ = match self {
+            ItemForm::Object => serde_json::to_writer(&mut writer, obj),
+            ItemForm::Metadata(v) => serde_json::to_writer(&mut writer, &table::partial_metadata(obj, v)),
+            ItemForm::Row { printer, include_object, now } => {
+                serde_json::to_writer(&mut writer, &table::row(printer, obj, include_object, now))
+            }
+        };
+    }
+}
+
+/// The state of one LIST body between polls.
+#[derive(Debug)]
+struct ListBody {
+    scan: ListScan<'static>,
+    form: ItemForm,
+    /// Whether an item was written (the next one needs a comma).
+    wrote_item: bool,
+    /// The bytes before the first item, until the first chunk carries them.
+    head: Option<Bytes>,
+    /// The bytes after the last item, up to `"metadata":`.
+    tail: Bytes,
+    finished: bool,
+}
+
+impl ListBody {
+    /// Returns the next chunk: the head and the first page, a page of items, or the tail.
+    async fn next_chunk(&mut self) -> Option<Bytes> {
+        loop {
+            if self.finished {
+                return None;
+            }
+            let mut out = BytesMut::new();
+            if let Some(head) = self.head.take() {
+                out.extend_from_slice(&head);
+            }
+            match self.scan.next_batch().await {
+                Ok(Some(batch)) => {
+                    for obj in &batch {
+                        if self.wrote_item {
+                            out.put_u8(b',');
+                        }
+                        self.wrote_item = true;
+                        self.form.write(&mut out, obj);
+                    }
+                }
+                Ok(None) => {
+                    out.extend_from_slice(&self.tail);
+                    out.extend_from_slice(b"\"metadata\":");
+                    let _ = serde_json::to_writer((&mut out).writer(), &self.scan.metadata());
+                    out.put_u8(b'}');
+                    self.finished = true;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, revision = self.scan.revision(), "LIST failed after its headers; ending the body");
+                    self.finished = true;
+                    return None;
+                }
+            }
+            if !out.is_empty() {
+                return Some(out.freeze());
+            }
+        }
+    }
+}
+
+/// Appends `"name":value,` to `out`.
+fn put_field(out: &mut BytesMut, name: &str, value: &Value) {
+    let _ = serde_json::to_writer(out.writer(), name);
+    out.put_u8(b':');
+    let _ = serde_json::to_writer(out.writer(), value);
+    out.put_u8(b',');
+}
+
+/// The fixed parts of one LIST body: the bytes before the first item (top-level fields that
+/// sort before the item array, then the array's opening), and the fields written between the
+/// array's close and `metadata`.
+fn frame(kind: &ResourceKind, output: Output, include_object: IncludeObject) -> (Bytes, Bytes, ItemForm) {
+    let mut head = BytesMut::from(&b"{"[..]);
+    let mut tail = BytesMut::from(&b"]"[..]);
+    let (form, array) = match output {
+        Output::Json | Output::Yaml => {
+            put_field(&mut head, "apiVersion", &Value::from(kind.api_version()));
+            tail.put_u8(b',');
+            put_field(&mut tail, "kind", &Value::from(format!("{}List", kind.kind)));
+            (ItemForm::Object, "items")
+        }
+        Output::Metadata(v) => {
+            put_field(&mut head, "apiVersion", &Value::from(v));
+            tail.put_u8(b',');
+            put_field(&mut tail, "kind", &Value::from("PartialObjectMetadataList"));
+            (ItemForm::Metadata(v), "items")
+        }
+        Output::Table(v) => {
+            let printer = table::printer(kind.group, kind.resource);
+            let opts = TableOptions { api_version: v, include_object, no_headers: false };
+            put_field(&mut head, "apiVersion", &Value::from(v));
+            put_field(&mut head, "columnDefinitions", &table::column_definitions(printer, opts));
+            put_field(&mut head, "kind", &Value::from("Table"));
+            tail.put_u8(b',');
+            (ItemForm::Row { printer, include_object, now: crate::clock::unix_now() }, "rows")
+        }
+    };
+    let _ = serde_json::to_writer((&mut head).writer(), array);
+    head.extend_from_slice(b":[");
+    (head.freeze(), tail.freeze(), form)
+}
+
+/// Serves a LIST as a streamed body (JSON, `PartialObjectMetadataList` or `Table`).
+///
+/// # Errors
+///
+/// Returns the refusals of [`Store::list_scan`], before any byte is written.
+pub async fn serve(
+    store: &Store,
+    kind: &'static ResourceKind,
+    namespace: &str,
+    opts: &ListOptions,
+    output: Output,
+    include_object: IncludeObject,
+) -> Result<Response, ApiError> {
+    let scan = store.list_scan(kind, namespace, opts).await?;
+    let (head, tail, form) = frame(kind, output, include_object);
+    let state = ListBody { scan, form, wrote_item: false, head: Some(head), tail, finished: false };
+    let stream = futures::stream::unfold(state, |mut state| async move {
+        let chunk = state.next_chunk().await?;
+        Some((Ok::<_, Infallible>(Frame::data(chunk)), state))
+    });
+    let mut resp = http::Response::new(StreamBody::new(stream).boxed_unsync());
+    *resp.status_mut() = StatusCode::OK;
+    let headers = resp.headers_mut();
+    headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    Ok(resp)
+}
