@@ -334,7 +334,7 @@ async fn watch(
     }
     let secs = start.elapsed().as_secs_f64();
     let rss_peak = pid.and_then(|p| status_kb(p, "VmRSS")).unwrap_or(0);
-    *drain.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now() + Duration::from_secs(10));
+    *drain.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now() + Duration::from_secs(5));
     for task in tasks {
         let _ = task.await;
     }

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Runs every ballast-kube-load scenario against the Kubernetes API frontend on two storage
+# backends in one run: (a) stock etcd + `ballast frontend --etcd-servers ...` and (b)
+# `ballast engine` + `ballast frontend`, each on fresh data directories; every scenario is
+# repeated and the medians compared. Writes benches/results/<date>-<commit>-frontend.md.
+#
+#   bash benches/kube-run.sh                 # 5 s per scenario, 3 repeats (watch: 1)
+#   DURATION=10 REPEATS=5 bash benches/kube-run.sh
+#   SCENARIOS="get_c16 list_pods10k_c1" bash benches/kube-run.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+duration=${DURATION:-5}
+repeats=${REPEATS:-3}
+watch_repeats=${WATCH_REPEATS:-1}
+target_dir=${CARGO_TARGET_DIR:-target}
+cargo build --release -p ballast -p ballast-kube-load
+load=$target_dir/release/ballast-kube-load
+ballast=$target_dir/release/ballast
+scenarios=${SCENARIOS:-$($load list)}
+work=$(mktemp -d)
+store_pid= frontend_pid=
+stop_all() {
+  for p in $frontend_pid $store_pid; do kill -9 "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  store_pid= frontend_pid=
+}
+cleanup() { stop_all; rm -rf "$work"; }
+trap cleanup EXIT
+# 10k watch streams need 100 connections plus the load tool's own descriptors.
+ulimit -n 65536 2>/dev/null || ulimit -n 16384 2>/dev/null || true
+
+start_backend() { # target port
+  local target=$1 port=$2 peer=$(($2 + 1)) dir="$work/$1-store"
+  local common=(--name b --data-dir "$dir" --listen-client-urls "http://127.0.0.1:$port"
+    --advertise-client-urls "http://127.0.0.1:$port" --listen-peer-urls "http://127.0.0.1:$peer"
+    --initial-advertise-peer-urls "http://127.0.0.1:$peer" --quota-backend-bytes 8589934592)
+  if [[ $target == etcd ]]; then
+    etcd "${common[@]}" --initial-cluster "b=http://127.0.0.1:$peer" >"$dir.log" 2>&1 &
+  else
+    "$ballast" engine "${common[@]}" >"$dir.log" 2>&1 &
+  fi
+  store_pid=$!
+  for _ in $(seq 200); do
+    ETCDCTL_API=3 etcdctl --endpoints="127.0.0.1:$port" endpoint health >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "$target did not start" >&2; cat "$dir.log" >&2; return 1
+}
+
+start_frontend() { # target etcd-port api-port
+  local dir="$work/$1-frontend"
+  mkdir -p "$dir"
+  "$ballast" frontend --etcd-servers "http://127.0.0.1:$2" --secure-port "$3" --cert-dir "$dir/certs" \
+    >"$dir.log" 2>&1 &
+  frontend_pid=$!
+  for _ in $(seq 300); do
+    [[ -s "$dir/certs/admin.kubeconfig" ]] && kubectl --kubeconfig "$dir/certs/admin.kubeconfig" get --raw /readyz >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "frontend on $1 did not start" >&2; cat "$dir.log" >&2; return 1
+}
+
+raw="$work/raw.jsonl"
+port=24800
+for target in etcd ballast; do
+  port=$((port + 10))
+  start_backend "$target" "$port"
+  start_frontend "$target" "$port" $((port + 5))
+  kubeconfig="$work/$target-frontend/certs/admin.kubeconfig"
+  for s in $scenarios; do
+    n=$repeats
+    [[ $s == watch* ]] && n=$watch_repeats
+    for r in $(seq "$n"); do
+      if line=$(timeout $((duration + 240)) "$load" run --kubeconfig "$kubeconfig" --scenario "$s" --duration "$duration" --server-pid "$frontend_pid"); then
+        echo "{\"target\":\"$target\",\"repeat\":$r,\"result\":$line}" | tee -a "$raw"
+      else
+        echo "{\"target\":\"$target\",\"repeat\":$r,\"result\":{\"scenario\":\"$s\",\"failed\":true}}" | tee -a "$raw"
+      fi
+    done
+  done
+  stop_all
+done
+
+commit=$(git rev-parse --short HEAD)
+out="benches/results/$(date -u +%Y-%m-%d)-$commit-frontend.md"
+mkdir -p benches/results
+python3 - "$raw" "$out" "$commit" "$duration" "$repeats" "$watch_repeats" "$*" <<'PY'
+import json, statistics, subprocess, sys
+raw, out, commit, duration, repeats, watch_repeats, args = sys.argv[1:8]
+rows = [json.loads(l) for l in open(raw)]
+by = {}
+for r in rows:
+    by.setdefault(r["result"]["scenario"], {}).setdefault(r["target"], []).append(r["result"])
+def sh(c):
+    return subprocess.run(c, shell=True, capture_output=True, text=True).stdout.strip()
+def med(results, key):
+    vals = [x[key] for x in results if not x.get("failed") and key in x]
+    return statistics.median(vals) if vals else None
+def fmt(v, p=2):
+    return "n/a" if v is None else f"{v:,.{p}f}"
+def ratio(b, e, lower_is_better=False):
+    if not b or not e:
+        return "n/a"
+    return f"{(e / b if lower_is_better else b / e):.2f}x"
+mem = sh("free -g | awk '/Mem:/ {print $2}'")
+lines = [
+    f"# Kubernetes API frontend results, commit {commit}",
+    "",
+    f"* Machine: {sh('nproc')} cores, {mem} GiB, kernel {sh('uname -r')}; shared and noisy, so read medians and ratios.",
+    f"* Backends: (a) {sh('etcd --version | head -1')} (Debian etcd-server) + `ballast frontend`; (b) `ballast engine` + `ballast frontend`. Same frontend binary, same run, fresh data directories.",
+    f"* Command: `bash benches/kube-run.sh {args}` (DURATION={duration}, REPEATS={repeats}, WATCH_REPEATS={watch_repeats}); figures are medians over repeats.",
+    "* Client: `ballast-kube-load`, HTTP/2 over TLS with the admin kubeconfig's client certificate, on the same 2 cores as both servers.",
+    "* Memory is the frontend process's (`/proc/<pid>/status`), not the storage server's.",
+    "",
+    "Ratios: throughput Ballast / etcd (higher is better); latency etcd / Ballast (higher is better).",
+    "",
+    "| scenario | etcd ops/s | Ballast ops/s | ratio | etcd p50 / p99 ms | Ballast p50 / p99 ms | p99 ratio |",
+    "|---|---:|---:|---:|---:|---:|---:|",
+]
+for s, t in by.items():
+    e, b = t.get("etcd", []), t.get("ballast", [])
+    lines.append(f"| {s} | {fmt(med(e, 'ops_per_sec'), 0)} | {fmt(med(b, 'ops_per_sec'), 0)} | {ratio(med(b, 'ops_per_sec'), med(e, 'ops_per_sec'))} | "
+                 f"{fmt(med(e, 'p50_ms'))} / {fmt(med(e, 'p99_ms'))} | {fmt(med(b, 'p50_ms'))} / {fmt(med(b, 'p99_ms'))} | {ratio(med(b, 'p99_ms'), med(e, 'p99_ms'), True)} |")
+for s, t in by.items():
+    extras = sorted({k for r in t.get("etcd", []) + t.get("ballast", []) for k in r if k not in ("scenario", "ops", "errors", "secs", "ops_per_sec", "p50_ms", "p99_ms", "max_ms", "failed")})
+    if not extras:
+        continue
+    e, b = t.get("etcd", []), t.get("ballast", [])
+    lines += ["", f"## {s}", "", "| figure (median) | etcd | Ballast |", "|---|---:|---:|"]
+    for k in ["p99_ms", "max_ms", "errors"] + extras:
+        lines.append(f"| {k} | {fmt(med(e, k))} | {fmt(med(b, k))} |")
+lines += ["", "## Raw results", "", "```"] + [json.dumps(r) for r in rows] + ["```", ""]
+open(out, "w").write("\n".join(lines))
+print(out)
+PY
