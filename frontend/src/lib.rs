@@ -15,7 +15,8 @@
 //!   file, anonymous) and [`authz`] (RBAC with kube's bootstrap roles) decide who and whether.
 //! * [`routes`]: health and version, discovery, and REST on resources (with watch streams).
 //! * [`registry`]: the table of kinds and the generic store (metadata, validation, optimistic
-//!   concurrency, selectors, pages, watches); [`protobuf`] decodes kubectl's protobuf bodies.
+//!   concurrency, selectors, pages, watches, patches); [`protobuf`] decodes kubectl's protobuf
+//!   bodies; [`patch`] applies JSON, merge and strategic merge patches.
 //! * [`watch_cache`]: one upstream etcd watch per resource, fanned out to every client watch.
 //! * [`storage`]: `Etcd3Storage`, the only code that talks to etcd.
 //! * [`error`]: `ApiError`, and the one mapping of errors to `metav1.Status`.
@@ -36,6 +37,7 @@ pub mod clock;
 pub mod config;
 pub mod error;
 pub mod filters;
+pub mod patch;
 pub mod protobuf;
 pub mod registry;
 pub mod request_info;

@@ -23,6 +23,7 @@ pub mod binding;
 pub mod deletion;
 pub mod kinds;
 pub mod object;
+pub mod patch;
 pub mod scale;
 pub mod selectors;
 pub mod store;

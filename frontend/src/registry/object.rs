@@ -89,6 +89,20 @@ pub fn decode(
         },
         _ => return Err(ApiError::UnsupportedMediaType(ACCEPTED_BODY_TYPES.into())),
     };
+    decode_value(kind, value, validation)
+}
+
+/// The second half of [`decode`], for a body already parsed (or produced by a patch): checks
+/// `apiVersion`/`kind` against the URL's and handles unknown fields per `validation`.
+///
+/// # Errors
+///
+/// As [`decode`].
+pub fn decode_value(
+    kind: &ResourceKind,
+    value: Value,
+    validation: FieldValidation,
+) -> Result<(Object, Vec<String>), ApiError> {
     let Value::Object(mut obj) = value else {
         return Err(ApiError::BadRequest("couldn't get version/kind; json parse error: not an object".into()));
     };
