@@ -16,7 +16,8 @@
 //! * [`routes`]: health and version, discovery, and REST on resources (with watch streams).
 //! * [`registry`]: the table of kinds and the generic store (metadata, validation, optimistic
 //!   concurrency, selectors, pages, watches, patches); [`protobuf`] decodes kubectl's protobuf
-//!   bodies; [`patch`] applies JSON, merge and strategic merge patches.
+//!   bodies and [`patch`] applies JSON, merge and strategic merge patches, both following the
+//!   generated per-kind tables in [`schema`].
 //! * [`watch_cache`]: one upstream etcd watch per resource, fanned out to every client watch.
 //! * [`storage`]: `Etcd3Storage`, the only code that talks to etcd.
 //! * [`error`]: `ApiError`, and the one mapping of errors to `metav1.Status`.
@@ -42,6 +43,7 @@ pub mod protobuf;
 pub mod registry;
 pub mod request_info;
 pub mod routes;
+pub mod schema;
 pub mod server;
 pub mod storage;
 pub mod watch_cache;

@@ -45,8 +45,15 @@ pub fn apply(doc: &Value, patch: &[u8], schema: Option<&'static Message>) -> Res
     Ok(Value::Object(out))
 }
 
+/// The field `name` of `schema`, looking into embedded (inline) structs as JSON does.
 fn field<'a>(schema: Option<&'a Message>, name: &str) -> Option<&'a Field> {
-    schema?.fields.iter().find(|f| f.json == name)
+    let fields = schema?.fields;
+    fields.iter().find(|f| f.json == name).or_else(|| {
+        fields.iter().filter(|f| f.json.is_empty()).find_map(|f| match f.ty {
+            FieldType::Message(m) => field(Some(m), name),
+            _ => None,
+        })
+    })
 }
 
 fn child_schema(field: Option<&Field>) -> Option<&'static Message> {
@@ -378,8 +385,8 @@ mod tests {
     #[test]
     fn retain_keys_drops_what_the_client_no_longer_sets() {
         let doc = json!({"spec": {"strategy": {"type": "RollingUpdate", "rollingUpdate": "25%"}}});
-        let out = run(&doc, &json!({"spec": {"strategy": {"$retainKeys": ["type"], "type": "Recreate"}}}))
-            .expect("applies");
+        let out =
+            run(&doc, &json!({"spec": {"strategy": {"$retainKeys": ["type"], "type": "Recreate"}}})).expect("applies");
         assert_eq!(out["spec"]["strategy"], json!({"type": "Recreate"}));
         let err = run(&doc, &json!({"spec": {"strategy": {"$retainKeys": ["type"], "rollingUpdate": "1"}}}));
         assert!(matches!(err, Err(PatchError::Failed(_))), "{err:?}");

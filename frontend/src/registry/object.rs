@@ -82,7 +82,7 @@ pub fn decode(
     let value = match media {
         "" | "application/json" | "*/*" => serde_json::from_slice::<Value>(body)
             .map_err(|e| ApiError::BadRequest(format!("couldn't get version/kind; json parse error: {e}")))?,
-        "application/vnd.kubernetes.protobuf" => match kind.schema {
+        "application/vnd.kubernetes.protobuf" => match kind.object_schema() {
             Some(schema) => protobuf::decode_object(body, schema)
                 .map_err(|e| ApiError::BadRequest(format!("failed to decode protobuf body: {e}")))?,
             None => return Err(ApiError::UnsupportedMediaType(ACCEPTED_BODY_TYPES.into())),

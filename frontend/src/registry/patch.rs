@@ -113,7 +113,8 @@ impl Store {
                         Ok(new)
                     }
                     PatchTarget::Object | PatchTarget::Status => {
-                        let patched = patch::apply(req.patch_type, &Value::Object(current), req.body, kind.schema)?;
+                        let patched =
+                            patch::apply(req.patch_type, &Value::Object(current), req.body, kind.object_schema())?;
                         let (mut patched, w) = object::decode_value(kind, patched, req.validation)?;
                         warnings = w;
                         check_identity(kind, &patched, old, name)?;

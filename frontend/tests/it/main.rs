@@ -11,6 +11,7 @@ mod kube_rs;
 mod kubectl;
 mod lifecycle;
 mod patch;
+mod protobuf;
 mod raw;
 mod table;
 mod watch;
