@@ -73,7 +73,7 @@ pub enum FieldType {
 }
 
 /// One field of a message schema.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub struct Field {
     /// The protobuf field number.
     pub number: u32,
