@@ -135,11 +135,17 @@ pub fn decode(
     } else if obj.contains_key("metadata") {
         return Err(ApiError::BadRequest("metadata must be an object".into()));
     }
+    // Below the top level the kind's OpenAPI schema says what is known (kube decodes into the
+    // Go type, which drops the rest).
+    unknown.extend(crate::openapi::unknown_fields::prune(kind.group, kind.version, kind.kind, &mut obj));
     let messages: Vec<String> = unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect();
     match validation {
-        FieldValidation::Strict if !messages.is_empty() => {
-            Err(ApiError::BadRequest(format!("strict decoding error: {}", messages.join(", "))))
-        }
+        FieldValidation::Strict if !messages.is_empty() => Err(ApiError::BadRequest(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
+            messages.join(", "),
+            kind = kind.kind,
+            version = kind.version,
+        ))),
         FieldValidation::Warn => Ok((obj, messages)),
         _ => Ok((obj, Vec::new())),
     }
@@ -508,6 +514,23 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn strict_decoding_finds_nested_unknown_fields() {
+        let deployments = crate::registry::find("apps", "v1", "deployments").expect("row");
+        let body = br#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d"},
+            "spec":{"foo":1,"selector":{"matchLabels":{"a":"b"}},"template":{"spec":{"containers":[{"name":"c","image":"i"}]}}}}"#;
+        let err = decode(deployments, "application/json", body, FieldValidation::Strict).expect_err("strict");
+        assert_eq!(
+            err.to_string(),
+            "Deployment in version \"v1\" cannot be handled as a Deployment: strict decoding error: \
+             unknown field \"spec.foo\""
+        );
+        let (obj, warnings) = decode(deployments, "application/json", body, FieldValidation::Warn).expect("warn");
+        assert_eq!(warnings, vec![r#"unknown field "spec.foo""#]);
+        assert!(obj["spec"].get("foo").is_none());
+        assert_eq!(obj["spec"]["selector"]["matchLabels"]["a"], "b");
+    }
+
+    #[test]
     fn decode_defaults_type_and_handles_unknown_fields() {
         let body = br#"{"metadata":{"name":"a","bogus":1},"data":{"k":"v"},"extra":true}"#;
         let (obj, warnings) =
@@ -517,7 +540,11 @@ mod tests {
         assert!(!obj.contains_key("extra"));
         assert_eq!(warnings, vec![r#"unknown field "extra""#, r#"unknown field "metadata.bogus""#]);
         let err = decode(kinds::configmaps(), "application/json", body, FieldValidation::Strict).expect_err("strict");
-        assert!(err.to_string().starts_with("strict decoding error: unknown field"));
+        assert_eq!(
+            err.to_string(),
+            "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: \
+             unknown field \"extra\", unknown field \"metadata.bogus\""
+        );
         let err =
             decode(kinds::configmaps(), "application/json", b"{not json", FieldValidation::Warn).expect_err("bad");
         assert!(matches!(err, ApiError::BadRequest(_)));
