@@ -10,6 +10,7 @@ mod kinds;
 mod kube_rs;
 mod kubectl;
 mod lifecycle;
+mod openapi;
 mod raw;
 mod table;
 mod watch;
