@@ -8,8 +8,10 @@
 //!   a 301 to the current URL (kubectl caches documents by URL and follows it); no hash, no
 //!   caching headers beyond the ETag;
 //! * v2 is JSON or gnostic protobuf by `Accept` (kubectl 1.32 asks only for
-//!   `application/com.github.proto-openapi.spec.v2@v1.0+protobuf`); v3 is JSON only, so a client
-//!   that will take nothing but v3 protobuf gets 406.
+//!   `application/com.github.proto-openapi.spec.v2@v1.0+protobuf`). The protobuf answer is
+//!   labelled with the spelling without `@`, as upstream does: Go's `mime` parser, which client-go
+//!   runs on the response `Content-Type`, rejects the `@`. v3 is JSON only, so a client that will
+//!   take nothing but v3 protobuf gets 406.
 
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -20,10 +22,10 @@ use crate::clock;
 use crate::error::ApiError;
 use crate::openapi::{documents, Document};
 
-/// The v2 protobuf media type kubectl asks for.
-pub const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
-/// The older spelling kube-openapi also accepts for v2 protobuf.
-const V2_PROTOBUF_DEPRECATED: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+/// The v2 protobuf media type kubectl asks for (kube-openapi calls this spelling deprecated).
+pub const V2_PROTOBUF_REQUESTED: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+/// The v2 protobuf media type answers carry, and the other spelling clients may ask for.
+pub const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
 
 /// How long an immutable (hashed) document may be cached: kube-openapi's one year.
 const IMMUTABLE_SECONDS: i64 = 365 * 86_400;
@@ -47,8 +49,7 @@ pub fn handle(path: &str, query: Option<&str>, headers: &HeaderMap) -> Result<Re
     match path {
         "/openapi/v2" => {
             let ranges = accept(headers);
-            let wants_protobuf =
-                ranges.iter().position(|r| r.media == V2_PROTOBUF || r.media == V2_PROTOBUF_DEPRECATED);
+            let wants_protobuf = ranges.iter().position(|r| r.media == V2_PROTOBUF || r.media == V2_PROTOBUF_REQUESTED);
             let wants_json = ranges.iter().position(|r| matches!(r.media.as_str(), "application/json" | "*/*"));
             let protobuf = match (wants_protobuf, wants_json) {
                 _ if ranges.is_empty() => false,
@@ -181,7 +182,7 @@ mod tests {
         assert!(matches!(err, ApiError::NoRoute));
         let err = get("/openapi/v3/api/v1", None, Some("application/com.github.proto-openapi.spec.v3@v1.0+protobuf"));
         assert!(matches!(err, Err(ApiError::NotAcceptable(_))));
-        let resp = get("/openapi/v2", None, Some(V2_PROTOBUF)).expect("answer");
+        let resp = get("/openapi/v2", None, Some(V2_PROTOBUF_REQUESTED)).expect("answer");
         assert_eq!(resp.headers()[header::CONTENT_TYPE], V2_PROTOBUF);
         let resp = get("/openapi/v2", None, Some("application/json")).expect("answer");
         assert_eq!(resp.headers()[header::CONTENT_TYPE], "application/json");
