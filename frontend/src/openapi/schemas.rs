@@ -17,8 +17,9 @@
 //! * every top-level kind carries `x-kubernetes-group-version-kind`, and so do the list kinds,
 //!   which k8s-openapi has no schema for and which are written here;
 //! * strategic-merge-patch tags (`x-kubernetes-patch-strategy`, `x-kubernetes-patch-merge-key`),
-//!   which k8s-openapi drops, are copied from the registry's object schemas
-//!   ([`crate::protobuf::Message`]), so kubectl's client-side apply merges lists like upstream.
+//!   which k8s-openapi drops, come from [`super::patch_tags`] and from the registry's object
+//!   schemas ([`crate::protobuf::Message`]), so kubectl's client-side apply merges lists like
+//!   upstream.
 //!
 //! This module must not know about HTTP or the registry's storage; it only reads the registry's
 //! tables.
@@ -287,6 +288,9 @@ fn build() -> Definitions {
             schema.insert("x-kubernetes-group-version-kind".into(), json!([gvk(group, version, kind)]));
         }
     }
+    for (definition, property, strategy, merge_key) in super::patch_tags::PATCH_TAGS {
+        set_patch_tags(&mut schemas, definition, property, strategy, merge_key);
+    }
     let mut untyped = Vec::new();
     for k in kinds::ALL.iter() {
         let key = (k.group.to_string(), k.version.to_string(), k.kind.to_string());
@@ -355,6 +359,17 @@ fn add_meta_gvks(schemas: &mut BTreeMap<String, Value>) {
     }
 }
 
+/// Sets the patch extensions on one property of a definition (if both exist).
+fn set_patch_tags(schemas: &mut BTreeMap<String, Value>, definition: &str, property: &str, strategy: &str, key: &str) {
+    let target = schemas.get_mut(definition).and_then(|d| d.get_mut("properties")).and_then(|p| p.get_mut(property));
+    if let Some(Value::Object(target)) = target {
+        target.insert("x-kubernetes-patch-strategy".into(), strategy.into());
+        if !key.is_empty() {
+            target.insert("x-kubernetes-patch-merge-key".into(), key.into());
+        }
+    }
+}
+
 /// Follows a registry object schema and the OpenAPI definition `name` side by side, copying the
 /// strategic-merge-patch tags onto the definition's properties. Depth-limited because the
 /// object schemas may be recursive (JSONSchemaProps).
@@ -372,14 +387,7 @@ fn copy_patch_tags(
     for field in message.fields {
         let Some(property) = properties.get(field.json) else { continue };
         if !field.patch.strategy.is_empty() {
-            if let Some(Value::Object(target)) =
-                schemas.get_mut(name).and_then(|d| d.get_mut("properties")).and_then(|p| p.get_mut(field.json))
-            {
-                target.insert("x-kubernetes-patch-strategy".into(), field.patch.strategy.into());
-                if !field.patch.merge_key.is_empty() {
-                    target.insert("x-kubernetes-patch-merge-key".into(), field.patch.merge_key.into());
-                }
-            }
+            set_patch_tags(schemas, name, field.json, field.patch.strategy, field.patch.merge_key);
         }
         let FieldType::Message(inner) = field.ty else { continue };
         let element = if field.repeated { property.get("items").unwrap_or(property) } else { property };
@@ -497,6 +505,20 @@ mod tests {
         assert_eq!(ios["format"], "int-or-string");
         assert_eq!(render(INT_OR_STRING, &defs.schemas[INT_OR_STRING], Flavor::V2)["type"], "string");
         assert_eq!(render(QUANTITY, &defs.schemas[QUANTITY], Flavor::V3)["oneOf"][1]["type"], "number");
+    }
+
+    #[test]
+    fn built_in_patch_tags_land_on_existing_properties() {
+        let defs = definitions();
+        for (definition, property, strategy, key) in super::super::patch_tags::PATCH_TAGS {
+            let p = &defs.schemas[*definition]["properties"][*property];
+            assert_eq!(p["x-kubernetes-patch-strategy"], *strategy, "{definition}.{property}");
+            if !key.is_empty() {
+                assert_eq!(p["x-kubernetes-patch-merge-key"], *key, "{definition}.{property}");
+            }
+        }
+        let v3 = render("io.k8s.api.core.v1.PodSpec", &defs.schemas["io.k8s.api.core.v1.PodSpec"], Flavor::V3);
+        assert_eq!(v3["properties"]["containers"]["x-kubernetes-patch-merge-key"], "name");
     }
 
     #[test]

@@ -91,7 +91,7 @@ async fn route(state: Arc<AppState>, req: Request) -> Result<Response, ApiError>
         "metrics" if path == "/metrics" => Ok(metrics::handle(&state)),
         "healthz" | "livez" | "readyz" => health::check(&state, path, req.uri().query()).await,
         "api" | "apis" => discovery::handle(&state, path, req.headers()),
-        "openapi" => openapi::handle(path, req.uri().query(), req.headers()),
+        "openapi" => openapi::handle(path, req.uri().query(), req.headers()).await,
         _ => Err(ApiError::NoRoute),
     }
 }

@@ -20,7 +20,7 @@ use super::negotiation::{accept, MediaRange};
 use crate::body::{self, Response};
 use crate::clock;
 use crate::error::ApiError;
-use crate::openapi::{documents, Document};
+use crate::openapi::{built, documents, Document};
 
 /// The v2 protobuf media type kubectl asks for (kube-openapi calls this spelling deprecated).
 pub const V2_PROTOBUF_REQUESTED: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
@@ -44,8 +44,14 @@ fn not_acceptable() -> ApiError {
 ///
 /// Returns `NoRoute` for a group version that is not served and `NotAcceptable` when no
 /// offered form fits `Accept`.
-pub fn handle(path: &str, query: Option<&str>, headers: &HeaderMap) -> Result<Response, ApiError> {
-    let docs = documents();
+pub async fn handle(path: &str, query: Option<&str>, headers: &HeaderMap) -> Result<Response, ApiError> {
+    // The first request builds the documents; that is CPU work, kept off the async workers.
+    let docs = match built() {
+        Some(docs) => docs,
+        None => tokio::task::spawn_blocking(documents)
+            .await
+            .map_err(|e| ApiError::Internal(format!("building the OpenAPI documents: {e}")))?,
+    };
     match path {
         "/openapi/v2" => {
             let ranges = accept(headers);
@@ -152,39 +158,40 @@ mod tests {
         assert_eq!(http_date(784_887_151), "Tue, 15 Nov 1994 08:12:31 GMT");
     }
 
-    fn get(path: &str, query: Option<&str>, accept: Option<&str>) -> Result<Response, ApiError> {
+    async fn get(path: &str, query: Option<&str>, accept: Option<&str>) -> Result<Response, ApiError> {
         let mut headers = HeaderMap::new();
         if let Some(a) = accept {
             headers.insert(header::ACCEPT, HeaderValue::from_str(a).expect("header"));
         }
-        handle(path, query, &headers)
+        handle(path, query, &headers).await
     }
 
-    #[test]
-    fn stale_hash_redirects_and_current_hash_is_immutable() {
+    #[tokio::test]
+    async fn stale_hash_redirects_and_current_hash_is_immutable() {
         let hash = &documents().v3["apis/apps/v1"].hash;
-        let resp = get("/openapi/v3/apis/apps/v1", Some("hash=0123&timeout=32s"), None).expect("answer");
+        let resp = get("/openapi/v3/apis/apps/v1", Some("hash=0123&timeout=32s"), None).await.expect("answer");
         assert_eq!(resp.status(), StatusCode::MOVED_PERMANENTLY);
         assert_eq!(resp.headers()[header::LOCATION], format!("/openapi/v3/apis/apps/v1?hash={hash}"));
         let query = format!("hash={hash}&timeout=32s");
-        let resp = get("/openapi/v3/apis/apps/v1", Some(&query), Some("application/json")).expect("answer");
+        let resp = get("/openapi/v3/apis/apps/v1", Some(&query), Some("application/json")).await.expect("answer");
         assert_eq!(resp.status(), StatusCode::OK);
         assert_eq!(resp.headers()[header::CACHE_CONTROL], "public, immutable");
         assert_eq!(resp.headers()[header::ETAG], format!("\"{hash}\""));
         assert!(resp.headers().contains_key(header::EXPIRES));
-        let resp = get("/openapi/v3/apis/apps/v1", None, None).expect("answer");
+        let resp = get("/openapi/v3/apis/apps/v1", None, None).await.expect("answer");
         assert!(!resp.headers().contains_key(header::CACHE_CONTROL));
     }
 
-    #[test]
-    fn negotiation_and_unknown_versions() {
-        let err = get("/openapi/v3/apis/nope/v1", None, None).expect_err("404");
+    #[tokio::test]
+    async fn negotiation_and_unknown_versions() {
+        let err = get("/openapi/v3/apis/nope/v1", None, None).await.expect_err("404");
         assert!(matches!(err, ApiError::NoRoute));
-        let err = get("/openapi/v3/api/v1", None, Some("application/com.github.proto-openapi.spec.v3@v1.0+protobuf"));
+        let err =
+            get("/openapi/v3/api/v1", None, Some("application/com.github.proto-openapi.spec.v3@v1.0+protobuf")).await;
         assert!(matches!(err, Err(ApiError::NotAcceptable(_))));
-        let resp = get("/openapi/v2", None, Some(V2_PROTOBUF_REQUESTED)).expect("answer");
+        let resp = get("/openapi/v2", None, Some(V2_PROTOBUF_REQUESTED)).await.expect("answer");
         assert_eq!(resp.headers()[header::CONTENT_TYPE], V2_PROTOBUF);
-        let resp = get("/openapi/v2", None, Some("application/json")).expect("answer");
+        let resp = get("/openapi/v2", None, Some("application/json")).await.expect("answer");
         assert_eq!(resp.headers()[header::CONTENT_TYPE], "application/json");
     }
 }
