@@ -1,6 +1,8 @@
 //! The REST operations of one group version, derived from the registry table and discovery's
 //! subresource list (so OpenAPI and discovery never disagree), in a form both documents render.
 //!
+//! The review resources `routes::access_review` serves (create only) are listed too.
+//!
 //! Operation ids follow kube-apiserver's scheme: `<verb><Group><Version>[Namespaced]<Kind>
 //! [<Subresource>]`, e.g. `createCoreV1NamespacedConfigMap`, `listAppsV1DeploymentForAllNamespaces`,
 //! `deleteCoreV1CollectionNamespacedPod`, `watchCoreV1NamespacedPodList`,
@@ -9,6 +11,7 @@
 //! operation with the kind's GVK and a `fieldValidation` (or `dryRun`) query parameter.
 
 use crate::registry::{kinds, ResourceKind};
+use crate::routes::access_review::{VirtualResource, VIRTUAL_RESOURCES};
 use crate::routes::discovery;
 
 use super::schemas::{self, Definitions};
@@ -206,6 +209,19 @@ impl Names<'_> {
     }
 }
 
+/// Returns every served group version: the registry's groups in discovery order, then the
+/// review groups `access_review` serves.
+pub fn group_versions() -> Vec<(&'static str, &'static str)> {
+    let mut out: Vec<(&'static str, &'static str)> =
+        kinds::GROUPS.iter().flat_map(|g| g.versions.iter().map(move |v| (g.name, *v))).collect();
+    for v in &VIRTUAL_RESOURCES {
+        if !out.contains(&(v.group, v.version)) {
+            out.push((v.group, v.version));
+        }
+    }
+    out
+}
+
 /// Returns the paths of one group version, in the registry's order.
 pub fn paths(group: &'static str, version: &'static str, defs: &Definitions) -> Vec<PathItem> {
     let base = base_path(group, version);
@@ -229,7 +245,37 @@ pub fn paths(group: &'static str, version: &'static str, defs: &Definitions) -> 
     for k in kinds::of(group, version) {
         resource_paths(k, &base, &tag, defs, &mut out);
     }
+    for v in VIRTUAL_RESOURCES.iter().filter(|v| v.group == group && v.version == version) {
+        review_path(v, &base, &tag, defs, &mut out);
+    }
     out
+}
+
+/// The create-only review resources: one POST, answered `201` with the review and its status.
+fn review_path(v: &VirtualResource, base: &str, tag: &str, defs: &Definitions, out: &mut Vec<PathItem>) {
+    let Some(object) = defs.kind_schema(v.group, v.version, v.kind).map(str::to_string) else { return };
+    let scoped = if v.namespaced { "Namespaced" } else { "" };
+    let ns_segment = if v.namespaced { "/namespaces/{namespace}" } else { "" };
+    out.push(PathItem {
+        path: format!("{base}{ns_segment}/{}", v.resource),
+        path_params: if v.namespaced {
+            vec![("namespace", "object name and auth scope, such as for teams and projects".into())]
+        } else {
+            Vec::new()
+        },
+        operations: vec![Operation {
+            method: "post",
+            id: format!("create{}{}{scoped}{}", group_id(v.group), capitalise(v.version), v.kind),
+            description: format!("create a {}", v.kind),
+            action: "post",
+            gvk: (v.group, v.version, v.kind),
+            params: WRITE_PARAMS,
+            body: Some(Body::Object(object.clone())),
+            responses: vec![(200, object.clone()), (201, object.clone()), (202, object)],
+            streaming: Streaming::No,
+            tag: tag.to_string(),
+        }],
+    });
 }
 
 fn resource_paths(k: &'static ResourceKind, base: &str, tag: &str, defs: &Definitions, out: &mut Vec<PathItem>) {
@@ -522,14 +568,21 @@ mod tests {
     }
 
     #[test]
+    fn reviews_are_create_only() {
+        let ids = ids("authorization.k8s.io", "v1");
+        assert!(ids.contains(&"createAuthorizationV1SelfSubjectAccessReview".to_string()), "{ids:?}");
+        assert!(ids.contains(&"createAuthorizationV1NamespacedLocalSubjectAccessReview".to_string()), "{ids:?}");
+        assert!(ids.iter().all(|id| id.starts_with("create") || id.starts_with("get")), "{ids:?}");
+        assert!(group_versions().contains(&("authentication.k8s.io", "v1")));
+    }
+
+    #[test]
     fn patch_of_every_patchable_kind_has_field_validation() {
-        for g in kinds::GROUPS {
-            for v in g.versions {
-                for p in paths(g.name, v, definitions()) {
-                    for o in p.operations.iter().filter(|o| o.method == "patch") {
-                        assert!(o.params.iter().any(|q| q.name == "fieldValidation"), "{}", o.id);
-                        assert!(o.params.iter().any(|q| q.name == "dryRun"), "{}", o.id);
-                    }
+        for (g, v) in group_versions() {
+            for p in paths(g, v, definitions()) {
+                for o in p.operations.iter().filter(|o| o.method == "patch") {
+                    assert!(o.params.iter().any(|q| q.name == "fieldValidation"), "{}", o.id);
+                    assert!(o.params.iter().any(|q| q.name == "dryRun"), "{}", o.id);
                 }
             }
         }

@@ -15,7 +15,8 @@
 //!   `type: string` (v2), and `Quantity` is `oneOf` string/number (v3) or `type: string` (v2),
 //!   instead of k8s-openapi's bare `x-kubernetes-int-or-string`;
 //! * every top-level kind carries `x-kubernetes-group-version-kind`, and so do the list kinds,
-//!   which k8s-openapi has no schema for and which are written here;
+//!   which k8s-openapi has no schema for and which are written here; no kind requires
+//!   `metadata` (k8s-openapi's schemas do);
 //! * strategic-merge-patch tags (`x-kubernetes-patch-strategy`, `x-kubernetes-patch-merge-key`),
 //!   which k8s-openapi drops, come from [`super::patch_tags`] and from the registry's object
 //!   schemas ([`crate::protobuf::Message`]), so kubectl's client-side apply merges lists like
@@ -34,6 +35,7 @@ use serde_json::{json, Map, Value};
 
 use crate::protobuf::{FieldType, Message};
 use crate::registry::{kinds, ResourceKind};
+use crate::routes::access_review::VIRTUAL_RESOURCES;
 
 /// The neutral reference prefix.
 const REF_PREFIX: &str = "#/definitions/";
@@ -80,14 +82,14 @@ macro_rules! typed_kinds {
     };
 }
 
-/// Every kind k8s-openapi has a type for that the registry may serve (plus the subresource
-/// kinds `Scale` and `Binding`). Served kinds missing here get a schema-less placeholder; the
+/// Every kind k8s-openapi has a type for that the registry or the access reviews may serve (plus
+/// the subresource kinds `Scale` and `Binding`). Served kinds missing here get a schema-less placeholder; the
 /// unit tests require that none is missing.
 static TYPED_KINDS: &[TypedKind] = {
     use k8s_openapi::api::admissionregistration::v1 as admission;
     use k8s_openapi::api::{
-        apps, autoscaling, batch, certificates, coordination, core, discovery, events, flowcontrol, networking, node,
-        policy, rbac, scheduling, storage,
+        apps, authentication, authorization, autoscaling, batch, certificates, coordination, core, discovery, events,
+        flowcontrol, networking, node, policy, rbac, scheduling, storage,
     };
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
     use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1 as apiregistration;
@@ -148,6 +150,11 @@ static TYPED_KINDS: &[TypedKind] = {
         discovery::v1::EndpointSlice,
         flowcontrol::v1::FlowSchema,
         flowcontrol::v1::PriorityLevelConfiguration,
+        authorization::v1::LocalSubjectAccessReview,
+        authorization::v1::SelfSubjectAccessReview,
+        authorization::v1::SelfSubjectRulesReview,
+        authorization::v1::SubjectAccessReview,
+        authentication::v1::SelfSubjectReview,
     ]
 };
 
@@ -274,6 +281,7 @@ fn build() -> Definitions {
     let mut kinds = BTreeMap::new();
     let served = |t: &TypedKind| {
         kinds::ALL.iter().any(|k| k.group == t.group && k.version == t.version && k.kind == t.kind)
+            || VIRTUAL_RESOURCES.iter().any(|v| v.group == t.group && v.version == t.version && v.kind == t.kind)
             || (t.group, t.version, t.kind) == ("autoscaling", "v1", "Scale")
     };
     for t in TYPED_KINDS.iter().filter(|t| served(t)) {
@@ -286,6 +294,14 @@ fn build() -> Definitions {
     for ((group, version, kind), name) in &kinds {
         if let Some(Value::Object(schema)) = schemas.get_mut(name) {
             schema.insert("x-kubernetes-group-version-kind".into(), json!([gvk(group, version, kind)]));
+            // k8s-openapi requires `metadata` (its Rust field is not optional); upstream never does,
+            // and kubectl's client-side validation would reject manifests without one.
+            if let Some(Value::Array(required)) = schema.get_mut("required") {
+                required.retain(|f| f != "metadata");
+                if required.is_empty() {
+                    schema.remove("required");
+                }
+            }
         }
     }
     for (definition, property, strategy, merge_key) in super::patch_tags::PATCH_TAGS {
@@ -345,8 +361,7 @@ fn list_schema(k: &ResourceKind, item: &str) -> Value {
 /// Gives the meta kinds every group version uses (`Status`, `DeleteOptions`, `WatchEvent`) a
 /// group-version-kind per served group version, as upstream lists them.
 fn add_meta_gvks(schemas: &mut BTreeMap<String, Value>) {
-    let mut gvs: Vec<(&str, &str)> =
-        kinds::GROUPS.iter().flat_map(|g| g.versions.iter().map(move |v| (g.name, *v))).collect();
+    let mut gvs = super::operations::group_versions();
     gvs.sort();
     for (name, kind) in [(DELETE_OPTIONS, "DeleteOptions"), (WATCH_EVENT, "WatchEvent")] {
         let list: Vec<Value> = gvs.iter().map(|(g, v)| gvk(g, v, kind)).collect();
@@ -464,6 +479,8 @@ mod tests {
             assert!(schema["description"].as_str().is_some_and(|d| !d.is_empty()), "{name}");
         }
         assert_eq!(defs.kind_schema("", "v1", "Pod"), Some("io.k8s.api.core.v1.Pod"));
+        assert!(defs.schemas["io.k8s.api.core.v1.ConfigMap"].get("required").is_none());
+        assert_eq!(defs.schemas["io.k8s.api.certificates.v1.CertificateSigningRequest"]["required"], json!(["spec"]));
         assert_eq!(defs.kind_schema("apps", "v1", "Deployment"), Some("io.k8s.api.apps.v1.Deployment"));
     }
 

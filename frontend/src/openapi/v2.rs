@@ -8,7 +8,6 @@ use serde_json::{json, Map, Value};
 use super::operations::{self, Body, Operation, PathItem, QueryParam, Streaming, PRETTY};
 use super::schemas::{self, Definitions, Flavor};
 use super::v3::PATCH_MEDIA;
-use crate::registry::GROUPS;
 use crate::routes::health::GIT_VERSION;
 
 fn query(p: &QueryParam) -> Value {
@@ -96,13 +95,11 @@ fn path_item(p: &PathItem) -> Value {
 pub fn document(defs: &Definitions) -> Value {
     let mut paths = Map::new();
     let mut roots = Vec::new();
-    for g in GROUPS {
-        for v in g.versions {
-            let items = operations::paths(g.name, v, defs);
-            roots.extend(super::v3::referenced(&items));
-            for p in &items {
-                paths.insert(p.path.clone(), path_item(p));
-            }
+    for (g, v) in operations::group_versions() {
+        let items = operations::paths(g, v, defs);
+        roots.extend(super::v3::referenced(&items));
+        for p in &items {
+            paths.insert(p.path.clone(), path_item(p));
         }
     }
     let closure = defs.closure(roots.iter().map(String::as_str));

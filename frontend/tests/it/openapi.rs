@@ -3,7 +3,7 @@
 //! `replace -f` with default client validation, which makes kubectl send
 //! `fieldValidation=Strict` and rely on the server's strict decoding.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 use sha2::{Digest, Sha512};
@@ -36,26 +36,27 @@ fn refs(v: &Value, out: &mut BTreeSet<String>) {
     }
 }
 
-/// The `(group, version, kind)` of every resource aggregated discovery lists for the registry.
-async fn discovered_kinds(c: &Cluster) -> BTreeSet<(String, String, String)> {
+/// The `(group, version, kind)` of every resource aggregated discovery lists, with whether it
+/// supports PATCH.
+async fn discovered_kinds(c: &Cluster) -> BTreeMap<(String, String, String), bool> {
     let accept = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
-    let mut out = BTreeSet::new();
+    let mut out = BTreeMap::new();
     for path in ["/api", "/apis"] {
         let doc = c.request_with_accept(Credentials::Admin, path, accept).await.json();
         for group in doc["items"].as_array().expect("items") {
             let name = group["metadata"]["name"].as_str().unwrap_or("");
-            // The review groups are served outside the registry and publish no OpenAPI.
-            if name.starts_with("authorization.") || name.starts_with("authentication.") {
-                continue;
-            }
             for version in group["versions"].as_array().expect("versions") {
                 for r in version["resources"].as_array().expect("resources") {
                     let kind = &r["responseKind"];
-                    out.insert((
-                        name.to_string(),
-                        version["version"].as_str().expect("version").to_string(),
-                        kind["kind"].as_str().expect("kind").to_string(),
-                    ));
+                    let patchable = r["verbs"].as_array().is_some_and(|v| v.iter().any(|v| v == "patch"));
+                    out.insert(
+                        (
+                            name.to_string(),
+                            version["version"].as_str().expect("version").to_string(),
+                            kind["kind"].as_str().expect("kind").to_string(),
+                        ),
+                        patchable,
+                    );
                 }
             }
         }
@@ -94,7 +95,14 @@ async fn v3_index_hashes_resolve_and_documents_cover_discovery() {
             let name = t.strip_prefix("#/components/schemas/").unwrap_or_else(|| panic!("{key}: foreign ref {t}"));
             assert!(schemas.contains_key(name), "{key}: {t} is not in components.schemas");
         }
-        for meta in ["ObjectMeta", "Status", "DeleteOptions", "WatchEvent", "Patch"] {
+        let writable = doc["paths"].as_object().expect("paths").values().any(|item| item.get("patch").is_some());
+        // Create-only groups (the reviews) refer to no delete, watch or patch types.
+        let meta: &[&str] = if writable {
+            &["ObjectMeta", "Status", "DeleteOptions", "WatchEvent", "Patch"]
+        } else {
+            &["ObjectMeta", "Status"]
+        };
+        for meta in meta {
             assert!(schemas.contains_key(&format!("io.k8s.apimachinery.pkg.apis.meta.v1.{meta}")), "{key}: {meta}");
         }
         for (p, item) in doc["paths"].as_object().expect("paths") {
@@ -140,9 +148,9 @@ async fn v3_index_hashes_resolve_and_documents_cover_discovery() {
     );
 
     // OpenAPI and discovery agree: every patchable kind discovery lists has its PATCH operation.
-    for (g, v, k) in discovered_kinds(&c).await {
-        if k == "Binding" || k == "ComponentStatus" {
-            continue; // create-only and read-only kinds have no PATCH.
+    for ((g, v, k), patchable) in discovered_kinds(&c).await {
+        if !patchable {
+            continue;
         }
         assert!(patched_kinds.contains(&(g.clone(), v.clone(), k.clone())), "{g}/{v} {k} has no PATCH operation");
     }
@@ -196,7 +204,7 @@ async fn v2_document_in_json_and_protobuf() {
             kinds_with_schema.insert((f("group"), f("version"), f("kind")));
         }
     }
-    for gvk in discovered_kinds(&c).await {
+    for gvk in discovered_kinds(&c).await.into_keys() {
         assert!(kinds_with_schema.contains(&gvk), "{gvk:?} has no v2 definition");
     }
     let patch = &doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"];
@@ -351,6 +359,28 @@ async fn strict_validation_without_validate_false(backend: Backend) {
     assert!(refused.stderr.contains(r#"strict decoding error: unknown field "metadata.bogus""#), "{}", refused.stderr);
     let data = c.must_kubectl(&["get", "cm", "cfg", "-o", "jsonpath={.data.a}"]).await;
     assert_eq!(data, "c", "a refused replace writes nothing");
+
+    // A create-only kind has no PATCH operation, so kubectl validates it on the client against
+    // the protobuf v2 document: a valid review passes, a misspelt field is caught there.
+    let review = c.dir.path().join("review.yaml");
+    std::fs::write(
+        &review,
+        "apiVersion: authorization.k8s.io/v1\nkind: SelfSubjectAccessReview\nspec:\n  resourceAttributes:\n    \
+         verb: list\n    resource: pods\n",
+    )
+    .expect("manifest");
+    let review_path = review.to_str().expect("utf-8 path");
+    let allowed = c.must_kubectl(&["create", "-f", review_path, "-o", "jsonpath={.status.allowed}"]).await;
+    assert_eq!(allowed, "true");
+    std::fs::write(
+        &review,
+        "apiVersion: authorization.k8s.io/v1\nkind: SelfSubjectAccessReview\nspec:\n  resourceAttribute:\n    \
+         verb: list\n",
+    )
+    .expect("manifest");
+    let refused = c.kubectl(&["create", "-f", review_path]).await;
+    assert!(!refused.ok, "{}", refused.stdout);
+    assert!(refused.stderr.contains("resourceAttribute"), "{}", refused.stderr);
 }
 
 /// A first `kubectl apply` of an object is a create (GET 404, then POST with
