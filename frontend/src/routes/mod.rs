@@ -51,8 +51,14 @@ pub struct Router {
 }
 
 impl Router {
-    /// Builds the router.
+    /// Builds the router, and starts building the OpenAPI documents on a blocking thread so
+    /// neither the first `/openapi` request nor the first strict decode pays for it.
     pub fn new(state: Arc<AppState>) -> Self {
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn_blocking(|| {
+                crate::openapi::documents();
+            });
+        }
         Router { state }
     }
 }
