@@ -293,6 +293,16 @@ async fn discovery_commands_still_work() {
     assert!(resources.contains("deployments") && resources.contains("configmaps"), "{resources}");
     let versions = c.must_kubectl(&["api-versions"]).await;
     assert!(versions.lines().any(|l| l == "apps/v1"), "{versions}");
+    // Every resource discovery lists can be explained (its kind's schema is published).
+    // Lines are NAME [SHORTNAMES] APIVERSION NAMESPACED KIND.
+    let table = c.must_kubectl(&["api-resources", "--no-headers"]).await;
+    assert!(table.lines().count() > 40, "{table}");
+    for line in table.lines() {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        let (name, api_version) = (cols[0], cols[cols.len() - 3]);
+        let out = c.must_kubectl(&["explain", name, &format!("--api-version={api_version}")]).await;
+        assert!(out.contains("DESCRIPTION:") && out.contains("FIELDS:"), "explain {name}:\n{out}");
+    }
 }
 
 const DEPLOYMENT: &str = r#"apiVersion: apps/v1
