@@ -79,12 +79,15 @@ pub fn decode(
     validation: FieldValidation,
 ) -> Result<(Object, Vec<String>), ApiError> {
     let media = content_type.split(';').next().unwrap_or("").trim();
-    let value = match media {
-        "" | "application/json" | "*/*" => serde_json::from_slice::<Value>(body)
+    let (value, duplicates) = match media {
+        "" | "application/json" | "*/*" => super::strict_json::parse(body)
             .map_err(|e| ApiError::BadRequest(format!("couldn't get version/kind; json parse error: {e}")))?,
         "application/vnd.kubernetes.protobuf" => match kind.schema {
-            Some(schema) => protobuf::decode_object(body, schema)
-                .map_err(|e| ApiError::BadRequest(format!("failed to decode protobuf body: {e}")))?,
+            Some(schema) => (
+                protobuf::decode_object(body, schema)
+                    .map_err(|e| ApiError::BadRequest(format!("failed to decode protobuf body: {e}")))?,
+                Vec::new(),
+            ),
             None => return Err(ApiError::UnsupportedMediaType(ACCEPTED_BODY_TYPES.into())),
         },
         _ => return Err(ApiError::UnsupportedMediaType(ACCEPTED_BODY_TYPES.into())),
@@ -138,7 +141,19 @@ pub fn decode(
     // Below the top level the kind's OpenAPI schema says what is known (kube decodes into the
     // Go type, which drops the rest).
     unknown.extend(crate::openapi::unknown_fields::prune(kind.group, kind.version, kind.kind, &mut obj));
-    let messages: Vec<String> = unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect();
+    let mut findings: Vec<(&str, &String)> =
+        unknown.iter().map(|f| ("unknown", f)).chain(duplicates.iter().map(|f| ("duplicate", f))).collect();
+    if findings.len() > 1 && !matches!(media, "application/vnd.kubernetes.protobuf") {
+        // kube reports them in document order; the parsed object no longer has it.
+        let order = super::strict_json::key_order(body);
+        let position = |(what, path): &(&str, &String)| {
+            let mut at = order.iter().enumerate().filter(|(_, p)| p == path).map(|(i, _)| i);
+            // A duplicate is reported where its second occurrence is.
+            if *what == "duplicate" { at.nth(1) } else { at.next() }.unwrap_or(usize::MAX)
+        };
+        findings.sort_by_key(position);
+    }
+    let messages: Vec<String> = findings.iter().map(|(what, f)| format!("{what} field \"{f}\"")).collect();
     match validation {
         FieldValidation::Strict if !messages.is_empty() => Err(ApiError::BadRequest(format!(
             "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
@@ -526,6 +541,18 @@ mod tests {
         );
         let (obj, warnings) = decode(deployments, "application/json", body, FieldValidation::Warn).expect("warn");
         assert_eq!(warnings, vec![r#"unknown field "spec.foo""#]);
+        let twice = br#"{"metadata":{"name":"d"},"spec":{"replicas":1,"replicas":2}}"#;
+        let err = decode(deployments, "application/json", twice, FieldValidation::Strict).expect_err("strict");
+        assert!(err.to_string().ends_with(r#"strict decoding error: duplicate field "spec.replicas""#), "{err}");
+        // Several findings come in document order, as kube lists them.
+        let mixed = br#"{"metadata":{"name":"d","zz":1,"name":"e"},"spec":{"replicas":1,"b":1,"replicas":2,"a":1}}"#;
+        let err = decode(deployments, "application/json", mixed, FieldValidation::Strict).expect_err("strict");
+        assert!(
+            err.to_string().ends_with(
+                r#"strict decoding error: unknown field "metadata.zz", duplicate field "metadata.name", unknown field "spec.b", duplicate field "spec.replicas", unknown field "spec.a""#
+            ),
+            "{err}"
+        );
         assert!(obj["spec"].get("foo").is_none());
         assert_eq!(obj["spec"]["selector"]["matchLabels"]["a"], "b");
     }
@@ -538,12 +565,13 @@ mod tests {
         assert_eq!(obj["kind"], "ConfigMap");
         assert_eq!(obj["apiVersion"], "v1");
         assert!(!obj.contains_key("extra"));
-        assert_eq!(warnings, vec![r#"unknown field "extra""#, r#"unknown field "metadata.bogus""#]);
+        // In document order, as kube lists them.
+        assert_eq!(warnings, vec![r#"unknown field "metadata.bogus""#, r#"unknown field "extra""#]);
         let err = decode(kinds::configmaps(), "application/json", body, FieldValidation::Strict).expect_err("strict");
         assert_eq!(
             err.to_string(),
             "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: \
-             unknown field \"extra\", unknown field \"metadata.bogus\""
+             unknown field \"metadata.bogus\", unknown field \"extra\""
         );
         let err =
             decode(kinds::configmaps(), "application/json", b"{not json", FieldValidation::Warn).expect_err("bad");
