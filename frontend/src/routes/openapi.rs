@@ -56,7 +56,8 @@ pub async fn handle(path: &str, query: Option<&str>, headers: &HeaderMap) -> Res
         "/openapi/v2" => {
             let ranges = accept(headers);
             let wants_protobuf = ranges.iter().position(|r| r.media == V2_PROTOBUF || r.media == V2_PROTOBUF_REQUESTED);
-            let wants_json = ranges.iter().position(|r| matches!(r.media.as_str(), "application/json" | "*/*"));
+            let wants_json =
+                ranges.iter().position(|r| matches!(r.media.as_str(), "application/json" | "application/*" | "*/*"));
             let protobuf = match (wants_protobuf, wants_json) {
                 _ if ranges.is_empty() => false,
                 (Some(p), Some(j)) => p < j,
