@@ -13,7 +13,10 @@
 //! * [`audit`]: audit policy, events and the bounded log writer.
 //! * [`request_info`] parses URLs like kube's `RequestInfoFactory`; [`authn`] (x509, token
 //!   file, anonymous) and [`authz`] (RBAC with kube's bootstrap roles) decide who and whether.
-//! * [`routes`]: health and version, discovery, and REST on resources (with watch streams).
+//! * [`routes`]: health and version, discovery, OpenAPI, and REST on resources (with watch
+//!   streams).
+//! * [`openapi`]: the OpenAPI v2 and v3 documents (from k8s-openapi's schemas and the registry
+//!   table), built once; their schemas also drive strict decoding's unknown-field check.
 //! * [`registry`]: the table of kinds and the generic store (metadata, validation, optimistic
 //!   concurrency, selectors, pages, watches, patches); [`protobuf`] decodes kubectl's protobuf
 //!   bodies and [`patch`] applies JSON, merge and strategic merge patches, both following the
@@ -38,6 +41,7 @@ pub mod clock;
 pub mod config;
 pub mod error;
 pub mod filters;
+pub mod openapi;
 pub mod patch;
 pub mod protobuf;
 pub mod registry;

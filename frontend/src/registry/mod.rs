@@ -15,7 +15,8 @@
 //!   [`scale`]: the `/scale` subresource; [`binding`]: pod binding.
 //! * [`watch`]: watch streams with selector transitions and watch-list initial events.
 //! * [`table`]: server-side printing (Table and PartialObjectMetadata forms).
-//! * [`selectors`], [`validation`]: label/field selectors and name/key rules.
+//! * [`selectors`], [`validation`]: label/field selectors and name/key rules; [`strict_json`]:
+//!   JSON parsing that reports duplicate fields for strict decoding.
 //!
 //! Layering: `routes` → `registry` → `storage`. The registry never sees HTTP.
 
@@ -28,6 +29,7 @@ pub mod scale;
 pub mod selectors;
 pub mod store;
 pub mod strategy;
+pub mod strict_json;
 pub mod table;
 pub mod validation;
 pub mod watch;

@@ -10,6 +10,7 @@ mod kinds;
 mod kube_rs;
 mod kubectl;
 mod lifecycle;
+mod openapi;
 mod patch;
 mod protobuf;
 mod raw;
