@@ -222,6 +222,19 @@ pub enum ApiError {
         /// The configured limit in bytes.
         limit: usize,
     },
+    /// 413 `RequestEntityTooLarge` for a JSON patch with more operations than kube allows.
+    #[error("The allowed maximum operations in a JSON patch is {max}, got {got}")]
+    TooManyPatchOperations {
+        /// The bound.
+        max: usize,
+        /// Operations in the patch.
+        got: usize,
+    },
+    /// 422 `Invalid` for a patch that does not apply to the object (a failed JSON patch `test`,
+    /// a path that is not there): kube's generic "rejected" answer with the patch library's
+    /// complaint as the cause.
+    #[error("the server rejected our request due to an error in our request")]
+    PatchFailed(String),
     /// 415 `UnsupportedMediaType`.
     #[error("the body of the request was in an unknown format - accepted media types include: {0}")]
     UnsupportedMediaType(String),
@@ -284,14 +297,16 @@ impl ApiError {
             ApiError::NotFound { .. } | ApiError::NoRoute => (StatusCode::NOT_FOUND, "NotFound"),
             ApiError::AlreadyExists { .. } => (StatusCode::CONFLICT, "AlreadyExists"),
             ApiError::Conflict { .. } => (StatusCode::CONFLICT, "Conflict"),
-            ApiError::Invalid { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "Invalid"),
+            ApiError::Invalid { .. } | ApiError::PatchFailed(_) => (StatusCode::UNPROCESSABLE_ENTITY, "Invalid"),
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "BadRequest"),
             ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, "Unauthorized"),
             ApiError::Forbidden { .. } => (StatusCode::FORBIDDEN, "Forbidden"),
             ApiError::MethodNotSupported { .. } => (StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed"),
             ApiError::NotAcceptable(_) => (StatusCode::NOT_ACCEPTABLE, "NotAcceptable"),
             ApiError::Expired(_) => (StatusCode::GONE, "Expired"),
-            ApiError::RequestEntityTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "RequestEntityTooLarge"),
+            ApiError::RequestEntityTooLarge { .. } | ApiError::TooManyPatchOperations { .. } => {
+                (StatusCode::PAYLOAD_TOO_LARGE, "RequestEntityTooLarge")
+            }
             ApiError::UnsupportedMediaType(_) => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "UnsupportedMediaType"),
             ApiError::TooManyRequests { .. } => (StatusCode::TOO_MANY_REQUESTS, "TooManyRequests"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "InternalError"),
@@ -334,6 +349,9 @@ impl ApiError {
                 Some(json!({"retryAfterSeconds": retry_after_seconds}))
             }
             ApiError::Internal(message) => Some(json!({"causes": [{"message": message}]})),
+            ApiError::PatchFailed(message) => {
+                Some(json!({"causes": [{"reason": "UnexpectedServerResponse", "message": message}]}))
+            }
             ApiError::NoRoute | ApiError::Timeout => Some(json!({})),
             _ => None,
         }

@@ -13,9 +13,14 @@
 //! * [`audit`]: audit policy, events and the bounded log writer.
 //! * [`request_info`] parses URLs like kube's `RequestInfoFactory`; [`authn`] (x509, token
 //!   file, anonymous) and [`authz`] (RBAC with kube's bootstrap roles) decide who and whether.
-//! * [`routes`]: health and version, discovery, and REST on resources (with watch streams).
+//! * [`routes`]: health and version, discovery, OpenAPI, and REST on resources (with watch
+//!   streams).
+//! * [`openapi`]: the OpenAPI v2 and v3 documents (from k8s-openapi's schemas and the registry
+//!   table), built once; their schemas also drive strict decoding's unknown-field check.
 //! * [`registry`]: the table of kinds and the generic store (metadata, validation, optimistic
-//!   concurrency, selectors, pages, watches); [`protobuf`] decodes kubectl's protobuf bodies.
+//!   concurrency, selectors, pages, watches, patches); [`protobuf`] decodes kubectl's protobuf
+//!   bodies and [`patch`] applies JSON, merge and strategic merge patches, both following the
+//!   generated per-kind tables in [`schema`].
 //! * [`watch_cache`]: one upstream etcd watch per resource, fanned out to every client watch.
 //! * [`storage`]: `Etcd3Storage`, the only code that talks to etcd.
 //! * [`error`]: `ApiError`, and the one mapping of errors to `metav1.Status`.
@@ -36,10 +41,13 @@ pub mod clock;
 pub mod config;
 pub mod error;
 pub mod filters;
+pub mod openapi;
+pub mod patch;
 pub mod protobuf;
 pub mod registry;
 pub mod request_info;
 pub mod routes;
+pub mod schema;
 pub mod server;
 pub mod storage;
 pub mod watch_cache;

@@ -8,11 +8,21 @@
 //! contentEncoding, 4: contentType}`, where `raw` is the object in the field numbering of the
 //! upstream `generated.proto` files.
 //!
-//! Each kind supplies a [`Message`] schema (a static table of field numbers, JSON names and
-//! types) in `registry::kinds`, so adding a kind is data, not code. Go's gogo-protobuf writes
-//! empty strings and zero numbers for non-pointer fields; JSON omits them (`omitempty`), so the
-//! decoder drops zero values, empty maps and empty messages, which is what the JSON encoding of
-//! the same object would have carried.
+//! Every built-in kind's [`Message`] schema (field numbers, JSON names, types and the
+//! strategic-merge-patch tags) is generated from the upstream types into `crate::schema`, so
+//! the decoder is one table-driven walk. Kube's non-object JSON forms (IntOrString, Quantity,
+//! Time, MicroTime, Duration, RawExtension, the CRD schema unions) are [`FieldType`]s of their
+//! own; an embedded Go struct (`json:",inline"`) is a field with an empty JSON name whose fields
+//! land in the parent.
+//!
+//! Zero values: gogo-protobuf writes every non-pointer field, zero or not, and a pointer field
+//! only when it is set; the schema cannot tell the two apart. The decoder keeps numbers and
+//! booleans that are on the wire, even zero (so `replicas: 0`, `backoffLimit: 0` and
+//! `allowPrivilegeEscalation: false` keep their meaning), keeps empty messages (`emptyDir: {}`
+//! means something; kube's JSON prints `resources: {}` too), and drops empty strings, null
+//! times and `metadata.generation: 0`, which is what kube's JSON of the same object omits. The
+//! cost: a non-pointer zero such as `hostNetwork: false` appears explicitly in the stored JSON,
+//! where kube's would omit it; both decode to the same Go object.
 
 use base64::Engine as _;
 use serde_json::{Map, Value};
@@ -31,18 +41,39 @@ pub enum FieldType {
     Int,
     /// `bool`.
     Bool,
+    /// `double` (fixed64).
+    Double,
     /// An embedded message.
     Message(&'static Message),
     /// `metav1.Time` (`{1: seconds, 2: nanos}`), RFC 3339 in JSON.
     Time,
-    /// `map<string, string>`.
-    MapStringString,
-    /// `map<string, bytes>`, values base64 in JSON.
-    MapStringBytes,
+    /// `metav1.MicroTime`, RFC 3339 with microseconds.
+    MicroTime,
+    /// `metav1.Duration` (`{1: nanoseconds}`), Go's duration string in JSON ("1h0m0s").
+    Duration,
+    /// `intstr.IntOrString` (`{1: type, 2: intVal, 3: strVal}`), a number or a string.
+    IntOrString,
+    /// `resource.Quantity` (`{1: string}`), the string.
+    Quantity,
+    /// `runtime.RawExtension`, `metav1.FieldsV1`, apiextensions `JSON` (`{1: raw}`): the raw
+    /// bytes are the JSON value.
+    RawJson,
+    /// A message holding one `repeated string` (`ExtraValue`, `Verbs`), an array in JSON.
+    StringList,
+    /// `map<string, V>`, an object in JSON.
+    Map(&'static FieldType),
+    /// `JSONSchemaPropsOrArray` (`{1: schema, 2: repeated schema}`): the list if it has
+    /// items, else the schema.
+    SchemaOrArray(&'static Message),
+    /// `JSONSchemaPropsOrBool` (`{1: allows, 2: schema}`): the schema if set, else the bool.
+    SchemaOrBool(&'static Message),
+    /// `JSONSchemaPropsOrStringArray` (`{1: schema, 2: repeated string}`): the schema if set,
+    /// else the strings.
+    SchemaOrStringArray(&'static Message),
 }
 
 /// One field of a message schema.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub struct Field {
     /// The protobuf field number.
     pub number: u32,
@@ -95,6 +126,16 @@ pub const fn field(number: u32, json: &'static str, ty: FieldType) -> Field {
     Field { number, json, ty, repeated: false, patch: PatchMeta::NONE }
 }
 
+/// Shorthand for an embedded struct whose fields are the parent's in JSON.
+pub const fn inline(number: u32, ty: FieldType) -> Field {
+    Field { number, json: "", ty, repeated: false, patch: PatchMeta::NONE }
+}
+
+/// Adds strategic-merge-patch tags to a field.
+pub const fn tagged(field: Field, strategy: &'static str, merge_key: &'static str) -> Field {
+    Field { patch: PatchMeta { strategy, merge_key }, ..field }
+}
+
 /// Shorthand for a repeated field in schema tables.
 pub const fn repeated(number: u32, json: &'static str, ty: FieldType) -> Field {
     Field { number, json, ty, repeated: true, patch: PatchMeta::NONE }
@@ -119,6 +160,9 @@ pub enum DecodeError {
     /// A string field holds invalid UTF-8.
     #[error("protobuf string is not UTF-8")]
     Utf8,
+    /// A RawExtension or JSON field does not hold JSON.
+    #[error("embedded raw object is not JSON")]
+    RawNotJson,
 }
 
 /// The envelope's type information and payload.
@@ -136,9 +180,10 @@ struct Reader<'a> {
     buf: &'a [u8],
 }
 
+#[derive(Clone, Copy)]
 enum Wire<'a> {
     Varint(u64),
-    Fixed64,
+    Fixed64(u64),
     Fixed32,
     Bytes(&'a [u8]),
 }
@@ -175,8 +220,8 @@ impl<'a> Reader<'a> {
         let wire = match (key & 7) as u8 {
             0 => Wire::Varint(self.varint()?),
             1 => {
-                self.take(8)?;
-                Wire::Fixed64
+                let b = self.take(8)?;
+                Wire::Fixed64(u64::from_le_bytes(b.try_into().map_err(|_| DecodeError::Truncated)?))
             }
             2 => {
                 let len = self.varint()? as usize;
@@ -228,40 +273,91 @@ fn b64(bytes: &[u8]) -> Value {
     Value::String(base64::engine::general_purpose::STANDARD.encode(bytes))
 }
 
-fn is_empty(value: &Value) -> bool {
+/// Whether a decoded field is left out of the JSON (see the module doc's zero-value rule).
+fn is_dropped(value: &Value) -> bool {
     match value {
         Value::Null => true,
-        Value::Bool(b) => !b,
-        Value::Number(n) => n.as_i64() == Some(0),
         Value::String(s) => s.is_empty(),
         Value::Array(a) => a.is_empty(),
-        Value::Object(o) => o.is_empty(),
+        Value::Bool(_) | Value::Number(_) | Value::Object(_) => false,
     }
 }
 
-fn map_entry(bytes: &[u8], bytes_value: bool) -> Result<(String, Value), DecodeError> {
+/// The fields of a small fixed-layout message, by number.
+fn fields_of(bytes: &[u8]) -> Result<Vec<(u32, Wire<'_>)>, DecodeError> {
     let mut r = Reader { buf: bytes };
-    let (mut key, mut value) = (String::new(), if bytes_value { b64(&[]) } else { Value::String(String::new()) });
-    while let Some((n, w)) = r.next()? {
-        match (n, w) {
-            (1, Wire::Bytes(k)) => key = utf8(k)?,
-            (2, Wire::Bytes(v)) => value = if bytes_value { b64(v) } else { Value::String(utf8(v)?) },
-            _ => {}
-        }
+    let mut out = Vec::new();
+    while let Some(f) = r.next()? {
+        out.push(f);
     }
-    Ok((key, value))
+    Ok(out)
 }
 
-fn time(bytes: &[u8]) -> Result<Value, DecodeError> {
-    let mut r = Reader { buf: bytes };
-    let mut seconds = 0i64;
-    while let Some((n, w)) = r.next()? {
-        if let (1, Wire::Varint(v)) = (n, w) {
-            seconds = v as i64;
-        }
+fn varint_field(fields: &[(u32, Wire<'_>)], number: u32) -> Option<u64> {
+    fields.iter().rev().find_map(|(n, w)| match (n, w) {
+        (n, Wire::Varint(v)) if *n == number => Some(*v),
+        _ => None,
+    })
+}
+
+fn bytes_field<'a>(fields: &[(u32, Wire<'a>)], number: u32) -> Option<&'a [u8]> {
+    fields.iter().rev().find_map(|(n, w)| match (n, w) {
+        (n, Wire::Bytes(b)) if *n == number => Some(*b),
+        _ => None,
+    })
+}
+
+fn time(bytes: &[u8], micros: bool) -> Result<Value, DecodeError> {
+    let f = fields_of(bytes)?;
+    let seconds = varint_field(&f, 1).unwrap_or(0) as i64;
+    let nanos = varint_field(&f, 2).unwrap_or(0);
+    if seconds == 0 && nanos == 0 {
+        // The zero Time is JSON null, and omitted like every other empty value.
+        return Ok(Value::Null);
     }
-    // The zero Time is JSON null, and omitted like every other empty value.
-    Ok(if seconds == 0 { Value::Null } else { Value::String(crate::clock::format_rfc3339(seconds)) })
+    let text = crate::clock::format_rfc3339(seconds);
+    if !micros {
+        return Ok(Value::String(text));
+    }
+    let base = text.trim_end_matches('Z');
+    Ok(Value::String(format!("{base}.{:06}Z", nanos / 1000)))
+}
+
+/// Go's `time.Duration.String()`: "1h2m3.5s", "1.5ms", "0s".
+fn go_duration(nanos: i64) -> String {
+    if nanos == 0 {
+        return "0s".into();
+    }
+    let sign = if nanos < 0 { "-" } else { "" };
+    let n = nanos.unsigned_abs();
+    let frac = |value: u64, unit: u64| {
+        let whole = value / unit;
+        let rest = value % unit;
+        if rest == 0 {
+            whole.to_string()
+        } else {
+            let digits = unit.to_string().len() - 1;
+            let text = format!("{whole}.{rest:0digits$}");
+            text.trim_end_matches('0').to_string()
+        }
+    };
+    if n < 1_000 {
+        return format!("{sign}{n}ns");
+    }
+    if n < 1_000_000 {
+        return format!("{sign}{}µs", frac(n, 1_000));
+    }
+    if n < 1_000_000_000 {
+        return format!("{sign}{}ms", frac(n, 1_000_000));
+    }
+    let (h, rest) = (n / 3_600_000_000_000, n % 3_600_000_000_000);
+    let (m, rest) = (rest / 60_000_000_000, rest % 60_000_000_000);
+    let secs = frac(rest, 1_000_000_000);
+    match (h, m) {
+        (0, 0) => format!("{sign}{secs}s"),
+        (0, m) => format!("{sign}{m}m{secs}s"),
+        (h, m) => format!("{sign}{h}h{m}m{secs}s"),
+    }
 }
 
 fn scalar(ty: FieldType, wire: Wire<'_>) -> Result<Option<Value>, DecodeError> {
@@ -270,14 +366,109 @@ fn scalar(ty: FieldType, wire: Wire<'_>) -> Result<Option<Value>, DecodeError> {
         (FieldType::Bytes, Wire::Bytes(b)) => b64(b),
         (FieldType::Int, Wire::Varint(v)) => Value::from(v as i64),
         (FieldType::Bool, Wire::Varint(v)) => Value::Bool(v != 0),
+        (FieldType::Double, Wire::Fixed64(v)) => {
+            serde_json::Number::from_f64(f64::from_bits(v)).map_or(Value::Null, Value::Number)
+        }
         (FieldType::Message(m), Wire::Bytes(b)) => decode_message(b, m)?,
-        (FieldType::Time, Wire::Bytes(b)) => time(b)?,
+        (FieldType::Time, Wire::Bytes(b)) => time(b, false)?,
+        (FieldType::MicroTime, Wire::Bytes(b)) => time(b, true)?,
+        (FieldType::Duration, Wire::Bytes(b)) => {
+            Value::String(go_duration(varint_field(&fields_of(b)?, 1).unwrap_or(0) as i64))
+        }
+        (FieldType::IntOrString, Wire::Bytes(b)) => {
+            let f = fields_of(b)?;
+            if varint_field(&f, 1) == Some(1) {
+                Value::String(utf8(bytes_field(&f, 3).unwrap_or_default())?)
+            } else {
+                Value::from(varint_field(&f, 2).unwrap_or(0) as i32)
+            }
+        }
+        (FieldType::Quantity, Wire::Bytes(b)) => {
+            Value::String(utf8(bytes_field(&fields_of(b)?, 1).unwrap_or_default())?)
+        }
+        (FieldType::RawJson, Wire::Bytes(b)) => match bytes_field(&fields_of(b)?, 1) {
+            None | Some([]) => Value::Null,
+            Some(raw) => serde_json::from_slice(raw).map_err(|_| DecodeError::RawNotJson)?,
+        },
+        (FieldType::StringList, Wire::Bytes(b)) => {
+            let mut items = Vec::new();
+            for (n, w) in fields_of(b)? {
+                if let (1, Wire::Bytes(s)) = (n, w) {
+                    items.push(Value::String(utf8(s)?));
+                }
+            }
+            Value::Array(items)
+        }
+        (FieldType::SchemaOrArray(m), Wire::Bytes(b)) => {
+            let f = fields_of(b)?;
+            let items: Vec<Value> = f
+                .iter()
+                .filter_map(|(n, w)| match (n, w) {
+                    (2, Wire::Bytes(item)) => Some(decode_message(item, m)),
+                    _ => None,
+                })
+                .collect::<Result<_, _>>()?;
+            if items.is_empty() {
+                bytes_field(&f, 1).map(|s| decode_message(s, m)).transpose()?.unwrap_or(Value::Null)
+            } else {
+                Value::Array(items)
+            }
+        }
+        (FieldType::SchemaOrBool(m), Wire::Bytes(b)) => {
+            let f = fields_of(b)?;
+            match bytes_field(&f, 2) {
+                Some(schema) => decode_message(schema, m)?,
+                None => Value::Bool(varint_field(&f, 1).unwrap_or(0) != 0),
+            }
+        }
+        (FieldType::SchemaOrStringArray(m), Wire::Bytes(b)) => {
+            let f = fields_of(b)?;
+            match bytes_field(&f, 1) {
+                Some(schema) => decode_message(schema, m)?,
+                None => Value::Array(
+                    f.iter()
+                        .filter_map(|(n, w)| match (n, w) {
+                            (2, Wire::Bytes(s)) => Some(utf8(s).map(Value::String)),
+                            _ => None,
+                        })
+                        .collect::<Result<_, _>>()?,
+                ),
+            }
+        }
+        (FieldType::Map(value_ty), Wire::Bytes(b)) => {
+            // One map entry `{1: key, 2: value}`; the caller gathers entries into one object.
+            let mut key = String::new();
+            let mut value = None;
+            for (n, w) in fields_of(b)? {
+                match (n, w) {
+                    (1, Wire::Bytes(k)) => key = utf8(k)?,
+                    (2, w) => value = scalar(*value_ty, w)?,
+                    _ => {}
+                }
+            }
+            let value = value.unwrap_or_else(|| empty_of(*value_ty));
+            let mut entry = Map::new();
+            entry.insert(key, value);
+            Value::Object(entry)
+        }
         // A field whose wire type does not match the schema is skipped, as protobuf decoders do.
         _ => return Ok(None),
     }))
 }
 
-/// Decodes one message into a JSON object, dropping empty values.
+/// The JSON of a map value that is absent from its entry (protobuf omits empty values).
+fn empty_of(ty: FieldType) -> Value {
+    match ty {
+        FieldType::String | FieldType::Quantity => Value::String(String::new()),
+        FieldType::Bytes => b64(&[]),
+        FieldType::Int => Value::from(0),
+        FieldType::Bool => Value::Bool(false),
+        FieldType::StringList => Value::Array(Vec::new()),
+        _ => Value::Object(Map::new()),
+    }
+}
+
+/// Decodes one message into a JSON object (see the module doc for which empty values stay).
 ///
 /// # Errors
 ///
@@ -287,33 +478,29 @@ pub fn decode_message(bytes: &[u8], schema: &Message) -> Result<Value, DecodeErr
     let mut r = Reader { buf: bytes };
     while let Some((number, wire)) = r.next()? {
         let Some(field) = schema.fields.iter().find(|f| f.number == number) else { continue };
-        match field.ty {
-            FieldType::MapStringString | FieldType::MapStringBytes => {
-                let Wire::Bytes(entry) = wire else { continue };
-                let (k, v) = map_entry(entry, matches!(field.ty, FieldType::MapStringBytes))?;
-                let map = out.entry(field.json).or_insert_with(|| Value::Object(Map::new()));
-                if let Value::Object(map) = map {
-                    map.insert(k, v);
+        let Some(v) = scalar(field.ty, wire)? else { continue };
+        match (field.ty, v) {
+            (FieldType::Message(_), Value::Object(embedded)) if field.json.is_empty() => {
+                out.extend(embedded);
+            }
+            (FieldType::Map(_), Value::Object(entry)) => {
+                if let Value::Object(map) = out.entry(field.json).or_insert_with(|| Value::Object(Map::new())) {
+                    map.extend(entry);
                 }
             }
-            ty if field.repeated => {
-                if let Some(v) = scalar(ty, wire)? {
-                    let list = out.entry(field.json).or_insert_with(|| Value::Array(Vec::new()));
-                    if let Value::Array(list) = list {
-                        list.push(v);
-                    }
+            (_, v) if field.repeated => {
+                if let Value::Array(list) = out.entry(field.json).or_insert_with(|| Value::Array(Vec::new())) {
+                    list.push(v);
                 }
             }
-            ty => {
-                if let Some(v) = scalar(ty, wire)? {
-                    out.insert(field.json.to_string(), v);
-                }
+            (_, v) => {
+                out.insert(field.json.to_string(), v);
             }
         }
     }
     // Map values and list items may legitimately be empty (`data: {"a": ""}`); only whole
     // fields are dropped.
-    out.retain(|_, v| !is_empty(v));
+    out.retain(|_, v| !is_dropped(v));
     Ok(Value::Object(out))
 }
 
@@ -326,6 +513,12 @@ pub fn decode_message(bytes: &[u8], schema: &Message) -> Result<Value, DecodeErr
 pub fn decode_object(body: &[u8], schema: &Message) -> Result<Value, DecodeError> {
     let env = envelope(body)?;
     let mut obj = decode_message(env.raw, schema)?;
+    if let Some(Value::Object(meta)) = obj.get_mut("metadata") {
+        // ObjectMeta.generation is not a pointer: 0 is "unset", which JSON omits.
+        if meta.get("generation").and_then(Value::as_i64) == Some(0) {
+            meta.remove("generation");
+        }
+    }
     if let Value::Object(map) = &mut obj {
         if !env.api_version.is_empty() {
             map.insert("apiVersion".into(), env.api_version.into());
@@ -348,7 +541,7 @@ mod tests {
         // The exact body `kubectl create configmap cm1 --from-literal=a=b` sends
         // (kubectl-transcripts/create-cm).
         let body = b"k8s\x00\n\x0f\n\x02v1\x12\tConfigMap\x12\x1d\n\x13\n\x03cm1\x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x12\x06\n\x01a\x12\x01b\x1a\x00\"\x00";
-        let obj = decode_object(body, kinds::configmaps().schema.expect("schema")).expect("decode");
+        let obj = decode_object(body, kinds::configmaps().object_schema().expect("schema")).expect("decode");
         assert_eq!(
             obj,
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm1"}, "data": {"a": "b"}})
@@ -356,10 +549,55 @@ mod tests {
     }
 
     #[test]
-    fn rejects_bodies_without_magic() {
-        assert_eq!(decode_object(b"{}", kinds::configmaps().schema.expect("schema")), Err(DecodeError::MissingMagic));
+    fn kube_value_forms() {
+        assert_eq!(go_duration(0), "0s");
+        assert_eq!(go_duration(3_600_000_000_000), "1h0m0s");
+        assert_eq!(go_duration(90_000_000_000), "1m30s");
+        assert_eq!(go_duration(1_500_000_000), "1.5s");
+        assert_eq!(go_duration(2_000_000), "2ms");
+        assert_eq!(go_duration(-5_000_000_000), "-5s");
+        // IntOrString {type: 1, strVal: "25%"} and {intVal: 1}; Quantity {string: "100m"}.
+        assert_eq!(scalar(FieldType::IntOrString, Wire::Bytes(b"\x08\x01\x1a\x0325%")), Ok(Some(json!("25%"))));
+        assert_eq!(scalar(FieldType::IntOrString, Wire::Bytes(b"\x10\x01")), Ok(Some(json!(1))));
+        assert_eq!(scalar(FieldType::Quantity, Wire::Bytes(b"\n\x04100m")), Ok(Some(json!("100m"))));
+        // MicroTime {seconds: 1, nanos: 5000}; RawExtension {raw: {"a":1}}.
         assert_eq!(
-            decode_object(b"k8s\x00\x12\x05ab", kinds::configmaps().schema.expect("schema")),
+            scalar(FieldType::MicroTime, Wire::Bytes(b"\x08\x01\x10\x88\x27")),
+            Ok(Some(json!("1970-01-01T00:00:01.000005Z")))
+        );
+        assert_eq!(scalar(FieldType::RawJson, Wire::Bytes(b"\n\x07{\"a\":1}")), Ok(Some(json!({"a": 1}))));
+        assert_eq!(scalar(FieldType::RawJson, Wire::Bytes(b"\n\x02{x")), Err(DecodeError::RawNotJson));
+    }
+
+    #[test]
+    fn explicit_zeros_survive_and_generated_tags_are_upstream_ones() {
+        // Deployment{spec{replicas: 0, paused: false}}: replicas is a pointer, so 0 is meant.
+        let deployment = crate::schema::lookup("apps", "v1", "Deployment").expect("deployment schema");
+        let obj = decode_message(b"\x12\x04\x08\x00\x38\x00", deployment).expect("decode");
+        assert_eq!(obj, json!({"spec": {"replicas": 0, "paused": false}}));
+        let pod_spec = crate::schema::generated::API_CORE_V1_PODSPEC.fields.iter();
+        let tags: Vec<(&str, &str, &str)> = pod_spec
+            .filter(|f| matches!(f.json, "containers" | "volumes" | "imagePullSecrets"))
+            .map(|f| (f.json, f.patch.strategy, f.patch.merge_key))
+            .collect();
+        assert_eq!(
+            tags,
+            [
+                ("volumes", "merge,retainKeys", "name"),
+                ("containers", "merge", "name"),
+                ("imagePullSecrets", "merge", "name")
+            ]
+        );
+    }
+
+    #[test]
+    fn rejects_bodies_without_magic() {
+        assert_eq!(
+            decode_object(b"{}", kinds::configmaps().object_schema().expect("schema")),
+            Err(DecodeError::MissingMagic)
+        );
+        assert_eq!(
+            decode_object(b"k8s\x00\x12\x05ab", kinds::configmaps().object_schema().expect("schema")),
             Err(DecodeError::Truncated)
         );
     }
@@ -368,11 +606,11 @@ mod tests {
     fn decodes_secret_bytes_and_namespace_spec() {
         // Secret{metadata{name:"s"}, data{"k": [0xff]}, type:"Opaque"}
         let raw = b"\n\x03\n\x01s\x12\x06\n\x01k\x12\x01\xff\x1a\x06Opaque";
-        let obj = decode_message(raw, kinds::secrets().schema.expect("schema")).expect("decode");
+        let obj = decode_message(raw, kinds::secrets().object_schema().expect("schema")).expect("decode");
         assert_eq!(obj, json!({"metadata": {"name": "s"}, "data": {"k": "/w=="}, "type": "Opaque"}));
         // Namespace{metadata{name:"x", labels{"a":"b"}}, spec{finalizers:["kubernetes"]}}
         let raw = b"\n\x0b\n\x01xZ\x06\n\x01a\x12\x01b\x12\x0c\n\nkubernetes";
-        let obj = decode_message(raw, kinds::namespaces().schema.expect("schema")).expect("decode");
+        let obj = decode_message(raw, kinds::namespaces().object_schema().expect("schema")).expect("decode");
         assert_eq!(
             obj,
             json!({"metadata": {"name": "x", "labels": {"a": "b"}}, "spec": {"finalizers": ["kubernetes"]}})

@@ -23,7 +23,7 @@ pub(crate) struct Server {
     child: Option<Child>,
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free loopback port")
 }
 

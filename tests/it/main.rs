@@ -1,13 +1,15 @@
 //! Black-box tests of the engine with real clients: `etcdctl` (Debian etcd-client 3.4) and the
 //! `etcd-client` crate, plus raw gRPC for fields the crate does not expose. Every test body runs
 //! twice, against `ballast serve` and against stock etcd (Debian etcd-server), so the
-//! expectations are etcd's own.
+//! expectations are etcd's own. `kubectl_session` drives the whole product, `ballast serve`,
+//! with kubectl.
 
 #[macro_use]
 mod harness;
 
 mod crash;
 mod etcdctl;
+mod kubectl_session;
 mod kv;
 mod lease;
 mod maintenance;

@@ -15,7 +15,8 @@
 //!   [`scale`]: the `/scale` subresource; [`binding`]: pod binding.
 //! * [`watch`]: watch streams with selector transitions and watch-list initial events.
 //! * [`table`]: server-side printing (Table and PartialObjectMetadata forms).
-//! * [`selectors`], [`validation`]: label/field selectors and name/key rules.
+//! * [`selectors`], [`validation`]: label/field selectors and name/key rules; [`strict_json`]:
+//!   JSON parsing that reports duplicate fields for strict decoding.
 //!
 //! Layering: `routes` → `registry` → `storage`. The registry never sees HTTP.
 
@@ -23,10 +24,12 @@ pub mod binding;
 pub mod deletion;
 pub mod kinds;
 pub mod object;
+pub mod patch;
 pub mod scale;
 pub mod selectors;
 pub mod store;
 pub mod strategy;
+pub mod strict_json;
 pub mod table;
 pub mod validation;
 pub mod watch;
@@ -165,9 +168,9 @@ pub struct ResourceKind {
     pub field_selectors: &'static [(&'static str, &'static str)],
     /// Whether DELETE answers with the deleted object (else a Success Status).
     pub return_deleted_object: bool,
-    /// The schema of the object (field numbers, JSON names, types, strategic-merge-patch tags):
-    /// protobuf bodies are decoded with it and strategic merge patches follow its tags. Kinds
-    /// without one answer 415 to protobuf bodies.
+    /// An override of the object schema (field numbers, JSON names, types, strategic-merge-patch
+    /// tags); `None` uses the generated one (see [`ResourceKind::object_schema`]). Protobuf
+    /// bodies are decoded with it and strategic merge patches follow its tags.
     pub schema: Option<&'static protobuf::Message>,
     /// Served subresources.
     pub subresources: Subresources,
@@ -266,6 +269,12 @@ impl ResourceKind {
     /// Makes DELETE answer with the deleted object.
     pub const fn returns_deleted(self) -> Self {
         ResourceKind { return_deleted_object: true, ..self }
+    }
+
+    /// The object schema: the kind's own override, else the generated table of its served
+    /// group, version and kind.
+    pub fn object_schema(&self) -> Option<&'static protobuf::Message> {
+        self.schema.or_else(|| crate::schema::lookup(self.group, self.version, self.kind))
     }
 
     /// Sets the object schema.

@@ -79,16 +79,46 @@ pub fn decode(
     validation: FieldValidation,
 ) -> Result<(Object, Vec<String>), ApiError> {
     let media = content_type.split(';').next().unwrap_or("").trim();
-    let value = match media {
-        "" | "application/json" | "*/*" => serde_json::from_slice::<Value>(body)
+    let (value, duplicates) = match media {
+        "" | "application/json" | "*/*" => super::strict_json::parse(body)
             .map_err(|e| ApiError::BadRequest(format!("couldn't get version/kind; json parse error: {e}")))?,
-        "application/vnd.kubernetes.protobuf" => match kind.schema {
-            Some(schema) => protobuf::decode_object(body, schema)
-                .map_err(|e| ApiError::BadRequest(format!("failed to decode protobuf body: {e}")))?,
+        "application/vnd.kubernetes.protobuf" => match kind.object_schema() {
+            Some(schema) => (
+                protobuf::decode_object(body, schema)
+                    .map_err(|e| ApiError::BadRequest(format!("failed to decode protobuf body: {e}")))?,
+                Vec::new(),
+            ),
             None => return Err(ApiError::UnsupportedMediaType(ACCEPTED_BODY_TYPES.into())),
         },
         _ => return Err(ApiError::UnsupportedMediaType(ACCEPTED_BODY_TYPES.into())),
     };
+    let json_body = (media != "application/vnd.kubernetes.protobuf").then_some(body);
+    check_value(kind, value, validation, &duplicates, json_body)
+}
+
+/// The second half of [`decode`], for a body already parsed (or produced by a patch): checks
+/// `apiVersion`/`kind` against the URL's and handles unknown fields per `validation`.
+///
+/// # Errors
+///
+/// As [`decode`].
+pub fn decode_value(
+    kind: &ResourceKind,
+    value: Value,
+    validation: FieldValidation,
+) -> Result<(Object, Vec<String>), ApiError> {
+    check_value(kind, value, validation, &[], None)
+}
+
+/// [`decode_value`] with the parser's findings: keys the JSON body held twice, and the body
+/// itself (when JSON) to report findings in document order.
+fn check_value(
+    kind: &ResourceKind,
+    value: Value,
+    validation: FieldValidation,
+    duplicates: &[String],
+    json_body: Option<&[u8]>,
+) -> Result<(Object, Vec<String>), ApiError> {
     let Value::Object(mut obj) = value else {
         return Err(ApiError::BadRequest("couldn't get version/kind; json parse error: not an object".into()));
     };
@@ -135,11 +165,29 @@ pub fn decode(
     } else if obj.contains_key("metadata") {
         return Err(ApiError::BadRequest("metadata must be an object".into()));
     }
-    let messages: Vec<String> = unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect();
+    // Below the top level the kind's OpenAPI schema says what is known (kube decodes into the
+    // Go type, which drops the rest).
+    unknown.extend(crate::openapi::unknown_fields::prune(kind.group, kind.version, kind.kind, &mut obj));
+    let mut findings: Vec<(&str, &String)> =
+        unknown.iter().map(|f| ("unknown", f)).chain(duplicates.iter().map(|f| ("duplicate", f))).collect();
+    if let (true, Some(body)) = (findings.len() > 1, json_body) {
+        // kube reports them in document order; the parsed object no longer has it.
+        let order = super::strict_json::key_order(body);
+        let position = |(what, path): &(&str, &String)| {
+            let mut at = order.iter().enumerate().filter(|(_, p)| p == path).map(|(i, _)| i);
+            // A duplicate is reported where its second occurrence is.
+            if *what == "duplicate" { at.nth(1) } else { at.next() }.unwrap_or(usize::MAX)
+        };
+        findings.sort_by_key(position);
+    }
+    let messages: Vec<String> = findings.iter().map(|(what, f)| format!("{what} field \"{f}\"")).collect();
     match validation {
-        FieldValidation::Strict if !messages.is_empty() => {
-            Err(ApiError::BadRequest(format!("strict decoding error: {}", messages.join(", "))))
-        }
+        FieldValidation::Strict if !messages.is_empty() => Err(ApiError::BadRequest(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
+            messages.join(", "),
+            kind = kind.kind,
+            version = kind.version,
+        ))),
         FieldValidation::Warn => Ok((obj, messages)),
         _ => Ok((obj, Vec::new())),
     }
@@ -508,6 +556,35 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn strict_decoding_finds_nested_unknown_fields() {
+        let deployments = crate::registry::find("apps", "v1", "deployments").expect("row");
+        let body = br#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d"},
+            "spec":{"foo":1,"selector":{"matchLabels":{"a":"b"}},"template":{"spec":{"containers":[{"name":"c","image":"i"}]}}}}"#;
+        let err = decode(deployments, "application/json", body, FieldValidation::Strict).expect_err("strict");
+        assert_eq!(
+            err.to_string(),
+            "Deployment in version \"v1\" cannot be handled as a Deployment: strict decoding error: \
+             unknown field \"spec.foo\""
+        );
+        let (obj, warnings) = decode(deployments, "application/json", body, FieldValidation::Warn).expect("warn");
+        assert_eq!(warnings, vec![r#"unknown field "spec.foo""#]);
+        let twice = br#"{"metadata":{"name":"d"},"spec":{"replicas":1,"replicas":2}}"#;
+        let err = decode(deployments, "application/json", twice, FieldValidation::Strict).expect_err("strict");
+        assert!(err.to_string().ends_with(r#"strict decoding error: duplicate field "spec.replicas""#), "{err}");
+        // Several findings come in document order, as kube lists them.
+        let mixed = br#"{"metadata":{"name":"d","zz":1,"name":"e"},"spec":{"replicas":1,"b":1,"replicas":2,"a":1}}"#;
+        let err = decode(deployments, "application/json", mixed, FieldValidation::Strict).expect_err("strict");
+        assert!(
+            err.to_string().ends_with(
+                r#"strict decoding error: unknown field "metadata.zz", duplicate field "metadata.name", unknown field "spec.b", duplicate field "spec.replicas", unknown field "spec.a""#
+            ),
+            "{err}"
+        );
+        assert!(obj["spec"].get("foo").is_none());
+        assert_eq!(obj["spec"]["selector"]["matchLabels"]["a"], "b");
+    }
+
+    #[test]
     fn decode_defaults_type_and_handles_unknown_fields() {
         let body = br#"{"metadata":{"name":"a","bogus":1},"data":{"k":"v"},"extra":true}"#;
         let (obj, warnings) =
@@ -515,9 +592,14 @@ mod tests {
         assert_eq!(obj["kind"], "ConfigMap");
         assert_eq!(obj["apiVersion"], "v1");
         assert!(!obj.contains_key("extra"));
-        assert_eq!(warnings, vec![r#"unknown field "extra""#, r#"unknown field "metadata.bogus""#]);
+        // In document order, as kube lists them.
+        assert_eq!(warnings, vec![r#"unknown field "metadata.bogus""#, r#"unknown field "extra""#]);
         let err = decode(kinds::configmaps(), "application/json", body, FieldValidation::Strict).expect_err("strict");
-        assert!(err.to_string().starts_with("strict decoding error: unknown field"));
+        assert_eq!(
+            err.to_string(),
+            "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: \
+             unknown field \"metadata.bogus\", unknown field \"extra\""
+        );
         let err =
             decode(kinds::configmaps(), "application/json", b"{not json", FieldValidation::Warn).expect_err("bad");
         assert!(matches!(err, ApiError::BadRequest(_)));

@@ -20,8 +20,9 @@ use crate::authz::rbac::PolicyRule;
 use crate::body::{self, Request, Response};
 use crate::error::{ApiError, FieldError};
 use crate::filters::body_limit::BodyLimitBytes;
-use crate::protobuf::{self, field, repeated, FieldType as T, Message};
+use crate::protobuf::{self, Message};
 use crate::request_info::RequestInfo;
+use crate::schema::generated;
 
 /// A resource served here rather than by the registry (for discovery).
 #[derive(Debug, Clone, Copy)]
@@ -147,57 +148,6 @@ pub fn served(info: &RequestInfo) -> Option<&'static VirtualResource> {
             && v.namespaced != info.namespace.is_empty()
     })
 }
-
-// Protobuf schemas (field numbers of authorization/v1 and authentication/v1 generated.proto).
-static OBJECT_META: Message = Message { fields: &[field(1, "name", T::String), field(3, "namespace", T::String)] };
-static RESOURCE_ATTRIBUTES: Message = Message {
-    fields: &[
-        field(1, "namespace", T::String),
-        field(2, "verb", T::String),
-        field(3, "group", T::String),
-        field(4, "version", T::String),
-        field(5, "resource", T::String),
-        field(6, "subresource", T::String),
-        field(7, "name", T::String),
-    ],
-};
-static NON_RESOURCE_ATTRIBUTES: Message =
-    Message { fields: &[field(1, "path", T::String), field(2, "verb", T::String)] };
-static SELF_SUBJECT_ACCESS_REVIEW_SPEC: Message = Message {
-    fields: &[
-        field(1, "resourceAttributes", T::Message(&RESOURCE_ATTRIBUTES)),
-        field(2, "nonResourceAttributes", T::Message(&NON_RESOURCE_ATTRIBUTES)),
-    ],
-};
-static SUBJECT_ACCESS_REVIEW_SPEC: Message = Message {
-    fields: &[
-        field(1, "resourceAttributes", T::Message(&RESOURCE_ATTRIBUTES)),
-        field(2, "nonResourceAttributes", T::Message(&NON_RESOURCE_ATTRIBUTES)),
-        field(3, "user", T::String),
-        repeated(4, "groups", T::String),
-        field(6, "uid", T::String),
-    ],
-};
-static SELF_SUBJECT_RULES_REVIEW_SPEC: Message = Message { fields: &[field(1, "namespace", T::String)] };
-static SELF_SUBJECT_ACCESS_REVIEW: Message = Message {
-    fields: &[
-        field(1, "metadata", T::Message(&OBJECT_META)),
-        field(2, "spec", T::Message(&SELF_SUBJECT_ACCESS_REVIEW_SPEC)),
-    ],
-};
-static SUBJECT_ACCESS_REVIEW: Message = Message {
-    fields: &[
-        field(1, "metadata", T::Message(&OBJECT_META)),
-        field(2, "spec", T::Message(&SUBJECT_ACCESS_REVIEW_SPEC)),
-    ],
-};
-static SELF_SUBJECT_RULES_REVIEW: Message = Message {
-    fields: &[
-        field(1, "metadata", T::Message(&OBJECT_META)),
-        field(2, "spec", T::Message(&SELF_SUBJECT_RULES_REVIEW_SPEC)),
-    ],
-};
-static SELF_SUBJECT_REVIEW: Message = Message { fields: &[field(1, "metadata", T::Message(&OBJECT_META))] };
 
 async fn read_object(req: Request, resource: &VirtualResource, schema: &Message) -> Result<Value, ApiError> {
     let (parts, body) = req.into_parts();
@@ -329,13 +279,14 @@ pub async fn handle(
     let user = req.extensions().get::<UserInfo>().cloned().ok_or(ApiError::Unauthorized)?;
     match resource.resource {
         "selfsubjectaccessreviews" => {
-            let mut review = read_object(req, resource, &SELF_SUBJECT_ACCESS_REVIEW).await?;
+            let mut review =
+                read_object(req, resource, &generated::API_AUTHORIZATION_V1_SELFSUBJECTACCESSREVIEW).await?;
             let attrs = attributes(resource, &review["spec"])?;
             review["status"] = decide(state, &user, &attrs).await?;
             Ok(created(&review))
         }
         "subjectaccessreviews" | "localsubjectaccessreviews" => {
-            let mut review = read_object(req, resource, &SUBJECT_ACCESS_REVIEW).await?;
+            let mut review = read_object(req, resource, &generated::API_AUTHORIZATION_V1_SUBJECTACCESSREVIEW).await?;
             let spec = &review["spec"].clone();
             let subject = spec["user"].as_str().unwrap_or("").to_string();
             let groups: Vec<String> =
@@ -370,7 +321,8 @@ pub async fn handle(
             Ok(created(&review))
         }
         "selfsubjectrulesreviews" => {
-            let mut review = read_object(req, resource, &SELF_SUBJECT_RULES_REVIEW).await?;
+            let mut review =
+                read_object(req, resource, &generated::API_AUTHORIZATION_V1_SELFSUBJECTRULESREVIEW).await?;
             let namespace = review["spec"]["namespace"].as_str().unwrap_or("").to_string();
             if namespace.is_empty() {
                 return Err(ApiError::BadRequest("no namespace on request".into()));
@@ -386,7 +338,7 @@ pub async fn handle(
             Ok(created(&review))
         }
         _ => {
-            let mut review = read_object(req, resource, &SELF_SUBJECT_REVIEW).await?;
+            let mut review = read_object(req, resource, &generated::API_AUTHENTICATION_V1_SELFSUBJECTREVIEW).await?;
             review["status"] = json!({"userInfo": crate::audit::user_json(&user)});
             Ok(created(&review))
         }

@@ -40,19 +40,19 @@ fn wants_aggregated(headers: &HeaderMap) -> Result<bool, ApiError> {
     Err(ApiError::NotAcceptable(SUPPORTED.into()))
 }
 
-/// A served subresource as discovery lists it.
-struct Sub {
-    name: &'static str,
-    group: &'static str,
-    version: &'static str,
-    kind: &'static str,
-    verbs: &'static [&'static str],
+/// A served subresource as discovery lists it (OpenAPI's paths come from the same list).
+pub(crate) struct Sub {
+    pub(crate) name: &'static str,
+    pub(crate) group: &'static str,
+    pub(crate) version: &'static str,
+    pub(crate) kind: &'static str,
+    pub(crate) verbs: &'static [&'static str],
 }
 
 const SUBRESOURCE_VERBS: &[&str] = &["get", "patch", "update"];
 
 /// The subresources of a kind, sorted by name as kube lists them.
-fn subresources(k: &ResourceKind) -> Vec<Sub> {
+pub(crate) fn subresources(k: &ResourceKind) -> Vec<Sub> {
     let mut out = Vec::new();
     if k.group.is_empty() && k.resource == "pods" {
         out.push(Sub { name: "binding", group: "", version: "v1", kind: "Binding", verbs: &["create"] });

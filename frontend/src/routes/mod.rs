@@ -5,6 +5,7 @@
 //! * [`discovery`]: `/api`, `/apis` (legacy or aggregated, by `Accept`), `/api/v1`;
 //! * [`resource`]: REST on the registry's kinds, with [`list`] and [`watch`] for streamed answers;
 //! * [`access_review`]: the create-only review resources (`auth can-i`, `auth whoami`);
+//! * [`openapi`]: `/openapi/v2`, `/openapi/v3` and the per-group-version v3 documents;
 //! * `/metrics` in the Prometheus text format ([`metrics`]);
 //! * [`negotiation`]: `Accept` parsing shared by all of them;
 //! * anything else: 404 Status.
@@ -15,6 +16,7 @@ pub mod health;
 pub mod list;
 pub mod metrics;
 pub mod negotiation;
+pub mod openapi;
 pub mod resource;
 pub mod watch;
 
@@ -50,8 +52,14 @@ pub struct Router {
 }
 
 impl Router {
-    /// Builds the router.
+    /// Builds the router, and starts building the OpenAPI documents on a blocking thread so
+    /// neither the first `/openapi` request nor the first strict decode pays for it.
     pub fn new(state: Arc<AppState>) -> Self {
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn_blocking(|| {
+                crate::openapi::documents();
+            });
+        }
         Router { state }
     }
 }
@@ -83,13 +91,14 @@ async fn route(state: Arc<AppState>, req: Request) -> Result<Response, ApiError>
     let is_read = req.method() == http::Method::GET || req.method() == http::Method::HEAD;
     let top = path.split('/').nth(1).unwrap_or("");
     match top {
-        "version" | "healthz" | "livez" | "readyz" | "api" | "apis" | "metrics" if !is_read => {
+        "version" | "healthz" | "livez" | "readyz" | "api" | "apis" | "metrics" | "openapi" if !is_read => {
             Err(ApiError::MethodNotSupported { group: String::new(), resource: String::new(), verb: info.verb })
         }
         "version" if path == "/version" => Ok(health::version()),
         "metrics" if path == "/metrics" => Ok(metrics::handle(&state)),
         "healthz" | "livez" | "readyz" => health::check(&state, path, req.uri().query()).await,
         "api" | "apis" => discovery::handle(&state, path, req.headers()),
+        "openapi" => openapi::handle(path, req.uri().query(), req.headers()).await,
         _ => Err(ApiError::NoRoute),
     }
 }

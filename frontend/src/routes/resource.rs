@@ -1,6 +1,6 @@
 //! REST handlers for the registry's kinds: decode the request (query options, body), call the
 //! `Store`, encode the answer. Verbs a kind does not list are 405. Subresources: `/status`
-//! (get, update) and `/scale` (get, update) where the kind has them; others are 404.
+//! and `/scale` (get, update, patch) where the kind has them; others are 404.
 
 // #[PerformanceCriticalPath]
 
@@ -16,8 +16,10 @@ use super::AppState;
 use crate::body::{self, Request, Response};
 use crate::error::ApiError;
 use crate::filters::body_limit::BodyLimitBytes;
+use crate::patch::PatchType;
 use crate::registry::deletion::DeleteOptions;
 use crate::registry::object::{self, FieldValidation};
+use crate::registry::patch::{PatchRequest, PatchTarget};
 use crate::registry::selectors::{FieldSelector, LabelSelector};
 use crate::registry::store::ListOptions;
 use crate::registry::table::{self, IncludeObject, TableOptions};
@@ -320,6 +322,11 @@ pub async fn handle(state: &AppState, info: RequestInfo, req: Request) -> Result
             let updated = store.update(kind, namespace, &name_in_url, obj, dry_run).await?;
             Ok(respond(StatusCode::OK, &Value::Object(updated), &warnings))
         }
+        "patch" => {
+            let (answer, warnings) =
+                patch(store, kind, namespace, &name_in_url, PatchTarget::Object, &query, req).await?;
+            Ok(respond(StatusCode::OK, &answer, &warnings))
+        }
         "delete" => {
             let (_, bytes) = read_body(req).await?;
             let opts = delete_options(&bytes, &query)?;
@@ -346,7 +353,25 @@ fn decode_binding(bytes: &[u8]) -> Result<crate::registry::strategy::Object, Api
     }
 }
 
-/// Serves `/status`, `/scale`, pods' `/binding` and namespaces' `/finalize` (get and update; patch is answered 405 until patches exist).
+/// Runs a PATCH on `target` of the named object.
+async fn patch(
+    store: &reg::Store,
+    kind: &ResourceKind,
+    namespace: &str,
+    name: &str,
+    target: PatchTarget,
+    query: &Query,
+    req: Request,
+) -> Result<(Value, Vec<String>), ApiError> {
+    let dry_run = query.dry_run()?;
+    let validation = FieldValidation::parse(query.get("fieldValidation"))?;
+    let (parts, bytes) = read_body(req).await?;
+    let patch_type = PatchType::from_content_type(&content_type(&parts))?;
+    let request = PatchRequest { target, patch_type, body: &bytes, validation, dry_run };
+    store.patch(kind, namespace, name, request).await
+}
+
+/// Serves `/status`, `/scale` (get, update, patch), pods' `/binding` and namespaces' `/finalize`.
 async fn handle_subresource(
     state: &AppState,
     kind: &'static ResourceKind,
@@ -396,6 +421,14 @@ async fn handle_subresource(
             let binding = decode_binding(&bytes)?;
             let answer = store.bind_pod(namespace, Some(&name), &binding, dry_run).await?;
             Ok(respond(StatusCode::CREATED, &answer, &[]))
+        }
+        ("status", "patch") => {
+            let (answer, warnings) = patch(store, kind, namespace, &name, PatchTarget::Status, &query, req).await?;
+            Ok(respond(StatusCode::OK, &answer, &warnings))
+        }
+        ("scale", "patch") => {
+            let (answer, warnings) = patch(store, kind, namespace, &name, PatchTarget::Scale, &query, req).await?;
+            Ok(respond(StatusCode::OK, &answer, &warnings))
         }
         ("scale", "get") => Ok(respond(StatusCode::OK, &store.get_scale(kind, namespace, &name).await?, &[])),
         ("scale", "update") => {

@@ -536,6 +536,11 @@ impl Cluster {
         etcd_client::Client::connect([self.etcd.endpoint()], None).await.expect("etcd client")
     }
 
+    /// The cluster's own temporary directory, for manifests a test writes.
+    pub(crate) fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
     pub(crate) fn kubeconfig_path(&self) -> &Path {
         &self.kubeconfig
     }

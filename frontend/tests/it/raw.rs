@@ -219,8 +219,17 @@ async fn write_errors_use_kube_statuses(backend: Backend) {
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
     assert!(answer.contains(r#""message":"Request entity too large: limit is 3145728""#), "{answer}");
     assert!(answer.contains(r#""reason":"RequestEntityTooLarge""#), "{answer}");
-    let r =
-        c.request(Credentials::Admin, "PATCH", &format!("{path}/cm"), Some("application/merge-patch+json"), "{}").await;
+    let r = c.request(Credentials::Admin, "PATCH", &format!("{path}/cm"), Some("application/json"), "{}").await;
+    assert_eq!((r.status, &r.json()["reason"]), (415, &json!("UnsupportedMediaType")));
+    let r = c
+        .request(
+            Credentials::Admin,
+            "PATCH",
+            "/api/v1/namespaces/e/bindings/b",
+            Some("application/merge-patch+json"),
+            "{}",
+        )
+        .await;
     assert_eq!((r.status, &r.json()["reason"]), (405, &json!("MethodNotAllowed")));
     let r = c.request(Credentials::Admin, "GET", "/api/v1/namespaces/e/widgets", None, "").await;
     assert_eq!((r.status, &r.json()["reason"]), (404, &json!("NotFound")));

@@ -1,10 +1,6 @@
-//! core/v1: every built-in resource of the legacy group, with the protobuf schemas of the kinds
-//! kubectl creates with protobuf bodies (namespaces, configmaps, secrets) and the strategies
-//! of namespaces, configmaps and secrets (services are in [`super::service`], pods in
-//! [`super::pod_spec`]).
-//!
-//! Protobuf field numbers are those of `k8s.io/api/core/v1/generated.proto` and
-//! `k8s.io/apimachinery/pkg/apis/meta/v1/generated.proto`.
+//! core/v1: every built-in resource of the legacy group, and the strategies of namespaces,
+//! configmaps and secrets (services are in [`super::service`], pods in [`super::pod_spec`]).
+//! Object schemas (protobuf, patch tags) come from [`crate::schema`].
 
 use base64::Engine as _;
 use serde_json::{json, Value};
@@ -12,7 +8,6 @@ use serde_json::{json, Value};
 use super::pod_spec::{PodStrategy, ReplicationControllerStrategy};
 use super::ALL_CATEGORY;
 use crate::error::FieldError;
-use crate::protobuf::{field, repeated, FieldType as T, Message};
 use crate::registry::strategy::{map_field, map_field_mut, Object, Strategy};
 use crate::registry::validation::config_map_key;
 use crate::registry::{NameRule, ResourceKind, Subresources, Verbs, META_SELECTORS};
@@ -139,73 +134,6 @@ const POD_SELECTORS: &[(&str, &str)] = &[
     ("status.nominatedNodeName", "status.nominatedNodeName"),
 ];
 
-static OWNER_REFERENCE: Message = Message {
-    fields: &[
-        field(1, "kind", T::String),
-        field(3, "name", T::String),
-        field(4, "uid", T::String),
-        field(5, "apiVersion", T::String),
-        field(6, "controller", T::Bool),
-        field(7, "blockOwnerDeletion", T::Bool),
-    ],
-};
-
-/// `metav1.ObjectMeta` (managedFields are not decoded: the server records its own).
-static OBJECT_META: Message = Message {
-    fields: &[
-        field(1, "name", T::String),
-        field(2, "generateName", T::String),
-        field(3, "namespace", T::String),
-        field(5, "uid", T::String),
-        field(6, "resourceVersion", T::String),
-        field(7, "generation", T::Int),
-        field(8, "creationTimestamp", T::Time),
-        field(9, "deletionTimestamp", T::Time),
-        field(10, "deletionGracePeriodSeconds", T::Int),
-        field(11, "labels", T::MapStringString),
-        field(12, "annotations", T::MapStringString),
-        repeated(13, "ownerReferences", T::Message(&OWNER_REFERENCE)),
-        repeated(14, "finalizers", T::String),
-    ],
-};
-
-static NAMESPACE_SPEC: Message = Message { fields: &[repeated(1, "finalizers", T::String)] };
-static NAMESPACE_CONDITION: Message = Message {
-    fields: &[
-        field(1, "type", T::String),
-        field(2, "status", T::String),
-        field(4, "lastTransitionTime", T::Time),
-        field(5, "reason", T::String),
-        field(6, "message", T::String),
-    ],
-};
-static NAMESPACE_STATUS: Message =
-    Message { fields: &[field(1, "phase", T::String), repeated(2, "conditions", T::Message(&NAMESPACE_CONDITION))] };
-static NAMESPACE_PB: Message = Message {
-    fields: &[
-        field(1, "metadata", T::Message(&OBJECT_META)),
-        field(2, "spec", T::Message(&NAMESPACE_SPEC)),
-        field(3, "status", T::Message(&NAMESPACE_STATUS)),
-    ],
-};
-static CONFIGMAP_PB: Message = Message {
-    fields: &[
-        field(1, "metadata", T::Message(&OBJECT_META)),
-        field(2, "data", T::MapStringString),
-        field(3, "binaryData", T::MapStringBytes),
-        field(4, "immutable", T::Bool),
-    ],
-};
-static SECRET_PB: Message = Message {
-    fields: &[
-        field(1, "metadata", T::Message(&OBJECT_META)),
-        field(2, "data", T::MapStringBytes),
-        field(3, "type", T::String),
-        field(4, "stringData", T::MapStringString),
-        field(5, "immutable", T::Bool),
-    ],
-};
-
 /// core/v1 Namespace.
 pub static NAMESPACES: ResourceKind = ResourceKind::row("", "v1", "namespaces", "Namespace", "namespace", false)
     .short(&["ns"])
@@ -222,7 +150,6 @@ pub static NAMESPACES: ResourceKind = ResourceKind::row("", "v1", "namespaces", 
     .sub(STATUS)
     .selectors(&[("metadata.name", "metadata.name"), ("status.phase", "status.phase")])
     .returns_deleted()
-    .with_schema(&NAMESPACE_PB)
     .rules(&NamespaceStrategy);
 
 /// core/v1 ConfigMap.
@@ -230,14 +157,12 @@ pub static CONFIGMAPS: ResourceKind = ResourceKind::row("", "v1", "configmaps", 
     .short(&["cm"])
     .with_fields(&["data", "binaryData", "immutable"])
     .selectors(META_SELECTORS)
-    .with_schema(&CONFIGMAP_PB)
     .rules(&ConfigMapStrategy);
 
 /// core/v1 Secret.
 pub static SECRETS: ResourceKind = ResourceKind::row("", "v1", "secrets", "Secret", "secret", true)
     .with_fields(&["data", "stringData", "type", "immutable"])
     .selectors(&[("metadata.name", "metadata.name"), ("metadata.namespace", "metadata.namespace"), ("type", "type")])
-    .with_schema(&SECRET_PB)
     .rules(&SecretStrategy);
 
 /// Returns the namespaces row (tests and the namespace lifecycle use it directly).

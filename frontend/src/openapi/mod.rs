@@ -1,0 +1,146 @@
+//! OpenAPI: the v2 and v3 documents kubectl reads to validate (`create -f`, `apply`, `replace`
+//! decide from them whether the server checks fields itself) and to `explain`.
+//!
+//! * [`schemas`]: definitions from k8s-openapi's schemas, fixed up to match upstream (with the
+//!   strategic-merge-patch tags of the generated object schemas), and the schema walk strict
+//!   decoding uses
+//!   ([`unknown_fields`]);
+//! * [`operations`]: the REST operations of a group version, from the registry table and
+//!   discovery's subresource list, so the documents and discovery never disagree;
+//! * [`v3`]: one OpenAPI 3.0 document per group version; [`v2`]: one Swagger 2.0 document over
+//!   all of them, with [`v2_proto`] its protobuf form (the only form kubectl asks for).
+//!
+//! The served kinds are fixed at build time, so every document is built once, on first use,
+//! and kept as bytes with its hash; requests only copy a reference. Nothing here touches
+//! storage or HTTP (that is `routes::openapi`).
+
+pub mod operations;
+pub mod schemas;
+pub mod unknown_fields;
+pub mod v2;
+pub mod v2_proto;
+pub mod v3;
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use bytes::Bytes;
+use sha2::{Digest, Sha512};
+
+/// One serialized document and its hash.
+#[derive(Debug, Clone)]
+pub struct Document {
+    /// The JSON bytes.
+    pub json: Bytes,
+    /// Upper-case hex SHA-512 of `json`, as kube-openapi computes its ETag and `?hash=`.
+    pub hash: String,
+}
+
+impl Document {
+    fn new(json: Vec<u8>) -> Document {
+        let hash = hex_upper(&Sha512::digest(&json));
+        Document { json: Bytes::from(json), hash }
+    }
+}
+
+fn hex_upper(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+        let _ = write!(s, "{b:02X}");
+        s
+    })
+}
+
+/// Every document, built once.
+#[derive(Debug)]
+pub struct Documents {
+    /// The v3 index (`/openapi/v3`).
+    pub v3_index: Document,
+    /// The v3 documents by index key (`api/v1`, `apis/apps/v1`).
+    pub v3: BTreeMap<String, Document>,
+    /// The v2 document (`/openapi/v2`) as JSON.
+    pub v2: Document,
+    /// The v2 document in gnostic's protobuf form; its ETag is the JSON's hash.
+    pub v2_protobuf: Bytes,
+}
+
+static DOCUMENTS: OnceLock<Documents> = OnceLock::new();
+
+/// Returns the documents, building them on first use (about 0.2 s in a release build, longer
+/// in a debug one; async callers use [`built`] first and build on a blocking thread).
+pub fn documents() -> &'static Documents {
+    DOCUMENTS.get_or_init(build)
+}
+
+/// Returns the documents if they have been built.
+pub fn built() -> Option<&'static Documents> {
+    DOCUMENTS.get()
+}
+
+fn to_vec(value: &serde_json::Value) -> Vec<u8> {
+    // Serializing a `Value` cannot fail: its keys are strings.
+    serde_json::to_vec(value).unwrap_or_default()
+}
+
+fn build() -> Documents {
+    let started = Instant::now();
+    let defs = schemas::definitions();
+    let mut v3 = BTreeMap::new();
+    for (g, v) in operations::group_versions() {
+        v3.insert(operations::index_key(g, v), Document::new(to_vec(&v3::document(g, v, defs))));
+    }
+    let index: serde_json::Map<String, serde_json::Value> = v3
+        .iter()
+        .map(|(key, doc)| {
+            (key.clone(), serde_json::json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={}", doc.hash)}))
+        })
+        .collect();
+    let v3_index = Document::new(to_vec(&serde_json::json!({ "paths": index })));
+    let v2_value = v2::document(defs);
+    let v2_protobuf = Bytes::from(v2_proto::encode(&v2_value));
+    let v2 = Document::new(to_vec(&v2_value));
+    tracing::info!(
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        v3_documents = v3.len(),
+        v3_bytes = v3.values().map(|d| d.json.len()).sum::<usize>(),
+        v2_bytes = v2.json.len(),
+        v2_protobuf_bytes = v2_protobuf.len(),
+        "built the OpenAPI documents"
+    );
+    Documents { v3_index, v3, v2, v2_protobuf }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_lists_every_group_version_with_its_hash() {
+        let docs = documents();
+        let index: serde_json::Value = serde_json::from_slice(&docs.v3_index.json).expect("json");
+        for (g, v) in operations::group_versions() {
+            let key = operations::index_key(g, v);
+            let doc = &docs.v3[&key];
+            assert_eq!(doc.hash.len(), 128);
+            assert_eq!(
+                index["paths"][&key]["serverRelativeURL"],
+                format!("/openapi/v3/{key}?hash={}", hex_upper(&Sha512::digest(&doc.json)))
+            );
+        }
+    }
+
+    #[test]
+    fn v3_core_document_has_field_validation_on_patch() {
+        let doc: serde_json::Value = serde_json::from_slice(&documents().v3["api/v1"].json).expect("json");
+        assert_eq!(doc["openapi"], "3.0.0");
+        let patch = &doc["paths"]["/api/v1/namespaces/{namespace}/configmaps/{name}"]["patch"];
+        assert_eq!(patch["x-kubernetes-group-version-kind"]["kind"], "ConfigMap");
+        let params: Vec<&str> =
+            patch["parameters"].as_array().expect("params").iter().filter_map(|p| p["name"].as_str()).collect();
+        assert!(params.contains(&"fieldValidation") && params.contains(&"dryRun"), "{params:?}");
+        assert!(doc["components"]["schemas"]["io.k8s.api.core.v1.Pod"].is_object());
+        assert!(doc["components"]["schemas"]["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"].is_object());
+        assert!(doc["components"]["schemas"].get("io.k8s.api.apps.v1.Deployment").is_none());
+    }
+}

@@ -1,0 +1,146 @@
+//! Unknown-field detection below the top level, driven by the kinds' OpenAPI schemas: what
+//! kube-apiserver's strict JSON decoding reports (`unknown field "spec.template.spec.foo"`) when
+//! a body names a field its Go type lacks. Unknown fields are removed as they are found, since
+//! kube's decoder drops them under `fieldValidation=Ignore|Warn` too.
+//!
+//! Only closed objects are checked: a schema with `properties` and no `additionalProperties`.
+//! Maps (`additionalProperties`) are walked into, free-form objects (`RawExtension`, `FieldsV1`,
+//! no `properties`) and `x-kubernetes-preserve-unknown-fields` are left alone, so a schema gap
+//! can only make the check laxer than upstream, never reject a valid body.
+
+use serde_json::{Map, Value};
+
+use super::schemas::{definitions, Definitions};
+
+/// How deep the walk goes; bodies nest far less than this, and it bounds the work a hostile body
+/// can cause.
+const MAX_DEPTH: usize = 64;
+
+/// Removes the unknown fields below the top level of an object of `group/version/kind` and
+/// returns their paths (`spec.foo`, `spec.containers[0].bar`), sorted by path. Top-level fields
+/// are the caller's to check (the registry knows them without a schema). Kinds without a schema
+/// are not checked.
+pub fn prune(group: &str, version: &str, kind: &str, obj: &mut Map<String, Value>) -> Vec<String> {
+    let defs = definitions();
+    let Some(name) = defs.kind_schema(group, version, kind) else { return Vec::new() };
+    let Some(properties) = defs.schemas.get(name).and_then(|s| s.get("properties")).and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    let mut unknown = Vec::new();
+    for (key, value) in obj.iter_mut() {
+        if let Some(schema) = properties.get(key) {
+            walk(defs, schema, value, key, &mut unknown, 0);
+        }
+    }
+    unknown.sort();
+    unknown
+}
+
+/// Resolves references and single-element `allOf` wrappers to the schema that says what a
+/// value may hold.
+fn resolve<'a>(defs: &'a Definitions, schema: &'a Value) -> &'a Value {
+    let mut current = defs.resolve(schema);
+    if let Some([inner]) = current.get("allOf").and_then(Value::as_array).map(Vec::as_slice) {
+        current = defs.resolve(inner);
+    }
+    current
+}
+
+fn walk(defs: &Definitions, schema: &Value, value: &mut Value, path: &str, unknown: &mut Vec<String>, depth: usize) {
+    if depth > MAX_DEPTH {
+        return;
+    }
+    let schema = resolve(defs, schema);
+    if schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true)) {
+        return;
+    }
+    match value {
+        Value::Object(fields) => {
+            let properties = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+            match (properties, additional) {
+                (Some(properties), None) => {
+                    fields.retain(|key, _| {
+                        let known = properties.contains_key(key);
+                        if !known {
+                            unknown.push(format!("{path}.{key}"));
+                        }
+                        known
+                    });
+                    for (key, child) in fields.iter_mut() {
+                        walk(defs, &properties[key], child, &format!("{path}.{key}"), unknown, depth + 1);
+                    }
+                }
+                (_, Some(additional)) => {
+                    for (key, child) in fields.iter_mut() {
+                        walk(defs, additional, child, &format!("{path}.{key}"), unknown, depth + 1);
+                    }
+                }
+                (None, None) => {}
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for (i, item) in items.iter_mut().enumerate() {
+                    walk(defs, item_schema, item, &format!("{path}[{i}]"), unknown, depth + 1);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn object(v: Value) -> Map<String, Value> {
+        match v {
+            Value::Object(m) => m,
+            _ => unreachable!("test bodies are objects"),
+        }
+    }
+
+    #[test]
+    fn nested_unknown_fields_are_found_and_removed() {
+        let mut obj = object(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "d", "labels": {"any": "key"}, "ownerReferences": [{"name": "o", "bogus": 1}]},
+            "spec": {"foo": 1, "replicas": 1, "template": {"spec": {"containers": [
+                {"name": "c", "image": "i", "imagePullPolicy": "Always", "bar": true,
+                 "resources": {"limits": {"cpu": "1"}}}
+            ]}}},
+        }));
+        let unknown = prune("apps", "v1", "Deployment", &mut obj);
+        assert_eq!(
+            unknown,
+            vec![
+                "metadata.ownerReferences[0].bogus".to_string(),
+                "spec.foo".to_string(),
+                "spec.template.spec.containers[0].bar".to_string(),
+            ]
+        );
+        assert!(obj["spec"].get("foo").is_none());
+        assert_eq!(obj["spec"]["template"]["spec"]["containers"][0]["image"], "i");
+        assert_eq!(obj["metadata"]["labels"]["any"], "key");
+    }
+
+    #[test]
+    fn free_form_fields_and_maps_are_not_checked() {
+        let mut obj = object(json!({
+            "metadata": {"name": "x"},
+            "data": {"anything": "goes"},
+        }));
+        assert!(prune("", "v1", "ConfigMap", &mut obj).is_empty());
+        let mut crd = object(json!({
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "names": {"kind": "Widget", "plural": "widgets"}, "scope": "Namespaced",
+                "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                    "type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                    "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}}}}]},
+        }));
+        assert_eq!(prune("apiextensions.k8s.io", "v1", "CustomResourceDefinition", &mut crd), Vec::<String>::new());
+    }
+}
