@@ -304,6 +304,7 @@ fn build() -> Definitions {
         }
     }
     let mut untyped = Vec::new();
+    let mut tagged = BTreeSet::new();
     for k in kinds::ALL.iter() {
         let key = (k.group.to_string(), k.version.to_string(), k.kind.to_string());
         let Some(name) = kinds.get(&key).cloned() else {
@@ -315,7 +316,7 @@ fn build() -> Definitions {
         }
         if let Some(message) = k.object_schema() {
             if let Some(root) = schemas.get(&name).cloned() {
-                copy_patch_tags(&mut schemas, &root, &name, message, 0);
+                copy_patch_tags(&mut schemas, &root, &name, message, &mut tagged);
             }
         }
     }
@@ -382,23 +383,24 @@ fn set_patch_tags(schemas: &mut BTreeMap<String, Value>, definition: &str, prope
 }
 
 /// Follows a registry object schema and the OpenAPI definition `name` side by side, copying the
-/// strategic-merge-patch tags onto the definition's properties. Depth-limited because the
-/// object schemas may be recursive (JSONSchemaProps).
+/// strategic-merge-patch tags onto the definition's properties. Each (definition, message) pair
+/// is walked once: the schemas are recursive (JSONSchemaProps) and shared (ObjectMeta), and a
+/// depth limit alone would walk JSONSchemaProps' many self-references exponentially often.
 fn copy_patch_tags(
     schemas: &mut BTreeMap<String, Value>,
     definition: &Value,
     name: &str,
-    message: &Message,
-    depth: usize,
+    message: &'static Message,
+    walked: &mut BTreeSet<(String, usize)>,
 ) {
-    if depth > 24 {
+    if !walked.insert((name.to_string(), std::ptr::from_ref(message) as usize)) {
         return;
     }
     let Some(properties) = definition.get("properties").and_then(Value::as_object) else { return };
     for field in message.fields {
         if let (true, FieldType::Message(embedded)) = (field.json.is_empty(), field.ty) {
             // An embedded Go struct: its fields are this definition's properties.
-            copy_patch_tags(schemas, definition, name, embedded, depth + 1);
+            copy_patch_tags(schemas, definition, name, embedded, walked);
             continue;
         }
         let Some(property) = properties.get(field.json) else { continue };
@@ -412,7 +414,7 @@ fn copy_patch_tags(
         };
         let child = child.to_string();
         if let Some(child_definition) = schemas.get(&child).cloned() {
-            copy_patch_tags(schemas, &child_definition, &child, inner, depth + 1);
+            copy_patch_tags(schemas, &child_definition, &child, inner, walked);
         }
     }
 }
@@ -543,7 +545,7 @@ mod tests {
         };
         let mut schemas = definitions().schemas.clone();
         let pod_spec = schemas["io.k8s.api.core.v1.PodSpec"].clone();
-        copy_patch_tags(&mut schemas, &pod_spec, "io.k8s.api.core.v1.PodSpec", &POD_SPEC, 0);
+        copy_patch_tags(&mut schemas, &pod_spec, "io.k8s.api.core.v1.PodSpec", &POD_SPEC, &mut BTreeSet::new());
         let containers = &schemas["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"];
         assert_eq!(containers["x-kubernetes-patch-strategy"], "merge");
         assert_eq!(containers["x-kubernetes-patch-merge-key"], "name");
