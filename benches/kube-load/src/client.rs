@@ -62,9 +62,12 @@ impl Target {
         if tls.get_ref().1.alpn_protocol() != Some(b"h2") {
             bail!("the server did not agree to HTTP/2");
         }
+        // Flow-control windows of client-go's transport (Go's http2: 4 MiB per stream, 1 GiB
+        // per connection), so a large LIST is not paced by window updates kubectl never waits
+        // for.
         let (send, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
-            .initial_stream_window_size(1 << 20)
-            .initial_connection_window_size(16 << 20)
+            .initial_stream_window_size(4 << 20)
+            .initial_connection_window_size(1 << 30)
             .handshake(TokioIo::new(tls))
             .await?;
         tokio::spawn(conn);

@@ -23,7 +23,8 @@ use crate::client::{Conn, Target};
 use crate::stats::{cpu_secs, status_kb, Outcome, Samples};
 
 /// Every scenario id, in run order.
-pub(crate) const ALL: &[&str] = &["get_c16", "create_c16", "list_pods10k_c1", "watch_w1000_r100", "watch_w10000_r10"];
+pub(crate) const ALL: &[&str] =
+    &["get_c16", "create_c16", "list_pods10k_c1", "watch_w1000_r100", "watch_w10000_r10", "watch_w10000_r100"];
 
 const STAMP: &str = "bench.ballast/sent-ns";
 
@@ -107,7 +108,7 @@ async fn preload(conns: &[Conn], bodies: Vec<(String, Bytes)>, inflight: usize) 
 async fn closed_loop<F, Fut>(conns: &[Conn], workers: usize, duration: Duration, op: F) -> Outcome
 where
     F: Fn(Conn, usize, u64) -> Fut + Clone + Send + 'static,
-    Fut: std::future::Future<Output = bool> + Send,
+    Fut: std::future::Future<Output = Option<Duration>> + Send,
 {
     let start = Instant::now();
     let deadline = start + duration;
@@ -117,12 +118,12 @@ where
         tasks.push(tokio::spawn(async move {
             let (mut samples, mut ok, mut errors, mut seq) = (Samples::default(), 0u64, 0u64, 0u64);
             while Instant::now() < deadline {
-                let t0 = Instant::now();
-                if op(c.clone(), w, seq).await {
-                    ok += 1;
-                    samples.push(t0.elapsed());
-                } else {
-                    errors += 1;
+                match op(c.clone(), w, seq).await {
+                    Some(latency) => {
+                        ok += 1;
+                        samples.push(latency);
+                    }
+                    None => errors += 1,
                 }
                 seq += 1;
             }
@@ -150,8 +151,9 @@ async fn get(t: &Target, workers: usize, duration: Duration) -> anyhow::Result<O
     preload(&conns, bodies, 32).await?;
     Ok(closed_loop(&conns, workers, duration, move |c, _, _| async move {
         let i = rand::thread_rng().gen_range(0..objects);
+        let t0 = Instant::now();
         let a = c.call("GET", &format!("/api/v1/namespaces/default/configmaps/get-{i}"), Bytes::new()).await;
-        a.is_ok_and(|a| a.status == 200)
+        a.is_ok_and(|a| a.status == 200).then(|| t0.elapsed())
     })
     .await)
 }
@@ -161,8 +163,9 @@ async fn create(t: &Target, workers: usize, duration: Duration) -> anyhow::Resul
     let run: u32 = rand::thread_rng().gen();
     Ok(closed_loop(&conns, workers, duration, move |c, w, seq| async move {
         let body = configmap(&format!("create-{run:08x}-{w}-{seq}"));
+        let t0 = Instant::now();
         let a = c.call("POST", "/api/v1/namespaces/default/configmaps", body).await;
-        a.is_ok_and(|a| a.status == 201)
+        a.is_ok_and(|a| a.status == 201).then(|| t0.elapsed())
     })
     .await)
 }
@@ -204,15 +207,18 @@ async fn list(t: &Target, pods: usize, duration: Duration, pid: Option<u32>) -> 
     let out = closed_loop(&conns, 1, duration, move |c, _, _| {
         let (path, b, n) = (path.clone(), b.clone(), n.clone());
         async move {
-            let Ok(a) = c.call("GET", &path, Bytes::new()).await else { return false };
+            let t0 = Instant::now();
+            let Ok(a) = c.call("GET", &path, Bytes::new()).await else { return None };
+            let latency = t0.elapsed();
             b.store(a.body.len() as u64, Ordering::Relaxed);
-            // Counting items costs a parse outside the timed request; it proves the list is whole.
+            // Counting items costs a parse, outside the timed request (the latency was taken
+            // when the last byte arrived); it proves the list is whole.
             let count = serde_json::from_slice::<Value>(&a.body)
                 .ok()
                 .and_then(|v| v["items"].as_array().map(Vec::len))
                 .unwrap_or(0);
             n.store(count as u64, Ordering::Relaxed);
-            a.status == 200 && count >= 10_000
+            (a.status == 200 && count >= 10_000).then_some(latency)
         }
     })
     .await;

@@ -8,7 +8,8 @@
 //! * [`strategy`]: the per-kind hooks (`prepare_for_create`, `validate`, ...), a trait with
 //!   default methods.
 //! * [`object`]: what every kind shares: decoding, `metadata` rules (uid, creationTimestamp,
-//!   generateName, names), strict-field checks, and the storage form.
+//!   generateName, names), strict-field checks, and the storage form; [`raw_object`]: stored
+//!   objects served as stored bytes (LIST's fast path).
 //! * [`store`]: `Store`, kube's generic registry: get, list (selectors, pages), create, update
 //!   (compare-and-swap with retries), `/status`, over `storage::Etcd3Storage`; [`deletion`]:
 //!   delete and deletecollection with finalizers, grace periods and the namespace lifecycle;
@@ -25,6 +26,7 @@ pub mod deletion;
 pub mod kinds;
 pub mod object;
 pub mod patch;
+pub mod raw_object;
 pub mod scale;
 pub mod selectors;
 pub mod store;

@@ -17,11 +17,12 @@ use serde_json::{json, Value};
 
 use super::kinds::NAMESPACES;
 use super::object::{self, meta_str};
+use super::raw_object::RawObject;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::strategy::{map_field_mut, Object};
 use super::ResourceKind;
 use crate::error::{ApiError, OPTIMISTIC_LOCK_MESSAGE};
-use crate::storage::{etcd3::prefix_end, Etcd3Storage, KeyValue, StorageError};
+use crate::storage::{etcd3::prefix_end, etcd3::ListPage, Etcd3Storage, KeyValue, StorageError};
 
 /// How many times an unconditional update or delete is retried when the object changes under
 /// it. kube retries until success; a bound keeps a hot key from pinning a request forever.
@@ -114,6 +115,26 @@ fn decode_continue(token: &str, prefix: &str) -> Result<(Vec<u8>, i64), ApiError
     Ok((format!("{prefix}{start}").into_bytes(), revision))
 }
 
+/// What a [`ListScan`] hands out per object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScanForm {
+    /// Decoded objects, always.
+    Objects,
+    /// The stored bytes ([`ListItem::Stored`]) when nothing needs the decoded object: the
+    /// kind has no version conversion and there is no field selector. A label selector
+    /// decodes only the labels.
+    Stored,
+}
+
+/// One object of a LIST.
+#[derive(Debug)]
+pub enum ListItem {
+    /// Decoded, as served.
+    Object(Value),
+    /// As stored, written with its resourceVersion by [`RawObject::write`].
+    Stored(RawObject),
+}
+
 /// One LIST in progress: a walk of a collection's keys at one pinned revision, in internal
 /// pages of at most `page_size` keys, applying the selectors as it goes (kube's etcd3
 /// `GetList` when the watch cache does not serve the read).
@@ -150,10 +171,24 @@ pub struct ListScan<'k> {
     matched: i64,
     /// Whether the walk has reached the end of the range or the limit.
     done: bool,
+    /// Whether items are handed out as stored bytes (see [`ScanForm::Stored`]).
+    stored: bool,
+    /// The next Range, already under way while the caller encodes the current batch: one
+    /// page of read-ahead (only without a `limit`, when the next page's size is known).
+    ahead: Option<tokio::task::JoinHandle<Result<ListPage, StorageError>>>,
     /// The batch read by [`Store::list_scan`], handed out by the first `next_batch`.
-    first: Option<Vec<Value>>,
+    first: Option<Vec<ListItem>>,
     continue_token: Option<String>,
     remaining: Option<i64>,
+}
+
+impl Drop for ListScan<'_> {
+    fn drop(&mut self) {
+        // A client that went away leaves no read running for it.
+        if let Some(ahead) = self.ahead.take() {
+            ahead.abort();
+        }
+    }
 }
 
 impl ListScan<'_> {
@@ -164,7 +199,7 @@ impl ListScan<'_> {
     ///
     /// Returns `Expired` when the snapshot was compacted while walking, storage errors
     /// otherwise.
-    pub async fn next_batch(&mut self) -> Result<Option<Vec<Value>>, ApiError> {
+    pub async fn next_batch(&mut self) -> Result<Option<Vec<ListItem>>, ApiError> {
         if let Some(first) = self.first.take() {
             return Ok(Some(first));
         }
@@ -198,11 +233,19 @@ impl ListScan<'_> {
     }
 
     /// Reads Ranges until at least one object matched or the walk ends.
-    async fn read_batch(&mut self) -> Result<Vec<Value>, ApiError> {
+    async fn read_batch(&mut self) -> Result<Vec<ListItem>, ApiError> {
         let mut batch = Vec::new();
         while batch.is_empty() && !self.done {
             let want = if self.limit > 0 { (self.limit - self.matched).min(self.page_size) } else { self.page_size };
-            let page = match self.storage.list(&self.next_key, &self.end, want, self.revision).await {
+            let read = match self.ahead.take().map(|ahead| async { ahead.await.ok() }) {
+                Some(ahead) => match ahead.await {
+                    Some(read) => read,
+                    // The read-ahead task was lost (panicked): read again here.
+                    None => self.storage.list(&self.next_key, &self.end, want, self.revision).await,
+                },
+                None => self.storage.list(&self.next_key, &self.end, want, self.revision).await,
+            };
+            let page = match read {
                 Ok(page) => page,
                 Err(StorageError::Compacted { .. }) if self.continuing => {
                     return Err(ApiError::Expired(CONTINUE_EXPIRED.into()))
@@ -218,13 +261,6 @@ impl ListScan<'_> {
             if self.revision == 0 {
                 self.revision = page.revision;
             }
-            for kv in &page.kvs {
-                let obj = Value::Object(object::from_storage_as(self.kind, &kv.value, kv.mod_revision)?);
-                if self.labels.matches(&object::labels(&obj)) && self.fields.matches(&obj) {
-                    batch.push(obj);
-                    self.matched += 1;
-                }
-            }
             let Some(last) = page.kvs.last() else {
                 self.done = true;
                 break;
@@ -232,17 +268,44 @@ impl ListScan<'_> {
             let mut after_last = last.key.clone();
             after_last.push(0);
             self.next_key = after_last;
-            if !page.more {
+            if page.more && self.limit == 0 {
+                let storage = self.storage.clone();
+                let (start, end, revision) = (self.next_key.clone(), self.end.clone(), self.revision);
+                let read = async move { storage.list(&start, &end, want, revision).await };
+                self.ahead = Some(tokio::spawn(read));
+            }
+            let (more, count, examined) = (page.more, page.count, page.kvs.len() as i64);
+            for kv in page.kvs {
+                if let Some(item) = self.item(kv)? {
+                    batch.push(item);
+                    self.matched += 1;
+                }
+            }
+            if !more {
                 self.done = true;
             } else if self.limit > 0 && self.matched >= self.limit {
                 self.continue_token = Some(encode_continue(self.revision, &self.next_key, &self.prefix));
                 if !self.filtering {
-                    self.remaining = Some(page.count - page.kvs.len() as i64);
+                    self.remaining = Some(count - examined);
                 }
                 self.done = true;
             }
         }
         Ok(batch)
+    }
+
+    /// Returns the record as a list item if it passes the selectors.
+    fn item(&self, kv: KeyValue) -> Result<Option<ListItem>, ApiError> {
+        let mut bytes = kv.value;
+        if self.stored {
+            match RawObject::new(bytes, kv.mod_revision, !self.labels.is_empty()) {
+                Ok((raw, labels)) => return Ok(self.labels.matches(&labels).then_some(ListItem::Stored(raw))),
+                // Unusual bytes take the decoding path, which reports what is wrong with them.
+                Err(back) => bytes = back,
+            }
+        }
+        let obj = Value::Object(object::from_storage_as(self.kind, &bytes, kv.mod_revision)?);
+        Ok((self.labels.matches(&object::labels(&obj)) && self.fields.matches(&obj)).then_some(ListItem::Object(obj)))
     }
 }
 
@@ -305,10 +368,14 @@ impl Store {
     /// Returns `BadRequest` for bad options or tokens and `Expired` when the asked-for snapshot
     /// was compacted.
     pub async fn list(&self, kind: &ResourceKind, namespace: &str, opts: &ListOptions) -> Result<Value, ApiError> {
-        let mut scan = self.list_scan(kind, namespace, opts).await?;
+        let mut scan = self.list_scan(kind, namespace, opts, ScanForm::Objects).await?;
         let mut items = Vec::new();
         while let Some(batch) = scan.next_batch().await? {
-            items.extend(batch);
+            items.extend(batch.into_iter().map(|item| match item {
+                ListItem::Object(obj) => obj,
+                // `ScanForm::Objects` hands out decoded objects only; decode anyway if not.
+                ListItem::Stored(raw) => serde_json::from_slice(&raw.to_vec()).unwrap_or(Value::Null),
+            }));
         }
         Ok(json!({
             "kind": format!("{}List", kind.kind),
@@ -331,6 +398,7 @@ impl Store {
         kind: &'k ResourceKind,
         namespace: &str,
         opts: &ListOptions,
+        form: ScanForm,
     ) -> Result<ListScan<'k>, ApiError> {
         let prefix = kind.collection_prefix(&self.prefix, namespace);
         let end = prefix_end(prefix.as_bytes());
@@ -370,6 +438,8 @@ impl Store {
             continuing,
             matched: 0,
             done: false,
+            stored: form == ScanForm::Stored && kind.converter.is_none() && opts.fields.is_empty(),
+            ahead: None,
             first: None,
             continue_token: None,
             remaining: None,

@@ -30,14 +30,15 @@ use serde_json::Value;
 use super::negotiation::Output;
 use crate::body::Response;
 use crate::error::ApiError;
-use crate::registry::store::{ListOptions, ListScan, Store};
+use crate::registry::store::{ListItem, ListOptions, ListScan, ScanForm, Store};
 use crate::registry::table::{self, IncludeObject, Printer, TableOptions};
 use crate::registry::ResourceKind;
 
 /// How each object of the list becomes bytes.
 #[derive(Debug, Clone, Copy)]
 enum ItemForm {
-    /// The object as stored (converted to the served version).
+    /// The object as served: the stored bytes with their resourceVersion where possible
+    /// ([`ScanForm::Stored`]), else the decoded and converted object.
     Object,
     /// `PartialObjectMetadata` of this API version.
     Metadata(&'static str),
@@ -46,7 +47,11 @@ enum ItemForm {
 }
 
 impl ItemForm {
-    fn write(self, out: &mut BytesMut, obj: &Value) {
+    fn write(self, out: &mut BytesMut, item: &ListItem) {
+        let obj = match item {
+            ListItem::Stored(raw) => return raw.write(out),
+            ListItem::Object(obj) => obj,
+        };
         let mut writer = out.writer();
         // Serialising a `Value` into memory cannot fail (its keys are strings).
         let _ = match self {
@@ -169,8 +174,10 @@ pub async fn serve(
     output: Output,
     include_object: IncludeObject,
 ) -> Result<Response, ApiError> {
-    let scan = store.list_scan(kind, namespace, opts).await?;
     let (head, tail, form) = frame(kind, output, include_object);
+    // Only the plain list can write objects as stored; the other forms read into them.
+    let scan_form = if matches!(form, ItemForm::Object) { ScanForm::Stored } else { ScanForm::Objects };
+    let scan = store.list_scan(kind, namespace, opts, scan_form).await?;
     let state = ListBody { scan, form, wrote_item: false, head: Some(head), tail, finished: false };
     let stream = futures::stream::unfold(state, |mut state| async move {
         let chunk = state.next_chunk().await?;

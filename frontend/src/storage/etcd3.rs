@@ -29,6 +29,14 @@ impl KeyValue {
     fn from_etcd(kv: &etcd_client::KeyValue) -> Self {
         KeyValue { key: kv.key().to_vec(), value: kv.value().to_vec(), mod_revision: kv.mod_revision() }
     }
+
+    /// As [`KeyValue::from_etcd`], taking the buffers instead of copying them (a LIST page
+    /// is megabytes).
+    fn from_etcd_owned(kv: etcd_client::KeyValue) -> Self {
+        let mod_revision = kv.mod_revision();
+        let (key, value) = kv.into_key_value();
+        KeyValue { key, value, mod_revision }
+    }
 }
 
 /// One page of a range read.
@@ -138,9 +146,9 @@ impl Etcd3Storage {
     /// Returns `Compacted` when `revision` is older than the store's history, `Etcd` otherwise.
     pub async fn list(&self, start: &[u8], end: &[u8], limit: i64, revision: i64) -> Result<ListPage, StorageError> {
         let opts = GetOptions::new().with_range(end).with_limit(limit).with_revision(revision);
-        let resp = self.kv.clone().get(start, Some(opts)).await.map_err(|e| compacted_or(e, revision))?;
+        let mut resp = self.kv.clone().get(start, Some(opts)).await.map_err(|e| compacted_or(e, revision))?;
         Ok(ListPage {
-            kvs: resp.kvs().iter().map(KeyValue::from_etcd).collect(),
+            kvs: resp.take_kvs().into_iter().map(KeyValue::from_etcd_owned).collect(),
             revision: header_revision(resp.header())?,
             more: resp.more(),
             count: resp.count(),
