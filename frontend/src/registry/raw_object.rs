@@ -9,14 +9,16 @@
 //! (a parse into `serde_json::Value`, an encode, and freeing the tree) into one validating scan
 //! and two copies per object.
 //!
-//! The scan is serde_json's own (borrowed [`RawValue`]s), so anything that is not a plain JSON
-//! object with one object-valued `metadata` lacking `resourceVersion` (another writer's format,
-//! duplicate keys, ...) is refused here and takes the decoding path, which reports it as
-//! before.
+//! Finding `metadata` reads only the object's first members when it comes early (as both
+//! kube-apiserver and this frontend write it, before `spec` and `status`) and nothing after
+//! it could be a second `metadata` member; the rest of the bytes is then copied unread, as
+//! kube's watch cache serves what it decoded once. Otherwise serde_json reads the whole
+//! object (borrowed [`RawValue`]s, no tree). Anything that is not a plain JSON object with one
+//! object-valued `metadata` lacking `resourceVersion` (another writer's format, duplicate
+//! keys, ...) is given back and takes the decoding path, which reports it as before.
 
 // #[PerformanceCriticalPath]
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::io::Write as _;
 
@@ -52,9 +54,78 @@ struct Meta {
     labels: Option<BTreeMap<String, String>>,
 }
 
-/// A `metadata` object's member names only, to learn whether it is empty without decoding it.
+/// Only whether `metadata` carries a `resourceVersion`.
 #[derive(Deserialize)]
-struct MetaKeys<'a>(#[serde(borrow)] BTreeMap<Cow<'a, str>, IgnoredAny>);
+struct MetaRevision {
+    #[serde(rename = "resourceVersion")]
+    resource_version: Option<IgnoredAny>,
+}
+
+impl<'a> Top<'a> {
+    /// The `metadata` member of a whole, valid JSON object with no duplicate `metadata`.
+    fn metadata_of(bytes: &'a [u8]) -> Option<&'a str> {
+        // Derived structs also accept a JSON array of their fields; a stored object is an object.
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            return None;
+        }
+        let top: Top<'a> = serde_json::from_slice(bytes).ok()?;
+        Some(top.metadata.get())
+    }
+}
+
+/// Reads the top-level members of `bytes` up to `metadata` (which both kube-apiserver and
+/// this frontend write before `spec` and `status`), returning its value and the bytes after
+/// it. `None` when the object does not start that way (the whole-object path decides then).
+fn leading_metadata(bytes: &[u8]) -> Option<(&str, &[u8])> {
+    let mut pos = skip_ws(bytes, 0);
+    if bytes.get(pos) != Some(&b'{') {
+        return None;
+    }
+    pos += 1;
+    // A few short members (`apiVersion`, `kind`) come first; give up after that.
+    for _ in 0..4 {
+        pos = skip_ws(bytes, pos);
+        if bytes.get(pos) != Some(&b'"') {
+            return None;
+        }
+        let key_end = pos + 1 + bytes[pos + 1..].iter().position(|b| *b == b'"')?;
+        let key = &bytes[pos + 1..key_end];
+        if key.contains(&b'\\') {
+            return None;
+        }
+        pos = skip_ws(bytes, key_end + 1);
+        if bytes.get(pos) != Some(&b':') {
+            return None;
+        }
+        pos = skip_ws(bytes, pos + 1);
+        let value: &RawValue = serde_json::Deserializer::from_slice(&bytes[pos..]).into_iter().next()?.ok()?;
+        let value = value.get();
+        let end = value.as_ptr() as usize - bytes.as_ptr() as usize + value.len();
+        if key == b"metadata" {
+            return Some((value, &bytes[end..]));
+        }
+        pos = skip_ws(bytes, end);
+        if bytes.get(pos) != Some(&b',') {
+            return None;
+        }
+        pos += 1;
+    }
+    None
+}
+
+/// Whether `rest` might hold another top-level `metadata` member: it names `"metadata"`
+/// anywhere, or has a `\u00` escape (with which a member name can spell it). Pod templates
+/// and HTML-escaped strings send an object down the whole-object path, which is only slower.
+fn may_name_metadata(rest: &[u8]) -> bool {
+    memchr::memmem::find(rest, b"\"metadata\"").is_some() || memchr::memmem::find(rest, b"\\u00").is_some()
+}
+
+fn skip_ws(bytes: &[u8], mut pos: usize) -> usize {
+    while bytes.get(pos).is_some_and(u8::is_ascii_whitespace) {
+        pos += 1;
+    }
+    pos
+}
 
 impl RawObject {
     /// Prepares `bytes` (a stored object) to be served at `revision`; with `want_labels`,
@@ -76,12 +147,12 @@ impl RawObject {
     /// Finds where the revision goes: (offset after metadata's `{`, whether metadata has
     /// members, labels if wanted).
     fn locate(bytes: &[u8], want_labels: bool) -> Option<(usize, bool, Labels)> {
-        // Derived structs also accept a JSON array of their fields; a stored object is an object.
-        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-            return None;
-        }
-        let top: Top<'_> = serde_json::from_slice(bytes).ok()?;
-        let meta = top.metadata.get();
+        let meta = match leading_metadata(bytes) {
+            // Nothing after `metadata` can be another `metadata` member, so the bytes are
+            // used as they are without reading the rest.
+            Some((meta, rest)) if !may_name_metadata(rest) => meta,
+            _ => Top::metadata_of(bytes)?,
+        };
         if !meta.starts_with('{') {
             return None;
         }
@@ -92,8 +163,8 @@ impl RawObject {
             }
             parsed.labels.unwrap_or_default()
         } else {
-            let parsed: MetaKeys<'_> = serde_json::from_str(meta).ok()?;
-            if parsed.0.contains_key("resourceVersion") {
+            let parsed: MetaRevision = serde_json::from_str(meta).ok()?;
+            if parsed.resource_version.is_some() {
                 return None;
             }
             Labels::new()
@@ -107,7 +178,7 @@ impl RawObject {
     /// Appends the object, with its `resourceVersion`, to `out`.
     pub fn write(&self, out: &mut BytesMut) {
         let (head, tail) = self.bytes.split_at(self.insert_at);
-        out.reserve(self.bytes.len() + 40);
+        out.reserve(self.encoded_len());
         out.put_slice(head);
         out.put_slice(b"\"resourceVersion\":\"");
         let _ = write!(out.writer(), "{}", self.revision);
@@ -116,6 +187,12 @@ impl RawObject {
             out.put_u8(b',');
         }
         out.put_slice(tail);
+    }
+
+    /// Returns how many bytes [`RawObject::write`] appends, at most.
+    pub fn encoded_len(&self) -> usize {
+        // `"resourceVersion":"<i64>",` is at most 41 bytes.
+        self.bytes.len() + 41
     }
 
     /// Returns the bytes [`RawObject::write`] appends.
@@ -183,12 +260,38 @@ mod tests {
             r#"{"kind":"Pod"}"#,
             r#"{"metadata":{"name":"a"},"metadata":{"name":"b"}}"#,
             r#"[{"metadata":{}}]"#,
-            r#"{"metadata":{"name":"a"}"#,
+            r#"{"a":1,"b":2,"c":3,"d":4,"metadata":{"name":"a"}"#,
             "not json",
             "",
         ] {
             assert!(served(stored, 1).is_none(), "{stored}");
         }
+    }
+
+    #[test]
+    fn early_metadata_is_found_without_reading_the_rest() {
+        // After an early `metadata` the rest is copied as is (here: not even JSON).
+        let v = RawObject::new(
+            br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":@@@}"#.to_vec(),
+            9,
+            false,
+        )
+        .expect("fast path");
+        assert_eq!(
+            String::from_utf8(v.0.to_vec()).expect("utf-8"),
+            r#"{"apiVersion":"v1","kind":"Pod","metadata":{"resourceVersion":"9","name":"p"},"spec":@@@}"#
+        );
+        // A later member that names "metadata" (a pod template) or could spell it with an
+        // escape sends the object through the whole-object read.
+        let template =
+            r#"{"kind":"Deployment","metadata":{"name":"d"},"spec":{"template":{"metadata":{"labels":{"a":"b"}}}}}"#;
+        let v = served(template, 4).expect("served");
+        assert_eq!(v["metadata"], json!({"name": "d", "resourceVersion": "4"}));
+        assert_eq!(v["spec"]["template"]["metadata"], json!({"labels": {"a": "b"}}));
+        let html = r#"{"kind":"ConfigMap","metadata":{"name":"h"},"data":{"x":"\u003cb\u003e"}}"#;
+        assert_eq!(served(html, 4).expect("served")["data"]["x"], "<b>");
+        assert!(served(r#"{"metadata":{"name":"a"},"metadat\u0061":{"name":"b"}}"#, 1).is_none());
+        assert!(served(r#"{"metadata":{"name":"a"},"spec":{},"metadata":{"name":"b"}}"#, 1).is_none());
     }
 
     #[test]

@@ -2,10 +2,10 @@
 //! [`ListScan`] for one internal page at a time and encodes it, so a LIST of any size holds one
 //! page of objects and one page of output, never the whole answer.
 //!
-//! Forms: the `<Kind>List` as JSON, `PartialObjectMetadataList`, and `Table` (rows computed
-//! per page). YAML stays buffered in [`super::resource`]: a YAML list cannot be written item
-//! by item without a second YAML emitter, and kubectl never asks the server for YAML (`-o
-//! yaml` converts JSON client-side).
+//! Forms: the `<Kind>List` as JSON or YAML, `PartialObjectMetadataList`, and `Table` (rows
+//! computed per page). A YAML list is written item by item too: each item is its own YAML
+//! document turned into a block sequence entry (`- ` before its first line, two spaces before
+//! the others), which is what a whole-list emitter writes.
 //!
 //! Keys are written in the order `serde_json` writes a whole list (sorted, since objects are
 //! `BTreeMap`s): `apiVersion`, `items`, `kind`, `metadata`. That puts `metadata` last, which
@@ -44,6 +44,8 @@ enum ItemForm {
     Metadata(&'static str),
     /// One Table row.
     Row { printer: &'static Printer, include_object: IncludeObject, now: i64 },
+    /// The object as served, as one entry of a YAML block sequence.
+    Yaml,
 }
 
 impl ItemForm {
@@ -52,6 +54,9 @@ impl ItemForm {
             ListItem::Stored(raw) => return raw.write(out),
             ListItem::Object(obj) => obj,
         };
+        if let ItemForm::Yaml = self {
+            return put_yaml_entry(out, obj);
+        }
         let mut writer = out.writer();
         // Serialising a `Value` into memory cannot fail (its keys are strings).
         let _ = match self {
@@ -60,6 +65,7 @@ impl ItemForm {
             ItemForm::Row { printer, include_object, now } => {
                 serde_json::to_writer(&mut writer, &table::row(printer, obj, include_object, now))
             }
+            ItemForm::Yaml => Ok(()),
         };
     }
 }
@@ -91,13 +97,36 @@ impl ListBody {
             }
             match self.scan.next_batch().await {
                 Ok(Some(batch)) => {
+                    // One allocation per page for stored bytes, instead of doubling a page's
+                    // worth of buffer from empty (each doubling copies what it has).
+                    let stored: usize = batch
+                        .iter()
+                        .map(|item| match item {
+                            ListItem::Stored(raw) => raw.encoded_len() + 1,
+                            ListItem::Object(_) => 0,
+                        })
+                        .sum();
+                    out.reserve(stored);
                     for obj in &batch {
-                        if self.wrote_item {
-                            out.put_u8(b',');
+                        match (self.form, self.wrote_item) {
+                            (ItemForm::Yaml, false) => out.extend_from_slice(b"items:\n"),
+                            (ItemForm::Yaml, true) => {}
+                            (_, true) => out.put_u8(b','),
+                            (_, false) => {}
                         }
                         self.wrote_item = true;
                         self.form.write(&mut out, obj);
                     }
+                }
+                Ok(None) if matches!(self.form, ItemForm::Yaml) => {
+                    if !self.wrote_item {
+                        out.extend_from_slice(b"items: []\n");
+                    }
+                    out.extend_from_slice(&self.tail);
+                    out.extend_from_slice(b"metadata:\n");
+                    let metadata = serde_yaml_ng::to_string(&self.scan.metadata()).unwrap_or_default();
+                    put_indented(&mut out, &metadata, "  ", "  ");
+                    self.finished = true;
                 }
                 Ok(None) => {
                     out.extend_from_slice(&self.tail);
@@ -119,6 +148,28 @@ impl ListBody {
     }
 }
 
+/// Appends `obj` as one entry of a YAML block sequence.
+fn put_yaml_entry(out: &mut BytesMut, obj: &Value) {
+    // Serialising a `Value` cannot fail (its keys are strings).
+    let text = serde_yaml_ng::to_string(obj).unwrap_or_default();
+    put_indented(out, &text, "- ", "  ");
+}
+
+/// Appends `text` line by line, the first line after `first`, the other non-empty lines
+/// after `rest`. Empty lines stay empty: inside a block scalar they are content whatever
+/// their indentation, so they need none.
+fn put_indented(out: &mut BytesMut, text: &str, first: &str, rest: &str) {
+    for (i, line) in text.lines().enumerate() {
+        if i == 0 {
+            out.extend_from_slice(first.as_bytes());
+        } else if !line.is_empty() {
+            out.extend_from_slice(rest.as_bytes());
+        }
+        out.extend_from_slice(line.as_bytes());
+        out.put_u8(b'\n');
+    }
+}
+
 /// Appends `"name":value,` to `out`.
 fn put_field(out: &mut BytesMut, name: &str, value: &Value) {
     let _ = serde_json::to_writer(out.writer(), name);
@@ -134,7 +185,14 @@ fn frame(kind: &ResourceKind, output: Output, include_object: IncludeObject) -> 
     let mut head = BytesMut::from(&b"{"[..]);
     let mut tail = BytesMut::from(&b"]"[..]);
     let (form, array) = match output {
-        Output::Json | Output::Yaml => {
+        Output::Yaml => {
+            // `apiVersion`, then `items` as the first item is written (or `items: []`), then
+            // the tail up to `metadata`.
+            let head = format!("apiVersion: {}\n", yaml_scalar(&kind.api_version()));
+            let tail = format!("kind: {}\n", yaml_scalar(&format!("{}List", kind.kind)));
+            return (Bytes::from(head), Bytes::from(tail), ItemForm::Yaml);
+        }
+        Output::Json => {
             put_field(&mut head, "apiVersion", &Value::from(kind.api_version()));
             tail.put_u8(b',');
             put_field(&mut tail, "kind", &Value::from(format!("{}List", kind.kind)));
@@ -161,7 +219,12 @@ fn frame(kind: &ResourceKind, output: Output, include_object: IncludeObject) -> 
     (head.freeze(), tail.freeze(), form)
 }
 
-/// Serves a LIST as a streamed body (JSON, `PartialObjectMetadataList` or `Table`).
+/// Returns `value` as a YAML scalar (quoted only where YAML needs it).
+fn yaml_scalar(value: &str) -> String {
+    serde_yaml_ng::to_string(value).unwrap_or_default().trim_end().to_string()
+}
+
+/// Serves a LIST as a streamed body (JSON, YAML, `PartialObjectMetadataList` or `Table`).
 ///
 /// # Errors
 ///
@@ -186,7 +249,8 @@ pub async fn serve(
     let mut resp = http::Response::new(StreamBody::new(stream).boxed_unsync());
     *resp.status_mut() = StatusCode::OK;
     let headers = resp.headers_mut();
-    headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    let media = if matches!(output, Output::Yaml) { "application/yaml" } else { "application/json" };
+    headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static(media));
     headers.insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
     Ok(resp)
 }

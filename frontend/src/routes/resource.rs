@@ -262,12 +262,9 @@ pub async fn handle(state: &AppState, info: RequestInfo, req: Request) -> Result
             Ok(respond(StatusCode::OK, &Value::Object(obj), &[]))
         }
         // A GET on the collection whose field selector pins a name parses as list with a name.
-        // Streamed as storage is read (`list`); YAML has no streaming writer and is buffered.
+        // Streamed as storage is read (`list`).
         "get" | "list" => {
             let opts = query.list_options(kind)?;
-            if enc.output == Output::Yaml {
-                return Ok(respond(StatusCode::OK, &store.list(kind, namespace, &opts).await?, &[]));
-            }
             list::serve(store, kind, namespace, &opts, enc.output, enc.include_object).await
         }
         "watch" => {

@@ -317,11 +317,24 @@ async fn streamed_tables_and_metadata_lists_hold_every_item(backend: Backend) {
     let list: Value = serde_json::from_str(&out).expect("JSON");
     assert_eq!(list["items"].as_array().map(Vec::len), Some(40));
 
-    // YAML stays buffered and says the same.
+    // YAML is streamed too, across the internal pages, and says what JSON says: also for
+    // multi-line values (block scalars, blank lines inside) and an empty list.
+    let text = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "zz-multiline"},
+        "data": {"script": "line one\n\n  indented after a blank\nlast: not a key\n", "empty": ""}});
+    create_cms(&c, vec![("alpha".to_string(), text)]).await;
+    let json_list = get_json(&c, path).await;
     let yaml = c.request_with_accept(Credentials::Admin, path, "application/yaml").await;
     assert_eq!(yaml.status, 200);
+    assert_eq!(yaml.headers["content-type"], "application/yaml");
     let yaml: Value = serde_yaml_ng::from_slice(&yaml.body).expect("YAML");
-    assert_eq!(yaml["items"].as_array().map(Vec::len), Some(40));
+    assert_eq!(yaml, json_list);
+    assert_eq!(yaml["items"].as_array().map(Vec::len), Some(41));
+    let empty = c
+        .request_with_accept(Credentials::Admin, "/api/v1/namespaces/kube-public/configmaps", "application/yaml")
+        .await;
+    let empty: Value = serde_yaml_ng::from_slice(&empty.body).expect("YAML");
+    assert_eq!((empty["kind"].as_str(), &empty["items"]), (Some("ConfigMapList"), &json!([])));
+    assert!(empty["metadata"]["resourceVersion"].is_string());
 }
 
 async fn objects_other_writers_stored_list_as_they_decode(backend: Backend) {
