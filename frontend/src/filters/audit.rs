@@ -173,8 +173,9 @@ impl Filter for AuditLayer {
             event.emit(Stage::ResponseComplete);
             return resp;
         }
-        // Non-long-running bodies are already complete buffers, so collecting them costs a copy,
-        // not a wait.
+        // A refusal's Status is small. At RequestResponse the event carries the whole response
+        // object, as kube's does, so a streamed LIST is collected here: that level costs the
+        // answer's size in memory, which is why policies keep it for small resources.
         let (parts, response_body) = resp.into_parts();
         let bytes = match response_body.collect().await {
             Ok(collected) => collected.to_bytes(),
