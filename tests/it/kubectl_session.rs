@@ -14,6 +14,9 @@ use crate::harness::{free_port, wait_for};
 
 const KUBECTL: &str = "/usr/bin/kubectl";
 
+/// How long a `kubectl wait` gets to start and read its object before the test changes it.
+const WAITER_START: Duration = Duration::from_secs(2);
+
 /// A `ballast serve` process on free loopback ports in its own directory.
 struct Serve {
     dir: tempfile::TempDir,
@@ -369,7 +372,8 @@ async fn kubectl_session_against_ballast_serve() {
     let waiter =
         s.command(&["wait", "--for=condition=Available", "deployment/web", "-n", "demo", "--timeout=30s"]).output();
     let waiter = tokio::spawn(waiter);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Time for kubectl to start and read the object first, on a loaded machine too.
+    tokio::time::sleep(WAITER_START).await;
     s.ok(&[
         "patch",
         "deployment",
@@ -397,7 +401,8 @@ async fn kubectl_session_against_ballast_serve() {
     assert!(marked["metadata"]["deletionTimestamp"].is_string(), "{marked}");
     let waiter =
         tokio::spawn(s.command(&["wait", "--for=delete", "configmap/held", "-n", "demo", "--timeout=30s"]).output());
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // kubectl says "condition met" only if the object still existed when it started.
+    tokio::time::sleep(WAITER_START).await;
     s.ok(&[
         "patch",
         "configmap",
