@@ -1,6 +1,7 @@
 //! Watch: etcd's watch streams, served from the shard that owns the keys.
 //!
-//! Reading order: [`ring`] (recent events with their previous values), then [`WatchHub`].
+//! Reading order: [`ring`] (recent events with their previous values), `table` (a stream's
+//! watchers by ID, packed for idle watchers), then [`WatchHub`].
 //!
 //! # Model
 //! A client stream (one gRPC `Watch` call) multiplexes watchers. Each stream has one bounded
@@ -19,6 +20,7 @@
 //! non-empty, so a `created` response always precedes its watcher's events.
 
 pub mod ring;
+mod table;
 mod watcher;
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -34,6 +36,7 @@ use crate::header::HeaderInfo;
 use crate::mvcc::MvccStore;
 use crate::storage::KvBackend;
 use ring::{event_rev, EventRing};
+use table::WatcherTable;
 use watcher::Watcher;
 
 /// Identifies a client watch stream within the engine.
@@ -81,7 +84,7 @@ impl Default for WatchConfig {
 #[derive(Debug)]
 struct Stream {
     tx: WatchSender,
-    watchers: HashMap<i64, Watcher>,
+    watchers: WatcherTable,
     next_id: i64,
     /// Control responses waiting for room in the channel, in order.
     pending: VecDeque<WatchResponse>,
@@ -161,7 +164,13 @@ impl WatchHub {
     pub fn open_stream(&mut self, id: StreamId, tx: WatchSender) {
         self.streams.insert(
             id,
-            Stream { tx, watchers: HashMap::new(), next_id: 0, pending: VecDeque::new(), progress_deferred: false },
+            Stream {
+                tx,
+                watchers: WatcherTable::default(),
+                next_id: 0,
+                pending: VecDeque::new(),
+                progress_deferred: false,
+            },
         );
     }
 
@@ -283,7 +292,7 @@ impl WatchHub {
         let max_bytes = self.cfg.max_response_bytes;
         let mut gone = Vec::new();
         for (sid, s) in &mut self.streams {
-            let ids: Vec<i64> = s.watchers.keys().copied().collect();
+            let ids: Vec<i64> = s.watchers.ids().collect();
             for id in ids {
                 let w = &s.watchers[&id];
                 let first = events.first().map_or(new_rev + 1, event_rev);
@@ -351,7 +360,7 @@ impl WatchHub {
             if !s.pending.is_empty() {
                 continue;
             }
-            let ids: Vec<i64> = s.watchers.iter().filter(|(_, w)| w.next_rev <= current).map(|(id, _)| *id).collect();
+            let ids: Vec<i64> = s.watchers.iter().filter(|(_, w)| w.next_rev <= current).map(|(id, _)| id).collect();
             for id in ids {
                 let w = &s.watchers[&id];
                 if w.next_rev < compact {
@@ -417,13 +426,13 @@ impl WatchHub {
             return;
         }
         for s in self.streams.values_mut() {
-            for (id, w) in &mut s.watchers {
+            for (id, w) in s.watchers.iter_mut() {
                 if !w.progress_notify() {
                     continue;
                 }
                 let idle = !w.take_sent();
                 if idle && w.next_rev > current_rev && current_rev >= w.start_rev && s.pending.is_empty() {
-                    let resp = WatchResponse { header: Some(hdr.at(current_rev)), watch_id: *id, ..Default::default() };
+                    let resp = WatchResponse { header: Some(hdr.at(current_rev)), watch_id: id, ..Default::default() };
                     let _ = s.tx.try_send(resp);
                 }
             }
