@@ -127,9 +127,19 @@ impl Stream {
                 Err(TrySendError::Closed(_)) => return false,
             }
         }
+        // A burst of creates (a client opening thousands of watches at once) grows the queue
+        // to one slot per `created` response; a VecDeque keeps that capacity after draining,
+        // which idle streams would then carry for good (about 110 B per watcher created in the
+        // burst). Give it back once the burst is through.
+        if self.pending.capacity() > PENDING_KEPT {
+            self.pending = VecDeque::new();
+        }
         true
     }
 }
+
+/// Queue slots a stream keeps after draining its control responses: a few requests' worth.
+const PENDING_KEPT: usize = 8;
 
 /// Every watch stream of a shard, with the shard's event ring.
 #[derive(Debug)]

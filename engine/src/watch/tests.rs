@@ -155,3 +155,24 @@ fn progress_waits_for_sync_and_duplicate_ids_are_refused() {
     assert!(got[0].created && got[0].canceled && got[0].watch_id == -1);
     assert_eq!(got[0].cancel_reason, DUPLICATE_WATCH_ID);
 }
+
+#[test]
+fn a_burst_of_creates_leaves_no_queue_behind() {
+    let mut f = Fixture::new(WatchConfig::default());
+    let (tx, mut rx) = mpsc::channel(2);
+    f.hub.open_stream(1, tx);
+    for i in 0..500 {
+        f.watch(1, &format!("k{i}"), 0);
+    }
+    let queued = f.hub.streams[&1].pending.len();
+    assert!(queued >= 490, "the channel holds 2; the rest waits in order ({queued})");
+    let mut created = Vec::new();
+    while created.len() < 500 {
+        created.extend(drain(&mut rx));
+        f.catch_up();
+    }
+    let ids: Vec<i64> = created.iter().map(|r| r.watch_id).collect();
+    assert_eq!(ids, (0..500).collect::<Vec<i64>>(), "every created response, in order");
+    let s = &f.hub.streams[&1];
+    assert!(s.pending.is_empty() && s.pending.capacity() <= PENDING_KEPT, "{}", s.pending.capacity());
+}
