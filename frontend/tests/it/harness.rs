@@ -178,7 +178,7 @@ impl Drop for EngineServer {
 pub(crate) struct Etcd {
     child: Child,
     pub(crate) endpoint: String,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Etcd {
@@ -200,19 +200,28 @@ impl Etcd {
                 .stderr(log)
                 .spawn()
                 .expect("spawn /usr/bin/etcd");
-            let mut etcd = Etcd { child, endpoint: client_url, _dir: dir };
+            let mut etcd = Etcd { child, endpoint: client_url, dir };
             let addr: SocketAddr = ([127, 0, 0, 1], client).into();
-            let up = wait_for(Duration::from_secs(10), async || {
-                TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok()
+            // Generous: CI starts dozens of these at once on two cores. A process that has
+            // already exited (a port taken between free_port and etcd's bind) ends the wait early.
+            let settled = wait_for(Duration::from_secs(30), async || {
+                !etcd.running() || TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok()
             })
             .await;
-            if up {
+            if settled && etcd.running() {
                 return etcd;
             }
-            eprintln!("attempt {attempt}: etcd did not start");
             etcd.kill();
+            eprintln!("attempt {attempt}: etcd did not start; log:\n{}", etcd.log_tail());
         }
         panic!("etcd did not start");
+    }
+
+    /// The last lines etcd logged, for a failure message.
+    fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(self.dir.path().join("etcd.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
     }
 
     /// Freezes etcd (SIGSTOP): connections stay open and requests hang, as with a stalled disk.
@@ -225,8 +234,13 @@ impl Etcd {
         signal(self.child.id(), "-CONT");
     }
 
+    fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Stops etcd whether it is running, paused (SIGKILL ends a stopped process too) or already
+    /// gone; never panics, as it runs in drop.
     fn kill(&mut self) {
-        self.resume();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
