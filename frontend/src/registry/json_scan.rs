@@ -47,6 +47,11 @@ impl<'a> RawStr<'a> {
         }
     }
 
+    /// Returns the string's value as written when it has no escapes (it is then the same).
+    pub fn plain(&self) -> Option<&'a [u8]> {
+        (!self.escaped).then(|| &self.quoted[1..self.quoted.len() - 1])
+    }
+
     /// Returns whether the string's value is `s` (escaped text is decoded first, so
     /// `"metadat\u0061"` is `metadata`).
     pub fn is(&self, s: &str) -> bool {
@@ -110,7 +115,7 @@ impl<'a> Cursor<'a> {
         let mut at = start + 1;
         let mut escaped = false;
         loop {
-            at += memchr::memchr2(b'"', b'\\', self.bytes.get(at..)?)?;
+            at = find_quote_or_backslash(self.bytes, at)?;
             if self.bytes[at] == b'"' {
                 break;
             }
@@ -205,6 +210,21 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// How many bytes [`find_quote_or_backslash`] looks at one by one before it hands over to
+/// `memchr2`: most strings in Kubernetes metadata are shorter, and for them a plain loop costs
+/// less than setting up the vector search.
+const SHORT_STRING: usize = 32;
+
+/// Returns the offset of the first `"` or `\` at or after `from`.
+fn find_quote_or_backslash(bytes: &[u8], from: usize) -> Option<usize> {
+    let rest = bytes.get(from..)?;
+    let short = rest.len().min(SHORT_STRING);
+    match rest[..short].iter().position(|b| matches!(b, b'"' | b'\\')) {
+        Some(i) => Some(from + i),
+        None => memchr::memchr2(b'"', b'\\', &rest[short..]).map(|i| from + short + i),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,6 +257,23 @@ mod tests {
         assert_eq!(skipped(&deep), None);
         let ok = format!("{}{}", "[".repeat(64), "]".repeat(64));
         assert!(skipped(&ok).is_some());
+    }
+
+    #[test]
+    fn strings_of_any_length_end_at_their_quote() {
+        for len in [0, 1, 31, 32, 33, 64, 100] {
+            for escape_at in [None, Some(0), Some(len / 2), Some(40)] {
+                let mut text = "a".repeat(len);
+                if let Some(at) = escape_at.filter(|at| *at <= len) {
+                    text.insert_str(at, "\\\"");
+                }
+                let quoted = format!("\"{text}\",");
+                let mut c = Cursor::new(quoted.as_bytes());
+                let s = c.string().expect("string");
+                assert_eq!(s.quoted, &quoted.as_bytes()[..quoted.len() - 1], "{quoted}");
+                assert_eq!(c.rest(), b",");
+            }
+        }
     }
 
     #[test]

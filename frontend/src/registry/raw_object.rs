@@ -116,19 +116,23 @@ fn metadata(c: &mut Cursor<'_>) -> Option<Metadata> {
     found.has_members = true;
     loop {
         let member = c.member_name()?;
-        if member.is("resourceVersion") {
-            return None;
-        }
-        let len = c.skip_value()?.len();
-        let slot = if member.is("labels") {
-            Some(&mut found.labels)
-        } else if member.is("name") {
-            Some(&mut found.name)
-        } else if member.is("namespace") {
-            Some(&mut found.namespace)
-        } else {
-            None
+        // One comparison per member name; escaped names (rare) are decoded first.
+        let decoded;
+        let name = match member.plain() {
+            Some(name) => name,
+            None => {
+                decoded = member.decode()?;
+                decoded.as_bytes()
+            }
         };
+        let slot = match name {
+            b"resourceVersion" => return None,
+            b"labels" => Some(&mut found.labels),
+            b"name" => Some(&mut found.name),
+            b"namespace" => Some(&mut found.namespace),
+            _ => None,
+        };
+        let len = c.skip_value()?.len();
         // A duplicate would make the answer depend on which one a reader keeps.
         if slot.is_some_and(|slot| slot.replace(c.pos() - len..c.pos()).is_some()) {
             return None;
