@@ -275,6 +275,7 @@ impl ListScan<'_> {
                 self.ahead = Some(tokio::spawn(read));
             }
             let (more, count, examined) = (page.more, page.count, page.kvs.len() as i64);
+            batch.reserve(page.kvs.len());
             for kv in page.kvs {
                 if let Some(item) = self.item(kv)? {
                     batch.push(item);
