@@ -68,6 +68,13 @@ pub async fn serve(
                 }
             },
         };
+        // A response's last frames are small (the end of a LIST, a short GET), and Nagle's
+        // algorithm holds a small segment until the client acknowledges earlier data, which a
+        // client's delayed ACK puts off by up to 40 ms. Go's net package, so kube-apiserver,
+        // sets TCP_NODELAY on every connection.
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(%remote, error = %e, "TCP_NODELAY not set");
+        }
         let acceptor = acceptor.clone();
         let chain = chain.clone();
         tokio::spawn(async move {

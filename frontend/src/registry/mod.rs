@@ -9,7 +9,7 @@
 //!   default methods.
 //! * [`object`]: what every kind shares: decoding, `metadata` rules (uid, creationTimestamp,
 //!   generateName, names), strict-field checks, and the storage form; [`raw_object`]: stored
-//!   objects served as stored bytes (LIST's fast path).
+//!   objects served as stored bytes (LIST's fast path), found in them by [`json_scan`].
 //! * [`store`]: `Store`, kube's generic registry: get, list (selectors, pages), create, update
 //!   (compare-and-swap with retries), `/status`, over `storage::Etcd3Storage`; [`deletion`]:
 //!   delete and deletecollection with finalizers, grace periods and the namespace lifecycle;
@@ -23,6 +23,7 @@
 
 pub mod binding;
 pub mod deletion;
+pub mod json_scan;
 pub mod kinds;
 pub mod object;
 pub mod patch;

@@ -8,6 +8,7 @@
 //!
 //! `!=` and `notin` also match objects without the label, as in kube.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde_json::Value;
@@ -194,18 +195,34 @@ impl FieldSelector {
         self.requirements.is_empty()
     }
 
+    /// Returns whether every requirement is on `metadata.name` or `metadata.namespace`, which
+    /// LIST can read without decoding the object.
+    pub fn only_metadata_names(&self) -> bool {
+        self.requirements.iter().all(|(path, ..)| matches!(*path, "metadata.name" | "metadata.namespace"))
+    }
+
     /// Returns whether `object` satisfies every requirement.
     pub fn matches(&self, object: &Value) -> bool {
-        self.requirements.iter().all(|(path, wanted, equal)| {
-            let actual = path.split('.').try_fold(object, |v, part| v.get(part));
-            let actual = match actual {
-                Some(Value::String(s)) => s.clone(),
-                Some(Value::Bool(b)) => b.to_string(),
-                Some(Value::Number(n)) => n.to_string(),
-                _ => String::new(),
-            };
-            (actual == *wanted) == *equal
+        self.matches_with(|path| {
+            Some(match path.split('.').try_fold(object, |v, part| v.get(part)) {
+                Some(Value::String(s)) => Cow::Borrowed(s.as_str()),
+                Some(Value::Bool(b)) => Cow::Owned(b.to_string()),
+                Some(Value::Number(n)) => Cow::Owned(n.to_string()),
+                _ => Cow::Borrowed(""),
+            })
         })
+        .unwrap_or(false)
+    }
+
+    /// Returns whether the values `field` gives (by JSON path; empty for an absent field)
+    /// satisfy every requirement, or `None` when `field` cannot give one that decides.
+    pub fn matches_with<'v>(&self, mut field: impl FnMut(&str) -> Option<Cow<'v, str>>) -> Option<bool> {
+        for (path, wanted, equal) in &self.requirements {
+            if (field(path)? == wanted.as_str()) != *equal {
+                return Some(false);
+            }
+        }
+        Some(true)
     }
 }
 
@@ -250,5 +267,29 @@ mod tests {
         assert!(!s.matches(&json!({"metadata": {"name": "x"}, "type": "Opaque"})));
         let err = FieldSelector::parse("spec.foo=1", &allowed).expect_err("unsupported");
         assert_eq!(err.to_string(), "field label not supported: spec.foo");
+    }
+
+    #[test]
+    fn field_selectors_on_names_read_through_a_lookup() {
+        let allowed =
+            [("metadata.name", "metadata.name"), ("metadata.namespace", "metadata.namespace"), ("type", "type")];
+        let names = FieldSelector::parse("metadata.name=x,metadata.namespace!=kube-system", &allowed).expect("parse");
+        assert!(names.only_metadata_names() && FieldSelector::default().only_metadata_names());
+        assert!(!FieldSelector::parse("metadata.name=x,type=a", &allowed).expect("parse").only_metadata_names());
+        let lookup = |name: &'static str, ns: Option<&'static str>| {
+            move |path: &str| match path {
+                "metadata.name" => Some(Cow::Borrowed(name)),
+                _ => ns.map(Cow::Borrowed),
+            }
+        };
+        assert_eq!(names.matches_with(lookup("x", Some("default"))), Some(true));
+        assert_eq!(names.matches_with(lookup("x", Some("kube-system"))), Some(false));
+        // A field it cannot read leaves the answer open, unless an earlier one already failed.
+        assert_eq!(names.matches_with(lookup("x", None)), None);
+        assert_eq!(names.matches_with(lookup("y", None)), Some(false));
+        // An absent field reads as empty, as on decoded objects.
+        let empty = FieldSelector::parse("metadata.namespace=", &allowed).expect("parse");
+        assert!(empty.matches(&json!({"metadata": {"name": "x"}})));
+        assert_eq!(empty.matches_with(|_| Some(Cow::Borrowed(""))), Some(true));
     }
 }

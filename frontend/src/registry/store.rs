@@ -121,8 +121,8 @@ pub enum ScanForm {
     /// Decoded objects, always.
     Objects,
     /// The stored bytes ([`ListItem::Stored`]) when nothing needs the decoded object: the
-    /// kind has no version conversion and there is no field selector. A label selector
-    /// decodes only the labels.
+    /// kind has no version conversion and a field selector, if any, is on `metadata.name` or
+    /// `metadata.namespace` only. Selectors read only the labels, name and namespace.
     Stored,
 }
 
@@ -265,7 +265,7 @@ impl ListScan<'_> {
                 self.done = true;
                 break;
             };
-            let mut after_last = last.key.clone();
+            let mut after_last = last.key.to_vec();
             after_last.push(0);
             self.next_key = after_last;
             if page.more && self.limit == 0 {
@@ -275,6 +275,7 @@ impl ListScan<'_> {
                 self.ahead = Some(tokio::spawn(read));
             }
             let (more, count, examined) = (page.more, page.count, page.kvs.len() as i64);
+            batch.reserve(page.kvs.len());
             for kv in page.kvs {
                 if let Some(item) = self.item(kv)? {
                     batch.push(item);
@@ -298,14 +299,35 @@ impl ListScan<'_> {
     fn item(&self, kv: KeyValue) -> Result<Option<ListItem>, ApiError> {
         let mut bytes = kv.value;
         if self.stored {
-            match RawObject::new(bytes, kv.mod_revision, !self.labels.is_empty()) {
-                Ok((raw, labels)) => return Ok(self.labels.matches(&labels).then_some(ListItem::Stored(raw))),
+            match RawObject::new(bytes, kv.mod_revision) {
+                Ok(raw) => match self.selects(&raw) {
+                    Some(selected) => return Ok(selected.then_some(ListItem::Stored(raw))),
+                    // Labels or names of another shape than strings: decode.
+                    None => bytes = raw.into_bytes(),
+                },
                 // Unusual bytes take the decoding path, which reports what is wrong with them.
                 Err(back) => bytes = back,
             }
         }
         let obj = Value::Object(object::from_storage_as(self.kind, &bytes, kv.mod_revision)?);
         Ok((self.labels.matches(&object::labels(&obj)) && self.fields.matches(&obj)).then_some(ListItem::Object(obj)))
+    }
+
+    /// Returns whether a stored object passes the selectors, reading only the metadata they
+    /// name; `None` when those are not plain strings (the decoding path decides then).
+    fn selects(&self, raw: &RawObject) -> Option<bool> {
+        if !self.labels.is_empty() && !self.labels.matches(&raw.labels()?) {
+            return Some(false);
+        }
+        if self.fields.is_empty() {
+            return Some(true);
+        }
+        // `stored` is only set when every field requirement is on one of these two.
+        self.fields.matches_with(|path| match path {
+            "metadata.name" => raw.name(),
+            "metadata.namespace" => raw.namespace(),
+            _ => None,
+        })
     }
 }
 
@@ -438,7 +460,7 @@ impl Store {
             continuing,
             matched: 0,
             done: false,
-            stored: form == ScanForm::Stored && kind.converter.is_none() && opts.fields.is_empty(),
+            stored: form == ScanForm::Stored && kind.converter.is_none() && opts.fields.only_metadata_names(),
             ahead: None,
             first: None,
             continue_token: None,

@@ -1,5 +1,10 @@
 //! `Etcd3Storage`: keys, values and revisions over the etcd v3 API (`etcd-client`).
 //!
+//! Ranges (LIST pages) go through `ballast-proto`'s client on the same gRPC channel instead:
+//! its `bytes` fields are `Bytes`, so the keys and values of a page are slices of the one
+//! response buffer tonic received, where etcd-client's types copy each into its own `Vec`
+//! (a LIST page is megabytes, ten thousand allocations).
+//!
 //! Every write that must not lose a concurrent change is a Txn comparing the key's
 //! `mod_revision` (or `create_revision == 0` for creates), as kube-apiserver's etcd3 store does.
 //! Nothing here caches: the frontend is stateless, and any replica may serve any request.
@@ -8,9 +13,12 @@
 
 use std::collections::VecDeque;
 
+use ballast_proto::etcdserverpb::{kv_client::KvClient as RangeClient, RangeRequest};
+use bytes::Bytes;
 use etcd_client::{
-    Client, Compare, CompareOp, EventType, GetOptions, KvClient, Txn, TxnOp, TxnOpResponse, WatchClient, WatchOptions,
+    Client, Compare, CompareOp, EventType, KvClient, Txn, TxnOp, TxnOpResponse, WatchClient, WatchOptions,
 };
+use tonic::transport::{Channel, Endpoint};
 
 use super::StorageError;
 
@@ -18,24 +26,20 @@ use super::StorageError;
 #[derive(Debug, Clone)]
 pub struct KeyValue {
     /// The full key.
-    pub key: Vec<u8>,
-    /// The stored bytes.
-    pub value: Vec<u8>,
+    pub key: Bytes,
+    /// The stored bytes (for a LIST page, a slice of the storage response).
+    pub value: Bytes,
     /// The revision of the key's last change (the object's resourceVersion).
     pub mod_revision: i64,
 }
 
 impl KeyValue {
     fn from_etcd(kv: &etcd_client::KeyValue) -> Self {
-        KeyValue { key: kv.key().to_vec(), value: kv.value().to_vec(), mod_revision: kv.mod_revision() }
-    }
-
-    /// As [`KeyValue::from_etcd`], taking the buffers instead of copying them (a LIST page
-    /// is megabytes).
-    fn from_etcd_owned(kv: etcd_client::KeyValue) -> Self {
-        let mod_revision = kv.mod_revision();
-        let (key, value) = kv.into_key_value();
-        KeyValue { key, value, mod_revision }
+        KeyValue {
+            key: Bytes::copy_from_slice(kv.key()),
+            value: Bytes::copy_from_slice(kv.value()),
+            mod_revision: kv.mod_revision(),
+        }
     }
 }
 
@@ -71,6 +75,13 @@ pub struct StorageEvent {
 /// what a Range may answer, so the reader must not impose a smaller bound than the protocol.
 pub const MAX_RESPONSE_BYTES: usize = i32::MAX as usize;
 
+/// The largest HTTP/2 DATA frame the storage server may send (h2's default is 16 KiB). A LIST
+/// page of a thousand pods is about 1.3 MB: in 1 MiB frames it comes as two frames instead of
+/// eighty, and each frame costs the sender a write and both sides framing and flow-control
+/// work. A frame is read whole before it is handled, so this also bounds the connection's read
+/// buffer. (grpc-go, so stock etcd, writes 16 KiB frames whatever the client allows.)
+pub const MAX_FRAME_BYTES: u32 = 1 << 20;
+
 /// The storage client. Cheap to clone: clones share one gRPC channel.
 #[derive(Clone)]
 pub struct Etcd3Storage {
@@ -79,6 +90,10 @@ pub struct Etcd3Storage {
     kv: KvClient,
     /// Watch calls, with the same limit: one response may carry many events.
     watch: WatchClient,
+    /// Ranges, on the same channel and with the same limit, decoded into shared slices (see
+    /// the module doc). It bypasses etcd-client's interceptor, which adds nothing while the
+    /// frontend connects without auth or `require_leader`.
+    range: RangeClient<Channel>,
 }
 
 impl std::fmt::Debug for Etcd3Storage {
@@ -114,17 +129,34 @@ fn compacted_or(err: etcd_client::Error, requested: i64) -> StorageError {
     StorageError::Etcd(err)
 }
 
+/// Returns the gRPC endpoint for `url`: `http://` unless it names a scheme, as etcd-client's
+/// `connect` reads it, and [`MAX_FRAME_BYTES`].
+fn endpoint(url: &str) -> Result<Endpoint, etcd_client::Error> {
+    let endpoint = match url.contains("://") {
+        true => Endpoint::from_shared(url.to_string()),
+        false => Endpoint::from_shared(format!("http://{url}")),
+    };
+    Ok(endpoint?.max_frame_size(MAX_FRAME_BYTES))
+}
+
 impl Etcd3Storage {
-    /// Connects to the etcd v3 endpoints (`http://host:port`, comma lists already split).
+    /// Connects to the etcd v3 endpoints (`http://host:port`, comma lists already split). As
+    /// with etcd-client's own `connect`, connections are made on first use.
     ///
     /// # Errors
     ///
-    /// Returns the client's error when no endpoint can be reached.
+    /// Returns `Etcd` for an empty list or an endpoint that is not a URI.
     pub async fn connect(endpoints: &[String]) -> Result<Self, StorageError> {
-        let client = Client::connect(endpoints, None).await?;
+        if endpoints.is_empty() {
+            return Err(etcd_client::Error::InvalidArgs("empty endpoints".into()).into());
+        }
+        let endpoints = endpoints.iter().map(|url| endpoint(url)).collect::<Result<Vec<_>, _>>()?;
+        let channel = Channel::balance_list(endpoints.into_iter());
+        let client = Client::from_channel(etcd_client::Channel::Tonic(channel.clone()), None).await?;
         Ok(Etcd3Storage {
             kv: client.kv_client().max_decoding_message_size(MAX_RESPONSE_BYTES),
             watch: client.watch_client().max_decoding_message_size(MAX_RESPONSE_BYTES),
+            range: RangeClient::new(channel).max_decoding_message_size(MAX_RESPONSE_BYTES),
         })
     }
 
@@ -145,13 +177,27 @@ impl Etcd3Storage {
     ///
     /// Returns `Compacted` when `revision` is older than the store's history, `Etcd` otherwise.
     pub async fn list(&self, start: &[u8], end: &[u8], limit: i64, revision: i64) -> Result<ListPage, StorageError> {
-        let opts = GetOptions::new().with_range(end).with_limit(limit).with_revision(revision);
-        let mut resp = self.kv.clone().get(start, Some(opts)).await.map_err(|e| compacted_or(e, revision))?;
+        let request = RangeRequest {
+            key: Bytes::copy_from_slice(start),
+            range_end: Bytes::copy_from_slice(end),
+            limit,
+            revision,
+            ..RangeRequest::default()
+        };
+        let resp = match self.range.clone().range(request).await {
+            Ok(resp) => resp.into_inner(),
+            Err(status) => return Err(compacted_or(etcd_client::Error::GRpcStatus(status), revision)),
+        };
+        let header = resp.header.ok_or(StorageError::Protocol("response without header"))?;
         Ok(ListPage {
-            kvs: resp.take_kvs().into_iter().map(KeyValue::from_etcd_owned).collect(),
-            revision: header_revision(resp.header())?,
-            more: resp.more(),
-            count: resp.count(),
+            kvs: resp
+                .kvs
+                .into_iter()
+                .map(|kv| KeyValue { key: kv.key, value: kv.value, mod_revision: kv.mod_revision })
+                .collect(),
+            revision: header.revision,
+            more: resp.more,
+            count: resp.count,
         })
     }
 
