@@ -42,7 +42,7 @@ impl Serve {
             .expect("spawn ballast serve");
         let s = Serve { dir, child };
         let ready = wait_for(Duration::from_secs(30), async || {
-            s.kubeconfig().exists() && s.kubectl(&["get", "--raw", "/readyz"]).ok
+            s.kubeconfig().exists() && s.kubectl_async(&["--request-timeout=5s", "get", "--raw", "/readyz"]).await.ok
         })
         .await;
         assert!(ready, "ballast serve did not become ready; log:\n{}", s.log());
@@ -74,24 +74,6 @@ impl Serve {
         let out = tokio::time::timeout(Duration::from_secs(60), run)
             .await
             .unwrap_or_else(|_| panic!("kubectl {args:?} timed out"))
-            .expect("run kubectl");
-        Out {
-            ok: out.status.success(),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    }
-
-    /// Runs kubectl synchronously, for the readiness poll.
-    fn kubectl(&self, args: &[&str]) -> Out {
-        let out = Command::new(KUBECTL)
-            .arg(format!("--kubeconfig={}", self.kubeconfig().display()))
-            .arg(format!("--cache-dir={}", self.dir.path().join("kube-cache").display()))
-            .arg("--request-timeout=5s")
-            .args(args)
-            .env_remove("KUBECONFIG")
-            .stdin(Stdio::null())
-            .output()
             .expect("run kubectl");
         Out {
             ok: out.status.success(),

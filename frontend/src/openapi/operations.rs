@@ -149,6 +149,31 @@ pub struct Operation {
     pub tag: String,
 }
 
+impl Operation {
+    /// The `description` of a success response with `code`, as upstream words it.
+    pub fn response_description(code: u16) -> &'static str {
+        match code {
+            201 => "Created",
+            202 => "Accepted",
+            _ => "OK",
+        }
+    }
+
+    /// Adds `x-kubernetes-action` and `x-kubernetes-group-version-kind` to the rendered
+    /// operation, when it has an action (both documents carry them in the same form).
+    pub fn insert_extensions(&self, out: &mut serde_json::Map<String, serde_json::Value>) {
+        if self.action.is_empty() {
+            return;
+        }
+        let (group, version, kind) = self.gvk;
+        out.insert("x-kubernetes-action".into(), self.action.into());
+        out.insert(
+            "x-kubernetes-group-version-kind".into(),
+            serde_json::json!({"group": group, "kind": kind, "version": version}),
+        );
+    }
+}
+
 /// One path with its operations.
 #[derive(Debug, Clone)]
 pub struct PathItem {

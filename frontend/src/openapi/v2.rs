@@ -53,11 +53,7 @@ fn operation(o: &Operation) -> Value {
     }
     let mut responses = Map::new();
     for (code, name) in &o.responses {
-        let description = match code {
-            201 => "Created",
-            202 => "Accepted",
-            _ => "OK",
-        };
+        let description = Operation::response_description(*code);
         responses.insert(
             code.to_string(),
             json!({"description": description, "schema": {"$ref": Flavor::V2.reference(name)}}),
@@ -65,11 +61,7 @@ fn operation(o: &Operation) -> Value {
     }
     responses.insert("401".into(), json!({"description": "Unauthorized"}));
     out.insert("responses".into(), Value::Object(responses));
-    if !o.action.is_empty() {
-        out.insert("x-kubernetes-action".into(), o.action.into());
-        let (group, version, kind) = o.gvk;
-        out.insert("x-kubernetes-group-version-kind".into(), json!({"group": group, "kind": kind, "version": version}));
-    }
+    o.insert_extensions(&mut out);
     Value::Object(out)
 }
 

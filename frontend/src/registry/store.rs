@@ -393,11 +393,14 @@ impl Store {
         let mut scan = self.list_scan(kind, namespace, opts, ScanForm::Objects).await?;
         let mut items = Vec::new();
         while let Some(batch) = scan.next_batch().await? {
-            items.extend(batch.into_iter().map(|item| match item {
-                ListItem::Object(obj) => obj,
-                // `ScanForm::Objects` hands out decoded objects only; decode anyway if not.
-                ListItem::Stored(raw) => serde_json::from_slice(&raw.to_vec()).unwrap_or(Value::Null),
-            }));
+            for item in batch {
+                match item {
+                    ListItem::Object(obj) => items.push(obj),
+                    ListItem::Stored(_) => {
+                        return Err(ApiError::Internal("a scan for objects handed out stored bytes".into()));
+                    }
+                }
+            }
         }
         Ok(json!({
             "kind": format!("{}List", kind.kind),
