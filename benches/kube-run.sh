@@ -28,23 +28,7 @@ trap cleanup EXIT
 # 10k watch streams need 100 connections plus the load tool's own descriptors.
 ulimit -n 65536 2>/dev/null || ulimit -n 16384 2>/dev/null || true
 
-start_backend() { # target port
-  local target=$1 port=$2 peer=$(($2 + 1)) dir="$work/$1-store"
-  local common=(--name b --data-dir "$dir" --listen-client-urls "http://127.0.0.1:$port"
-    --advertise-client-urls "http://127.0.0.1:$port" --listen-peer-urls "http://127.0.0.1:$peer"
-    --initial-advertise-peer-urls "http://127.0.0.1:$peer" --quota-backend-bytes 8589934592)
-  if [[ $target == etcd ]]; then
-    etcd "${common[@]}" --initial-cluster "b=http://127.0.0.1:$peer" >"$dir.log" 2>&1 &
-  else
-    "$ballast" engine "${common[@]}" >"$dir.log" 2>&1 &
-  fi
-  store_pid=$!
-  for _ in $(seq 200); do
-    ETCDCTL_API=3 etcdctl --endpoints="127.0.0.1:$port" endpoint health >/dev/null 2>&1 && return 0
-    sleep 0.1
-  done
-  echo "$target did not start" >&2; cat "$dir.log" >&2; return 1
-}
+source benches/store.sh
 
 start_frontend() { # target etcd-port api-port
   local dir="$work/$1-frontend"
@@ -63,7 +47,7 @@ raw="$work/raw.jsonl"
 port=24800
 for target in etcd ballast; do
   port=$((port + 10))
-  start_backend "$target" "$port"
+  start_store "$target" "$port" "$work/$target-store" "$ballast"
   start_frontend "$target" "$port" $((port + 5))
   kubeconfig="$work/$target-frontend/certs/admin.kubeconfig"
   for s in $scenarios; do

@@ -14,49 +14,31 @@ cargo build --release -p ballast -p ballast-load
 load=target/release/ballast-load
 scenarios=${SCENARIOS:-$($load list)}
 work=$(mktemp -d)
-server_pid=
+store_pid=
 cleanup() {
-  [[ -n "$server_pid" ]] && kill -9 "$server_pid" 2>/dev/null || true
+  [[ -n "$store_pid" ]] && kill -9 "$store_pid" 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
 
-start_server() { # target port
-  local target=$1 port=$2 peer=$(($2 + 1)) dir="$work/$1-$2"
-  local common=(--name b --data-dir "$dir" --listen-client-urls "http://127.0.0.1:$port"
-    --advertise-client-urls "http://127.0.0.1:$port" --listen-peer-urls "http://127.0.0.1:$peer"
-    --initial-advertise-peer-urls "http://127.0.0.1:$peer" --quota-backend-bytes 8589934592)
-  if [[ $target == etcd ]]; then
-    etcd "${common[@]}" --initial-cluster "b=http://127.0.0.1:$peer" >"$dir.log" 2>&1 &
-  else
-    target/release/ballast engine "${common[@]}" >"$dir.log" 2>&1 &
-  fi
-  server_pid=$!
-  for _ in $(seq 200); do
-    ETCDCTL_API=3 etcdctl --endpoints="127.0.0.1:$port" endpoint health >/dev/null 2>&1 && return 0
-    sleep 0.1
-  done
-  echo "$target did not start" >&2
-  cat "$dir.log" >&2
-  return 1
-}
+source benches/store.sh
 
 raw="$work/raw.jsonl"
 port=23800
 for s in $scenarios; do
   for target in etcd ballast; do
     port=$((port + 2))
-    start_server "$target" "$port"
+    start_store "$target" "$port" "$work/$target-$port" target/release/ballast
     # Bounded: the timed part plus preloading and the fan-out's registration and drain time.
-    if line=$(timeout $((duration + 300)) "$load" run --endpoint "http://127.0.0.1:$port" --scenario "$s" --duration "$duration" --server-pid "$server_pid"); then
-      rss=$(ps -o rss= -p "$server_pid" | tr -d ' ')
+    if line=$(timeout $((duration + 300)) "$load" run --endpoint "http://127.0.0.1:$port" --scenario "$s" --duration "$duration" --server-pid "$store_pid"); then
+      rss=$(ps -o rss= -p "$store_pid" | tr -d ' ')
       echo "{\"target\":\"$target\",\"server_rss_kb\":${rss:-0},\"result\":$line}" | tee -a "$raw"
     else
       echo "{\"target\":\"$target\",\"result\":{\"scenario\":\"$s\",\"failed\":true}}" | tee -a "$raw"
     fi
-    kill -9 "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=
+    kill -9 "$store_pid" 2>/dev/null || true
+    wait "$store_pid" 2>/dev/null || true
+    store_pid=
   done
 done
 

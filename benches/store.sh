@@ -1,0 +1,26 @@
+# Sourced by run.sh and kube-run.sh: starts the storage server a benchmark runs against.
+#
+#   start_store <etcd|ballast> <client-port> <data-dir> <ballast-binary>
+#
+# Starts stock etcd or `ballast engine` with the same etcd-style flags (peer port = client
+# port + 1; an 8 GiB quota so preloading never trips etcd's default 2 GiB alarm), logging to
+# <data-dir>.log, sets `store_pid`, and returns once etcdctl finds it healthy (at most 20 s).
+start_store() {
+  local target=$1 port=$2 dir=$3 ballast=$4 peer=$(($2 + 1))
+  local common=(--name b --data-dir "$dir" --listen-client-urls "http://127.0.0.1:$port"
+    --advertise-client-urls "http://127.0.0.1:$port" --listen-peer-urls "http://127.0.0.1:$peer"
+    --initial-advertise-peer-urls "http://127.0.0.1:$peer" --quota-backend-bytes 8589934592)
+  if [[ $target == etcd ]]; then
+    etcd "${common[@]}" --initial-cluster "b=http://127.0.0.1:$peer" >"$dir.log" 2>&1 &
+  else
+    "$ballast" engine "${common[@]}" >"$dir.log" 2>&1 &
+  fi
+  store_pid=$!
+  for _ in $(seq 200); do
+    ETCDCTL_API=3 etcdctl --endpoints="127.0.0.1:$port" endpoint health >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "$target did not start" >&2
+  cat "$dir.log" >&2
+  return 1
+}
