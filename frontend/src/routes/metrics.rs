@@ -12,7 +12,9 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Renders the metrics.
 pub fn handle(state: &AppState) -> Response {
-    let mut resp = body::text(StatusCode::OK, state.metrics.render());
+    let mut text = state.metrics.render();
+    state.watch_cache.render_metrics(&mut text);
+    let mut resp = body::text(StatusCode::OK, text);
     resp.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
     resp
 }

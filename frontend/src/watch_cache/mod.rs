@@ -19,12 +19,15 @@
 //! * When the upstream watch ends (etcd went away), every subscriber's stream ends and the next
 //!   watch builds a new cache.
 //!
+//! * A cache is started once however many watches ask for it at the same moment: the first
+//!   starts it, the rest wait for it (a per-resource gate).
+//!
 //! Lock order: `WatchCaches::caches` before `ResourceCache::state`; no lock is held across an
-//! await.
+//! await except a resource's start gate, which is held only while starting that cache.
 
 // #[PerformanceCriticalPath]
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -257,12 +260,40 @@ pub struct WatchCaches {
     storage: Etcd3Storage,
     config: WatchCacheConfig,
     caches: Mutex<HashMap<String, Arc<ResourceCache>>>,
+    /// One gate per cache key: whoever holds it is starting that cache, and everyone else
+    /// asking for it waits for the result instead of starting a LIST and an upstream watch of
+    /// their own. (Without it, a thousand informers arriving together started a thousand
+    /// upstream watches and kept one: each cost the storage a watch and the frontend about
+    /// 8 KiB of gRPC buffers until dropped, which set the process's peak memory.)
+    starting: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Caches started, by (group, resource): kube's `apiserver_watch_cache_initializations_total`.
+    initializations: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
 }
 
 impl WatchCaches {
     /// Creates an empty set; caches start on first use.
     pub fn new(storage: Etcd3Storage, config: WatchCacheConfig) -> Self {
-        WatchCaches { storage, config, caches: Mutex::new(HashMap::new()) }
+        WatchCaches {
+            storage,
+            config,
+            caches: Mutex::new(HashMap::new()),
+            starting: Mutex::new(HashMap::new()),
+            initializations: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Appends this set's metrics to a Prometheus text exposition.
+    pub fn render_metrics(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        out.push_str("# HELP apiserver_watch_cache_initializations_total Counter of watch cache initializations broken by resource type.\n");
+        out.push_str("# TYPE apiserver_watch_cache_initializations_total counter\n");
+        let counts = self.initializations.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for ((group, resource), n) in counts.iter() {
+            let _ = writeln!(
+                out,
+                "apiserver_watch_cache_initializations_total{{group=\"{group}\",resource=\"{resource}\"}} {n}"
+            );
+        }
     }
 
     /// Returns the configuration.
@@ -291,6 +322,15 @@ impl WatchCaches {
         if let Some(c) = self.live(&key) {
             return Ok(c);
         }
+        let gate = {
+            let mut starting = self.starting.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            starting.entry(key.clone()).or_default().clone()
+        };
+        let _turn = gate.lock().await;
+        // Started by whoever held the gate before us.
+        if let Some(c) = self.live(&key) {
+            return Ok(c);
+        }
         let end = prefix_end(prefix.as_bytes());
         let start = self.storage.list(prefix.as_bytes(), &end, 1, 0).await?.revision;
         let mut events = self.storage.watch(prefix.as_bytes(), &end, start).await?;
@@ -306,14 +346,13 @@ impl WatchCaches {
             terminated: AtomicU64::new(0),
             config: self.config,
         });
-        {
-            let mut caches = self.caches.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            // Another request may have started one meanwhile; keep the first, drop ours.
-            if let Some(existing) = caches.get(&key).filter(|c| c.state.lock().map(|s| s.alive).unwrap_or(false)) {
-                return Ok(existing.clone());
-            }
-            caches.insert(key, cache.clone());
-        }
+        self.caches.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(key, cache.clone());
+        *self
+            .initializations
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry((kind.group, kind.resource))
+            .or_default() += 1;
         let feeder = cache.clone();
         let interval = self.config.progress_interval;
         tokio::spawn(async move {

@@ -14,6 +14,7 @@ both_backends!(
     compacted_start_points_are_410,
     watch_list_sends_initial_events_then_a_marker,
     many_clients_share_one_upstream_watch,
+    simultaneous_first_watches_start_one_cache,
     a_slow_client_is_cut_off_and_others_keep_up
 );
 
@@ -170,6 +171,20 @@ async fn many_clients_share_one_upstream_watch(backend: Backend) {
     let events =
         watch_events(&c, &format!("/api/v1/configmaps?watch=true&timeoutSeconds=1&resourceVersion={rv}")).await;
     assert_eq!(events.len(), 4, "{events:?}");
+}
+
+/// Watches arriving together on a resource nobody watched yet start its cache (a LIST and an
+/// upstream watch) once: the rest wait for it rather than each starting one of their own.
+async fn simultaneous_first_watches_start_one_cache(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
+    let rv = list_rv(&c, "/api/v1/configmaps").await;
+    let path = format!("/api/v1/configmaps?watch=true&timeoutSeconds=1&resourceVersion={rv}");
+    let results = futures::future::join_all((0..16).map(|_| watch_events(&c, &path))).await;
+    assert!(results.iter().all(Vec::is_empty), "{results:?}");
+    let r = c.request(Credentials::Admin, "GET", "/metrics", None, "").await;
+    let text = String::from_utf8_lossy(&r.body);
+    let line = "apiserver_watch_cache_initializations_total{group=\"\",resource=\"configmaps\"} 1";
+    assert!(text.lines().any(|l| l == line), "want {line} in:\n{text}");
 }
 
 /// Reads `stream` until `needle` was seen `want` times, the server ends the stream, or
