@@ -1,7 +1,7 @@
 //! Watch: etcd's watch streams, served from the shard that owns the keys.
 //!
-//! Reading order: [`ring`] (recent events with their previous values), `table` (a stream's
-//! watchers by ID, packed for idle watchers), then [`WatchHub`].
+//! Reading order: [`ring`] (recent events with their previous values), `watcher` (one watch,
+//! packed), `table` (a stream's watchers by ID and their key arena), then [`WatchHub`].
 //!
 //! # Model
 //! A client stream (one gRPC `Watch` call) multiplexes watchers. Each stream has one bounded
@@ -37,7 +37,7 @@ use crate::mvcc::MvccStore;
 use crate::storage::KvBackend;
 use ring::{event_rev, EventRing};
 use table::WatcherTable;
-use watcher::Watcher;
+use watcher::{ArenaFull, Watcher};
 
 /// Identifies a client watch stream within the engine.
 pub type StreamId = u64;
@@ -47,6 +47,10 @@ pub type WatchSender = mpsc::Sender<WatchResponse>;
 
 /// etcd's cancel reason for a duplicate client-chosen watch ID.
 pub const DUPLICATE_WATCH_ID: &str = "mvcc: duplicate watch ID provided on the WatchStream";
+
+/// Cancel reason for a create whose keys would take the stream's watchers' keys past 4 GiB (the
+/// key arena's 32-bit offsets; see `table`). etcd has no such limit; no real client comes near it.
+pub const WATCH_KEYS_FULL: &str = "ballast: the watch keys of this stream exceed 4 GiB; open another stream";
 
 /// Tunables of watch delivery.
 #[derive(Clone, Debug)]
@@ -196,7 +200,8 @@ impl WatchHub {
     }
 
     /// Handles a create request: answers `created` and registers the watcher, or answers
-    /// `created` + `canceled` with `watch_id = -1` for a duplicate ID.
+    /// `created` + `canceled` with `watch_id = -1` for a duplicate ID (or a stream whose
+    /// watchers' keys are full, see [`WATCH_KEYS_FULL`]).
     pub fn create<B: KvBackend>(
         &mut self,
         stream: StreamId,
@@ -214,13 +219,18 @@ impl WatchHub {
             }
             s.next_id
         };
-        if s.watchers.contains_key(&id) {
+        let refused = if s.watchers.contains_key(&id) {
+            Some(DUPLICATE_WATCH_ID)
+        } else {
+            s.watchers.insert(id, req, current).err().map(|ArenaFull| WATCH_KEYS_FULL)
+        };
+        if let Some(reason) = refused {
             let resp = WatchResponse {
                 header: Some(hdr.at(current)),
                 watch_id: -1,
                 created: true,
                 canceled: true,
-                cancel_reason: DUPLICATE_WATCH_ID.to_string(),
+                cancel_reason: reason.to_string(),
                 ..Default::default()
             };
             if !s.send_control(resp) {
@@ -230,9 +240,7 @@ impl WatchHub {
             }
             return;
         }
-        let next_rev = if req.start_revision == 0 { current + 1 } else { req.start_revision };
-        let w = Watcher::new(req, next_rev);
-        s.watchers.insert(id, w);
+        let next_rev = s.watchers[&id].next_rev();
         let created =
             WatchResponse { header: Some(hdr.at(current)), watch_id: id, created: true, ..Default::default() };
         if !s.send_control(created) {
@@ -275,7 +283,7 @@ impl WatchHub {
             if !s.progress_deferred {
                 continue;
             }
-            let synced = s.watchers.values().all(|w| w.next_rev > current_rev && current_rev >= w.start_rev);
+            let synced = s.watchers.values().all(|w| w.synced(current_rev));
             if !synced {
                 continue;
             }
@@ -306,21 +314,25 @@ impl WatchHub {
             for id in ids {
                 let w = &s.watchers[&id];
                 let first = events.first().map_or(new_rev + 1, event_rev);
-                if w.next_rev < first {
+                if w.next_rev() < first {
                     continue; // lagging: served by catch_up
                 }
-                let batch: Vec<Event> =
-                    events.iter().filter(|e| event_rev(e) >= w.next_rev && w.wants(e)).map(|e| w.shape(e)).collect();
+                let keys = s.watchers.keys();
+                let batch: Vec<Event> = events
+                    .iter()
+                    .filter(|e| event_rev(e) >= w.next_rev() && w.wants(keys, e))
+                    .map(|e| w.shape(e))
+                    .collect();
                 let fragment = w.fragment();
                 if batch.is_empty() {
                     let w = s.watchers.get_mut(&id).expect("invariant: id taken from this map");
-                    w.next_rev = w.next_rev.max(new_rev + 1);
+                    w.advance(new_rev + 1);
                     continue;
                 }
                 match send_events(s, id, batch, new_rev, hdr, fragment, max_bytes) {
                     Sent::Yes => {
                         let w = s.watchers.get_mut(&id).expect("invariant: id taken from this map");
-                        w.next_rev = w.next_rev.max(new_rev + 1);
+                        w.advance(new_rev + 1);
                         w.mark_sent();
                     }
                     Sent::Full => {
@@ -370,10 +382,10 @@ impl WatchHub {
             if !s.pending.is_empty() {
                 continue;
             }
-            let ids: Vec<i64> = s.watchers.iter().filter(|(_, w)| w.next_rev <= current).map(|(id, _)| id).collect();
+            let ids: Vec<i64> = s.watchers.iter().filter(|(_, w)| w.next_rev() <= current).map(|(id, _)| id).collect();
             for id in ids {
                 let w = &s.watchers[&id];
-                if w.next_rev < compact {
+                if w.next_rev() < compact {
                     let resp = WatchResponse {
                         header: Some(hdr.at(current)),
                         watch_id: id,
@@ -388,7 +400,7 @@ impl WatchHub {
                     }
                     continue;
                 }
-                let (batch, upto) = collect(w, &self.ring, store, current, batch_max)?;
+                let (batch, upto) = collect(w, s.watchers.keys(), &self.ring, store, current, batch_max)?;
                 let fragment = w.fragment();
                 let sent = if batch.is_empty() {
                     Sent::Yes
@@ -398,7 +410,7 @@ impl WatchHub {
                 match sent {
                     Sent::Yes => {
                         let w = s.watchers.get_mut(&id).expect("invariant: id taken from this map");
-                        w.next_rev = upto + 1;
+                        w.advance(upto + 1);
                         w.mark_sent();
                     }
                     Sent::Full => break,
@@ -408,7 +420,7 @@ impl WatchHub {
                     }
                 }
             }
-            if s.pending.is_empty() && !s.progress_deferred && s.watchers.values().all(|w| w.next_rev > current) {
+            if s.pending.is_empty() && !s.progress_deferred && s.watchers.values().all(|w| w.next_rev() > current) {
                 settled.push(*sid);
             }
         }
@@ -441,7 +453,7 @@ impl WatchHub {
                     continue;
                 }
                 let idle = !w.take_sent();
-                if idle && w.next_rev > current_rev && current_rev >= w.start_rev && s.pending.is_empty() {
+                if idle && w.synced(current_rev) && s.pending.is_empty() {
                     let resp = WatchResponse { header: Some(hdr.at(current_rev)), watch_id: id, ..Default::default() };
                     let _ = s.tx.try_send(resp);
                 }
@@ -451,15 +463,17 @@ impl WatchHub {
 }
 
 /// Collects the events a lagging watcher needs next, up to about `batch_max` events without
-/// splitting a revision; returns them and the last revision covered.
+/// splitting a revision; returns them and the last revision covered. `keys` is the watcher's
+/// table's key arena.
 fn collect<B: KvBackend>(
     w: &Watcher,
+    keys: &[u8],
     ring: &EventRing,
     store: &MvccStore<B>,
     current: i64,
     batch_max: usize,
 ) -> Result<(Vec<Event>, i64)> {
-    let from_ring = w.next_rev >= ring.first_rev();
+    let from_ring = w.next_rev() >= ring.first_rev();
     // History is read only up to the ring's start; the ring serves the rest on the next pass.
     let limit = if from_ring { current } else { (ring.first_rev() - 1).min(current) };
     let mut upto = limit;
@@ -470,19 +484,19 @@ fn collect<B: KvBackend>(
             upto = rev - 1;
             return false;
         }
-        if w.wants(e) {
+        if w.wants(keys, e) {
             out.push(w.shape(e));
         }
         true
     };
     if from_ring {
-        for e in ring.since(w.next_rev) {
+        for e in ring.since(w.next_rev()) {
             if !take(e) {
                 break;
             }
         }
     } else {
-        store.history(w.next_rev, limit, &mut |e| take(&e))?;
+        store.history(w.next_rev(), limit, &mut |e| take(&e))?;
     }
     Ok((out, upto))
 }
