@@ -1,5 +1,5 @@
 //! Watch through the etcd-client crate and through raw gRPC (for client-chosen watch IDs,
-//! progress requests and many watchers on one stream).
+//! progress requests, and bursts of requests on one stream).
 
 use std::time::Duration;
 
@@ -14,7 +14,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use crate::harness::Server;
 
-both_targets!(watch_events_in_order, watch_history_and_compaction, watch_raw_protocol);
+both_targets!(watch_events_in_order, watch_history_and_compaction, watch_raw_protocol, watch_request_burst);
 
 /// Receives the next response or fails after 10 s.
 async fn next(stream: &mut tonic::Streaming<WatchResponse>) -> WatchResponse {
@@ -164,4 +164,75 @@ async fn watch_raw_protocol(s: Server) {
     c.delete("r", None).await.expect("delete");
     let r = next(&mut stream).await;
     assert_eq!(r.watch_id, 8, "only the remaining watcher reports");
+}
+
+fn cancel(watch_id: i64) -> WatchRequest {
+    WatchRequest { request_union: Some(RequestUnion::CancelRequest(WatchCancelRequest { watch_id })) }
+}
+
+/// Reads until `want` responses matching `keep` arrived, skipping progress answers (etcd 3.4
+/// answers a progress request on a stream without watchers; Ballast, like later etcd, does not).
+async fn collect_until(
+    stream: &mut tonic::Streaming<WatchResponse>,
+    want: usize,
+    keep: impl Fn(&WatchResponse) -> bool,
+) -> Vec<WatchResponse> {
+    let mut got = Vec::new();
+    while got.len() < want {
+        let r = next(stream).await;
+        if keep(&r) {
+            got.push(r);
+        } else {
+            assert!(r.watch_id == -1 && !r.created && !r.canceled && r.events.is_empty(), "unexpected {r:?}");
+        }
+    }
+    got
+}
+
+/// A client that sends thousands of requests before reading anything: the server reads them
+/// only as fast as it writes their answers (its control credits), and requests that nothing
+/// answers (cancels of unknown IDs, progress requests without watchers) must not use them up.
+async fn watch_request_burst(s: Server) {
+    const WATCHERS: i64 = 2_000;
+    let mut c = s.client().await;
+    c.put("b/0/x", "0", None).await.expect("put");
+    let mut wc = WatchClient::connect(s.url()).await.expect("connect");
+    let (tx, rx) = mpsc::channel(4_000);
+    for i in 0..300 {
+        tx.send(cancel(1_000_000 + i)).await.expect("send");
+        tx.send(WatchRequest { request_union: Some(RequestUnion::ProgressRequest(WatchProgressRequest {})) })
+            .await
+            .expect("send");
+    }
+    for i in 0..WATCHERS {
+        let req = WatchCreateRequest {
+            key: Bytes::from(format!("b/{i}/")),
+            range_end: Bytes::from(format!("b/{i}0")),
+            prev_kv: true,
+            ..Default::default()
+        };
+        tx.send(WatchRequest { request_union: Some(RequestUnion::CreateRequest(req)) }).await.expect("send");
+    }
+    let call = tokio::time::timeout(Duration::from_secs(10), wc.watch(ReceiverStream::new(rx)));
+    let mut stream = call.await.expect("watch call within 10 s").expect("watch").into_inner();
+    let created = collect_until(&mut stream, WATCHERS as usize, |r| r.created).await;
+    let ids: Vec<i64> = created.iter().map(|r| r.watch_id).collect();
+    assert_eq!(ids, (0..WATCHERS).collect::<Vec<_>>(), "every created response, in order");
+    assert!(created.iter().all(|r| !r.canceled && r.header.as_ref().map(|h| h.revision) == Some(2)));
+
+    // The watchers work: the last one sees its key with the previous value.
+    c.put(format!("b/{}/x", WATCHERS - 1), "1", None).await.expect("put");
+    c.put(format!("b/{}/x", WATCHERS - 1), "2", None).await.expect("put");
+    let events = collect_until(&mut stream, 2, |r| !r.events.is_empty()).await;
+    assert!(events.iter().all(|r| r.watch_id == WATCHERS - 1), "{events:?}");
+    let prev = events[1].events[0].prev_kv.as_ref().map(|kv| kv.value.clone());
+    assert_eq!(prev, Some(Bytes::from_static(b"1")));
+
+    // Cancel half of them in one burst: one canceled response each, in order.
+    for id in 0..WATCHERS / 2 {
+        tx.send(cancel(id)).await.expect("send");
+    }
+    let canceled = collect_until(&mut stream, (WATCHERS / 2) as usize, |r| r.canceled).await;
+    let ids: Vec<i64> = canceled.iter().map(|r| r.watch_id).collect();
+    assert_eq!(ids, (0..WATCHERS / 2).collect::<Vec<_>>());
 }

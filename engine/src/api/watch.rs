@@ -1,6 +1,7 @@
 //! The `etcdserverpb.Watch` service: one bidirectional stream per client call, multiplexing
 //! many watchers. Requests are forwarded to the shard in arrival order; everything the client
-//! receives is produced by the shard's watch hub into one bounded channel (see `watch`).
+//! receives is produced by the shard's watch hub into one bounded channel (see `watch`), and a
+//! stream's requests are read only while it has control credits left.
 
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
@@ -13,6 +14,7 @@ use tonic::{Request, Response, Status, Streaming};
 use super::Api;
 use crate::error::EngineError;
 use crate::shard::{ShardHandle, ShardMsg};
+use crate::watch;
 
 /// Serves Watch.
 #[derive(Debug, Clone)]
@@ -49,39 +51,48 @@ impl Watch for WatchService {
             return Err(EngineError::NoLeader.into());
         }
         let id = self.api.next_id.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = tokio::sync::mpsc::channel(self.api.watch_stream_buffer);
-        let watch_closed = tx.clone();
+        let (tx, rx, credits) = watch::stream_channel(self.api.watch_stream_buffer);
         let shard = self.api.shard.clone();
         // Opening waits for room like the requests after it: a busy mailbox (say, many other
         // streams registering watchers at once) is back-pressure, not a reason to refuse a stream.
-        let open = tx.clone();
-        if !send_reliably(&shard, || ShardMsg::WatchOpen(id, open.clone())).await {
+        if !send_reliably(&shard, || ShardMsg::WatchOpen(id, tx.clone())).await {
             return Err(EngineError::Stopped.into());
         }
         let mut inbound = req.into_inner();
         tokio::spawn(async move {
             loop {
-                tokio::select! {
-                    msg = inbound.message() => {
-                        let Ok(Some(msg)) = msg else { break };
-                        let ok = match msg.request_union {
-                            Some(RequestUnion::CreateRequest(c)) => send_reliably(&shard, || ShardMsg::WatchCreate(id, c.clone())).await,
-                            Some(RequestUnion::CancelRequest(c)) => send_reliably(&shard, || ShardMsg::WatchCancel(id, c.watch_id)).await,
-                            Some(RequestUnion::ProgressRequest(_)) => send_reliably(&shard, || ShardMsg::WatchProgress(id)).await,
-                            None => true,
-                        };
-                        if !ok {
-                            break;
+                let msg = tokio::select! {
+                    msg = inbound.message() => msg,
+                    () = tx.closed() => break,
+                };
+                let Ok(Some(msg)) = msg else { break };
+                let Some(request) = msg.request_union else { continue };
+                // Each request is paid for with one of the stream's control credits; with none
+                // left the stream is not read until the hub has written earlier answers (the
+                // slow-consumer policy for control responses, see `watch`).
+                let paid = tokio::select! {
+                    paid = credits.spend() => paid,
+                    () = tx.closed() => false,
+                };
+                let forwarded = paid
+                    && match request {
+                        RequestUnion::CreateRequest(c) => {
+                            send_reliably(&shard, || ShardMsg::WatchCreate(id, c.clone())).await
                         }
-                    }
-                    () = watch_closed.closed() => break,
+                        RequestUnion::CancelRequest(c) => {
+                            send_reliably(&shard, || ShardMsg::WatchCancel(id, c.watch_id)).await
+                        }
+                        RequestUnion::ProgressRequest(_) => send_reliably(&shard, || ShardMsg::WatchProgress(id)).await,
+                    };
+                if !forwarded {
+                    break;
                 }
             }
             // A client that only half-closes keeps receiving, as with etcd; the stream ends when
             // the client drops it.
-            watch_closed.closed().await;
+            tx.closed().await;
             send_reliably(&shard, || ShardMsg::WatchClose(id)).await;
         });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx).map(Ok))))
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx).map(|resp| Ok(*resp)))))
     }
 }

@@ -1,7 +1,7 @@
 //! Watch: etcd's watch streams, served from the shard that owns the keys.
 //!
-//! Reading order: [`ring`] (recent events with their previous values), `table` (a stream's
-//! watchers by ID, packed for idle watchers), then [`WatchHub`].
+//! Reading order: [`ring`] (recent events with their previous values), `watcher` (one watch,
+//! packed), `table` (a stream's watchers by ID and their key arena), then [`WatchHub`].
 //!
 //! # Model
 //! A client stream (one gRPC `Watch` call) multiplexes watchers. Each stream has one bounded
@@ -15,21 +15,34 @@
 //! later from the ring, or from history in the backend once the ring has moved on. Memory per
 //! stream is bounded by the channel capacity times the catch-up batch size. Only a watcher whose
 //! `next_rev` falls below the compacted revision is canceled, with `compact_revision`, exactly
-//! as etcd does. Control responses that find the channel full wait in a per-stream queue that
-//! grows only with the client's own requests; no event is sent on a stream while it is
-//! non-empty, so a `created` response always precedes its watcher's events.
+//! as etcd does.
+//!
+//! Control responses (created, canceled, progress) that find the channel full wait in a
+//! per-stream queue of compact records (watch ID, kind, revision: 32 bytes; the response is built
+//! when it is written); no event is sent on a stream while the queue is non-empty, so a `created`
+//! response always precedes its watcher's events. The queue is bounded by *control credits*, as
+//! etcd bounds its control channel and blocks its receive loop: the request side of a stream
+//! spends one credit per request it forwards (create, cancel, progress) and waits when it has
+//! none, so it stops reading a client that does not read its responses, and HTTP/2 flow control
+//! pushes back on that client. The hub grants [`WatchConfig::control_credits`] when it opens the
+//! stream and gives a credit back when a request's response enters the channel, or at once when
+//! the request is answered by nothing (a cancel of an unknown ID, a progress request merged with
+//! one already waiting). The only records not paid for by a credit are compaction cancels, one
+//! per watcher at most, each replacing the watcher it ends.
 
 pub mod ring;
 mod table;
 mod watcher;
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ballast_proto::etcdserverpb::{WatchCreateRequest, WatchResponse};
 use ballast_proto::mvccpb::Event;
 use prost::Message;
 use tokio::sync::mpsc::{self, error::TrySendError};
+use tokio::sync::Semaphore;
 
 use crate::error::Result;
 use crate::header::HeaderInfo;
@@ -37,16 +50,70 @@ use crate::mvcc::MvccStore;
 use crate::storage::KvBackend;
 use ring::{event_rev, EventRing};
 use table::WatcherTable;
-use watcher::Watcher;
+use watcher::{ArenaFull, Watcher};
 
 /// Identifies a client watch stream within the engine.
 pub type StreamId = u64;
 
-/// The outgoing side of a watch stream.
-pub type WatchSender = mpsc::Sender<WatchResponse>;
-
 /// etcd's cancel reason for a duplicate client-chosen watch ID.
 pub const DUPLICATE_WATCH_ID: &str = "mvcc: duplicate watch ID provided on the WatchStream";
+
+/// Cancel reason for a create whose keys would take the stream's watchers' keys past 4 GiB (the
+/// key arena's 32-bit offsets; see `table`). etcd has no such limit; no real client comes near it.
+pub const WATCH_KEYS_FULL: &str = "ballast: the watch keys of this stream exceed 4 GiB; open another stream";
+
+/// What a stream's channel carries. Responses are boxed so that a channel slot is a pointer: the
+/// channel allocates its slots in blocks of 32 and keeps them for the stream's life, which for an
+/// unboxed `WatchResponse` (112 bytes) was about 7 KiB per stream once it had sent a few dozen
+/// responses, idle or not.
+pub type Outgoing = Box<WatchResponse>;
+
+/// The hub's side of a watch stream: the bounded channel its responses go to, and the stream's
+/// control credits (see the module doc), which the hub grants and gives back.
+#[derive(Clone, Debug)]
+pub struct WatchSender {
+    tx: mpsc::Sender<Outgoing>,
+    credits: Arc<Semaphore>,
+}
+
+impl WatchSender {
+    /// Resolves once the client's side of the stream is gone.
+    pub async fn closed(&self) {
+        self.tx.closed().await;
+    }
+}
+
+/// The request side's share of a stream's control credits: one is spent per create, cancel or
+/// progress request forwarded to the hub.
+#[derive(Clone, Debug)]
+pub struct ControlCredits(Arc<Semaphore>);
+
+impl ControlCredits {
+    /// Waits for a credit and spends it. Returns false once the hub has closed the stream.
+    pub async fn spend(&self) -> bool {
+        match self.0.acquire().await {
+            Ok(permit) => {
+                permit.forget();
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Spends a credit if one is available now.
+    pub fn try_spend(&self) -> bool {
+        self.0.try_acquire().map(|p| p.forget()).is_ok()
+    }
+}
+
+/// Returns a new stream's channel: the sender the hub writes with (handed over when the stream
+/// is opened), the receiver the client's responses come from (`buffer` of them), and the request
+/// side's credits. There are no credits until the hub opens the stream.
+pub fn stream_channel(buffer: usize) -> (WatchSender, mpsc::Receiver<Outgoing>, ControlCredits) {
+    let (tx, rx) = mpsc::channel(buffer.max(1));
+    let credits = Arc::new(Semaphore::new(0));
+    (WatchSender { tx, credits: credits.clone() }, rx, ControlCredits(credits))
+}
 
 /// Tunables of watch delivery.
 #[derive(Clone, Debug)]
@@ -58,6 +125,15 @@ pub struct WatchConfig {
     /// Responses buffered per stream before its watchers start lagging. 64 absorbs bursts
     /// without letting one slow client pin much memory.
     pub stream_buffer: usize,
+    /// Control requests (create, cancel, progress) a stream may have in flight, from being read
+    /// off the client's stream until their response enters the stream's channel; the stream's
+    /// requests are not read while none is left (see the module doc). This bounds what a burst
+    /// of creates holds on the server: without it, a client opening thousands of watchers at
+    /// once queued one response per watcher, and the allocator kept those pages after the queue
+    /// drained. etcd bounds the same path at 16 responses; 64, one channel's worth, keeps the
+    /// channel full while the next requests are read, so registering at full speed costs
+    /// nothing. At least 1.
+    pub control_credits: usize,
     /// Most events per catch-up response (a revision is never split, so one may exceed it).
     /// 1,000 keeps a catch-up response near etcd's own batching and below 1.5 MiB for
     /// Kubernetes-sized objects.
@@ -74,6 +150,7 @@ impl Default for WatchConfig {
         Self {
             ring_events: 65_536,
             stream_buffer: 64,
+            control_credits: 64,
             catchup_batch_events: 1_000,
             progress_notify_interval: Duration::from_secs(600),
             max_response_bytes: 1_572_864,
@@ -81,15 +158,77 @@ impl Default for WatchConfig {
     }
 }
 
+/// A control response waiting for room in a stream's channel. The response is built from it when
+/// it is written, with the header's cluster, member and term of that moment.
+#[derive(Clone, Copy, Debug)]
+enum Control {
+    /// A watcher was created.
+    Created { watch_id: i64, rev: i64 },
+    /// A create was refused: `created` and `canceled` with `watch_id = -1`, as etcd answers.
+    Refused { rev: i64, reason: &'static str },
+    /// A watcher was canceled at the client's request.
+    Canceled { watch_id: i64, rev: i64 },
+    /// A watcher fell behind the compacted revision and was canceled.
+    Compacted { watch_id: i64, rev: i64, compact_revision: i64 },
+    /// The answer to a progress request: every watcher has been sent everything up to `rev`.
+    Progress { rev: i64 },
+}
+
+impl Control {
+    fn response(self, hdr: &HeaderInfo) -> WatchResponse {
+        match self {
+            Control::Created { watch_id, rev } => {
+                WatchResponse { header: Some(hdr.at(rev)), watch_id, created: true, ..Default::default() }
+            }
+            Control::Refused { rev, reason } => WatchResponse {
+                header: Some(hdr.at(rev)),
+                watch_id: -1,
+                created: true,
+                canceled: true,
+                cancel_reason: reason.to_string(),
+                ..Default::default()
+            },
+            Control::Canceled { watch_id, rev } => {
+                WatchResponse { header: Some(hdr.at(rev)), watch_id, canceled: true, ..Default::default() }
+            }
+            Control::Compacted { watch_id, rev, compact_revision } => WatchResponse {
+                header: Some(hdr.at(rev)),
+                watch_id,
+                canceled: true,
+                compact_revision,
+                ..Default::default()
+            },
+            Control::Progress { rev } => {
+                WatchResponse { header: Some(hdr.at(rev)), watch_id: -1, ..Default::default() }
+            }
+        }
+    }
+
+    /// Returns true when this answers a client request, whose credit comes back once it is sent.
+    fn answers_request(self) -> bool {
+        !matches!(self, Control::Compacted { .. })
+    }
+}
+
 #[derive(Debug)]
 struct Stream {
-    tx: WatchSender,
+    tx: mpsc::Sender<Outgoing>,
+    credits: Arc<Semaphore>,
     watchers: WatcherTable,
     next_id: i64,
-    /// Control responses waiting for room in the channel, in order.
-    pending: VecDeque<WatchResponse>,
-    /// A progress request that could not be answered yet because a watcher was not synced.
+    /// Control responses waiting for room in the channel, in order. At most the stream's
+    /// control credits plus one compaction cancel per watcher.
+    pending: VecDeque<Control>,
+    /// A progress request that could not be answered yet because a watcher was not synced. It
+    /// holds its request's credit until answered.
     progress_deferred: bool,
+}
+
+impl Drop for Stream {
+    /// Wakes a request side waiting for credits: the stream is gone.
+    fn drop(&mut self) {
+        self.credits.close();
+    }
 }
 
 enum Sent {
@@ -103,38 +242,50 @@ impl Stream {
         if !self.pending.is_empty() {
             return Sent::Full;
         }
-        match self.tx.try_send(resp) {
+        match self.tx.try_send(Box::new(resp)) {
             Ok(()) => Sent::Yes,
             Err(TrySendError::Full(_)) => Sent::Full,
             Err(TrySendError::Closed(_)) => Sent::Closed,
         }
     }
 
-    /// Sends a control response now or queues it; false when the client is gone.
-    fn send_control(&mut self, resp: WatchResponse) -> bool {
-        self.pending.push_back(resp);
-        self.drain_pending()
+    /// Gives back the credit of a request that is answered by nothing.
+    fn return_credit(&self) {
+        self.credits.add_permits(1);
     }
 
-    fn drain_pending(&mut self) -> bool {
-        while let Some(resp) = self.pending.pop_front() {
-            match self.tx.try_send(resp) {
-                Ok(()) => {}
-                Err(TrySendError::Full(resp)) => {
-                    self.pending.push_front(resp);
-                    return true;
+    /// Sends a control response now or queues it; false when the client is gone.
+    fn send_control(&mut self, c: Control, hdr: &HeaderInfo) -> bool {
+        self.pending.push_back(c);
+        self.drain_pending(hdr)
+    }
+
+    fn drain_pending(&mut self, hdr: &HeaderInfo) -> bool {
+        let mut answered = 0;
+        let mut open = true;
+        while let Some(c) = self.pending.front().copied() {
+            match self.tx.try_reserve() {
+                Ok(slot) => {
+                    slot.send(Box::new(c.response(hdr)));
+                    self.pending.pop_front();
+                    answered += usize::from(c.answers_request());
                 }
-                Err(TrySendError::Closed(_)) => return false,
+                Err(TrySendError::Full(())) => break,
+                Err(TrySendError::Closed(())) => {
+                    open = false;
+                    break;
+                }
             }
         }
-        // A burst of creates (a client opening thousands of watches at once) grows the queue
-        // to one slot per `created` response; a VecDeque keeps that capacity after draining,
-        // which idle streams would then carry for good (about 110 B per watcher created in the
-        // burst). Give it back once the burst is through.
-        if self.pending.capacity() > PENDING_KEPT {
+        if answered > 0 {
+            self.credits.add_permits(answered);
+        }
+        // Compaction can cancel every watcher of a stream at once; a VecDeque keeps the capacity
+        // of such a burst after draining, which an idle stream would then carry for good.
+        if self.pending.is_empty() && self.pending.capacity() > PENDING_KEPT {
             self.pending = VecDeque::new();
         }
-        true
+        open
     }
 }
 
@@ -170,18 +321,19 @@ impl WatchHub {
         &self.cfg
     }
 
-    /// Registers a client stream.
-    pub fn open_stream(&mut self, id: StreamId, tx: WatchSender) {
-        self.streams.insert(
-            id,
-            Stream {
-                tx,
-                watchers: WatcherTable::default(),
-                next_id: 0,
-                pending: VecDeque::new(),
-                progress_deferred: false,
-            },
-        );
+    /// Registers a client stream and grants its control credits.
+    pub fn open_stream(&mut self, id: StreamId, sender: WatchSender) {
+        let WatchSender { tx, credits } = sender;
+        credits.add_permits(self.cfg.control_credits.max(1));
+        let stream = Stream {
+            tx,
+            credits,
+            watchers: WatcherTable::default(),
+            next_id: 0,
+            pending: VecDeque::new(),
+            progress_deferred: false,
+        };
+        self.streams.insert(id, stream);
     }
 
     /// Forgets a client stream and its watchers.
@@ -196,7 +348,8 @@ impl WatchHub {
     }
 
     /// Handles a create request: answers `created` and registers the watcher, or answers
-    /// `created` + `canceled` with `watch_id = -1` for a duplicate ID.
+    /// `created` + `canceled` with `watch_id = -1` for a duplicate ID (or a stream whose
+    /// watchers' keys are full, see [`WATCH_KEYS_FULL`]).
     pub fn create<B: KvBackend>(
         &mut self,
         stream: StreamId,
@@ -214,32 +367,17 @@ impl WatchHub {
             }
             s.next_id
         };
-        if s.watchers.contains_key(&id) {
-            let resp = WatchResponse {
-                header: Some(hdr.at(current)),
-                watch_id: -1,
-                created: true,
-                canceled: true,
-                cancel_reason: DUPLICATE_WATCH_ID.to_string(),
-                ..Default::default()
-            };
-            if !s.send_control(resp) {
-                self.streams.remove(&stream);
-            } else if !s.pending.is_empty() {
-                self.attention.insert(stream);
+        let (control, behind) = if s.watchers.contains_key(&id) {
+            (Control::Refused { rev: current, reason: DUPLICATE_WATCH_ID }, false)
+        } else {
+            match s.watchers.insert(id, req, current) {
+                Ok(()) => (Control::Created { watch_id: id, rev: current }, s.watchers[&id].next_rev() <= current),
+                Err(ArenaFull) => (Control::Refused { rev: current, reason: WATCH_KEYS_FULL }, false),
             }
-            return;
-        }
-        let next_rev = if req.start_revision == 0 { current + 1 } else { req.start_revision };
-        let w = Watcher::new(req, next_rev);
-        s.watchers.insert(id, w);
-        let created =
-            WatchResponse { header: Some(hdr.at(current)), watch_id: id, created: true, ..Default::default() };
-        if !s.send_control(created) {
-            self.streams.remove(&stream);
-            return;
-        }
-        if next_rev <= current || !s.pending.is_empty() {
+        };
+        if !s.send_control(control, hdr) {
+            self.close_stream(stream);
+        } else if behind || !s.pending.is_empty() {
             self.attention.insert(stream);
         }
     }
@@ -247,21 +385,25 @@ impl WatchHub {
     /// Handles a cancel request; unknown IDs are ignored, as etcd does.
     pub fn cancel(&mut self, stream: StreamId, watch_id: i64, current_rev: i64, hdr: &HeaderInfo) {
         let Some(s) = self.streams.get_mut(&stream) else { return };
-        if s.watchers.remove(&watch_id).is_some() {
-            let resp =
-                WatchResponse { header: Some(hdr.at(current_rev)), watch_id, canceled: true, ..Default::default() };
-            if !s.send_control(resp) {
-                self.streams.remove(&stream);
-            } else if !s.pending.is_empty() {
-                self.attention.insert(stream);
-            }
+        if s.watchers.remove(&watch_id).is_none() {
+            s.return_credit();
+            return;
+        }
+        if !s.send_control(Control::Canceled { watch_id, rev: current_rev }, hdr) {
+            self.close_stream(stream);
+        } else if !s.pending.is_empty() {
+            self.attention.insert(stream);
         }
     }
 
     /// Handles a progress request: answers at once with `watch_id = -1` when every watcher of the
-    /// stream is synced, otherwise as soon as they are.
+    /// stream is synced, otherwise as soon as they are. A request made while another waits is
+    /// answered by that one's response.
     pub fn request_progress(&mut self, stream: StreamId, current_rev: i64, hdr: &HeaderInfo) {
         if let Some(s) = self.streams.get_mut(&stream) {
+            if s.progress_deferred {
+                s.return_credit();
+            }
             s.progress_deferred = true;
             self.attention.insert(stream);
         }
@@ -272,20 +414,15 @@ impl WatchHub {
         let mut gone = Vec::new();
         for id in &self.attention {
             let Some(s) = self.streams.get_mut(id) else { continue };
-            if !s.progress_deferred {
-                continue;
-            }
-            let synced = s.watchers.values().all(|w| w.next_rev > current_rev && current_rev >= w.start_rev);
-            if !synced {
+            if !s.progress_deferred || !s.watchers.values().all(|w| w.synced(current_rev)) {
                 continue;
             }
             s.progress_deferred = false;
             // etcd answers nothing on a stream without watchers.
-            if !s.watchers.is_empty() {
-                let resp = WatchResponse { header: Some(hdr.at(current_rev)), watch_id: -1, ..Default::default() };
-                if !s.send_control(resp) {
-                    gone.push(*id);
-                }
+            if s.watchers.is_empty() {
+                s.return_credit();
+            } else if !s.send_control(Control::Progress { rev: current_rev }, hdr) {
+                gone.push(*id);
             }
         }
         for id in gone {
@@ -300,27 +437,31 @@ impl WatchHub {
             self.ring.push(events, new_rev);
         }
         let max_bytes = self.cfg.max_response_bytes;
+        let first = events.first().map_or(new_rev + 1, event_rev);
         let mut gone = Vec::new();
         for (sid, s) in &mut self.streams {
             let ids: Vec<i64> = s.watchers.ids().collect();
             for id in ids {
                 let w = &s.watchers[&id];
-                let first = events.first().map_or(new_rev + 1, event_rev);
-                if w.next_rev < first {
+                if w.next_rev() < first {
                     continue; // lagging: served by catch_up
                 }
-                let batch: Vec<Event> =
-                    events.iter().filter(|e| event_rev(e) >= w.next_rev && w.wants(e)).map(|e| w.shape(e)).collect();
+                let keys = s.watchers.keys();
+                let batch: Vec<Event> = events
+                    .iter()
+                    .filter(|e| event_rev(e) >= w.next_rev() && w.wants(keys, e))
+                    .map(|e| w.shape(e))
+                    .collect();
                 let fragment = w.fragment();
                 if batch.is_empty() {
                     let w = s.watchers.get_mut(&id).expect("invariant: id taken from this map");
-                    w.next_rev = w.next_rev.max(new_rev + 1);
+                    w.advance(new_rev + 1);
                     continue;
                 }
                 match send_events(s, id, batch, new_rev, hdr, fragment, max_bytes) {
                     Sent::Yes => {
                         let w = s.watchers.get_mut(&id).expect("invariant: id taken from this map");
-                        w.next_rev = w.next_rev.max(new_rev + 1);
+                        w.advance(new_rev + 1);
                         w.mark_sent();
                     }
                     Sent::Full => {
@@ -363,32 +504,26 @@ impl WatchHub {
                 settled.push(*sid);
                 continue;
             };
-            if !s.drain_pending() {
+            if !s.drain_pending(hdr) {
                 gone.push(*sid);
                 continue;
             }
             if !s.pending.is_empty() {
                 continue;
             }
-            let ids: Vec<i64> = s.watchers.iter().filter(|(_, w)| w.next_rev <= current).map(|(id, _)| id).collect();
+            let ids: Vec<i64> = s.watchers.iter().filter(|(_, w)| w.next_rev() <= current).map(|(id, _)| id).collect();
             for id in ids {
                 let w = &s.watchers[&id];
-                if w.next_rev < compact {
-                    let resp = WatchResponse {
-                        header: Some(hdr.at(current)),
-                        watch_id: id,
-                        canceled: true,
-                        compact_revision: compact,
-                        ..Default::default()
-                    };
+                if w.next_rev() < compact {
                     s.watchers.remove(&id);
-                    if !s.send_control(resp) {
+                    let canceled = Control::Compacted { watch_id: id, rev: current, compact_revision: compact };
+                    if !s.send_control(canceled, hdr) {
                         gone.push(*sid);
                         break;
                     }
                     continue;
                 }
-                let (batch, upto) = collect(w, &self.ring, store, current, batch_max)?;
+                let (batch, upto) = collect(w, s.watchers.keys(), &self.ring, store, current, batch_max)?;
                 let fragment = w.fragment();
                 let sent = if batch.is_empty() {
                     Sent::Yes
@@ -398,7 +533,7 @@ impl WatchHub {
                 match sent {
                     Sent::Yes => {
                         let w = s.watchers.get_mut(&id).expect("invariant: id taken from this map");
-                        w.next_rev = upto + 1;
+                        w.advance(upto + 1);
                         w.mark_sent();
                     }
                     Sent::Full => break,
@@ -408,7 +543,7 @@ impl WatchHub {
                     }
                 }
             }
-            if s.pending.is_empty() && !s.progress_deferred && s.watchers.values().all(|w| w.next_rev > current) {
+            if s.pending.is_empty() && !s.progress_deferred && s.watchers.values().all(|w| w.next_rev() > current) {
                 settled.push(*sid);
             }
         }
@@ -436,14 +571,15 @@ impl WatchHub {
             return;
         }
         for s in self.streams.values_mut() {
+            let quiet = s.pending.is_empty();
             for (id, w) in s.watchers.iter_mut() {
                 if !w.progress_notify() {
                     continue;
                 }
                 let idle = !w.take_sent();
-                if idle && w.next_rev > current_rev && current_rev >= w.start_rev && s.pending.is_empty() {
+                if idle && w.synced(current_rev) && quiet {
                     let resp = WatchResponse { header: Some(hdr.at(current_rev)), watch_id: id, ..Default::default() };
-                    let _ = s.tx.try_send(resp);
+                    let _ = s.tx.try_send(Box::new(resp));
                 }
             }
         }
@@ -451,15 +587,17 @@ impl WatchHub {
 }
 
 /// Collects the events a lagging watcher needs next, up to about `batch_max` events without
-/// splitting a revision; returns them and the last revision covered.
+/// splitting a revision; returns them and the last revision covered. `keys` is the watcher's
+/// table's key arena.
 fn collect<B: KvBackend>(
     w: &Watcher,
+    keys: &[u8],
     ring: &EventRing,
     store: &MvccStore<B>,
     current: i64,
     batch_max: usize,
 ) -> Result<(Vec<Event>, i64)> {
-    let from_ring = w.next_rev >= ring.first_rev();
+    let from_ring = w.next_rev() >= ring.first_rev();
     // History is read only up to the ring's start; the ring serves the rest on the next pass.
     let limit = if from_ring { current } else { (ring.first_rev() - 1).min(current) };
     let mut upto = limit;
@@ -470,19 +608,19 @@ fn collect<B: KvBackend>(
             upto = rev - 1;
             return false;
         }
-        if w.wants(e) {
+        if w.wants(keys, e) {
             out.push(w.shape(e));
         }
         true
     };
     if from_ring {
-        for e in ring.since(w.next_rev) {
+        for e in ring.since(w.next_rev()) {
             if !take(e) {
                 break;
             }
         }
     } else {
-        store.history(w.next_rev, limit, &mut |e| take(&e))?;
+        store.history(w.next_rev(), limit, &mut |e| take(&e))?;
     }
     Ok((out, upto))
 }

@@ -1,5 +1,5 @@
 //! Watch hub tests on the in-memory backend: ordering of created responses and events, history
-//! catch-up, compaction cancels, progress, and the slow-consumer policy.
+//! catch-up, compaction cancels, progress, the slow-consumer policy and control credits.
 
 use ballast_proto::etcdserverpb::{PutRequest, WatchCreateRequest, WatchResponse};
 use bytes::Bytes;
@@ -52,10 +52,10 @@ impl Fixture {
     }
 }
 
-fn drain(rx: &mut mpsc::Receiver<WatchResponse>) -> Vec<WatchResponse> {
+fn drain(rx: &mut mpsc::Receiver<Outgoing>) -> Vec<WatchResponse> {
     let mut out = Vec::new();
     while let Ok(r) = rx.try_recv() {
-        out.push(r);
+        out.push(*r);
     }
     out
 }
@@ -67,7 +67,7 @@ fn revs(resps: &[WatchResponse]) -> Vec<i64> {
 #[test]
 fn created_then_events_with_prev_kv() {
     let mut f = Fixture::new(WatchConfig::default());
-    let (tx, mut rx) = mpsc::channel(8);
+    let (tx, mut rx, _credits) = stream_channel(8);
     f.hub.open_stream(1, tx);
     f.watch(1, "a", 0);
     f.put("a", "1");
@@ -86,7 +86,7 @@ fn history_then_ring_and_compaction_cancel() {
     for i in 0..5 {
         f.put("k", &i.to_string());
     }
-    let (tx, mut rx) = mpsc::channel(8);
+    let (tx, mut rx, _credits) = stream_channel(8);
     f.hub.open_stream(1, tx);
     f.watch(1, "k", 2);
     f.catch_up();
@@ -108,8 +108,8 @@ fn history_then_ring_and_compaction_cancel() {
 #[test]
 fn slow_stream_lags_then_catches_up_without_loss() {
     let mut f = Fixture::new(WatchConfig::default());
-    let (slow_tx, mut slow_rx) = mpsc::channel(2);
-    let (fast_tx, mut fast_rx) = mpsc::channel(64);
+    let (slow_tx, mut slow_rx, _slow_credits) = stream_channel(2);
+    let (fast_tx, mut fast_rx, _fast_credits) = stream_channel(64);
     f.hub.open_stream(1, slow_tx);
     f.hub.open_stream(2, fast_tx);
     f.watch(1, "k", 0);
@@ -134,7 +134,7 @@ fn progress_waits_for_sync_and_duplicate_ids_are_refused() {
     let mut f = Fixture::new(WatchConfig { ring_events: 1, ..WatchConfig::default() });
     f.put("k", "0");
     f.put("k", "1");
-    let (tx, mut rx) = mpsc::channel(8);
+    let (tx, mut rx, _credits) = stream_channel(8);
     f.hub.open_stream(1, tx);
     f.watch(1, "k", 2); // behind: progress must wait
     f.hub.request_progress(1, f.store.current_rev(), &f.hdr);
@@ -156,23 +156,140 @@ fn progress_waits_for_sync_and_duplicate_ids_are_refused() {
     assert_eq!(got[0].cancel_reason, DUPLICATE_WATCH_ID);
 }
 
+/// Returns the credits the request side could spend now.
+fn available(c: &ControlCredits) -> usize {
+    c.0.available_permits()
+}
+
+/// A client opening watchers faster than it reads: the request side stops when its credits run
+/// out, so the queue never holds more than the credits, and every `created` still arrives, in
+/// order.
 #[test]
-fn a_burst_of_creates_leaves_no_queue_behind() {
-    let mut f = Fixture::new(WatchConfig::default());
-    let (tx, mut rx) = mpsc::channel(2);
+fn a_burst_of_creates_is_bounded_by_control_credits() {
+    let mut f = Fixture::new(WatchConfig { control_credits: 4, ..WatchConfig::default() });
+    let (tx, mut rx, credits) = stream_channel(2);
     f.hub.open_stream(1, tx);
-    for i in 0..500 {
-        f.watch(1, &format!("k{i}"), 0);
-    }
-    let queued = f.hub.streams[&1].pending.len();
-    assert!(queued >= 490, "the channel holds 2; the rest waits in order ({queued})");
+    assert_eq!(available(&credits), 4);
     let mut created = Vec::new();
-    while created.len() < 500 {
+    let mut requested = 0;
+    let mut stalls = 0;
+    for round in 0.. {
+        if created.len() == 500 {
+            break;
+        }
+        assert!(round < 5_000, "stuck at {} created of {requested} requested", created.len());
+        // The request side forwards while it has credits.
+        while requested < 500 && credits.try_spend() {
+            f.watch(1, &format!("k{requested}"), 0);
+            requested += 1;
+            let queued = f.hub.streams[&1].pending.len();
+            assert!(queued <= 4, "the queue holds at most the credits ({queued})");
+        }
+        if requested < 500 {
+            stalls += 1;
+        }
+        // The client reads; the hub writes what waited and gives the credits back.
         created.extend(drain(&mut rx));
         f.catch_up();
     }
+    assert!(stalls > 100, "a client that reads 2 at a time holds the request side back ({stalls})");
     let ids: Vec<i64> = created.iter().map(|r| r.watch_id).collect();
     assert_eq!(ids, (0..500).collect::<Vec<i64>>(), "every created response, in order");
     let s = &f.hub.streams[&1];
     assert!(s.pending.is_empty() && s.pending.capacity() <= PENDING_KEPT, "{}", s.pending.capacity());
+    assert_eq!(available(&credits), 4, "every credit came back");
+    assert_eq!(f.hub.watcher_count(), 500);
+}
+
+/// Credits come back when a response is written, or at once for requests nothing answers; a
+/// compaction cancel, which answers no request, returns none.
+#[test]
+fn every_request_returns_its_credit_once() {
+    let mut f = Fixture::new(WatchConfig { control_credits: 3, ring_events: 1, ..WatchConfig::default() });
+    let (tx, mut rx, credits) = stream_channel(8);
+    f.hub.open_stream(1, tx);
+    let rev = f.store.current_rev();
+    // Nothing answers these: a progress request on a stream without watchers, a cancel of an
+    // unknown ID.
+    for _ in 0..10 {
+        assert!(credits.try_spend());
+        f.hub.request_progress(1, rev, &f.hdr);
+        assert!(credits.try_spend());
+        f.hub.cancel(1, 42, rev, &f.hdr);
+    }
+    assert!(drain(&mut rx).is_empty());
+    assert_eq!(available(&credits), 3);
+
+    // A progress request waiting for a lagging watcher keeps its credit; a second one is merged
+    // into it and returns its own at once.
+    for i in 0..3 {
+        f.put("k", &i.to_string());
+    }
+    assert!(credits.try_spend());
+    f.watch(1, "k", 2);
+    assert!(credits.try_spend() && credits.try_spend());
+    f.hub.request_progress(1, f.store.current_rev(), &f.hdr);
+    f.hub.request_progress(1, f.store.current_rev(), &f.hdr);
+    assert_eq!(available(&credits), 2, "the create's credit and the merged request's");
+    f.catch_up();
+    f.catch_up();
+    let got = drain(&mut rx);
+    assert!(got[0].created && got.last().is_some_and(|r| r.watch_id == -1 && !r.created), "{got:?}");
+    assert_eq!(got.iter().filter(|r| r.watch_id == -1).count(), 1, "one progress answer for both requests");
+    assert_eq!(available(&credits), 3);
+
+    // A watcher canceled by compaction: a response without a request, so no credit.
+    assert!(credits.try_spend());
+    f.watch(1, "k", 2);
+    f.store.compact(4).expect("compact");
+    f.store.flush(WriteOpts::default()).expect("flush");
+    f.catch_up();
+    let got = drain(&mut rx);
+    assert!(got.iter().any(|r| r.canceled && r.compact_revision == 4), "{got:?}");
+    assert_eq!(available(&credits), 3);
+}
+
+/// A request side waiting for credits is released when the hub drops the stream.
+#[test]
+fn closing_a_stream_ends_the_wait_for_credits() {
+    let mut f = Fixture::new(WatchConfig { control_credits: 1, ..WatchConfig::default() });
+    let (tx, _rx, credits) = stream_channel(1);
+    f.hub.open_stream(1, tx);
+    assert!(futures::executor::block_on(credits.spend()));
+    f.hub.close_stream(1);
+    assert!(!futures::executor::block_on(credits.spend()), "no credit, and no waiting forever");
+}
+
+#[test]
+fn queued_responses_are_small() {
+    assert_eq!(std::mem::size_of::<Outgoing>(), std::mem::size_of::<usize>(), "a channel slot is a pointer");
+    // What a queued control response costs, against the response it stands for.
+    assert!(std::mem::size_of::<Control>() <= 32, "{}", std::mem::size_of::<Control>());
+    assert!(std::mem::size_of::<WatchResponse>() > 3 * std::mem::size_of::<Control>());
+}
+
+/// A prefix watch and a half-open range watch see the same events through the hub.
+#[test]
+fn prefix_and_range_watchers_see_their_keys() {
+    let mut f = Fixture::new(WatchConfig::default());
+    let (tx, mut rx, _credits) = stream_channel(64);
+    f.hub.open_stream(1, tx);
+    for (key, end) in [("p/", "p0"), ("p/", "p/m"), ("", "\0")] {
+        let req = WatchCreateRequest {
+            key: Bytes::copy_from_slice(key.as_bytes()),
+            range_end: Bytes::copy_from_slice(end.as_bytes()),
+            ..Default::default()
+        };
+        f.hub.create(1, &req, &f.store, &f.hdr);
+    }
+    for k in ["p/a", "p/z", "p0", "o"] {
+        f.put(k, "v");
+    }
+    let got = drain(&mut rx);
+    let seen = |id: i64| -> Vec<i64> {
+        got.iter().filter(|r| r.watch_id == id).flat_map(|r| r.events.iter()).map(ring::event_rev).collect()
+    };
+    assert_eq!(seen(0), vec![2, 3], "p/ prefix");
+    assert_eq!(seen(1), vec![2], "p/ up to p/m");
+    assert_eq!(seen(2), vec![2, 3, 4, 5], "everything");
 }
