@@ -67,7 +67,9 @@ done
 commit=$(git rev-parse --short HEAD)
 out="benches/results/$(date -u +%Y-%m-%d)-$commit-frontend.md"
 mkdir -p benches/results
-python3 - "$raw" "$out" "$commit" "$duration" "$repeats" "$watch_repeats" "$*" <<'PY'
+command="bash benches/kube-run.sh $*"
+[[ -n "${SCENARIOS:-}" ]] && command="SCENARIOS=\"$SCENARIOS\" $command"
+python3 - "$raw" "$out" "$commit" "$duration" "$repeats" "$watch_repeats" "$command" <<'PY'
 import json, statistics, subprocess, sys
 raw, out, commit, duration, repeats, watch_repeats, args = sys.argv[1:8]
 rows = [json.loads(l) for l in open(raw)]
@@ -91,7 +93,7 @@ lines = [
     "",
     f"* Machine: {sh('nproc')} cores, {mem} GiB, kernel {sh('uname -r')}; shared and noisy, so read medians and ratios.",
     f"* Backends: (a) {sh('etcd --version | head -1')} (Debian etcd-server) + `ballast frontend`; (b) `ballast engine` + `ballast frontend`. Same frontend binary, same run, fresh data directories.",
-    f"* Command: `bash benches/kube-run.sh {args}` (DURATION={duration}, REPEATS={repeats}, WATCH_REPEATS={watch_repeats}); figures are medians over repeats.",
+    f"* Command: `{args}` (DURATION={duration}, REPEATS={repeats}, WATCH_REPEATS={watch_repeats}); figures are medians over repeats.",
     "* Client: `ballast-kube-load`, HTTP/2 over TLS with the admin kubeconfig's client certificate, on the same 2 cores as both servers.",
     "* Memory is the frontend process's (`/proc/<pid>/status`), not the storage server's.",
     "",

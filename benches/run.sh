@@ -45,7 +45,9 @@ done
 commit=$(git rev-parse --short HEAD)
 out="benches/results/$(date -u +%Y-%m-%d)-$commit.md"
 mkdir -p benches/results
-python3 - "$raw" "$out" "$commit" "$duration" "$*" <<'PY'
+command="bash benches/run.sh $*"
+[[ -n "${SCENARIOS:-}" ]] && command="SCENARIOS=\"$SCENARIOS\" $command"
+python3 - "$raw" "$out" "$commit" "$duration" "$command" <<'PY'
 import json, subprocess, sys
 raw, out, commit, duration, args = sys.argv[1:6]
 rows = [json.loads(l) for l in open(raw)]
@@ -62,7 +64,7 @@ lines = [
     f"* Machine: {sh('nproc')} cores, {mem} GiB, kernel {sh('uname -r')}, "
     f"disk {disk}; shared and noisy, so read medians and ratios.",
     f"* Reference: {sh('etcd --version | head -1')} (Debian etcd-server), default flags, same machine, same run.",
-    f"* Command: `bash benches/run.sh {args}`; {duration} s per scenario, fresh server and data directory per scenario.",
+    f"* Command: `{args}`; {duration} s per scenario, fresh server and data directory per scenario.",
     "",
     "Throughput is shared-machine throughput: the load client runs on the same 2 cores. Server CPU",
     "per op (user + system time of the server process over the timed part, divided by ops) is the",
@@ -85,11 +87,14 @@ for s, t in by.items():
         continue
     lines += ["", f"## {s}", "", "| figure | etcd | Ballast |", "|---|---:|---:|"]
     e, b = t.get("etcd", {}).get("result", {}), t.get("ballast", {}).get("result", {})
-    for k, label in [("ops_per_sec", "delivered events/s"), ("delivery_p50_ms", "delivery p50 ms"), ("delivery_p99_ms", "delivery p99 ms"),
+    for k, label in [("secs", "timed part or registration, s"), ("bytes_per_watcher", "server memory per idle watcher, B"),
+                     ("server_rss_before_mib", "server RSS before watchers (MiB)"), ("server_rss_after_mib", "server RSS with watchers (MiB)"),
+                     ("ops_per_sec", "delivered events/s (idle: watchers registered/s)"), ("delivery_p50_ms", "delivery p50 ms"), ("delivery_p99_ms", "delivery p99 ms"),
                      ("puts_sent", "puts sent"), ("puts", "puts acknowledged"), ("events_expected", "events expected"), ("events_missed", "events missed"), ("watchers_registered", "watchers registered"),
                      ("watchers_canceled", "watchers canceled"), ("put_p99_ms", "writer put p99 ms"),
                      ("server_cpu_s", "server CPU s (timed part)"), ("client_cpu_s", "client CPU s (timed part)")]:
-        lines.append(f"| {label} | {e.get(k, 0):,.2f} | {b.get(k, 0):,.2f} |")
+        if k in e or k in b:
+            lines.append(f"| {label} | {e.get(k, 0):,.2f} | {b.get(k, 0):,.2f} |")
     lines.append(f"| server RSS after run (MiB) | {t.get('etcd', {}).get('server_rss_kb', 0) / 1024:,.0f} | {t.get('ballast', {}).get('server_rss_kb', 0) / 1024:,.0f} |")
 lines += ["", "## Raw results", "", "```"] + [json.dumps(r) for r in rows] + ["```", ""]
 open(out, "w").write("\n".join(lines))
