@@ -5,6 +5,7 @@
 //! an [`EngineError`](crate::EngineError) becomes a `tonic::Status`.
 
 pub mod cluster;
+pub mod conn;
 pub mod kv;
 pub mod lease;
 pub mod maintenance;
