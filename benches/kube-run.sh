@@ -66,6 +66,9 @@ done
 
 commit=$(git rev-parse --short HEAD)
 out="benches/results/$(date -u +%Y-%m-%d)-$commit-frontend.md"
+# A second run at the same commit gets its own file rather than replacing the first.
+n=2
+while [[ -e "$out" ]]; do out="benches/results/$(date -u +%Y-%m-%d)-$commit-frontend-$n.md"; n=$((n + 1)); done
 mkdir -p benches/results
 command="bash benches/kube-run.sh $*"
 [[ -n "${SCENARIOS:-}" ]] && command="SCENARIOS=\"$SCENARIOS\" $command"
