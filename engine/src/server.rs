@@ -19,13 +19,14 @@ use futures::StreamExt;
 use sha2::{Digest, Sha256};
 
 use crate::api::{cluster::ClusterService, kv::KvService, lease::LeaseService, maintenance::MaintenanceService};
-use crate::api::{conn::CoalescingStream, watch::WatchService, Api, ApiContext, MemberInfo};
+use crate::api::{watch::WatchService, Api, ApiContext, MemberInfo};
 use crate::clock::{Clock, SystemClock};
 use crate::error::{EngineError, Result};
 use crate::header::HeaderInfo;
 use crate::shard::{Shard, ShardConfig, ShardHandle, ShardMsg};
 use crate::storage::rocks::{RocksBackend, RocksOptions};
 use crate::storage::{Cf, KvBackend, StorageError, WriteBatch, WriteOpts};
+use ballast_proto::coalesce::CoalescingStream;
 
 /// Everything needed to run one engine member.
 #[derive(Clone, Debug)]
@@ -188,7 +189,7 @@ impl Engine {
             let send = usize::MAX;
             // Our own listener bypasses tonic's socket options: without TCP_NODELAY, small
             // responses wait for delayed ACKs (about 40 ms per request). Each connection batches
-            // the responses ready at once into one write (see `api::conn`).
+            // the responses ready at once into one write (see `ballast_proto::coalesce`).
             let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).map(|conn| {
                 conn.map(|tcp| {
                     let _ = tcp.set_nodelay(true);

@@ -4,9 +4,13 @@
 //!
 //! The `.proto` files in `proto/` are written from etcd's published field numbers and service
 //! paths; they are the contract with every etcd client and must stay wire-identical to etcd's.
-//! `ballastpb` holds the raft log entry format of the engine, which is internal. `bytes` fields are `bytes::Bytes`, so an encoded key or value can be shared between many
+//! `ballastpb` holds the raft log entry format of the engine, which is internal. `coalesce` is
+//! the one hand-written part: the connection wrapper both the engine and the load tool put
+//! around their HTTP/2 sockets. `bytes` fields are `bytes::Bytes`, so an encoded key or value can be shared between many
 //! responses without copying (watch fan-out relies on this).
 #![allow(missing_docs, unreachable_pub, clippy::all, missing_debug_implementations)]
+
+pub mod coalesce;
 
 /// Storage types: `KeyValue` and `Event`.
 pub mod mvccpb {

@@ -8,13 +8,11 @@
 //! `writev`. This is the client's own cost per request and changes nothing on the wire but how
 //! frames are grouped into segments, so it applies the same to every server measured.
 
-use std::io::{self, IoSlice};
-use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::io;
 
+use ballast_proto::coalesce::CoalescingStream;
 use ballast_proto::etcdserverpb::{kv_client::KvClient, watch_client::WatchClient};
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tonic::transport::{Channel, Endpoint, Uri};
 
@@ -42,79 +40,4 @@ pub(crate) fn kv(chans: &[Channel], i: usize) -> KvClient<Channel> {
 /// A Watch client on channel `i` (round robin).
 pub(crate) fn watch(chans: &[Channel], i: usize) -> WatchClient<Channel> {
     WatchClient::new(chans[i % chans.len()].clone()).max_decoding_message_size(64 << 20)
-}
-
-/// Where a connection is between two flushes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum FlushState {
-    /// Nothing written since the last flush: the next write yields first.
-    Idle,
-    /// Yielded once; the next write goes to the socket.
-    Yielded,
-    /// Writing: further writes of this flush go straight to the socket.
-    Writing,
-}
-
-/// A TCP connection whose writes wait one scheduler turn per flush (see the module doc).
-#[derive(Debug)]
-pub(crate) struct CoalescingStream {
-    inner: TcpStream,
-    state: FlushState,
-}
-
-impl CoalescingStream {
-    pub(crate) fn new(inner: TcpStream) -> Self {
-        Self { inner, state: FlushState::Idle }
-    }
-
-    /// Returns true when this write waits a turn: the task is woken at once, so it is polled
-    /// again after the tasks already queued.
-    fn defer(&mut self, cx: &mut Context<'_>) -> bool {
-        if self.state == FlushState::Idle {
-            self.state = FlushState::Yielded;
-            cx.waker().wake_by_ref();
-            return true;
-        }
-        self.state = FlushState::Writing;
-        false
-    }
-}
-
-impl AsyncRead for CoalescingStream {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for CoalescingStream {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        if self.defer(cx) {
-            return Poll::Pending;
-        }
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        if self.defer(cx) {
-            return Poll::Pending;
-        }
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.state = FlushState::Idle;
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
 }

@@ -5,7 +5,6 @@
 //! an [`EngineError`](crate::EngineError) becomes a `tonic::Status`.
 
 pub mod cluster;
-pub mod conn;
 pub mod kv;
 pub mod lease;
 pub mod maintenance;

@@ -1,16 +1,18 @@
-//! Accepted client connections: [`CoalescingStream`], a TCP stream that lets one scheduler turn
-//! pass before each flush, so the HTTP/2 frames of many responses leave in one `writev`.
+//! [`CoalescingStream`]: a connection that lets one scheduler turn pass before the first write of
+//! each flush, so the HTTP/2 frames of many requests or responses leave in one `writev`. The
+//! engine wraps every accepted client connection in it, and the load tool its own connections.
 //!
-//! Why: hyper runs every HTTP/2 stream as its own task. When the shard answers a round of writes,
-//! each answered stream task queues its response frames and wakes the connection task, and tokio
+//! Why: hyper runs every HTTP/2 stream as its own task. When a round of requests is answered
+//! (or issued), each stream task queues its frames and wakes the connection task, and tokio
 //! runs a task woken that way right after the waker (its LIFO slot). Without a pause the
-//! connection task therefore flushes after every single response: one `writev`, one loopback
-//! transmit and one wakeup of the client per request. Yielding once before the first write of a
-//! flush puts the connection task behind the other stream tasks already queued, so it writes
+//! connection task therefore flushes after every single message: one `writev`, one loopback
+//! transmit and one wakeup of the peer each. Yielding once before the first write of a flush
+//! puts the connection task behind the other stream tasks already queued, so it writes
 //! everything they produced at once. When nothing else is queued the yield costs one task poll.
 //!
 //! This changes only when bytes are written, never what or in which order: HTTP/2 framing and
 //! ordering stay h2's.
+#![warn(missing_docs, unreachable_pub, clippy::all, missing_debug_implementations)]
 
 // #[PerformanceCriticalPath]
 use std::io::{self, IoSlice};
@@ -18,8 +20,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
-use tonic::transport::server::{Connected, TcpConnectInfo};
+use tonic::transport::server::Connected;
 
 /// Where a connection is between two flushes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,17 +33,16 @@ enum FlushState {
     Writing,
 }
 
-/// An accepted TCP connection whose writes wait one scheduler turn per flush (see the module
-/// doc).
+/// A connection whose writes wait one scheduler turn per flush (see the module doc).
 #[derive(Debug)]
-pub struct CoalescingStream {
-    inner: TcpStream,
+pub struct CoalescingStream<T> {
+    inner: T,
     state: FlushState,
 }
 
-impl CoalescingStream {
-    /// Wraps an accepted connection.
-    pub fn new(inner: TcpStream) -> Self {
+impl<T> CoalescingStream<T> {
+    /// Wraps a connection.
+    pub fn new(inner: T) -> Self {
         Self { inner, state: FlushState::Idle }
     }
 
@@ -63,21 +63,21 @@ impl CoalescingStream {
     }
 }
 
-impl Connected for CoalescingStream {
-    type ConnectInfo = TcpConnectInfo;
+impl<T: Connected> Connected for CoalescingStream<T> {
+    type ConnectInfo = T::ConnectInfo;
 
     fn connect_info(&self) -> Self::ConnectInfo {
         self.inner.connect_info()
     }
 }
 
-impl AsyncRead for CoalescingStream {
+impl<T: AsyncRead + Unpin> AsyncRead for CoalescingStream<T> {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_read(cx, buf)
     }
 }
 
-impl AsyncWrite for CoalescingStream {
+impl<T: AsyncWrite + Unpin> AsyncWrite for CoalescingStream<T> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         if self.defer(cx) {
             return Poll::Pending;
@@ -116,6 +116,7 @@ impl AsyncWrite for CoalescingStream {
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
 
     #[tokio::test]
     async fn writes_arrive_whole_and_in_order_after_the_yield() {
@@ -141,8 +142,7 @@ mod tests {
 
     #[test]
     fn the_first_write_of_each_flush_waits_one_turn() {
-        let waker = futures::task::noop_waker();
-        let mut cx = Context::from_waker(&waker);
+        let mut cx = Context::from_waker(std::task::Waker::noop());
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
         rt.block_on(async {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
