@@ -9,8 +9,7 @@ mod client;
 mod scenario;
 mod stats;
 
-use std::time::Duration;
-
+use ballast_bench_stats::{print_scenarios, RunArgs};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
@@ -27,15 +26,8 @@ enum Command {
         /// The admin kubeconfig the frontend wrote (embedded certificate data).
         #[arg(long)]
         kubeconfig: String,
-        /// Scenario id (see `list`).
-        #[arg(long)]
-        scenario: String,
-        /// How long the timed part runs, in seconds.
-        #[arg(long, default_value_t = 10)]
-        duration: u64,
-        /// The frontend's process id: its memory and CPU are reported (same machine).
-        #[arg(long)]
-        server_pid: Option<u32>,
+        #[command(flatten)]
+        run: RunArgs,
     },
     /// Lists scenario ids.
     List,
@@ -45,14 +37,12 @@ enum Command {
 async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::List => {
-            for s in scenario::ALL {
-                println!("{s}");
-            }
+            print_scenarios(scenario::ALL);
             Ok(())
         }
-        Command::Run { kubeconfig, scenario, duration, server_pid } => {
+        Command::Run { kubeconfig, run } => {
             let target = client::Target::from_kubeconfig(&kubeconfig)?;
-            let result = scenario::run(&target, &scenario, Duration::from_secs(duration), server_pid).await?;
+            let result = scenario::run(&target, &run.scenario, run.duration(), run.server_pid).await?;
             println!("{}", result.into_json());
             Ok(())
         }

@@ -8,8 +8,7 @@ mod conn;
 mod scenario;
 mod stats;
 
-use std::time::Duration;
-
+use ballast_bench_stats::{print_scenarios, RunArgs};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
@@ -26,18 +25,11 @@ enum Command {
         /// Server URL, e.g. http://127.0.0.1:2379.
         #[arg(long)]
         endpoint: String,
-        /// Scenario id (see `list`).
-        #[arg(long)]
-        scenario: String,
-        /// How long the timed part runs, in seconds.
-        #[arg(long, default_value_t = 10)]
-        duration: u64,
         /// Seed for key choice.
         #[arg(long, default_value_t = 1)]
         seed: u64,
-        /// The server's process id, to report its CPU time over the timed part (same machine).
-        #[arg(long)]
-        server_pid: Option<u32>,
+        #[command(flatten)]
+        run: RunArgs,
     },
     /// Lists scenario ids.
     List,
@@ -47,16 +39,14 @@ enum Command {
 async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::List => {
-            for s in scenario::ALL {
-                println!("{s}");
-            }
+            print_scenarios(scenario::ALL);
             Ok(())
         }
-        Command::Run { endpoint, scenario, duration, seed, server_pid } => {
-            if let Some(pid) = server_pid {
+        Command::Run { endpoint, seed, run } => {
+            if let Some(pid) = run.server_pid {
                 let _ = stats::SERVER_PID.set(pid);
             }
-            let result = scenario::run(&endpoint, &scenario, Duration::from_secs(duration), seed).await?;
+            let result = scenario::run(&endpoint, &run.scenario, run.duration(), seed).await?;
             println!("{}", result.into_json());
             Ok(())
         }

@@ -1,10 +1,41 @@
 //! What both load tools (`ballast-load` for the etcd protocol, `ballast-kube-load` for the
 //! Kubernetes API) record and print, so their result lines have one shape and
 //! `benches/run.sh` and `benches/kube-run.sh` read them alike: latency [`Samples`], process
-//! CPU ([`cpu_secs`], [`CpuMark`]) and memory ([`status_kb`]) from `/proc`, and the
-//! [`Outcome`] JSON line.
+//! CPU ([`cpu_secs`], [`CpuMark`]) and memory ([`status_kb`]) from `/proc`, the
+//! [`Outcome`] JSON line, and the command-line arguments every scenario run takes
+//! ([`RunArgs`]).
 
 use std::time::Duration;
+
+/// What every `run` takes besides its target: the scenario, how long, and whose resources to
+/// report.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Scenario id (see `list`).
+    #[arg(long)]
+    pub scenario: String,
+    /// How long the timed part runs, in seconds.
+    #[arg(long, default_value_t = 10)]
+    pub duration: u64,
+    /// The server's process id: its CPU time (and for some scenarios memory) over the timed
+    /// part is reported (same machine).
+    #[arg(long)]
+    pub server_pid: Option<u32>,
+}
+
+impl RunArgs {
+    /// Returns the timed part's length.
+    pub fn duration(&self) -> Duration {
+        Duration::from_secs(self.duration)
+    }
+}
+
+/// Prints scenario ids, one per line (the `list` command).
+pub fn print_scenarios(ids: &[&str]) {
+    for id in ids {
+        println!("{id}");
+    }
+}
 
 /// Latencies in microseconds.
 #[derive(Debug, Default)]
