@@ -18,6 +18,8 @@
 use ballast_proto::etcdserverpb::{watch_create_request::FilterType, WatchCreateRequest};
 use ballast_proto::mvccpb::{event::EventType, Event};
 
+use crate::mvcc::key_range::prefix_end;
+
 const PREV_KV: u8 = 1;
 const NO_PUT: u8 = 1 << 1;
 const NO_DELETE: u8 = 1 << 2;
@@ -79,7 +81,7 @@ impl Watcher {
         let end = match req.range_end.as_ref() {
             [] => End::Single,
             [0] => End::Unbounded,
-            e if is_prefix_end(start, e) => End::Prefix,
+            e if *e == *prefix_end(start) => End::Prefix,
             _ => End::Before,
         };
         let stored_end: &[u8] = if end == End::Before { &req.range_end } else { &[] };
@@ -190,15 +192,6 @@ impl Watcher {
     }
 }
 
-/// Returns true when `end` is etcd's range end for the prefix `start` (clientv3's
-/// `GetPrefixRangeEnd`: drop trailing 0xff bytes, increment the last byte), so the range is
-/// exactly the keys beginning with `start`. A prefix of only 0xff bytes ends at "\0", which is
-/// `End::Unbounded`.
-fn is_prefix_end(start: &[u8], end: &[u8]) -> bool {
-    let Some(last) = start.iter().rposition(|b| *b < 0xff) else { return false };
-    end.len() == last + 1 && end[..last] == start[..last] && end[last] == start[last] + 1
-}
-
 #[cfg(test)]
 mod tests {
     use ballast_proto::mvccpb::KeyValue;
@@ -277,8 +270,16 @@ mod tests {
                 }
             }
         }
-        assert!(is_prefix_end(b"a\xff", b"b") && is_prefix_end(b"ab\xfe", b"ab\xff"));
-        assert!(!is_prefix_end(b"\xff\xff", b"\0") && !is_prefix_end(b"a", b"b\x00") && !is_prefix_end(b"", b"\x01"));
+        let end_of = |start: &[u8], end: &[u8]| {
+            let req = WatchCreateRequest {
+                key: Bytes::copy_from_slice(start),
+                range_end: Bytes::copy_from_slice(end),
+                ..Default::default()
+            };
+            Watcher::new(&req, 0, &mut Vec::new(), usize::MAX).expect("room").end
+        };
+        assert!(end_of(b"a\xff", b"b") == End::Prefix && end_of(b"ab\xfe", b"ab\xff") == End::Prefix);
+        assert!(end_of(b"\xff\xff", b"\0") == End::Unbounded && end_of(b"a", b"b\x00") == End::Before);
     }
 
     #[test]

@@ -208,13 +208,6 @@ impl RawObject {
         // `"resourceVersion":"<i64>",` is at most 41 bytes.
         self.bytes.len() + 41
     }
-
-    /// Returns the bytes [`RawObject::write`] appends.
-    pub fn to_vec(&self) -> Vec<u8> {
-        let mut out = BytesMut::new();
-        self.write(&mut out);
-        out.to_vec()
-    }
 }
 
 #[cfg(test)]
@@ -222,13 +215,20 @@ mod tests {
     use super::*;
     use serde_json::{json, Value};
 
+    /// The bytes [`RawObject::write`] appends.
+    fn bytes_of(raw: &RawObject) -> Vec<u8> {
+        let mut out = BytesMut::new();
+        raw.write(&mut out);
+        out.to_vec()
+    }
+
     fn raw(stored: &str) -> Option<RawObject> {
         RawObject::new(Bytes::copy_from_slice(stored.as_bytes()), 42).ok()
     }
 
     fn served(stored: &str, revision: i64) -> Option<Value> {
         let raw = RawObject::new(Bytes::copy_from_slice(stored.as_bytes()), revision).ok()?;
-        Some(serde_json::from_slice(&raw.to_vec()).expect("valid JSON"))
+        Some(serde_json::from_slice(&bytes_of(&raw)).expect("valid JSON"))
     }
 
     #[test]
@@ -251,13 +251,13 @@ mod tests {
     fn the_splice_is_the_first_member_of_metadata() {
         let raw = raw(r#"{"kind":"Pod","metadata":{"name":"p"},"spec":{}}"#).expect("fast path");
         assert_eq!(
-            String::from_utf8(raw.to_vec()).expect("utf-8"),
+            String::from_utf8(bytes_of(&raw)).expect("utf-8"),
             r#"{"kind":"Pod","metadata":{"resourceVersion":"42","name":"p"},"spec":{}}"#
         );
-        assert!(raw.encoded_len() >= raw.to_vec().len());
+        assert!(raw.encoded_len() >= bytes_of(&raw).len());
         let raw = RawObject::new(Bytes::from_static(br#"{"metadata":{}}"#), i64::MAX).expect("fast path");
-        assert_eq!(raw.to_vec(), format!(r#"{{"metadata":{{"resourceVersion":"{}"}}}}"#, i64::MAX).into_bytes());
-        assert!(raw.encoded_len() >= raw.to_vec().len());
+        assert_eq!(bytes_of(&raw), format!(r#"{{"metadata":{{"resourceVersion":"{}"}}}}"#, i64::MAX).into_bytes());
+        assert!(raw.encoded_len() >= bytes_of(&raw).len());
     }
 
     #[test]
@@ -326,7 +326,7 @@ mod tests {
         // After an early `metadata` the rest is copied as is (here: not even JSON).
         let v = raw(r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":@@@}"#).expect("fast path");
         assert_eq!(
-            String::from_utf8(v.to_vec()).expect("utf-8"),
+            String::from_utf8(bytes_of(&v)).expect("utf-8"),
             r#"{"apiVersion":"v1","kind":"Pod","metadata":{"resourceVersion":"42","name":"p"},"spec":@@@}"#
         );
         // A later member that names "metadata" (a pod template) or could spell it with an
