@@ -90,7 +90,7 @@ for s, t in by.items():
         continue
     lines += ["", f"## {s}", "", "| figure | etcd | Ballast |", "|---|---:|---:|"]
     e, b = t.get("etcd", {}).get("result", {}), t.get("ballast", {}).get("result", {})
-    for k, label in [("secs", "timed part or registration, s"), ("bytes_per_watcher", "server memory per idle watcher, B"),
+    for k, label in [("secs", "timed part or registration, s"), ("register_secs", "watcher registration, s"), ("bytes_per_watcher", "server memory per idle watcher, B"),
                      ("server_rss_before_mib", "server RSS before watchers (MiB)"), ("server_rss_after_mib", "server RSS with watchers (MiB)"),
                      ("ops_per_sec", "delivered events/s (idle: watchers registered/s)"), ("delivery_p50_ms", "delivery p50 ms"), ("delivery_p99_ms", "delivery p99 ms"),
                      ("puts_sent", "puts sent"), ("puts", "puts acknowledged"), ("events_expected", "events expected"), ("events_missed", "events missed"), ("watchers_registered", "watchers registered"),

@@ -23,7 +23,10 @@ pub(crate) const ALL: &[&str] = &[
     "txn_cas_c16_k1000",
     "txn_cas_c100_k1000",
     "watch_fanout_w1000_r100_prevkv",
+    "watch_fanout_w10000_r10_prevkv",
+    "watch_fanout_w100000_r10_prevkv",
     "watch_idle_s100_w100000_prevkv",
+    "put_c100_v256_watch_idle_w100000",
 ];
 
 /// Runs scenario `id` against `url`.
@@ -41,7 +44,10 @@ pub(crate) async fn run(url: &str, id: &str, duration: Duration, seed: u64) -> a
         "txn_cas_c16_k1000" => kv::txn_cas(url, 16, duration, seed).await?,
         "txn_cas_c100_k1000" => kv::txn_cas(url, 100, duration, seed).await?,
         "watch_fanout_w1000_r100_prevkv" => watch::fanout(url, 1000, 100, duration).await?,
+        "watch_fanout_w10000_r10_prevkv" => watch::fanout(url, 10_000, 10, duration).await?,
+        "watch_fanout_w100000_r10_prevkv" => watch::fanout(url, 100_000, 10, duration).await?,
         "watch_idle_s100_w100000_prevkv" => watch::idle(url, 100, 1000).await?,
+        "put_c100_v256_watch_idle_w100000" => watch::idle_put(url, 100, 1000, 100, duration, seed).await?,
         other => anyhow::bail!("unknown scenario {other}; see `ballast-load list`"),
     };
     out.scenario = id.to_string();
