@@ -1,13 +1,25 @@
 //! Watch: etcd's watch streams, served from the shard that owns the keys.
 //!
 //! Reading order: [`ring`] (recent events with their previous values), `watcher` (one watch,
-//! packed), `table` (a stream's watchers by ID and their key arena), then [`WatchHub`].
+//! packed), `table` (a stream's watchers by ID and their key arena), `index` (synced watchers by
+//! key, with `interval` for general ranges), then [`WatchHub`].
 //!
 //! # Model
 //! A client stream (one gRPC `Watch` call) multiplexes watchers. Each stream has one bounded
 //! outgoing channel; the hub is its only writer, so created/canceled/progress responses and
 //! events leave in the order the hub decides. Each watcher remembers `next_rev`, the first
-//! revision it has not been sent. A watcher is *synced* when `next_rev > current revision`.
+//! revision it has not been sent.
+//!
+//! # Synced and lagging watchers
+//! A watcher that has been sent everything up to the hub's revision is *synced* and sits in the
+//! hub's index by the keys it watches (etcd's synced `watcherGroup`): a round's events find their
+//! watchers there, so a round costs its events times the watchers they match, and a watcher no
+//! event touches costs nothing, not even a move of its `next_rev` (the index stands for its
+//! position). A watcher that cannot be sent its events (its stream is full) leaves the index with
+//! its exact `next_rev` and *lags*; `catch_up` serves it from the ring or from history and puts it
+//! back in the index once it reaches the current revision. So does a watcher created with a
+//! start revision in the past. One created with a start revision ahead of the store is indexed at
+//! once and skips events below its start.
 //!
 //! # Slow consumers
 //! Events are pushed with `try_send` only. When a stream's channel is full the watcher is not
@@ -30,6 +42,8 @@
 //! one already waiting). The only records not paid for by a credit are compaction cancels, one
 //! per watcher at most, each replacing the watcher it ends.
 
+mod index;
+mod interval;
 pub mod ring;
 mod table;
 mod watcher;
@@ -48,6 +62,7 @@ use crate::error::Result;
 use crate::header::HeaderInfo;
 use crate::mvcc::MvccStore;
 use crate::storage::KvBackend;
+use index::{SyncedIndex, WatcherRef};
 use ring::{event_rev, EventRing};
 use table::WatcherTable;
 use watcher::{ArenaFull, Watcher};
@@ -212,9 +227,13 @@ impl Control {
 
 #[derive(Debug)]
 struct Stream {
+    /// This stream's ID, which the index's entries carry.
+    id: StreamId,
     tx: mpsc::Sender<Outgoing>,
     credits: Arc<Semaphore>,
     watchers: WatcherTable,
+    /// Watchers not in the hub's index: the ones `catch_up` has to serve.
+    lagging: usize,
     next_id: i64,
     /// Control responses waiting for room in the channel, in order. At most the stream's
     /// control credits plus one compaction cancel per watcher.
@@ -238,6 +257,44 @@ enum Sent {
 }
 
 impl Stream {
+    fn watcher_ref(&self, id: i64) -> WatcherRef {
+        WatcherRef { stream: self.id, id }
+    }
+
+    /// Puts watcher `id`, which has been sent everything up to the hub's revision, in the index.
+    fn join_index(&mut self, index: &mut SyncedIndex, id: i64) {
+        let Some(w) = self.watchers.get_mut(&id) else { return };
+        if w.indexed() {
+            return;
+        }
+        w.join_index();
+        index.insert(self.watcher_ref(id), self.watchers[&id].range(self.watchers.keys()));
+        self.lagging -= 1;
+    }
+
+    /// Takes watcher `id` out of the index, having been sent every revision before `rev`.
+    fn leave_index(&mut self, index: &mut SyncedIndex, id: i64, rev: i64) {
+        let Some(w) = self.watchers.get(&id) else { return };
+        if !w.indexed() {
+            return;
+        }
+        index.remove(self.watcher_ref(id), w.range(self.watchers.keys()));
+        self.watchers.get_mut(&id).expect("invariant: present just above").leave_index(rev);
+        self.lagging += 1;
+    }
+
+    /// Forgets watcher `id`, in the index too; returns false when there is no such watcher.
+    fn remove_watcher(&mut self, index: &mut SyncedIndex, id: i64) -> bool {
+        let Some(w) = self.watchers.get(&id) else { return false };
+        if w.indexed() {
+            index.remove(self.watcher_ref(id), w.range(self.watchers.keys()));
+        } else {
+            self.lagging -= 1;
+        }
+        self.watchers.remove(&id);
+        true
+    }
+
     fn try_send(&mut self, resp: WatchResponse) -> Sent {
         if !self.pending.is_empty() {
             return Sent::Full;
@@ -296,6 +353,8 @@ const PENDING_KEPT: usize = 8;
 #[derive(Debug)]
 pub struct WatchHub {
     streams: HashMap<StreamId, Stream>,
+    /// Every synced watcher of every stream, by key (see the module doc).
+    index: SyncedIndex,
     /// Streams with a lagging watcher, a queued control response or a deferred progress
     /// request. Only these are visited between rounds, so idle watchers cost nothing.
     attention: HashSet<StreamId>,
@@ -309,6 +368,7 @@ impl WatchHub {
     pub fn new(cfg: WatchConfig, current_rev: i64) -> Self {
         Self {
             streams: HashMap::new(),
+            index: SyncedIndex::default(),
             attention: HashSet::new(),
             ring: EventRing::new(current_rev, cfg.ring_events),
             cfg,
@@ -326,9 +386,11 @@ impl WatchHub {
         let WatchSender { tx, credits } = sender;
         credits.add_permits(self.cfg.control_credits.max(1));
         let stream = Stream {
+            id,
             tx,
             credits,
             watchers: WatcherTable::default(),
+            lagging: 0,
             next_id: 0,
             pending: VecDeque::new(),
             progress_deferred: false,
@@ -338,7 +400,12 @@ impl WatchHub {
 
     /// Forgets a client stream and its watchers.
     pub fn close_stream(&mut self, id: StreamId) {
-        self.streams.remove(&id);
+        if let Some(s) = self.streams.remove(&id) {
+            let keys = s.watchers.keys();
+            for (wid, w) in s.watchers.iter().filter(|(_, w)| w.indexed()) {
+                self.index.remove(s.watcher_ref(wid), w.range(keys));
+            }
+        }
         self.attention.remove(&id);
     }
 
@@ -371,7 +438,14 @@ impl WatchHub {
             (Control::Refused { rev: current, reason: DUPLICATE_WATCH_ID }, false)
         } else {
             match s.watchers.insert(id, req, current) {
-                Ok(()) => (Control::Created { watch_id: id, rev: current }, s.watchers[&id].next_rev() <= current),
+                Ok(()) => {
+                    s.lagging += 1;
+                    let behind = s.watchers[&id].next_rev() <= current;
+                    if !behind {
+                        s.join_index(&mut self.index, id);
+                    }
+                    (Control::Created { watch_id: id, rev: current }, behind)
+                }
                 Err(ArenaFull) => (Control::Refused { rev: current, reason: WATCH_KEYS_FULL }, false),
             }
         };
@@ -385,7 +459,7 @@ impl WatchHub {
     /// Handles a cancel request; unknown IDs are ignored, as etcd does.
     pub fn cancel(&mut self, stream: StreamId, watch_id: i64, current_rev: i64, hdr: &HeaderInfo) {
         let Some(s) = self.streams.get_mut(&stream) else { return };
-        if s.watchers.remove(&watch_id).is_none() {
+        if !s.remove_watcher(&mut self.index, watch_id) {
             s.return_credit();
             return;
         }
@@ -431,44 +505,71 @@ impl WatchHub {
     }
 
     /// Delivers one applied round's events (revisions `(old_rev, new_rev]`) to synced watchers
-    /// and keeps them in the ring.
+    /// and keeps them in the ring. Only the watchers the events match are visited (see the module
+    /// doc); one whose stream is full leaves the index and lags.
     pub fn publish(&mut self, events: &[Event], new_rev: i64, hdr: &HeaderInfo) {
-        if !events.is_empty() {
+        if let Some(first) = events.first() {
             self.ring.push(events, new_rev);
+            self.deliver(events, event_rev(first), new_rev, hdr);
+        }
+        if !self.attention.is_empty() {
+            self.answer_deferred_progress(new_rev, hdr);
+        }
+    }
+
+    /// Sends a round's events (revisions `first..=new_rev`) to the indexed watchers they match.
+    fn deliver(&mut self, events: &[Event], first: i64, new_rev: i64, hdr: &HeaderInfo) {
+        // Each match once, as (watcher, event); candidates come grouped by watcher within one
+        // event, and a stable sort groups a round of several events by watcher, events in order.
+        let mut hits: Vec<(WatcherRef, usize)> = Vec::new();
+        for (i, e) in events.iter().enumerate() {
+            if let Some(kv) = &e.kv {
+                self.index.candidates(&kv.key, |w| hits.push((w, i)));
+            }
+        }
+        if events.len() > 1 {
+            hits.sort_by_key(|(w, _)| *w);
         }
         let max_bytes = self.cfg.max_response_bytes;
-        let first = events.first().map_or(new_rev + 1, event_rev);
         let mut gone = Vec::new();
-        for (sid, s) in &mut self.streams {
-            let ids: Vec<i64> = s.watchers.ids().collect();
-            for id in ids {
-                let w = &s.watchers[&id];
-                if w.next_rev() < first {
-                    continue; // lagging: served by catch_up
-                }
+        let mut rest = &hits[..];
+        while let Some(&(head, _)) = rest.first() {
+            let run = rest.iter().take_while(|(w, _)| w.stream == head.stream).count();
+            let (of_stream, tail) = rest.split_at(run);
+            rest = tail;
+            let Some(s) = self.streams.get_mut(&head.stream) else { continue };
+            if gone.contains(&head.stream) {
+                continue;
+            }
+            let mut of_stream = of_stream;
+            while let Some(&(w, _)) = of_stream.first() {
+                let run = of_stream.iter().take_while(|(x, _)| x.id == w.id).count();
+                let (of_watcher, tail) = of_stream.split_at(run);
+                of_stream = tail;
+                let Some(watcher) = s.watchers.get(&w.id).filter(|w| w.indexed()) else { continue };
                 let keys = s.watchers.keys();
-                let batch: Vec<Event> = events
+                let batch: Vec<Event> = of_watcher
                     .iter()
-                    .filter(|e| event_rev(e) >= w.next_rev() && w.wants(keys, e))
-                    .map(|e| w.shape(e))
+                    .map(|(_, i)| &events[*i])
+                    .filter(|e| event_rev(e) >= watcher.next_rev() && watcher.wants(keys, e))
+                    .map(|e| watcher.shape(e))
                     .collect();
-                let fragment = w.fragment();
                 if batch.is_empty() {
-                    let w = s.watchers.get_mut(&id).expect("invariant: id taken from this map");
-                    w.advance(new_rev + 1);
-                    continue;
+                    continue; // a hash collision, a filter, or a start revision still ahead
                 }
-                match send_events(s, id, batch, new_rev, hdr, fragment, max_bytes) {
+                let fragment = watcher.fragment();
+                match send_events(s, w.id, batch, new_rev, hdr, fragment, max_bytes) {
                     Sent::Yes => {
-                        let w = s.watchers.get_mut(&id).expect("invariant: id taken from this map");
-                        w.advance(new_rev + 1);
-                        w.mark_sent();
+                        let watcher = s.watchers.get_mut(&w.id).expect("invariant: present just above");
+                        watcher.advance(new_rev + 1);
+                        watcher.mark_sent();
                     }
                     Sent::Full => {
-                        self.attention.insert(*sid);
+                        s.leave_index(&mut self.index, w.id, first);
+                        self.attention.insert(head.stream);
                     }
                     Sent::Closed => {
-                        gone.push(*sid);
+                        gone.push(head.stream);
                         break;
                     }
                 }
@@ -476,9 +577,6 @@ impl WatchHub {
         }
         for id in gone {
             self.close_stream(id);
-        }
-        if !self.attention.is_empty() {
-            self.answer_deferred_progress(new_rev, hdr);
         }
     }
 
@@ -511,11 +609,19 @@ impl WatchHub {
             if !s.pending.is_empty() {
                 continue;
             }
-            let ids: Vec<i64> = s.watchers.iter().filter(|(_, w)| w.next_rev() <= current).map(|(id, _)| id).collect();
+            let ids: Vec<i64> = if s.lagging == 0 {
+                Vec::new()
+            } else {
+                s.watchers.iter().filter(|(_, w)| !w.indexed()).map(|(id, _)| id).collect()
+            };
             for id in ids {
                 let w = &s.watchers[&id];
+                if w.next_rev() > current {
+                    s.join_index(&mut self.index, id);
+                    continue;
+                }
                 if w.next_rev() < compact {
-                    s.watchers.remove(&id);
+                    s.remove_watcher(&mut self.index, id);
                     let canceled = Control::Compacted { watch_id: id, rev: current, compact_revision: compact };
                     if !s.send_control(canceled, hdr) {
                         gone.push(*sid);
@@ -535,6 +641,9 @@ impl WatchHub {
                         let w = s.watchers.get_mut(&id).expect("invariant: id taken from this map");
                         w.advance(upto + 1);
                         w.mark_sent();
+                        if upto >= current {
+                            s.join_index(&mut self.index, id);
+                        }
                     }
                     Sent::Full => break,
                     Sent::Closed => {
@@ -543,7 +652,7 @@ impl WatchHub {
                     }
                 }
             }
-            if s.pending.is_empty() && !s.progress_deferred && s.watchers.values().all(|w| w.next_rev() > current) {
+            if s.pending.is_empty() && !s.progress_deferred && s.lagging == 0 {
                 settled.push(*sid);
             }
         }

@@ -152,6 +152,7 @@ impl WatcherTable {
     }
 
     /// The watch IDs: the dense ones in order, then the client-chosen ones.
+    #[cfg(test)]
     pub(super) fn ids(&self) -> impl Iterator<Item = i64> + '_ {
         self.iter().map(|(id, _)| id)
     }

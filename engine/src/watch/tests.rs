@@ -1,7 +1,9 @@
 //! Watch hub tests on the in-memory backend: ordering of created responses and events, history
 //! catch-up, compaction cancels, progress, the slow-consumer policy and control credits.
 
-use ballast_proto::etcdserverpb::{PutRequest, WatchCreateRequest, WatchResponse};
+use ballast_proto::etcdserverpb::{
+    watch_create_request::FilterType, DeleteRangeRequest, PutRequest, WatchCreateRequest, WatchResponse,
+};
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
@@ -292,4 +294,231 @@ fn prefix_and_range_watchers_see_their_keys() {
     assert_eq!(seen(0), vec![2, 3], "p/ prefix");
     assert_eq!(seen(1), vec![2], "p/ up to p/m");
     assert_eq!(seen(2), vec![2, 3, 4, 5], "everything");
+}
+
+/// What the model test does next.
+#[derive(Clone, Debug)]
+enum Op {
+    /// Puts `n` keys from `key` on in one round (one revision each).
+    Put {
+        key: usize,
+        n: usize,
+    },
+    /// Deletes a key, or every key under it as a prefix, in one revision.
+    Delete {
+        key: usize,
+        prefix: bool,
+    },
+    /// Creates a watcher on `stream`: shape (key, prefix, from, between), keys, filter (none,
+    /// NOPUT, NODELETE), start (now, in the past, ahead).
+    Create {
+        stream: usize,
+        shape: u8,
+        a: usize,
+        b: usize,
+        filter: u8,
+        start: u8,
+        prev_kv: bool,
+    },
+    /// Cancels the `nth` watcher whose created response the client has read on `stream`.
+    Cancel {
+        stream: usize,
+        nth: usize,
+    },
+    /// The client of `stream` reads what is queued.
+    Read {
+        stream: usize,
+    },
+    Progress {
+        stream: usize,
+    },
+    CatchUp,
+}
+
+const KEYS: [&str; 8] = ["a", "a/", "a/1", "a/2", "b", "b/1", "c", "c/x"];
+
+fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+    use proptest::prelude::*;
+    prop_oneof![
+        4 => (0..KEYS.len(), 1usize..4).prop_map(|(key, n)| Op::Put { key, n }),
+        1 => (0..KEYS.len(), any::<bool>()).prop_map(|(key, prefix)| Op::Delete { key, prefix }),
+        3 => (0usize..3, 0u8..4, 0..KEYS.len(), 0..KEYS.len(), 0u8..3, 0u8..3, any::<bool>()).prop_map(
+            |(stream, shape, a, b, filter, start, prev_kv)| Op::Create { stream, shape, a, b, filter, start, prev_kv }
+        ),
+        1 => (0usize..3, 0usize..8).prop_map(|(stream, nth)| Op::Cancel { stream, nth }),
+        3 => (0usize..3).prop_map(|stream| Op::Read { stream }),
+        1 => (0usize..3).prop_map(|stream| Op::Progress { stream }),
+        2 => Just(Op::CatchUp),
+    ]
+}
+
+/// One create request of the model, with the revision the store was at.
+struct Created {
+    req: WatchCreateRequest,
+    at_rev: i64,
+}
+
+impl Created {
+    fn wants(&self, (rev, key, put): &(i64, String, bool)) -> bool {
+        let start = if self.req.start_revision > 0 { self.req.start_revision } else { self.at_rev + 1 };
+        let (k, end) = (self.req.key.as_ref(), self.req.range_end.as_ref());
+        let key = key.as_bytes();
+        let in_range = match end {
+            [] => key == k,
+            [0] => key >= k,
+            _ => key >= k && key < end,
+        };
+        let filtered = self.req.filters.contains(&(if *put { FilterType::Noput } else { FilterType::Nodelete } as i32));
+        *rev >= start && in_range && !filtered
+    }
+}
+
+/// The hub against a model of what every watcher must receive: through puts and deletes of one or
+/// several revisions a round, watchers of every shape created now, in the past and ahead, cancels,
+/// progress requests, and streams too small for what they are sent (so watchers leave the index,
+/// lag, are caught up from the ring or from history, and rejoin), every watcher gets exactly its
+/// events, in order, once; a canceled one a prefix of them; and a progress response comes only
+/// after each of its stream's watchers has had every event up to its revision.
+#[test]
+fn every_watcher_gets_exactly_its_events() {
+    use proptest::prelude::*;
+    let cfg = ProptestConfig { cases: 64, ..ProptestConfig::default() };
+    proptest!(cfg, |(ops in proptest::collection::vec(op(), 1..120))| {
+        let mut f = Fixture::new(WatchConfig { ring_events: 4, ..WatchConfig::default() });
+        let mut rxs = Vec::new();
+        for (i, buffer) in [2usize, 3, 64].into_iter().enumerate() {
+            let (tx, rx, _credits) = stream_channel(buffer);
+            f.hub.open_stream(i as u64, tx);
+            rxs.push(rx);
+        }
+        // Per stream: creates in order, responses read, and how many created responses were read.
+        let mut creates: Vec<Vec<Created>> = vec![Vec::new(), Vec::new(), Vec::new()];
+        let mut logs: Vec<Vec<WatchResponse>> = vec![Vec::new(), Vec::new(), Vec::new()];
+        let mut history: Vec<(i64, String, bool)> = Vec::new();
+        let record = |history: &mut Vec<(i64, String, bool)>, events: &[Event]| {
+            for e in events {
+                let kv = e.kv.as_ref().expect("kv");
+                history.push((kv.mod_revision, String::from_utf8_lossy(&kv.key).into_owned(), e.r#type == 0));
+            }
+        };
+        for op in ops {
+            match op {
+                Op::Put { key, n } => {
+                    for k in KEYS.iter().cycle().skip(key).take(n) {
+                        let r = PutRequest { key: Bytes::from(*k), value: Bytes::from_static(b"v"), ..Default::default() };
+                        apply_put(&mut f.store, &mut f.leases, &r).expect("put");
+                    }
+                    let events = f.store.flush(WriteOpts::default()).expect("flush");
+                    record(&mut history, &events);
+                    f.hub.publish(&events, f.store.current_rev(), &f.hdr);
+                }
+                Op::Delete { key, prefix } => {
+                    let k = KEYS[key];
+                    let end = if prefix { crate::mvcc::key_range::prefix_end(k.as_bytes()).to_vec() } else { Vec::new() };
+                    let r = DeleteRangeRequest { key: Bytes::from(k), range_end: Bytes::from(end), ..Default::default() };
+                    crate::apply::kv::apply_delete(&mut f.store, &mut f.leases, &r).expect("delete");
+                    let events = f.store.flush(WriteOpts::default()).expect("flush");
+                    record(&mut history, &events);
+                    f.hub.publish(&events, f.store.current_rev(), &f.hdr);
+                }
+                Op::Create { stream, shape, a, b, filter, start, prev_kv } => {
+                    let (a, b) = (KEYS[a], KEYS[b]);
+                    let range_end = match shape {
+                        0 => Vec::new(),
+                        1 => crate::mvcc::key_range::prefix_end(a.as_bytes()).to_vec(),
+                        2 => b"\0".to_vec(),
+                        _ => b.as_bytes().to_vec(),
+                    };
+                    let current = f.store.current_rev();
+                    let start_revision = match start {
+                        0 => 0,
+                        1 => (current - 3).max(1),
+                        _ => current + 2,
+                    };
+                    let filters = match filter {
+                        0 => vec![],
+                        1 => vec![FilterType::Noput as i32],
+                        _ => vec![FilterType::Nodelete as i32],
+                    };
+                    let req = WatchCreateRequest {
+                        key: Bytes::from(a),
+                        range_end: Bytes::from(range_end),
+                        start_revision,
+                        filters,
+                        prev_kv,
+                        ..Default::default()
+                    };
+                    f.hub.create(stream as u64, &req, &f.store, &f.hdr);
+                    creates[stream].push(Created { req, at_rev: current });
+                }
+                Op::Cancel { stream, nth } => {
+                    let ids: Vec<i64> = logs[stream].iter().filter(|r| r.created).map(|r| r.watch_id).collect();
+                    if let Some(id) = ids.get(nth) {
+                        f.hub.cancel(stream as u64, *id, f.store.current_rev(), &f.hdr);
+                    }
+                }
+                Op::Read { stream } => logs[stream].extend(drain(&mut rxs[stream])),
+                Op::Progress { stream } => f.hub.request_progress(stream as u64, f.store.current_rev(), &f.hdr),
+                Op::CatchUp => f.catch_up(),
+            }
+        }
+        for _ in 0..10_000 {
+            for (s, rx) in rxs.iter_mut().enumerate() {
+                logs[s].extend(drain(rx));
+            }
+            // A progress request may go on waiting for a start revision ahead of the store.
+            let settled = |h: &WatchHub| h.streams.values().all(|s| s.lagging == 0 && s.pending.is_empty());
+            if settled(&f.hub) {
+                break;
+            }
+            f.catch_up();
+        }
+        prop_assert!(f.hub.streams.values().all(|s| s.lagging == 0 && s.pending.is_empty()), "everything caught up");
+        let synced: usize = f.hub.streams.values().map(|s| s.watchers.len()).sum();
+        prop_assert_eq!(f.hub.index.len(), synced, "every watcher back in the index");
+        for s in 0..3 {
+            // The k-th created response answers the k-th create; a canceled watcher's ID may be
+            // given to a later create, so results are kept by create.
+            let mut live: HashMap<i64, usize> = HashMap::new();
+            let mut answered = 0;
+            let mut got: Vec<Vec<(i64, String, bool)>> = creates[s].iter().map(|_| Vec::new()).collect();
+            let mut canceled: HashSet<usize> = HashSet::new();
+            for r in &logs[s] {
+                if r.created {
+                    live.insert(r.watch_id, answered);
+                    answered += 1;
+                    continue;
+                }
+                if r.canceled {
+                    let n = live.remove(&r.watch_id).expect("a canceled watcher was created");
+                    canceled.insert(n);
+                    continue;
+                }
+                if r.watch_id == -1 {
+                    // Progress: every watcher of the stream has had everything up to this revision.
+                    let rev = r.header.as_ref().map_or(0, |h| h.revision);
+                    for n in live.values() {
+                        let want = history.iter().filter(|e| e.0 <= rev && creates[s][*n].wants(e)).count();
+                        prop_assert_eq!(got[*n].len(), want, "stream {} create {} at progress {}", s, n, rev);
+                    }
+                    continue;
+                }
+                let n = live[&r.watch_id];
+                for e in &r.events {
+                    let kv = e.kv.as_ref().expect("kv");
+                    prop_assert!(creates[s][n].req.prev_kv || e.prev_kv.is_none(), "prev_kv only when asked for");
+                    got[n].push((kv.mod_revision, String::from_utf8_lossy(&kv.key).into_owned(), e.r#type == 0));
+                }
+            }
+            prop_assert_eq!(answered, creates[s].len(), "every create answered");
+            for (n, have) in got.iter().enumerate() {
+                let want: Vec<_> = history.iter().filter(|e| creates[s][n].wants(e)).cloned().collect();
+                if canceled.contains(&n) {
+                    prop_assert!(want.starts_with(have), "stream {} create {}: {:?} not a prefix of {:?}", s, n, have, want);
+                } else {
+                    prop_assert_eq!(have, &want, "stream {} create {}", s, n);
+                }
+            }
+        }
+    });
 }

@@ -5,7 +5,8 @@
 //! where they start and how long they are. The range end is stored only when it says something
 //! the start key does not: a prefix watch (`range_end` = the prefix with its last byte below
 //! 0xff incremented, what etcd clients send for `WithPrefix`) stores the prefix alone. The
-//! options, and whether the start revision is still ahead, are bits of one byte. With the next
+//! options, whether the start revision is still ahead and whether the watcher is in the hub's
+//! index of synced watchers are bits of one byte. With the next
 //! revision that makes 24 bytes plus the keys.
 //!
 //! ```text
@@ -18,6 +19,7 @@
 use ballast_proto::etcdserverpb::{watch_create_request::FilterType, WatchCreateRequest};
 use ballast_proto::mvccpb::{event::EventType, Event};
 
+use super::index::WatchRange;
 use crate::mvcc::key_range::prefix_end;
 
 const PREV_KV: u8 = 1;
@@ -31,6 +33,9 @@ const SENT_RECENTLY: u8 = 1 << 5;
 /// progress, until the store reaches it. Cleared when `next_rev` first moves, which happens only
 /// once the store's revision is at or past the start (see [`Watcher::advance`]).
 const START_AHEAD: u8 = 1 << 6;
+/// The watcher is in the hub's index of synced watchers: it has been sent everything up to the
+/// hub's revision, and `next_rev` is only a lower bound (it is not moved every round).
+const INDEXED: u8 = 1 << 7;
 
 /// How the range ends (etcd's `range_end` conventions, as in `mvcc::KeyRange`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,6 +125,17 @@ impl Watcher {
         self.key_at = at;
     }
 
+    /// Returns the watched range, its keys read from `arena`.
+    pub(super) fn range<'a>(&self, arena: &'a [u8]) -> WatchRange<'a> {
+        let (start, end) = self.stored(arena).split_at(self.start_len as usize);
+        match self.end {
+            End::Single => WatchRange::Key(start),
+            End::Unbounded => WatchRange::From(start),
+            End::Prefix => WatchRange::Prefix(start),
+            End::Before => WatchRange::Between(start, end),
+        }
+    }
+
     fn contains(&self, arena: &[u8], key: &[u8]) -> bool {
         let (start, end) = self.stored(arena).split_at(self.start_len as usize);
         match self.end {
@@ -148,7 +164,8 @@ impl Watcher {
         }
     }
 
-    /// Returns the first revision not yet sent.
+    /// Returns the first revision not yet sent; while indexed, a lower bound of it (see
+    /// [`Watcher::indexed`]).
     pub(super) fn next_rev(&self) -> i64 {
         self.next_rev
     }
@@ -163,10 +180,32 @@ impl Watcher {
         }
     }
 
+    /// Returns true while the watcher is in the hub's index of synced watchers: everything up to
+    /// the hub's revision has been sent, whatever `next_rev` says.
+    pub(super) fn indexed(&self) -> bool {
+        self.flags & INDEXED != 0
+    }
+
+    /// Records that the watcher joined the index.
+    pub(super) fn join_index(&mut self) {
+        self.flags |= INDEXED;
+    }
+
+    /// Records that the watcher left the index having been sent every revision before `rev`, so
+    /// its position is exact again.
+    pub(super) fn leave_index(&mut self, rev: i64) {
+        self.flags &= !INDEXED;
+        self.advance(rev);
+    }
+
     /// Returns true when everything up to `current_rev` has been sent and the requested start
     /// revision is reached, so a progress notification at `current_rev` tells the truth.
     pub(super) fn synced(&self, current_rev: i64) -> bool {
-        self.next_rev > current_rev && self.flags & START_AHEAD == 0
+        let sent_all = self.indexed() || self.next_rev > current_rev;
+        // An indexed watcher's `next_rev` stays at a start ahead of the store until an event
+        // moves it, so the start is reached once the store is at it.
+        let start_reached = self.flags & START_AHEAD == 0 || current_rev >= self.next_rev;
+        sent_all && start_reached
     }
 
     /// Returns true when responses may be split in fragments.
@@ -233,6 +272,12 @@ mod tests {
         assert!(prefix.wants(a, &put(b"p/x")) && !prefix.wants(a, &put(b"p0")) && !prefix.wants(a, &put(b"p")));
         assert_eq!((prefix.end, prefix.stored(a)), (End::Prefix, &b"p/"[..]), "a prefix's end is not stored");
         assert_eq!((half_open.end, half_open.stored(a)), (End::Before, &b"p/p1"[..]));
+        assert_eq!(single.range(a), WatchRange::Key(b"a"));
+        assert_eq!((from.range(a), all.range(a)), (WatchRange::From(b"b"), WatchRange::From(b"\0")));
+        assert_eq!(
+            (prefix.range(a), half_open.range(a)),
+            (WatchRange::Prefix(b"p/"), WatchRange::Between(b"p/", b"p1"))
+        );
     }
 
     /// A prefix watch answers exactly as the half-open range it stands for, including prefixes
@@ -318,6 +363,23 @@ mod tests {
         assert!(!w.synced(5), "history still to send");
         w.advance(6);
         assert!(w.synced(5));
+    }
+
+    /// An indexed watcher is synced at any revision once its start is reached, without moving.
+    #[test]
+    fn an_indexed_watcher_is_synced_without_advancing() {
+        let mut arena = Vec::new();
+        let ahead = WatchCreateRequest { key: Bytes::from_static(b"k"), start_revision: 10, ..Default::default() };
+        let mut w = Watcher::new(&ahead, 5, &mut arena, usize::MAX).expect("room");
+        w.join_index();
+        assert!(w.indexed() && !w.synced(9) && w.synced(10) && w.synced(50));
+        w.leave_index(51);
+        assert!(!w.indexed() && w.next_rev() == 51 && w.synced(50) && !w.synced(51));
+        let now = WatchCreateRequest { key: Bytes::from_static(b"k"), ..Default::default() };
+        let mut w = Watcher::new(&now, 5, &mut arena, usize::MAX).expect("room");
+        w.join_index();
+        assert!(w.synced(5) && w.synced(500) && w.next_rev() == 6);
+        assert_eq!(w.range(&arena), WatchRange::Key(b"k"));
     }
 
     #[test]
