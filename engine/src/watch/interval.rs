@@ -11,7 +11,9 @@
 //!
 //! ```text
 //! insert [b, d), [a, c), [c, ∞)      stab "c": [c, ∞) and [b, d)      stab "a": [a, c)
-//!         [b,d) max ∞                stab "d": [c, ∞)                 stab "0": nothing
+//! one possible shape (priorities     stab "d": [c, ∞)                 stab "0": nothing
+//! decide which):
+//!         [b,d) max ∞
 //!        /     \
 //!  [a,c) max c  [c,∞) max ∞
 //! ```
