@@ -30,6 +30,7 @@ pub mod mvcc;
 pub mod raft_log;
 pub mod server;
 pub mod shard;
+pub mod shard_map;
 pub mod storage;
 pub mod watch;
 

@@ -6,5 +6,6 @@
 
 pub mod check;
 pub mod kv;
+pub mod range_merge;
 
 pub use kv::LeaseView;
