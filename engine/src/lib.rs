@@ -9,7 +9,9 @@
 //!   applier ([`apply::kv`]) for Range, Put, DeleteRange and Txn.
 //! * [`lease`]: the lease table; [`watch`]: watch streams, the event ring, slow-consumer policy.
 //! * [`raft_log`]: the raft log on the storage seam; [`shard`]: one shard, its raft node, state
-//!   machine and loop (the only thread that touches the shard's state).
+//!   machine and loop (the only thread that touches the shard's state); [`shard_map`]: which
+//!   shard owns a key and which shards a range touches (one shard per member until sharding is
+//!   wired in; see `engine/SHARDING.md`).
 //! * [`api`]: the etcd v3 gRPC services; [`api::status`] is the one mapping of [`EngineError`]
 //!   to gRPC status codes and etcd's message text.
 //! * [`server`]: opening a data directory and serving it.
@@ -30,6 +32,7 @@ pub mod mvcc;
 pub mod raft_log;
 pub mod server;
 pub mod shard;
+pub mod shard_map;
 pub mod storage;
 pub mod watch;
 

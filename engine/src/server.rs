@@ -23,6 +23,7 @@ use crate::api::{watch::WatchService, Api, ApiContext, MemberInfo};
 use crate::clock::{Clock, SystemClock};
 use crate::error::{EngineError, Result};
 use crate::header::HeaderInfo;
+use crate::mvcc::RevisionCounter;
 use crate::shard::{Shard, ShardConfig, ShardHandle, ShardMsg};
 use crate::storage::rocks::{RocksBackend, RocksOptions};
 use crate::storage::{Cf, KvBackend, StorageError, WriteBatch, WriteOpts};
@@ -135,7 +136,8 @@ impl Engine {
         let mut shard_cfg = cfg.shard.clone();
         shard_cfg.watch.max_response_bytes = cfg.max_request_bytes;
         let ids = HeaderInfo { cluster_id, member_id, raft_term: 0 };
-        let (shard, handle) = Shard::open(backend, shard_cfg.clone(), ids, clock)?;
+        let revs = Arc::new(RevisionCounter::default());
+        let (shard, handle) = Shard::open(backend, shard_cfg.clone(), revs, ids, clock)?;
         let shard_thread = std::thread::Builder::new()
             .name("ballast-shard-0".into())
             .spawn(move || shard.run())

@@ -2,7 +2,8 @@
 //!
 //! Reading order: [`revision`] (what a revision is and how history is keyed), [`key_index`] (one
 //! key's generations, with a worked example), [`index`] (all keys), [`live_set`] (counting the
-//! newest keys), [`key_range`] (etcd's range conventions), [`store`] (the store: reads, write
+//! newest keys), [`key_range`] (etcd's range conventions), [`rev_counter`] (the member's one revision
+//! sequence, shared by its shards), [`store`] (the store: reads, write
 //! transactions, compaction, history), [`value_cache`] (newest values in memory).
 //! Request-level semantics (txn compares, sorting, limits, leases) live in `kv_apply`.
 
@@ -10,10 +11,12 @@ pub mod index;
 pub mod key_index;
 pub mod key_range;
 pub mod live_set;
+pub mod rev_counter;
 pub mod revision;
 pub mod store;
 pub mod value_cache;
 
 pub use key_range::{prefix_end, KeyRange, RangeEnd};
+pub use rev_counter::RevisionCounter;
 pub use revision::Revision;
 pub use store::{LiveLeases, MvccStore, WriteTxn, DEFAULT_VALUE_CACHE_BYTES};

@@ -15,6 +15,7 @@
 
 // #[PerformanceCriticalPath]
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use ballast_proto::mvccpb::{event::EventType, Event, KeyValue};
 use bytes::Bytes;
@@ -22,6 +23,7 @@ use prost::Message;
 
 use super::index::TreeIndex;
 use super::key_range::KeyRange;
+use super::rev_counter::RevisionCounter;
 use super::revision::{self, Revision};
 use super::value_cache::ValueCache;
 use crate::error::{EngineError, Result};
@@ -33,7 +35,8 @@ pub const DEFAULT_VALUE_CACHE_BYTES: usize = 256 << 20;
 /// Meta key holding the compacted revision (i64, big-endian).
 pub const META_COMPACT_REV: &[u8] = b"compact_rev";
 
-/// An open write transaction: its main revision and the next change's sub revision.
+/// An open write transaction: its main revision (0 until its first change takes one) and the next
+/// change's sub revision.
 #[derive(Debug)]
 pub struct WriteTxn {
     main: i64,
@@ -55,7 +58,12 @@ pub type LiveLeases = HashMap<Bytes, i64>;
 pub struct MvccStore<B: KvBackend> {
     backend: B,
     index: TreeIndex,
-    current_rev: i64,
+    /// The member's revision sequence, shared with its other shards.
+    revs: Arc<RevisionCounter>,
+    /// The revision the next change must take: set while replaying a raft entry that recorded it.
+    expected: Option<i64>,
+    /// The revision taken since [`MvccStore::revision_taken`] was last asked.
+    taken: Option<i64>,
     compact_rev: i64,
     /// Encoded records written this round and not yet flushed, by revision.
     overlay: HashMap<Revision, Bytes>,
@@ -76,15 +84,16 @@ impl<B: KvBackend> MvccStore<B> {
     /// # Errors
     /// Returns a storage error, or `Corrupt` when history records do not decode.
     pub fn open(backend: B) -> Result<(Self, LiveLeases)> {
-        Self::open_with(backend, DEFAULT_VALUE_CACHE_BYTES)
+        Self::open_with(backend, DEFAULT_VALUE_CACHE_BYTES, Arc::new(RevisionCounter::default()))
     }
 
     /// Opens the store on `backend`, rebuilding the index from history; the newest values of live
-    /// keys are kept in memory up to `value_cache_bytes`.
+    /// keys are kept in memory up to `value_cache_bytes`. Writes take their revisions from `revs`,
+    /// which is raised past every revision found here.
     ///
     /// # Errors
     /// Returns a storage error, or `Corrupt` when history records do not decode.
-    pub fn open_with(backend: B, value_cache_bytes: usize) -> Result<(Self, LiveLeases)> {
+    pub fn open_with(backend: B, value_cache_bytes: usize, revs: Arc<RevisionCounter>) -> Result<(Self, LiveLeases)> {
         let compact_rev = match backend.get(Cf::Meta, META_COMPACT_REV)? {
             Some(v) => i64::from_be_bytes(
                 v.as_slice().try_into().map_err(|_| StorageError::Corrupt { cf: "meta", what: "compact_rev" })?,
@@ -122,10 +131,13 @@ impl<B: KvBackend> MvccStore<B> {
         if bad {
             return Err(StorageError::Corrupt { cf: "kv", what: "undecodable history record" }.into());
         }
+        revs.observe(last_main.max(compact_rev));
         let store = Self {
             backend,
             index,
-            current_rev: last_main.max(compact_rev).max(1),
+            revs,
+            expected: None,
+            taken: None,
             compact_rev,
             overlay: HashMap::new(),
             cache,
@@ -140,9 +152,40 @@ impl<B: KvBackend> MvccStore<B> {
         &self.backend
     }
 
-    /// Returns the current store revision.
+    /// Returns the current store revision: the member's last revision, which no later read of
+    /// this store's keys can see change below.
     pub fn current_rev(&self) -> i64 {
-        self.current_rev
+        self.revs.last()
+    }
+
+    /// Returns the revision counter this store writes with.
+    pub fn revisions(&self) -> &Arc<RevisionCounter> {
+        &self.revs
+    }
+
+    /// Makes the next change take `rev` rather than a new revision: replaying a raft entry gives
+    /// its write the revision it was acknowledged with.
+    pub fn expect_revision(&mut self, rev: i64) {
+        self.expected = Some(rev);
+    }
+
+    /// Returns the revision taken by changes since the last call, if any, and forgets it; clears
+    /// an expected revision no change took.
+    pub fn revision_taken(&mut self) -> Option<i64> {
+        self.expected = None;
+        self.taken.take()
+    }
+
+    fn take_revision(&mut self) -> i64 {
+        let rev = match self.expected.take() {
+            Some(rev) => {
+                self.revs.observe(rev);
+                rev
+            }
+            None => self.revs.allocate(),
+        };
+        self.taken = Some(rev);
+        rev
     }
 
     /// Returns the compacted revision (0 before any compaction).
@@ -226,9 +269,10 @@ impl<B: KvBackend> MvccStore<B> {
         out.into_iter().map(|kv| kv.ok_or(missing_record())).collect()
     }
 
-    /// Opens a write transaction at the next revision.
+    /// Opens a write transaction. It takes a revision with its first change, so one that changes
+    /// nothing takes none.
     pub fn begin(&self) -> WriteTxn {
-        WriteTxn { main: self.current_rev + 1, sub: 0 }
+        WriteTxn { main: 0, sub: 0 }
     }
 
     /// Returns the revision reads inside `txn` see: its own revision once it wrote something.
@@ -236,13 +280,20 @@ impl<B: KvBackend> MvccStore<B> {
         if txn.changed() {
             txn.main
         } else {
-            self.current_rev
+            self.current_rev()
         }
     }
 
-    /// Returns the revision a write in `txn` has (or would have).
+    /// Returns the revision of `txn`'s writes (the current revision while it has none).
     pub fn write_rev(&self, txn: &WriteTxn) -> i64 {
-        txn.main
+        self.read_rev(txn)
+    }
+
+    fn next_change(&mut self, txn: &mut WriteTxn) -> Revision {
+        if txn.main == 0 {
+            txn.main = self.take_revision();
+        }
+        Revision::new(txn.main, txn.sub)
     }
 
     /// Puts `key = value` with `lease` in `txn`; returns the previous value.
@@ -250,7 +301,7 @@ impl<B: KvBackend> MvccStore<B> {
     /// # Errors
     /// Returns a storage error.
     pub fn put(&mut self, txn: &mut WriteTxn, key: Bytes, value: Bytes, lease: i64) -> Result<Option<KeyValue>> {
-        let rev = Revision::new(txn.main, txn.sub);
+        let rev = self.next_change(txn);
         let found = self.index.get(&key, txn.main);
         let prev = match found {
             Some(f) => self.read_kv(f.modified)?,
@@ -283,7 +334,7 @@ impl<B: KvBackend> MvccStore<B> {
     pub fn delete_range(&mut self, txn: &mut WriteTxn, range: &KeyRange) -> Result<Vec<KeyValue>> {
         let (prevs, _) = self.range(range, self.read_rev(txn), 0)?;
         for prev in &prevs {
-            let rev = Revision::new(txn.main, txn.sub);
+            let rev = self.next_change(txn);
             let tomb = KeyValue { key: prev.key.clone(), ..Default::default() };
             self.batch.put(Cf::Kv, revision::encode_key(rev, true).to_vec(), tomb.encode_to_vec());
             if let Some(f) = self.index.get(&prev.key, txn.main) {
@@ -300,11 +351,7 @@ impl<B: KvBackend> MvccStore<B> {
     /// Ends `txn`; returns the store revision after it.
     #[allow(clippy::needless_pass_by_value)] // by value so an ended txn cannot be used again
     pub fn end(&mut self, txn: WriteTxn) -> i64 {
-        let WriteTxn { main, sub } = txn;
-        if sub > 0 {
-            self.current_rev = main;
-        }
-        self.current_rev
+        self.read_rev(&txn)
     }
 
     /// Checks that reads at `rev` (0 or less: current) are possible; returns the revision to read.
@@ -312,11 +359,12 @@ impl<B: KvBackend> MvccStore<B> {
     /// # Errors
     /// `FutureRev` above the current revision, `Compacted` below the compacted one.
     pub fn check_read_rev(&self, rev: i64) -> Result<i64> {
-        if rev > self.current_rev {
+        let current = self.current_rev();
+        if rev > current {
             return Err(EngineError::FutureRev);
         }
         if rev <= 0 {
-            return Ok(self.current_rev);
+            return Ok(current);
         }
         if rev < self.compact_rev {
             return Err(EngineError::Compacted { compact_revision: self.compact_rev });
@@ -333,7 +381,7 @@ impl<B: KvBackend> MvccStore<B> {
         if rev <= self.compact_rev {
             return Err(EngineError::Compacted { compact_revision: self.compact_rev });
         }
-        if rev > self.current_rev {
+        if rev > self.current_rev() {
             return Err(EngineError::FutureRev);
         }
         let keep = self.index.compact(rev);

@@ -3,24 +3,26 @@
 //! Reading order: [`msg`] (what can be asked), [`state_machine`] (what committed entries do),
 //! then [`Shard::run`], the loop. The loop is the only code that touches the shard's state; the
 //! network plane reaches it through [`ShardHandle`]. One iteration ("round"): take up to
-//! `max_msgs_per_round` messages (reads answered at once, writes proposed), tick raft when due,
-//! run the Ready loop (one synced log write, one state write, replies, watch fan-out), then move
-//! lagging watchers forward.
+//! `max_msgs_per_round` messages (reads answered at once, writes set aside), evaluate and propose
+//! the round's writes (see [`state_machine`]), tick raft when due, run the Ready loop (one synced
+//! log write, one state write, watch fan-out), answer the writes, then move lagging watchers
+//! forward.
 //!
-//! Reads are answered from applied state. With a single voter every proposal is committed and
-//! applied in the round it is proposed, and a write is acknowledged only after that, so a read
-//! taken later sees every acknowledged write (linearizable). Multi-member shards will need
-//! ReadIndex here (see the raft crate's `read_index`).
+//! Reads are answered from state every acknowledged write is in, and never see a write that is
+//! not yet durable: a round's reads are all answered before its writes are evaluated (the
+//! messages of one round are concurrent, so either order is linearizable), and with a single voter
+//! every proposal is committed, written and answered in the round it is proposed. Multi-member
+//! shards will need ReadIndex here (see the raft crate's `read_index`).
 
 pub mod msg;
 pub mod state_machine;
 
-use std::collections::HashMap;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ballast_proto::ballastpb::{raft_command::Command, RaftCommand};
+use ballast_proto::ballastpb::raft_command::Command;
 use ballast_proto::etcdserverpb::{
     alarm_request::AlarmAction, AlarmRequest, AlarmType, HashKvResponse, LeaseLeasesResponse, LeaseRevokeRequest,
     LeaseStatus, LeaseTimeToLiveResponse,
@@ -33,6 +35,7 @@ use crate::apply::kv;
 use crate::clock::Clock;
 use crate::error::{EngineError, Result};
 use crate::header::HeaderInfo;
+use crate::mvcc::RevisionCounter;
 use crate::raft_log::BackendLogStore;
 use crate::storage::{Cf, KvBackend, ScanOrder};
 use crate::watch::{WatchConfig, WatchHub};
@@ -158,8 +161,11 @@ pub struct Shard<B: KvBackend + Clone> {
     cfg: ShardConfig,
     ids: HeaderInfo,
     clock: Arc<dyn Clock>,
-    pending: HashMap<u64, Reply<WriteResponse>>,
-    next_request: u64,
+    /// Writes taken this round, evaluated once the round's reads are answered.
+    writes: Vec<(Command, Reply<WriteResponse>)>,
+    /// Evaluated writes waiting for the raft index that makes them (and everything evaluated
+    /// before them) durable, in evaluation order.
+    answers: VecDeque<(u64, Reply<WriteResponse>, Result<WriteResponse>)>,
     leader: Arc<AtomicU64>,
     term: Arc<AtomicU64>,
     revision: Arc<AtomicI64>,
@@ -169,21 +175,30 @@ pub struct Shard<B: KvBackend + Clone> {
 
 impl<B: KvBackend + Clone> std::fmt::Debug for Shard<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shard").field("ids", &self.ids).field("pending", &self.pending.len()).finish()
+        f.debug_struct("Shard").field("ids", &self.ids).field("answers", &self.answers.len()).finish()
     }
 }
 
 impl<B: KvBackend + Clone> Shard<B> {
-    /// Opens the shard's state on `backend` and returns it with its handle. `ids` gives the
-    /// cluster and member IDs for response headers (the term is filled in live).
+    /// Opens the shard's state on `backend`, replays its raft log, and returns it with its handle.
+    /// Its writes take revisions from `revs`, which the replay raises past every revision the
+    /// shard's log recorded, so open every shard of a member before any of them runs. `ids` gives
+    /// the cluster and member IDs for response headers (the term is filled in live).
     ///
     /// # Errors
     /// A storage or raft error.
-    pub fn open(backend: B, cfg: ShardConfig, ids: HeaderInfo, clock: Arc<dyn Clock>) -> Result<(Self, ShardHandle)> {
+    pub fn open(
+        backend: B,
+        cfg: ShardConfig,
+        revs: Arc<RevisionCounter>,
+        ids: HeaderInfo,
+        clock: Arc<dyn Clock>,
+    ) -> Result<(Self, ShardHandle)> {
         let sm = ShardStateMachine::open(
             backend.clone(),
             cfg.min_lease_ttl,
             cfg.value_cache_bytes,
+            revs,
             ids.member_id,
             Arc::clone(&clock),
         )?;
@@ -198,23 +213,23 @@ impl<B: KvBackend + Clone> Shard<B> {
         let revision = Arc::new(AtomicI64::new(node.state_machine().store().current_rev()));
         let handle =
             ShardHandle { tx, leader: Arc::clone(&leader), term: Arc::clone(&term), revision: Arc::clone(&revision) };
-        let shard = Self {
+        let mut shard = Self {
             node,
             hub,
             rx,
             cfg,
             ids,
             clock,
-            pending: HashMap::new(),
-            // Request IDs start at a random point so entries replayed after a restart can never
-            // answer a new request that happens to reuse an old ID.
-            next_request: rand::random::<u64>() >> 1 | 1,
+            writes: Vec::new(),
+            answers: VecDeque::new(),
             leader,
             term,
             revision,
             stopping: false,
             last_quota_check: None,
         };
+        // Replay now: a single voter commits its whole log once it leads.
+        shard.run_ready()?;
         Ok((shard, handle))
     }
 
@@ -229,7 +244,10 @@ impl<B: KvBackend + Clone> Shard<B> {
     /// stop (etcd panics in the same situations).
     pub fn run(mut self) -> Result<()> {
         let result = self.run_loop();
-        for (_, reply) in self.pending.drain() {
+        for (_, reply) in self.writes.drain(..) {
+            let _ = reply.send(Err(EngineError::Stopped));
+        }
+        for (_, reply, _) in self.answers.drain(..) {
             let _ = reply.send(Err(EngineError::Stopped));
         }
         result
@@ -237,7 +255,6 @@ impl<B: KvBackend + Clone> Shard<B> {
 
     fn run_loop(&mut self) -> Result<()> {
         let mut next_tick = self.clock.now() + self.cfg.tick_interval;
-        self.run_ready()?;
         while !self.stopping {
             let now = self.clock.now();
             let mut wait = next_tick.saturating_duration_since(now);
@@ -257,6 +274,9 @@ impl<B: KvBackend + Clone> Shard<B> {
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
             }
+            for (cmd, reply) in std::mem::take(&mut self.writes) {
+                self.propose(cmd, Some(reply))?;
+            }
             let now = self.clock.now();
             if now >= next_tick {
                 next_tick = now + self.cfg.tick_interval;
@@ -274,9 +294,9 @@ impl<B: KvBackend + Clone> Shard<B> {
         if self.node.is_leader() {
             let expired = self.node.state_machine_mut().lessor_mut().take_expired(now, self.cfg.lease_revokes_per_tick);
             for id in expired {
-                self.propose(Command::LeaseRevoke(LeaseRevokeRequest { id }), None);
+                self.propose(Command::LeaseRevoke(LeaseRevokeRequest { id }), None)?;
             }
-            self.check_quota(now);
+            self.check_quota(now)?;
         }
         let hdr = self.hdr();
         let rev = self.node.state_machine().store().current_rev();
@@ -285,9 +305,9 @@ impl<B: KvBackend + Clone> Shard<B> {
     }
 
     /// Raises NOSPACE when the backend outgrows its quota (checked at most once a second).
-    fn check_quota(&mut self, now: Instant) {
+    fn check_quota(&mut self, now: Instant) -> Result<()> {
         if self.last_quota_check.is_some_and(|t| now.saturating_duration_since(t) < Duration::from_secs(1)) {
-            return;
+            return Ok(());
         }
         self.last_quota_check = Some(now);
         let sm = self.node.state_machine();
@@ -296,8 +316,9 @@ impl<B: KvBackend + Clone> Shard<B> {
             tracing::warn!(quota = self.cfg.quota_backend_bytes, "backend quota exceeded; raising NOSPACE");
             let alarm =
                 AlarmRequest { action: AlarmAction::Activate as i32, member_id: self.ids.member_id, alarm: nospace };
-            self.propose(Command::Alarm(alarm), None);
+            self.propose(Command::Alarm(alarm), None)?;
         }
+        Ok(())
     }
 
     fn handle(&mut self, msg: ShardMsg) -> Result<()> {
@@ -318,7 +339,7 @@ impl<B: KvBackend + Clone> Shard<B> {
                 });
                 let _ = reply.send(r);
             }
-            ShardMsg::Write(cmd, reply) => self.propose(cmd, Some(reply)),
+            ShardMsg::Write(cmd, reply) => self.writes.push((cmd, reply)),
             ShardMsg::LeaseKeepAlive(id, reply) => {
                 let r = if self.node.is_leader() {
                     Ok(self.node.state_machine_mut().lessor_mut().keep_alive(id, self.clock.now()).unwrap_or(0))
@@ -400,40 +421,39 @@ impl<B: KvBackend + Clone> Shard<B> {
         Ok(())
     }
 
-    fn propose(&mut self, cmd: Command, reply: Option<Reply<WriteResponse>>) {
-        if !self.node.is_leader() {
+    /// Evaluates a write and proposes its entry; its answer waits in `answers` until the entry
+    /// (or, for a write that needed none, the last entry proposed before it) is applied.
+    ///
+    /// # Errors
+    /// A storage or raft error after the state changed: the shard must stop.
+    fn propose(&mut self, cmd: Command, reply: Option<Reply<WriteResponse>>) -> Result<()> {
+        let refuse = |reply: Option<Reply<WriteResponse>>, err: EngineError| {
             if let Some(reply) = reply {
-                let err = if self.node.leader_id() == 0 { EngineError::NoLeader } else { EngineError::NotLeader };
                 let _ = reply.send(Err(err));
             }
-            return;
+            Ok(())
+        };
+        if !self.node.is_leader() {
+            let err = if self.node.leader_id() == 0 { EngineError::NoLeader } else { EngineError::NotLeader };
+            return refuse(reply, err);
         }
         let nospace = self.node.state_machine().alarms().contains(&(AlarmType::Nospace as i32));
         if nospace && matches!(cmd, Command::Put(_) | Command::Txn(_) | Command::LeaseGrant(_)) {
-            if let Some(reply) = reply {
-                let _ = reply.send(Err(EngineError::NoSpace));
-            }
-            return;
+            return refuse(reply, EngineError::NoSpace);
         }
-        let request_id = if reply.is_some() {
-            self.next_request = self.next_request.wrapping_add(1).max(1);
-            self.next_request
-        } else {
-            0
-        };
-        let data = RaftCommand { request_id, command: Some(cmd) }.encode_to_vec();
-        match self.node.propose(data) {
-            Ok(()) => {
-                if let Some(reply) = reply {
-                    self.pending.insert(request_id, reply);
-                }
-            }
-            Err(e) => {
-                if let Some(reply) = reply {
-                    let _ = reply.send(Err(e.into()));
-                }
-            }
+        let evaluated = self.node.state_machine_mut().evaluate(cmd)?;
+        if let Some(entry) = evaluated.entry {
+            // The state already holds the write: an entry raft refuses now would leave it with no
+            // log record, so this is fatal (a leading single voter refuses none).
+            self.node.propose(entry.encode_to_vec())?;
+            let index = self.node.last_index();
+            self.node.state_machine_mut().proposed(index);
         }
+        if let Some(reply) = reply {
+            let index = self.node.state_machine().evaluated_index();
+            self.answers.push_back((index, reply, evaluated.result));
+        }
+        Ok(())
     }
 
     fn run_ready(&mut self) -> Result<()> {
@@ -444,9 +464,10 @@ impl<B: KvBackend + Clone> Shard<B> {
                 self.node.state_machine_mut().lessor_mut().promote(now);
             }
             if let Some(applied) = outcome.applied {
-                self.finish_round(applied?);
+                self.finish_round(&applied?);
             }
         }
+        self.answer_applied();
         self.leader.store(self.node.leader_id(), Ordering::Relaxed);
         self.term.store(self.node.term(), Ordering::Relaxed);
         self.revision.store(self.node.state_machine().store().current_rev(), Ordering::Relaxed);
@@ -454,12 +475,18 @@ impl<B: KvBackend + Clone> Shard<B> {
         Ok(())
     }
 
-    fn finish_round(&mut self, out: ApplyOutput) {
+    fn finish_round(&mut self, out: &ApplyOutput) {
         let hdr = self.hdr();
         let rev = self.node.state_machine().store().current_rev();
         self.hub.publish(&out.events, rev, &hdr);
-        for (id, result) in out.replies {
-            let Some(reply) = self.pending.remove(&id) else { continue };
+    }
+
+    /// Sends the answers whose writes are durable.
+    fn answer_applied(&mut self) {
+        let applied = ballast_raft::StateMachine::applied_index(self.node.state_machine());
+        let hdr = self.hdr();
+        while self.answers.front().is_some_and(|(index, _, _)| *index <= applied) {
+            let Some((_, reply, result)) = self.answers.pop_front() else { break };
             let _ = reply.send(result.map(|r| complete(r, &hdr)));
         }
     }

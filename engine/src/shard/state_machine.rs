@@ -1,9 +1,23 @@
-//! [`ShardStateMachine`]: what a committed raft entry does to a shard.
+//! [`ShardStateMachine`]: what a write does to a shard, evaluated on the leader and replayed from
+//! the raft log.
 //!
-//! Entries carry one [`RaftCommand`] each. A round of committed entries is applied as one batch:
-//! history records, lease records, alarms and the applied index go to RocksDB in a single write,
-//! so after a crash the state and the applied index always agree and replay resumes exactly
-//! after the last applied entry.
+//! The leader **evaluates** each write against its state as it proposes it
+//! ([`ShardStateMachine::evaluate`]): the write changes the in-memory state and this round's
+//! pending batch at once, takes a revision from the member's counter only if it changes a key, and
+//! its raft entry records that revision. Nothing evaluated is visible before the round's log
+//! sync: the shard loop answers a round's reads before it evaluates the round's writes, writes no
+//! state before the log sync, and answers writes only after it. When the entries commit, the ones
+//! this member evaluated are only counted; entries it did not evaluate (replay after a restart)
+//! are applied here, taking the revisions their entries recorded, so an acknowledged write keeps
+//! its revision across `kill -9` whatever other shards allocated meanwhile. A write that changes
+//! nothing (a failed compare, a delete of no keys, an error) needs no entry.
+//!
+//! A round's state goes to RocksDB in one write with the applied index, so after a crash the state
+//! and the applied index agree and replay resumes exactly after the last applied entry.
+//!
+//! Evaluating on the leader relies on one voter: with followers, an entry evaluated by a leader
+//! that loses leadership before it commits could be replaced at its index, so multi-member shards
+//! will propose the evaluated effects instead (see `engine/SHARDING.md`).
 
 // #[PerformanceCriticalPath]
 use std::collections::BTreeSet;
@@ -23,7 +37,7 @@ use crate::apply::kv;
 use crate::clock::Clock;
 use crate::error::{EngineError, Result};
 use crate::lease::Lessor;
-use crate::mvcc::{KeyRange, MvccStore};
+use crate::mvcc::{KeyRange, MvccStore, RevisionCounter};
 use crate::storage::{Cf, KvBackend, StorageError, WriteOpts};
 
 /// Meta key of the last applied raft index (u64 BE).
@@ -33,10 +47,17 @@ const META_ALARM_PREFIX: &[u8] = b"alarm/";
 /// What one applied round produced.
 #[derive(Debug, Default)]
 pub struct ApplyOutput {
-    /// Answers for the requests proposed by this member, by request ID.
-    pub replies: Vec<(u64, Result<WriteResponse>)>,
     /// The round's events, in revision order.
     pub events: Vec<Event>,
+}
+
+/// A write evaluated on the leader.
+#[derive(Debug)]
+pub struct Evaluated {
+    /// The answer, to be sent once every entry proposed so far is applied.
+    pub result: Result<WriteResponse>,
+    /// The raft entry to propose; None when the write changed nothing.
+    pub entry: Option<RaftCommand>,
 }
 
 /// The replicated state of one shard: MVCC store, leases, alarms, applied index.
@@ -46,6 +67,9 @@ pub struct ShardStateMachine<B: KvBackend> {
     lessor: Lessor,
     alarms: BTreeSet<i32>,
     applied_index: u64,
+    /// The last raft index this member evaluated before proposing; entries up to it are already
+    /// in the state when they commit.
+    evaluated_index: u64,
     member_id: u64,
     clock: Arc<dyn Clock>,
 }
@@ -59,6 +83,7 @@ impl<B: KvBackend> ShardStateMachine<B> {
         backend: B,
         min_lease_ttl: i64,
         value_cache_bytes: usize,
+        revs: Arc<RevisionCounter>,
         member_id: u64,
         clock: Arc<dyn Clock>,
     ) -> Result<Self> {
@@ -81,9 +106,9 @@ impl<B: KvBackend> ShardStateMachine<B> {
                 true
             },
         )?;
-        let (store, live) = MvccStore::open_with(backend, value_cache_bytes)?;
+        let (store, live) = MvccStore::open_with(backend, value_cache_bytes, revs)?;
         let lessor = Lessor::restore(store.backend(), live, min_lease_ttl, clock.now())?;
-        Ok(Self { store, lessor, alarms, applied_index, member_id, clock })
+        Ok(Self { store, lessor, alarms, applied_index, evaluated_index: applied_index, member_id, clock })
     }
 
     /// Returns the MVCC store.
@@ -106,10 +131,52 @@ impl<B: KvBackend> ShardStateMachine<B> {
         &self.alarms
     }
 
+    /// Returns the last raft index this member evaluated (or applied): an answer evaluated now
+    /// may be sent once this index is applied.
+    pub fn evaluated_index(&self) -> u64 {
+        self.evaluated_index
+    }
+
+    /// Evaluates a write on the leader: applies it to the state and this round's pending batch
+    /// and returns its answer and, when it changed something, the raft entry to propose. The
+    /// caller proposes the entry and reports its index with [`ShardStateMachine::proposed`].
+    ///
+    /// # Errors
+    /// A storage error: the state may be ahead of what can be written, and the shard must stop.
+    /// The write's own failures are in [`Evaluated::result`].
+    pub fn evaluate(&mut self, cmd: Command) -> Result<Evaluated> {
+        // These change state outside the key space (leases, alarms, the compacted revision) and
+        // need an entry even without a revision.
+        let always_logged = matches!(
+            cmd,
+            Command::Compaction(_) | Command::LeaseGrant(_) | Command::LeaseRevoke(_) | Command::Alarm(_)
+        );
+        let result = self.apply_command(&cmd);
+        if let Err(EngineError::Storage(e)) = result {
+            return Err(EngineError::Storage(e));
+        }
+        let revision = self.store.revision_taken().unwrap_or(0);
+        let entry = (result.is_ok() && (revision != 0 || always_logged)).then(|| RaftCommand {
+            request_id: 0,
+            command: Some(cmd),
+            revision,
+        });
+        Ok(Evaluated { result, entry })
+    }
+
+    /// Records that the entry of the last evaluated write was proposed at `index`.
+    pub fn proposed(&mut self, index: u64) {
+        self.evaluated_index = self.evaluated_index.max(index);
+    }
+
     fn apply_round(&mut self, entries: &[Entry]) -> Result<ApplyOutput> {
         let mut out = ApplyOutput::default();
         for e in entries {
             self.applied_index = self.applied_index.max(e.index);
+            if e.index <= self.evaluated_index {
+                continue; // evaluated by this member when it proposed the entry
+            }
+            self.evaluated_index = e.index;
             if e.data.is_empty() || e.entry_type != EntryType::EntryNormal as i32 {
                 continue; // leader no-ops and conf changes change no shard state
             }
@@ -120,18 +187,24 @@ impl<B: KvBackend> ShardStateMachine<B> {
                     continue;
                 }
             };
-            let result = match cmd.command {
-                Some(c) => self.apply_command(c),
-                None => continue,
-            };
+            let Some(c) = cmd.command else { continue };
+            if cmd.revision != 0 {
+                self.store.expect_revision(cmd.revision);
+            }
             // Storage failures are fatal for the whole round: the in-memory state may be ahead
-            // of what can be written.
-            let result = match result {
-                Err(EngineError::Storage(e)) => return Err(EngineError::Storage(e)),
-                r => r,
-            };
-            if cmd.request_id != 0 {
-                out.replies.push((cmd.request_id, result));
+            // of what can be written. Other failures were the answer when the entry was
+            // evaluated; replay reaches the same one.
+            if let Err(EngineError::Storage(e)) = self.apply_command(&c) {
+                return Err(EngineError::Storage(e));
+            }
+            let taken = self.store.revision_taken();
+            if cmd.revision != 0 && taken != Some(cmd.revision) {
+                tracing::error!(
+                    index = e.index,
+                    recorded = cmd.revision,
+                    ?taken,
+                    "replayed entry changed another revision"
+                );
             }
         }
         self.store.pending_batch().put(
@@ -144,14 +217,14 @@ impl<B: KvBackend> ShardStateMachine<B> {
         Ok(out)
     }
 
-    fn apply_command(&mut self, cmd: Command) -> Result<WriteResponse> {
+    fn apply_command(&mut self, cmd: &Command) -> Result<WriteResponse> {
         let header = |revision| Some(ResponseHeader { revision, ..Default::default() });
         match cmd {
-            Command::Put(r) => kv::apply_put(&mut self.store, &mut self.lessor, &r).map(WriteResponse::Put),
+            Command::Put(r) => kv::apply_put(&mut self.store, &mut self.lessor, r).map(WriteResponse::Put),
             Command::DeleteRange(r) => {
-                kv::apply_delete(&mut self.store, &mut self.lessor, &r).map(WriteResponse::DeleteRange)
+                kv::apply_delete(&mut self.store, &mut self.lessor, r).map(WriteResponse::DeleteRange)
             }
-            Command::Txn(r) => kv::apply_txn(&mut self.store, &mut self.lessor, &r).map(WriteResponse::Txn),
+            Command::Txn(r) => kv::apply_txn(&mut self.store, &mut self.lessor, r).map(WriteResponse::Txn),
             Command::Compaction(r) => {
                 self.store.compact(r.revision)?;
                 Ok(WriteResponse::Compaction(CompactionResponse { header: header(self.store.current_rev()) }))
@@ -177,7 +250,7 @@ impl<B: KvBackend> ShardStateMachine<B> {
                 self.lessor.remove(r.id, self.store.pending_batch());
                 Ok(WriteResponse::LeaseRevoke(LeaseRevokeResponse { header: header(self.store.current_rev()) }))
             }
-            Command::Alarm(r) => Ok(WriteResponse::Alarm(self.apply_alarm(&r))),
+            Command::Alarm(r) => Ok(WriteResponse::Alarm(self.apply_alarm(r))),
         }
     }
 
@@ -223,3 +296,6 @@ impl<B: KvBackend> StateMachine for ShardStateMachine<B> {
         Err(RaftError::Store(Box::new(EngineError::NotCapable)))
     }
 }
+
+#[cfg(test)]
+mod tests;

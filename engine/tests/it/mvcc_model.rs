@@ -138,7 +138,7 @@ impl Real {
         let backend = RocksBackend::open(dir.path(), &RocksOptions::default()).expect("open rocksdb");
         // A value cache with room for about three of the five keys, so reads mix cached values
         // with RocksDB lookups and admission is refused part of the time.
-        let (store, live) = MvccStore::open_with(backend.clone(), 450).expect("open store");
+        let (store, live) = MvccStore::open_with(backend.clone(), 450, Default::default()).expect("open store");
         let lessor = Lessor::restore(&backend, live, 2, Instant::now()).expect("leases");
         Self { dir, store: Some((store, lessor)) }
     }
