@@ -73,6 +73,22 @@ pub enum EngineError {
     /// The member ID is unknown.
     #[error("member not found")]
     MemberNotFound,
+    /// A request needs keys of several shards at once in a way Ballast does not provide: a
+    /// write (Txn, DeleteRange) or a watch over keys of more than one shard. etcd has no such
+    /// error; Kubernetes never sends such a request (see `engine/SHARDING.md`).
+    #[error("{what} spans shards {shards}; this member runs {count} shards and serves {what} within one shard only")]
+    CrossShard {
+        /// What was asked ("a txn", "a delete range", "a watch").
+        what: &'static str,
+        /// The shards involved, as a list ("0, 3") or a span ("0-7").
+        shards: String,
+        /// The member's shard count.
+        count: u32,
+    },
+    /// The engine was started with a shard count it cannot use (outside 1..=256, or not the
+    /// count the data directory was created with).
+    #[error("{0}")]
+    ShardCount(String),
     /// The storage backend failed.
     #[error("storage: {0}")]
     Storage(#[from] StorageError),

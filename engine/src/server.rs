@@ -25,6 +25,7 @@ use crate::error::{EngineError, Result};
 use crate::header::HeaderInfo;
 use crate::mvcc::RevisionCounter;
 use crate::shard::{Shard, ShardConfig, ShardHandle, ShardMsg};
+use crate::shard_map::ShardMap;
 use crate::storage::rocks::{RocksBackend, RocksOptions};
 use crate::storage::{Cf, KvBackend, StorageError, WriteBatch, WriteOpts};
 use ballast_proto::coalesce::CoalescingStream;
@@ -54,6 +55,9 @@ pub struct EngineConfig {
     pub rocks: RocksOptions,
     /// Shard tuning.
     pub shard: ShardConfig,
+    /// Shards of the key space (`--shards`), fixed when the data directory is created: the
+    /// shard map places keys by it (`engine/SHARDING.md`). 1 (the default) is etcd's layout.
+    pub shards: u32,
 }
 
 impl Default for EngineConfig {
@@ -70,6 +74,7 @@ impl Default for EngineConfig {
             request_timeout: Duration::from_secs(7),
             rocks: RocksOptions::default(),
             shard: ShardConfig::default(),
+            shards: 1,
         }
     }
 }
@@ -80,12 +85,15 @@ const GRPC_OVERHEAD_BYTES: usize = 512 * 1024;
 
 const META_MEMBER_ID: &[u8] = b"member_id";
 const META_CLUSTER_ID: &[u8] = b"cluster_id";
+/// Shard 0's record of the member's shard count (u32 BE). Data directories from before shards
+/// have none and hold one shard.
+const META_SHARD_COUNT: &[u8] = b"shard_count";
 
 /// A started engine member.
 #[derive(Debug)]
 pub struct Engine {
     api: Api,
-    shard_thread: std::thread::JoinHandle<Result<()>>,
+    shard_threads: Vec<std::thread::JoinHandle<Result<()>>>,
     listen: Vec<SocketAddr>,
 }
 
@@ -96,6 +104,30 @@ fn hash_u64(parts: &[&[u8]]) -> u64 {
     }
     let d = h.finalize();
     u64::from_be_bytes(d[..8].try_into().expect("invariant: sha256 has 32 bytes")) | 1
+}
+
+/// Records the shard count in a new data directory; refuses another count for an existing one
+/// (the shard map would place keys elsewhere than they are).
+fn settle_shard_count(backend: &RocksBackend, shards: u32) -> Result<()> {
+    let stored = match backend.get(Cf::Meta, META_SHARD_COUNT)? {
+        Some(v) => u32::from_be_bytes(
+            v.as_slice().try_into().map_err(|_| StorageError::Corrupt { cf: "meta", what: "shard count" })?,
+        ),
+        // A directory whose shard 0 already holds data predates shard counts: one shard.
+        None if backend.get(Cf::Meta, META_MEMBER_ID)?.is_some() => 1,
+        None => {
+            let mut wb = WriteBatch::new();
+            wb.put(Cf::Meta, META_SHARD_COUNT.to_vec(), shards.to_be_bytes().to_vec());
+            backend.write(wb, WriteOpts { sync: true })?;
+            shards
+        }
+    };
+    if stored != shards {
+        return Err(EngineError::ShardCount(format!(
+            "the data directory was created with --shards {stored}; it cannot be opened with --shards {shards}"
+        )));
+    }
+    Ok(())
 }
 
 /// Returns the member and cluster IDs stored in `backend`, choosing and storing them on first
@@ -124,26 +156,48 @@ fn identity(backend: &RocksBackend, cfg: &EngineConfig) -> Result<(u64, u64)> {
 }
 
 impl Engine {
-    /// Opens the data directory and starts the shard thread.
+    /// Opens the data directory and starts the shard threads.
     ///
     /// # Errors
-    /// A storage or raft error (for example another process holding the directory's lock).
+    /// A storage or raft error (for example another process holding the directory's lock), or
+    /// `ShardCount` when `cfg.shards` is not the count the directory was created with.
     pub fn start(cfg: &EngineConfig) -> Result<Self> {
+        let map = ShardMap::new(cfg.shards).map_err(|e| EngineError::ShardCount(e.to_string()))?;
         std::fs::create_dir_all(&cfg.data_dir).map_err(StorageError::from)?;
-        let backend = RocksBackend::open(&cfg.data_dir.join("db"), &cfg.rocks)?;
-        let (member_id, cluster_id) = identity(&backend, cfg)?;
+        let first = RocksBackend::open(&cfg.data_dir.join("db"), &cfg.rocks)?;
+        settle_shard_count(&first, cfg.shards)?;
+        let (member_id, cluster_id) = identity(&first, cfg)?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let mut shard_cfg = cfg.shard.clone();
         shard_cfg.watch.max_response_bytes = cfg.max_request_bytes;
         let ids = HeaderInfo { cluster_id, member_id, raft_term: 0 };
         let revs = Arc::new(RevisionCounter::default());
-        let (shard, handle) = Shard::open(backend, shard_cfg.clone(), revs, ids, clock)?;
-        let shard_thread = std::thread::Builder::new()
-            .name("ballast-shard-0".into())
-            .spawn(move || shard.run())
-            .map_err(StorageError::from)?;
+        // Every shard replays its log before any runs, so the counter starts above every
+        // revision any shard recorded.
+        let mut opened = Vec::new();
+        for s in 0..cfg.shards {
+            let backend = if s == 0 {
+                first.clone()
+            } else {
+                RocksBackend::open(&cfg.data_dir.join(format!("shard-{s}")).join("db"), &cfg.rocks)?
+            };
+            opened.push(Shard::open(backend, shard_cfg.clone(), Arc::clone(&revs), ids, Arc::clone(&clock))?);
+        }
+        let mut handles = Vec::new();
+        let mut shard_threads = Vec::new();
+        for (s, (shard, handle)) in opened.into_iter().enumerate() {
+            handles.push(handle);
+            shard_threads.push(
+                std::thread::Builder::new()
+                    .name(format!("ballast-shard-{s}"))
+                    .spawn(move || shard.run())
+                    .map_err(StorageError::from)?,
+            );
+        }
         let api = Arc::new(ApiContext {
-            shard: handle,
+            shards: handles,
+            map,
+            revs,
             member: MemberInfo {
                 id: member_id,
                 cluster_id,
@@ -158,12 +212,12 @@ impl Engine {
             watch_stream_buffer: shard_cfg.watch.stream_buffer,
             next_id: AtomicU64::new(1),
         });
-        Ok(Self { api, shard_thread, listen: cfg.listen_client.clone() })
+        Ok(Self { api, shard_threads, listen: cfg.listen_client.clone() })
     }
 
-    /// Returns the handle of the (single) shard.
+    /// Returns the handle of shard 0 (the only shard of a one-shard member).
     pub fn shard(&self) -> &ShardHandle {
-        &self.api.shard
+        self.api.first()
     }
 
     /// Serves the gRPC API on every listen address until `shutdown` completes, then stops the
@@ -232,9 +286,36 @@ impl Engine {
             }));
         }
         tracing::info!(name = %self.api.member.name, member_id = format_args!("{:x}", self.api.member.id), listen = ?self.listen, "serving etcd v3 API");
-        let shard = self.api.shard.clone();
-        let shard_thread = self.shard_thread;
-        let mut shard_done = tokio::task::spawn_blocking(move || shard_thread.join());
+        let shards = self.api.shards.clone();
+        let shard_threads = self.shard_threads;
+        // Serving ends when any shard stops (an error in one shard ends the member, as a disk
+        // error ends an etcd member); the others are then stopped and joined.
+        let (done_tx, mut done_rx) = tokio::sync::mpsc::channel(shard_threads.len());
+        for t in shard_threads {
+            let done_tx = done_tx.clone();
+            std::thread::spawn(move || {
+                let _ = done_tx.blocking_send(t.join());
+            });
+        }
+        drop(done_tx);
+        let mut shard_done = Box::pin(async move {
+            let mut first: Option<std::thread::Result<Result<()>>> = None;
+            let mut joined = 0;
+            while let Some(r) = done_rx.recv().await {
+                joined += 1;
+                if joined == 1 {
+                    for sh in &shards {
+                        let _ = sh.send(ShardMsg::Shutdown);
+                    }
+                }
+                let failed = !matches!(r, Ok(Ok(())));
+                if first.is_none() || failed && matches!(first, Some(Ok(Ok(())))) {
+                    first = Some(r);
+                }
+            }
+            first.unwrap_or(Ok(Ok(())))
+        });
+        let stopper = self.api.shards.clone();
         let shard_result = tokio::select! {
             () = shutdown => None,
             r = &mut shard_done => Some(r),
@@ -247,14 +328,16 @@ impl Engine {
         let shard_result = match shard_result {
             Some(r) => r,
             None => {
-                let _ = shard.send(ShardMsg::Shutdown);
+                for sh in &stopper {
+                    let _ = sh.send(ShardMsg::Shutdown);
+                }
                 shard_done.await
             }
         };
         match shard_result {
-            Ok(Ok(Ok(()))) => Ok(()),
-            Ok(Ok(Err(e))) => Err(ServeError::Shard(e)),
-            _ => Err(ServeError::Shard(EngineError::Stopped)),
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(ServeError::Shard(e)),
+            Err(_) => Err(ServeError::Shard(EngineError::Stopped)),
         }
     }
 }

@@ -1,6 +1,8 @@
 //! Starting servers for tests: [`Server`] runs Ballast or stock etcd on free loopback ports in a
 //! temporary directory and kills it when dropped. [`both_targets!`] turns an async test function
-//! into two tests, `<name>::ballast` and `<name>::etcd`.
+//! into three tests: `<name>::etcd`, `<name>::ballast` and `<name>::ballast_8_shards` (the engine
+//! with `--shards 8`; the suite's keys are etcdctl-style, outside `/registry/`, so they live on
+//! shard 0 and every range from below `/registry/` to above it is a cross-shard Range).
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -11,7 +13,16 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Target {
     Ballast,
+    /// The engine with `--shards 8`.
+    BallastSharded,
     Etcd,
+}
+
+impl Target {
+    /// Returns true for Ballast's engine, whatever its shard count.
+    pub(crate) fn is_ballast(self) -> bool {
+        matches!(self, Target::Ballast | Target::BallastSharded)
+    }
 }
 
 /// A server process owned by one test.
@@ -80,9 +91,12 @@ impl Server {
         let data = self.dir.path().join("data");
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log_path()).expect("log file");
         let mut cmd = match self.target {
-            Target::Ballast => {
+            Target::Ballast | Target::BallastSharded => {
                 let mut c = Command::new(env!("CARGO_BIN_EXE_ballast"));
                 c.arg("engine"); // the etcd-protocol suite targets the engine alone: `serve` adds the frontend and its namespaces
+                if self.target == Target::BallastSharded {
+                    c.arg("--shards=8");
+                }
                 c
             }
             Target::Etcd => {
@@ -208,6 +222,10 @@ macro_rules! both_targets {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn ballast() {
                 super::$name(crate::harness::Server::start(crate::harness::Target::Ballast).await).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn ballast_8_shards() {
+                super::$name(crate::harness::Server::start(crate::harness::Target::BallastSharded).await).await
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn etcd() {

@@ -13,4 +13,5 @@ mod kubectl_session;
 mod kv;
 mod lease;
 mod maintenance;
+mod shards;
 mod watch;

@@ -3,7 +3,7 @@
 
 use etcd_client::{AlarmAction, AlarmType};
 
-use crate::harness::{Server, Target};
+use crate::harness::Server;
 
 both_targets!(status_hash_and_members, snapshot_defrag_alarm);
 
@@ -18,7 +18,7 @@ async fn status_hash_and_members(s: Server) {
     c.put("a", "2", None).await.expect("put");
     let st = c.status().await.expect("status");
     assert!(version_at_least(st.version(), (3, 4, 0)), "{}", st.version());
-    if s.target == Target::Ballast {
+    if s.target.is_ballast() {
         // kube-apiserver enables watch progress requests only from 3.5.13 on.
         assert!(version_at_least(st.version(), (3, 5, 13)), "{}", st.version());
     }

@@ -42,15 +42,21 @@ impl Lease for LeaseService {
             // The ID is chosen before proposing so every member applies the same one.
             r.id = (rand::random::<u64>() >> 1).max(1) as i64;
         }
-        match self.api.write(Command::LeaseGrant(r)).await? {
+        // Every shard keeps every lease, so a key of any shard can be attached to it.
+        match self.api.write_all(Command::LeaseGrant(r)).await? {
             WriteResponse::LeaseGrant(resp) => Ok(Response::new(resp)),
             _ => Err(unexpected("lease grant")),
         }
     }
 
     async fn lease_revoke(&self, req: Request<LeaseRevokeRequest>) -> Result<Response<LeaseRevokeResponse>, Status> {
-        match self.api.write(Command::LeaseRevoke(req.into_inner())).await? {
-            WriteResponse::LeaseRevoke(resp) => Ok(Response::new(resp)),
+        // Each shard deletes its own keys of the lease, at its own revision; etcd deletes them
+        // all at one revision (see `engine/SHARDING.md`).
+        match self.api.write_all(Command::LeaseRevoke(req.into_inner())).await? {
+            WriteResponse::LeaseRevoke(mut resp) => {
+                resp.header = self.api.header();
+                Ok(Response::new(resp))
+            }
             _ => Err(unexpected("lease revoke")),
         }
     }
@@ -68,11 +74,12 @@ impl Lease for LeaseService {
         let api = self.api.clone();
         tokio::spawn(async move {
             while let Ok(Some(msg)) = inbound.message().await {
-                let answer = api.shard.call(api.request_timeout, |r| ShardMsg::LeaseKeepAlive(msg.id, r)).await;
-                let out = answer.map_err(Status::from).map(|ttl| LeaseKeepAliveResponse {
+                // Every shard's lessor keeps the lease's deadline; shard 0 answers.
+                let answer = api.call_all(|r| ShardMsg::LeaseKeepAlive(msg.id, r)).await;
+                let out = answer.map_err(Status::from).map(|ttls| LeaseKeepAliveResponse {
                     header: api.header(),
                     id: msg.id,
-                    ttl,
+                    ttl: ttls[0],
                 });
                 let failed = out.is_err();
                 if tx.send(out).await.is_err() || failed {
@@ -88,12 +95,21 @@ impl Lease for LeaseService {
         req: Request<LeaseTimeToLiveRequest>,
     ) -> Result<Response<LeaseTimeToLiveResponse>, Status> {
         let r = req.into_inner();
-        let resp = self.api.shard.call(self.api.request_timeout, |tx| ShardMsg::LeaseTimeToLive(r, tx)).await?;
+        if self.api.shards.len() == 1 {
+            return Ok(Response::new(self.api.call(0, |tx| ShardMsg::LeaseTimeToLive(r, tx)).await?));
+        }
+        // Shard 0 answers for the lease; the keys attached to it are on every shard.
+        let mut answers = self.api.call_all(|tx| ShardMsg::LeaseTimeToLive(r, tx)).await?.into_iter();
+        let mut resp = answers.next().expect("invariant: a member has at least one shard");
+        for other in answers {
+            resp.keys.extend(other.keys);
+        }
+        resp.header = self.api.header();
         Ok(Response::new(resp))
     }
 
     async fn lease_leases(&self, _req: Request<LeaseLeasesRequest>) -> Result<Response<LeaseLeasesResponse>, Status> {
-        let resp = self.api.shard.call(self.api.request_timeout, ShardMsg::LeaseLeases).await?;
+        let resp = self.api.call(0, ShardMsg::LeaseLeases).await?;
         Ok(Response::new(resp))
     }
 }

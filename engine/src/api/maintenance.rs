@@ -28,7 +28,7 @@ use tonic::{Request, Response, Status};
 
 use super::{unexpected, Api, ETCD_COMPAT_VERSION};
 use crate::error::EngineError;
-use crate::shard::{ShardMsg, WriteResponse};
+use crate::shard::{ShardMsg, ShardStatus, WriteResponse};
 
 /// Bytes per snapshot message; etcd's own send buffer is 32 KiB.
 const SNAPSHOT_CHUNK: usize = 32 * 1024;
@@ -56,6 +56,40 @@ impl MaintenanceService {
     }
 }
 
+impl MaintenanceService {
+    /// The member's status from every shard's: sizes and raft figures add up (each shard is
+    /// its own raft group; with one shard they are that group's), the term is the highest, the
+    /// revision is the member's, and alarms are those any shard raised.
+    async fn status_all(&self) -> crate::Result<ShardStatus> {
+        let all = self.api.call_all(ShardMsg::Status).await?;
+        let mut st = ShardStatus { revision: self.api.revs.last(), leader: all[0].leader, ..Default::default() };
+        for s in &all {
+            st.db_size += s.db_size;
+            st.raft_index += s.raft_index;
+            st.raft_applied_index += s.raft_applied_index;
+            st.raft_term = st.raft_term.max(s.raft_term);
+            st.alarms.extend(&s.alarms);
+        }
+        st.alarms.sort_unstable();
+        st.alarms.dedup();
+        Ok(st)
+    }
+}
+
+/// One hash from the shards' hashes: a shard's own with one shard (etcd's value for the same
+/// data), else a CRC32 of the shards' hashes in shard order. Members compare hashes only with
+/// members of the same shard count.
+fn combine_hashes(hashes: &[u32]) -> u32 {
+    if let [one] = hashes {
+        return *one;
+    }
+    let mut h = crc32fast::Hasher::new();
+    for x in hashes {
+        h.update(&x.to_be_bytes());
+    }
+    h.finalize()
+}
+
 fn alarm_name(a: i32) -> &'static str {
     match AlarmType::try_from(a) {
         Ok(AlarmType::Nospace) => "NOSPACE",
@@ -70,7 +104,7 @@ impl Maintenance for MaintenanceService {
         let r = req.into_inner();
         match AlarmAction::try_from(r.action) {
             Ok(AlarmAction::Get) => {
-                let st = self.api.shard.call(self.api.request_timeout, ShardMsg::Status).await?;
+                let st = self.status_all().await?;
                 let alarms = st
                     .alarms
                     .into_iter()
@@ -79,7 +113,7 @@ impl Maintenance for MaintenanceService {
                     .collect();
                 Ok(Response::new(AlarmResponse { header: self.header(st.revision), alarms }))
             }
-            _ => match self.api.write(Command::Alarm(r)).await? {
+            _ => match self.api.write_all(Command::Alarm(r)).await? {
                 WriteResponse::Alarm(resp) => Ok(Response::new(resp)),
                 _ => Err(unexpected("alarm")),
             },
@@ -87,7 +121,7 @@ impl Maintenance for MaintenanceService {
     }
 
     async fn status(&self, _req: Request<StatusRequest>) -> Result<Response<StatusResponse>, Status> {
-        let st = self.api.shard.call(self.api.request_timeout, ShardMsg::Status).await?;
+        let st = self.status_all().await?;
         let errors =
             st.alarms.iter().map(|a| format!("memberID:{} alarm:{} ", self.api.member.id, alarm_name(*a))).collect();
         Ok(Response::new(StatusResponse {
@@ -105,19 +139,26 @@ impl Maintenance for MaintenanceService {
     }
 
     async fn defragment(&self, _req: Request<DefragmentRequest>) -> Result<Response<DefragmentResponse>, Status> {
-        self.api.shard.call(self.api.request_timeout, ShardMsg::Defragment).await?;
+        self.api.call_all(ShardMsg::Defragment).await?;
         Ok(Response::new(DefragmentResponse { header: self.header(0) }))
     }
 
     async fn hash(&self, _req: Request<HashRequest>) -> Result<Response<HashResponse>, Status> {
-        let hash = self.api.shard.call(self.api.request_timeout, ShardMsg::Hash).await?;
-        let st = self.api.shard.call(self.api.request_timeout, ShardMsg::Status).await?;
-        Ok(Response::new(HashResponse { header: self.header(st.revision), hash }))
+        let hashes = self.api.call_all(ShardMsg::Hash).await?;
+        let hash = combine_hashes(&hashes);
+        Ok(Response::new(HashResponse { header: self.header(self.api.revs.last()), hash }))
     }
 
     async fn hash_kv(&self, req: Request<HashKvRequest>) -> Result<Response<HashKvResponse>, Status> {
         let rev = req.into_inner().revision;
-        let resp = self.api.shard.call(self.api.request_timeout, |tx| ShardMsg::HashKv(rev, tx)).await?;
+        let mut parts = self.api.call_all(|tx| ShardMsg::HashKv(rev, tx)).await?;
+        if parts.len() == 1 {
+            return Ok(Response::new(parts.swap_remove(0)));
+        }
+        let hashes: Vec<u32> = parts.iter().map(|p| p.hash).collect();
+        let mut resp = parts.swap_remove(0);
+        resp.hash = combine_hashes(&hashes);
+        resp.header = self.header(self.api.revs.last());
         Ok(Response::new(resp))
     }
 
@@ -129,9 +170,17 @@ impl Maintenance for MaintenanceService {
             .map_err(|e| Status::unavailable(format!("etcdserver: snapshot: {e}")))?;
         let dir = self.api.snapshot_dir.join(format!("snap-{n}"));
         let _ = std::fs::remove_dir_all(&dir);
-        let dir_for_shard = dir.clone();
-        let revision =
-            self.api.shard.call(self.api.request_timeout, |tx| ShardMsg::Checkpoint(dir_for_shard, tx)).await?;
+        // One shard's checkpoint is the archive's files; with several, each shard's goes into
+        // `shard-<n>/`. Shards are copied one after another, each consistent in itself: a
+        // revision another shard wrote meanwhile may be in its copy and not in an earlier one.
+        if self.api.shards.len() > 1 {
+            std::fs::create_dir_all(&dir).map_err(|e| Status::unavailable(format!("etcdserver: snapshot: {e}")))?;
+        }
+        let mut revision = 0;
+        for s in 0..self.api.map.shard_count() {
+            let target = if self.api.shards.len() == 1 { dir.clone() } else { dir.join(format!("shard-{s}")) };
+            revision = revision.max(self.api.call(s, |tx| ShardMsg::Checkpoint(target, tx)).await?);
+        }
         let header = self.header(revision);
         // Four chunks in flight keep the disk and the network busy without buffering the store.
         let (tx, rx) = tokio::sync::mpsc::channel(4);
@@ -155,13 +204,25 @@ impl Maintenance for MaintenanceService {
 
 type ChunkSender = tokio::sync::mpsc::Sender<Result<SnapshotResponse, Status>>;
 
+/// Lists the archive's files: those of `dir`, and those of its subdirectories (one per shard) as
+/// `<subdirectory>/<name>`.
 fn files_of(dir: &Path) -> std::io::Result<Vec<(String, PathBuf, u64)>> {
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         let meta = entry.metadata()?;
+        let name = entry.file_name().to_string_lossy().into_owned();
         if meta.is_file() {
-            files.push((entry.file_name().to_string_lossy().into_owned(), entry.path(), meta.len()));
+            files.push((name, entry.path(), meta.len()));
+        } else if meta.is_dir() {
+            for inner in std::fs::read_dir(entry.path())? {
+                let inner = inner?;
+                let meta = inner.metadata()?;
+                if meta.is_file() {
+                    let inner_name = inner.file_name().to_string_lossy().into_owned();
+                    files.push((format!("{name}/{inner_name}"), inner.path(), meta.len()));
+                }
+            }
         }
     }
     files.sort();

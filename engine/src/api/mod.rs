@@ -1,15 +1,23 @@
 //! The etcd v3 gRPC services: request validation, size limits and translation to shard messages.
 //!
-//! Each service file is thin: it checks what etcd's gRPC layer checks (`apply::check`), sends a
-//! [`ShardMsg`] and waits for the answer with the request timeout. [`status`] is the only place
-//! an [`EngineError`](crate::EngineError) becomes a `tonic::Status`.
+//! Each service file is thin: it checks what etcd's gRPC layer checks (`apply::check`), routes
+//! the request by the shard map ([`route`]), sends [`ShardMsg`]s and waits for the answers with
+//! the request timeout. [`status`] is the only place an [`EngineError`](crate::EngineError)
+//! becomes a `tonic::Status`.
+//!
+//! With several shards: key requests go to the shard of their key; a Range over keys of several
+//! shards asks each of them at one revision and merges (`apply::range_merge`); a Txn or
+//! DeleteRange over keys of several shards is refused (`EngineError::CrossShard`); leases,
+//! compaction and alarms go to every shard, and shard 0 answers for the member.
 
 pub mod cluster;
 pub mod kv;
 pub mod lease;
 pub mod maintenance;
+pub mod route;
 pub mod status;
 pub mod watch;
+mod watch_shards;
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
@@ -17,7 +25,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{EngineError, Result};
-use crate::shard::{ShardHandle, ShardMsg, WriteResponse};
+use crate::mvcc::RevisionCounter;
+use crate::shard::{Reply, ShardHandle, ShardMsg, WriteResponse};
+use crate::shard_map::ShardMap;
 use ballast_proto::ballastpb::raft_command::Command;
 
 /// The version string `Status` reports. kube-apiserver enables watch progress requests only
@@ -42,8 +52,12 @@ pub struct MemberInfo {
 /// What every service shares.
 #[derive(Debug)]
 pub struct ApiContext {
-    /// The shard holding every key (one shard until sharding lands).
-    pub shard: ShardHandle,
+    /// The member's shards, by shard number.
+    pub shards: Vec<ShardHandle>,
+    /// Which shard owns a key.
+    pub map: ShardMap,
+    /// The member's revision counter, shared by its shards.
+    pub revs: Arc<RevisionCounter>,
     /// This member.
     pub member: MemberInfo,
     /// Largest accepted write request in bytes (etcd `--max-request-bytes`, default 1.5 MiB).
@@ -73,22 +87,61 @@ impl ApiContext {
         Ok(())
     }
 
-    /// Proposes `cmd` and waits for its applied answer.
+    /// Returns shard `s`'s handle.
+    pub fn shard(&self, s: u32) -> &ShardHandle {
+        &self.shards[s as usize]
+    }
+
+    /// Returns shard 0, which answers for the member where every shard holds the same state
+    /// (leases, alarms) or none does (raft status figures of a one-shard member).
+    pub fn first(&self) -> &ShardHandle {
+        &self.shards[0]
+    }
+
+    /// Asks shard `s` with the message built by `make` and waits for its answer.
+    ///
+    /// # Errors
+    /// The shard's answer, `Timeout`, `Stopped` or `TooManyRequests`.
+    pub async fn call<T>(&self, s: u32, make: impl FnOnce(Reply<T>) -> ShardMsg) -> Result<T> {
+        self.shard(s).call(self.request_timeout, make).await
+    }
+
+    /// Asks every shard with the message built by `make`, at once, and returns their answers in
+    /// shard order, or the first error in shard order.
+    ///
+    /// # Errors
+    /// Any shard's error.
+    pub async fn call_all<T>(&self, make: impl Fn(Reply<T>) -> ShardMsg) -> Result<Vec<T>> {
+        let calls = self.shards.iter().map(|sh| sh.call(self.request_timeout, &make));
+        futures::future::join_all(calls).await.into_iter().collect()
+    }
+
+    /// Proposes `cmd` on shard `s` and waits for its applied answer.
     ///
     /// # Errors
     /// The apply error, or a shard/transport error.
-    pub async fn write(&self, cmd: Command) -> Result<WriteResponse> {
-        self.shard.call(self.request_timeout, |tx| ShardMsg::Write(cmd, tx)).await
+    pub async fn write(&self, s: u32, cmd: Command) -> Result<WriteResponse> {
+        self.call(s, |tx| ShardMsg::Write(cmd, tx)).await
     }
 
-    /// Returns a full response header at the shard's current revision, as etcd fills headers of
-    /// responses that do not read the store.
+    /// Proposes `cmd` on every shard (lease and compaction requests, whose state every shard
+    /// keeps) and returns shard 0's answer, or the first error in shard order.
+    ///
+    /// # Errors
+    /// Any shard's error.
+    pub async fn write_all(&self, cmd: Command) -> Result<WriteResponse> {
+        let mut answers = self.call_all(|tx| ShardMsg::Write(cmd.clone(), tx)).await?;
+        Ok(answers.swap_remove(0))
+    }
+
+    /// Returns a full response header at the member's current revision, as etcd fills headers
+    /// of responses that do not read the store.
     pub fn header(&self) -> Option<ballast_proto::etcdserverpb::ResponseHeader> {
         Some(ballast_proto::etcdserverpb::ResponseHeader {
             cluster_id: self.member.cluster_id,
             member_id: self.member.id,
-            revision: self.shard.revision(),
-            raft_term: self.shard.term(),
+            revision: self.revs.last(),
+            raft_term: self.first().term(),
         })
     }
 

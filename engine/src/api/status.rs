@@ -35,6 +35,8 @@ pub fn code_and_message(e: &EngineError) -> (Code, String) {
         }
         E::NotCapable => fixed(Code::FailedPrecondition, "etcdserver: not capable"),
         E::MemberNotFound => fixed(Code::NotFound, "etcdserver: member not found"),
+        E::CrossShard { .. } => (Code::FailedPrecondition, format!("ballast: {e}")),
+        E::ShardCount(_) => (Code::FailedPrecondition, format!("ballast: {e}")),
         // etcd has no error for a failing disk (it panics); these end the member, and the
         // client sees a retryable code while it restarts.
         E::Storage(_) | E::Raft(_) => (Code::Unavailable, format!("etcdserver: {e}")),

@@ -31,7 +31,7 @@ impl WatchService {
 
 /// Sends `msg`, waiting while the shard's mailbox is full: a watch request must not be lost,
 /// and the client's stream is the natural place to apply back-pressure.
-async fn send_reliably(shard: &ShardHandle, mut make: impl FnMut() -> ShardMsg) -> bool {
+pub(super) async fn send_reliably(shard: &ShardHandle, mut make: impl FnMut() -> ShardMsg) -> bool {
     loop {
         match shard.send(make()) {
             Ok(()) => return true,
@@ -47,12 +47,18 @@ impl Watch for WatchService {
 
     async fn watch(&self, req: Request<Streaming<WatchRequest>>) -> Result<Response<Self::WatchStream>, Status> {
         // kube-apiserver sets `hasleader`: such streams must fail while there is no leader.
-        if req.metadata().get("hasleader").is_some_and(|v| v == "true") && self.api.shard.leader() == 0 {
+        if req.metadata().get("hasleader").is_some_and(|v| v == "true") && self.api.first().leader() == 0 {
             return Err(EngineError::NoLeader.into());
         }
         let id = self.api.next_id.fetch_add(1, Ordering::Relaxed);
+        if self.api.shards.len() > 1 {
+            let Some(merged) = super::watch_shards::open(self.api.clone(), id, req.into_inner()).await else {
+                return Err(EngineError::Stopped.into());
+            };
+            return Ok(Response::new(Box::pin(merged.map(Ok))));
+        }
         let (tx, rx, credits) = watch::stream_channel(self.api.watch_stream_buffer);
-        let shard = self.api.shard.clone();
+        let shard = self.api.first().clone();
         // Opening waits for room like the requests after it: a busy mailbox (say, many other
         // streams registering watchers at once) is back-pressure, not a reason to refuse a stream.
         if !send_reliably(&shard, || ShardMsg::WatchOpen(id, tx.clone())).await {

@@ -1,0 +1,262 @@
+//! Keys of several shards: kube-shaped keys (`/registry/<resource>/<namespace>/<name>`) spread
+//! over the engine's shards. The etcd semantics (one revision order, LISTs across namespaces
+//! that are snapshots, paging) run against all three targets; what only a sharded member does
+//! (refusing cross-shard writes and watches, keeping its shard count) runs against
+//! `ballast engine --shards 8`.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ballast_proto::etcdserverpb::{
+    watch_client::WatchClient, watch_request::RequestUnion, WatchCreateRequest, WatchProgressRequest, WatchRequest,
+};
+use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp};
+use tokio::sync::{mpsc, Mutex};
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::harness::{Server, Target};
+
+both_targets!(one_client_sees_dense_revisions, list_across_namespaces_is_a_snapshot, paged_list_across_namespaces);
+
+fn pod(ns: usize, name: usize) -> String {
+    format!("/registry/pods/ns{ns}/pod-{name}")
+}
+
+const PODS: &str = "/registry/pods/";
+const PODS_END: &str = "/registry/pods0";
+
+/// A client alone on the member that writes keys of many namespaces sees revisions r, r+1, ...
+async fn one_client_sees_dense_revisions(s: Server) {
+    let mut c = s.client().await;
+    let first = c.put(pod(0, 0), "v", None).await.expect("put").header().expect("header").revision();
+    for i in 1..40 {
+        let r = c.put(pod(i, 0), "v", None).await.expect("put");
+        assert_eq!(r.header().expect("header").revision(), first + i as i64, "revision of write {i}");
+    }
+    // A delete of nothing and a failed compare take no revision.
+    c.delete(pod(99, 0), None).await.expect("delete");
+    let txn = Txn::new().when([Compare::version(pod(1, 0), CompareOp::Equal, 5)]).and_then([TxnOp::put(
+        pod(1, 0),
+        "w",
+        None,
+    )]);
+    assert!(!c.txn(txn).await.expect("txn").succeeded());
+    let r = c.put(pod(2, 1), "v", None).await.expect("put");
+    assert_eq!(r.header().expect("header").revision(), first + 40);
+}
+
+/// A LIST over every namespace, taken while writers change pods in all of them, is the state at
+/// its header revision: what replaying the acknowledged writes up to that revision gives.
+async fn list_across_namespaces_is_a_snapshot(s: Server) {
+    let writes: Arc<Mutex<Vec<(String, String, i64)>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut writers = Vec::new();
+    for w in 0..8 {
+        let mut c = s.client().await;
+        let (writes, stop) = (writes.clone(), stop.clone());
+        writers.push(tokio::spawn(async move {
+            let mut i = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                let (k, v) = (pod((w * 7 + i) % 24, i % 5), format!("{w}-{i}"));
+                let r = c.put(k.clone(), v.clone(), None).await.expect("put");
+                writes.lock().await.push((k, v, r.header().expect("header").revision()));
+                i += 1;
+            }
+        }));
+    }
+    let mut c = s.client().await;
+    let mut lists = Vec::new();
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_millis(15)).await;
+        let r = c.get(PODS, Some(GetOptions::new().with_range(PODS_END))).await.expect("list");
+        let rev = r.header().expect("header").revision();
+        let got: BTreeMap<String, (String, i64)> = r
+            .kvs()
+            .iter()
+            .map(|kv| {
+                let key = kv.key_str().expect("utf-8").to_string();
+                (key, (kv.value_str().expect("utf-8").to_string(), kv.mod_revision()))
+            })
+            .collect();
+        assert_eq!(r.count() as usize, got.len());
+        lists.push((rev, got));
+    }
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.await.expect("writer");
+    }
+    let mut writes = writes.lock().await.clone();
+    writes.sort_by_key(|w| w.2);
+    let mut changed_between = 0;
+    for (rev, got) in &lists {
+        let mut expected = BTreeMap::new();
+        for (k, v, r) in writes.iter().filter(|w| w.2 <= *rev) {
+            expected.insert(k.clone(), (v.clone(), *r));
+        }
+        assert_eq!(got, &expected, "LIST at revision {rev} is not the replayed state");
+        changed_between += usize::from(writes.iter().any(|w| w.2 > *rev));
+    }
+    assert!(changed_between > 0, "the writers were still writing during the LISTs");
+}
+
+/// kube's paged LIST: limit 7, later pages at the first page's revision, starting after the
+/// last key; every pod comes back once, in key order, while other pods are written.
+async fn paged_list_across_namespaces(s: Server) {
+    let mut c = s.client().await;
+    let mut all = Vec::new();
+    for ns in 0..12 {
+        for p in 0..5 {
+            c.put(pod(ns, p), "v", None).await.expect("put");
+            all.push(pod(ns, p));
+        }
+    }
+    all.sort();
+    let first = c.get(PODS, Some(GetOptions::new().with_range(PODS_END).with_limit(7))).await.expect("page");
+    let rev = first.header().expect("header").revision();
+    assert!(first.more());
+    assert_eq!(first.count(), 60);
+    let mut seen: Vec<String> = first.kvs().iter().map(|kv| kv.key_str().expect("utf-8").to_string()).collect();
+    c.put(pod(3, 99), "later", None).await.expect("put");
+    loop {
+        let mut start = seen.last().expect("a page").clone().into_bytes();
+        start.push(0);
+        let opts = GetOptions::new().with_range(PODS_END).with_limit(7).with_revision(rev);
+        let page = c.get(start, Some(opts)).await.expect("page");
+        seen.extend(page.kvs().iter().map(|kv| kv.key_str().expect("utf-8").to_string()));
+        if !page.more() {
+            break;
+        }
+    }
+    assert_eq!(seen, all, "each pod once, in key order, as of the first page");
+}
+
+async fn sharded() -> Server {
+    Server::start(Target::BallastSharded).await
+}
+
+fn two_shards_apart() -> (String, String) {
+    let map = ballast_engine::shard_map::ShardMap::new(8).expect("8 shards");
+    let a = pod(0, 0);
+    let b = (1..100).map(|ns| pod(ns, 0)).find(|k| map.shard_of(k.as_bytes()) != map.shard_of(a.as_bytes()));
+    (a, b.expect("100 namespaces are not all on one of 8 shards"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cross_shard_writes_are_refused_naming_the_shards() {
+    let s = sharded().await;
+    let mut c = s.client().await;
+    let (a, b) = two_shards_apart();
+    let txn = Txn::new().and_then([TxnOp::put(a.as_str(), "1", None), TxnOp::put(b.as_str(), "1", None)]);
+    let err = c.txn(txn).await.expect_err("a txn over two shards");
+    let etcd_client::Error::GRpcStatus(st) = err else { panic!("not a gRPC status: {err:?}") };
+    assert_eq!(st.code(), tonic::Code::FailedPrecondition);
+    assert!(st.message().contains("spans shards") && st.message().contains("8 shards"), "{}", st.message());
+    let err = c.delete(PODS, Some(etcd_client::DeleteOptions::new().with_prefix())).await.expect_err("delete");
+    let etcd_client::Error::GRpcStatus(st) = err else { panic!("not a gRPC status: {err:?}") };
+    assert_eq!(st.code(), tonic::Code::FailedPrecondition);
+    // Nothing was written by either.
+    let r = c.get(PODS, Some(GetOptions::new().with_prefix().with_count_only())).await.expect("count");
+    assert_eq!(r.count(), 0);
+    // A txn within one namespace is served.
+    let txn = Txn::new().and_then([TxnOp::put(a.as_str(), "1", None), TxnOp::put(format!("{a}-2"), "1", None)]);
+    assert!(c.txn(txn).await.expect("one-shard txn").succeeded());
+}
+
+fn create(key: &str, range_end: &str) -> WatchRequest {
+    WatchRequest {
+        request_union: Some(RequestUnion::CreateRequest(WatchCreateRequest {
+            key: key.as_bytes().to_vec().into(),
+            range_end: range_end.as_bytes().to_vec().into(),
+            prev_kv: true,
+            ..Default::default()
+        })),
+    }
+}
+
+/// One stream, watchers on two shards: automatic IDs are distinct, each gets its shard's events,
+/// a watch over every namespace is refused, and a progress request is answered once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_stream_watches_on_several_shards() {
+    let s = sharded().await;
+    let mut c = s.client().await;
+    let (a, b) = two_shards_apart();
+    let mut wc = WatchClient::connect(s.url()).await.expect("connect");
+    let (tx, rx) = mpsc::channel(16);
+    tx.send(create(&a, "")).await.expect("send");
+    let mut stream = wc.watch(ReceiverStream::new(rx)).await.expect("watch").into_inner();
+    let next = async |stream: &mut tonic::Streaming<_>| {
+        tokio::time::timeout(Duration::from_secs(10), stream.message())
+            .await
+            .expect("a response within 10 s")
+            .expect("stream ok")
+            .expect("stream open")
+    };
+    let first: ballast_proto::etcdserverpb::WatchResponse = next(&mut stream).await;
+    assert!(first.created);
+    tx.send(create(&b, "")).await.expect("send");
+    let second: ballast_proto::etcdserverpb::WatchResponse = next(&mut stream).await;
+    assert!(second.created);
+    assert_ne!(first.watch_id, second.watch_id, "IDs are per stream, not per shard");
+    tx.send(create(PODS, PODS_END)).await.expect("send");
+    let refused: ballast_proto::etcdserverpb::WatchResponse = next(&mut stream).await;
+    assert!(refused.created && refused.canceled && refused.watch_id == -1, "{refused:?}");
+    assert!(refused.cancel_reason.contains("spans shards"), "{}", refused.cancel_reason);
+
+    let ra = c.put(a.as_str(), "1", None).await.expect("put").header().expect("header").revision();
+    let rb = c.put(b.as_str(), "2", None).await.expect("put").header().expect("header").revision();
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        let r: ballast_proto::etcdserverpb::WatchResponse = next(&mut stream).await;
+        for e in &r.events {
+            let kv = e.kv.as_ref().expect("kv");
+            got.push((r.watch_id, String::from_utf8(kv.key.to_vec()).expect("utf-8"), kv.mod_revision));
+        }
+    }
+    got.sort_by_key(|g| g.2);
+    assert_eq!(got, vec![(first.watch_id, a.clone(), ra), (second.watch_id, b.clone(), rb)]);
+
+    tx.send(WatchRequest { request_union: Some(RequestUnion::ProgressRequest(WatchProgressRequest {})) })
+        .await
+        .expect("send");
+    let p: ballast_proto::etcdserverpb::WatchResponse = next(&mut stream).await;
+    assert_eq!((p.watch_id, p.events.len(), p.created, p.canceled), (-1, 0, false, false));
+    assert_eq!(p.header.as_ref().map(|h| h.revision), Some(rb));
+    // Only one progress answer: the next response is the next event.
+    let rc = c.put(a.as_str(), "3", None).await.expect("put").header().expect("header").revision();
+    let e: ballast_proto::etcdserverpb::WatchResponse = next(&mut stream).await;
+    assert_eq!(e.events.first().and_then(|e| e.kv.as_ref()).map(|kv| kv.mod_revision), Some(rc), "{e:?}");
+}
+
+/// The shard count is fixed when the data directory is created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reopening_with_another_shard_count_fails() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let port = crate::harness::free_port();
+    let run = |shards: &str| {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ballast"))
+            .args(["engine", "--name", "t"])
+            .arg(format!("--data-dir={}", data.display()))
+            .arg(format!("--listen-client-urls=http://127.0.0.1:{port}"))
+            .arg(format!("--shards={shards}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        // A start that succeeds keeps running: stop it after a second.
+        std::thread::sleep(Duration::from_secs(1));
+        let running = child.try_wait().expect("wait").is_none();
+        if running {
+            let _ = child.kill();
+        }
+        let out = child.wait_with_output().expect("output");
+        (running, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (running, log) = run("4");
+    assert!(running, "the first start creates the directory with 4 shards: {log}");
+    let (running, log) = run("2");
+    assert!(!running, "opening a 4-shard directory with --shards 2 must fail");
+    assert!(log.contains("--shards 4") && log.contains("--shards 2"), "{log}");
+}
