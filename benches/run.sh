@@ -6,6 +6,7 @@
 #   bash benches/run.sh            # 10 s per scenario
 #   bash benches/run.sh --quick    # 3 s per scenario (smoke run)
 #   SCENARIOS="put_c16_v256 watch_fanout_w1000_r100_prevkv" bash benches/run.sh
+#   BALLAST_SHARDS=2 SCENARIOS=put_ns64_c100_v256 bash benches/run.sh   # Ballast with --shards 2
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration=10
@@ -50,6 +51,7 @@ while [[ -e "$out" ]]; do out="benches/results/$(date -u +%Y-%m-%d)-$commit-$n.m
 mkdir -p benches/results
 command="bash benches/run.sh $*"
 [[ -n "${SCENARIOS:-}" ]] && command="SCENARIOS=\"$SCENARIOS\" $command"
+[[ -n "${BALLAST_SHARDS:-}" ]] && command="BALLAST_SHARDS=$BALLAST_SHARDS $command"
 python3 - "$raw" "$out" "$commit" "$duration" "$command" <<'PY'
 import json, subprocess, sys
 raw, out, commit, duration, args = sys.argv[1:6]

@@ -78,11 +78,32 @@ async fn preload(url: &str, prefix: &str, n: u64) -> anyhow::Result<Vec<i64>> {
 }
 
 pub(crate) async fn put(url: &str, inflight: usize, duration: Duration, seed: u64) -> anyhow::Result<Outcome> {
+    put_keys(url, inflight, duration, seed, |k| key("put/", k)).await
+}
+
+/// Puts to pods of 64 namespaces (`/registry/pods/ns<k % 64>/<k>`): on a sharded engine the
+/// writes spread over its shards, as Kubernetes' writes do.
+pub(crate) async fn put_namespaced(
+    url: &str,
+    inflight: usize,
+    duration: Duration,
+    seed: u64,
+) -> anyhow::Result<Outcome> {
+    put_keys(url, inflight, duration, seed, |k| Bytes::from(format!("/registry/pods/ns{}/pod-{k:08}", k % 64))).await
+}
+
+async fn put_keys(
+    url: &str,
+    inflight: usize,
+    duration: Duration,
+    seed: u64,
+    key_of: fn(u64) -> Bytes,
+) -> anyhow::Result<Outcome> {
     let chans = Arc::new(conn::channels(url, inflight.min(16)).await?);
     Ok(closed_loop(inflight, duration, seed, move |w, mut rng: Rng| {
         let mut kv = conn::kv(&chans, w);
         async move {
-            let req = PutRequest { key: key("put/", rng.below(100_000)), value: value(), ..Default::default() };
+            let req = PutRequest { key: key_of(rng.below(100_000)), value: value(), ..Default::default() };
             let ok = kv.put(req).await.is_ok();
             (rng, ok)
         }
