@@ -154,8 +154,8 @@ struct EngineFlags {
     #[arg(long, default_value_t = 2 << 30)]
     quota_backend_bytes: u64,
     /// Shards of the key space, each its own thread and raft group; fixed when the data
-    /// directory is created. Watches and writes must stay within one shard (one namespace of one
-    /// resource) when it is above 1.
+    /// directory is created. With more than one, a Txn or DeleteRange must stay within one shard
+    /// (one namespace of one resource), as Kubernetes' always do.
     #[arg(long, default_value_t = 1)]
     shards: u32,
     /// Log format: text or json.
@@ -321,10 +321,6 @@ fn main() -> anyhow::Result<()> {
         Command::Frontend(flags) => runtime.block_on(run_frontend(frontend_config(flags))),
         Command::Serve(flags) => {
             let cfg = config(&flags.engine)?;
-            if cfg.shards != 1 {
-                // The frontend watches whole resources, whose keys span shards.
-                bail!("ballast serve runs one shard: the Kubernetes frontend needs watches over several shards, which are not built yet (use ballast engine --shards for etcd clients)");
-            }
             runtime.block_on(run_all_in_one(cfg, flags))
         }
     }

@@ -73,12 +73,12 @@ pub enum EngineError {
     /// The member ID is unknown.
     #[error("member not found")]
     MemberNotFound,
-    /// A request needs keys of several shards at once in a way Ballast does not provide: a
-    /// write (Txn, DeleteRange) or a watch over keys of more than one shard. etcd has no such
-    /// error; Kubernetes never sends such a request (see `engine/SHARDING.md`).
+    /// A write (Txn, DeleteRange) needs keys of several shards: Ballast does not write
+    /// atomically across shards. etcd has no such error; Kubernetes never sends such a write
+    /// (see `engine/SHARDING.md`).
     #[error("{what} spans shards {shards}; this member runs {count} shards and serves {what} within one shard only")]
     CrossShard {
-        /// What was asked ("a txn", "a delete range", "a watch").
+        /// What was asked ("a txn", "a delete range").
         what: &'static str,
         /// The shards involved, as a list ("0, 3") or a span ("0-7").
         shards: String,

@@ -210,6 +210,7 @@ impl Engine {
             request_timeout: cfg.request_timeout,
             snapshot_dir: cfg.data_dir.join("snapshots"),
             watch_stream_buffer: shard_cfg.watch.stream_buffer,
+            watch_merge_tick: shard_cfg.watch.merge_tick,
             next_id: AtomicU64::new(1),
         });
         Ok(Self { api, shard_threads, listen: cfg.listen_client.clone() })

@@ -1,7 +1,8 @@
 //! Keys of several shards: kube-shaped keys (`/registry/<resource>/<namespace>/<name>`) spread
 //! over the engine's shards. The etcd semantics (one revision order, LISTs across namespaces
-//! that are snapshots, paging) run against all three targets; what only a sharded member does
-//! (refusing cross-shard writes and watches, keeping its shard count) runs against
+//! that are snapshots, paging, a watch over every namespace from a LIST's revision) run against
+//! all three targets; what only a sharded member does (refusing cross-shard writes, numbering
+//! one stream's watchers across shards, keeping its shard count) runs against
 //! `ballast engine --shards 8`.
 
 use std::collections::BTreeMap;
@@ -18,7 +19,12 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use crate::harness::{Server, Target};
 
-both_targets!(one_client_sees_dense_revisions, list_across_namespaces_is_a_snapshot, paged_list_across_namespaces);
+both_targets!(
+    one_client_sees_dense_revisions,
+    list_across_namespaces_is_a_snapshot,
+    paged_list_across_namespaces,
+    watch_across_namespaces_from_a_list
+);
 
 fn pod(ns: usize, name: usize) -> String {
     format!("/registry/pods/ns{ns}/pod-{name}")
@@ -132,6 +138,71 @@ async fn paged_list_across_namespaces(s: Server) {
     assert_eq!(seen, all, "each pod once, in key order, as of the first page");
 }
 
+/// kube's LIST-then-WATCH over every namespace while pods change in all of them: the watch from
+/// the LIST's revision + 1 delivers exactly the later writes, in revision order, each once, with
+/// the previous value it replaced.
+async fn watch_across_namespaces_from_a_list(s: Server) {
+    let writes: Arc<Mutex<Vec<(String, String, i64)>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut writers = Vec::new();
+    for w in 0..6 {
+        let mut c = s.client().await;
+        let (writes, stop) = (writes.clone(), stop.clone());
+        writers.push(tokio::spawn(async move {
+            let mut i = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                let (k, v) = (pod((w * 5 + i) % 16, i % 3), format!("{w}-{i}"));
+                let r = c.put(k.clone(), v.clone(), None).await.expect("put");
+                writes.lock().await.push((k, v, r.header().expect("header").revision()));
+                i += 1;
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut c = s.client().await;
+    let list = c.get(PODS, Some(GetOptions::new().with_range(PODS_END))).await.expect("list");
+    let from = list.header().expect("header").revision();
+    let opts = etcd_client::WatchOptions::new().with_range(PODS_END).with_start_revision(from + 1).with_prev_key();
+    let mut stream = c.watch(PODS, Some(opts)).await.expect("watch");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.await.expect("writer");
+    }
+    let mut writes = writes.lock().await.clone();
+    writes.sort_by_key(|w| w.2);
+    let last = writes.last().expect("writes").2;
+    let mut seen: Vec<(String, String, i64, Option<String>)> = Vec::new();
+    while seen.last().is_none_or(|e| e.2 < last) {
+        let r = tokio::time::timeout(Duration::from_secs(10), stream.message())
+            .await
+            .expect("events within 10 s")
+            .expect("stream ok")
+            .expect("stream open");
+        for e in r.events() {
+            let kv = e.kv().expect("kv");
+            let prev = e.prev_kv().map(|p| p.value_str().expect("utf-8").to_string());
+            seen.push((
+                kv.key_str().expect("utf-8").into(),
+                kv.value_str().expect("utf-8").into(),
+                kv.mod_revision(),
+                prev,
+            ));
+        }
+    }
+    // Expected: every write after the LIST, with the value each key had before it.
+    let mut state: BTreeMap<String, String> = BTreeMap::new();
+    let mut expected = Vec::new();
+    for (k, v, r) in &writes {
+        if *r > from {
+            expected.push((k.clone(), v.clone(), *r, state.get(k).cloned()));
+        }
+        state.insert(k.clone(), v.clone());
+    }
+    assert!(expected.len() > 20, "too few writes after the LIST to mean anything: {}", expected.len());
+    assert_eq!(seen, expected);
+}
+
 async fn sharded() -> Server {
     Server::start(Target::BallastSharded).await
 }
@@ -175,8 +246,9 @@ fn create(key: &str, range_end: &str) -> WatchRequest {
     }
 }
 
-/// One stream, watchers on two shards: automatic IDs are distinct, each gets its shard's events,
-/// a watch over every namespace is refused, and a progress request is answered once.
+/// One stream, watchers on two shards and one over every namespace: automatic IDs are distinct,
+/// each gets its events (the namespace-wide one in revision order), and a progress request is
+/// answered once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_stream_watches_on_several_shards() {
     let s = sharded().await;
@@ -200,22 +272,26 @@ async fn one_stream_watches_on_several_shards() {
     assert!(second.created);
     assert_ne!(first.watch_id, second.watch_id, "IDs are per stream, not per shard");
     tx.send(create(PODS, PODS_END)).await.expect("send");
-    let refused: ballast_proto::etcdserverpb::WatchResponse = next(&mut stream).await;
-    assert!(refused.created && refused.canceled && refused.watch_id == -1, "{refused:?}");
-    assert!(refused.cancel_reason.contains("spans shards"), "{}", refused.cancel_reason);
+    let all: ballast_proto::etcdserverpb::WatchResponse = next(&mut stream).await;
+    assert!(all.created && !all.canceled, "{all:?}");
+    assert!(![first.watch_id, second.watch_id].contains(&all.watch_id));
 
     let ra = c.put(a.as_str(), "1", None).await.expect("put").header().expect("header").revision();
     let rb = c.put(b.as_str(), "2", None).await.expect("put").header().expect("header").revision();
     let mut got = Vec::new();
-    while got.len() < 2 {
+    while got.len() < 4 {
         let r: ballast_proto::etcdserverpb::WatchResponse = next(&mut stream).await;
         for e in &r.events {
             let kv = e.kv.as_ref().expect("kv");
             got.push((r.watch_id, String::from_utf8(kv.key.to_vec()).expect("utf-8"), kv.mod_revision));
         }
     }
+    let mut namespace_wide: Vec<_> = got.iter().filter(|g| g.0 == all.watch_id).cloned().collect();
+    assert_eq!(namespace_wide, vec![(all.watch_id, a.clone(), ra), (all.watch_id, b.clone(), rb)], "in revision order");
+    got.retain(|g| g.0 != all.watch_id);
     got.sort_by_key(|g| g.2);
     assert_eq!(got, vec![(first.watch_id, a.clone(), ra), (second.watch_id, b.clone(), rb)]);
+    namespace_wide.clear();
 
     tx.send(WatchRequest { request_union: Some(RequestUnion::ProgressRequest(WatchProgressRequest {})) })
         .await
@@ -223,10 +299,12 @@ async fn one_stream_watches_on_several_shards() {
     let p: ballast_proto::etcdserverpb::WatchResponse = next(&mut stream).await;
     assert_eq!((p.watch_id, p.events.len(), p.created, p.canceled), (-1, 0, false, false));
     assert_eq!(p.header.as_ref().map(|h| h.revision), Some(rb));
-    // Only one progress answer: the next response is the next event.
+    // Only one progress answer: the next responses are the next event's, one per watcher of it.
     let rc = c.put(a.as_str(), "3", None).await.expect("put").header().expect("header").revision();
-    let e: ballast_proto::etcdserverpb::WatchResponse = next(&mut stream).await;
-    assert_eq!(e.events.first().and_then(|e| e.kv.as_ref()).map(|kv| kv.mod_revision), Some(rc), "{e:?}");
+    for _ in 0..2 {
+        let e: ballast_proto::etcdserverpb::WatchResponse = next(&mut stream).await;
+        assert_eq!(e.events.first().and_then(|e| e.kv.as_ref()).map(|kv| kv.mod_revision), Some(rc), "{e:?}");
+    }
 }
 
 /// The shard count is fixed when the data directory is created.

@@ -7,8 +7,10 @@
 //!
 //! With several shards: key requests go to the shard of their key; a Range over keys of several
 //! shards asks each of them at one revision and merges (`apply::range_merge`); a Txn or
-//! DeleteRange over keys of several shards is refused (`EngineError::CrossShard`); leases,
-//! compaction and alarms go to every shard, and shard 0 answers for the member.
+//! DeleteRange over keys of several shards is refused (`EngineError::CrossShard`); a watch
+//! stream spans every shard and merges watchers over several shards in revision order
+//! (`watch_shards`); leases, compaction and alarms go to every shard, and shard 0 answers for
+//! the member.
 
 pub mod cluster;
 pub mod kv;
@@ -71,6 +73,10 @@ pub struct ApiContext {
     pub snapshot_dir: PathBuf,
     /// Responses buffered per watch stream (see `WatchConfig::stream_buffer`).
     pub watch_stream_buffer: usize,
+    /// How often a client stream over several shards re-checks them while it holds events of a
+    /// watcher over several shards (see `watch_shards`): the added delivery latency when the
+    /// shard that holds the others back has nothing to send. `WatchConfig::merge_tick`.
+    pub watch_merge_tick: std::time::Duration,
     /// Numbers watch streams and snapshots.
     pub next_id: AtomicU64,
 }

@@ -1,8 +1,8 @@
 //! Which shard serves a request: the shard map applied to every key a request names.
 //!
-//! A Range may span shards (it is merged); a write or a watch must stay inside one shard, since
-//! Ballast does not write atomically across shards nor (yet) merge watch streams. The refusal
-//! names the shards, so an operator can see which keys were combined.
+//! A Range or a watch may span shards (they are merged); a write must stay inside one shard,
+//! since Ballast does not write atomically across shards. The refusal names the shards, so an
+//! operator can see which keys were combined.
 
 use ballast_proto::etcdserverpb::{request_op::Request, TxnRequest};
 
@@ -138,8 +138,8 @@ mod tests {
     fn a_prefix_across_namespaces_is_one_shard_only_with_one_shard() {
         let one = ShardMap::new(1).expect("valid");
         let eight = ShardMap::new(8).expect("valid");
-        assert_eq!(one_shard(&one, "a watch", b"/registry/pods/", b"/registry/pods0").expect("one shard"), 0);
-        let err = one_shard(&eight, "a watch", b"/registry/pods/", b"/registry/pods0").expect_err("spans");
+        assert_eq!(one_shard(&one, "a delete range", b"/registry/pods/", b"/registry/pods0").expect("one shard"), 0);
+        let err = one_shard(&eight, "a delete range", b"/registry/pods/", b"/registry/pods0").expect_err("spans");
         assert!(err.to_string().contains("shards 0-7"), "{err}");
     }
 }

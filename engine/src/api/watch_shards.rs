@@ -1,28 +1,43 @@
 //! One client watch stream over a member with several shards.
 //!
-//! The stream is opened on every shard, each with its own channel and control credits, and the
-//! client sees the channels merged. A watcher lives on the shard of its keys; a watcher over keys
-//! of several shards is refused (created + canceled, as etcd refuses a create), since merging
-//! shard event streams in revision order is not built yet (`engine/SHARDING.md`). What the
-//! network plane adds so the merge looks like one etcd stream:
+//! The stream is opened on every shard, each with its own channel, control credits and lag mark,
+//! and a merge task (one per client stream) turns the shards' responses into one etcd stream:
 //!
 //! * **Watch IDs.** Each shard's hub would number its own watchers from 0, so the network plane
-//!   chooses automatic IDs (the lowest free one, the hub's rule) and remembers each watcher's
-//!   shard, to route cancels and to find a client-chosen ID already taken on another shard.
+//!   chooses automatic IDs (the lowest free one, the hub's rule) and remembers where each watcher
+//!   lives, to route cancels and to find a client-chosen ID that is already taken.
 //! * **Created responses in request order.** Clients match a `created` response to their oldest
 //!   pending create (clientv3 does), so a create is forwarded only once the previous one has been
 //!   answered; clientv3 sends them one at a time anyway.
+//! * **Watchers over keys of several shards** (`/registry/pods/` over every namespace) are
+//!   created on every shard, from one start revision (the counter's next one when the client
+//!   gave none, so no shard starts later than another). Their events are held per shard and
+//!   released in revision order up to the revision every shard is known to have sent everything
+//!   up to: the lowest over shards of [`ShardHandle::published_through`] and the stream's lag
+//!   mark on that shard ([`crate::watch::WatchSender::lag_mark`]), read before the channels are
+//!   drained. A revision belongs to one shard, so the merge never interleaves one revision's
+//!   events. While events are held the task re-checks every `merge_tick`, since the shard that
+//!   holds the others back may have nothing to send this watcher. The client sees one `created`,
+//!   one `canceled`, and progress notifications at released revisions.
 //! * **Progress.** A progress request goes to every shard holding a watcher of the stream (a hub
 //!   answers nothing on a stream without watchers, as etcd does); the client gets one answer,
-//!   once each of them has answered, at the lowest of their revisions (no event at or below it is
-//!   still to come on any shard).
+//!   once each of them has answered, at the lowest of their revisions and of the released
+//!   revision (no event at or below it is still to come).
+//!
+//! Slow consumers: the merge task writes into the client's bounded channel and waits when it is
+//! full, so it stops draining the shards' channels; their hubs then treat the stream's watchers
+//! as lagging (the hubs' policy), which lowers the lag marks and holds merged events until the
+//! lagging ones are caught up.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use ballast_proto::etcdserverpb::{watch_request::RequestUnion, WatchCreateRequest, WatchRequest, WatchResponse};
-use futures::{Stream, StreamExt};
-use tokio::sync::Notify;
+use ballast_proto::mvccpb::Event;
+use futures::stream::SelectAll;
+use futures::{FutureExt, Stream, StreamExt};
+use tokio::sync::{mpsc, Notify};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
 
@@ -31,10 +46,17 @@ use super::{route, Api};
 use crate::shard::ShardMsg;
 use crate::watch::{self, ControlCredits, Outgoing, WatchSender};
 
-/// The watchers of one client stream, by watch ID, with the shard each lives on.
+/// Where a watcher of the stream lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Placement {
+    One(u32),
+    All,
+}
+
+/// The watchers of one client stream, by watch ID, shared by its request side and merge task.
 #[derive(Debug, Default)]
 struct Ids {
-    shard_of: HashMap<i64, u32>,
+    placement: HashMap<i64, Placement>,
     next_auto: i64,
     /// `created` responses the client has been sent (refusals included).
     created: u64,
@@ -45,55 +67,61 @@ struct Ids {
 type SharedIds = Arc<Mutex<Ids>>;
 
 fn lock(ids: &SharedIds) -> std::sync::MutexGuard<'_, Ids> {
-    // A panic while holding this lock cannot leave the map half-updated (single inserts and
-    // removes), so a poisoned lock is still usable.
+    // Every update is a single insert, remove or increment, so a poisoned lock holds no
+    // half-made change.
     ids.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Opens stream `id` on every shard and returns the client's merged response stream, or None
-/// when the engine is stopping. The request side runs on its own task.
-pub(super) async fn open(
+type Tagged = SelectAll<std::pin::Pin<Box<dyn Stream<Item = (usize, Outgoing)> + Send>>>;
+
+/// Opens stream `id` on every shard and returns the client's response stream, or None when the
+/// engine is stopping. The request side and the merge run on their own tasks.
+pub(crate) async fn open(
     api: Api,
     id: u64,
     inbound: Streaming<WatchRequest>,
 ) -> Option<impl Stream<Item = WatchResponse> + Send + 'static> {
     let mut senders = Vec::new();
-    let mut receivers = Vec::new();
+    let mut tagged: Tagged = SelectAll::new();
     let mut credits = Vec::new();
+    let mut lags = Vec::new();
     for s in 0..api.shards.len() {
         let (tx, rx, c) = watch::stream_channel(api.watch_stream_buffer);
+        lags.push(tx.lag_mark());
         if !send_reliably(&api.shards[s], || ShardMsg::WatchOpen(id, tx.clone())).await {
             return None;
         }
         senders.push(tx);
-        receivers.push(rx);
+        tagged.push(ReceiverStream::new(rx).map(move |r| (s, r)).boxed());
         credits.push(c);
     }
-    // Refusals the network plane answers itself (watches over several shards) leave through a
-    // channel of their own, sized like a shard's.
-    let (refusals, refused) = tokio::sync::mpsc::channel::<Outgoing>(api.watch_stream_buffer.max(1));
+    let shards = api.shards.len();
     let ids: SharedIds = Arc::default();
     let answered = Arc::new(Notify::new());
-    let shards = receivers.len();
-    let tagged = receivers
-        .into_iter()
-        .enumerate()
-        .map(|(s, rx)| ReceiverStream::new(rx).map(move |r| (s, r)).boxed())
-        .chain(std::iter::once(ReceiverStream::new(refused).map(move |r| (shards, r)).boxed()));
-    let merged = merge(futures::stream::select_all(tagged), shards, Arc::clone(&ids), Arc::clone(&answered));
-    tokio::spawn(serve_requests(api, id, inbound, senders, credits, refusals, ids, answered));
-    Some(merged)
+    let (out, client) = mpsc::channel(api.watch_stream_buffer.max(1));
+    let merge = Merge {
+        api: api.clone(),
+        ids: Arc::clone(&ids),
+        answered: Arc::clone(&answered),
+        lags,
+        credits: credits.clone(),
+        stream: id,
+        cross: HashMap::new(),
+        progress: (0..shards).map(|_| None).collect(),
+        answer: None,
+    };
+    tokio::spawn(merge.run(tagged, out));
+    tokio::spawn(serve_requests(api, id, inbound, senders, credits, ids, answered));
+    Some(ReceiverStream::new(client))
 }
 
-/// Reads the client's requests and forwards each to its shard.
-#[allow(clippy::too_many_arguments)] // one call site; the parts are the stream's state
+/// Reads the client's requests and forwards each to its shard or shards.
 async fn serve_requests(
     api: Api,
     id: u64,
     mut inbound: Streaming<WatchRequest>,
     senders: Vec<WatchSender>,
     credits: Vec<ControlCredits>,
-    refusals: tokio::sync::mpsc::Sender<Outgoing>,
     ids: SharedIds,
     answered: Arc<Notify>,
 ) {
@@ -109,7 +137,7 @@ async fn serve_requests(
         let forwarded = match request {
             RequestUnion::CreateRequest(mut c) => {
                 // Answer creates in request order: wait for the previous one's `created`.
-                while lock(&ids).created < creates_sent {
+                loop {
                     let notified = answered.notified();
                     if lock(&ids).created >= creates_sent {
                         break;
@@ -120,28 +148,68 @@ async fn serve_requests(
                     }
                 }
                 creates_sent += 1;
-                match route::one_shard(&api.map, "a watch", &c.key, &c.range_end) {
-                    Ok(s) => {
-                        let s = choose_id(&ids, &mut c, s);
+                let place = match route::one_shard(&api.map, "a watch", &c.key, &c.range_end) {
+                    Ok(s) => Placement::One(s),
+                    Err(_) => Placement::All,
+                };
+                match choose_id(&ids, &mut c, place) {
+                    Placement::One(s) => {
                         credits[s as usize].spend().await
                             && send_reliably(api.shard(s), || ShardMsg::WatchCreate(id, c.clone())).await
                     }
-                    Err(e) => {
-                        let refusal = refusal(&api, &super::status::code_and_message(&e).1);
-                        refusals.send(Box::new(refusal)).await.is_ok()
+                    Placement::All => {
+                        // One start for every shard: none may begin after another's events.
+                        if c.start_revision <= 0 {
+                            c.start_revision = api.revs.last() + 1;
+                        }
+                        let mut ok = true;
+                        for (s, credit) in credits.iter().enumerate() {
+                            ok = ok
+                                && credit.spend().await
+                                && send_reliably(&api.shards[s], || ShardMsg::WatchCreate(id, c.clone())).await;
+                        }
+                        ok
                     }
                 }
             }
             RequestUnion::CancelRequest(c) => {
-                // An unknown ID goes to shard 0, which ignores it as etcd does.
-                let s = lock(&ids).shard_of.remove(&c.watch_id).unwrap_or(0);
-                credits[s as usize].spend().await
-                    && send_reliably(api.shard(s), || ShardMsg::WatchCancel(id, c.watch_id)).await
+                // An unknown ID goes to shard 0, which ignores it as etcd does. A watcher over
+                // several shards stays known until the merge has seen every shard cancel it.
+                let place = {
+                    let mut ids = lock(&ids);
+                    match ids.placement.get(&c.watch_id).copied() {
+                        Some(Placement::All) => Placement::All,
+                        Some(one) => {
+                            ids.placement.remove(&c.watch_id);
+                            one
+                        }
+                        None => Placement::One(0),
+                    }
+                };
+                let targets: Vec<usize> = match place {
+                    Placement::One(s) => vec![s as usize],
+                    Placement::All => (0..credits.len()).collect(),
+                };
+                let mut ok = true;
+                for s in targets {
+                    ok = ok
+                        && credits[s].spend().await
+                        && send_reliably(&api.shards[s], || ShardMsg::WatchCancel(id, c.watch_id)).await;
+                }
+                ok
             }
             RequestUnion::ProgressRequest(_) => {
                 let asked: BTreeSet<usize> = {
                     let mut ids = lock(&ids);
-                    let mut asked: BTreeSet<usize> = ids.shard_of.values().map(|&s| s as usize).collect();
+                    let mut asked = BTreeSet::new();
+                    for p in ids.placement.values() {
+                        match p {
+                            Placement::One(s) => {
+                                asked.insert(*s as usize);
+                            }
+                            Placement::All => asked.extend(0..credits.len()),
+                        }
+                    }
                     if asked.is_empty() {
                         asked.insert(0); // answers nothing, as etcd on a stream without watchers
                     } else {
@@ -173,77 +241,238 @@ async fn close(api: &Api, id: u64) {
     }
 }
 
-/// Gives an automatic create its ID and records the watcher's shard; returns the shard the create
-/// goes to. A client-chosen ID already live on another shard goes to that shard, whose hub
+/// Gives an automatic create its ID and records where the watcher lives; returns where the
+/// create goes. A client-chosen ID that is already live goes where that watcher is, whose hub
 /// answers it as a duplicate.
-fn choose_id(ids: &SharedIds, c: &mut WatchCreateRequest, key_shard: u32) -> u32 {
+fn choose_id(ids: &SharedIds, c: &mut WatchCreateRequest, place: Placement) -> Placement {
     let mut ids = lock(ids);
     if c.watch_id != 0 {
-        if let Some(&owner) = ids.shard_of.get(&c.watch_id) {
-            return owner;
-        }
-        ids.shard_of.insert(c.watch_id, key_shard);
-        return key_shard;
+        return match ids.placement.get(&c.watch_id) {
+            Some(Placement::One(owner)) => Placement::One(*owner),
+            Some(Placement::All) => Placement::One(0),
+            None => {
+                ids.placement.insert(c.watch_id, place);
+                place
+            }
+        };
     }
-    while ids.shard_of.contains_key(&ids.next_auto) {
+    while ids.placement.contains_key(&ids.next_auto) {
         ids.next_auto += 1;
     }
     let chosen = ids.next_auto;
-    ids.shard_of.insert(chosen, key_shard);
-    // ID 0 cannot be sent explicitly (0 asks for an automatic ID), but the shard's hub then picks
-    // 0 as well: it is free on every shard, since this map knows every live ID of the stream.
+    ids.placement.insert(chosen, place);
+    // ID 0 cannot be sent explicitly (0 asks for an automatic ID), but each hub then picks 0 as
+    // well: it is free on every shard, since this map knows every live ID of the stream.
     c.watch_id = chosen;
-    key_shard
+    place
 }
 
-/// etcd's answer to a create it will not serve: created and canceled, with watch ID -1.
-fn refusal(api: &Api, reason: &str) -> WatchResponse {
-    WatchResponse {
-        header: api.header(),
-        watch_id: -1,
-        created: true,
-        canceled: true,
-        cancel_reason: reason.to_string(),
-        ..Default::default()
+/// A watcher over several shards, as the merge sees it.
+#[derive(Debug)]
+struct Cross {
+    /// Shards that answered `created`.
+    created: usize,
+    /// Shards that answered `canceled`; the client saw the first.
+    canceled: usize,
+    /// Events received and not yet released, per shard, each in revision order.
+    held: Vec<VecDeque<Event>>,
+    /// A shard sent a periodic progress notification: one goes to the client at the next
+    /// release, at the released revision.
+    notify_due: bool,
+    /// The last revision sent to the client for this watcher (events or notification).
+    sent_upto: i64,
+}
+
+/// The merge task's state: see the module doc.
+struct Merge {
+    api: Api,
+    ids: SharedIds,
+    answered: Arc<Notify>,
+    lags: Vec<Arc<AtomicI64>>,
+    credits: Vec<ControlCredits>,
+    stream: u64,
+    cross: HashMap<i64, Cross>,
+    /// The shards' answers to the oldest progress request, by shard.
+    progress: Vec<Option<Box<WatchResponse>>>,
+    /// A folded progress answer, sent after this turn's release.
+    answer: Option<Box<WatchResponse>>,
+}
+
+impl Merge {
+    async fn run(mut self, mut tagged: Tagged, out: mpsc::Sender<WatchResponse>) {
+        let tick = self.api.watch_merge_tick;
+        loop {
+            let holding = self.cross.values().any(|c| c.held.iter().any(|h| !h.is_empty()));
+            let first = if holding {
+                tokio::select! {
+                    item = tagged.next() => Some(item),
+                    () = tokio::time::sleep(tick) => None,
+                }
+            } else {
+                Some(tagged.next().await)
+            };
+            let mut outgoing = Vec::new();
+            if let Some(item) = first {
+                let Some((s, resp)) = item else { break };
+                self.take(s, resp, &mut outgoing);
+            }
+            // The bound is read before the channels are drained: every event at or below it
+            // is then among what the drain finds.
+            let bound = self.bound();
+            while let Some(Some((s, resp))) = tagged.next().now_or_never() {
+                self.take(s, resp, &mut outgoing);
+            }
+            self.release(bound, &mut outgoing);
+            if let Some(mut answer) = self.answer.take() {
+                if let Some(h) = answer.header.as_mut() {
+                    h.revision = h.revision.min(bound);
+                }
+                outgoing.push(*answer);
+            }
+            for resp in outgoing {
+                if out.send(resp).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The revision up to which every shard has sent this stream everything.
+    fn bound(&self) -> i64 {
+        let last = self.api.revs.last();
+        self.api
+            .shards
+            .iter()
+            .zip(&self.lags)
+            .map(|(shard, lag)| shard.published_through(last).min(lag.load(Ordering::SeqCst)))
+            .min()
+            .unwrap_or(last)
+    }
+
+    fn placement(&self, watch_id: i64) -> Option<Placement> {
+        lock(&self.ids).placement.get(&watch_id).copied()
+    }
+
+    /// Handles one response from shard `s` (or from the refusals channel).
+    fn take(&mut self, s: usize, resp: Outgoing, outgoing: &mut Vec<WatchResponse>) {
+        let shards = self.api.shards.len();
+        let cross = resp.watch_id >= 0 && s < shards && self.placement(resp.watch_id) == Some(Placement::All);
+        if cross {
+            self.take_cross(s, *resp, outgoing);
+        } else if resp.created {
+            self.count_created();
+            outgoing.push(*resp);
+        } else if resp.canceled {
+            lock(&self.ids).placement.remove(&resp.watch_id);
+            outgoing.push(*resp);
+        } else if resp.watch_id == -1 && resp.events.is_empty() && s < shards {
+            self.take_progress(s, resp);
+        } else {
+            outgoing.push(*resp);
+        }
+    }
+
+    fn count_created(&self) {
+        lock(&self.ids).created += 1;
+        self.answered.notify_waiters();
+    }
+
+    fn take_progress(&mut self, s: usize, resp: Outgoing) {
+        self.progress[s] = Some(resp);
+        let mut ids = lock(&self.ids);
+        let complete =
+            ids.progress_rounds.front().is_none_or(|asked| asked.iter().all(|&a| self.progress[a].is_some()));
+        if complete {
+            ids.progress_rounds.pop_front();
+            // The lowest revision is the one every shard has sent everything up to.
+            self.answer = self
+                .progress
+                .iter_mut()
+                .filter_map(Option::take)
+                .min_by_key(|r| r.header.as_ref().map_or(0, |h| h.revision));
+        }
+    }
+
+    fn take_cross(&mut self, s: usize, resp: WatchResponse, outgoing: &mut Vec<WatchResponse>) {
+        let shards = self.api.shards.len();
+        let id = resp.watch_id;
+        let w = self.cross.entry(id).or_insert_with(|| Cross {
+            created: 0,
+            canceled: 0,
+            held: (0..shards).map(|_| VecDeque::new()).collect(),
+            notify_due: false,
+            sent_upto: 0,
+        });
+        if resp.created {
+            w.created += 1;
+            if w.created == shards {
+                outgoing.push(resp);
+                self.count_created();
+            }
+        } else if resp.canceled {
+            w.canceled += 1;
+            let (first, last) = (w.canceled == 1, w.canceled == shards);
+            if first {
+                w.held.iter_mut().for_each(VecDeque::clear);
+            }
+            if last {
+                self.cross.remove(&id);
+                lock(&self.ids).placement.remove(&id);
+            }
+            if first {
+                if resp.compact_revision > 0 {
+                    self.cancel_elsewhere(s, id);
+                }
+                outgoing.push(resp);
+            }
+        } else if w.canceled == 0 {
+            w.notify_due |= resp.events.is_empty();
+            w.held[s].extend(resp.events);
+        }
+    }
+
+    /// After one shard canceled a watcher for compaction, cancels it on the others, if they have
+    /// credits left now (the merge must not wait); otherwise they keep it until the stream ends,
+    /// and the merge drops what they send for it.
+    fn cancel_elsewhere(&self, canceled_on: usize, id: i64) {
+        for (s, credit) in self.credits.iter().enumerate() {
+            if s != canceled_on && credit.try_spend() {
+                let _ = self.api.shards[s].send(ShardMsg::WatchCancel(self.stream, id));
+            }
+        }
+    }
+
+    /// Sends every held event at or below `bound`, in revision order, one response per watcher.
+    fn release(&mut self, bound: i64, outgoing: &mut Vec<WatchResponse>) {
+        for (&id, w) in &mut self.cross {
+            if w.canceled > 0 || w.created < self.api.shards.len() {
+                continue;
+            }
+            let mut events = Vec::new();
+            for held in &mut w.held {
+                while held.front().is_some_and(|e| event_rev(e) <= bound) {
+                    events.extend(held.pop_front());
+                }
+            }
+            let header =
+                self.api.header().map(|h| ballast_proto::etcdserverpb::ResponseHeader { revision: bound, ..h });
+            if events.is_empty() {
+                // A progress notification reports only what every shard has sent.
+                if w.notify_due && bound > w.sent_upto {
+                    w.notify_due = false;
+                    w.sent_upto = bound;
+                    outgoing.push(WatchResponse { header, watch_id: id, ..Default::default() });
+                }
+                continue;
+            }
+            // One revision's events come from one shard, so a stable sort keeps them together.
+            events.sort_by_key(event_rev);
+            w.sent_upto = bound;
+            outgoing.push(WatchResponse { header, watch_id: id, events, ..Default::default() });
+        }
     }
 }
 
-/// Merges the shards' responses into the client's stream: counts `created` answers (creates are
-/// forwarded one at a time), forgets watchers the shards cancel, and folds the shards' answers to
-/// a progress request into one.
-fn merge(
-    tagged: impl Stream<Item = (usize, Outgoing)> + Send + 'static,
-    shards: usize,
-    ids: SharedIds,
-    answered: Arc<Notify>,
-) -> impl Stream<Item = WatchResponse> + Send + 'static {
-    let mut progress: Vec<Option<Box<WatchResponse>>> = (0..shards).map(|_| None).collect();
-    tagged.filter_map(move |(s, resp)| {
-        let out = if resp.created {
-            lock(&ids).created += 1;
-            answered.notify_waiters();
-            Some(*resp)
-        } else if resp.canceled {
-            lock(&ids).shard_of.remove(&resp.watch_id);
-            Some(*resp)
-        } else if resp.watch_id == -1 && resp.events.is_empty() && s < shards {
-            progress[s] = Some(resp);
-            let mut ids = lock(&ids);
-            let complete = ids.progress_rounds.front().is_none_or(|asked| asked.iter().all(|&a| progress[a].is_some()));
-            if complete {
-                ids.progress_rounds.pop_front();
-                // The lowest revision is the one every shard has sent everything up to.
-                progress
-                    .iter_mut()
-                    .filter_map(Option::take)
-                    .min_by_key(|r| r.header.as_ref().map_or(0, |h| h.revision))
-                    .map(|r| *r)
-            } else {
-                None
-            }
-        } else {
-            Some(*resp)
-        };
-        futures::future::ready(out)
-    })
+fn event_rev(e: &Event) -> i64 {
+    e.kv.as_ref().map_or(0, |kv| kv.mod_revision)
 }

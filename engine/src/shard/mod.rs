@@ -106,7 +106,11 @@ pub struct ShardHandle {
     leader: Arc<AtomicU64>,
     term: Arc<AtomicU64>,
     revision: Arc<AtomicI64>,
+    pending: Arc<AtomicI64>,
 }
+
+/// A pending mark's value while the shard has no revision it has not yet published.
+pub const NOTHING_PENDING: i64 = i64::MAX;
 
 impl ShardHandle {
     /// Queues `msg` for the shard.
@@ -149,6 +153,19 @@ impl ShardHandle {
     pub fn revision(&self) -> i64 {
         self.revision.load(Ordering::Relaxed)
     }
+
+    /// Returns the revision up to which this shard has published every event it will ever have,
+    /// given `last`, the member's revision counter read *before* this call: `last` when the
+    /// shard has nothing pending, else just below its pending mark. The shard sets the mark
+    /// (the counter's next revision) before a round takes its first revision and clears it once
+    /// the round's events are published, so a revision at or below the answer that belongs to
+    /// this shard is already in its watch streams' channels. See `engine/SHARDING.md`.
+    pub fn published_through(&self, last: i64) -> i64 {
+        match self.pending.load(Ordering::SeqCst) {
+            NOTHING_PENDING => last,
+            mark => last.min(mark - 1),
+        }
+    }
 }
 
 type ShardRaft<B> = RaftNode<BackendLogStore<B>, ShardStateMachine<B>, NoopTransport>;
@@ -169,6 +186,8 @@ pub struct Shard<B: KvBackend + Clone> {
     leader: Arc<AtomicU64>,
     term: Arc<AtomicU64>,
     revision: Arc<AtomicI64>,
+    /// See [`ShardHandle::published_through`].
+    pending: Arc<AtomicI64>,
     stopping: bool,
     last_quota_check: Option<Instant>,
 }
@@ -211,8 +230,14 @@ impl<B: KvBackend + Clone> Shard<B> {
         let leader = Arc::new(AtomicU64::new(0));
         let term = Arc::new(AtomicU64::new(0));
         let revision = Arc::new(AtomicI64::new(node.state_machine().store().current_rev()));
-        let handle =
-            ShardHandle { tx, leader: Arc::clone(&leader), term: Arc::clone(&term), revision: Arc::clone(&revision) };
+        let pending = Arc::new(AtomicI64::new(NOTHING_PENDING));
+        let handle = ShardHandle {
+            tx,
+            leader: Arc::clone(&leader),
+            term: Arc::clone(&term),
+            revision: Arc::clone(&revision),
+            pending: Arc::clone(&pending),
+        };
         let mut shard = Self {
             node,
             hub,
@@ -225,6 +250,7 @@ impl<B: KvBackend + Clone> Shard<B> {
             leader,
             term,
             revision,
+            pending,
             stopping: false,
             last_quota_check: None,
         };
@@ -441,6 +467,12 @@ impl<B: KvBackend + Clone> Shard<B> {
         if nospace && matches!(cmd, Command::Put(_) | Command::Txn(_) | Command::LeaseGrant(_)) {
             return refuse(reply, EngineError::NoSpace);
         }
+        if self.pending.load(Ordering::SeqCst) == NOTHING_PENDING {
+            // Before any revision is taken: a reader that sees the counter past a revision of
+            // this round sees the mark too.
+            let next = self.node.state_machine().store().revisions().last() + 1;
+            self.pending.store(next, Ordering::SeqCst);
+        }
         let evaluated = self.node.state_machine_mut().evaluate(cmd)?;
         if let Some(entry) = evaluated.entry {
             // The state already holds the write: an entry raft refuses now would leave it with no
@@ -468,6 +500,11 @@ impl<B: KvBackend + Clone> Shard<B> {
             }
         }
         self.answer_applied();
+        let sm = self.node.state_machine();
+        if sm.evaluated_index() <= ballast_raft::StateMachine::applied_index(sm) {
+            // Every evaluated write is applied and its events published.
+            self.pending.store(NOTHING_PENDING, Ordering::SeqCst);
+        }
         self.leader.store(self.node.leader_id(), Ordering::Relaxed);
         self.term.store(self.node.term(), Ordering::Relaxed);
         self.revision.store(self.node.state_machine().store().current_rev(), Ordering::Relaxed);

@@ -49,6 +49,7 @@ mod table;
 mod watcher;
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -89,6 +90,7 @@ pub type Outgoing = Box<WatchResponse>;
 pub struct WatchSender {
     tx: mpsc::Sender<Outgoing>,
     credits: Arc<Semaphore>,
+    lag: Arc<AtomicI64>,
 }
 
 impl WatchSender {
@@ -96,7 +98,18 @@ impl WatchSender {
     pub async fn closed(&self) {
         self.tx.closed().await;
     }
+
+    /// Returns the stream's *lag mark*: `NOT_LAGGING` while every watcher of the stream is in
+    /// the hub's index (sent everything the shard has published), else a revision up to which
+    /// every watcher of the stream has been sent everything. Merging the streams of several
+    /// shards in revision order needs it (`api::watch_shards`).
+    pub fn lag_mark(&self) -> Arc<AtomicI64> {
+        Arc::clone(&self.lag)
+    }
 }
+
+/// A lag mark's value while no watcher of the stream lags.
+pub const NOT_LAGGING: i64 = i64::MAX;
 
 /// The request side's share of a stream's control credits: one is spent per create, cancel or
 /// progress request forwarded to the hub.
@@ -127,7 +140,8 @@ impl ControlCredits {
 pub fn stream_channel(buffer: usize) -> (WatchSender, mpsc::Receiver<Outgoing>, ControlCredits) {
     let (tx, rx) = mpsc::channel(buffer.max(1));
     let credits = Arc::new(Semaphore::new(0));
-    (WatchSender { tx, credits: credits.clone() }, rx, ControlCredits(credits))
+    let lag = Arc::new(AtomicI64::new(NOT_LAGGING));
+    (WatchSender { tx, credits: credits.clone(), lag }, rx, ControlCredits(credits))
 }
 
 /// Tunables of watch delivery.
@@ -158,6 +172,11 @@ pub struct WatchConfig {
     pub progress_notify_interval: Duration,
     /// Size above which `fragment` watchers get split responses (etcd: max-request-bytes).
     pub max_response_bytes: usize,
+    /// How often a client stream over several shards looks at them again while it holds a
+    /// watcher's events back for a shard that has sent nothing (`api::watch_shards`). 2 ms adds
+    /// at most that to such an event's delivery, against a shard round of a few ms, and costs a
+    /// timer wake-up per holding stream only while it holds.
+    pub merge_tick: Duration,
 }
 
 impl Default for WatchConfig {
@@ -169,6 +188,7 @@ impl Default for WatchConfig {
             catchup_batch_events: 1_000,
             progress_notify_interval: Duration::from_secs(600),
             max_response_bytes: 1_572_864,
+            merge_tick: Duration::from_millis(2),
         }
     }
 }
@@ -234,6 +254,10 @@ struct Stream {
     watchers: WatcherTable,
     /// Watchers not in the hub's index: the ones `catch_up` has to serve.
     lagging: usize,
+    /// The stream's lag mark (see [`WatchSender::lag_mark`]): lowered to just below the first
+    /// unsent revision of each watcher that starts lagging, reset when none lags. Between the
+    /// two it may be lower than needed, which only delays a merge, never reorders it.
+    lag: Arc<AtomicI64>,
     next_id: i64,
     /// Control responses waiting for room in the channel, in order. At most the stream's
     /// control credits plus one compaction cancel per watcher.
@@ -270,6 +294,18 @@ impl Stream {
         w.join_index();
         index.insert(self.watcher_ref(id), self.watchers[&id].range(self.watchers.keys()));
         self.lagging -= 1;
+        self.reset_lag_if_none();
+    }
+
+    /// Lowers the lag mark for a watcher that lags from revision `next_rev` on.
+    fn mark_lag(&self, next_rev: i64) {
+        self.lag.fetch_min(next_rev - 1, Ordering::SeqCst);
+    }
+
+    fn reset_lag_if_none(&self) {
+        if self.lagging == 0 {
+            self.lag.store(NOT_LAGGING, Ordering::SeqCst);
+        }
     }
 
     /// Takes watcher `id` out of the index, having been sent every revision before `rev`.
@@ -281,6 +317,7 @@ impl Stream {
         index.remove(self.watcher_ref(id), w.range(self.watchers.keys()));
         self.watchers.get_mut(&id).expect("invariant: present just above").leave_index(rev);
         self.lagging += 1;
+        self.mark_lag(rev);
     }
 
     /// Forgets watcher `id`, in the index too; returns false when there is no such watcher.
@@ -290,6 +327,7 @@ impl Stream {
             index.remove(self.watcher_ref(id), w.range(self.watchers.keys()));
         } else {
             self.lagging -= 1;
+            self.reset_lag_if_none();
         }
         self.watchers.remove(&id);
         true
@@ -383,7 +421,7 @@ impl WatchHub {
 
     /// Registers a client stream and grants its control credits.
     pub fn open_stream(&mut self, id: StreamId, sender: WatchSender) {
-        let WatchSender { tx, credits } = sender;
+        let WatchSender { tx, credits, lag } = sender;
         credits.add_permits(self.cfg.control_credits.max(1));
         let stream = Stream {
             id,
@@ -391,6 +429,7 @@ impl WatchHub {
             credits,
             watchers: WatcherTable::default(),
             lagging: 0,
+            lag,
             next_id: 0,
             pending: VecDeque::new(),
             progress_deferred: false,
@@ -441,7 +480,9 @@ impl WatchHub {
                 Ok(()) => {
                     s.lagging += 1;
                     let behind = s.watchers[&id].next_rev() <= current;
-                    if !behind {
+                    if behind {
+                        s.mark_lag(s.watchers[&id].next_rev());
+                    } else {
                         s.join_index(&mut self.index, id);
                     }
                     (Control::Created { watch_id: id, rev: current }, behind)

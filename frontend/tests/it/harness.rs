@@ -51,9 +51,13 @@ pub(crate) enum Backend {
     Etcd,
     /// The Ballast engine.
     Ballast,
+    /// The Ballast engine with eight shards: kube's keys of different namespaces and resources
+    /// live on different shards, and LISTs and watches over a resource span them.
+    BallastSharded,
 }
 
-/// Defines `<name>::etcd` and `<name>::ballast`, each running `async fn <name>(Backend)`.
+/// Defines `<name>::etcd`, `<name>::ballast` and `<name>::ballast_8_shards`, each running
+/// `async fn <name>(Backend)`.
 macro_rules! both_backends {
     ($($name:ident),* $(,)?) => {$(
         mod $name {
@@ -64,6 +68,10 @@ macro_rules! both_backends {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn ballast() {
                 super::$name(crate::harness::Backend::Ballast).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn ballast_8_shards() {
+                super::$name(crate::harness::Backend::BallastSharded).await
             }
         }
     )*};
@@ -80,7 +88,8 @@ impl StorageServer {
     async fn start(backend: Backend) -> StorageServer {
         match backend {
             Backend::Etcd => StorageServer::Etcd(Etcd::start().await),
-            Backend::Ballast => StorageServer::Ballast(EngineServer::start().await),
+            Backend::Ballast => StorageServer::Ballast(EngineServer::start(1).await),
+            Backend::BallastSharded => StorageServer::Ballast(EngineServer::start(8).await),
         }
     }
 
@@ -118,7 +127,7 @@ pub(crate) struct EngineServer {
 }
 
 impl EngineServer {
-    async fn start() -> EngineServer {
+    async fn start(shards: u32) -> EngineServer {
         let dir = tempfile::tempdir().expect("tempdir");
         let port = free_port();
         let addr: SocketAddr = ([127, 0, 0, 1], port).into();
@@ -128,6 +137,7 @@ impl EngineServer {
             listen_client: vec![addr],
             advertise_client_urls: vec![format!("http://{addr}")],
             advertise_peer_urls: vec![format!("http://127.0.0.1:{}", free_port())],
+            shards,
             ..ballast_engine::EngineConfig::default()
         };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
