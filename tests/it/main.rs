@@ -13,5 +13,6 @@ mod kubectl_session;
 mod kv;
 mod lease;
 mod maintenance;
+mod sharded_model;
 mod shards;
 mod watch;
