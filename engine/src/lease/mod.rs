@@ -178,7 +178,8 @@ impl LeaseView for Lessor {
 
     fn attach(&mut self, id: i64, key: &Bytes) {
         if let Some(l) = self.leases.get_mut(&id) {
-            l.keys.insert(key.clone());
+            // A copy: the request's key is a slice of its whole gRPC frame (see `MvccStore::put`).
+            l.keys.insert(Bytes::copy_from_slice(key));
         }
     }
 

@@ -311,18 +311,24 @@ impl<B: KvBackend> MvccStore<B> {
             Some(f) => (f.created.main, f.version + 1),
             None => (txn.main, 1),
         };
-        let kv = KeyValue { key: key.clone(), create_revision, mod_revision: txn.main, version, value, lease };
+        // The index keeps a copy of just the key (see below for why not the request's bytes).
+        let index_key = Bytes::copy_from_slice(&key);
+        let kv = KeyValue { key, create_revision, mod_revision: txn.main, version, value, lease };
         let encoded = Bytes::from(kv.encode_to_vec());
         self.batch.put(Cf::Kv, revision::encode_key(rev, false).to_vec(), encoded.to_vec());
         if let Some(f) = found {
             self.cache.remove(&f.modified);
         }
-        // Decoded from the record so the cached key and value share one exactly sized buffer
-        // rather than pinning the request's.
-        self.cache.insert(rev, decode_kv(encoded.clone())?);
+        // `key` and `value` are slices of the request's gRPC frame, which holds other requests
+        // too: nothing kept past the request may point into it, or every frame stays allocated
+        // as long as one of its keys is indexed or one of its events is in the ring (and the
+        // network plane allocates new ones). The cache and the event share one exactly sized
+        // record buffer.
+        let record = decode_kv(encoded.clone())?;
+        self.cache.insert(rev, record.clone());
         self.overlay.insert(rev, encoded);
-        self.index.put(key, rev);
-        self.events.push(Event { r#type: EventType::Put as i32, kv: Some(kv), prev_kv: prev.clone() });
+        self.index.put(index_key, rev);
+        self.events.push(Event { r#type: EventType::Put as i32, kv: Some(record), prev_kv: prev.clone() });
         txn.sub += 1;
         Ok(prev)
     }
