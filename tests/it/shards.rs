@@ -33,6 +33,49 @@ fn pod(ns: usize, name: usize) -> String {
 const PODS: &str = "/registry/pods/";
 const PODS_END: &str = "/registry/pods0";
 
+/// Writers putting pods over many namespaces until stopped, recording every acknowledged write
+/// as (key, value, revision).
+struct Writers {
+    writes: Arc<Mutex<Vec<(String, String, i64)>>>,
+    stop: Arc<AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Writers {
+    /// Starts `n` writers; writer `w`'s `i`-th put goes to namespace `(w * 7 + i) % namespaces`,
+    /// name `i % names`, so every writer touches every namespace and keys are rewritten often.
+    async fn start(s: &Server, n: usize, namespaces: usize, names: usize) -> Writers {
+        let writes: Arc<Mutex<Vec<(String, String, i64)>>> = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut tasks = Vec::new();
+        for w in 0..n {
+            let mut c = s.client().await;
+            let (writes, stop) = (writes.clone(), stop.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut i = 0usize;
+                while !stop.load(Ordering::Relaxed) {
+                    let (k, v) = (pod((w * 7 + i) % namespaces, i % names), format!("{w}-{i}"));
+                    let r = c.put(k.clone(), v.clone(), None).await.expect("put");
+                    writes.lock().await.push((k, v, r.header().expect("header").revision()));
+                    i += 1;
+                }
+            }));
+        }
+        Writers { writes, stop, tasks }
+    }
+
+    /// Stops the writers and returns their writes in revision order.
+    async fn finish(self) -> Vec<(String, String, i64)> {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.tasks {
+            t.await.expect("writer");
+        }
+        let mut writes = self.writes.lock().await.clone();
+        writes.sort_by_key(|w| w.2);
+        writes
+    }
+}
+
 /// A client alone on the member that writes keys of many namespaces sees revisions r, r+1, ...
 async fn one_client_sees_dense_revisions(s: Server) {
     let mut c = s.client().await;
@@ -56,22 +99,7 @@ async fn one_client_sees_dense_revisions(s: Server) {
 /// A LIST over every namespace, taken while writers change pods in all of them, is the state at
 /// its header revision: what replaying the acknowledged writes up to that revision gives.
 async fn list_across_namespaces_is_a_snapshot(s: Server) {
-    let writes: Arc<Mutex<Vec<(String, String, i64)>>> = Arc::default();
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut writers = Vec::new();
-    for w in 0..8 {
-        let mut c = s.client().await;
-        let (writes, stop) = (writes.clone(), stop.clone());
-        writers.push(tokio::spawn(async move {
-            let mut i = 0usize;
-            while !stop.load(Ordering::Relaxed) {
-                let (k, v) = (pod((w * 7 + i) % 24, i % 5), format!("{w}-{i}"));
-                let r = c.put(k.clone(), v.clone(), None).await.expect("put");
-                writes.lock().await.push((k, v, r.header().expect("header").revision()));
-                i += 1;
-            }
-        }));
-    }
+    let writers = Writers::start(&s, 8, 24, 5).await;
     let mut c = s.client().await;
     let mut lists = Vec::new();
     for _ in 0..20 {
@@ -89,12 +117,7 @@ async fn list_across_namespaces_is_a_snapshot(s: Server) {
         assert_eq!(r.count() as usize, got.len());
         lists.push((rev, got));
     }
-    stop.store(true, Ordering::Relaxed);
-    for w in writers {
-        w.await.expect("writer");
-    }
-    let mut writes = writes.lock().await.clone();
-    writes.sort_by_key(|w| w.2);
+    let writes = writers.finish().await;
     let mut changed_between = 0;
     for (rev, got) in &lists {
         let mut expected = BTreeMap::new();
@@ -142,22 +165,7 @@ async fn paged_list_across_namespaces(s: Server) {
 /// the LIST's revision + 1 delivers exactly the later writes, in revision order, each once, with
 /// the previous value it replaced.
 async fn watch_across_namespaces_from_a_list(s: Server) {
-    let writes: Arc<Mutex<Vec<(String, String, i64)>>> = Arc::default();
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut writers = Vec::new();
-    for w in 0..6 {
-        let mut c = s.client().await;
-        let (writes, stop) = (writes.clone(), stop.clone());
-        writers.push(tokio::spawn(async move {
-            let mut i = 0usize;
-            while !stop.load(Ordering::Relaxed) {
-                let (k, v) = (pod((w * 5 + i) % 16, i % 3), format!("{w}-{i}"));
-                let r = c.put(k.clone(), v.clone(), None).await.expect("put");
-                writes.lock().await.push((k, v, r.header().expect("header").revision()));
-                i += 1;
-            }
-        }));
-    }
+    let writers = Writers::start(&s, 6, 16, 3).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     let mut c = s.client().await;
     let list = c.get(PODS, Some(GetOptions::new().with_range(PODS_END))).await.expect("list");
@@ -165,12 +173,7 @@ async fn watch_across_namespaces_from_a_list(s: Server) {
     let opts = etcd_client::WatchOptions::new().with_range(PODS_END).with_start_revision(from + 1).with_prev_key();
     let mut stream = c.watch(PODS, Some(opts)).await.expect("watch");
     tokio::time::sleep(Duration::from_millis(300)).await;
-    stop.store(true, Ordering::Relaxed);
-    for w in writers {
-        w.await.expect("writer");
-    }
-    let mut writes = writes.lock().await.clone();
-    writes.sort_by_key(|w| w.2);
+    let writes = writers.finish().await;
     let last = writes.last().expect("writes").2;
     let mut seen: Vec<(String, String, i64, Option<String>)> = Vec::new();
     while seen.last().is_none_or(|e| e.2 < last) {
