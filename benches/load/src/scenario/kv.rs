@@ -40,6 +40,17 @@ fn prefix_end(prefix: &str) -> Bytes {
 /// Writes `n` keys `prefix00000000..` with 256-byte values in txns of 128 puts, 16 in flight.
 /// Returns each key's mod revision.
 async fn preload(url: &str, prefix: &str, n: u64) -> anyhow::Result<Vec<i64>> {
+    let prefix = prefix.to_string();
+    preload_keys(url, n, move |k| key(&prefix, k)).await
+}
+
+/// Writes keys `key_of(0..n)` in txns of 128 consecutive keys, 16 at a time; returns each key's
+/// revision. On a sharded engine each run of 128 must fall in one shard.
+async fn preload_keys(
+    url: &str,
+    n: u64,
+    key_of: impl Fn(u64) -> Bytes + Clone + Send + 'static,
+) -> anyhow::Result<Vec<i64>> {
     let chans = conn::channels(url, 4).await?;
     let revs = Arc::new(Mutex::new(vec![0i64; n as usize]));
     let batches: Vec<u64> = (0..n).step_by(128).collect();
@@ -47,14 +58,14 @@ async fn preload(url: &str, prefix: &str, n: u64) -> anyhow::Result<Vec<i64>> {
         let mut tasks = Vec::new();
         for (i, &start) in group.iter().enumerate() {
             let mut kv = conn::kv(&chans, i);
-            let prefix = prefix.to_string();
+            let key_of = key_of.clone();
             let revs = revs.clone();
             tasks.push(tokio::spawn(async move {
                 let end = (start + 128).min(n);
                 let success = (start..end)
                     .map(|k| RequestOp {
                         request: Some(Request::RequestPut(PutRequest {
-                            key: key(&prefix, k),
+                            key: key_of(k),
                             value: value(),
                             ..Default::default()
                         })),
@@ -145,6 +156,35 @@ pub(crate) async fn list_page(url: &str, duration: Duration, seed: u64) -> anyho
                 ..Default::default()
             };
             let ok = matches!(kv.range(req).await, Ok(r) if r.get_ref().kvs.len() == 500);
+            (rng, ok)
+        }
+    })
+    .await)
+}
+
+/// Pods of one namespace per 1,536 keys (a multiple of the preload's 128, so each preload txn
+/// stays in one namespace, hence one shard).
+fn namespaced_pod(k: u64) -> Bytes {
+    Bytes::from(format!("/registry/pods/ns{}/pod-{k:08}", k / 1536))
+}
+
+/// Kubernetes' paged LIST across namespaces: 500 pods from a random start among 100k pods of 66
+/// namespaces, with the count. On a sharded engine the page is read from every shard at one
+/// revision and merged.
+pub(crate) async fn list_page_namespaced(url: &str, duration: Duration, seed: u64) -> anyhow::Result<Outcome> {
+    preload_keys(url, 100_000, namespaced_pod).await?;
+    let chans = Arc::new(conn::channels(url, 1).await?);
+    Ok(closed_loop(1, duration, seed, move |w, mut rng: Rng| {
+        let mut kv = conn::kv(&chans, w);
+        async move {
+            let req = RangeRequest {
+                key: namespaced_pod(rng.below(100_000)),
+                range_end: prefix_end("/registry/pods/"),
+                limit: 500,
+                ..Default::default()
+            };
+            // A start near the end of the key order has fewer than 500 after it.
+            let ok = matches!(kv.range(req).await, Ok(r) if r.get_ref().kvs.len() == 500 || !r.get_ref().more);
             (rng, ok)
         }
     })
