@@ -193,7 +193,29 @@ pub(crate) async fn list_page_namespaced(url: &str, duration: Duration, seed: u6
 
 /// The Kubernetes update: compare MOD(key) == known revision, put on success, read on failure.
 pub(crate) async fn txn_cas(url: &str, inflight: usize, duration: Duration, seed: u64) -> anyhow::Result<Outcome> {
-    let revs = Arc::new(Mutex::new(preload(url, "cas/", 1000).await?));
+    txn_cas_keys(url, inflight, duration, seed, |k| key("cas/", k)).await
+}
+
+/// The same update on 1,000 pods of 8 namespaces (128 each, so each preload txn stays in one
+/// namespace): on a sharded engine the updates spread over the shards those namespaces map to.
+pub(crate) async fn txn_cas_namespaced(
+    url: &str,
+    inflight: usize,
+    duration: Duration,
+    seed: u64,
+) -> anyhow::Result<Outcome> {
+    txn_cas_keys(url, inflight, duration, seed, |k| Bytes::from(format!("/registry/pods/ns{}/pod-{k:08}", k / 128)))
+        .await
+}
+
+async fn txn_cas_keys(
+    url: &str,
+    inflight: usize,
+    duration: Duration,
+    seed: u64,
+    key_of: fn(u64) -> Bytes,
+) -> anyhow::Result<Outcome> {
+    let revs = Arc::new(Mutex::new(preload_keys(url, 1000, key_of).await?));
     let conflicts = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let chans = Arc::new(conn::channels(url, inflight.min(16)).await?);
     let counter = conflicts.clone();
@@ -205,21 +227,17 @@ pub(crate) async fn txn_cas(url: &str, inflight: usize, duration: Duration, seed
             let k = rng.below(1000);
             let known = revs.lock().map(|r| r[k as usize]).unwrap_or(0);
             let cmp = Compare {
-                key: key("cas/", k),
+                key: key_of(k),
                 target: CompareTarget::Mod as i32,
                 result: CompareResult::Equal as i32,
                 target_union: Some(TargetUnion::ModRevision(known)),
                 range_end: Bytes::new(),
             };
             let put = RequestOp {
-                request: Some(Request::RequestPut(PutRequest {
-                    key: key("cas/", k),
-                    value: value(),
-                    ..Default::default()
-                })),
+                request: Some(Request::RequestPut(PutRequest { key: key_of(k), value: value(), ..Default::default() })),
             };
             let get = RequestOp {
-                request: Some(Request::RequestRange(RangeRequest { key: key("cas/", k), ..Default::default() })),
+                request: Some(Request::RequestRange(RangeRequest { key: key_of(k), ..Default::default() })),
             };
             let ok = match kv.txn(TxnRequest { compare: vec![cmp], success: vec![put], failure: vec![get] }).await {
                 Ok(resp) => {
