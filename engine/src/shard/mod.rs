@@ -105,7 +105,6 @@ pub struct ShardHandle {
     tx: Sender<ShardMsg>,
     leader: Arc<AtomicU64>,
     term: Arc<AtomicU64>,
-    revision: Arc<AtomicI64>,
     pending: Arc<AtomicI64>,
 }
 
@@ -148,12 +147,6 @@ impl ShardHandle {
         self.term.load(Ordering::Relaxed)
     }
 
-    /// Returns the shard's store revision as of its last round (for headers of responses that
-    /// do not read the store, which etcd fills with the current revision).
-    pub fn revision(&self) -> i64 {
-        self.revision.load(Ordering::Relaxed)
-    }
-
     /// Returns the revision up to which this shard has published every event it will ever have,
     /// given `last`, the member's revision counter read *before* this call: `last` when the
     /// shard has nothing pending, else just below its pending mark. The shard sets the mark
@@ -185,7 +178,6 @@ pub struct Shard<B: KvBackend + Clone> {
     answers: VecDeque<(u64, Reply<WriteResponse>, Result<WriteResponse>)>,
     leader: Arc<AtomicU64>,
     term: Arc<AtomicU64>,
-    revision: Arc<AtomicI64>,
     /// See [`ShardHandle::published_through`].
     pending: Arc<AtomicI64>,
     stopping: bool,
@@ -229,15 +221,9 @@ impl<B: KvBackend + Clone> Shard<B> {
         let (tx, rx) = crossbeam_channel::bounded(cfg.mailbox_capacity);
         let leader = Arc::new(AtomicU64::new(0));
         let term = Arc::new(AtomicU64::new(0));
-        let revision = Arc::new(AtomicI64::new(node.state_machine().store().current_rev()));
         let pending = Arc::new(AtomicI64::new(NOTHING_PENDING));
-        let handle = ShardHandle {
-            tx,
-            leader: Arc::clone(&leader),
-            term: Arc::clone(&term),
-            revision: Arc::clone(&revision),
-            pending: Arc::clone(&pending),
-        };
+        let handle =
+            ShardHandle { tx, leader: Arc::clone(&leader), term: Arc::clone(&term), pending: Arc::clone(&pending) };
         let mut shard = Self {
             node,
             hub,
@@ -249,7 +235,6 @@ impl<B: KvBackend + Clone> Shard<B> {
             answers: VecDeque::new(),
             leader,
             term,
-            revision,
             pending,
             stopping: false,
             last_quota_check: None,
@@ -300,9 +285,12 @@ impl<B: KvBackend + Clone> Shard<B> {
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
             }
-            for (cmd, reply) in std::mem::take(&mut self.writes) {
+            // The buffer goes back afterwards so its capacity is reused round after round.
+            let mut writes = std::mem::take(&mut self.writes);
+            for (cmd, reply) in writes.drain(..) {
                 self.propose(cmd, Some(reply))?;
             }
+            self.writes = writes;
             let now = self.clock.now();
             if now >= next_tick {
                 next_tick = now + self.cfg.tick_interval;
@@ -507,7 +495,6 @@ impl<B: KvBackend + Clone> Shard<B> {
         }
         self.leader.store(self.node.leader_id(), Ordering::Relaxed);
         self.term.store(self.node.term(), Ordering::Relaxed);
-        self.revision.store(self.node.state_machine().store().current_rev(), Ordering::Relaxed);
         self.compact_log()?;
         Ok(())
     }

@@ -100,7 +100,7 @@ pub(crate) async fn put_namespaced(
     duration: Duration,
     seed: u64,
 ) -> anyhow::Result<Outcome> {
-    put_keys(url, inflight, duration, seed, |k| Bytes::from(format!("/registry/pods/ns{}/pod-{k:08}", k % 64))).await
+    put_keys(url, inflight, duration, seed, |k| pod_key(k % 64, k)).await
 }
 
 async fn put_keys(
@@ -165,7 +165,12 @@ pub(crate) async fn list_page(url: &str, duration: Duration, seed: u64) -> anyho
 /// Pods of one namespace per 1,536 keys (a multiple of the preload's 128, so each preload txn
 /// stays in one namespace, hence one shard).
 fn namespaced_pod(k: u64) -> Bytes {
-    Bytes::from(format!("/registry/pods/ns{}/pod-{k:08}", k / 1536))
+    pod_key(k / 1536, k)
+}
+
+/// Pod `k`'s key in namespace `ns<ns>`, as kube-apiserver stores pods.
+fn pod_key(ns: u64, k: u64) -> Bytes {
+    Bytes::from(format!("/registry/pods/ns{ns}/pod-{k:08}"))
 }
 
 /// Kubernetes' paged LIST across namespaces: 500 pods from a random start among 100k pods of 66
@@ -204,8 +209,7 @@ pub(crate) async fn txn_cas_namespaced(
     duration: Duration,
     seed: u64,
 ) -> anyhow::Result<Outcome> {
-    txn_cas_keys(url, inflight, duration, seed, |k| Bytes::from(format!("/registry/pods/ns{}/pod-{k:08}", k / 128)))
-        .await
+    txn_cas_keys(url, inflight, duration, seed, |k| pod_key(k / 128, k)).await
 }
 
 async fn txn_cas_keys(
