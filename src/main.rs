@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use ballast_engine::shard::ShardPlacement;
 use ballast_engine::{Engine, EngineConfig};
 use ballast_frontend::{Frontend, FrontendConfig};
 use clap::{Args, Parser, Subcommand};
@@ -158,6 +159,13 @@ struct EngineFlags {
     /// (one namespace of one resource), as Kubernetes' always do.
     #[arg(long, default_value_t = 1)]
     shards: u32,
+    /// Where shard executors run: `unbound` (any CPU) or `per-core` (shard n pinned to CPU
+    /// n mod cpus).
+    #[arg(long, default_value = "unbound", value_parser = ["unbound", "per-core"])]
+    shard_placement: String,
+    /// Milliseconds one shard round may run before the shard is reported as stalled.
+    #[arg(long, default_value_t = 1000)]
+    shard_stall_threshold_ms: u64,
     /// Log format: text or json.
     #[arg(long, default_value = "text")]
     log_format: String,
@@ -199,6 +207,9 @@ fn config(flags: &EngineFlags) -> anyhow::Result<EngineConfig> {
         ..EngineConfig::default()
     };
     cfg.shard.quota_backend_bytes = flags.quota_backend_bytes;
+    cfg.shard.placement =
+        if flags.shard_placement == "per-core" { ShardPlacement::PerCore } else { ShardPlacement::Unbound };
+    cfg.shard.stall_threshold = Duration::from_millis(flags.shard_stall_threshold_ms);
     Ok(cfg)
 }
 

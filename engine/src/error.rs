@@ -89,6 +89,14 @@ pub enum EngineError {
     /// count the data directory was created with).
     #[error("{0}")]
     ShardCount(String),
+    /// A shard's executor could not be started (io_uring unavailable, CPU not online, ...).
+    #[error("cannot start the executor of shard {shard}: {reason}")]
+    Executor {
+        /// The shard.
+        shard: usize,
+        /// What the executor reported.
+        reason: String,
+    },
     /// The storage backend failed.
     #[error("storage: {0}")]
     Storage(#[from] StorageError),

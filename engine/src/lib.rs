@@ -9,9 +9,9 @@
 //!   applier ([`apply::kv`]) for Range, Put, DeleteRange and Txn.
 //! * [`lease`]: the lease table; [`watch`]: watch streams, the event ring, slow-consumer policy.
 //! * [`raft_log`]: the raft log on the storage seam; [`shard`]: one shard, its raft node, state
-//!   machine and loop (the only thread that touches the shard's state); [`shard_map`]: which
-//!   shard owns a key and which shards a range touches (one shard per member until sharding is
-//!   wired in; see `engine/SHARDING.md`).
+//!   machine and loop (the only code that touches the shard's state), the glommio executor it
+//!   runs on ([`shard::executor`]) and the stall reports ([`shard::stall`]); [`shard_map`]: which
+//!   shard owns a key and which shards a range touches (see `engine/SHARDING.md`).
 //! * [`api`]: the etcd v3 gRPC services; [`api::status`] is the one mapping of [`EngineError`]
 //!   to gRPC status codes and etcd's message text.
 //! * [`server`]: opening a data directory and serving it.
@@ -19,8 +19,8 @@
 //! # Layering
 //! `storage` <- `mvcc` <- `apply`/`lease`/`watch` <- `shard` <- `api` <- `server`. Lower layers
 //! never call upward. The network plane (tonic on tokio) reaches a shard only through its message
-//! channel ([`shard::ShardHandle`]); the shard thread owns its state and never blocks on the
-//! network.
+//! channel ([`shard::ShardHandle`]); the shard's executor thread owns its state and never blocks
+//! on the network.
 
 pub mod api;
 pub mod apply;

@@ -1,7 +1,7 @@
 //! Opening a data directory and serving it over the etcd v3 gRPC API.
 //!
 //! [`Engine::start`] opens RocksDB under `<data-dir>/db`, settles the member's identity (kept in
-//! the store on first start), starts the shard thread and returns a handle; [`Engine::serve`]
+//! the store on first start), starts the shard executors and returns a handle; [`Engine::serve`]
 //! runs the gRPC servers on every listen address until the shutdown future completes, then
 //! stops the shard after in-flight requests are answered.
 
@@ -24,7 +24,8 @@ use crate::clock::{Clock, SystemClock};
 use crate::error::{EngineError, Result};
 use crate::header::HeaderInfo;
 use crate::mvcc::RevisionCounter;
-use crate::shard::{Shard, ShardConfig, ShardHandle, ShardMsg};
+use crate::shard::stall::{self, StallWatch};
+use crate::shard::{executor, Shard, ShardConfig, ShardHandle, ShardMsg};
 use crate::shard_map::ShardMap;
 use crate::storage::rocks::{RocksBackend, RocksOptions};
 use crate::storage::{Cf, KvBackend, StorageError, WriteBatch, WriteOpts};
@@ -93,7 +94,8 @@ const META_SHARD_COUNT: &[u8] = b"shard_count";
 #[derive(Debug)]
 pub struct Engine {
     api: Api,
-    shard_threads: Vec<std::thread::JoinHandle<Result<()>>>,
+    shard_threads: Vec<glommio::ExecutorJoinHandle<Result<()>>>,
+    beats: Vec<Arc<stall::Heartbeat>>,
     listen: Vec<SocketAddr>,
 }
 
@@ -185,15 +187,16 @@ impl Engine {
         }
         let mut handles = Vec::new();
         let mut shard_threads = Vec::new();
+        let epoch = std::time::Instant::now();
+        let mut beats = Vec::new();
         for (s, (shard, handle)) in opened.into_iter().enumerate() {
             handles.push(handle);
-            shard_threads.push(
-                std::thread::Builder::new()
-                    .name(format!("ballast-shard-{s}"))
-                    .spawn(move || shard.run())
-                    .map_err(StorageError::from)?,
-            );
+            let beat = stall::heartbeat(epoch);
+            beats.push(Arc::clone(&beat));
+            shard_threads.push(executor::spawn(shard, s, &shard_cfg, beat)?);
         }
+        let watched = beats.iter().enumerate().map(|(s, b)| (s, Arc::downgrade(b))).collect();
+        StallWatch::spawn(epoch, watched, shard_cfg.stall_threshold).map_err(StorageError::from)?;
         let api = Arc::new(ApiContext {
             shards: handles,
             map,
@@ -213,7 +216,12 @@ impl Engine {
             watch_merge_tick: shard_cfg.watch.merge_tick,
             next_id: AtomicU64::new(1),
         });
-        Ok(Self { api, shard_threads, listen: cfg.listen_client.clone() })
+        Ok(Self { api, shard_threads, beats, listen: cfg.listen_client.clone() })
+    }
+
+    /// Returns every shard's heartbeat, in shard order (stalls reported so far).
+    pub fn heartbeats(&self) -> &[Arc<stall::Heartbeat>] {
+        &self.beats
     }
 
     /// Returns the handle of shard 0 (the only shard of a one-shard member).
@@ -300,7 +308,7 @@ impl Engine {
         }
         drop(done_tx);
         let mut shard_done = Box::pin(async move {
-            let mut first: Option<std::thread::Result<Result<()>>> = None;
+            let mut first: Option<glommio::Result<Result<()>, ()>> = None;
             let mut joined = 0;
             while let Some(r) = done_rx.recv().await {
                 joined += 1;

@@ -37,6 +37,7 @@ pub fn code_and_message(e: &EngineError) -> (Code, String) {
         E::MemberNotFound => fixed(Code::NotFound, "etcdserver: member not found"),
         E::CrossShard { .. } => (Code::FailedPrecondition, format!("ballast: {e}")),
         E::ShardCount(_) => (Code::FailedPrecondition, format!("ballast: {e}")),
+        E::Executor { .. } => (Code::Unavailable, format!("ballast: {e}")),
         // etcd has no error for a failing disk (it panics); these end the member, and the
         // client sees a retryable code while it restarts.
         E::Storage(_) | E::Raft(_) => (Code::Unavailable, format!("etcdserver: {e}")),

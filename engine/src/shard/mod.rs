@@ -1,8 +1,10 @@
 //! One shard: its raft node, its state machine and the loop that owns them.
 //!
 //! Reading order: [`msg`] (what can be asked), [`state_machine`] (what committed entries do),
-//! then [`Shard::run`], the loop. The loop is the only code that touches the shard's state; the
-//! network plane reaches it through [`ShardHandle`]. One iteration ("round"): take up to
+//! then [`Shard::run`], the loop, which runs as the one task of the shard's own executor
+//! ([`executor`]) and reports each round to the stall watch ([`stall`]). The loop is the only code
+//! that touches the shard's state; the network plane reaches it through [`ShardHandle`]. One
+//! iteration ("round"): take up to
 //! `max_msgs_per_round` messages (reads answered at once, writes set aside), evaluate and propose
 //! the round's writes (see [`state_machine`]), tick raft when due, run the Ready loop (one synced
 //! log write, one state write, watch fan-out), answer the writes, then move lagging watchers
@@ -14,7 +16,9 @@
 //! every proposal is committed, written and answered in the round it is proposed. Multi-member
 //! shards will need ReadIndex here (see the raft crate's `read_index`).
 
+pub mod executor;
 pub mod msg;
+pub mod stall;
 pub mod state_machine;
 
 use std::collections::VecDeque;
@@ -28,7 +32,8 @@ use ballast_proto::etcdserverpb::{
     LeaseStatus, LeaseTimeToLiveResponse,
 };
 use ballast_raft::{NoopTransport, RaftConfig, RaftNode};
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
+use flume::{Receiver, Sender, TrySendError};
+use futures::future::Either;
 use prost::Message;
 
 use crate::apply::kv;
@@ -39,7 +44,9 @@ use crate::mvcc::RevisionCounter;
 use crate::raft_log::BackendLogStore;
 use crate::storage::{Cf, KvBackend, ScanOrder};
 use crate::watch::{WatchConfig, WatchHub};
+pub use executor::ShardPlacement;
 pub use msg::{Reply, ShardMsg, ShardStatus, WriteResponse};
+use stall::Heartbeat;
 use state_machine::{ApplyOutput, ShardStateMachine};
 
 /// Tunables of a shard.
@@ -74,6 +81,16 @@ pub struct ShardConfig {
     pub catch_up_interval: Duration,
     /// Watch delivery tunables.
     pub watch: WatchConfig,
+    /// Where shard executors run (see [`ShardPlacement`]).
+    pub placement: ShardPlacement,
+    /// How long one round may run before the shard is reported as stalled. 1 s is etcd's
+    /// election timeout: a shard that stops polling that long would, with followers, lose its
+    /// leadership; shorter stalls (a slow sync) show in request latency already.
+    pub stall_threshold: Duration,
+    /// How long the shard's task runs before it yields to its executor (timers, wake-ups, the
+    /// executor's stall detector). 10 ms is a few rounds under load; glommio's 100 ms default
+    /// would let one busy stretch hold back a due tick by that much.
+    pub preempt_interval: Duration,
     /// Memory for the newest value of live keys (see `mvcc::value_cache`). 256 MiB holds a
     /// typical control plane's whole live data set (kube-apiserver's watch cache holds every
     /// object anyway); beyond it, reads fall back to RocksDB and its block cache.
@@ -95,6 +112,9 @@ impl Default for ShardConfig {
             catch_up_interval: Duration::from_millis(5),
             watch: WatchConfig::default(),
             value_cache_bytes: crate::mvcc::DEFAULT_VALUE_CACHE_BYTES,
+            placement: ShardPlacement::Unbound,
+            stall_threshold: Duration::from_secs(1),
+            preempt_interval: Duration::from_millis(10),
         }
     }
 }
@@ -218,7 +238,7 @@ impl<B: KvBackend + Clone> Shard<B> {
         let mut node = RaftNode::new(&cfg.raft, &[cfg.raft.id], log, sm, NoopTransport)?;
         // A single voter need not wait an election timeout to lead.
         node.campaign()?;
-        let (tx, rx) = crossbeam_channel::bounded(cfg.mailbox_capacity);
+        let (tx, rx) = flume::bounded(cfg.mailbox_capacity);
         let leader = Arc::new(AtomicU64::new(0));
         let term = Arc::new(AtomicU64::new(0));
         let pending = Arc::new(AtomicI64::new(NOTHING_PENDING));
@@ -248,13 +268,15 @@ impl<B: KvBackend + Clone> Shard<B> {
         HeaderInfo { raft_term: self.node.term(), ..self.ids }
     }
 
-    /// Runs the shard loop until a `Shutdown` message arrives or every handle is dropped.
+    /// Runs the shard loop on its executor (see [`executor::spawn`]) until a `Shutdown` message
+    /// arrives or every handle is dropped, reporting each round on `beat`.
     ///
     /// # Errors
     /// A storage or raft error; the shard's state can no longer be trusted and the member must
     /// stop (etcd panics in the same situations).
-    pub fn run(mut self) -> Result<()> {
-        let result = self.run_loop();
+    pub async fn run(mut self, beat: Arc<Heartbeat>) -> Result<()> {
+        let result = self.run_loop(&beat).await;
+        beat.idle();
         for (_, reply) in self.writes.drain(..) {
             let _ = reply.send(Err(EngineError::Stopped));
         }
@@ -264,7 +286,7 @@ impl<B: KvBackend + Clone> Shard<B> {
         result
     }
 
-    fn run_loop(&mut self) -> Result<()> {
+    async fn run_loop(&mut self, beat: &Heartbeat) -> Result<()> {
         let mut next_tick = self.clock.now() + self.cfg.tick_interval;
         while !self.stopping {
             let now = self.clock.now();
@@ -272,18 +294,26 @@ impl<B: KvBackend + Clone> Shard<B> {
             if self.hub.has_lagging() {
                 wait = wait.min(self.cfg.catch_up_interval);
             }
-            match self.rx.recv_timeout(wait) {
-                Ok(msg) => {
-                    self.handle(msg)?;
-                    for _ in 1..self.cfg.max_msgs_per_round {
-                        match self.rx.try_recv() {
-                            Ok(msg) => self.handle(msg)?,
-                            Err(_) => break,
-                        }
+            let first = match self.rx.try_recv() {
+                Ok(msg) => Some(msg),
+                Err(flume::TryRecvError::Disconnected) => break,
+                Err(flume::TryRecvError::Empty) => {
+                    beat.idle();
+                    match self.next_msg(wait).await {
+                        Ok(msg) => msg,
+                        Err(flume::RecvError::Disconnected) => break,
                     }
                 }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => break,
+            };
+            beat.busy();
+            if let Some(msg) = first {
+                self.handle(msg)?;
+                for _ in 1..self.cfg.max_msgs_per_round {
+                    match self.rx.try_recv() {
+                        Ok(msg) => self.handle(msg)?,
+                        Err(_) => break,
+                    }
+                }
             }
             // The buffer goes back afterwards so its capacity is reused round after round.
             let mut writes = std::mem::take(&mut self.writes);
@@ -299,8 +329,20 @@ impl<B: KvBackend + Clone> Shard<B> {
             self.run_ready()?;
             let hdr = self.hdr();
             self.hub.catch_up(self.node.state_machine().store(), &hdr)?;
+            // A busy mailbox never makes the task wait, so it gives the executor its turn here.
+            glommio::yield_if_needed().await;
         }
         Ok(())
+    }
+
+    /// Waits up to `wait` for a message: `Ok(None)` when the time is up.
+    async fn next_msg(&self, wait: Duration) -> std::result::Result<Option<ShardMsg>, flume::RecvError> {
+        let recv = std::pin::pin!(self.rx.recv_async());
+        let timer = std::pin::pin!(glommio::timer::sleep(wait));
+        match futures::future::select(recv, timer).await {
+            Either::Left((msg, _)) => msg.map(Some),
+            Either::Right(((), _)) => Ok(None),
+        }
     }
 
     fn on_tick(&mut self, now: Instant) -> Result<()> {

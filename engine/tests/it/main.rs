@@ -1,4 +1,5 @@
 //! Engine integration tests (one binary, as the house style asks).
 
 mod mvcc_model;
+mod stall;
 mod watch_backpressure;

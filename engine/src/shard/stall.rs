@@ -1,0 +1,190 @@
+//! Reporting a shard that stops polling its mailbox.
+//!
+//! A shard's loop is the only code that touches its state, so a round that blocks (a disk that
+//! stops answering a sync, a defragmentation of a huge database, a bug that spins) stalls every
+//! request for the shard's keys. Two reports cover it:
+//!
+//! * [`StallWatch`], a thread of the member's own, reads each shard's [`Heartbeat`] and warns
+//!   *while* a round has run longer than the threshold (a shard stuck for good is reported too),
+//!   then once more when the shard polls again, with how long it was away.
+//! * [`ExecutorStallHandler`] is the shard executor's own detector (glommio's): when a run of
+//!   the shard's task outlasts the executor's preemption budget plus the threshold, it logs the
+//!   stack the shard was on when the threshold passed, which says *where* it was stuck.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use glommio::{StallDetectionHandler, TaskQueueHandle};
+
+/// One shard's liveness as its loop reports it.
+#[derive(Debug)]
+pub struct Heartbeat {
+    epoch: Instant,
+    /// Nanoseconds after `epoch` at which the running round began; 0 while the shard waits for
+    /// messages (an idle shard is not stalled).
+    busy_since: AtomicU64,
+    /// Stalls reported so far.
+    stalls: AtomicU64,
+}
+
+impl Heartbeat {
+    /// A heartbeat whose times count from `epoch` (shared by every shard of a member so one
+    /// watch thread can compare them with its own clock).
+    pub fn new(epoch: Instant) -> Self {
+        Self { epoch, busy_since: AtomicU64::new(0), stalls: AtomicU64::new(0) }
+    }
+
+    /// The loop starts a round.
+    pub fn busy(&self) {
+        // At least 1: 0 means idle.
+        let nanos = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX).max(1);
+        self.busy_since.store(nanos, Ordering::Relaxed);
+    }
+
+    /// The loop waits for messages.
+    pub fn idle(&self) {
+        self.busy_since.store(0, Ordering::Relaxed);
+    }
+
+    /// Whether the shard is running a round (rather than waiting for messages).
+    pub fn is_busy(&self) -> bool {
+        self.busy_since.load(Ordering::Relaxed) != 0
+    }
+
+    /// Returns how many stalls have been reported for this shard.
+    pub fn stalls(&self) -> u64 {
+        self.stalls.load(Ordering::Relaxed)
+    }
+
+    /// How long the running round has lasted at `now_nanos` (after the epoch), or `None` if the
+    /// shard is idle.
+    fn busy_for(&self, now_nanos: u64) -> Option<(u64, Duration)> {
+        match self.busy_since.load(Ordering::Relaxed) {
+            0 => None,
+            since => Some((since, Duration::from_nanos(now_nanos.saturating_sub(since)))),
+        }
+    }
+}
+
+/// The thread that reports stalled shards. It ends by itself once every shard's heartbeat is
+/// dropped (the member stopped).
+#[derive(Debug)]
+pub struct StallWatch;
+
+impl StallWatch {
+    /// Starts watching `shards` (shard index, heartbeat), reporting a round that has lasted
+    /// longer than `threshold`.
+    ///
+    /// # Errors
+    /// The thread could not be started.
+    pub fn spawn(
+        epoch: Instant,
+        shards: Vec<(usize, Weak<Heartbeat>)>,
+        threshold: Duration,
+    ) -> std::io::Result<std::thread::JoinHandle<()>> {
+        // A quarter of the threshold: a stall is reported at most 25% late, and the thread wakes
+        // a handful of times a second at the default.
+        let every = (threshold / 4).max(Duration::from_millis(1));
+        std::thread::Builder::new().name("ballast-stall-watch".into()).spawn(move || {
+            // Per shard: the round last reported as stalled (its start) and its report time.
+            let mut reported: Vec<Option<u64>> = vec![None; shards.len()];
+            loop {
+                std::thread::sleep(every);
+                let now = u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                let mut alive = false;
+                for (slot, (shard, beat)) in shards.iter().enumerate() {
+                    let Some(beat) = beat.upgrade() else { continue };
+                    alive = true;
+                    let busy = beat.busy_for(now);
+                    match (busy, reported[slot]) {
+                        (Some((since, lasted)), None) if lasted > threshold => {
+                            beat.stalls.fetch_add(1, Ordering::Relaxed);
+                            reported[slot] = Some(since);
+                            tracing::warn!(
+                                shard,
+                                stalled_ms = lasted.as_millis() as u64,
+                                threshold_ms = threshold.as_millis() as u64,
+                                "shard has not polled its mailbox; its requests wait"
+                            );
+                        }
+                        (Some((since, _)), Some(stuck)) if since == stuck => {}
+                        (_, Some(stuck)) => {
+                            reported[slot] = None;
+                            let away = Duration::from_nanos(now.saturating_sub(stuck));
+                            tracing::warn!(
+                                shard,
+                                stalled_ms = away.as_millis() as u64,
+                                "shard polls again after a stall"
+                            );
+                        }
+                        _ => {}
+                    }
+                }
+                if !alive {
+                    return;
+                }
+            }
+        })
+    }
+}
+
+/// The shard executor's stall detector: a run of the shard's task queue that outlasts the
+/// executor's preemption budget by more than `threshold` is logged by glommio (through the `log`
+/// facade, which the binary's subscriber collects) with the executor's name and the stack it was
+/// on when the threshold passed.
+#[derive(Debug)]
+pub struct ExecutorStallHandler {
+    /// How far past the preemption budget a run must go to be reported.
+    pub threshold: Duration,
+}
+
+impl StallDetectionHandler for ExecutorStallHandler {
+    fn threshold(&self, _queue: TaskQueueHandle, _max_expected_runtime: Duration) -> Option<Duration> {
+        Some(self.threshold)
+    }
+}
+
+/// Shares one heartbeat between a shard (which beats) and the watch (which reads it).
+pub fn heartbeat(epoch: Instant) -> Arc<Heartbeat> {
+    Arc::new(Heartbeat::new(epoch))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_round_past_the_threshold_is_reported_once_and_an_idle_shard_never() {
+        let epoch = Instant::now();
+        let stuck = heartbeat(epoch);
+        let idle = heartbeat(epoch);
+        let watch = StallWatch::spawn(
+            epoch,
+            vec![(0, Arc::downgrade(&stuck)), (1, Arc::downgrade(&idle))],
+            Duration::from_millis(40),
+        )
+        .expect("start the watch");
+        stuck.busy();
+        idle.idle();
+        // Wait for the report rather than for a time: the watch must see the stall.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while stuck.stalls() == 0 {
+            assert!(Instant::now() < deadline, "a stalled shard was never reported");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // Still in the same round: no second report, however many times the watch looks.
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(stuck.stalls(), 1);
+        // A new round is a new chance to stall.
+        stuck.busy();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while stuck.stalls() < 2 {
+            assert!(Instant::now() < deadline, "a second stall was never reported");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(idle.stalls(), 0, "a shard waiting for messages is not stalled");
+        drop((stuck, idle));
+        watch.join().expect("the watch ends once every heartbeat is gone");
+    }
+}
