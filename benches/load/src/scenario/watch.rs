@@ -1,5 +1,5 @@
-//! Watch fan-out: W watchers (one stream each) on one prefix with prev_kv, the way
-//! kube-apiserver watches, while one writer puts at a fixed rate. Delivery latency is measured
+//! Watch fan-out: W watchers (a stream each, or many to a stream) on one prefix with prev_kv, the
+//! way kube-apiserver watches, while one writer puts at a fixed rate. Delivery latency is measured
 //! from the moment each put was sent to the moment a watcher received its event (both in this
 //! process, so one clock).
 
@@ -44,11 +44,20 @@ async fn drained(mut stop: tokio::sync::watch::Receiver<Option<Instant>>) {
     }
 }
 
-/// Fan-out: `watchers` watchers, one stream each over 8 connections, on one prefix with prev_kv,
-/// while one writer puts `rate` times a second for `duration`. Every phase has a deadline
-/// (registration, each put, the drain), so a server that cannot keep up still ends the run in
-/// bounded time, with what it delivered.
-pub(crate) async fn fanout(url: &str, watchers: usize, rate: u64, duration: Duration) -> anyhow::Result<Outcome> {
+/// Fan-out: `watchers` watchers spread evenly over `streams` watch streams (over 8 connections),
+/// all on one prefix with prev_kv, while one writer puts `rate` times a second for `duration`.
+/// With `streams == watchers` every watcher has a stream of its own; with fewer, each stream
+/// multiplexes many watchers, as clientv3 (and so kube-apiserver) puts every watch made with
+/// the same context metadata on one stream. Every phase has a deadline (registration, each put,
+/// the drain), so a server that cannot keep up still ends the run in bounded time, with what it
+/// delivered.
+pub(crate) async fn fanout(
+    url: &str,
+    watchers: usize,
+    streams: usize,
+    rate: u64,
+    duration: Duration,
+) -> anyhow::Result<Outcome> {
     let chans = Arc::new(conn::channels(url, 8).await?);
     let delivered = Arc::new(AtomicU64::new(0));
     let canceled = Arc::new(AtomicU64::new(0));
@@ -57,32 +66,42 @@ pub(crate) async fn fanout(url: &str, watchers: usize, rate: u64, duration: Dura
     // Set once the writer is done, to the drain deadline: every watcher stops then.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(None::<Instant>);
     let register_start = Instant::now();
+    let streams = streams.clamp(1, watchers.max(1));
     let mut tasks = Vec::new();
-    for w in 0..watchers {
+    for s in 0..streams {
+        // The first `watchers % streams` streams carry one more.
+        let per_stream = watchers / streams + usize::from(s < watchers % streams);
         let (chans, delivered, canceled, created, samples, stop) =
             (chans.clone(), delivered.clone(), canceled.clone(), created.clone(), samples.clone(), stop_rx.clone());
         tasks.push(tokio::spawn(async move {
             let mut local = Samples::default();
             let body = async {
-                let mut client = conn::watch(&chans, w);
-                let (tx, rx) = tokio::sync::mpsc::channel(1);
-                let req = WatchCreateRequest {
-                    key: Bytes::from_static(b"fan/"),
-                    range_end: Bytes::from_static(b"fan0"),
-                    prev_kv: true,
-                    ..Default::default()
-                };
-                // Queued before the call: grpc-go servers send headers with their first response.
-                let _ = tx.send(WatchRequest { request_union: Some(RequestUnion::CreateRequest(req)) }).await;
+                let mut client = conn::watch(&chans, s);
+                let (tx, rx) = tokio::sync::mpsc::channel(per_stream.max(1));
+                for _ in 0..per_stream {
+                    let req = WatchCreateRequest {
+                        key: Bytes::from_static(b"fan/"),
+                        range_end: Bytes::from_static(b"fan0"),
+                        prev_kv: true,
+                        ..Default::default()
+                    };
+                    // Queued before the call: grpc-go servers send headers with their first
+                    // response.
+                    let _ = tx.send(WatchRequest { request_union: Some(RequestUnion::CreateRequest(req)) }).await;
+                }
                 let Ok(resp) = client.watch(ReceiverStream::new(rx)).await else { return };
                 let mut stream = resp.into_inner();
+                let mut open = per_stream;
                 while let Ok(Some(msg)) = stream.message().await {
                     if msg.created {
                         created.fetch_add(1, Ordering::Relaxed);
                     }
                     if msg.canceled {
                         canceled.fetch_add(1, Ordering::Relaxed);
-                        break;
+                        open -= 1;
+                        if open == 0 {
+                            break;
+                        }
                     }
                     let now = now_ns();
                     for e in &msg.events {
@@ -159,6 +178,7 @@ pub(crate) async fn fanout(url: &str, watchers: usize, rate: u64, duration: Dura
     let expected = puts * registered;
     let mut out = Outcome { ops: got, errors: expected.saturating_sub(got), secs, ..Default::default() };
     out.extra = vec![
+        ("streams", streams as f64),
         ("register_secs", register_secs),
         ("watchers_registered", registered as f64),
         ("puts_sent", sent as f64),
