@@ -136,6 +136,12 @@ impl Server {
         format!("http://127.0.0.1:{}", self.port)
     }
 
+    /// Returns the server process's ID while it runs, for tests that watch its resources (its
+    /// resident memory in `/proc/<pid>/status`).
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Returns a connected etcd-client.
     pub(crate) async fn client(&self) -> etcd_client::Client {
         etcd_client::Client::connect([self.endpoint()], None).await.expect("connect")

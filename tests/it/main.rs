@@ -15,4 +15,5 @@ mod lease;
 mod maintenance;
 mod sharded_model;
 mod shards;
+mod slow_watcher;
 mod watch;

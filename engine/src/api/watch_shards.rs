@@ -317,9 +317,13 @@ impl Merge {
                 self.take(s, resp, &mut outgoing);
             }
             // The bound is read before the channels are drained: every event at or below it
-            // is then among what the drain finds.
+            // is then among what the drain finds. The drain is exempt from tokio's cooperative
+            // budget: a receive over budget answers Pending with messages still queued, and the
+            // release below would then pass a shard's held-back events with another's later
+            // ones (a catching-up stream spends the budget within a few turns). What the drain
+            // takes is still bounded: the shards' channels hold `watch_stream_buffer` each.
             let bound = self.bound();
-            while let Some(Some((s, resp))) = tagged.next().now_or_never() {
+            while let Some(Some((s, resp))) = tokio::task::unconstrained(tagged.next()).now_or_never() {
                 self.take(s, resp, &mut outgoing);
             }
             self.release(bound, &mut outgoing);
