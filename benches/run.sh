@@ -7,6 +7,7 @@
 #   bash benches/run.sh --quick    # 3 s per scenario (smoke run)
 #   SCENARIOS="put_c16_v256 watch_fanout_w1000_r100_prevkv" bash benches/run.sh
 #   BALLAST_SHARDS=2 SCENARIOS=put_ns64_c100_v256 bash benches/run.sh   # Ballast with --shards 2
+#   BALLAST_PLACEMENT=per-core ...                                        # and --shard-placement
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration=10
@@ -52,6 +53,7 @@ mkdir -p benches/results
 command="bash benches/run.sh $*"
 [[ -n "${SCENARIOS:-}" ]] && command="SCENARIOS=\"$SCENARIOS\" $command"
 [[ -n "${BALLAST_SHARDS:-}" ]] && command="BALLAST_SHARDS=$BALLAST_SHARDS $command"
+[[ -n "${BALLAST_PLACEMENT:-}" ]] && command="BALLAST_PLACEMENT=$BALLAST_PLACEMENT $command"
 python3 - "$raw" "$out" "$commit" "$duration" "$command" <<'PY'
 import json, subprocess, sys
 raw, out, commit, duration, args = sys.argv[1:6]

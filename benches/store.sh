@@ -5,7 +5,8 @@
 # Starts stock etcd or `ballast engine` with the same etcd-style flags (peer port = client
 # port + 1; an 8 GiB quota so preloading never trips etcd's default 2 GiB alarm), logging to
 # <data-dir>.log, sets `store_pid`, and returns once etcdctl finds it healthy (at most 20 s).
-# BALLAST_SHARDS (default 1) is Ballast's `--shards`.
+# BALLAST_SHARDS (default 1) is Ballast's `--shards`; BALLAST_PLACEMENT (default unbound) its
+# `--shard-placement`.
 start_store() {
   local target=$1 port=$2 dir=$3 ballast=$4 peer=$(($2 + 1))
   local common=(--name b --data-dir "$dir" --listen-client-urls "http://127.0.0.1:$port"
@@ -14,7 +15,8 @@ start_store() {
   if [[ $target == etcd ]]; then
     etcd "${common[@]}" --initial-cluster "b=http://127.0.0.1:$peer" >"$dir.log" 2>&1 &
   else
-    "$ballast" engine "${common[@]}" --shards "${BALLAST_SHARDS:-1}" >"$dir.log" 2>&1 &
+    "$ballast" engine "${common[@]}" --shards "${BALLAST_SHARDS:-1}" \
+      --shard-placement "${BALLAST_PLACEMENT:-unbound}" >"$dir.log" 2>&1 &
   fi
   store_pid=$!
   for _ in $(seq 200); do
