@@ -214,6 +214,8 @@ impl Engine {
             snapshot_dir: cfg.data_dir.join("snapshots"),
             watch_stream_buffer: shard_cfg.watch.stream_buffer,
             watch_merge_tick: shard_cfg.watch.merge_tick,
+            watch_catchup_batch: shard_cfg.watch.catchup_batch_events,
+            watch_max_response_bytes: shard_cfg.watch.max_response_bytes,
             next_id: AtomicU64::new(1),
         });
         Ok(Self { api, shard_threads, beats, listen: cfg.listen_client.clone() })

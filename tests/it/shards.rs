@@ -23,7 +23,8 @@ both_targets!(
     one_client_sees_dense_revisions,
     list_across_namespaces_is_a_snapshot,
     paged_list_across_namespaces,
-    watch_across_namespaces_from_a_list
+    watch_across_namespaces_from_a_list,
+    history_across_namespaces_comes_in_batches
 );
 
 fn pod(ns: usize, name: usize) -> String {
@@ -204,6 +205,72 @@ async fn watch_across_namespaces_from_a_list(s: Server) {
     }
     assert!(expected.len() > 20, "too few writes after the LIST to mean anything: {}", expected.len());
     assert_eq!(seen, expected);
+}
+
+/// A watch over every namespace from long ago: the history comes in responses of at most 1,000
+/// revisions (etcd's watchBatchMaxRevs), each revision whole, in order; with `fragment`, no
+/// response is much larger than the request limit, and the fragments add up to the same events. On several shards the history is merged from all of them, and the batches and
+/// fragments must still hold.
+async fn history_across_namespaces_comes_in_batches(s: Server) {
+    const PUTS: usize = 2_400;
+    // 6 KiB values, twice per event with prev_kv: any response of more than about 170 events
+    // is above the fragment limits, so `fragment` has to split (merged responses included).
+    let value = "v".repeat(6 << 10);
+    let mut c = s.client().await;
+    let first = c.put(pod(0, 0), value.as_str(), None).await.expect("put").header().expect("header").revision();
+    let mut tasks = Vec::new();
+    for t in 0..8 {
+        let mut c = c.clone();
+        let value = value.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..PUTS / 8 {
+                c.put(pod((t * 7 + i) % 16, i), value.as_str(), None).await.expect("put");
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.expect("writer");
+    }
+    let last = c.get("x", None).await.expect("get").header().expect("header").revision();
+    assert_eq!(last, first + PUTS as i64, "one revision per put");
+    for fragment in [false, true] {
+        let mut wc = WatchClient::connect(s.url()).await.expect("connect").max_decoding_message_size(64 << 20);
+        let (tx, rx) = mpsc::channel(4);
+        let mut req = create(PODS, PODS_END);
+        if let Some(RequestUnion::CreateRequest(c)) = &mut req.request_union {
+            c.start_revision = first;
+            c.fragment = fragment;
+        }
+        tx.send(req).await.expect("queue create");
+        let mut stream = wc.watch(ReceiverStream::new(rx)).await.expect("watch").into_inner();
+        let mut revs: Vec<i64> = Vec::new();
+        // Events of the response being reassembled from fragments.
+        let mut pending = 0usize;
+        while revs.last().is_none_or(|r| *r < last) {
+            let r = tokio::time::timeout(Duration::from_secs(20), stream.message())
+                .await
+                .expect("history within 20 s")
+                .expect("stream ok")
+                .expect("stream open");
+            assert!(!r.canceled, "canceled: {}", r.cancel_reason);
+            if fragment {
+                // etcd splits at its request limit plus gRPC overhead (1.5 MiB + 512 KiB);
+                // a fragment may pass it by the one event that reached it.
+                let size = prost::Message::encoded_len(&r);
+                assert!(size <= 1_572_864 + 524_288 + 8192, "a fragment of {size} bytes");
+            }
+            pending += r.events.len();
+            revs.extend(r.events.iter().map(|e| e.kv.as_ref().expect("kv").mod_revision));
+            if !r.fragment {
+                let batch: std::collections::BTreeSet<i64> = revs[revs.len() - pending..].iter().copied().collect();
+                assert!(batch.len() <= 1000, "a response of {} revisions (fragment: {fragment})", batch.len());
+                pending = 0;
+            }
+        }
+        let expected: Vec<i64> = (first..=last).collect();
+        assert_eq!(revs, expected, "every revision once, in order (fragment: {fragment})");
+        drop(tx);
+    }
 }
 
 async fn sharded() -> Server {

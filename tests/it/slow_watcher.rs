@@ -195,6 +195,12 @@ impl Reader {
             loop {
                 let r = stream.message().await.expect("stream ok").expect("stream open");
                 assert!(!r.canceled() && !r.created(), "only events are expected: {r:?}");
+                // A catch-up comes in batches: etcd sends at most 1,000 revisions per response
+                // (watchBatchMaxRevs), Ballast at most `catchup_batch_events` (1,000) events,
+                // also when the watcher's events are merged from several shards.
+                let revs: std::collections::BTreeSet<i64> =
+                    r.events().iter().filter_map(|e| e.kv().map(|kv| kv.mod_revision())).collect();
+                assert!(revs.len() <= 1000, "a response carries {} revisions", revs.len());
                 let mut got = Vec::with_capacity(r.events().len());
                 for e in r.events() {
                     assert_eq!(e.event_type(), EventType::Put);

@@ -77,6 +77,10 @@ pub struct ApiContext {
     /// watcher over several shards (see `watch_shards`): the added delivery latency when the
     /// shard that holds the others back has nothing to send. `WatchConfig::merge_tick`.
     pub watch_merge_tick: std::time::Duration,
+    /// Most events per response of a watcher over several shards (`WatchConfig::catchup_batch_events`).
+    pub watch_catchup_batch: usize,
+    /// Fragment size for such watchers (`WatchConfig::max_response_bytes`).
+    pub watch_max_response_bytes: usize,
     /// Numbers watch streams and snapshots.
     pub next_id: AtomicU64,
 }

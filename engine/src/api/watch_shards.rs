@@ -29,7 +29,7 @@
 //! as lagging (the hubs' policy), which lowers the lag marks and holds merged events until the
 //! lagging ones are caught up.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -37,6 +37,7 @@ use ballast_proto::etcdserverpb::{watch_request::RequestUnion, WatchCreateReques
 use ballast_proto::mvccpb::Event;
 use futures::stream::SelectAll;
 use futures::{FutureExt, Stream, StreamExt};
+use prost::Message;
 use tokio::sync::{mpsc, Notify};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
@@ -62,6 +63,8 @@ struct Ids {
     created: u64,
     /// For each progress request forwarded and not yet answered, the shards asked.
     progress_rounds: VecDeque<BTreeSet<usize>>,
+    /// Watchers over several shards that asked for fragmented responses.
+    fragment: HashSet<i64>,
 }
 
 type SharedIds = Arc<Mutex<Ids>>;
@@ -252,6 +255,9 @@ fn choose_id(ids: &SharedIds, c: &mut WatchCreateRequest, place: Placement) -> P
             Some(Placement::All) => Placement::One(0),
             None => {
                 ids.placement.insert(c.watch_id, place);
+                if place == Placement::All && c.fragment {
+                    ids.fragment.insert(c.watch_id);
+                }
                 place
             }
         };
@@ -261,6 +267,9 @@ fn choose_id(ids: &SharedIds, c: &mut WatchCreateRequest, place: Placement) -> P
     }
     let chosen = ids.next_auto;
     ids.placement.insert(chosen, place);
+    if place == Placement::All && c.fragment {
+        ids.fragment.insert(chosen);
+    }
     // ID 0 cannot be sent explicitly (0 asks for an automatic ID), but each hub then picks 0 as
     // well: it is free on every shard, since this map knows every live ID of the stream.
     c.watch_id = chosen;
@@ -281,6 +290,8 @@ struct Cross {
     notify_due: bool,
     /// The last revision sent to the client for this watcher (events or notification).
     sent_upto: i64,
+    /// The client asked for responses split at `max_response_bytes`.
+    fragment: bool,
 }
 
 /// The merge task's state: see the module doc.
@@ -400,12 +411,14 @@ impl Merge {
     fn take_cross(&mut self, s: usize, resp: WatchResponse, outgoing: &mut Vec<WatchResponse>) {
         let shards = self.api.shards.len();
         let id = resp.watch_id;
+        let ids = &self.ids;
         let w = self.cross.entry(id).or_insert_with(|| Cross {
             created: 0,
             canceled: 0,
             held: (0..shards).map(|_| VecDeque::new()).collect(),
             notify_due: false,
             sent_upto: 0,
+            fragment: lock(ids).fragment.contains(&id),
         });
         if resp.created {
             w.created += 1;
@@ -421,7 +434,9 @@ impl Merge {
             }
             if last {
                 self.cross.remove(&id);
-                lock(&self.ids).placement.remove(&id);
+                let mut ids = lock(&self.ids);
+                ids.placement.remove(&id);
+                ids.fragment.remove(&id);
             }
             if first {
                 if resp.compact_revision > 0 {
@@ -446,8 +461,12 @@ impl Merge {
         }
     }
 
-    /// Sends every held event at or below `bound`, in revision order, one response per watcher.
+    /// Sends every held event at or below `bound`, in revision order: per watcher, responses of
+    /// at most `catchup_batch_events` events (a revision is never split), each split further
+    /// into fragments when the watcher asked for them and it is larger than
+    /// `max_response_bytes`, as a one-shard watcher's catch-up is.
     fn release(&mut self, bound: i64, outgoing: &mut Vec<WatchResponse>) {
+        let (batch, max_bytes) = (self.api.watch_catchup_batch, self.api.watch_max_response_bytes);
         for (&id, w) in &mut self.cross {
             if w.canceled > 0 || w.created < self.api.shards.len() {
                 continue;
@@ -472,11 +491,75 @@ impl Merge {
             // One revision's events come from one shard, so a stable sort keeps them together.
             events.sort_by_key(event_rev);
             w.sent_upto = bound;
-            outgoing.push(WatchResponse { header, watch_id: id, events, ..Default::default() });
+            for events in batches(events, batch) {
+                let resp = WatchResponse { header, watch_id: id, events, ..Default::default() };
+                if w.fragment && resp.encoded_len() > max_bytes {
+                    outgoing.extend(watch::fragments(resp, max_bytes));
+                } else {
+                    outgoing.push(resp);
+                }
+            }
         }
     }
 }
 
+/// Splits `events` (in revision order) into runs of at most `most` events, cutting only between
+/// revisions: a revision with more events than `most` is a run of its own.
+fn batches(events: Vec<Event>, most: usize) -> Vec<Vec<Event>> {
+    // `cur` is the run being filled; `rev` the events of the revision being read.
+    fn close(out: &mut Vec<Vec<Event>>, cur: &mut Vec<Event>, rev: &mut Vec<Event>, most: usize) {
+        if !cur.is_empty() && cur.len() + rev.len() > most {
+            out.push(std::mem::take(cur));
+        }
+        cur.append(rev);
+    }
+    let most = most.max(1);
+    let (mut out, mut cur, mut rev) = (Vec::new(), Vec::new(), Vec::new());
+    for e in events {
+        if rev.first().is_some_and(|f: &Event| event_rev(f) != event_rev(&e)) {
+            close(&mut out, &mut cur, &mut rev, most);
+        }
+        rev.push(e);
+    }
+    close(&mut out, &mut cur, &mut rev, most);
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
 fn event_rev(e: &Event) -> i64 {
     e.kv.as_ref().map_or(0, |kv| kv.mod_revision)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ballast_proto::mvccpb::KeyValue;
+
+    fn ev(rev: i64, key: &str) -> Event {
+        Event {
+            kv: Some(KeyValue { key: key.as_bytes().to_vec().into(), mod_revision: rev, ..Default::default() }),
+            ..Default::default()
+        }
+    }
+
+    fn shape(runs: &[Vec<Event>]) -> Vec<Vec<i64>> {
+        runs.iter().map(|r| r.iter().map(event_rev).collect()).collect()
+    }
+
+    #[test]
+    fn batches_cut_between_revisions_only() {
+        // Revisions 1..=5; revision 3 has three events (a txn), the rest one.
+        let events = vec![ev(1, "a"), ev(2, "b"), ev(3, "c"), ev(3, "d"), ev(3, "e"), ev(4, "f"), ev(5, "g")];
+        assert_eq!(shape(&batches(events.clone(), 2)), vec![vec![1, 2], vec![3, 3, 3], vec![4, 5]]);
+        assert_eq!(shape(&batches(events.clone(), 4)), vec![vec![1, 2], vec![3, 3, 3, 4], vec![5]]);
+        assert_eq!(shape(&batches(events.clone(), 100)), vec![vec![1, 2, 3, 3, 3, 4, 5]]);
+        // Nothing lost, order kept, whatever the limit.
+        for most in 0..9 {
+            let flat: Vec<Event> = batches(events.clone(), most).into_iter().flatten().collect();
+            assert_eq!(flat, events, "limit {most}");
+        }
+        assert!(batches(Vec::new(), 3).is_empty());
+    }
 }

@@ -802,7 +802,9 @@ fn send_events(
     Sent::Yes
 }
 
-fn fragments(resp: WatchResponse, max_bytes: usize) -> Vec<WatchResponse> {
+/// Splits `resp` into fragments of about `max_bytes` each (never splitting an event), the last
+/// one with `fragment` unset, as etcd does for watchers created with `fragment`.
+pub(crate) fn fragments(resp: WatchResponse, max_bytes: usize) -> Vec<WatchResponse> {
     let mut parts: Vec<WatchResponse> = Vec::new();
     let mut cur = WatchResponse { header: resp.header, watch_id: resp.watch_id, fragment: true, ..Default::default() };
     for e in resp.events {
