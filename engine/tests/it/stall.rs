@@ -1,26 +1,19 @@
 //! A shard whose round outlasts the stall threshold is reported while it runs; a shard that waits
 //! for messages is idle, not stalled.
 
-use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
 
-use ballast_engine::server::{Engine, EngineConfig};
+use ballast_engine::server::Engine;
 use ballast_proto::etcdserverpb::{
     kv_client::KvClient, maintenance_client::MaintenanceClient, DefragmentRequest, PutRequest,
 };
 use bytes::Bytes;
 
-fn free_addr() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr")
-}
-
 #[test]
 fn a_long_round_is_reported_and_waiting_shards_are_idle() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let addr = free_addr();
-    let mut cfg =
-        EngineConfig { data_dir: dir.path().join("data"), listen_client: vec![addr], shards: 2, ..Default::default() };
+    let mut cfg = crate::serving::config(dir.path());
+    cfg.shards = 2;
     // Far below what compacting the whole database takes (it rewrites and syncs every file).
     cfg.shard.stall_threshold = Duration::from_millis(20);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
@@ -28,17 +21,8 @@ fn a_long_round_is_reported_and_waiting_shards_are_idle() {
         let engine = Engine::start(&cfg).expect("start engine");
         let beats = engine.heartbeats().to_vec();
         assert_eq!(beats.len(), 2);
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(engine.serve(async move {
-            let _ = stop_rx.await;
-        }));
-        let url = format!("http://{addr}");
-        let channel = loop {
-            match tonic::transport::Endpoint::from_shared(url.clone()).expect("url").connect().await {
-                Ok(c) => break c,
-                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-            }
-        };
+        let served = crate::serving::serve(engine, &cfg).await;
+        let channel = served.channel.clone();
         let kv_channel = channel.clone();
         let mut kv = KvClient::new(channel);
         // Keys outside /registry/ live on shard 0.
@@ -63,7 +47,6 @@ fn a_long_round_is_reported_and_waiting_shards_are_idle() {
             assert!(Instant::now() < deadline, "a shard never marked itself idle");
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
-        let _ = stop_tx.send(());
-        let _ = tokio::time::timeout(Duration::from_secs(10), server).await;
+        served.stop().await;
     });
 }

@@ -1,10 +1,9 @@
 //! Many watch streams registering watchers at once through a nearly full shard mailbox: every
 //! stream must open and every watcher must be created (etcd never refuses a stream for load).
 
-use std::net::{SocketAddr, TcpListener};
 use std::time::Duration;
 
-use ballast_engine::server::{Engine, EngineConfig};
+use ballast_engine::server::Engine;
 use ballast_proto::etcdserverpb::{
     watch_client::WatchClient, watch_request::RequestUnion, WatchCreateRequest, WatchRequest,
 };
@@ -14,32 +13,17 @@ use tokio_stream::wrappers::ReceiverStream;
 const STREAMS: usize = 100;
 const PER_STREAM: usize = 100;
 
-fn free_addr() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr")
-}
-
 #[test]
 fn streams_open_and_register_through_a_full_mailbox() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let addr = free_addr();
-    let mut cfg = EngineConfig { data_dir: dir.path().join("data"), listen_client: vec![addr], ..Default::default() };
+    let mut cfg = crate::serving::config(dir.path());
     // Far fewer slots than the 10,000 create requests below: senders must wait, not fail.
     cfg.shard.mailbox_capacity = 8;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     rt.block_on(async move {
         let engine = Engine::start(&cfg).expect("start engine");
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(engine.serve(async move {
-            let _ = stop_rx.await;
-        }));
-        let url = format!("http://{addr}");
-        let channel = loop {
-            match tonic::transport::Endpoint::from_shared(url.clone()).expect("url").connect().await {
-                Ok(c) => break c,
-                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-            }
-        };
+        let served = crate::serving::serve(engine, &cfg).await;
+        let channel = served.channel.clone();
         let mut tasks = Vec::new();
         for s in 0..STREAMS {
             let channel = channel.clone();
@@ -72,7 +56,6 @@ fn streams_open_and_register_through_a_full_mailbox() {
             total += tokio::time::timeout(Duration::from_secs(60), t).await.expect("bounded").expect("task");
         }
         assert_eq!(total, STREAMS * PER_STREAM);
-        let _ = stop_tx.send(());
-        let _ = tokio::time::timeout(Duration::from_secs(10), server).await;
+        served.stop().await;
     });
 }
