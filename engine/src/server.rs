@@ -59,6 +59,12 @@ pub struct EngineConfig {
     /// Shards of the key space (`--shards`), fixed when the data directory is created: the
     /// shard map places keys by it (`engine/SHARDING.md`). 1 (the default) is etcd's layout.
     pub shards: u32,
+    /// HTTP/2 flow-control window of a client connection, in bytes. 16 MiB is where grpc-go's
+    /// (etcd's) window stops growing. It also sizes h2's budget for small DATA frames not yet
+    /// read (half the window; past it the connection is closed with ENHANCE_YOUR_CALM): every
+    /// watch create on a fresh stream is one such frame, and at hyper's 1 MiB default a client
+    /// opening a few thousand watch streams at once lost the whole connection.
+    pub http2_connection_window: u32,
 }
 
 impl Default for EngineConfig {
@@ -76,6 +82,7 @@ impl Default for EngineConfig {
             rocks: RocksOptions::default(),
             shard: ShardConfig::default(),
             shards: 1,
+            http2_connection_window: 16 << 20,
         }
     }
 }
@@ -97,6 +104,7 @@ pub struct Engine {
     shard_threads: Vec<glommio::ExecutorJoinHandle<Result<()>>>,
     beats: Vec<Arc<stall::Heartbeat>>,
     listen: Vec<SocketAddr>,
+    http2_connection_window: u32,
 }
 
 fn hash_u64(parts: &[&[u8]]) -> u64 {
@@ -218,7 +226,13 @@ impl Engine {
             watch_max_response_bytes: shard_cfg.watch.max_response_bytes,
             next_id: AtomicU64::new(1),
         });
-        Ok(Self { api, shard_threads, beats, listen: cfg.listen_client.clone() })
+        Ok(Self {
+            api,
+            shard_threads,
+            beats,
+            listen: cfg.listen_client.clone(),
+            http2_connection_window: cfg.http2_connection_window,
+        })
     }
 
     /// Returns every shard's heartbeat, in shard order (stalls reported so far).
@@ -263,8 +277,10 @@ impl Engine {
                     CoalescingStream::new(tcp)
                 })
             });
+            let window = self.http2_connection_window;
             servers.push(tokio::spawn(async move {
                 tonic::transport::Server::builder()
+                    .initial_connection_window_size(window)
                     .add_service(
                         KvServer::new(KvService::new(api.clone()))
                             .max_decoding_message_size(limit)

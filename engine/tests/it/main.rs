@@ -3,4 +3,5 @@
 mod mvcc_model;
 mod serving;
 mod stall;
+mod stream_burst;
 mod watch_backpressure;
