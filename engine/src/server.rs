@@ -25,7 +25,7 @@ use crate::error::{EngineError, Result};
 use crate::header::HeaderInfo;
 use crate::mvcc::RevisionCounter;
 use crate::shard::stall::{self, StallWatch};
-use crate::shard::{executor, Shard, ShardConfig, ShardHandle, ShardMsg};
+use crate::shard::{executor, Shard, ShardConfig, ShardHandle};
 use crate::shard_map::ShardMap;
 use crate::storage::rocks::{RocksBackend, RocksOptions};
 use crate::storage::{Cf, KvBackend, StorageError, WriteBatch, WriteOpts};
@@ -199,11 +199,11 @@ impl Engine {
         let mut beats = Vec::new();
         for (s, (shard, handle)) in opened.into_iter().enumerate() {
             handles.push(handle);
-            let beat = stall::heartbeat(epoch);
+            let beat = Arc::new(stall::Heartbeat::new(epoch));
             beats.push(Arc::clone(&beat));
             shard_threads.push(executor::spawn(shard, s, &shard_cfg, beat)?);
         }
-        let watched = beats.iter().enumerate().map(|(s, b)| (s, Arc::downgrade(b))).collect();
+        let watched = beats.iter().map(Arc::downgrade).collect();
         StallWatch::spawn(epoch, watched, shard_cfg.stall_threshold).map_err(StorageError::from)?;
         let api = Arc::new(ApiContext {
             shards: handles,
@@ -313,7 +313,7 @@ impl Engine {
             }));
         }
         tracing::info!(name = %self.api.member.name, member_id = format_args!("{:x}", self.api.member.id), listen = ?self.listen, "serving etcd v3 API");
-        let shards = self.api.shards.clone();
+        let api = self.api.clone();
         let shard_threads = self.shard_threads;
         // Serving ends when any shard stops (an error in one shard ends the member, as a disk
         // error ends an etcd member); the others are then stopped and joined.
@@ -331,9 +331,7 @@ impl Engine {
             while let Some(r) = done_rx.recv().await {
                 joined += 1;
                 if joined == 1 {
-                    for sh in &shards {
-                        let _ = sh.send(ShardMsg::Shutdown);
-                    }
+                    api.stop_shards();
                 }
                 let failed = !matches!(r, Ok(Ok(())));
                 if first.is_none() || failed && matches!(first, Some(Ok(Ok(())))) {
@@ -342,7 +340,6 @@ impl Engine {
             }
             first.unwrap_or(Ok(Ok(())))
         });
-        let stopper = self.api.shards.clone();
         let shard_result = tokio::select! {
             () = shutdown => None,
             r = &mut shard_done => Some(r),
@@ -355,9 +352,7 @@ impl Engine {
         let shard_result = match shard_result {
             Some(r) => r,
             None => {
-                for sh in &stopper {
-                    let _ = sh.send(ShardMsg::Shutdown);
-                }
+                self.api.stop_shards();
                 shard_done.await
             }
         };

@@ -102,6 +102,13 @@ impl ApiContext {
         &self.shards[s as usize]
     }
 
+    /// Asks every shard to stop once it has handled what is queued before the request.
+    pub fn stop_shards(&self) {
+        for sh in &self.shards {
+            let _ = sh.send(ShardMsg::Shutdown);
+        }
+    }
+
     /// Returns shard 0, which answers for the member where every shard holds the same state
     /// (leases, alarms) or none does (raft status figures of a one-shard member).
     pub fn first(&self) -> &ShardHandle {

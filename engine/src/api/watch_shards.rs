@@ -29,7 +29,7 @@
 //! as lagging (the hubs' policy), which lowers the lag marks and holds merged events until the
 //! lagging ones are caught up.
 
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -51,7 +51,11 @@ use crate::watch::{self, ControlCredits, Outgoing, WatchSender};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Placement {
     One(u32),
-    All,
+    /// On every shard; `fragment` as the client asked (the merge splits such a watcher's
+    /// responses itself).
+    All {
+        fragment: bool,
+    },
 }
 
 /// The watchers of one client stream, by watch ID, shared by its request side and merge task.
@@ -63,8 +67,6 @@ struct Ids {
     created: u64,
     /// For each progress request forwarded and not yet answered, the shards asked.
     progress_rounds: VecDeque<BTreeSet<usize>>,
-    /// Watchers over several shards that asked for fragmented responses.
-    fragment: HashSet<i64>,
 }
 
 type SharedIds = Arc<Mutex<Ids>>;
@@ -153,14 +155,14 @@ async fn serve_requests(
                 creates_sent += 1;
                 let place = match route::one_shard(&api.map, "a watch", &c.key, &c.range_end) {
                     Ok(s) => Placement::One(s),
-                    Err(_) => Placement::All,
+                    Err(_) => Placement::All { fragment: c.fragment },
                 };
                 match choose_id(&ids, &mut c, place) {
                     Placement::One(s) => {
                         credits[s as usize].spend().await
                             && send_reliably(api.shard(s), || ShardMsg::WatchCreate(id, c.clone())).await
                     }
-                    Placement::All => {
+                    Placement::All { .. } => {
                         // One start for every shard: none may begin after another's events.
                         if c.start_revision <= 0 {
                             c.start_revision = api.revs.last() + 1;
@@ -181,7 +183,7 @@ async fn serve_requests(
                 let place = {
                     let mut ids = lock(&ids);
                     match ids.placement.get(&c.watch_id).copied() {
-                        Some(Placement::All) => Placement::All,
+                        Some(all @ Placement::All { .. }) => all,
                         Some(one) => {
                             ids.placement.remove(&c.watch_id);
                             one
@@ -191,7 +193,7 @@ async fn serve_requests(
                 };
                 let targets: Vec<usize> = match place {
                     Placement::One(s) => vec![s as usize],
-                    Placement::All => (0..credits.len()).collect(),
+                    Placement::All { .. } => (0..credits.len()).collect(),
                 };
                 let mut ok = true;
                 for s in targets {
@@ -210,7 +212,7 @@ async fn serve_requests(
                             Placement::One(s) => {
                                 asked.insert(*s as usize);
                             }
-                            Placement::All => asked.extend(0..credits.len()),
+                            Placement::All { .. } => asked.extend(0..credits.len()),
                         }
                     }
                     if asked.is_empty() {
@@ -252,12 +254,9 @@ fn choose_id(ids: &SharedIds, c: &mut WatchCreateRequest, place: Placement) -> P
     if c.watch_id != 0 {
         return match ids.placement.get(&c.watch_id) {
             Some(Placement::One(owner)) => Placement::One(*owner),
-            Some(Placement::All) => Placement::One(0),
+            Some(Placement::All { .. }) => Placement::One(0),
             None => {
                 ids.placement.insert(c.watch_id, place);
-                if place == Placement::All && c.fragment {
-                    ids.fragment.insert(c.watch_id);
-                }
                 place
             }
         };
@@ -267,9 +266,6 @@ fn choose_id(ids: &SharedIds, c: &mut WatchCreateRequest, place: Placement) -> P
     }
     let chosen = ids.next_auto;
     ids.placement.insert(chosen, place);
-    if place == Placement::All && c.fragment {
-        ids.fragment.insert(chosen);
-    }
     // ID 0 cannot be sent explicitly (0 asks for an automatic ID), but each hub then picks 0 as
     // well: it is free on every shard, since this map knows every live ID of the stream.
     c.watch_id = chosen;
@@ -371,9 +367,12 @@ impl Merge {
     /// Handles one response from shard `s` (or from the refusals channel).
     fn take(&mut self, s: usize, resp: Outgoing, outgoing: &mut Vec<WatchResponse>) {
         let shards = self.api.shards.len();
-        let cross = resp.watch_id >= 0 && s < shards && self.placement(resp.watch_id) == Some(Placement::All);
-        if cross {
-            self.take_cross(s, *resp, outgoing);
+        let cross = match (resp.watch_id >= 0 && s < shards).then(|| self.placement(resp.watch_id)) {
+            Some(Some(Placement::All { fragment })) => Some(fragment),
+            _ => None,
+        };
+        if let Some(fragment) = cross {
+            self.take_cross(s, *resp, fragment, outgoing);
         } else if resp.created {
             self.count_created();
             outgoing.push(*resp);
@@ -408,17 +407,16 @@ impl Merge {
         }
     }
 
-    fn take_cross(&mut self, s: usize, resp: WatchResponse, outgoing: &mut Vec<WatchResponse>) {
+    fn take_cross(&mut self, s: usize, resp: WatchResponse, fragment: bool, outgoing: &mut Vec<WatchResponse>) {
         let shards = self.api.shards.len();
         let id = resp.watch_id;
-        let ids = &self.ids;
         let w = self.cross.entry(id).or_insert_with(|| Cross {
             created: 0,
             canceled: 0,
             held: (0..shards).map(|_| VecDeque::new()).collect(),
             notify_due: false,
             sent_upto: 0,
-            fragment: lock(ids).fragment.contains(&id),
+            fragment,
         });
         if resp.created {
             w.created += 1;
@@ -434,9 +432,7 @@ impl Merge {
             }
             if last {
                 self.cross.remove(&id);
-                let mut ids = lock(&self.ids);
-                ids.placement.remove(&id);
-                ids.fragment.remove(&id);
+                lock(&self.ids).placement.remove(&id);
             }
             if first {
                 if resp.compact_revision > 0 {

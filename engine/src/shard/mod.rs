@@ -4,11 +4,10 @@
 //! then [`Shard::run`], the loop, which runs as the one task of the shard's own executor
 //! ([`executor`]) and reports each round to the stall watch ([`stall`]). The loop is the only code
 //! that touches the shard's state; the network plane reaches it through [`ShardHandle`]. One
-//! iteration ("round"): take up to
-//! `max_msgs_per_round` messages (reads answered at once, writes set aside), evaluate and propose
-//! the round's writes (see [`state_machine`]), tick raft when due, run the Ready loop (one synced
-//! log write, one state write, watch fan-out), answer the writes, then move lagging watchers
-//! forward.
+//! iteration ("round"): take up to `max_msgs_per_round` messages (reads answered at once, writes
+//! set aside), evaluate and propose the round's writes (see [`state_machine`]), tick raft when
+//! due, run the Ready loop (one synced log write, one state write, watch fan-out), answer the
+//! writes, then move lagging watchers forward.
 //!
 //! Reads are answered from state every acknowledged write is in, and never see a write that is
 //! not yet durable: a round's reads are all answered before its writes are evaluated (the

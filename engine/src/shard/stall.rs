@@ -12,7 +12,7 @@
 //!   stack the shard was on when the threshold passed, which says *where* it was stuck.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Weak;
 use std::time::{Duration, Instant};
 
 use glommio::{StallDetectionHandler, TaskQueueHandle};
@@ -73,34 +73,34 @@ impl Heartbeat {
 pub struct StallWatch;
 
 impl StallWatch {
-    /// Starts watching `shards` (shard index, heartbeat), reporting a round that has lasted
-    /// longer than `threshold`.
+    /// Starts watching `shards` (shard n's heartbeat at index n), reporting a round that has
+    /// lasted longer than `threshold`.
     ///
     /// # Errors
     /// The thread could not be started.
     pub fn spawn(
         epoch: Instant,
-        shards: Vec<(usize, Weak<Heartbeat>)>,
+        shards: Vec<Weak<Heartbeat>>,
         threshold: Duration,
     ) -> std::io::Result<std::thread::JoinHandle<()>> {
         // A quarter of the threshold: a stall is reported at most 25% late, and the thread wakes
         // a handful of times a second at the default.
         let every = (threshold / 4).max(Duration::from_millis(1));
         std::thread::Builder::new().name("ballast-stall-watch".into()).spawn(move || {
-            // Per shard: the round last reported as stalled (its start) and its report time.
+            // Per shard: the start of the round last reported as stalled, until the shard moves on.
             let mut reported: Vec<Option<u64>> = vec![None; shards.len()];
             loop {
                 std::thread::sleep(every);
                 let now = u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
                 let mut alive = false;
-                for (slot, (shard, beat)) in shards.iter().enumerate() {
+                for (shard, beat) in shards.iter().enumerate() {
                     let Some(beat) = beat.upgrade() else { continue };
                     alive = true;
                     let busy = beat.busy_for(now);
-                    match (busy, reported[slot]) {
+                    match (busy, reported[shard]) {
                         (Some((since, lasted)), None) if lasted > threshold => {
                             beat.stalls.fetch_add(1, Ordering::Relaxed);
-                            reported[slot] = Some(since);
+                            reported[shard] = Some(since);
                             tracing::warn!(
                                 shard,
                                 stalled_ms = lasted.as_millis() as u64,
@@ -110,7 +110,7 @@ impl StallWatch {
                         }
                         (Some((since, _)), Some(stuck)) if since == stuck => {}
                         (_, Some(stuck)) => {
-                            reported[slot] = None;
+                            reported[shard] = None;
                             let away = Duration::from_nanos(now.saturating_sub(stuck));
                             tracing::warn!(
                                 shard,
@@ -145,26 +145,19 @@ impl StallDetectionHandler for ExecutorStallHandler {
     }
 }
 
-/// Shares one heartbeat between a shard (which beats) and the watch (which reads it).
-pub fn heartbeat(epoch: Instant) -> Arc<Heartbeat> {
-    Arc::new(Heartbeat::new(epoch))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     #[test]
     fn a_round_past_the_threshold_is_reported_once_and_an_idle_shard_never() {
         let epoch = Instant::now();
-        let stuck = heartbeat(epoch);
-        let idle = heartbeat(epoch);
-        let watch = StallWatch::spawn(
-            epoch,
-            vec![(0, Arc::downgrade(&stuck)), (1, Arc::downgrade(&idle))],
-            Duration::from_millis(40),
-        )
-        .expect("start the watch");
+        let stuck = Arc::new(Heartbeat::new(epoch));
+        let idle = Arc::new(Heartbeat::new(epoch));
+        let watch =
+            StallWatch::spawn(epoch, vec![Arc::downgrade(&stuck), Arc::downgrade(&idle)], Duration::from_millis(40))
+                .expect("start the watch");
         stuck.busy();
         idle.idle();
         // Wait for the report rather than for a time: the watch must see the stall.
