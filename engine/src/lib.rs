@@ -7,12 +7,14 @@
 //!   any revision, compaction.
 //! * [`apply`]: what each request means: validation before proposing ([`apply::check`]) and the
 //!   applier ([`apply::kv`]) for Range, Put, DeleteRange and Txn.
-//! * [`lease`]: the lease table; [`watch`]: watch streams, the event ring, slow-consumer policy.
+//! * [`lease`]: the lease table; [`watch`]: watch streams, the event ring, slow-consumer policy,
+//!   events encoded once for every watcher ([`watch::wire`]).
 //! * [`raft_log`]: the raft log on the storage seam; [`shard`]: one shard, its raft node, state
 //!   machine and loop (the only code that touches the shard's state), the glommio executor it
 //!   runs on ([`shard::executor`]) and the stall reports ([`shard::stall`]); [`shard_map`]: which
 //!   shard owns a key and which shards a range touches (see `engine/SHARDING.md`).
-//! * [`api`]: the etcd v3 gRPC services; [`api::status`] is the one mapping of [`EngineError`]
+//! * [`api`]: the etcd v3 gRPC services (Watch's gRPC server written by hand,
+//!   [`api::watch_grpc`], to send pre-encoded events); [`api::status`] is the one mapping of [`EngineError`]
 //!   to gRPC status codes and etcd's message text.
 //! * [`server`]: opening a data directory and serving it.
 //!

@@ -13,13 +13,13 @@ use std::time::Duration;
 
 use ballast_proto::etcdserverpb::{
     cluster_server::ClusterServer, kv_server::KvServer, lease_server::LeaseServer,
-    maintenance_server::MaintenanceServer, watch_server::WatchServer,
+    maintenance_server::MaintenanceServer,
 };
 use futures::StreamExt;
 use sha2::{Digest, Sha256};
 
 use crate::api::{cluster::ClusterService, kv::KvService, lease::LeaseService, maintenance::MaintenanceService};
-use crate::api::{watch::WatchService, Api, ApiContext, MemberInfo};
+use crate::api::{watch::WatchService, watch_grpc::WatchServer, Api, ApiContext, MemberInfo};
 use crate::clock::{Clock, SystemClock};
 use crate::error::{EngineError, Result};
 use crate::header::HeaderInfo;
@@ -221,6 +221,7 @@ impl Engine {
             request_timeout: cfg.request_timeout,
             snapshot_dir: cfg.data_dir.join("snapshots"),
             watch_stream_buffer: shard_cfg.watch.stream_buffer,
+            watch_merge_buffer: shard_cfg.watch.merge_buffer,
             watch_merge_tick: shard_cfg.watch.merge_tick,
             watch_catchup_batch: shard_cfg.watch.catchup_batch_events,
             watch_max_response_bytes: shard_cfg.watch.max_response_bytes,
@@ -286,11 +287,7 @@ impl Engine {
                             .max_decoding_message_size(limit)
                             .max_encoding_message_size(send),
                     )
-                    .add_service(
-                        WatchServer::new(WatchService::new(api.clone()))
-                            .max_decoding_message_size(limit)
-                            .max_encoding_message_size(send),
-                    )
+                    .add_service(WatchServer::new(WatchService::new(api.clone()), limit))
                     .add_service(
                         LeaseServer::new(LeaseService::new(api.clone()))
                             .max_decoding_message_size(limit)

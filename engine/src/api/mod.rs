@@ -19,6 +19,7 @@ pub mod maintenance;
 pub mod route;
 pub mod status;
 pub mod watch;
+pub mod watch_grpc;
 mod watch_shards;
 
 use std::path::PathBuf;
@@ -71,8 +72,10 @@ pub struct ApiContext {
     pub request_timeout: Duration,
     /// Where snapshot checkpoints are staged before streaming.
     pub snapshot_dir: PathBuf,
-    /// Responses buffered per watch stream (see `WatchConfig::stream_buffer`).
+    /// Batches buffered per watch stream from each shard (see `WatchConfig::stream_buffer`).
     pub watch_stream_buffer: usize,
+    /// Batches a stream over several shards buffers for its client (`WatchConfig::merge_buffer`).
+    pub watch_merge_buffer: usize,
     /// How often a client stream over several shards re-checks them while it holds events of a
     /// watcher over several shards (see `watch_shards`): the added delivery latency when the
     /// shard that holds the others back has nothing to send. `WatchConfig::merge_tick`.

@@ -1,16 +1,16 @@
 //! The `etcdserverpb.Watch` service: one bidirectional stream per client call, multiplexing
 //! many watchers. Requests are forwarded to the shard in arrival order; everything the client
 //! receives is produced by the shard's watch hub into one bounded channel (see `watch`), and a
-//! stream's requests are read only while it has control credits left.
+//! stream's requests are read only while it has control credits left. The gRPC side of the
+//! service is `watch_grpc`.
 
-use std::pin::Pin;
 use std::sync::atomic::Ordering;
 
-use ballast_proto::etcdserverpb::{watch_request::RequestUnion, watch_server::Watch, WatchRequest, WatchResponse};
-use futures::{Stream, StreamExt};
-use tokio_stream::wrappers::ReceiverStream;
+use ballast_proto::etcdserverpb::{watch_request::RequestUnion, WatchRequest};
+use futures::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 
+use super::watch_grpc::ResponseStream;
 use super::Api;
 use crate::error::EngineError;
 use crate::shard::{ShardHandle, ShardMsg};
@@ -41,11 +41,12 @@ pub(super) async fn send_reliably(shard: &ShardHandle, mut make: impl FnMut() ->
     }
 }
 
-#[tonic::async_trait]
-impl Watch for WatchService {
-    type WatchStream = Pin<Box<dyn Stream<Item = Result<WatchResponse, Status>> + Send + 'static>>;
-
-    async fn watch(&self, req: Request<Streaming<WatchRequest>>) -> Result<Response<Self::WatchStream>, Status> {
+impl WatchService {
+    /// Serves one client stream.
+    pub(super) async fn watch(
+        &self,
+        req: Request<Streaming<WatchRequest>>,
+    ) -> Result<Response<ResponseStream>, Status> {
         // kube-apiserver sets `hasleader`: such streams must fail while there is no leader.
         if req.metadata().get("hasleader").is_some_and(|v| v == "true") && self.api.first().leader() == 0 {
             return Err(EngineError::NoLeader.into());
@@ -55,7 +56,7 @@ impl Watch for WatchService {
             let Some(merged) = super::watch_shards::open(self.api.clone(), id, req.into_inner()).await else {
                 return Err(EngineError::Stopped.into());
             };
-            return Ok(Response::new(Box::pin(merged.map(Ok))));
+            return Ok(Response::new(responses(merged)));
         }
         let (tx, rx, credits) = watch::stream_channel(self.api.watch_stream_buffer);
         let shard = self.api.first().clone();
@@ -99,6 +100,11 @@ impl Watch for WatchService {
             tx.closed().await;
             send_reliably(&shard, || ShardMsg::WatchClose(id)).await;
         });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx).map(|resp| Ok(*resp)))))
+        Ok(Response::new(responses(rx)))
     }
+}
+
+/// Turns a stream's batches into the responses gRPC writes, one message each.
+fn responses(batches: impl futures::Stream<Item = watch::Outgoing> + Send + 'static) -> ResponseStream {
+    Box::pin(batches.flat_map(|batch| futures::stream::iter(batch.into_iter().map(Ok))))
 }

@@ -33,11 +33,9 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use ballast_proto::etcdserverpb::{watch_request::RequestUnion, WatchCreateRequest, WatchRequest, WatchResponse};
-use ballast_proto::mvccpb::Event;
+use ballast_proto::etcdserverpb::{watch_request::RequestUnion, ResponseHeader, WatchCreateRequest, WatchRequest};
 use futures::stream::SelectAll;
 use futures::{FutureExt, Stream, StreamExt};
-use prost::Message;
 use tokio::sync::{mpsc, Notify};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
@@ -45,6 +43,7 @@ use tonic::Streaming;
 use super::watch::send_reliably;
 use super::{route, Api};
 use crate::shard::ShardMsg;
+use crate::watch::wire::{WireEvent, WireResponse};
 use crate::watch::{self, ControlCredits, Outgoing, WatchSender};
 
 /// Where a watcher of the stream lives.
@@ -85,7 +84,7 @@ pub(crate) async fn open(
     api: Api,
     id: u64,
     inbound: Streaming<WatchRequest>,
-) -> Option<impl Stream<Item = WatchResponse> + Send + 'static> {
+) -> Option<impl Stream<Item = Outgoing> + Send + 'static> {
     let mut senders = Vec::new();
     let mut tagged: Tagged = SelectAll::new();
     let mut credits = Vec::new();
@@ -97,13 +96,13 @@ pub(crate) async fn open(
             return None;
         }
         senders.push(tx);
-        tagged.push(ReceiverStream::new(rx).map(move |r| (s, r)).boxed());
+        tagged.push(rx.map(move |r| (s, r)).boxed());
         credits.push(c);
     }
     let shards = api.shards.len();
     let ids: SharedIds = Arc::default();
     let answered = Arc::new(Notify::new());
-    let (out, client) = mpsc::channel(api.watch_stream_buffer.max(1));
+    let (out, client) = mpsc::channel(api.watch_merge_buffer.max(1));
     let merge = Merge {
         api: api.clone(),
         ids: Arc::clone(&ids),
@@ -280,7 +279,7 @@ struct Cross {
     /// Shards that answered `canceled`; the client saw the first.
     canceled: usize,
     /// Events received and not yet released, per shard, each in revision order.
-    held: Vec<VecDeque<Event>>,
+    held: Vec<VecDeque<WireEvent>>,
     /// A shard sent a periodic progress notification: one goes to the client at the next
     /// release, at the released revision.
     notify_due: bool,
@@ -300,13 +299,13 @@ struct Merge {
     stream: u64,
     cross: HashMap<i64, Cross>,
     /// The shards' answers to the oldest progress request, by shard.
-    progress: Vec<Option<Box<WatchResponse>>>,
+    progress: Vec<Option<WireResponse>>,
     /// A folded progress answer, sent after this turn's release.
-    answer: Option<Box<WatchResponse>>,
+    answer: Option<WireResponse>,
 }
 
 impl Merge {
-    async fn run(mut self, mut tagged: Tagged, out: mpsc::Sender<WatchResponse>) {
+    async fn run(mut self, mut tagged: Tagged, out: mpsc::Sender<Outgoing>) {
         let tick = self.api.watch_merge_tick;
         loop {
             let holding = self.cross.values().any(|c| c.held.iter().any(|h| !h.is_empty()));
@@ -328,7 +327,8 @@ impl Merge {
             // budget: a receive over budget answers Pending with messages still queued, and the
             // release below would then pass a shard's held-back events with another's later
             // ones (a catching-up stream spends the budget within a few turns). What the drain
-            // takes is still bounded: the shards' channels hold `watch_stream_buffer` each.
+            // takes is still bounded: the shards' channels hold `watch_stream_buffer` batches
+            // each, within their event budgets.
             let bound = self.bound();
             while let Some(Some((s, resp))) = tokio::task::unconstrained(tagged.next()).now_or_never() {
                 self.take(s, resp, &mut outgoing);
@@ -338,12 +338,11 @@ impl Merge {
                 if let Some(h) = answer.header.as_mut() {
                     h.revision = h.revision.min(bound);
                 }
-                outgoing.push(*answer);
+                outgoing.push(answer);
             }
-            for resp in outgoing {
-                if out.send(resp).await.is_err() {
-                    return;
-                }
+            // What one turn produced goes to the client as one batch, as a hub's round does.
+            if !outgoing.is_empty() && out.send(outgoing).await.is_err() {
+                return;
             }
         }
     }
@@ -364,25 +363,31 @@ impl Merge {
         lock(&self.ids).placement.get(&watch_id).copied()
     }
 
-    /// Handles one response from shard `s` (or from the refusals channel).
-    fn take(&mut self, s: usize, resp: Outgoing, outgoing: &mut Vec<WatchResponse>) {
+    /// Handles one batch of responses from shard `s`.
+    fn take(&mut self, s: usize, batch: Outgoing, outgoing: &mut Vec<WireResponse>) {
+        for resp in batch {
+            self.take_one(s, resp, outgoing);
+        }
+    }
+
+    fn take_one(&mut self, s: usize, resp: WireResponse, outgoing: &mut Vec<WireResponse>) {
         let shards = self.api.shards.len();
         let cross = match (resp.watch_id >= 0 && s < shards).then(|| self.placement(resp.watch_id)) {
             Some(Some(Placement::All { fragment })) => Some(fragment),
             _ => None,
         };
         if let Some(fragment) = cross {
-            self.take_cross(s, *resp, fragment, outgoing);
+            self.take_cross(s, resp, fragment, outgoing);
         } else if resp.created {
             self.count_created();
-            outgoing.push(*resp);
+            outgoing.push(resp);
         } else if resp.canceled {
             lock(&self.ids).placement.remove(&resp.watch_id);
-            outgoing.push(*resp);
+            outgoing.push(resp);
         } else if resp.watch_id == -1 && resp.events.is_empty() && s < shards {
             self.take_progress(s, resp);
         } else {
-            outgoing.push(*resp);
+            outgoing.push(resp);
         }
     }
 
@@ -391,7 +396,7 @@ impl Merge {
         self.answered.notify_waiters();
     }
 
-    fn take_progress(&mut self, s: usize, resp: Outgoing) {
+    fn take_progress(&mut self, s: usize, resp: WireResponse) {
         self.progress[s] = Some(resp);
         let mut ids = lock(&self.ids);
         let complete =
@@ -407,7 +412,7 @@ impl Merge {
         }
     }
 
-    fn take_cross(&mut self, s: usize, resp: WatchResponse, fragment: bool, outgoing: &mut Vec<WatchResponse>) {
+    fn take_cross(&mut self, s: usize, resp: WireResponse, fragment: bool, outgoing: &mut Vec<WireResponse>) {
         let shards = self.api.shards.len();
         let id = resp.watch_id;
         let w = self.cross.entry(id).or_insert_with(|| Cross {
@@ -461,7 +466,7 @@ impl Merge {
     /// at most `catchup_batch_events` events (a revision is never split), each split further
     /// into fragments when the watcher asked for them and it is larger than
     /// `max_response_bytes`, as a one-shard watcher's catch-up is.
-    fn release(&mut self, bound: i64, outgoing: &mut Vec<WatchResponse>) {
+    fn release(&mut self, bound: i64, outgoing: &mut Vec<WireResponse>) {
         let (batch, max_bytes) = (self.api.watch_catchup_batch, self.api.watch_max_response_bytes);
         for (&id, w) in &mut self.cross {
             if w.canceled > 0 || w.created < self.api.shards.len() {
@@ -469,28 +474,27 @@ impl Merge {
             }
             let mut events = Vec::new();
             for held in &mut w.held {
-                while held.front().is_some_and(|e| event_rev(e) <= bound) {
+                while held.front().is_some_and(|e| e.rev() <= bound) {
                     events.extend(held.pop_front());
                 }
             }
-            let header =
-                self.api.header().map(|h| ballast_proto::etcdserverpb::ResponseHeader { revision: bound, ..h });
+            let header = self.api.header().map(|h| ResponseHeader { revision: bound, ..h });
             if events.is_empty() {
                 // A progress notification reports only what every shard has sent.
                 if w.notify_due && bound > w.sent_upto {
                     w.notify_due = false;
                     w.sent_upto = bound;
-                    outgoing.push(WatchResponse { header, watch_id: id, ..Default::default() });
+                    outgoing.push(WireResponse { header, watch_id: id, ..Default::default() });
                 }
                 continue;
             }
             // One revision's events come from one shard, so a stable sort keeps them together.
-            events.sort_by_key(event_rev);
+            events.sort_by_key(WireEvent::rev);
             w.sent_upto = bound;
             for events in batches(events, batch) {
-                let resp = WatchResponse { header, watch_id: id, events, ..Default::default() };
+                let resp = WireResponse { header, watch_id: id, events, ..Default::default() };
                 if w.fragment && resp.encoded_len() > max_bytes {
-                    outgoing.extend(watch::fragments(resp, max_bytes));
+                    outgoing.extend(resp.fragments(max_bytes));
                 } else {
                     outgoing.push(resp);
                 }
@@ -501,9 +505,9 @@ impl Merge {
 
 /// Splits `events` (in revision order) into runs of at most `most` events, cutting only between
 /// revisions: a revision with more events than `most` is a run of its own.
-fn batches(events: Vec<Event>, most: usize) -> Vec<Vec<Event>> {
+fn batches(events: Vec<WireEvent>, most: usize) -> Vec<Vec<WireEvent>> {
     // `cur` is the run being filled; `rev` the events of the revision being read.
-    fn close(out: &mut Vec<Vec<Event>>, cur: &mut Vec<Event>, rev: &mut Vec<Event>, most: usize) {
+    fn close(out: &mut Vec<Vec<WireEvent>>, cur: &mut Vec<WireEvent>, rev: &mut Vec<WireEvent>, most: usize) {
         if !cur.is_empty() && cur.len() + rev.len() > most {
             out.push(std::mem::take(cur));
         }
@@ -512,7 +516,7 @@ fn batches(events: Vec<Event>, most: usize) -> Vec<Vec<Event>> {
     let most = most.max(1);
     let (mut out, mut cur, mut rev) = (Vec::new(), Vec::new(), Vec::new());
     for e in events {
-        if rev.first().is_some_and(|f: &Event| event_rev(f) != event_rev(&e)) {
+        if rev.first().is_some_and(|f: &WireEvent| f.rev() != e.rev()) {
             close(&mut out, &mut cur, &mut rev, most);
         }
         rev.push(e);
@@ -524,24 +528,20 @@ fn batches(events: Vec<Event>, most: usize) -> Vec<Vec<Event>> {
     out
 }
 
-fn event_rev(e: &Event) -> i64 {
-    e.kv.as_ref().map_or(0, |kv| kv.mod_revision)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ballast_proto::mvccpb::KeyValue;
+    use ballast_proto::mvccpb::{Event, KeyValue};
 
-    fn ev(rev: i64, key: &str) -> Event {
-        Event {
+    fn ev(rev: i64, key: &str) -> WireEvent {
+        WireEvent::encode(&Event {
             kv: Some(KeyValue { key: key.as_bytes().to_vec().into(), mod_revision: rev, ..Default::default() }),
             ..Default::default()
-        }
+        })
     }
 
-    fn shape(runs: &[Vec<Event>]) -> Vec<Vec<i64>> {
-        runs.iter().map(|r| r.iter().map(event_rev).collect()).collect()
+    fn shape(runs: &[Vec<WireEvent>]) -> Vec<Vec<i64>> {
+        runs.iter().map(|r| r.iter().map(WireEvent::rev).collect()).collect()
     }
 
     #[test]
@@ -553,7 +553,7 @@ mod tests {
         assert_eq!(shape(&batches(events.clone(), 100)), vec![vec![1, 2, 3, 3, 3, 4, 5]]);
         // Nothing lost, order kept, whatever the limit.
         for most in 0..9 {
-            let flat: Vec<Event> = batches(events.clone(), most).into_iter().flatten().collect();
+            let flat: Vec<WireEvent> = batches(events.clone(), most).into_iter().flatten().collect();
             assert_eq!(flat, events, "limit {most}");
         }
         assert!(batches(Vec::new(), 3).is_empty());

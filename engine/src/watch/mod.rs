@@ -1,7 +1,7 @@
 //! Watch: etcd's watch streams, served from the shard that owns the keys.
 //!
-//! Reading order: [`ring`] (recent events with their previous values), `watcher` (one watch,
-//! packed), `table` (a stream's watchers by ID and their key arena), `index` (synced watchers by
+//! Reading order: [`wire`] (events encoded once and shared by every response that carries
+//! them), [`ring`] (recent events with their previous values), `watcher` (one watch, packed), `table` (a stream's watchers by ID and their key arena), `index` (synced watchers by
 //! key, with `interval` for general ranges), then [`WatchHub`].
 //!
 //! # Model
@@ -21,13 +21,21 @@
 //! start revision in the past. One created with a start revision ahead of the store is indexed at
 //! once and skips events below its start.
 //!
+//! # Batches
+//! What one round (a publish, or a catch-up pass) has for a stream goes into the stream's channel
+//! as one [`Outgoing`] batch: a stream multiplexing a thousand watchers of one resource, as
+//! kube-apiserver's streams do, takes one channel slot and one wake-up per round, not a thousand.
+//!
 //! # Slow consumers
-//! Events are pushed with `try_send` only. When a stream's channel is full the watcher is not
-//! dropped and nothing waits: it simply stays behind (`next_rev` unchanged) and is caught up
-//! later from the ring, or from history in the backend once the ring has moved on. Memory per
-//! stream is bounded by the channel capacity times the catch-up batch size. Only a watcher whose
-//! `next_rev` falls below the compacted revision is canceled, with `compact_revision`, exactly
-//! as etcd does.
+//! Events are pushed with `try_send` only. A stream holds at most [`WatchConfig::stream_buffer`]
+//! batches, and its events are budgeted: about [`WatchConfig::queued_events_per_watcher`] per
+//! watcher of the stream (a response counts as one more), counted when the hub sends a batch and
+//! given back when the network plane takes it ([`WatchReceiver`]). A watcher whose events do not
+//! fit is not dropped and nothing waits: it simply stays behind (`next_rev` unchanged) and is
+//! caught up later from the ring, or from history in the backend once the ring has moved on, in
+//! responses of at most [`WatchConfig::catchup_batch_events`]. A batch always goes to a stream
+//! with nothing queued, so no watcher starves behind the budget. Only a watcher whose `next_rev`
+//! falls below the compacted revision is canceled, with `compact_revision`, exactly as etcd does.
 //!
 //! Control responses (created, canceled, progress) that find the channel full wait in a
 //! per-stream queue of compact records (watch ID, kind, revision: 32 bytes; the response is built
@@ -47,15 +55,17 @@ mod interval;
 pub mod ring;
 mod table;
 mod watcher;
+pub mod wire;
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use ballast_proto::etcdserverpb::{WatchCreateRequest, WatchResponse};
+use ballast_proto::etcdserverpb::WatchCreateRequest;
 use ballast_proto::mvccpb::Event;
-use prost::Message;
 use tokio::sync::mpsc::{self, error::TrySendError};
 use tokio::sync::Semaphore;
 
@@ -64,9 +74,10 @@ use crate::header::HeaderInfo;
 use crate::mvcc::MvccStore;
 use crate::storage::KvBackend;
 use index::{SyncedIndex, WatcherRef};
-use ring::{event_rev, EventRing};
+use ring::EventRing;
 use table::WatcherTable;
 use watcher::{ArenaFull, Watcher};
+use wire::{EncodedEvent, WireEvent, WireResponse};
 
 /// Identifies a client watch stream within the engine.
 pub type StreamId = u64;
@@ -78,19 +89,56 @@ pub const DUPLICATE_WATCH_ID: &str = "mvcc: duplicate watch ID provided on the W
 /// key arena's 32-bit offsets; see `table`). etcd has no such limit; no real client comes near it.
 pub const WATCH_KEYS_FULL: &str = "ballast: the watch keys of this stream exceed 4 GiB; open another stream";
 
-/// What a stream's channel carries. Responses are boxed so that a channel slot is a pointer: the
-/// channel allocates its slots in blocks of 32 and keeps them for the stream's life, which for an
-/// unboxed `WatchResponse` (112 bytes) was about 7 KiB per stream once it had sent a few dozen
-/// responses, idle or not.
-pub type Outgoing = Box<WatchResponse>;
+/// What a stream's channel carries: the responses of one round for that stream, in order (see
+/// the module doc). A channel slot is the vector itself, three words: the channel allocates its
+/// slots in blocks of 32 and keeps them for the stream's life, so a slot holding a response
+/// (112 bytes) cost an idle stream about 7 KiB.
+pub type Outgoing = Vec<WireResponse>;
 
-/// The hub's side of a watch stream: the bounded channel its responses go to, and the stream's
-/// control credits (see the module doc), which the hub grants and gives back.
+/// Returns what a batch counts against its stream's event budget: its events, and one per
+/// response.
+fn weight(batch: &[WireResponse]) -> usize {
+    batch.iter().map(|r| 1 + r.events.len()).sum()
+}
+
+/// The hub's side of a watch stream: the bounded channel its responses go to, the stream's
+/// queued events, and the stream's control credits (see the module doc), which the hub grants
+/// and gives back.
 #[derive(Clone, Debug)]
 pub struct WatchSender {
     tx: mpsc::Sender<Outgoing>,
+    queued: Arc<AtomicUsize>,
     credits: Arc<Semaphore>,
     lag: Arc<AtomicI64>,
+}
+
+/// The network plane's side of a watch stream: yields the hub's batches and gives their events
+/// back to the stream's budget as it takes them.
+#[derive(Debug)]
+pub struct WatchReceiver {
+    rx: mpsc::Receiver<Outgoing>,
+    queued: Arc<AtomicUsize>,
+}
+
+impl WatchReceiver {
+    /// Takes the next batch if one is queued, without waiting.
+    pub fn try_recv(&mut self) -> Option<Outgoing> {
+        let batch = self.rx.try_recv().ok()?;
+        self.queued.fetch_sub(weight(&batch), Ordering::Relaxed);
+        Some(batch)
+    }
+}
+
+impl futures::Stream for WatchReceiver {
+    type Item = Outgoing;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Outgoing>> {
+        let polled = self.rx.poll_recv(cx);
+        if let Poll::Ready(Some(batch)) = &polled {
+            self.queued.fetch_sub(weight(batch), Ordering::Relaxed);
+        }
+        polled
+    }
 }
 
 impl WatchSender {
@@ -135,13 +183,15 @@ impl ControlCredits {
 }
 
 /// Returns a new stream's channel: the sender the hub writes with (handed over when the stream
-/// is opened), the receiver the client's responses come from (`buffer` of them), and the request
-/// side's credits. There are no credits until the hub opens the stream.
-pub fn stream_channel(buffer: usize) -> (WatchSender, mpsc::Receiver<Outgoing>, ControlCredits) {
+/// is opened), the receiver the client's responses come from (`buffer` batches of them), and the
+/// request side's credits. There are no credits until the hub opens the stream.
+pub fn stream_channel(buffer: usize) -> (WatchSender, WatchReceiver, ControlCredits) {
     let (tx, rx) = mpsc::channel(buffer.max(1));
+    let queued = Arc::new(AtomicUsize::new(0));
     let credits = Arc::new(Semaphore::new(0));
     let lag = Arc::new(AtomicI64::new(NOT_LAGGING));
-    (WatchSender { tx, credits: credits.clone(), lag }, rx, ControlCredits(credits))
+    let sender = WatchSender { tx, queued: queued.clone(), credits: credits.clone(), lag };
+    (sender, WatchReceiver { rx, queued }, ControlCredits(credits))
 }
 
 /// Tunables of watch delivery.
@@ -151,9 +201,16 @@ pub struct WatchConfig {
     /// (kube-apiserver's watch cache keeps 100 to 1,000 events per resource) while staying a few
     /// MiB; older resumes read history from the backend.
     pub ring_events: usize,
-    /// Responses buffered per stream before its watchers start lagging. 64 absorbs bursts
-    /// without letting one slow client pin much memory.
+    /// Batches (one per round at most, see the module doc) buffered per stream before its
+    /// watchers start lagging. 64 rounds absorb a burst of small writes; the event budget below
+    /// is what bounds the memory.
     pub stream_buffer: usize,
+    /// Events (a response counts as one) a stream may have queued per watcher, with a floor of
+    /// `stream_buffer`, before further events wait in the ring for its watchers to catch up. 16
+    /// lets a stream of a thousand watchers on one resource take a burst of 16 writes without
+    /// falling back to catch-up, and keeps what a stalled client pins to about 16 responses'
+    /// worth per watcher (the events' bytes themselves are shared with the ring).
+    pub queued_events_per_watcher: usize,
     /// Control requests (create, cancel, progress) a stream may have in flight, from being read
     /// off the client's stream until their response enters the stream's channel; the stream's
     /// requests are not read while none is left (see the module doc). This bounds what a burst
@@ -177,6 +234,11 @@ pub struct WatchConfig {
     /// at most that to such an event's delivery, against a shard round of a few ms, and costs a
     /// timer wake-up per holding stream only while it holds.
     pub merge_tick: Duration,
+    /// Batches a client stream over several shards holds for its client (`api::watch_shards`;
+    /// one per turn of its merge, each with everything that turn released). 4 keeps the client
+    /// busy while the merge prepares the next; a client that reads slower stops the merge, which
+    /// leaves the shards' channels full, and their event budgets take over.
+    pub merge_buffer: usize,
 }
 
 impl Default for WatchConfig {
@@ -184,11 +246,13 @@ impl Default for WatchConfig {
         Self {
             ring_events: 65_536,
             stream_buffer: 64,
+            queued_events_per_watcher: 16,
             control_credits: 64,
             catchup_batch_events: 1_000,
             progress_notify_interval: Duration::from_secs(600),
             max_response_bytes: 1_572_864,
             merge_tick: Duration::from_millis(2),
+            merge_buffer: 4,
         }
     }
 }
@@ -210,12 +274,12 @@ enum Control {
 }
 
 impl Control {
-    fn response(self, hdr: &HeaderInfo) -> WatchResponse {
+    fn response(self, hdr: &HeaderInfo) -> WireResponse {
         match self {
             Control::Created { watch_id, rev } => {
-                WatchResponse { header: Some(hdr.at(rev)), watch_id, created: true, ..Default::default() }
+                WireResponse { header: Some(hdr.at(rev)), watch_id, created: true, ..Default::default() }
             }
-            Control::Refused { rev, reason } => WatchResponse {
+            Control::Refused { rev, reason } => WireResponse {
                 header: Some(hdr.at(rev)),
                 watch_id: -1,
                 created: true,
@@ -224,18 +288,16 @@ impl Control {
                 ..Default::default()
             },
             Control::Canceled { watch_id, rev } => {
-                WatchResponse { header: Some(hdr.at(rev)), watch_id, canceled: true, ..Default::default() }
+                WireResponse { header: Some(hdr.at(rev)), watch_id, canceled: true, ..Default::default() }
             }
-            Control::Compacted { watch_id, rev, compact_revision } => WatchResponse {
+            Control::Compacted { watch_id, rev, compact_revision } => WireResponse {
                 header: Some(hdr.at(rev)),
                 watch_id,
                 canceled: true,
                 compact_revision,
                 ..Default::default()
             },
-            Control::Progress { rev } => {
-                WatchResponse { header: Some(hdr.at(rev)), watch_id: -1, ..Default::default() }
-            }
+            Control::Progress { rev } => WireResponse { header: Some(hdr.at(rev)), watch_id: -1, ..Default::default() },
         }
     }
 
@@ -250,6 +312,8 @@ struct Stream {
     /// This stream's ID, which the index's entries carry.
     id: StreamId,
     tx: mpsc::Sender<Outgoing>,
+    /// Events and responses sent and not yet taken by the network plane (see [`weight`]).
+    queued: Arc<AtomicUsize>,
     credits: Arc<Semaphore>,
     watchers: WatcherTable,
     /// Watchers not in the hub's index: the ones `catch_up` has to serve.
@@ -333,12 +397,33 @@ impl Stream {
         true
     }
 
-    fn try_send(&mut self, resp: WatchResponse) -> Sent {
+    /// Returns how many more events (a response counting one) may be queued on the stream now,
+    /// or `usize::MAX` when nothing is queued: a batch then always goes, however large, so no
+    /// watcher starves behind the budget. None while control responses wait, which go first.
+    fn room(&self, per_watcher: usize, floor: usize) -> Option<usize> {
+        if !self.pending.is_empty() {
+            return None;
+        }
+        let queued = self.queued.load(Ordering::Relaxed);
+        if queued == 0 {
+            return Some(usize::MAX);
+        }
+        let budget = per_watcher.saturating_mul(self.watchers.len()).max(floor);
+        Some(budget.saturating_sub(queued))
+    }
+
+    /// Puts a batch in the channel, counting its events; control responses still waiting go
+    /// first, so a batch of events finds the channel full while there are any.
+    fn send_batch(&mut self, batch: Outgoing) -> Sent {
         if !self.pending.is_empty() {
             return Sent::Full;
         }
-        match self.tx.try_send(Box::new(resp)) {
-            Ok(()) => Sent::Yes,
+        let w = weight(&batch);
+        match self.tx.try_send(batch) {
+            Ok(()) => {
+                self.queued.fetch_add(w, Ordering::Relaxed);
+                Sent::Yes
+            }
             Err(TrySendError::Full(_)) => Sent::Full,
             Err(TrySendError::Closed(_)) => Sent::Closed,
         }
@@ -355,32 +440,31 @@ impl Stream {
         self.drain_pending(hdr)
     }
 
+    /// Sends every waiting control response, as one batch, if the channel has a slot.
     fn drain_pending(&mut self, hdr: &HeaderInfo) -> bool {
-        let mut answered = 0;
-        let mut open = true;
-        while let Some(c) = self.pending.front().copied() {
-            match self.tx.try_reserve() {
-                Ok(slot) => {
-                    slot.send(Box::new(c.response(hdr)));
-                    self.pending.pop_front();
-                    answered += usize::from(c.answers_request());
-                }
-                Err(TrySendError::Full(())) => break,
-                Err(TrySendError::Closed(())) => {
-                    open = false;
-                    break;
+        if self.pending.is_empty() {
+            return true;
+        }
+        match self.tx.try_reserve() {
+            Ok(slot) => {
+                let batch: Outgoing = self.pending.iter().map(|c| c.response(hdr)).collect();
+                let answered = self.pending.iter().filter(|c| c.answers_request()).count();
+                self.queued.fetch_add(weight(&batch), Ordering::Relaxed);
+                slot.send(batch);
+                self.pending.clear();
+                if answered > 0 {
+                    self.credits.add_permits(answered);
                 }
             }
-        }
-        if answered > 0 {
-            self.credits.add_permits(answered);
+            Err(TrySendError::Full(())) => return true,
+            Err(TrySendError::Closed(())) => return false,
         }
         // Compaction can cancel every watcher of a stream at once; a VecDeque keeps the capacity
         // of such a burst after draining, which an idle stream would then carry for good.
-        if self.pending.is_empty() && self.pending.capacity() > PENDING_KEPT {
+        if self.pending.capacity() > PENDING_KEPT {
             self.pending = VecDeque::new();
         }
-        open
+        true
     }
 }
 
@@ -421,11 +505,12 @@ impl WatchHub {
 
     /// Registers a client stream and grants its control credits.
     pub fn open_stream(&mut self, id: StreamId, sender: WatchSender) {
-        let WatchSender { tx, credits, lag } = sender;
+        let WatchSender { tx, queued, credits, lag } = sender;
         credits.add_permits(self.cfg.control_credits.max(1));
         let stream = Stream {
             id,
             tx,
+            queued,
             credits,
             watchers: WatcherTable::default(),
             lagging: 0,
@@ -546,12 +631,14 @@ impl WatchHub {
     }
 
     /// Delivers one applied round's events (revisions `(old_rev, new_rev]`) to synced watchers
-    /// and keeps them in the ring. Only the watchers the events match are visited (see the module
-    /// doc); one whose stream is full leaves the index and lags.
+    /// and keeps them in the ring. Each event is encoded here, once, for every watcher (see
+    /// `wire`). Only the watchers the events match are visited (see the module doc); one whose
+    /// stream is full leaves the index and lags.
     pub fn publish(&mut self, events: &[Event], new_rev: i64, hdr: &HeaderInfo) {
-        if let Some(first) = events.first() {
+        let events: Vec<EncodedEvent> = events.iter().map(EncodedEvent::new).collect();
+        if let Some(first) = events.first().map(EncodedEvent::rev) {
+            self.deliver(&events, first, new_rev, hdr);
             self.ring.push(events, new_rev);
-            self.deliver(events, event_rev(first), new_rev, hdr);
         }
         if !self.attention.is_empty() {
             self.answer_deferred_progress(new_rev, hdr);
@@ -559,61 +646,78 @@ impl WatchHub {
     }
 
     /// Sends a round's events (revisions `first..=new_rev`) to the indexed watchers they match.
-    fn deliver(&mut self, events: &[Event], first: i64, new_rev: i64, hdr: &HeaderInfo) {
-        // Each match once, as (watcher, event); candidates come grouped by watcher within one
-        // event, and a stable sort groups a round of several events by watcher, events in order.
+    fn deliver(&mut self, events: &[EncodedEvent], first: i64, new_rev: i64, hdr: &HeaderInfo) {
+        // Each match once, as (watcher, event). Candidates come sorted within one index entry;
+        // an event matched by several entries, or a round of several events, is sorted (stably,
+        // so each watcher's events stay in order) to make one run per stream and per watcher.
         let mut hits: Vec<(WatcherRef, usize)> = Vec::new();
         for (i, e) in events.iter().enumerate() {
-            if let Some(kv) = &e.kv {
-                self.index.candidates(&kv.key, |w| hits.push((w, i)));
-            }
+            self.index.candidates(e.key(), |w| hits.push((w, i)));
         }
-        if events.len() > 1 {
+        if !hits.is_sorted_by_key(|(w, _)| *w) {
             hits.sort_by_key(|(w, _)| *w);
         }
-        let max_bytes = self.cfg.max_response_bytes;
+        let (max_bytes, per_watcher, floor) =
+            (self.cfg.max_response_bytes, self.cfg.queued_events_per_watcher, self.cfg.stream_buffer);
         let mut gone = Vec::new();
         let mut rest = &hits[..];
         while let Some(&(head, _)) = rest.first() {
             let run = rest.iter().take_while(|(w, _)| w.stream == head.stream).count();
-            let (of_stream, tail) = rest.split_at(run);
+            let (mut of_stream, tail) = rest.split_at(run);
             rest = tail;
             let Some(s) = self.streams.get_mut(&head.stream) else { continue };
-            if gone.contains(&head.stream) {
-                continue;
-            }
-            let mut of_stream = of_stream;
+            let mut room = s.room(per_watcher, floor).unwrap_or(0);
+            let mut batch = Outgoing::new();
+            // Watchers whose events are in `batch`, and those that must lag this round.
+            let (mut carried, mut behind) = (Vec::new(), Vec::new());
             while let Some(&(w, _)) = of_stream.first() {
                 let run = of_stream.iter().take_while(|(x, _)| x.id == w.id).count();
                 let (of_watcher, tail) = of_stream.split_at(run);
                 of_stream = tail;
                 let Some(watcher) = s.watchers.get(&w.id).filter(|w| w.indexed()) else { continue };
                 let keys = s.watchers.keys();
-                let batch: Vec<Event> = of_watcher
+                let mine: Vec<WireEvent> = of_watcher
                     .iter()
                     .map(|(_, i)| &events[*i])
-                    .filter(|e| event_rev(e) >= watcher.next_rev() && watcher.wants(keys, e))
+                    .filter(|e| e.rev() >= watcher.next_rev() && watcher.wants(keys, e))
                     .map(|e| watcher.shape(e))
                     .collect();
-                if batch.is_empty() {
+                if mine.is_empty() {
                     continue; // a hash collision, a filter, or a start revision still ahead
                 }
-                let fragment = watcher.fragment();
-                match send_events(s, w.id, batch, new_rev, hdr, fragment, max_bytes) {
+                let resp =
+                    WireResponse { header: Some(hdr.at(new_rev)), watch_id: w.id, events: mine, ..Default::default() };
+                let parts = split(resp, watcher.fragment(), max_bytes);
+                let w_weight = weight(&parts);
+                if w_weight > room {
+                    behind.push(w.id);
+                    continue;
+                }
+                room -= w_weight;
+                batch.extend(parts);
+                carried.push(w.id);
+            }
+            if !batch.is_empty() {
+                match s.send_batch(batch) {
                     Sent::Yes => {
-                        let watcher = s.watchers.get_mut(&w.id).expect("invariant: present just above");
-                        watcher.advance(new_rev + 1);
-                        watcher.mark_sent();
+                        for id in carried {
+                            let watcher = s.watchers.get_mut(&id).expect("invariant: present just above");
+                            watcher.advance(new_rev + 1);
+                            watcher.mark_sent();
+                        }
                     }
-                    Sent::Full => {
-                        s.leave_index(&mut self.index, w.id, first);
-                        self.attention.insert(head.stream);
-                    }
+                    Sent::Full => behind.extend(carried),
                     Sent::Closed => {
                         gone.push(head.stream);
-                        break;
+                        continue;
                     }
                 }
+            }
+            if !behind.is_empty() {
+                for id in behind {
+                    s.leave_index(&mut self.index, id, first);
+                }
+                self.attention.insert(head.stream);
             }
         }
         for id in gone {
@@ -634,8 +738,8 @@ impl WatchHub {
     pub fn catch_up<B: KvBackend>(&mut self, store: &MvccStore<B>, hdr: &HeaderInfo) -> Result<()> {
         let current = store.current_rev();
         let compact = store.compact_rev();
-        let max_bytes = self.cfg.max_response_bytes;
-        let batch_max = self.cfg.catchup_batch_events;
+        let (max_bytes, batch_max) = (self.cfg.max_response_bytes, self.cfg.catchup_batch_events);
+        let (per_watcher, floor) = (self.cfg.queued_events_per_watcher, self.cfg.stream_buffer);
         let mut gone = Vec::new();
         let mut settled = Vec::new();
         for sid in &self.attention {
@@ -647,14 +751,16 @@ impl WatchHub {
                 gone.push(*sid);
                 continue;
             }
-            if !s.pending.is_empty() {
-                continue;
-            }
+            let Some(mut room) = s.room(per_watcher, floor) else { continue };
             let ids: Vec<i64> = if s.lagging == 0 {
                 Vec::new()
             } else {
                 s.watchers.iter().filter(|(_, w)| !w.indexed()).map(|(id, _)| id).collect()
             };
+            // One batch for the stream: the watchers it carries move on once it is sent.
+            let mut batch = Outgoing::new();
+            let mut carried: Vec<(i64, i64)> = Vec::new();
+            let mut closed = false;
             for id in ids {
                 let w = &s.watchers[&id];
                 if w.next_rev() > current {
@@ -665,33 +771,50 @@ impl WatchHub {
                     s.remove_watcher(&mut self.index, id);
                     let canceled = Control::Compacted { watch_id: id, rev: current, compact_revision: compact };
                     if !s.send_control(canceled, hdr) {
-                        gone.push(*sid);
+                        closed = true;
                         break;
                     }
                     continue;
                 }
-                let (batch, upto) = collect(w, s.watchers.keys(), &self.ring, store, current, batch_max)?;
-                let fragment = w.fragment();
-                let sent = if batch.is_empty() {
-                    Sent::Yes
-                } else {
-                    send_events(s, id, batch, current, hdr, fragment, max_bytes)
-                };
-                match sent {
+                let (events, upto) = collect(w, s.watchers.keys(), &self.ring, store, current, batch_max)?;
+                if events.is_empty() {
+                    // Nothing of its keys in these revisions: it moves on without a response.
+                    let w = s.watchers.get_mut(&id).expect("invariant: id taken from this map");
+                    w.advance(upto + 1);
+                    if upto >= current {
+                        s.join_index(&mut self.index, id);
+                    }
+                    continue;
+                }
+                let resp = WireResponse { header: Some(hdr.at(current)), watch_id: id, events, ..Default::default() };
+                let parts = split(resp, w.fragment(), max_bytes);
+                let w_weight = weight(&parts);
+                if w_weight > room {
+                    break;
+                }
+                room -= w_weight;
+                batch.extend(parts);
+                carried.push((id, upto));
+            }
+            if !closed && !batch.is_empty() {
+                match s.send_batch(batch) {
                     Sent::Yes => {
-                        let w = s.watchers.get_mut(&id).expect("invariant: id taken from this map");
-                        w.advance(upto + 1);
-                        w.mark_sent();
-                        if upto >= current {
-                            s.join_index(&mut self.index, id);
+                        for (id, upto) in carried {
+                            let w = s.watchers.get_mut(&id).expect("invariant: id taken from this map");
+                            w.advance(upto + 1);
+                            w.mark_sent();
+                            if upto >= current {
+                                s.join_index(&mut self.index, id);
+                            }
                         }
                     }
-                    Sent::Full => break,
-                    Sent::Closed => {
-                        gone.push(*sid);
-                        break;
-                    }
+                    Sent::Full => {}
+                    Sent::Closed => closed = true,
                 }
+            }
+            if closed {
+                gone.push(*sid);
+                continue;
             }
             if s.pending.is_empty() && !s.progress_deferred && s.lagging == 0 {
                 settled.push(*sid);
@@ -722,15 +845,19 @@ impl WatchHub {
         }
         for s in self.streams.values_mut() {
             let quiet = s.pending.is_empty();
+            let mut notes = Outgoing::new();
             for (id, w) in s.watchers.iter_mut() {
                 if !w.progress_notify() {
                     continue;
                 }
                 let idle = !w.take_sent();
                 if idle && w.synced(current_rev) && quiet {
-                    let resp = WatchResponse { header: Some(hdr.at(current_rev)), watch_id: id, ..Default::default() };
-                    let _ = s.tx.try_send(Box::new(resp));
+                    notes.push(WireResponse { header: Some(hdr.at(current_rev)), watch_id: id, ..Default::default() });
                 }
+            }
+            // A stream without room skips this notification, as etcd's does.
+            if !notes.is_empty() {
+                let _ = s.send_batch(notes);
             }
         }
     }
@@ -738,7 +865,8 @@ impl WatchHub {
 
 /// Collects the events a lagging watcher needs next, up to about `batch_max` events without
 /// splitting a revision; returns them and the last revision covered. `keys` is the watcher's
-/// table's key arena.
+/// table's key arena. Events from the ring share its encoding; history is encoded here, for this
+/// watcher alone.
 fn collect<B: KvBackend>(
     w: &Watcher,
     keys: &[u8],
@@ -746,15 +874,15 @@ fn collect<B: KvBackend>(
     store: &MvccStore<B>,
     current: i64,
     batch_max: usize,
-) -> Result<(Vec<Event>, i64)> {
+) -> Result<(Vec<WireEvent>, i64)> {
     let from_ring = w.next_rev() >= ring.first_rev();
     // History is read only up to the ring's start; the ring serves the rest on the next pass.
     let limit = if from_ring { current } else { (ring.first_rev() - 1).min(current) };
     let mut upto = limit;
-    let mut out: Vec<Event> = Vec::new();
-    let mut take = |e: &Event| -> bool {
-        let rev = event_rev(e);
-        if out.len() >= batch_max && out.last().is_some_and(|l| event_rev(l) != rev) {
+    let mut out: Vec<WireEvent> = Vec::new();
+    let mut take = |e: &EncodedEvent| -> bool {
+        let rev = e.rev();
+        if out.len() >= batch_max && out.last().is_some_and(|l| l.rev() != rev) {
             upto = rev - 1;
             return false;
         }
@@ -770,54 +898,19 @@ fn collect<B: KvBackend>(
             }
         }
     } else {
-        store.history(w.next_rev(), limit, &mut |e| take(&e))?;
+        store.history(w.next_rev(), limit, &mut |e| take(&EncodedEvent::new(&e)))?;
     }
     Ok((out, upto))
 }
 
-/// Sends `events` to watcher `id`, split into fragments when it asked for them and the response
-/// is too large.
-fn send_events(
-    s: &mut Stream,
-    id: i64,
-    events: Vec<Event>,
-    rev: i64,
-    hdr: &HeaderInfo,
-    fragment: bool,
-    max_bytes: usize,
-) -> Sent {
-    let resp = WatchResponse { header: Some(hdr.at(rev)), watch_id: id, events, ..Default::default() };
-    if !fragment || resp.encoded_len() <= max_bytes {
-        return s.try_send(resp);
+/// Returns `resp` as it goes out: split into fragments when its watcher asked for them and it is
+/// larger than `max_bytes`.
+fn split(resp: WireResponse, fragment: bool, max_bytes: usize) -> Vec<WireResponse> {
+    if fragment && resp.encoded_len() > max_bytes {
+        resp.fragments(max_bytes)
+    } else {
+        vec![resp]
     }
-    let parts = fragments(resp, max_bytes);
-    if s.tx.capacity() < parts.len() || !s.pending.is_empty() {
-        return Sent::Full;
-    }
-    for p in parts {
-        if let Sent::Closed = s.try_send(p) {
-            return Sent::Closed;
-        }
-    }
-    Sent::Yes
-}
-
-/// Splits `resp` into fragments of about `max_bytes` each (never splitting an event), the last
-/// one with `fragment` unset, as etcd does for watchers created with `fragment`.
-pub(crate) fn fragments(resp: WatchResponse, max_bytes: usize) -> Vec<WatchResponse> {
-    let mut parts: Vec<WatchResponse> = Vec::new();
-    let mut cur = WatchResponse { header: resp.header, watch_id: resp.watch_id, fragment: true, ..Default::default() };
-    for e in resp.events {
-        if !cur.events.is_empty() && cur.encoded_len() + e.encoded_len() + 8 > max_bytes {
-            let next =
-                WatchResponse { header: cur.header, watch_id: cur.watch_id, fragment: true, ..Default::default() };
-            parts.push(std::mem::replace(&mut cur, next));
-        }
-        cur.events.push(e);
-    }
-    cur.fragment = false;
-    parts.push(cur);
-    parts
 }
 
 #[cfg(test)]

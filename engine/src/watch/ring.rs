@@ -1,23 +1,19 @@
 //! [`EventRing`]: the most recent events of a shard, in revision order, bounded in count.
 //!
 //! Events carry their previous value (attached once, when the write was applied), so a watcher
-//! asking for `prev_kv` costs no extra read. The ring only ever holds whole revisions: it covers
+//! asking for `prev_kv` costs no extra read, and they are held encoded (see `wire`), so a
+//! watcher served from the ring shares their bytes. The ring only ever holds whole revisions: it covers
 //! every event with revision `>= first_rev()`, so a watcher resuming at or after that revision
 //! is served from memory and older ones read history from the backend.
 
 use std::collections::VecDeque;
 
-use ballast_proto::mvccpb::Event;
-
-/// Returns an event's revision.
-pub fn event_rev(e: &Event) -> i64 {
-    e.kv.as_ref().map_or(0, |kv| kv.mod_revision)
-}
+use super::wire::EncodedEvent;
 
 /// A bounded window of recent events.
 #[derive(Debug)]
 pub struct EventRing {
-    events: VecDeque<Event>,
+    events: VecDeque<EncodedEvent>,
     first_rev: i64,
     capacity: usize,
 }
@@ -36,14 +32,14 @@ impl EventRing {
 
     /// Appends a round's events (ascending revisions, all above the ring's newest) and evicts
     /// whole revisions from the front while over capacity.
-    pub fn push(&mut self, events: &[Event], new_rev: i64) {
-        self.events.extend(events.iter().cloned());
+    pub fn push(&mut self, events: impl IntoIterator<Item = EncodedEvent>, new_rev: i64) {
+        self.events.extend(events);
         while self.events.len() > self.capacity {
-            let Some(oldest) = self.events.front().map(event_rev) else { break };
-            if self.events.back().map(event_rev) == Some(oldest) {
+            let Some(oldest) = self.events.front().map(EncodedEvent::rev) else { break };
+            if self.events.back().map(EncodedEvent::rev) == Some(oldest) {
                 break; // never split a revision, even an oversized one
             }
-            while self.events.front().is_some_and(|e| event_rev(e) == oldest) {
+            while self.events.front().is_some_and(|e| e.rev() == oldest) {
                 self.events.pop_front();
             }
             self.first_rev = oldest + 1;
@@ -54,8 +50,8 @@ impl EventRing {
     }
 
     /// Returns the events with revision `>= from`, in order; the caller checks `first_rev()`.
-    pub fn since(&self, from: i64) -> impl Iterator<Item = &Event> {
-        let start = self.events.partition_point(|e| event_rev(e) < from);
+    pub fn since(&self, from: i64) -> impl Iterator<Item = &EncodedEvent> {
+        let start = self.events.partition_point(|e| e.rev() < from);
         self.events.range(start..)
     }
 
@@ -73,24 +69,27 @@ impl EventRing {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ballast_proto::mvccpb::KeyValue;
+    use ballast_proto::mvccpb::{Event, KeyValue};
 
-    fn ev(rev: i64) -> Event {
-        Event { kv: Some(KeyValue { mod_revision: rev, ..Default::default() }), ..Default::default() }
+    fn ev(rev: i64) -> EncodedEvent {
+        EncodedEvent::new(&Event {
+            kv: Some(KeyValue { mod_revision: rev, ..Default::default() }),
+            ..Default::default()
+        })
     }
 
     #[test]
     fn evicts_whole_revisions() {
         let mut ring = EventRing::new(1, 3);
         assert_eq!(ring.first_rev(), 2);
-        ring.push(&[ev(2), ev(2)], 2);
-        ring.push(&[ev(3)], 3);
+        ring.push([ev(2), ev(2)], 2);
+        ring.push([ev(3)], 3);
         assert_eq!((ring.len(), ring.first_rev()), (3, 2));
-        ring.push(&[ev(4), ev(4)], 4);
+        ring.push([ev(4), ev(4)], 4);
         // Revision 2 (two events) goes; 3 and 4 stay.
         assert_eq!((ring.len(), ring.first_rev()), (3, 3));
         assert_eq!(ring.since(4).count(), 2);
-        ring.push(&[ev(5), ev(5), ev(5), ev(5)], 5);
+        ring.push([ev(5), ev(5), ev(5), ev(5)], 5);
         assert_eq!((ring.len(), ring.first_rev()), (4, 5), "an oversized revision is kept whole");
     }
 }

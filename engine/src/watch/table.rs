@@ -182,6 +182,7 @@ impl Index<&i64> for WatcherTable {
 
 #[cfg(test)]
 mod tests {
+    use crate::watch::wire::EncodedEvent;
     use ballast_proto::mvccpb::{event::EventType, Event, KeyValue};
     use bytes::Bytes;
 
@@ -200,11 +201,11 @@ mod tests {
     }
 
     fn wants(t: &WatcherTable, id: i64, key: &str) -> bool {
-        let e = Event {
+        let e = EncodedEvent::new(&Event {
             r#type: EventType::Put as i32,
             kv: Some(KeyValue { key: Bytes::copy_from_slice(key.as_bytes()), ..Default::default() }),
             prev_kv: None,
-        };
+        });
         t[&id].wants(t.keys(), &e)
     }
 

@@ -5,7 +5,6 @@ use ballast_proto::etcdserverpb::{
     watch_create_request::FilterType, DeleteRangeRequest, PutRequest, WatchCreateRequest, WatchResponse,
 };
 use bytes::Bytes;
-use tokio::sync::mpsc;
 
 use super::*;
 use crate::apply::kv::apply_put;
@@ -54,10 +53,10 @@ impl Fixture {
     }
 }
 
-fn drain(rx: &mut mpsc::Receiver<Outgoing>) -> Vec<WatchResponse> {
+fn drain(rx: &mut WatchReceiver) -> Vec<WatchResponse> {
     let mut out = Vec::new();
-    while let Ok(r) = rx.try_recv() {
-        out.push(*r);
+    while let Some(batch) = rx.try_recv() {
+        out.extend(batch.iter().map(WireResponse::decode));
     }
     out
 }
@@ -131,6 +130,52 @@ fn slow_stream_lags_then_catches_up_without_loss() {
     assert!(!f.hub.has_lagging());
 }
 
+/// A round's events for the watchers of one stream go as one batch; what a stream has queued is
+/// bounded by its event budget, and a watcher over it lags and is caught up, nothing lost.
+#[test]
+fn a_round_is_one_batch_per_stream_within_the_event_budget() {
+    let cfg = WatchConfig { queued_events_per_watcher: 4, stream_buffer: 8, ..WatchConfig::default() };
+    let mut f = Fixture::new(cfg);
+    let (tx, mut rx, credits) = stream_channel(64);
+    f.hub.open_stream(1, tx);
+    for _ in 0..50 {
+        assert!(credits.try_spend());
+        f.watch(1, "k", 0);
+    }
+    assert_eq!(drain(&mut rx).iter().filter(|r| r.created).count(), 50);
+    // Nothing queued: the round goes whole, one batch of 50 responses.
+    f.put("k", "0");
+    let batch = rx.try_recv().expect("one batch");
+    assert_eq!(batch.len(), 50);
+    assert!(rx.try_recv().is_none(), "one batch per round");
+    // Unread, the stream's budget (4 events per watcher, each response counting as one more)
+    // holds two rounds; the next ones find no room and the watchers lag.
+    for i in 1..=5 {
+        f.put("k", &i.to_string());
+    }
+    let mut got: Vec<WatchResponse> = batch.iter().map(WireResponse::decode).collect();
+    let mut batches = 0;
+    while let Some(b) = rx.try_recv() {
+        batches += 1;
+        got.extend(b.iter().map(WireResponse::decode));
+    }
+    assert_eq!(batches, 2, "the budget held two rounds of 50 responses");
+    assert!(f.hub.has_lagging());
+    for _ in 0..10 {
+        f.catch_up();
+        got.extend(drain(&mut rx));
+    }
+    assert!(!f.hub.has_lagging());
+    for id in 0..50 {
+        let mine: Vec<i64> = got
+            .iter()
+            .filter(|r| r.watch_id == id)
+            .flat_map(|r| r.events.iter().map(|e| e.kv.as_ref().map_or(0, |kv| kv.mod_revision)))
+            .collect();
+        assert_eq!(mine, (2..8).collect::<Vec<i64>>(), "watcher {id}: every event once, in order");
+    }
+}
+
 #[test]
 fn progress_waits_for_sync_and_duplicate_ids_are_refused() {
     let mut f = Fixture::new(WatchConfig { ring_events: 1, ..WatchConfig::default() });
@@ -190,11 +235,13 @@ fn a_burst_of_creates_is_bounded_by_control_credits() {
         if requested < 500 {
             stalls += 1;
         }
-        // The client reads; the hub writes what waited and gives the credits back.
-        created.extend(drain(&mut rx));
+        // The client reads one batch; the hub writes what waited and gives the credits back.
+        if let Some(batch) = rx.try_recv() {
+            created.extend(batch.iter().map(WireResponse::decode));
+        }
         f.catch_up();
     }
-    assert!(stalls > 100, "a client that reads 2 at a time holds the request side back ({stalls})");
+    assert!(stalls > 100, "a client that reads one batch at a time holds the request side back ({stalls})");
     let ids: Vec<i64> = created.iter().map(|r| r.watch_id).collect();
     assert_eq!(ids, (0..500).collect::<Vec<i64>>(), "every created response, in order");
     let s = &f.hub.streams[&1];
@@ -264,10 +311,10 @@ fn closing_a_stream_ends_the_wait_for_credits() {
 
 #[test]
 fn queued_responses_are_small() {
-    assert_eq!(std::mem::size_of::<Outgoing>(), std::mem::size_of::<usize>(), "a channel slot is a pointer");
+    assert!(std::mem::size_of::<Outgoing>() <= 3 * std::mem::size_of::<usize>(), "a channel slot is a vector");
     // What a queued control response costs, against the response it stands for.
     assert!(std::mem::size_of::<Control>() <= 32, "{}", std::mem::size_of::<Control>());
-    assert!(std::mem::size_of::<WatchResponse>() > 3 * std::mem::size_of::<Control>());
+    assert!(std::mem::size_of::<WireResponse>() > 3 * std::mem::size_of::<Control>());
 }
 
 /// A prefix watch and a half-open range watch see the same events through the hub.
@@ -289,7 +336,11 @@ fn prefix_and_range_watchers_see_their_keys() {
     }
     let got = drain(&mut rx);
     let seen = |id: i64| -> Vec<i64> {
-        got.iter().filter(|r| r.watch_id == id).flat_map(|r| r.events.iter()).map(ring::event_rev).collect()
+        got.iter()
+            .filter(|r| r.watch_id == id)
+            .flat_map(|r| r.events.iter())
+            .map(|e| e.kv.as_ref().map_or(0, |kv| kv.mod_revision))
+            .collect()
     };
     assert_eq!(seen(0), vec![2, 3], "p/ prefix");
     assert_eq!(seen(1), vec![2], "p/ up to p/m");

@@ -17,9 +17,9 @@
 //! ```
 
 use ballast_proto::etcdserverpb::{watch_create_request::FilterType, WatchCreateRequest};
-use ballast_proto::mvccpb::{event::EventType, Event};
 
 use super::index::WatchRange;
+use super::wire::{EncodedEvent, WireEvent};
 use crate::mvcc::key_range::prefix_end;
 
 const PREV_KV: u8 = 1;
@@ -148,20 +148,14 @@ impl Watcher {
 
     /// Returns true when `e` is in the range (keys read from the stream's `arena`) and not
     /// filtered out.
-    pub(super) fn wants(&self, arena: &[u8], e: &Event) -> bool {
-        let Some(kv) = &e.kv else { return false };
-        let put = e.r#type == EventType::Put as i32;
-        let filtered = if put { self.flags & NO_PUT != 0 } else { self.flags & NO_DELETE != 0 };
-        !filtered && self.contains(arena, &kv.key)
+    pub(super) fn wants(&self, arena: &[u8], e: &EncodedEvent) -> bool {
+        let filtered = if e.is_put() { self.flags & NO_PUT != 0 } else { self.flags & NO_DELETE != 0 };
+        !filtered && self.contains(arena, e.key())
     }
 
     /// Returns `e` as this watcher receives it: without the previous value unless asked for.
-    pub(super) fn shape(&self, e: &Event) -> Event {
-        if self.flags & PREV_KV != 0 || e.prev_kv.is_none() {
-            e.clone()
-        } else {
-            Event { r#type: e.r#type, kv: e.kv.clone(), prev_kv: None }
-        }
+    pub(super) fn shape(&self, e: &EncodedEvent) -> WireEvent {
+        e.shaped(self.flags & PREV_KV != 0)
     }
 
     /// Returns the first revision not yet sent; while indexed, a lower bound of it (see
@@ -233,17 +227,21 @@ impl Watcher {
 
 #[cfg(test)]
 mod tests {
-    use ballast_proto::mvccpb::KeyValue;
+    use ballast_proto::mvccpb::{event::EventType, Event, KeyValue};
     use bytes::Bytes;
 
     use super::*;
 
-    fn put(key: &[u8]) -> Event {
-        Event {
-            r#type: EventType::Put as i32,
+    fn event(key: &[u8], t: EventType) -> EncodedEvent {
+        EncodedEvent::new(&Event {
+            r#type: t as i32,
             kv: Some(KeyValue { key: Bytes::copy_from_slice(key), ..Default::default() }),
             prev_kv: None,
-        }
+        })
+    }
+
+    fn put(key: &[u8]) -> EncodedEvent {
+        event(key, EventType::Put)
     }
 
     fn watcher(arena: &mut Vec<u8>, key: &'static [u8], end: &'static [u8]) -> Watcher {
@@ -337,8 +335,7 @@ mod tests {
         let mut arena = Vec::new();
         let mut w = Watcher::new(&req, 0, &mut arena, usize::MAX).expect("room");
         assert!(!w.wants(&arena, &put(b"k")));
-        let del = Event { r#type: EventType::Delete as i32, ..put(b"k") };
-        assert!(w.wants(&arena, &del));
+        assert!(w.wants(&arena, &event(b"k", EventType::Delete)));
         assert!(!w.take_sent());
         w.mark_sent();
         assert!(w.take_sent() && !w.take_sent());
