@@ -2,6 +2,7 @@
 
 mod kv;
 mod watch;
+mod watch_light;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -12,6 +12,7 @@ use bytes::Bytes;
 use tokio::sync::Mutex;
 use tokio_stream::wrappers::ReceiverStream;
 
+use super::watch_light;
 use crate::conn;
 use crate::stats::{CpuMark, Outcome, Samples};
 
@@ -79,7 +80,6 @@ pub(crate) async fn fanout(
             // stream's task costs the client more than the rest of its bookkeeping.
             let mut mine = 0u64;
             let body = async {
-                let mut client = conn::watch(&chans, s);
                 let (tx, rx) = tokio::sync::mpsc::channel(per_stream.max(1));
                 for _ in 0..per_stream {
                     let req = WatchCreateRequest {
@@ -92,8 +92,8 @@ pub(crate) async fn fanout(
                     // response.
                     let _ = tx.send(WatchRequest { request_union: Some(RequestUnion::CreateRequest(req)) }).await;
                 }
-                let Ok(resp) = client.watch(ReceiverStream::new(rx)).await else { return };
-                let mut stream = resp.into_inner();
+                let channel = chans[s % chans.len()].clone();
+                let Ok(mut stream) = watch_light::watch(channel, ReceiverStream::new(rx)).await else { return };
                 let mut open = per_stream;
                 while let Ok(Some(msg)) = stream.message().await {
                     if msg.created {
@@ -106,13 +106,10 @@ pub(crate) async fn fanout(
                             break;
                         }
                     }
-                    let now = now_ns();
-                    for e in &msg.events {
-                        let sent = e.kv.as_ref().and_then(|kv| {
-                            std::str::from_utf8(&kv.value[..20.min(kv.value.len())]).ok()?.parse::<u64>().ok()
-                        });
-                        if let Some(sent) = sent {
-                            local.push(Duration::from_nanos(now.saturating_sub(sent)));
+                    if !msg.stamps.is_empty() {
+                        let now = now_ns();
+                        for sent in &msg.stamps {
+                            local.push(Duration::from_nanos(now.saturating_sub(*sent)));
                             mine += 1;
                         }
                     }
