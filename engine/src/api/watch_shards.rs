@@ -492,7 +492,7 @@ impl Merge {
             events.sort_by_key(WireEvent::rev);
             w.sent_upto = bound;
             for events in batches(events, batch) {
-                let resp = WireResponse { header, watch_id: id, events, ..Default::default() };
+                let resp = WireResponse { header, watch_id: id, events: events.into(), ..Default::default() };
                 if w.fragment && resp.encoded_len() > max_bytes {
                     outgoing.extend(resp.fragments(max_bytes));
                 } else {

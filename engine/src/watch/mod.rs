@@ -77,7 +77,7 @@ use index::{SyncedIndex, WatcherRef};
 use ring::EventRing;
 use table::WatcherTable;
 use watcher::{ArenaFull, Watcher};
-use wire::{EncodedEvent, WireEvent, WireResponse};
+use wire::{EncodedEvent, Events, WireEvent, WireResponse};
 
 /// Identifies a client watch stream within the engine.
 pub type StreamId = u64;
@@ -676,7 +676,7 @@ impl WatchHub {
                 of_stream = tail;
                 let Some(watcher) = s.watchers.get(&w.id).filter(|w| w.indexed()) else { continue };
                 let keys = s.watchers.keys();
-                let mine: Vec<WireEvent> = of_watcher
+                let mine: Events = of_watcher
                     .iter()
                     .map(|(_, i)| &events[*i])
                     .filter(|e| e.rev() >= watcher.next_rev() && watcher.wants(keys, e))
@@ -786,7 +786,12 @@ impl WatchHub {
                     }
                     continue;
                 }
-                let resp = WireResponse { header: Some(hdr.at(current)), watch_id: id, events, ..Default::default() };
+                let resp = WireResponse {
+                    header: Some(hdr.at(current)),
+                    watch_id: id,
+                    events: events.into(),
+                    ..Default::default()
+                };
                 let parts = split(resp, w.fragment(), max_bytes);
                 let w_weight = weight(&parts);
                 if w_weight > room {

@@ -16,11 +16,16 @@ use ballast_proto::mvccpb::{event::EventType, Event};
 use bytes::{BufMut, Bytes, BytesMut};
 use prost::encoding::{self, WireType};
 use prost::Message;
+use smallvec::SmallVec;
 
 /// Tag of `WatchResponse.events`.
 const EVENTS_FIELD: u32 = 11;
 /// Tag of `Event.prev_kv`.
 const PREV_KV_FIELD: u32 = 3;
+
+/// A response's events. Most responses carry one event (one write, one watcher), which then
+/// lives in the response itself: no allocation per watcher per write.
+pub type Events = SmallVec<[WireEvent; 1]>;
 
 /// One event as a watcher receives it: the encoded `mvccpb.Event` message, shared.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -127,7 +132,7 @@ pub struct WireResponse {
     /// `fragment` (7).
     pub fragment: bool,
     /// `events` (11), each already encoded.
-    pub events: Vec<WireEvent>,
+    pub events: Events,
 }
 
 impl WireResponse {
@@ -261,7 +266,7 @@ mod tests {
             compact_revision: 4,
             cancel_reason: "why".into(),
             fragment: true,
-            events: vec![WireEvent::encode(&e1), WireEvent::encode(&e2)],
+            events: [WireEvent::encode(&e1), WireEvent::encode(&e2)].into_iter().collect(),
         };
         let generated = WatchResponse {
             header,
@@ -294,7 +299,7 @@ mod tests {
         let resp = WireResponse {
             header: Some(ResponseHeader::default()),
             watch_id: 3,
-            events: events.clone(),
+            events: events.iter().cloned().collect(),
             ..Default::default()
         };
         let parts = resp.fragments(one * 10 + 10);
@@ -307,7 +312,7 @@ mod tests {
         let again: Vec<WireEvent> = parts.into_iter().flat_map(|p| p.events).collect();
         assert_eq!(again, events);
         // An event larger than the limit still goes, alone.
-        let big = WireResponse { events: events[..2].to_vec(), ..Default::default() }.fragments(1);
+        let big = WireResponse { events: events[..2].iter().cloned().collect(), ..Default::default() }.fragments(1);
         assert_eq!(big.iter().map(|p| p.events.len()).collect::<Vec<_>>(), vec![1, 1]);
     }
 }
