@@ -154,7 +154,15 @@ pub(crate) async fn fanout(
             let t0 = Instant::now();
             match tokio::time::timeout(PUT_TIMEOUT, kv.put(req)).await {
                 Ok(Ok(_)) => Some(t0.elapsed()),
-                _ => None,
+                // Reported on stderr, which the run scripts keep out of the result line.
+                Ok(Err(status)) => {
+                    eprintln!("put failed after {:?}: {status}", t0.elapsed());
+                    None
+                }
+                Err(_) => {
+                    eprintln!("put not acknowledged within {PUT_TIMEOUT:?}");
+                    None
+                }
             }
         }));
     }
