@@ -19,7 +19,7 @@ use futures::StreamExt;
 use sha2::{Digest, Sha256};
 
 use crate::api::{cluster::ClusterService, kv::KvService, lease::LeaseService, maintenance::MaintenanceService};
-use crate::api::{watch::WatchService, watch_grpc::WatchServer, Api, ApiContext, MemberInfo};
+use crate::api::{unary::KvUnaryLayer, watch::WatchService, watch_grpc::WatchServer, Api, ApiContext, MemberInfo};
 use crate::clock::{Clock, SystemClock};
 use crate::error::{EngineError, Result};
 use crate::header::HeaderInfo;
@@ -282,6 +282,7 @@ impl Engine {
             servers.push(tokio::spawn(async move {
                 tonic::transport::Server::builder()
                     .initial_connection_window_size(window)
+                    .layer(KvUnaryLayer::new(KvService::new(api.clone()), limit))
                     .add_service(
                         KvServer::new(KvService::new(api.clone()))
                             .max_decoding_message_size(limit)

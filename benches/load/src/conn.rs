@@ -1,5 +1,6 @@
-//! Connections: a few HTTP/2 channels shared by many in-flight requests, because one connection
-//! serialises on its stream and flow-control limits.
+//! Connections of the watch scenarios: a few tonic channels shared by many streams, because one
+//! connection serialises on its stream and flow-control limits. The KV scenarios make their calls
+//! on h2 directly ([`crate::grpc`]).
 //!
 //! Each channel's socket is a [`CoalescingStream`]: h2 writes a connection's queued frames once
 //! per flush, and without a pause the connection task flushes after every single request (tokio

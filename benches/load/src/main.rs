@@ -5,6 +5,7 @@
 //! Scenario ids carry their parameters (`put_c16_v256`: puts, 16 in flight, 256-byte values).
 
 mod conn;
+mod grpc;
 mod scenario;
 mod stats;
 

@@ -18,6 +18,7 @@ pub mod lease;
 pub mod maintenance;
 pub mod route;
 pub mod status;
+pub mod unary;
 pub mod watch;
 pub mod watch_grpc;
 mod watch_shards;

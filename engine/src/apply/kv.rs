@@ -305,13 +305,14 @@ fn put_in<B: KvBackend>(
     txn: &mut WriteTxn,
     p: &PutRequest,
 ) -> Result<PutResponse> {
-    let current = store.get(&p.key, store.read_rev(txn))?;
-    let (value, lease) = match (&current, p.ignore_value, p.ignore_lease) {
-        (None, true, _) | (None, _, true) => return Err(EngineError::KeyNotFound),
-        (Some(c), iv, il) => (if iv { c.value.clone() } else { p.value.clone() }, if il { c.lease } else { p.lease }),
-        (None, false, false) => (p.value.clone(), p.lease),
-    };
-    let prev = store.put(txn, p.key.clone(), value, lease)?;
+    let prev = store.put_with(txn, p.key.clone(), |current| match (current, p.ignore_value, p.ignore_lease) {
+        (None, true, _) | (None, _, true) => Err(EngineError::KeyNotFound),
+        (Some(c), iv, il) => {
+            Ok((if iv { c.value.clone() } else { p.value.clone() }, if il { c.lease } else { p.lease }))
+        }
+        (None, false, false) => Ok((p.value.clone(), p.lease)),
+    })?;
+    let lease = prev.as_ref().filter(|_| p.ignore_lease).map_or(p.lease, |c| c.lease);
     if let Some(old) = prev.as_ref().map(|kv| kv.lease).filter(|&l| l != 0 && l != lease) {
         leases.detach(old, &p.key);
     }

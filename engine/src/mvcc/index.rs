@@ -30,13 +30,23 @@ impl TreeIndex {
         self.keys.get(key)?.get(at)
     }
 
-    /// Records a put of `key` at `rev`.
-    pub fn put(&mut self, key: Bytes, rev: Revision) {
+    /// Records a put of `key` at `rev`. A key the index does not hold yet is copied in, so the
+    /// index never points into a caller's buffer (see `MvccStore::put_with`).
+    pub fn put(&mut self, key: &[u8], rev: Revision) {
         self.newest = self.newest.max(rev.main);
-        if !self.keys.get(&key).is_some_and(KeyIndex::is_live) {
-            self.live.insert(&key);
+        // An update of a known key, most puts, costs one search and no copy of the key.
+        if let Some(ki) = self.keys.get_mut(key) {
+            if !ki.is_live() {
+                self.live.insert(&Bytes::copy_from_slice(key));
+            }
+            ki.put(rev);
+            return;
         }
-        self.keys.entry(key).or_default().put(rev);
+        let key = Bytes::copy_from_slice(key);
+        self.live.insert(&key);
+        let mut ki = KeyIndex::default();
+        ki.put(rev);
+        self.keys.insert(key, ki);
     }
 
     /// Restores a stored put (start-up rebuild).

@@ -296,23 +296,34 @@ impl<B: KvBackend> MvccStore<B> {
         Revision::new(txn.main, txn.sub)
     }
 
-    /// Puts `key = value` with `lease` in `txn`; returns the previous value.
+    /// Puts `key` in `txn` with the value and lease `decide` picks from the key's current record
+    /// (None when the key is not alive); returns that record. When `decide` fails nothing
+    /// changes and no revision is taken: Put's `ignore_value` / `ignore_lease` on a missing key.
+    ///
+    /// The current record is looked up once for both the decision and the new record's
+    /// create revision and version.
     ///
     /// # Errors
-    /// Returns a storage error.
-    pub fn put(&mut self, txn: &mut WriteTxn, key: Bytes, value: Bytes, lease: i64) -> Result<Option<KeyValue>> {
-        let rev = self.next_change(txn);
-        let found = self.index.get(&key, txn.main);
+    /// What `decide` returns, or a storage error.
+    pub fn put_with(
+        &mut self,
+        txn: &mut WriteTxn,
+        key: Bytes,
+        decide: impl FnOnce(Option<&KeyValue>) -> Result<(Bytes, i64)>,
+    ) -> Result<Option<KeyValue>> {
+        // Before the change takes its revision: no record of this key is at that revision yet,
+        // so the read at `read_rev` finds what a read at the new revision would.
+        let found = self.index.get(&key, self.read_rev(txn));
         let prev = match found {
             Some(f) => self.read_kv(f.modified)?,
             None => None,
         };
+        let (value, lease) = decide(prev.as_ref())?;
+        let rev = self.next_change(txn);
         let (create_revision, version) = match found {
             Some(f) => (f.created.main, f.version + 1),
             None => (txn.main, 1),
         };
-        // The index keeps a copy of just the key (see below for why not the request's bytes).
-        let index_key = Bytes::copy_from_slice(&key);
         let kv = KeyValue { key, create_revision, mod_revision: txn.main, version, value, lease };
         let encoded = Bytes::from(kv.encode_to_vec());
         self.batch.put(Cf::Kv, revision::encode_key(rev, false).to_vec(), encoded.to_vec());
@@ -327,7 +338,8 @@ impl<B: KvBackend> MvccStore<B> {
         let record = decode_kv(encoded.clone())?;
         self.cache.insert(rev, record.clone());
         self.overlay.insert(rev, encoded);
-        self.index.put(index_key, rev);
+        // The index copies the key when it is new (see above for why not the request's bytes).
+        self.index.put(&record.key, rev);
         self.events.push(Event { r#type: EventType::Put as i32, kv: Some(record), prev_kv: prev.clone() });
         txn.sub += 1;
         Ok(prev)

@@ -7,12 +7,12 @@ use ballast_proto::etcdserverpb::{
     compare::{CompareResult, CompareTarget, TargetUnion},
     request_op::Request,
     response_op::Response,
-    Compare, PutRequest, RangeRequest, RequestOp, TxnRequest,
+    Compare, PutRequest, PutResponse, RangeRequest, RangeResponse, RequestOp, TxnRequest, TxnResponse,
 };
 use bytes::Bytes;
 
 use super::{closed_loop, Rng};
-use crate::conn;
+use crate::grpc::{self, Unary};
 use crate::stats::Outcome;
 
 const VALUE_LEN: usize = 256;
@@ -27,6 +27,11 @@ fn value() -> Bytes {
 
 fn key(prefix: &str, i: u64) -> Bytes {
     Bytes::from(format!("{prefix}{i:08}"))
+}
+
+/// Worker `w`'s connection (round robin).
+fn on(conns: &[Unary], w: usize) -> &Unary {
+    &conns[w % conns.len()]
 }
 
 fn prefix_end(prefix: &str) -> Bytes {
@@ -51,13 +56,13 @@ async fn preload_keys(
     n: u64,
     key_of: impl Fn(u64) -> Bytes + Clone + Send + 'static,
 ) -> anyhow::Result<Vec<i64>> {
-    let chans = conn::channels(url, 4).await?;
+    let conns = grpc::connections(url, 4).await?;
     let revs = Arc::new(Mutex::new(vec![0i64; n as usize]));
     let batches: Vec<u64> = (0..n).step_by(128).collect();
     for group in batches.chunks(16) {
         let mut tasks = Vec::new();
         for (i, &start) in group.iter().enumerate() {
-            let mut kv = conn::kv(&chans, i);
+            let kv = conns[i % conns.len()].clone();
             let key_of = key_of.clone();
             let revs = revs.clone();
             tasks.push(tokio::spawn(async move {
@@ -71,7 +76,8 @@ async fn preload_keys(
                         })),
                     })
                     .collect();
-                let resp = kv.txn(TxnRequest { compare: vec![], success, failure: vec![] }).await?.into_inner();
+                let txn = TxnRequest { compare: vec![], success, failure: vec![] };
+                let resp: TxnResponse = kv.call(grpc::TXN, &txn).await?;
                 let rev = resp.header.map_or(0, |h| h.revision);
                 let mut r = revs.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
                 for k in start..end {
@@ -110,12 +116,12 @@ async fn put_keys(
     seed: u64,
     key_of: fn(u64) -> Bytes,
 ) -> anyhow::Result<Outcome> {
-    let chans = Arc::new(conn::channels(url, inflight.min(16)).await?);
+    let conns = Arc::new(grpc::connections(url, inflight.min(16)).await?);
     Ok(closed_loop(inflight, duration, seed, move |w, mut rng: Rng| {
-        let mut kv = conn::kv(&chans, w);
+        let conns = conns.clone();
         async move {
             let req = PutRequest { key: key_of(rng.below(100_000)), value: value(), ..Default::default() };
-            let ok = kv.put(req).await.is_ok();
+            let ok = on(&conns, w).call::<_, PutResponse>(grpc::PUT, &req).await.is_ok();
             (rng, ok)
         }
     })
@@ -130,12 +136,13 @@ pub(crate) async fn get(
     seed: u64,
 ) -> anyhow::Result<Outcome> {
     preload(url, "get/", 1000).await?;
-    let chans = Arc::new(conn::channels(url, inflight.min(16)).await?);
+    let conns = Arc::new(grpc::connections(url, inflight.min(16)).await?);
     Ok(closed_loop(inflight, duration, seed, move |w, mut rng: Rng| {
-        let mut kv = conn::kv(&chans, w);
+        let conns = conns.clone();
         async move {
             let req = RangeRequest { key: key("get/", rng.below(1000)), serializable, ..Default::default() };
-            let ok = matches!(kv.range(req).await, Ok(r) if r.get_ref().kvs.len() == 1);
+            let resp = on(&conns, w).call::<_, RangeResponse>(grpc::RANGE, &req).await;
+            let ok = matches!(resp, Ok(r) if r.kvs.len() == 1);
             (rng, ok)
         }
     })
@@ -145,9 +152,9 @@ pub(crate) async fn get(
 /// Kubernetes' paged LIST: 500 keys from a 100k-key prefix, with the count etcd computes.
 pub(crate) async fn list_page(url: &str, duration: Duration, seed: u64) -> anyhow::Result<Outcome> {
     preload(url, "list/", 100_000).await?;
-    let chans = Arc::new(conn::channels(url, 1).await?);
+    let conns = Arc::new(grpc::connections(url, 1).await?);
     Ok(closed_loop(1, duration, seed, move |w, mut rng: Rng| {
-        let mut kv = conn::kv(&chans, w);
+        let conns = conns.clone();
         async move {
             let req = RangeRequest {
                 key: key("list/", rng.below(99_500)),
@@ -155,7 +162,8 @@ pub(crate) async fn list_page(url: &str, duration: Duration, seed: u64) -> anyho
                 limit: 500,
                 ..Default::default()
             };
-            let ok = matches!(kv.range(req).await, Ok(r) if r.get_ref().kvs.len() == 500);
+            let resp = on(&conns, w).call::<_, RangeResponse>(grpc::RANGE, &req).await;
+            let ok = matches!(resp, Ok(r) if r.kvs.len() == 500);
             (rng, ok)
         }
     })
@@ -178,9 +186,9 @@ fn pod_key(ns: u64, k: u64) -> Bytes {
 /// revision and merged.
 pub(crate) async fn list_page_namespaced(url: &str, duration: Duration, seed: u64) -> anyhow::Result<Outcome> {
     preload_keys(url, 100_000, namespaced_pod).await?;
-    let chans = Arc::new(conn::channels(url, 1).await?);
+    let conns = Arc::new(grpc::connections(url, 1).await?);
     Ok(closed_loop(1, duration, seed, move |w, mut rng: Rng| {
-        let mut kv = conn::kv(&chans, w);
+        let conns = conns.clone();
         async move {
             let req = RangeRequest {
                 key: namespaced_pod(rng.below(100_000)),
@@ -189,7 +197,8 @@ pub(crate) async fn list_page_namespaced(url: &str, duration: Duration, seed: u6
                 ..Default::default()
             };
             // A start near the end of the key order has fewer than 500 after it.
-            let ok = matches!(kv.range(req).await, Ok(r) if r.get_ref().kvs.len() == 500 || !r.get_ref().more);
+            let resp = on(&conns, w).call::<_, RangeResponse>(grpc::RANGE, &req).await;
+            let ok = matches!(resp, Ok(r) if r.kvs.len() == 500 || !r.more);
             (rng, ok)
         }
     })
@@ -221,10 +230,10 @@ async fn txn_cas_keys(
 ) -> anyhow::Result<Outcome> {
     let revs = Arc::new(Mutex::new(preload_keys(url, 1000, key_of).await?));
     let conflicts = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let chans = Arc::new(conn::channels(url, inflight.min(16)).await?);
+    let conns = Arc::new(grpc::connections(url, inflight.min(16)).await?);
     let counter = conflicts.clone();
     let mut out = closed_loop(inflight, duration, seed, move |w, mut rng: Rng| {
-        let mut kv = conn::kv(&chans, w);
+        let conns = conns.clone();
         let revs = revs.clone();
         let conflicts = counter.clone();
         async move {
@@ -243,9 +252,9 @@ async fn txn_cas_keys(
             let get = RequestOp {
                 request: Some(Request::RequestRange(RangeRequest { key: key_of(k), ..Default::default() })),
             };
-            let ok = match kv.txn(TxnRequest { compare: vec![cmp], success: vec![put], failure: vec![get] }).await {
+            let txn = TxnRequest { compare: vec![cmp], success: vec![put], failure: vec![get] };
+            let ok = match on(&conns, w).call::<_, TxnResponse>(grpc::TXN, &txn).await {
                 Ok(resp) => {
-                    let resp = resp.into_inner();
                     let new_rev = if resp.succeeded {
                         resp.header.map_or(0, |h| h.revision)
                     } else {
