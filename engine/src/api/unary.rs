@@ -26,6 +26,7 @@ use std::task::{Context, Poll};
 
 use ballast_proto::etcdserverpb::kv_server::Kv;
 use bytes::{Buf, Bytes, BytesMut};
+use futures::StreamExt;
 use http::{HeaderMap, HeaderValue};
 use http_body::Frame;
 use http_body_util::BodyExt;
@@ -116,14 +117,13 @@ where
         let max_request = self.max_request;
         Box::pin(async move {
             let (parts, body) = req.into_parts();
-            let bytes = match read_body(body).await {
-                Ok(bytes) => bytes,
+            let message = match read_one(body, max_request).await {
+                Ok(Read::One(message)) => message,
+                Ok(Read::Other(body)) => {
+                    // Not the plain case: tonic reads it again and answers as it always does.
+                    return inner.oneshot(http::Request::from_parts(parts, body)).await;
+                }
                 Err(status) => return Ok(status.into_http()),
-            };
-            let Some(message) = one_message(&bytes, max_request) else {
-                // Not the plain case: tonic reads it again and answers as it always does.
-                let req = http::Request::from_parts(parts, Body::new(http_body_util::Full::new(bytes)));
-                return inner.oneshot(req).await;
             };
             Ok(match method {
                 Method::Range => serve(message, |r| kv.range(r)).await,
@@ -135,31 +135,64 @@ where
     }
 }
 
-/// Reads the whole request body; a unary request is one message, nearly always one DATA frame.
-async fn read_body(mut body: Body) -> Result<Bytes, Status> {
-    let mut first = Bytes::new();
-    let mut more = BytesMut::new();
+/// What a request body turned out to be.
+enum Read {
+    /// Exactly one uncompressed message within the limit.
+    One(Bytes),
+    /// Anything else, as a body for tonic: what was read, then the rest unread.
+    Other(Body),
+}
+
+/// Reads a unary request's body, which is nearly always one DATA frame holding one message. It
+/// stops reading as soon as the body cannot be the plain case, so a client announcing a huge
+/// message is answered by tonic's limit before the server has buffered it.
+async fn read_one(mut body: Body, max_request: usize) -> Result<Read, Status> {
+    let mut read = BytesMut::new();
+    let mut single: Option<Bytes> = None;
     while let Some(frame) = body.frame().await {
         let Ok(data) = frame?.into_data() else { continue }; // trailers carry nothing for KV
-        if first.is_empty() && more.is_empty() {
-            first = data;
+        if read.is_empty() && single.is_none() {
+            single = Some(data);
         } else {
-            if more.is_empty() {
-                more.extend_from_slice(&first);
+            if let Some(first) = single.take() {
+                read.extend_from_slice(&first);
             }
-            more.extend_from_slice(&data);
+            read.extend_from_slice(&data);
+        }
+        let seen = single.as_ref().map_or(&read[..], |b| &b[..]);
+        let plain = declared(seen).map(|len| len.is_some_and(|len| len <= max_request && seen.len() <= PREFIX + len));
+        if plain == Some(false) {
+            let seen = single.take().unwrap_or_else(|| read.split().freeze());
+            return Ok(Read::Other(replay(seen, body)));
         }
     }
-    Ok(if more.is_empty() { first } else { more.freeze() })
+    let seen = single.unwrap_or_else(|| read.freeze());
+    Ok(match one_message(&seen, max_request) {
+        Some(message) => Read::One(message),
+        None => Read::Other(Body::new(http_body_util::Full::new(seen))),
+    })
+}
+
+/// Returns None while fewer than the prefix's bytes are in; else the declared length of an
+/// uncompressed message, or `Some(None)` for a compressed one.
+fn declared(seen: &[u8]) -> Option<Option<usize>> {
+    let mut prefix = seen.get(..PREFIX)?;
+    let compressed = prefix.get_u8();
+    let len = prefix.get_u32() as usize;
+    Some((compressed == 0).then_some(len))
+}
+
+/// A body of `seen` followed by what `rest` still holds.
+fn replay(seen: Bytes, rest: Body) -> Body {
+    let head = futures::stream::once(std::future::ready(Ok::<_, Status>(Frame::data(seen))));
+    Body::new(http_body_util::StreamBody::new(head.chain(http_body_util::BodyStream::new(rest))))
 }
 
 /// Returns the message of a body holding exactly one uncompressed message of at most
 /// `max_request` bytes, else None.
 fn one_message(bytes: &Bytes, max_request: usize) -> Option<Bytes> {
-    let mut prefix = bytes.get(..PREFIX)?;
-    let compressed = prefix.get_u8();
-    let len = prefix.get_u32() as usize;
-    (compressed == 0 && len <= max_request && bytes.len() == PREFIX + len).then(|| bytes.slice(PREFIX..))
+    let len = declared(bytes)??;
+    (len <= max_request && bytes.len() == PREFIX + len).then(|| bytes.slice(PREFIX..))
 }
 
 /// Decodes `message` as tonic's codec does (a message that does not parse is INTERNAL), runs
@@ -243,6 +276,43 @@ mod tests {
         let two = [framed(0, b"a"), framed(0, b"b")].concat();
         assert_eq!(one_message(&Bytes::from(two), 3), None, "two messages");
         assert_eq!(one_message(&framed(0, b"abc").slice(..6), 3), None, "cut short");
+    }
+
+    fn body(frames: Vec<Bytes>, then_wait: bool) -> Body {
+        let frames = futures::stream::iter(frames.into_iter().map(|b| Ok::<_, Status>(Frame::data(b))));
+        let tail = futures::stream::pending().take(usize::from(then_wait));
+        Body::new(http_body_util::StreamBody::new(frames.chain(tail)))
+    }
+
+    async fn bytes_of(body: Body) -> Bytes {
+        body.collect().await.expect("readable").to_bytes()
+    }
+
+    #[tokio::test]
+    async fn a_body_is_read_only_as_far_as_it_can_be_the_plain_case() {
+        // One message over two frames: taken.
+        let whole = framed(0, b"abcdef");
+        let split = vec![whole.slice(..4), whole.slice(4..)];
+        assert!(matches!(read_one(body(split, false), 10).await, Ok(Read::One(m)) if &m[..] == b"abcdef"));
+        // A prefix announcing more than the limit: handed on at once, though the client has
+        // not sent the rest (it never will here), and tonic gets every byte read so far.
+        let huge = framed(0, &[7; 20]);
+        let got =
+            tokio::time::timeout(std::time::Duration::from_secs(5), read_one(body(vec![huge.slice(..8)], true), 10))
+                .await
+                .expect("not waiting for the rest of an oversized message");
+        let Ok(Read::Other(replayed)) = got else { panic!("handed on") };
+        let first = replayed.into_data_stream().next().await.expect("a frame").expect("data");
+        assert_eq!(first, huge.slice(..8));
+        // Compressed, or a second message after the first: handed on with everything.
+        let compressed = framed(1, b"abc");
+        let Ok(Read::Other(b)) = read_one(body(vec![compressed.clone()], false), 10).await else { panic!("handed on") };
+        assert_eq!(bytes_of(b).await, compressed);
+        let two = Bytes::from([framed(0, b"a"), framed(0, b"b")].concat());
+        let Ok(Read::Other(b)) = read_one(body(vec![two.slice(..7), two.slice(7..)], false), 10).await else {
+            panic!("handed on")
+        };
+        assert_eq!(bytes_of(b).await, two);
     }
 
     #[test]
