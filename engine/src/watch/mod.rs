@@ -33,9 +33,10 @@
 //! given back when the network plane takes it ([`WatchReceiver`]). A watcher whose events do not
 //! fit is not dropped and nothing waits: it simply stays behind (`next_rev` unchanged) and is
 //! caught up later from the ring, or from history in the backend once the ring has moved on, in
-//! responses of at most [`WatchConfig::catchup_batch_events`]. A batch always goes to a stream
-//! with nothing queued, so no watcher starves behind the budget. Only a watcher whose `next_rev`
-//! falls below the compacted revision is canceled, with `compact_revision`, exactly as etcd does.
+//! responses of at most [`WatchConfig::catchup_batch_events`]. A stream with nothing queued
+//! always takes one response, however large, so no watcher starves behind the budget; so what a
+//! stream holds is its budget plus at most one response. Only a watcher whose `next_rev` falls
+//! below the compacted revision is canceled, with `compact_revision`, exactly as etcd does.
 //!
 //! Control responses (created, canceled, progress) that find the channel full wait in a
 //! per-stream queue of compact records (watch ID, kind, revision: 32 bytes; the response is built
@@ -397,19 +398,15 @@ impl Stream {
         true
     }
 
-    /// Returns how many more events (a response counting one) may be queued on the stream now,
-    /// or `usize::MAX` when nothing is queued: a batch then always goes, however large, so no
-    /// watcher starves behind the budget. None while control responses wait, which go first.
-    fn room(&self, per_watcher: usize, floor: usize) -> Option<usize> {
+    /// Returns the room left in the stream's event budget; None while control responses wait,
+    /// which go first.
+    fn room(&self, per_watcher: usize, floor: usize) -> Option<Room> {
         if !self.pending.is_empty() {
             return None;
         }
         let queued = self.queued.load(Ordering::Relaxed);
-        if queued == 0 {
-            return Some(usize::MAX);
-        }
         let budget = per_watcher.saturating_mul(self.watchers.len()).max(floor);
-        Some(budget.saturating_sub(queued))
+        Some(Room { left: budget.saturating_sub(queued), first_free: queued == 0 })
     }
 
     /// Puts a batch in the channel, counting its events; control responses still waiting go
@@ -464,6 +461,31 @@ impl Stream {
         if self.pending.capacity() > PENDING_KEPT {
             self.pending = VecDeque::new();
         }
+        true
+    }
+}
+
+/// What a stream's event budget has left for the batch being built.
+#[derive(Clone, Copy, Debug)]
+struct Room {
+    left: usize,
+    /// Nothing is queued: the batch's first response goes however large it is (a catch-up
+    /// response of `catchup_batch_events`, a large revision), so no watcher starves behind the
+    /// budget; the budget then bounds the rest.
+    first_free: bool,
+}
+
+impl Room {
+    /// Takes room for a response of `weight`; false when it does not fit.
+    fn take(&mut self, weight: usize) -> bool {
+        if weight <= self.left {
+            self.left -= weight;
+        } else if self.first_free {
+            self.left = 0;
+        } else {
+            return false;
+        }
+        self.first_free = false;
         true
     }
 }
@@ -666,7 +688,7 @@ impl WatchHub {
             let (mut of_stream, tail) = rest.split_at(run);
             rest = tail;
             let Some(s) = self.streams.get_mut(&head.stream) else { continue };
-            let mut room = s.room(per_watcher, floor).unwrap_or(0);
+            let mut room = s.room(per_watcher, floor).unwrap_or(Room { left: 0, first_free: false });
             let mut batch = Outgoing::new();
             // Watchers whose events are in `batch`, and those that must lag this round.
             let (mut carried, mut behind) = (Vec::new(), Vec::new());
@@ -689,11 +711,10 @@ impl WatchHub {
                     WireResponse { header: Some(hdr.at(new_rev)), watch_id: w.id, events: mine, ..Default::default() };
                 let parts = split(resp, watcher.fragment(), max_bytes);
                 let w_weight = weight(&parts);
-                if w_weight > room {
+                if !room.take(w_weight) {
                     behind.push(w.id);
                     continue;
                 }
-                room -= w_weight;
                 batch.extend(parts);
                 carried.push(w.id);
             }
@@ -794,10 +815,9 @@ impl WatchHub {
                 };
                 let parts = split(resp, w.fragment(), max_bytes);
                 let w_weight = weight(&parts);
-                if w_weight > room {
+                if !room.take(w_weight) {
                     break;
                 }
-                room -= w_weight;
                 batch.extend(parts);
                 carried.push((id, upto));
             }

@@ -176,6 +176,46 @@ fn a_round_is_one_batch_per_stream_within_the_event_budget() {
     }
 }
 
+/// Catching up, a stream with nothing queued takes one response however large, and the budget
+/// bounds the rest: many lagging watchers do not land in the channel all at once.
+#[test]
+fn catch_up_of_many_watchers_stays_within_the_event_budget() {
+    let cfg = WatchConfig { queued_events_per_watcher: 2, stream_buffer: 1, ..WatchConfig::default() };
+    let mut f = Fixture::new(cfg);
+    for i in 0..20 {
+        f.put("k", &i.to_string());
+    }
+    let (tx, mut rx, credits) = stream_channel(64);
+    f.hub.open_stream(1, tx);
+    for _ in 0..10 {
+        assert!(credits.try_spend());
+        f.watch(1, "k", 2);
+    }
+    assert_eq!(drain(&mut rx).iter().filter(|r| r.created).count(), 10);
+    let mut got = Vec::new();
+    let mut passes = 0;
+    while f.hub.has_lagging() {
+        passes += 1;
+        assert!(passes < 100, "stuck");
+        f.catch_up();
+        // Each watcher owes 20 events (weight 21) against a budget of 20 for the stream: one
+        // response per pass.
+        let batch = rx.try_recv().expect("a batch each pass");
+        assert_eq!(batch.len(), 1, "pass {passes}");
+        assert!(rx.try_recv().is_none());
+        got.extend(batch.iter().map(WireResponse::decode));
+    }
+    assert_eq!(passes, 10);
+    for id in 0..10 {
+        let mine: Vec<i64> = got
+            .iter()
+            .filter(|r| r.watch_id == id)
+            .flat_map(|r| r.events.iter().map(|e| e.kv.as_ref().map_or(0, |kv| kv.mod_revision)))
+            .collect();
+        assert_eq!(mine, (2..22).collect::<Vec<i64>>(), "watcher {id}");
+    }
+}
+
 #[test]
 fn progress_waits_for_sync_and_duplicate_ids_are_refused() {
     let mut f = Fixture::new(WatchConfig { ring_events: 1, ..WatchConfig::default() });
