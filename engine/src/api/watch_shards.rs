@@ -337,6 +337,7 @@ impl Merge {
             if let Some(mut answer) = self.answer.take() {
                 if let Some(h) = answer.header.as_mut() {
                     h.revision = h.revision.min(bound);
+                    answer.header_bytes = None;
                 }
                 outgoing.push(answer);
             }

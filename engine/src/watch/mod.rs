@@ -78,7 +78,7 @@ use index::{SyncedIndex, WatcherRef};
 use ring::EventRing;
 use table::WatcherTable;
 use watcher::{ArenaFull, Watcher};
-use wire::{EncodedEvent, Events, WireEvent, WireResponse};
+use wire::{EncodedEvent, EncodedHeader, Events, WireEvent, WireResponse};
 
 /// Identifies a client watch stream within the engine.
 pub type StreamId = u64;
@@ -681,6 +681,9 @@ impl WatchHub {
         }
         let (max_bytes, per_watcher, floor) =
             (self.cfg.max_response_bytes, self.cfg.queued_events_per_watcher, self.cfg.stream_buffer);
+        // Every response of the round has this header: encoded once, copied into each.
+        let header = hdr.at(new_rev);
+        let header_bytes = Some(EncodedHeader::new(&header));
         let mut gone = Vec::new();
         let mut rest = &hits[..];
         while let Some(&(head, _)) = rest.first() {
@@ -707,8 +710,13 @@ impl WatchHub {
                 if mine.is_empty() {
                     continue; // a hash collision, a filter, or a start revision still ahead
                 }
-                let resp =
-                    WireResponse { header: Some(hdr.at(new_rev)), watch_id: w.id, events: mine, ..Default::default() };
+                let resp = WireResponse {
+                    header: Some(header),
+                    header_bytes,
+                    watch_id: w.id,
+                    events: mine,
+                    ..Default::default()
+                };
                 let parts = split(resp, watcher.fragment(), max_bytes);
                 let w_weight = weight(&parts);
                 if !room.take(w_weight) {
@@ -761,6 +769,8 @@ impl WatchHub {
         let compact = store.compact_rev();
         let (max_bytes, batch_max) = (self.cfg.max_response_bytes, self.cfg.catchup_batch_events);
         let (per_watcher, floor) = (self.cfg.queued_events_per_watcher, self.cfg.stream_buffer);
+        let header = hdr.at(current);
+        let header_bytes = Some(EncodedHeader::new(&header));
         let mut gone = Vec::new();
         let mut settled = Vec::new();
         for sid in &self.attention {
@@ -808,7 +818,8 @@ impl WatchHub {
                     continue;
                 }
                 let resp = WireResponse {
-                    header: Some(hdr.at(current)),
+                    header: Some(header),
+                    header_bytes,
                     watch_id: id,
                     events: events.into(),
                     ..Default::default()

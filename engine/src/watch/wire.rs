@@ -113,12 +113,43 @@ impl EncodedEvent {
     }
 }
 
+/// Room for an encoded header field: its key and length (one byte each) and four fields of a
+/// key and a varint of at most 10 bytes each.
+const HEADER_ROOM: usize = 2 + 4 * 11;
+
+/// A response header as field 1 of `WatchResponse` (key, length, message), encoded once for a
+/// round and copied into each of its responses: the varints of the cluster and member IDs cost
+/// more to encode per watcher than copying the whole field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EncodedHeader {
+    len: u8,
+    bytes: [u8; HEADER_ROOM],
+}
+
+impl EncodedHeader {
+    /// Encodes `h`.
+    pub fn new(h: &ResponseHeader) -> Self {
+        let mut bytes = [0u8; HEADER_ROOM];
+        let mut free = &mut bytes[..];
+        encoding::message::encode(1, h, &mut free);
+        let len = HEADER_ROOM - free.len();
+        Self { len: len as u8, bytes }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
 /// A `WatchResponse` whose events are already encoded. Field for field the generated message,
 /// written by [`WireResponse::encode`].
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct WireResponse {
     /// `header` (1).
     pub header: Option<ResponseHeader>,
+    /// `header` as encoded, when the builder had it (see [`EncodedHeader`]); written instead of
+    /// encoding `header`, so whoever changes `header` clears it.
+    pub header_bytes: Option<EncodedHeader>,
     /// `watch_id` (2).
     pub watch_id: i64,
     /// `created` (3).
@@ -143,7 +174,11 @@ impl WireResponse {
 
     /// Size of everything but the events.
     fn fields_len(&self) -> usize {
-        let mut n = self.header.as_ref().map_or(0, |h| encoding::message::encoded_len(1, h));
+        let mut n = match (&self.header_bytes, &self.header) {
+            (Some(b), _) => usize::from(b.len),
+            (None, Some(h)) => encoding::message::encoded_len(1, h),
+            (None, None) => 0,
+        };
         if self.watch_id != 0 {
             n += encoding::int64::encoded_len(2, &self.watch_id);
         }
@@ -159,8 +194,13 @@ impl WireResponse {
 
     /// Writes the message as protobuf, the fields in tag order as prost writes them.
     pub fn encode(&self, buf: &mut impl BufMut) {
-        if let Some(h) = &self.header {
-            encoding::message::encode(1, h, buf);
+        match (&self.header_bytes, &self.header) {
+            (Some(b), _) => {
+                debug_assert_eq!(self.header.as_ref().map(EncodedHeader::new), Some(*b), "a stale encoded header");
+                buf.put_slice(b.as_slice());
+            }
+            (None, Some(h)) => encoding::message::encode(1, h, buf),
+            (None, None) => {}
         }
         if self.watch_id != 0 {
             encoding::int64::encode(2, &self.watch_id, buf);
@@ -202,8 +242,8 @@ impl WireResponse {
     /// every one but the last with `fragment` set, as etcd does for watchers created with
     /// `fragment`.
     pub fn fragments(self, max_bytes: usize) -> Vec<WireResponse> {
-        let WireResponse { header, watch_id, events, .. } = self;
-        let start = || WireResponse { header, watch_id, fragment: true, ..Default::default() };
+        let WireResponse { header, header_bytes, watch_id, events, .. } = self;
+        let start = || WireResponse { header, header_bytes, watch_id, fragment: true, ..Default::default() };
         let mut parts = Vec::new();
         let mut cur = start();
         let mut len = cur.fields_len();
@@ -260,6 +300,7 @@ mod tests {
         let e2 = Event { r#type: 1, kv: Some(kv("b", "", 10)), prev_kv: None };
         let wire = WireResponse {
             header,
+            header_bytes: None,
             watch_id: 7,
             created: true,
             canceled: true,
@@ -281,6 +322,19 @@ mod tests {
         let mut buf = Vec::new();
         wire.encode(&mut buf);
         assert_eq!(buf, generated.encode_to_vec());
+        // The same with the header encoded beforehand, including the widest varints.
+        let wide =
+            ResponseHeader { cluster_id: u64::MAX, member_id: u64::MAX, revision: i64::MIN, raft_term: u64::MAX };
+        for h in [header.expect("set above"), wide] {
+            let pre = WireResponse { header: Some(h), header_bytes: Some(EncodedHeader::new(&h)), ..wire.clone() };
+            let plain = WireResponse { header: Some(h), ..wire.clone() };
+            let mut a = Vec::new();
+            pre.encode(&mut a);
+            let mut b = Vec::new();
+            plain.encode(&mut b);
+            assert_eq!(a, b);
+            assert_eq!(pre.encoded_len(), a.len());
+        }
         assert_eq!(wire.encoded_len(), buf.len());
         assert_eq!(wire.decode(), generated);
         let empty = WireResponse::default();
