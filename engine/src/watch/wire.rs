@@ -295,7 +295,8 @@ mod tests {
 
     #[test]
     fn responses_encode_as_the_generated_message() {
-        let header = Some(ResponseHeader { cluster_id: 1, member_id: 2, revision: 10, raft_term: 3 });
+        let plain_header = ResponseHeader { cluster_id: 1, member_id: 2, revision: 10, raft_term: 3 };
+        let header = Some(plain_header);
         let e1 = Event { r#type: 0, kv: Some(kv("a", "v", 9)), prev_kv: Some(kv("a", "u", 8)) };
         let e2 = Event { r#type: 1, kv: Some(kv("b", "", 10)), prev_kv: None };
         let wire = WireResponse {
@@ -325,7 +326,7 @@ mod tests {
         // The same with the header encoded beforehand, including the widest varints.
         let wide =
             ResponseHeader { cluster_id: u64::MAX, member_id: u64::MAX, revision: i64::MIN, raft_term: u64::MAX };
-        for h in [header.expect("set above"), wide] {
+        for h in [plain_header, wide] {
             let pre = WireResponse { header: Some(h), header_bytes: Some(EncodedHeader::new(&h)), ..wire.clone() };
             let plain = WireResponse { header: Some(h), ..wire.clone() };
             let mut a = Vec::new();
