@@ -62,7 +62,20 @@ fn drain(rx: &mut WatchReceiver) -> Vec<WatchResponse> {
 }
 
 fn revs(resps: &[WatchResponse]) -> Vec<i64> {
-    resps.iter().flat_map(|r| r.events.iter().map(|e| e.kv.as_ref().map_or(0, |kv| kv.mod_revision))).collect()
+    revs_where(resps, |_| true)
+}
+
+/// The revisions of the events sent to watcher `id`, in order.
+fn revs_of(resps: &[WatchResponse], id: i64) -> Vec<i64> {
+    revs_where(resps, |r| r.watch_id == id)
+}
+
+fn revs_where(resps: &[WatchResponse], keep: impl Fn(&WatchResponse) -> bool) -> Vec<i64> {
+    resps
+        .iter()
+        .filter(|r| keep(r))
+        .flat_map(|r| r.events.iter().map(|e| e.kv.as_ref().map_or(0, |kv| kv.mod_revision)))
+        .collect()
 }
 
 #[test]
@@ -167,12 +180,7 @@ fn a_round_is_one_batch_per_stream_within_the_event_budget() {
     }
     assert!(!f.hub.has_lagging());
     for id in 0..50 {
-        let mine: Vec<i64> = got
-            .iter()
-            .filter(|r| r.watch_id == id)
-            .flat_map(|r| r.events.iter().map(|e| e.kv.as_ref().map_or(0, |kv| kv.mod_revision)))
-            .collect();
-        assert_eq!(mine, (2..8).collect::<Vec<i64>>(), "watcher {id}: every event once, in order");
+        assert_eq!(revs_of(&got, id), (2..8).collect::<Vec<i64>>(), "watcher {id}: every event once, in order");
     }
 }
 
@@ -207,12 +215,7 @@ fn catch_up_of_many_watchers_stays_within_the_event_budget() {
     }
     assert_eq!(passes, 10);
     for id in 0..10 {
-        let mine: Vec<i64> = got
-            .iter()
-            .filter(|r| r.watch_id == id)
-            .flat_map(|r| r.events.iter().map(|e| e.kv.as_ref().map_or(0, |kv| kv.mod_revision)))
-            .collect();
-        assert_eq!(mine, (2..22).collect::<Vec<i64>>(), "watcher {id}");
+        assert_eq!(revs_of(&got, id), (2..22).collect::<Vec<i64>>(), "watcher {id}");
     }
 }
 

@@ -20,7 +20,9 @@ use smallvec::SmallVec;
 
 /// Tag of `WatchResponse.events`.
 const EVENTS_FIELD: u32 = 11;
-/// Tag of `Event.prev_kv`.
+/// Tags of `Event.type`, `Event.kv` and `Event.prev_kv`.
+const TYPE_FIELD: u32 = 1;
+const KV_FIELD: u32 = 2;
 const PREV_KV_FIELD: u32 = 3;
 
 /// A response's events. Most responses carry one event (one write, one watcher), which then
@@ -73,11 +75,19 @@ pub struct EncodedEvent {
 impl EncodedEvent {
     /// Encodes `e`.
     pub fn new(e: &Event) -> Self {
-        let bare = Event { r#type: e.r#type, kv: e.kv.clone(), prev_kv: None };
-        let bare_len = bare.encoded_len();
+        // `Event`'s fields in tag order, as prost writes them: type (omitted for PUT, the
+        // default), kv, then prev_kv.
+        let type_len = if e.r#type != 0 { encoding::int32::encoded_len(TYPE_FIELD, &e.r#type) } else { 0 };
+        let kv_len = e.kv.as_ref().map_or(0, |kv| encoding::message::encoded_len(KV_FIELD, kv));
+        let bare_len = type_len + kv_len;
         let prev_len = e.prev_kv.as_ref().map_or(0, |p| encoding::message::encoded_len(PREV_KV_FIELD, p));
         let mut buf = BytesMut::with_capacity(bare_len + prev_len);
-        bare.encode_raw(&mut buf);
+        if e.r#type != 0 {
+            encoding::int32::encode(TYPE_FIELD, &e.r#type, &mut buf);
+        }
+        if let Some(kv) = &e.kv {
+            encoding::message::encode(KV_FIELD, kv, &mut buf);
+        }
         if let Some(prev) = &e.prev_kv {
             encoding::message::encode(PREV_KV_FIELD, prev, &mut buf);
         }
