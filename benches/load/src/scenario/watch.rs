@@ -46,7 +46,8 @@ async fn drained(mut stop: tokio::sync::watch::Receiver<Option<Instant>>) {
 }
 
 /// Fan-out: `watchers` watchers spread evenly over `streams` watch streams (over 8 connections),
-/// all on one prefix with prev_kv, while one writer puts `rate` times a second for `duration`.
+/// all on one prefix with prev_kv, while one writer on a ninth connection puts `rate` times a
+/// second for `duration`.
 /// With `streams == watchers` every watcher has a stream of its own; with fewer, each stream
 /// multiplexes many watchers, as clientv3 (and so kube-apiserver) puts every watch made with
 /// the same context metadata on one stream. Every phase has a deadline (registration, each put,
@@ -60,6 +61,10 @@ pub(crate) async fn fanout(
     duration: Duration,
 ) -> anyhow::Result<Outcome> {
     let chans = Arc::new(conn::channels(url, 8).await?);
+    // The writer has a connection of its own, as etcd's `benchmark watch-latency` gives its put
+    // client: on a shared one, an acknowledgement waits behind watch data the client has not
+    // read yet, and delivery latency (counted from the send) would measure that queue.
+    let kv = conn::kv(&conn::channels(url, 1).await?, 0);
     let delivered = Arc::new(AtomicU64::new(0));
     let canceled = Arc::new(AtomicU64::new(0));
     let created = Arc::new(AtomicU64::new(0));
@@ -132,7 +137,6 @@ pub(crate) async fn fanout(
     let registered = created.load(Ordering::Relaxed);
     let register_secs = register_start.elapsed().as_secs_f64();
     // Open loop: each put is its own task, so a slow acknowledgement does not lower the rate.
-    let kv = conn::kv(&chans, 0);
     let mut sent = 0u64;
     let mut inflight = Vec::new();
     let cpu = CpuMark::now();
