@@ -505,6 +505,8 @@ pub struct WatchHub {
     ring: EventRing,
     cfg: WatchConfig,
     last_progress_tick: Option<Instant>,
+    /// A round's matches as (watcher, event), kept between rounds for its capacity.
+    hits: Vec<(WatcherRef, usize)>,
 }
 
 impl WatchHub {
@@ -517,6 +519,7 @@ impl WatchHub {
             ring: EventRing::new(current_rev, cfg.ring_events),
             cfg,
             last_progress_tick: None,
+            hits: Vec::new(),
         }
     }
 
@@ -672,7 +675,10 @@ impl WatchHub {
         // Each match once, as (watcher, event). Candidates come sorted within one index entry;
         // an event matched by several entries, or a round of several events, is sorted (stably,
         // so each watcher's events stay in order) to make one run per stream and per watcher.
-        let mut hits: Vec<(WatcherRef, usize)> = Vec::new();
+        // The vector is the hub's, reused round after round: a round's matches run to one per
+        // watcher, and growing a new one to 100,000 entries by doubling copies it as many again.
+        let mut hits = std::mem::take(&mut self.hits);
+        hits.clear();
         for (i, e) in events.iter().enumerate() {
             self.index.candidates(e.key(), |w| hits.push((w, i)));
         }
@@ -692,9 +698,10 @@ impl WatchHub {
             rest = tail;
             let Some(s) = self.streams.get_mut(&head.stream) else { continue };
             let mut room = s.room(per_watcher, floor).unwrap_or(Room { left: 0, first_free: false });
-            let mut batch = Outgoing::new();
+            // One response per watcher unless one fragments: sized once, never grown.
+            let mut batch = Outgoing::with_capacity(run);
             // Watchers whose events are in `batch`, and those that must lag this round.
-            let (mut carried, mut behind) = (Vec::new(), Vec::new());
+            let (mut carried, mut behind) = (Vec::with_capacity(run), Vec::new());
             while let Some(&(w, _)) = of_stream.first() {
                 let run = of_stream.iter().take_while(|(x, _)| x.id == w.id).count();
                 let (of_watcher, tail) = of_stream.split_at(run);
@@ -717,13 +724,21 @@ impl WatchHub {
                     events: mine,
                     ..Default::default()
                 };
-                let parts = split(resp, watcher.fragment(), max_bytes);
-                let w_weight = weight(&parts);
-                if !room.take(w_weight) {
-                    behind.push(w.id);
-                    continue;
+                if watcher.fragment() && resp.encoded_len() > max_bytes {
+                    let parts = resp.fragments(max_bytes);
+                    if !room.take(weight(&parts)) {
+                        behind.push(w.id);
+                        continue;
+                    }
+                    batch.extend(parts);
+                } else {
+                    // The common case, kept free of a vector per watcher.
+                    if !room.take(1 + resp.events.len()) {
+                        behind.push(w.id);
+                        continue;
+                    }
+                    batch.push(resp);
                 }
-                batch.extend(parts);
                 carried.push(w.id);
             }
             if !batch.is_empty() {
@@ -749,6 +764,7 @@ impl WatchHub {
                 self.attention.insert(head.stream);
             }
         }
+        self.hits = hits;
         for id in gone {
             self.close_stream(id);
         }
