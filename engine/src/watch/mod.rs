@@ -488,6 +488,25 @@ impl Room {
         self.first_free = false;
         true
     }
+
+    /// Adds `resp` to `batch` if it fits: split into fragments when its watcher asked for them
+    /// and it is larger than `max_bytes`. False, leaving `batch` as it was, when it does not fit.
+    fn add(&mut self, batch: &mut Outgoing, resp: WireResponse, fragment: bool, max_bytes: usize) -> bool {
+        if fragment && resp.encoded_len() > max_bytes {
+            let parts = resp.fragments(max_bytes);
+            if !self.take(weight(&parts)) {
+                return false;
+            }
+            batch.extend(parts);
+        } else {
+            // The common case, kept free of a vector per response.
+            if !self.take(1 + resp.events.len()) {
+                return false;
+            }
+            batch.push(resp);
+        }
+        true
+    }
 }
 
 /// Queue slots a stream keeps after draining its control responses: a few requests' worth.
@@ -724,20 +743,9 @@ impl WatchHub {
                     events: mine,
                     ..Default::default()
                 };
-                if watcher.fragment() && resp.encoded_len() > max_bytes {
-                    let parts = resp.fragments(max_bytes);
-                    if !room.take(weight(&parts)) {
-                        behind.push(w.id);
-                        continue;
-                    }
-                    batch.extend(parts);
-                } else {
-                    // The common case, kept free of a vector per watcher.
-                    if !room.take(1 + resp.events.len()) {
-                        behind.push(w.id);
-                        continue;
-                    }
-                    batch.push(resp);
+                if !room.add(&mut batch, resp, watcher.fragment(), max_bytes) {
+                    behind.push(w.id);
+                    continue;
                 }
                 carried.push(w.id);
             }
@@ -804,9 +812,11 @@ impl WatchHub {
             } else {
                 s.watchers.iter().filter(|(_, w)| !w.indexed()).map(|(id, _)| id).collect()
             };
-            // One batch for the stream: the watchers it carries move on once it is sent.
-            let mut batch = Outgoing::new();
-            let mut carried: Vec<(i64, i64)> = Vec::new();
+            // One batch for the stream: the watchers it carries move on once it is sent. Each
+            // response takes at least one of the budget's events, and the first may take more.
+            let most = ids.len().min(room.left + 1);
+            let mut batch = Outgoing::with_capacity(most);
+            let mut carried: Vec<(i64, i64)> = Vec::with_capacity(most);
             let mut closed = false;
             for id in ids {
                 let w = &s.watchers[&id];
@@ -840,12 +850,9 @@ impl WatchHub {
                     events: events.into(),
                     ..Default::default()
                 };
-                let parts = split(resp, w.fragment(), max_bytes);
-                let w_weight = weight(&parts);
-                if !room.take(w_weight) {
+                if !room.add(&mut batch, resp, w.fragment(), max_bytes) {
                     break;
                 }
-                batch.extend(parts);
                 carried.push((id, upto));
             }
             if !closed && !batch.is_empty() {
@@ -953,16 +960,6 @@ fn collect<B: KvBackend>(
         store.history(w.next_rev(), limit, &mut |e| take(&EncodedEvent::new(&e)))?;
     }
     Ok((out, upto))
-}
-
-/// Returns `resp` as it goes out: split into fragments when its watcher asked for them and it is
-/// larger than `max_bytes`.
-fn split(resp: WireResponse, fragment: bool, max_bytes: usize) -> Vec<WireResponse> {
-    if fragment && resp.encoded_len() > max_bytes {
-        resp.fragments(max_bytes)
-    } else {
-        vec![resp]
-    }
 }
 
 #[cfg(test)]
