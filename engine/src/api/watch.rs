@@ -7,7 +7,6 @@
 use std::sync::atomic::Ordering;
 
 use ballast_proto::etcdserverpb::{watch_request::RequestUnion, WatchRequest};
-use futures::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::watch_grpc::ResponseStream;
@@ -104,7 +103,7 @@ impl WatchService {
     }
 }
 
-/// Turns a stream's batches into the responses gRPC writes, one message each.
+/// Boxes a stream's batches for the response body, which writes each as one DATA frame.
 fn responses(batches: impl futures::Stream<Item = watch::Outgoing> + Send + 'static) -> ResponseStream {
-    Box::pin(batches.flat_map(|batch| futures::stream::iter(batch.into_iter().map(Ok))))
+    Box::pin(batches)
 }
