@@ -13,6 +13,7 @@
 //! the member.
 
 pub mod cluster;
+mod grpc_message;
 pub mod kv;
 pub mod lease;
 pub mod maintenance;

@@ -27,7 +27,6 @@ use std::task::{Context, Poll};
 use ballast_proto::etcdserverpb::kv_server::Kv;
 use bytes::{Buf, Bytes, BytesMut};
 use futures::StreamExt;
-use http::{HeaderMap, HeaderValue};
 use http_body::Frame;
 use http_body_util::BodyExt;
 use prost::Message;
@@ -35,10 +34,8 @@ use tonic::body::Body;
 use tonic::Status;
 use tower::{Layer, Service, ServiceExt};
 
+use super::grpc_message::{self, PREFIX};
 use super::kv::KvService;
-
-/// gRPC's message prefix: a compression flag and a big-endian length.
-const PREFIX: usize = 5;
 
 /// Wraps tonic's router so the KV service's unary calls take the short path.
 #[derive(Clone, Debug)]
@@ -218,12 +215,11 @@ fn answer<M: Message>(result: Result<tonic::Response<M>, Status>) -> http::Respo
     };
     let len = message.encoded_len();
     let mut buf = BytesMut::with_capacity(PREFIX + len);
-    buf.extend_from_slice(&[0]);
-    buf.extend_from_slice(&(len as u32).to_be_bytes());
+    grpc_message::put_prefix(&mut buf, len);
     message.encode_raw(&mut buf);
     let mut response = http::Response::new(Body::new(OneMessage { data: Some(buf.freeze()), trailers: true }));
     *response.version_mut() = http::Version::HTTP_2;
-    response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    response.headers_mut().insert(http::header::CONTENT_TYPE, grpc_message::CONTENT_TYPE);
     response
 }
 
@@ -243,9 +239,7 @@ impl http_body::Body for OneMessage {
             return Poll::Ready(Some(Ok(Frame::data(data))));
         }
         if std::mem::take(&mut self.trailers) {
-            let mut trailers = HeaderMap::with_capacity(1);
-            trailers.insert("grpc-status", HeaderValue::from_static("0"));
-            return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
+            return Poll::Ready(Some(Ok(Frame::trailers(grpc_message::ok_trailers()))));
         }
         Poll::Ready(None)
     }

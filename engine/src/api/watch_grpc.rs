@@ -3,22 +3,21 @@
 //! The generated server would take `WatchResponse` messages and encode every one, events
 //! included. Ballast's responses carry events already encoded once for all watchers
 //! ([`crate::watch::wire`]), so this server writes a response's fields and copies its events'
-//! bytes as they are. The hub hands a stream its responses in batches (one per round), and the
-//! response body ([`WatchBody`]) writes each batch as one buffer of consecutive gRPC messages,
-//! sized exactly: going through tonic's encoder instead moves every response through three
-//! stream adapters and grows the encoder's buffer by copying, about a tenth of the server's time
-//! in a 100,000-watcher fan-out. Requests are decoded by tonic, as the generated server decodes
-//! them, with the same size limit and the same refusal of compressed requests. The wire format
-//! is etcd's: clients cannot tell the difference.
+//! bytes as they are. The hub hands a stream its responses in batches (one per round); the
+//! response body ([`WatchBody`]) writes every batch ready into one DATA frame of consecutive
+//! gRPC messages. Going through tonic's encoder instead moves every response through three
+//! stream adapters and grows the encoder's buffer by copying. Requests are decoded by tonic, as
+//! the generated server decodes them, with the same size limit and the same refusal of
+//! compressed requests. The wire format is etcd's: clients cannot tell the difference.
 
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use ballast_proto::etcdserverpb::WatchRequest;
-use bytes::{BufMut, Bytes};
+use bytes::Bytes;
 use futures::{Stream, StreamExt};
-use http::{HeaderMap, HeaderValue};
+use http::HeaderMap;
 use http_body::Frame;
 use prost::Message;
 use tonic::codec::{DecodeBuf, Decoder};
@@ -26,6 +25,7 @@ use tonic::codegen::{http, Body, BoxFuture, Service, StdError};
 use tonic::server::NamedService;
 use tonic::{Request, Status, Streaming};
 
+use super::grpc_message::{self, PREFIX};
 use super::watch::WatchService;
 use crate::watch::wire::WireResponse;
 use crate::watch::Outgoing;
@@ -36,17 +36,14 @@ const WATCH_PATH: &str = "/etcdserverpb.Watch/Watch";
 /// A client's stream of response batches.
 pub(super) type ResponseStream = Pin<Box<dyn Stream<Item = Outgoing> + Send + 'static>>;
 
-/// A gRPC message's prefix: the compression flag and the length.
-const MESSAGE_PREFIX: usize = 5;
-
 /// Most bytes written into one DATA frame's buffer (a larger single response gets a buffer of its
 /// own). 32 KiB is tonic's `yield_threshold`, two HTTP/2 frames of the default size.
 const FRAME_BYTES: usize = 32 << 10;
 
-/// Frames of at least this many bytes are written into a buffer from [`FramePool`]; smaller ones
-/// into a buffer of exactly their size. A pooled buffer is pinned while the connection holds its
-/// frame, so a small frame waiting on a client that does not read would pin 32 KiB for a few
-/// hundred bytes; from 8 KiB on it pins at most four times its size.
+/// Frames of at least this many bytes leave in their pooled buffer ([`FRAME_POOL`]); smaller
+/// ones are copied out into a buffer of exactly their size. A pooled buffer is pinned while the
+/// connection holds its frame, so a small frame waiting on a client that does not read would pin
+/// 32 KiB for a few hundred bytes; from 8 KiB on it pins at most four times its size.
 const POOLED_MIN: usize = 8 << 10;
 
 /// Pooled buffers kept for reuse, for all streams together: 128 × 32 KiB = 4 MiB. A 100,000-
@@ -105,7 +102,7 @@ where
             };
             let mut response = http::Response::new(tonic::body::Body::new(WatchBody::new(batches)));
             *response.headers_mut() = metadata.into_headers();
-            response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+            response.headers_mut().insert(http::header::CONTENT_TYPE, grpc_message::CONTENT_TYPE);
             Ok(response)
         })
     }
@@ -143,18 +140,21 @@ impl WatchBody {
         Self { batches, rest: Vec::new().into_iter(), finished: false, ended: false }
     }
 
-    /// Writes responses into `buf` until it is full or no batch is ready.
+    /// Writes responses into `buf` until it is full or no batch is ready. `buf` comes from the
+    /// pool when the first response is written, so a poll that finds nothing takes no buffer.
     fn fill(&mut self, cx: &mut Context<'_>, buf: &mut Vec<u8>) {
         loop {
             while let Some(r) = self.rest.as_slice().first() {
                 let len = r.encoded_len();
-                if !buf.is_empty() && buf.len() + MESSAGE_PREFIX + len > FRAME_BYTES {
+                if !buf.is_empty() && buf.len() + PREFIX + len > FRAME_BYTES {
                     return;
+                }
+                if buf.capacity() == 0 {
+                    *buf = Pooled::take();
                 }
                 // Responses are not limited: etcd sends watch responses of any size (a revision
                 // is never split unless the watcher asked for fragments), up to gRPC's ceiling.
-                buf.put_u8(0);
-                buf.put_u32(u32::try_from(len).unwrap_or(u32::MAX));
+                grpc_message::put_prefix(buf, len);
                 r.encode(buf);
                 self.rest.next();
             }
@@ -180,19 +180,16 @@ impl http_body::Body for WatchBody {
         if self.ended {
             return Poll::Ready(None);
         }
-        let mut buf = Pooled::take();
+        let mut buf = Vec::new();
         self.fill(cx, &mut buf);
         if !buf.is_empty() {
             return Poll::Ready(Some(Ok(Frame::data(Pooled::freeze(buf)))));
         }
-        Pooled::give_back(buf);
         if !self.finished {
             return Poll::Pending; // `fill` polled the batches, which will wake the task
         }
         self.ended = true;
-        let mut trailers = HeaderMap::with_capacity(1);
-        trailers.insert("grpc-status", HeaderValue::from_static("0"));
-        Poll::Ready(Some(Ok(Frame::trailers(trailers))))
+        Poll::Ready(Some(Ok(Frame::trailers(grpc_message::ok_trailers()))))
     }
 
     fn is_end_stream(&self) -> bool {
@@ -274,18 +271,12 @@ mod tests {
     use http_body_util::BodyExt;
 
     use super::*;
+    use crate::watch::wire::tests::kv;
     use crate::watch::wire::WireEvent;
+    use http::HeaderValue;
 
     fn event(key: &str, rev: i64) -> Event {
-        let kv = |value: &str, rev: i64| KeyValue {
-            key: Bytes::copy_from_slice(key.as_bytes()),
-            value: Bytes::copy_from_slice(value.as_bytes()),
-            create_revision: 2,
-            mod_revision: rev,
-            version: 1,
-            lease: 0,
-        };
-        Event { r#type: 0, kv: Some(kv("new", rev)), prev_kv: Some(kv("old", rev - 1)) }
+        Event { r#type: 0, kv: Some(kv(key, "new", rev)), prev_kv: Some(kv(key, "old", rev - 1)) }
     }
 
     fn response(watch_id: i64, events: &[Event]) -> (WireResponse, WatchResponse) {

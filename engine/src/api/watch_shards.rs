@@ -335,10 +335,7 @@ impl Merge {
             }
             self.release(bound, &mut outgoing);
             if let Some(mut answer) = self.answer.take() {
-                if let Some(h) = answer.header.as_mut() {
-                    h.revision = h.revision.min(bound);
-                    answer.header_bytes = None;
-                }
+                answer.cap_revision(bound);
                 outgoing.push(answer);
             }
             // What one turn produced goes to the client as one batch, as a hub's round does.

@@ -202,6 +202,15 @@ impl WireResponse {
         n + usize::from(self.fragment) * 2
     }
 
+    /// Lowers the header's revision to at most `bound`, dropping the encoded header when that
+    /// changes it (the merge over shards answers at the revision every shard has published).
+    pub fn cap_revision(&mut self, bound: i64) {
+        if let Some(h) = self.header.as_mut().filter(|h| h.revision > bound) {
+            h.revision = bound;
+            self.header_bytes = None;
+        }
+    }
+
     /// Writes the message as protobuf, the fields in tag order as prost writes them.
     pub fn encode(&self, buf: &mut impl BufMut) {
         match (&self.header_bytes, &self.header) {
@@ -272,11 +281,12 @@ impl WireResponse {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use ballast_proto::mvccpb::KeyValue;
 
-    fn kv(key: &str, value: &str, rev: i64) -> KeyValue {
+    /// A record of `key` at `rev` (created at 2, version 3), for tests that build events.
+    pub(crate) fn kv(key: &str, value: &str, rev: i64) -> KeyValue {
         KeyValue {
             key: Bytes::copy_from_slice(key.as_bytes()),
             value: Bytes::copy_from_slice(value.as_bytes()),
