@@ -48,6 +48,12 @@ for s in $scenarios; do
     kill -9 "$store_pid" 2>/dev/null || true
     wait "$store_pid" 2>/dev/null || true
     store_pid=
+    # Settle before the next server: a killed server leaves dirty pages behind, which the kernel
+    # would write back during the next run and charge to its fsyncs. Deleting the data directory
+    # drops most of them; sync writes the rest now.
+    rm -rf "$work/$target-$port"
+    sync
+    sleep 2
   done
 done
 

@@ -200,6 +200,11 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        // A failing test drops its server while unwinding: show what the server said last, since
+        // its directory (and log) goes with it.
+        if std::thread::panicking() {
+            eprintln!("{:?} server log, last lines:\n{}", self.target, self.log_tail());
+        }
         self.kill9();
     }
 }
