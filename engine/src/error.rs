@@ -89,12 +89,12 @@ pub enum EngineError {
     /// count the data directory was created with).
     #[error("{0}")]
     ShardCount(String),
-    /// A shard's executor could not be started (io_uring unavailable, CPU not online, ...).
-    #[error("cannot start the executor of shard {shard}: {reason}")]
+    /// A shard's thread could not be started or pinned to its CPU.
+    #[error("cannot start the thread of shard {shard}: {reason}")]
     Executor {
         /// The shard.
         shard: usize,
-        /// What the executor reported.
+        /// What failed.
         reason: String,
     },
     /// The storage backend failed.

@@ -10,7 +10,7 @@
 //! * [`lease`]: the lease table; [`watch`]: watch streams, the event ring, slow-consumer policy,
 //!   events encoded once for every watcher ([`watch::wire`]).
 //! * [`raft_log`]: the raft log on the storage seam; [`shard`]: one shard, its raft node, state
-//!   machine and loop (the only code that touches the shard's state), the glommio executor it
+//!   machine and loop (the only code that touches the shard's state), the thread it
 //!   runs on ([`shard::executor`]) and the stall reports ([`shard::stall`]); [`shard_map`]: which
 //!   shard owns a key and which shards a range touches (see `engine/SHARDING.md`).
 //! * [`api`]: the etcd v3 gRPC services (Watch's gRPC server written by hand,

@@ -101,7 +101,7 @@ const META_SHARD_COUNT: &[u8] = b"shard_count";
 #[derive(Debug)]
 pub struct Engine {
     api: Api,
-    shard_threads: Vec<glommio::ExecutorJoinHandle<Result<()>>>,
+    shard_threads: Vec<std::thread::JoinHandle<Result<()>>>,
     beats: Vec<Arc<stall::Heartbeat>>,
     listen: Vec<SocketAddr>,
     http2_connection_window: u32,
@@ -324,7 +324,7 @@ impl Engine {
         }
         drop(done_tx);
         let mut shard_done = Box::pin(async move {
-            let mut first: Option<glommio::Result<Result<()>, ()>> = None;
+            let mut first: Option<std::thread::Result<Result<()>>> = None;
             let mut joined = 0;
             while let Some(r) = done_rx.recv().await {
                 joined += 1;

@@ -1,8 +1,8 @@
 //! One shard: its raft node, its state machine and the loop that owns them.
 //!
 //! Reading order: [`msg`] (what can be asked), [`state_machine`] (what committed entries do),
-//! then [`Shard::run`], the loop, which runs as the one task of the shard's own executor
-//! ([`executor`]) and reports each round to the stall watch ([`stall`]). The loop is the only code
+//! then [`Shard::run`], the loop, which runs on the shard's own thread ([`executor`]) and
+//! reports each round to the stall watch ([`stall`]). The loop is the only code
 //! that touches the shard's state; the network plane reaches it through [`ShardHandle`]. One
 //! iteration ("round"): take up to `max_msgs_per_round` messages (reads answered at once, writes
 //! set aside), evaluate and propose the round's writes (see [`state_machine`]), tick raft when
@@ -31,8 +31,7 @@ use ballast_proto::etcdserverpb::{
     LeaseStatus, LeaseTimeToLiveResponse,
 };
 use ballast_raft::{NoopTransport, RaftConfig, RaftNode};
-use flume::{Receiver, Sender, TrySendError};
-use futures::future::Either;
+use flume::{Receiver, RecvTimeoutError, Sender, TryRecvError, TrySendError};
 use prost::Message;
 
 use crate::apply::kv;
@@ -86,10 +85,6 @@ pub struct ShardConfig {
     /// election timeout: a shard that stops polling that long would, with followers, lose its
     /// leadership; shorter stalls (a slow sync) show in request latency already.
     pub stall_threshold: Duration,
-    /// How long the shard's task runs before it yields to its executor (timers, wake-ups, the
-    /// executor's stall detector). 10 ms is a few rounds under load; glommio's 100 ms default
-    /// would let one busy stretch hold back a due tick by that much.
-    pub preempt_interval: Duration,
     /// Memory for the newest value of live keys (see `mvcc::value_cache`). 256 MiB holds a
     /// typical control plane's whole live data set (kube-apiserver's watch cache holds every
     /// object anyway); beyond it, reads fall back to RocksDB and its block cache.
@@ -113,7 +108,6 @@ impl Default for ShardConfig {
             value_cache_bytes: crate::mvcc::DEFAULT_VALUE_CACHE_BYTES,
             placement: ShardPlacement::Unbound,
             stall_threshold: Duration::from_secs(1),
-            preempt_interval: Duration::from_millis(10),
         }
     }
 }
@@ -267,14 +261,14 @@ impl<B: KvBackend + Clone> Shard<B> {
         HeaderInfo { raft_term: self.node.term(), ..self.ids }
     }
 
-    /// Runs the shard loop on its executor (see [`executor::spawn`]) until a `Shutdown` message
-    /// arrives or every handle is dropped, reporting each round on `beat`.
+    /// Runs the shard loop on the calling thread (see [`executor::spawn`]) until a `Shutdown`
+    /// message arrives or every handle is dropped, reporting each round on `beat`.
     ///
     /// # Errors
     /// A storage or raft error; the shard's state can no longer be trusted and the member must
     /// stop (etcd panics in the same situations).
-    pub async fn run(mut self, beat: Arc<Heartbeat>) -> Result<()> {
-        let result = self.run_loop(&beat).await;
+    pub fn run(mut self, beat: &Heartbeat) -> Result<()> {
+        let result = self.run_loop(beat);
         beat.idle();
         for (_, reply) in self.writes.drain(..) {
             let _ = reply.send(Err(EngineError::Stopped));
@@ -285,7 +279,7 @@ impl<B: KvBackend + Clone> Shard<B> {
         result
     }
 
-    async fn run_loop(&mut self, beat: &Heartbeat) -> Result<()> {
+    fn run_loop(&mut self, beat: &Heartbeat) -> Result<()> {
         let mut next_tick = self.clock.now() + self.cfg.tick_interval;
         while !self.stopping {
             let now = self.clock.now();
@@ -295,12 +289,13 @@ impl<B: KvBackend + Clone> Shard<B> {
             }
             let first = match self.rx.try_recv() {
                 Ok(msg) => Some(msg),
-                Err(flume::TryRecvError::Disconnected) => break,
-                Err(flume::TryRecvError::Empty) => {
+                Err(TryRecvError::Disconnected) => break,
+                Err(TryRecvError::Empty) => {
                     beat.idle();
-                    match self.next_msg(wait).await {
-                        Ok(msg) => msg,
-                        Err(flume::RecvError::Disconnected) => break,
+                    match self.rx.recv_timeout(wait) {
+                        Ok(msg) => Some(msg),
+                        Err(RecvTimeoutError::Timeout) => None,
+                        Err(RecvTimeoutError::Disconnected) => break,
                     }
                 }
             };
@@ -328,20 +323,8 @@ impl<B: KvBackend + Clone> Shard<B> {
             self.run_ready()?;
             let hdr = self.hdr();
             self.hub.catch_up(self.node.state_machine().store(), &hdr)?;
-            // A busy mailbox never makes the task wait, so it gives the executor its turn here.
-            glommio::yield_if_needed().await;
         }
         Ok(())
-    }
-
-    /// Waits up to `wait` for a message: `Ok(None)` when the time is up.
-    async fn next_msg(&self, wait: Duration) -> std::result::Result<Option<ShardMsg>, flume::RecvError> {
-        let recv = std::pin::pin!(self.rx.recv_async());
-        let timer = std::pin::pin!(glommio::timer::sleep(wait));
-        match futures::future::select(recv, timer).await {
-            Either::Left((msg, _)) => msg.map(Some),
-            Either::Right(((), _)) => Ok(None),
-        }
     }
 
     fn on_tick(&mut self, now: Instant) -> Result<()> {

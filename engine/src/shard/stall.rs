@@ -2,20 +2,14 @@
 //!
 //! A shard's loop is the only code that touches its state, so a round that blocks (a disk that
 //! stops answering a sync, a defragmentation of a huge database, a bug that spins) stalls every
-//! request for the shard's keys. Two reports cover it:
-//!
-//! * [`StallWatch`], a thread of the member's own, reads each shard's [`Heartbeat`] and warns
-//!   *while* a round has run longer than the threshold (a shard stuck for good is reported too),
-//!   then once more when the shard polls again, with how long it was away.
-//! * [`ExecutorStallHandler`] is the shard executor's own detector (glommio's): when a run of
-//!   the shard's task outlasts the executor's preemption budget plus the threshold, it logs the
-//!   stack the shard was on when the threshold passed, which says *where* it was stuck.
+//! request for the shard's keys. [`StallWatch`], a thread of the member's own, reads each
+//! shard's [`Heartbeat`] and warns *while* a round has run longer than the threshold (a shard
+//! stuck for good is reported too), then once more when the shard polls again, with how long it
+//! was away.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Weak;
 use std::time::{Duration, Instant};
-
-use glommio::{StallDetectionHandler, TaskQueueHandle};
 
 /// One shard's liveness as its loop reports it.
 #[derive(Debug)]
@@ -126,22 +120,6 @@ impl StallWatch {
                 }
             }
         })
-    }
-}
-
-/// The shard executor's stall detector: a run of the shard's task queue that outlasts the
-/// executor's preemption budget by more than `threshold` is logged by glommio (through the `log`
-/// facade, which the binary's subscriber collects) with the executor's name and the stack it was
-/// on when the threshold passed.
-#[derive(Debug)]
-pub struct ExecutorStallHandler {
-    /// How far past the preemption budget a run must go to be reported.
-    pub threshold: Duration,
-}
-
-impl StallDetectionHandler for ExecutorStallHandler {
-    fn threshold(&self, _queue: TaskQueueHandle, _max_expected_runtime: Duration) -> Option<Duration> {
-        Some(self.threshold)
     }
 }
 
