@@ -159,8 +159,8 @@ struct EngineFlags {
     /// (one namespace of one resource), as Kubernetes' always do.
     #[arg(long, default_value_t = 1)]
     shards: u32,
-    /// Where shard executors run: `unbound` (any CPU) or `per-core` (shard n pinned to CPU
-    /// n mod cpus).
+    /// Where shard threads run: `unbound` (any CPU) or `per-core` (shard n pinned to the n-th
+    /// CPU the process may run on, mod their count).
     #[arg(long, default_value = "unbound", value_parser = ["unbound", "per-core"])]
     shard_placement: String,
     /// Milliseconds one shard round may run before the shard is reported as stalled.

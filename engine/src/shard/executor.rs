@@ -62,15 +62,11 @@ pub fn spawn<B: KvBackend + Clone + Send + 'static>(
     let thread = std::thread::Builder::new()
         .name(format!("ballast-shard-{index}"))
         .spawn(move || {
-            if let Some(cpu) = cpu {
-                let pinned = pin_current_thread(cpu);
-                let ok = pinned.is_ok();
-                let _ = pinned_tx.send(pinned);
-                if !ok {
-                    return Ok(());
-                }
-            } else {
-                let _ = pinned_tx.send(Ok(()));
+            let pinned = cpu.map_or(Ok(()), pin_current_thread);
+            let ok = pinned.is_ok();
+            let _ = pinned_tx.send(pinned);
+            if !ok {
+                return Ok(()); // the spawner reports the failure
             }
             shard.run(&beat)
         })
