@@ -31,6 +31,23 @@ enum Command {
     Engine(EngineFlags),
     /// Run one Kubernetes API frontend against etcd v3 endpoints.
     Frontend(FrontendFlags),
+    /// Work with snapshots taken by `etcdctl snapshot save` (or any Maintenance.Snapshot client).
+    #[command(subcommand)]
+    Snapshot(SnapshotCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum SnapshotCommand {
+    /// Unpack a snapshot into a new data directory, as `etcdctl snapshot restore` does for
+    /// etcd: the restored member starts as a new cluster with the snapshot's data (new member
+    /// and cluster IDs from its own flags) and must be started with the snapshot's `--shards`.
+    Restore {
+        /// The snapshot file.
+        file: PathBuf,
+        /// Data directory to create; it must not exist or be empty.
+        #[arg(long)]
+        data_dir: PathBuf,
+    },
 }
 
 /// `ballast serve`: the engine's flags plus the frontend's port and authentication.
@@ -321,6 +338,19 @@ fn main() -> anyhow::Result<()> {
         Command::Serve(flags) => &flags.engine.log_format,
         Command::Engine(flags) => &flags.log_format,
         Command::Frontend(flags) => &flags.log_format,
+        Command::Snapshot(SnapshotCommand::Restore { file, data_dir }) => {
+            let restored = ballast_engine::snapshot::restore(file, data_dir)?;
+            println!(
+                "restored {} ({} files, {} bytes) into {}; start it with --data-dir {} --shards {}",
+                file.display(),
+                restored.files,
+                restored.bytes,
+                data_dir.display(),
+                data_dir.display(),
+                restored.shards
+            );
+            return Ok(());
+        }
     };
     init_logs(log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("ballast-net").build()?;
@@ -334,5 +364,6 @@ fn main() -> anyhow::Result<()> {
             let cfg = config(&flags.engine)?;
             runtime.block_on(run_all_in_one(cfg, flags))
         }
+        Command::Snapshot(_) => Ok(()), // answered above, before any runtime work
     }
 }

@@ -106,6 +106,10 @@ pub enum EngineError {
     /// The shard's mailbox is full.
     #[error("too many requests")]
     TooManyRequests,
+    /// A snapshot of several shards could not stop them all at one revision in time (a shard
+    /// was busy or could not take the request); nothing was copied, and a retry may succeed.
+    #[error("snapshot: the shards could not all be stopped at one revision; try again")]
+    SnapshotCut,
 }
 
 /// Shorthand for results of engine operations.

@@ -16,7 +16,8 @@
 //! * [`api`]: the etcd v3 gRPC services (Watch's gRPC server written by hand,
 //!   [`api::watch_grpc`], to send pre-encoded events); [`api::status`] is the one mapping of [`EngineError`]
 //!   to gRPC status codes and etcd's message text.
-//! * [`server`]: opening a data directory and serving it.
+//! * [`server`]: opening a data directory and serving it; [`snapshot`]: the snapshot archive and
+//!   restoring one into a new data directory.
 //!
 //! # Layering
 //! `storage` <- `mvcc` <- `apply`/`lease`/`watch` <- `shard` <- `api` <- `server`. Lower layers
@@ -35,6 +36,7 @@ pub mod raft_log;
 pub mod server;
 pub mod shard;
 pub mod shard_map;
+pub mod snapshot;
 pub mod storage;
 pub mod watch;
 

@@ -165,6 +165,19 @@ fn identity(backend: &RocksBackend, cfg: &EngineConfig) -> Result<(u64, u64)> {
     Ok((member, cluster))
 }
 
+/// Drops the member and cluster IDs stored in `backend` (shard 0 of a restored snapshot), so the
+/// next start settles new ones from its own flags.
+///
+/// # Errors
+/// The backend's write error.
+pub(crate) fn forget_identity(backend: &RocksBackend) -> Result<()> {
+    let mut wb = WriteBatch::new();
+    wb.delete(Cf::Meta, META_MEMBER_ID.to_vec());
+    wb.delete(Cf::Meta, META_CLUSTER_ID.to_vec());
+    backend.write(wb, WriteOpts { sync: true })?;
+    Ok(())
+}
+
 impl Engine {
     /// Opens the data directory and starts the shard threads.
     ///

@@ -55,9 +55,18 @@ pub(crate) async fn wait_for(timeout: Duration, mut cond: impl AsyncFnMut() -> b
 impl Server {
     /// Starts a fresh server and waits until it answers.
     pub(crate) async fn start(target: Target) -> Server {
+        Self::start_with(target, |_, _| {}).await
+    }
+
+    /// Starts a server on a data directory `prepare(data_dir, peer_url)` fills first (a
+    /// restored snapshot), and waits until it answers.
+    pub(crate) async fn start_with(target: Target, prepare: impl Fn(&std::path::Path, &str)) -> Server {
         let mut dir = tempfile::tempdir().expect("tempdir");
         for attempt in 0..3 {
             let mut s = Server { target, dir, port: free_port(), peer_port: free_port(), child: None };
+            let data = s.dir.path().join("data");
+            let _ = std::fs::remove_dir_all(&data);
+            prepare(&data, &s.peer_url());
             s.spawn();
             if s.wait_ready().await {
                 return s;
@@ -85,9 +94,13 @@ impl Server {
         log.lines().rev().take(30).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
     }
 
+    fn peer_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.peer_port)
+    }
+
     fn spawn(&mut self) {
         let client = format!("http://127.0.0.1:{}", self.port);
-        let peer = format!("http://127.0.0.1:{}", self.peer_port);
+        let peer = self.peer_url();
         let data = self.dir.path().join("data");
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log_path()).expect("log file");
         let mut cmd = match self.target {

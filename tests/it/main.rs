@@ -16,4 +16,5 @@ mod maintenance;
 mod sharded_model;
 mod shards;
 mod slow_watcher;
+mod snapshot_restore;
 mod watch;

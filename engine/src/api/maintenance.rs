@@ -1,19 +1,18 @@
 //! The `etcdserverpb.Maintenance` service: status, hashes, defragmentation, alarms and
 //! snapshots.
 //!
-//! # Snapshot format
-//! etcd streams its bbolt file; Ballast streams a consistent RocksDB checkpoint of the member's
-//! store as an archive: the line `BALLAST-SNAPSHOT 1\n`, then for each file a big-endian `u32`
-//! name length, the name, a big-endian `u64` size and the bytes, and finally the SHA-256 of
-//! a `u32` zero, zero bytes up to a multiple of 512, and finally the SHA-256 of everything
-//! before it (32 bytes). etcd's bbolt stream has the same tail (page-aligned data plus SHA-256),
-//! and `etcdctl snapshot save` checks exactly that (`size % 512 == 32`); it stores the archive as
-//! is. `etcdctl snapshot status/restore` expect bbolt and do not apply.
+//! # Snapshots
+//! etcd streams its bbolt file; Ballast streams RocksDB checkpoints of every shard, taken at one
+//! revision, as the archive [`crate::snapshot`] describes. Its tail is etcd's (page-aligned data
+//! plus SHA-256), which is what `etcdctl snapshot save` checks (`size % 512 == 32`); it stores the
+//! archive as is. `etcdctl snapshot status/restore` expect bbolt and do not apply: `ballast
+//! snapshot restore` unpacks the archive into a new data directory.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use ballast_proto::ballastpb::raft_command::Command;
 use ballast_proto::etcdserverpb::{
@@ -28,11 +27,11 @@ use tonic::{Request, Response, Status};
 
 use super::{unexpected, Api, ETCD_COMPAT_VERSION};
 use crate::error::EngineError;
+use crate::shard::cut::Cut;
 use crate::shard::{ShardMsg, ShardStatus, WriteResponse};
 
 /// Bytes per snapshot message; etcd's own send buffer is 32 KiB.
 const SNAPSHOT_CHUNK: usize = 32 * 1024;
-const SNAPSHOT_MAGIC: &[u8] = b"BALLAST-SNAPSHOT 1\n";
 
 /// Serves the maintenance RPCs.
 #[derive(Debug, Clone)]
@@ -171,16 +170,20 @@ impl Maintenance for MaintenanceService {
         let dir = self.api.snapshot_dir.join(format!("snap-{n}"));
         let _ = std::fs::remove_dir_all(&dir);
         // One shard's checkpoint is the archive's files; with several, each shard's goes into
-        // `shard-<n>/`. Shards are copied one after another, each consistent in itself: a
-        // revision another shard wrote meanwhile may be in its copy and not in an earlier one.
-        if self.api.shards.len() > 1 {
+        // `shard-<n>/`, all taken at one revision (see `shard::cut`).
+        let revision = if self.api.shards.len() == 1 {
+            self.api.call(0, |tx| ShardMsg::Checkpoint(dir.clone(), None, tx)).await
+        } else {
             std::fs::create_dir_all(&dir).map_err(|e| Status::unavailable(format!("etcdserver: snapshot: {e}")))?;
-        }
-        let mut revision = 0;
-        for s in 0..self.api.map.shard_count() {
-            let target = if self.api.shards.len() == 1 { dir.clone() } else { dir.join(format!("shard-{s}")) };
-            revision = revision.max(self.api.call(s, |tx| ShardMsg::Checkpoint(target, tx)).await?);
-        }
+            self.checkpoint_at_one_revision(&dir).await
+        };
+        let revision = match revision {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e.into());
+            }
+        };
         let header = self.header(revision);
         // Four chunks in flight keep the disk and the network busy without buffering the store.
         let (tx, rx) = tokio::sync::mpsc::channel(4);
@@ -199,6 +202,35 @@ impl Maintenance for MaintenanceService {
             return Ok(Response::new(MoveLeaderResponse { header: self.header(0) }));
         }
         Err(EngineError::MemberNotFound.into())
+    }
+}
+
+impl MaintenanceService {
+    /// Copies every shard's state into `dir/shard-<n>` at one revision, which it returns: every
+    /// shard is asked at once and copies only when all stand still (see `shard::cut`).
+    async fn checkpoint_at_one_revision(&self, dir: &Path) -> Result<i64, EngineError> {
+        // The shards give up waiting for each other well before the caller gives up on them.
+        let cut = Arc::new(Cut::new(self.api.shards.len(), self.api.request_timeout / 2));
+        let calls = self.api.shards.iter().enumerate().map(|(s, shard)| {
+            let (cut, target) = (Arc::clone(&cut), dir.join(format!("shard-{s}")));
+            async move {
+                let r = shard
+                    .call(self.api.request_timeout, |tx| ShardMsg::Checkpoint(target, Some(Arc::clone(&cut)), tx))
+                    .await;
+                if r.is_err() {
+                    cut.fail(); // the others must not wait for a shard that will never come
+                }
+                r
+            }
+        });
+        let revisions = futures::future::join_all(calls).await.into_iter().collect::<Result<Vec<i64>, _>>()?;
+        let first = revisions.first().copied().unwrap_or(0);
+        if revisions.iter().any(|&r| r != first) {
+            // Cannot happen while the cut holds; refuse rather than stream a torn snapshot.
+            tracing::error!(?revisions, "shards copied at different revisions inside one cut");
+            return Err(EngineError::SnapshotCut);
+        }
+        Ok(first)
     }
 }
 
@@ -232,7 +264,7 @@ fn files_of(dir: &Path) -> std::io::Result<Vec<(String, PathBuf, u64)>> {
 /// Streams `dir` as a snapshot archive; returns Ok(()) also when the client went away.
 fn stream_archive(dir: &Path, header: Option<ResponseHeader>, tx: &ChunkSender) -> std::io::Result<()> {
     let files = files_of(dir)?;
-    let body: u64 = SNAPSHOT_MAGIC.len() as u64
+    let body: u64 = crate::snapshot::MAGIC.len() as u64
         + files.iter().map(|(name, _, size)| 4 + name.len() as u64 + 8 + size).sum::<u64>()
         + 4;
     let padding = (512 - body % 512) % 512;
@@ -246,7 +278,7 @@ fn stream_archive(dir: &Path, header: Option<ResponseHeader>, tx: &ChunkSender) 
         hasher: Sha256::new(),
         gone: false,
     };
-    out.write(SNAPSHOT_MAGIC);
+    out.write(crate::snapshot::MAGIC);
     for (name, path, size) in &files {
         out.write(&(name.len() as u32).to_be_bytes());
         out.write(name.as_bytes());

@@ -38,6 +38,7 @@ pub fn code_and_message(e: &EngineError) -> (Code, String) {
         E::CrossShard { .. } => (Code::FailedPrecondition, format!("ballast: {e}")),
         E::ShardCount(_) => (Code::FailedPrecondition, format!("ballast: {e}")),
         E::Executor { .. } => (Code::Unavailable, format!("ballast: {e}")),
+        E::SnapshotCut => (Code::Unavailable, format!("ballast: {e}")),
         // etcd has no error for a failing disk (it panics); these end the member, and the
         // client sees a retryable code while it restarts.
         E::Storage(_) | E::Raft(_) => (Code::Unavailable, format!("etcdserver: {e}")),
@@ -83,6 +84,11 @@ mod tests {
             (EngineError::Timeout, Code::Unavailable, "etcdserver: request timed out"),
             (EngineError::NotCapable, Code::FailedPrecondition, "etcdserver: not capable"),
             (EngineError::MemberNotFound, Code::NotFound, "etcdserver: member not found"),
+            (
+                EngineError::SnapshotCut,
+                Code::Unavailable,
+                "ballast: snapshot: the shards could not all be stopped at one revision; try again",
+            ),
         ];
         for (err, code, msg) in cases {
             let status = Status::from(err);

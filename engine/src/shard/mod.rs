@@ -15,6 +15,7 @@
 //! every proposal is committed, written and answered in the round it is proposed. Multi-member
 //! shards will need ReadIndex here (see the raft crate's `read_index`).
 
+pub mod cut;
 pub mod executor;
 pub mod msg;
 pub mod stall;
@@ -449,9 +450,19 @@ impl<B: KvBackend + Clone> Shard<B> {
                 let r = self.node.state_machine().store().backend().compact_all().map_err(EngineError::from);
                 let _ = reply.send(r);
             }
-            ShardMsg::Checkpoint(dir, reply) => {
+            ShardMsg::Checkpoint(dir, cut, reply) => {
                 let store = self.node.state_machine().store();
-                let r = store.backend().checkpoint(&dir).map(|()| store.current_rev()).map_err(EngineError::from);
+                let revision = match cut {
+                    None => store.current_rev(),
+                    Some(cut) => match cut.arrive(|| store.current_rev()) {
+                        Some(revision) => revision,
+                        None => {
+                            let _ = reply.send(Err(EngineError::SnapshotCut));
+                            return Ok(());
+                        }
+                    },
+                };
+                let r = store.backend().checkpoint(&dir).map(|()| revision).map_err(EngineError::from);
                 let _ = reply.send(r);
             }
             ShardMsg::Shutdown => self.stopping = true,

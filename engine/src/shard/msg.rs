@@ -86,8 +86,10 @@ pub enum ShardMsg {
     HashKv(i64, Reply<HashKvResponse>),
     /// Reclaims disk space.
     Defragment(Reply<()>),
-    /// Writes a consistent copy of the store into the given directory.
-    Checkpoint(std::path::PathBuf, Reply<i64>),
+    /// Writes a consistent copy of the store into the given directory and answers the revision
+    /// it holds; with a [`Cut`](super::cut::Cut), only once every shard of the cut stands still,
+    /// so all the copies hold the same revision.
+    Checkpoint(std::path::PathBuf, Option<std::sync::Arc<super::cut::Cut>>, Reply<i64>),
     /// Stops the shard loop after answering what is in flight.
     Shutdown,
 }

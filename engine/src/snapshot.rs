@@ -1,0 +1,267 @@
+//! Snapshot archives: the format `Maintenance.Snapshot` streams (written by
+//! [`crate::api::maintenance`]) and [`restore`], which unpacks one into a new data directory
+//! (`ballast snapshot restore`).
+//!
+//! # Format
+//! The line `BALLAST-SNAPSHOT 1\n`; then for each file a big-endian `u32` name length, the name,
+//! a big-endian `u64` size and the bytes; then a `u32` zero, zero bytes up to a multiple of 512,
+//! and the SHA-256 of everything before it (32 bytes). Names are a shard's RocksDB checkpoint
+//! files: bare (`CURRENT`, `000012.sst`) for a one-shard member, `shard-<n>/<file>` for each shard
+//! of a sharded one, all shards copied at one revision. etcd's bbolt stream has the same tail
+//! (page-aligned data plus SHA-256), which is what `etcdctl snapshot save` checks.
+//!
+//! # Restoring
+//! As `etcdctl snapshot restore` does for etcd, [`restore`] fills a data directory that does not
+//! exist yet (or is empty) and leaves the member's identity to its first start: the member and
+//! cluster IDs the snapshot's member had are dropped, so the restored member takes new ones from
+//! its own peer URLs and cluster token, a new cluster with the snapshot's data. The shard count
+//! stays the snapshot's: start the member with the same `--shards`.
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::error::{EngineError, Result};
+use crate::storage::rocks::{RocksBackend, RocksOptions};
+use crate::storage::StorageError;
+
+/// The archive's first line.
+pub const MAGIC: &[u8] = b"BALLAST-SNAPSHOT 1\n";
+
+/// Length of the SHA-256 trailer.
+const DIGEST_LEN: u64 = 32;
+
+/// What [`restore`] unpacked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restored {
+    /// Shards in the snapshot; the member must be started with this `--shards`.
+    pub shards: u32,
+    /// Files written.
+    pub files: usize,
+    /// Bytes written.
+    pub bytes: u64,
+}
+
+/// Why an archive could not be restored.
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreError {
+    /// The archive is damaged, truncated or not a Ballast snapshot.
+    #[error("{path}: not a usable Ballast snapshot: {why}")]
+    BadArchive {
+        /// The archive.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// The data directory already holds something.
+    #[error("data-dir {0} exists and is not empty; restore needs a new directory")]
+    DataDirInUse(PathBuf),
+    /// Reading the archive or writing the directory failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// The restored store could not be opened to reset its identity.
+    #[error("{0}")]
+    Engine(#[from] EngineError),
+}
+
+impl From<StorageError> for RestoreError {
+    fn from(e: StorageError) -> Self {
+        Self::Engine(e.into())
+    }
+}
+
+/// Unpacks the archive at `archive` into `data_dir`, which must not exist or be empty, after
+/// checking its checksum. On failure nothing is left in `data_dir`.
+///
+/// # Errors
+/// [`RestoreError`]: a damaged archive, a data directory in use, or an I/O failure.
+pub fn restore(archive: &Path, data_dir: &Path) -> Result<Restored, RestoreError> {
+    if std::fs::read_dir(data_dir).is_ok_and(|mut d| d.next().is_some()) {
+        return Err(RestoreError::DataDirInUse(data_dir.to_path_buf()));
+    }
+    let bad = |why: String| RestoreError::BadArchive { path: archive.to_path_buf(), why };
+    let body = verify_digest(archive).map_err(|e| match e {
+        RestoreError::Io(e) => bad(e.to_string()),
+        e => e,
+    })?;
+    let result = unpack(archive, body, data_dir);
+    if result.is_err() {
+        let _ = std::fs::remove_dir_all(data_dir);
+    }
+    result
+}
+
+/// Checks the archive's size and SHA-256 trailer; returns the length of what the digest covers.
+fn verify_digest(archive: &Path) -> Result<u64, RestoreError> {
+    let bad = |why: &str| RestoreError::BadArchive { path: archive.to_path_buf(), why: why.to_string() };
+    let mut f = File::open(archive)?;
+    let len = f.metadata()?.len();
+    if len < MAGIC.len() as u64 + 4 + DIGEST_LEN || len % 512 != DIGEST_LEN {
+        return Err(bad("its size is not that of a snapshot (512-byte pages plus a SHA-256)"));
+    }
+    let body = len - DIGEST_LEN;
+    let mut hasher = Sha256::new();
+    let mut left = body;
+    let mut buf = vec![0u8; 1 << 16];
+    while left > 0 {
+        let want = left.min(buf.len() as u64) as usize;
+        let n = f.read(&mut buf[..want])?;
+        if n == 0 {
+            return Err(bad("it ends early"));
+        }
+        hasher.update(&buf[..n]);
+        left -= n as u64;
+    }
+    let mut want = [0u8; DIGEST_LEN as usize];
+    f.read_exact(&mut want)?;
+    if hasher.finalize().as_slice() != want {
+        return Err(bad("its SHA-256 does not match (damaged or cut short)"));
+    }
+    Ok(body)
+}
+
+/// Where an archive entry goes: (shard, file name inside that shard's checkpoint).
+fn place(name: &str) -> Option<(u32, &str)> {
+    let plain = |f: &str| !f.is_empty() && f != "." && f != ".." && !f.contains('/') && !f.contains('\\');
+    match name.split_once('/') {
+        None => plain(name).then_some((0, name)),
+        Some((dir, file)) => {
+            let n: u32 = dir.strip_prefix("shard-")?.parse().ok()?;
+            (plain(file) && dir == format!("shard-{n}")).then_some((n, file))
+        }
+    }
+}
+
+/// The directory shard `n`'s store lives in, as the engine opens it (see `server`).
+fn shard_db(data_dir: &Path, n: u32) -> PathBuf {
+    if n == 0 {
+        data_dir.join("db")
+    } else {
+        data_dir.join(format!("shard-{n}")).join("db")
+    }
+}
+
+fn unpack(archive: &Path, body: u64, data_dir: &Path) -> Result<Restored, RestoreError> {
+    let bad = |why: String| RestoreError::BadArchive { path: archive.to_path_buf(), why };
+    let mut r = BufReader::new(File::open(archive)?).take(body);
+    let mut magic = vec![0u8; MAGIC.len()];
+    r.read_exact(&mut magic)?;
+    if magic != MAGIC {
+        return Err(bad("it does not start with the Ballast snapshot header".into()));
+    }
+    let (mut files, mut bytes) = (0usize, 0u64);
+    let mut shards = std::collections::BTreeSet::new();
+    let mut plain_names = false;
+    loop {
+        let mut word = [0u8; 4];
+        r.read_exact(&mut word).map_err(|_| bad("it ends inside its file list".into()))?;
+        let name_len = u32::from_be_bytes(word) as usize;
+        if name_len == 0 {
+            break;
+        }
+        if name_len > 4096 {
+            return Err(bad(format!("a file name of {name_len} bytes")));
+        }
+        let mut name = vec![0u8; name_len];
+        r.read_exact(&mut name).map_err(|_| bad("it ends inside a file name".into()))?;
+        let name = String::from_utf8(name).map_err(|_| bad("a file name is not UTF-8".into()))?;
+        let (shard, file) = place(&name).ok_or_else(|| bad(format!("unexpected file name {name:?}")))?;
+        plain_names |= !name.contains('/');
+        let mut size = [0u8; 8];
+        r.read_exact(&mut size).map_err(|_| bad("it ends inside a file header".into()))?;
+        let size = u64::from_be_bytes(size);
+        let dir = shard_db(data_dir, shard);
+        std::fs::create_dir_all(&dir)?;
+        let mut out = BufWriter::new(File::create(dir.join(file))?);
+        let copied = std::io::copy(&mut (&mut r).take(size), &mut out)?;
+        if copied != size {
+            return Err(bad(format!("{name} is cut short ({copied} of {size} bytes)")));
+        }
+        out.into_inner().map_err(std::io::IntoInnerError::into_error)?.sync_all()?;
+        shards.insert(shard);
+        files += 1;
+        bytes += size;
+    }
+    let count = shards.len() as u32;
+    if count == 0 {
+        return Err(bad("it holds no files".into()));
+    }
+    if shards.iter().copied().ne(0..count) || (plain_names && count > 1) {
+        return Err(bad(format!("its shards are not 0..{count}: {shards:?}")));
+    }
+    // The first start settles a new identity from its own flags, as after etcd's restore.
+    let first = RocksBackend::open(&shard_db(data_dir, 0), &RocksOptions::default())?;
+    crate::server::forget_identity(&first)?;
+    Ok(Restored { shards: count, files, bytes })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_map_to_shard_directories_and_nothing_escapes() {
+        assert_eq!(place("CURRENT"), Some((0, "CURRENT")));
+        assert_eq!(place("shard-3/000012.sst"), Some((3, "000012.sst")));
+        for bad in ["", "..", "shard-1/..", "shard-x/a", "shard-01/a", "a/b", "shard-1/a/b", "/etc/passwd", "shard-1/"]
+        {
+            assert_eq!(place(bad), None, "{bad:?}");
+        }
+    }
+
+    /// Builds an archive of `entries` the way the Snapshot RPC writes one.
+    fn archive(entries: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut out = MAGIC.to_vec();
+        for (name, data) in entries {
+            out.extend_from_slice(&(name.len() as u32).to_be_bytes());
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(&(data.len() as u64).to_be_bytes());
+            out.extend_from_slice(data);
+        }
+        out.extend_from_slice(&0u32.to_be_bytes());
+        out.resize(out.len().div_ceil(512) * 512, 0);
+        let digest = Sha256::digest(&out);
+        out.extend_from_slice(&digest);
+        out
+    }
+
+    #[test]
+    fn a_damaged_archive_is_refused_and_leaves_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("snap");
+        let mut bytes = archive(&[("CURRENT", b"MANIFEST-000001\n")]);
+        bytes[MAGIC.len() + 6] ^= 1;
+        std::fs::write(&path, &bytes).expect("write");
+        let data = dir.path().join("data");
+        let err = restore(&path, &data).expect_err("a flipped bit");
+        assert!(err.to_string().contains("SHA-256 does not match"), "{err}");
+        assert!(!data.exists());
+        std::fs::write(&path, &bytes[..bytes.len() - 1]).expect("write");
+        assert!(restore(&path, &data).expect_err("cut short").to_string().contains("size"));
+    }
+
+    #[test]
+    fn shards_must_be_numbered_from_zero_without_gaps() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("snap");
+        std::fs::write(&path, archive(&[("shard-0/CURRENT", b"x"), ("shard-2/CURRENT", b"x")])).expect("write");
+        let data = dir.path().join("data");
+        let err = restore(&path, &data).expect_err("shard 1 missing");
+        assert!(err.to_string().contains("shards are not 0..2"), "{err}");
+        assert!(!data.exists(), "nothing is left behind");
+    }
+
+    #[test]
+    fn a_data_directory_in_use_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("snap");
+        std::fs::write(&path, archive(&[("CURRENT", b"x")])).expect("write");
+        let data = dir.path().join("data");
+        std::fs::create_dir_all(&data).expect("mkdir");
+        std::fs::write(data.join("keep"), b"mine").expect("write");
+        assert!(matches!(restore(&path, &data), Err(RestoreError::DataDirInUse(_))));
+        assert_eq!(std::fs::read(data.join("keep")).expect("still there"), b"mine");
+    }
+}
