@@ -165,15 +165,27 @@ fn identity(backend: &RocksBackend, cfg: &EngineConfig) -> Result<(u64, u64)> {
     Ok((member, cluster))
 }
 
-/// Drops the member and cluster IDs stored in `backend` (shard 0 of a restored snapshot), so the
-/// next start settles new ones from its own flags.
+/// Readies shard 0 of a restored snapshot of `shards` shards: drops the member and cluster IDs,
+/// so the next start settles new ones from its own flags, and records the shard count if the
+/// snapshot's member predates its record (without it, a start with another `--shards` would be
+/// taken for a new directory's first).
 ///
 /// # Errors
-/// The backend's write error.
-pub(crate) fn forget_identity(backend: &RocksBackend) -> Result<()> {
+/// The backend's read or write error, or `ShardCount` when shard 0 records another count than
+/// the snapshot holds.
+pub(crate) fn prepare_restored(backend: &RocksBackend, shards: u32) -> Result<()> {
     let mut wb = WriteBatch::new();
     wb.delete(Cf::Meta, META_MEMBER_ID.to_vec());
     wb.delete(Cf::Meta, META_CLUSTER_ID.to_vec());
+    match backend.get(Cf::Meta, META_SHARD_COUNT)? {
+        None => wb.put(Cf::Meta, META_SHARD_COUNT.to_vec(), shards.to_be_bytes().to_vec()),
+        Some(v) if v.as_slice() == shards.to_be_bytes() => {}
+        Some(_) => {
+            return Err(EngineError::ShardCount(format!(
+                "the snapshot holds {shards} shards but its shard 0 records another count"
+            )))
+        }
+    }
     backend.write(wb, WriteOpts { sync: true })?;
     Ok(())
 }

@@ -193,7 +193,7 @@ fn unpack(archive: &Path, body: u64, data_dir: &Path) -> Result<Restored, Restor
     }
     // The first start settles a new identity from its own flags, as after etcd's restore.
     let first = RocksBackend::open(&shard_db(data_dir, 0), &RocksOptions::default())?;
-    crate::server::forget_identity(&first)?;
+    crate::server::prepare_restored(&first, count)?;
     Ok(Restored { shards: count, files, bytes })
 }
 
