@@ -107,6 +107,38 @@ mod one_revision_across_shards {
     }
 }
 
+mod restored_shard_count {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ballast_8_shards() {
+        super::a_restored_member_keeps_its_shard_count().await
+    }
+}
+
+/// A snapshot of eight shards restores into a directory that only `--shards 8` opens: another
+/// count would place keys where they are not, so the start is refused with the reason.
+async fn a_restored_member_keeps_its_shard_count() {
+    let s = Server::start(Target::BallastSharded).await;
+    s.client().await.put("/registry/configmaps/ns1/a", "1", None).await.expect("put");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let snap = dir.path().join("snap.db");
+    ok(&s.etcdctl(&["snapshot", "save", snap.to_str().expect("utf-8 path")]));
+    let data = dir.path().join("data");
+    restore(Target::BallastSharded, &snap, &data, "unused");
+    let port = crate::harness::free_port();
+    let out = Command::new("timeout")
+        .arg("60")
+        .arg(env!("CARGO_BIN_EXE_ballast"))
+        .args(["engine", "--shards", "1", "--name", "t"])
+        .arg(format!("--data-dir={}", data.display()))
+        .arg(format!("--listen-client-urls=http://127.0.0.1:{port}"))
+        .arg(format!("--advertise-client-urls=http://127.0.0.1:{port}"))
+        .output()
+        .expect("ballast engine");
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "a restored 8-shard directory opened with --shards 1: {said}");
+    assert!(said.contains("created with --shards 8"), "{said}");
+}
+
 /// A snapshot taken while a client writes one key after another, round-robin over eight
 /// namespaces (so over several shards), holds exactly the first `m` writes for some `m`: no
 /// write is missing while a later one is there, whichever shards they went to.
