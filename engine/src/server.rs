@@ -6,7 +6,7 @@
 //! stops the shard after in-flight requests are answered.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
@@ -165,6 +165,16 @@ fn identity(backend: &RocksBackend, cfg: &EngineConfig) -> Result<(u64, u64)> {
     Ok((member, cluster))
 }
 
+/// The directory shard `n`'s RocksDB lives in: `<data-dir>/db` for shard 0 (etcd's one-shard
+/// layout), `<data-dir>/shard-<n>/db` for the others.
+pub(crate) fn shard_db_dir(data_dir: &Path, n: u32) -> PathBuf {
+    if n == 0 {
+        data_dir.join("db")
+    } else {
+        data_dir.join(format!("shard-{n}")).join("db")
+    }
+}
+
 /// Readies shard 0 of a restored snapshot of `shards` shards: drops the member and cluster IDs,
 /// so the next start settles new ones from its own flags, and records the shard count if the
 /// snapshot's member predates its record (without it, a start with another `--shards` would be
@@ -199,7 +209,7 @@ impl Engine {
     pub fn start(cfg: &EngineConfig) -> Result<Self> {
         let map = ShardMap::new(cfg.shards).map_err(|e| EngineError::ShardCount(e.to_string()))?;
         std::fs::create_dir_all(&cfg.data_dir).map_err(StorageError::from)?;
-        let first = RocksBackend::open(&cfg.data_dir.join("db"), &cfg.rocks)?;
+        let first = RocksBackend::open(&shard_db_dir(&cfg.data_dir, 0), &cfg.rocks)?;
         settle_shard_count(&first, cfg.shards)?;
         let (member_id, cluster_id) = identity(&first, cfg)?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
@@ -211,11 +221,8 @@ impl Engine {
         // revision any shard recorded.
         let mut opened = Vec::new();
         for s in 0..cfg.shards {
-            let backend = if s == 0 {
-                first.clone()
-            } else {
-                RocksBackend::open(&cfg.data_dir.join(format!("shard-{s}")).join("db"), &cfg.rocks)?
-            };
+            let backend =
+                if s == 0 { first.clone() } else { RocksBackend::open(&shard_db_dir(&cfg.data_dir, s), &cfg.rocks)? };
             opened.push(Shard::open(backend, shard_cfg.clone(), Arc::clone(&revs), ids, Arc::clone(&clock))?);
         }
         let mut handles = Vec::new();

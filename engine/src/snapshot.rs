@@ -134,15 +134,6 @@ fn place(name: &str) -> Option<(u32, &str)> {
     }
 }
 
-/// The directory shard `n`'s store lives in, as the engine opens it (see `server`).
-fn shard_db(data_dir: &Path, n: u32) -> PathBuf {
-    if n == 0 {
-        data_dir.join("db")
-    } else {
-        data_dir.join(format!("shard-{n}")).join("db")
-    }
-}
-
 fn unpack(archive: &Path, body: u64, data_dir: &Path) -> Result<Restored, RestoreError> {
     let bad = |why: String| RestoreError::BadArchive { path: archive.to_path_buf(), why };
     let mut r = BufReader::new(File::open(archive)?).take(body);
@@ -172,7 +163,7 @@ fn unpack(archive: &Path, body: u64, data_dir: &Path) -> Result<Restored, Restor
         let mut size = [0u8; 8];
         r.read_exact(&mut size).map_err(|_| bad("it ends inside a file header".into()))?;
         let size = u64::from_be_bytes(size);
-        let dir = shard_db(data_dir, shard);
+        let dir = crate::server::shard_db_dir(data_dir, shard);
         std::fs::create_dir_all(&dir)?;
         let mut out = BufWriter::new(File::create(dir.join(file))?);
         let copied = std::io::copy(&mut (&mut r).take(size), &mut out)?;
@@ -192,7 +183,7 @@ fn unpack(archive: &Path, body: u64, data_dir: &Path) -> Result<Restored, Restor
         return Err(bad(format!("its shards are not 0..{count}: {shards:?}")));
     }
     // The first start settles a new identity from its own flags, as after etcd's restore.
-    let first = RocksBackend::open(&shard_db(data_dir, 0), &RocksOptions::default())?;
+    let first = RocksBackend::open(&crate::server::shard_db_dir(data_dir, 0), &RocksOptions::default())?;
     crate::server::prepare_restored(&first, count)?;
     Ok(Restored { shards: count, files, bytes })
 }
