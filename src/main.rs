@@ -153,9 +153,17 @@ struct EngineFlags {
     /// Comma-separated client URLs advertised to clients (default: the listen URLs).
     #[arg(long)]
     advertise_client_urls: Option<String>,
-    /// Comma-separated URLs for peer traffic (recorded; multi-member clusters are not built yet).
+    /// Comma-separated URLs other members reach this one on (bound when the cluster has other
+    /// members).
     #[arg(long, default_value = "http://127.0.0.1:2380")]
     listen_peer_urls: String,
+    /// The members of a new cluster: `name=peerURL,...` (a name may repeat for several URLs).
+    /// Read only when the data directory is new; without it the member starts alone.
+    #[arg(long)]
+    initial_cluster: Option<String>,
+    /// `new` to bootstrap a cluster; `existing` to join a running one (not built yet).
+    #[arg(long, default_value = "new", value_parser = ["new", "existing"])]
+    initial_cluster_state: String,
     /// Comma-separated peer URLs advertised to other members (default: the listen peer URLs).
     #[arg(long)]
     initial_advertise_peer_urls: Option<String>,
@@ -210,8 +218,13 @@ fn listen_addr(url: &str) -> anyhow::Result<SocketAddr> {
 fn config(flags: &EngineFlags) -> anyhow::Result<EngineConfig> {
     let listen_urls = split(&flags.listen_client_urls);
     let listen_client = listen_urls.iter().map(|u| listen_addr(u)).collect::<anyhow::Result<Vec<_>>>()?;
+    let listen_peer =
+        split(&flags.listen_peer_urls).iter().map(|u| listen_addr(u)).collect::<anyhow::Result<Vec<_>>>()?;
     let mut cfg = EngineConfig {
         name: flags.name.clone(),
+        initial_cluster: flags.initial_cluster.clone(),
+        join_existing: flags.initial_cluster_state == "existing",
+        listen_peer,
         data_dir: flags.data_dir.clone().unwrap_or_else(|| PathBuf::from(format!("{}.ballast", flags.name))),
         listen_client,
         advertise_client_urls: flags.advertise_client_urls.as_deref().map_or(listen_urls, split),

@@ -106,6 +106,52 @@ pub enum EngineError {
     /// The shard's mailbox is full.
     #[error("too many requests")]
     TooManyRequests,
+    /// `--initial-cluster` and its companions do not describe a cluster this member can join
+    /// (etcd's bootstrap check messages).
+    #[error("{0}")]
+    BadCluster(String),
+    /// A membership change is still being applied; raft takes one at a time.
+    #[error("another membership change is in progress; try again")]
+    ConfChangePending,
+    /// MemberAdd or MemberUpdate named peer URLs another member has.
+    #[error("Peer URLs already exists")]
+    PeerUrlExists,
+    /// The change would leave fewer started voting members than a quorum.
+    #[error("re-configuration failed due to not enough started members")]
+    NotEnoughStartedMembers,
+    /// MemberPromote of a voting member.
+    #[error("can only promote a learner member")]
+    MemberNotLearner,
+    /// MemberPromote of a learner that is behind the leader.
+    #[error("can only promote a learner member which is in sync with leader")]
+    LearnerNotReady,
+    /// MemberAdd of a learner beyond the cluster's limit.
+    #[error("too many learner members in cluster")]
+    TooManyLearners,
+    /// A membership change while a voting member is not connected to the leader.
+    #[error("unhealthy cluster")]
+    Unhealthy,
+    /// MemberAdd without usable peer URLs.
+    #[error("given member URLs are invalid")]
+    MemberBadUrls,
+    /// MoveLeader named a member that does not exist or cannot lead (a learner).
+    #[error("bad leader transferee")]
+    BadLeaderTransferee,
+    /// The shard's leader changed while the write waited: it may or may not have been applied.
+    #[error("leader changed")]
+    LeaderChanged,
+    /// A peer belongs to another cluster.
+    #[error("cluster ID mismatch: this member is in cluster {local:x}, the peer in {remote:x}")]
+    ClusterIdMismatch {
+        /// This member's cluster ID.
+        local: u64,
+        /// The peer's cluster ID.
+        remote: u64,
+    },
+    /// The shard's leader, reached over the peer port, answered with this status; it goes to
+    /// the client unchanged (it is already etcd's code and text).
+    #[error("{}", .0.message())]
+    Remote(tonic::Status),
     /// A snapshot of several shards could not stop them all at one revision in time (a shard
     /// was busy or could not take the request); nothing was copied, and a retry may succeed.
     #[error("snapshot: the shards could not all be stopped at one revision; try again")]

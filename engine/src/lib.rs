@@ -13,6 +13,8 @@
 //!   machine and loop (the only code that touches the shard's state), the thread it
 //!   runs on ([`shard::executor`]) and the stall reports ([`shard::stall`]); [`shard_map`]: which
 //!   shard owns a key and which shards a range touches (see `engine/SHARDING.md`).
+//! * [`cluster`]: the members of the cluster (etcd's IDs, the stored membership) and the peer
+//!   transport that carries every shard's raft messages to them.
 //! * [`api`]: the etcd v3 gRPC services (Watch's gRPC server written by hand,
 //!   [`api::watch_grpc`], to send pre-encoded events); [`api::status`] is the one mapping of [`EngineError`]
 //!   to gRPC status codes and etcd's message text.
@@ -20,7 +22,7 @@
 //!   restoring one into a new data directory.
 //!
 //! # Layering
-//! `storage` <- `mvcc` <- `apply`/`lease`/`watch` <- `shard` <- `api` <- `server`. Lower layers
+//! `storage` <- `mvcc` <- `apply`/`lease`/`watch` <- `cluster` <- `shard` <- `api` <- `server`. Lower layers
 //! never call upward. The network plane (tonic on tokio) reaches a shard only through its message
 //! channel ([`shard::ShardHandle`]); the shard's executor thread owns its state and never blocks
 //! on the network.
@@ -28,6 +30,7 @@
 pub mod api;
 pub mod apply;
 pub mod clock;
+pub mod cluster;
 pub mod error;
 pub mod header;
 pub mod lease;

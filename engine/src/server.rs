@@ -1,9 +1,11 @@
 //! Opening a data directory and serving it over the etcd v3 gRPC API.
 //!
-//! [`Engine::start`] opens RocksDB under `<data-dir>/db`, settles the member's identity (kept in
-//! the store on first start), starts the shard executors and returns a handle; [`Engine::serve`]
-//! runs the gRPC servers on every listen address until the shutdown future completes, then
-//! stops the shard after in-flight requests are answered.
+//! [`Engine::start`] opens RocksDB under `<data-dir>/db`, settles the member's identity and the
+//! cluster's membership (kept in the store when the cluster is bootstrapped, from
+//! `--initial-cluster` or, without it, as a member alone), starts the shard executors and returns
+//! a handle; [`Engine::serve`] runs the gRPC servers on every client listen address, and the
+//! peer service on the peer addresses of a member with peers, until the shutdown future
+//! completes, then stops the shards after in-flight requests are answered.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -11,16 +13,18 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ballast_proto::ballastpb::{peer_client::PeerClient, peer_server::PeerServer, HelloRequest};
 use ballast_proto::etcdserverpb::{
     cluster_server::ClusterServer, kv_server::KvServer, lease_server::LeaseServer,
     maintenance_server::MaintenanceServer,
 };
 use futures::StreamExt;
-use sha2::{Digest, Sha256};
 
 use crate::api::{cluster::ClusterService, kv::KvService, lease::LeaseService, maintenance::MaintenanceService};
-use crate::api::{unary::KvUnaryLayer, watch::WatchService, watch_grpc::WatchServer, Api, ApiContext, MemberInfo};
+use crate::api::{peer::PeerService, unary::KvUnaryLayer, watch::WatchService, watch_grpc::WatchServer};
+use crate::api::{Api, ApiContext, MemberInfo};
 use crate::clock::{Clock, SystemClock};
+use crate::cluster::{members, ClusterConfig, ClusterView, Member, Membership, PeerRouter, PeerTransport};
 use crate::error::{EngineError, Result};
 use crate::header::HeaderInfo;
 use crate::mvcc::RevisionCounter;
@@ -46,6 +50,16 @@ pub struct EngineConfig {
     pub advertise_peer_urls: Vec<String>,
     /// Seeds the member and cluster IDs (etcd `--initial-cluster-token`).
     pub cluster_token: String,
+    /// The members of a new cluster (etcd `--initial-cluster`, `name=peerURL,...`); None: this
+    /// member alone. Read only when the data directory is new.
+    pub initial_cluster: Option<String>,
+    /// etcd's `--initial-cluster-state`: true (`existing`) when joining a running cluster.
+    pub join_existing: bool,
+    /// Addresses the peer service listens on (etcd `--listen-peer-urls`); bound when the
+    /// cluster has other members.
+    pub listen_peer: Vec<SocketAddr>,
+    /// Peer connection tuning.
+    pub cluster: ClusterConfig,
     /// Largest write request in bytes (etcd `--max-request-bytes`).
     pub max_request_bytes: usize,
     /// Most ops per txn branch (etcd `--max-txn-ops`).
@@ -76,6 +90,10 @@ impl Default for EngineConfig {
             advertise_client_urls: vec!["http://127.0.0.1:2379".into()],
             advertise_peer_urls: vec!["http://127.0.0.1:2380".into()],
             cluster_token: "etcd-cluster".into(),
+            initial_cluster: None,
+            join_existing: false,
+            listen_peer: Vec::new(),
+            cluster: ClusterConfig::default(),
             max_request_bytes: 1_572_864,
             max_txn_ops: 128,
             request_timeout: Duration::from_secs(7),
@@ -104,16 +122,8 @@ pub struct Engine {
     shard_threads: Vec<std::thread::JoinHandle<Result<()>>>,
     beats: Vec<Arc<stall::Heartbeat>>,
     listen: Vec<SocketAddr>,
+    listen_peer: Vec<SocketAddr>,
     http2_connection_window: u32,
-}
-
-fn hash_u64(parts: &[&[u8]]) -> u64 {
-    let mut h = Sha256::new();
-    for p in parts {
-        h.update(p);
-    }
-    let d = h.finalize();
-    u64::from_be_bytes(d[..8].try_into().expect("invariant: sha256 has 32 bytes")) | 1
 }
 
 /// Records the shard count in a new data directory; refuses another count for an existing one
@@ -140,9 +150,11 @@ fn settle_shard_count(backend: &RocksBackend, shards: u32) -> Result<()> {
     Ok(())
 }
 
-/// Returns the member and cluster IDs stored in `backend`, choosing and storing them on first
-/// start (etcd derives them from peer URLs and the cluster token the same way).
-fn identity(backend: &RocksBackend, cfg: &EngineConfig) -> Result<(u64, u64)> {
+/// Returns this member's ID and the cluster's membership: as stored in `backend` (shard 0), or
+/// bootstrapped and stored on first start, from `--initial-cluster` or as a member alone (etcd
+/// derives the IDs the same way, see `cluster::members`). A data directory from before
+/// membership was stored keeps its IDs and becomes a member alone.
+fn identity(backend: &RocksBackend, cfg: &EngineConfig) -> Result<(u64, Membership)> {
     let read = |k: &[u8]| -> Result<Option<u64>> {
         match backend.get(Cf::Meta, k)? {
             Some(v) => Ok(Some(u64::from_be_bytes(
@@ -151,18 +163,111 @@ fn identity(backend: &RocksBackend, cfg: &EngineConfig) -> Result<(u64, u64)> {
             None => Ok(None),
         }
     };
-    if let (Some(m), Some(c)) = (read(META_MEMBER_ID)?, read(META_CLUSTER_ID)?) {
-        return Ok((m, c));
+    let stored = (read(META_MEMBER_ID)?, read(META_CLUSTER_ID)?);
+    if let (Some(member), Some(_)) = stored {
+        if let Some(m) = Membership::load(backend)? {
+            return Ok((member, m));
+        }
     }
-    let mut peers = cfg.advertise_peer_urls.clone();
-    peers.sort();
-    let member = hash_u64(&[peers.join(",").as_bytes(), cfg.cluster_token.as_bytes()]);
-    let cluster = hash_u64(&[&member.to_be_bytes(), cfg.cluster_token.as_bytes()]);
+    let membership = match (stored, &cfg.initial_cluster) {
+        ((Some(member), Some(cluster)), _) => Membership {
+            cluster_id: cluster,
+            members: vec![Member {
+                id: member,
+                name: cfg.name.clone(),
+                peer_urls: cfg.advertise_peer_urls.clone(),
+                is_learner: false,
+                raft_id: 1,
+            }],
+        },
+        _ if cfg.join_existing => join_membership(cfg)?,
+        (_, Some(text)) => {
+            members::parse_initial_cluster(text, &cfg.name, &cfg.advertise_peer_urls, &cfg.cluster_token)?
+        }
+        (_, None) => {
+            let id = members::member_id(&cfg.advertise_peer_urls, &cfg.cluster_token);
+            Membership {
+                cluster_id: members::cluster_id(&[id]),
+                members: vec![Member {
+                    id,
+                    name: cfg.name.clone(),
+                    peer_urls: cfg.advertise_peer_urls.clone(),
+                    is_learner: false,
+                    raft_id: 1,
+                }],
+            }
+        }
+    };
+    let Some(me) = membership.by_name(&cfg.name).map(|m| m.id) else {
+        return Err(EngineError::BadCluster(format!(
+            "couldn't find local name {:?} in the initial cluster configuration",
+            cfg.name
+        )));
+    };
+    membership.save(backend)?;
     let mut wb = WriteBatch::new();
-    wb.put(Cf::Meta, META_MEMBER_ID.to_vec(), member.to_be_bytes().to_vec());
-    wb.put(Cf::Meta, META_CLUSTER_ID.to_vec(), cluster.to_be_bytes().to_vec());
+    wb.put(Cf::Meta, META_MEMBER_ID.to_vec(), me.to_be_bytes().to_vec());
+    wb.put(Cf::Meta, META_CLUSTER_ID.to_vec(), membership.cluster_id.to_be_bytes().to_vec());
     backend.write(wb, WriteOpts { sync: true })?;
-    Ok((member, cluster))
+    Ok((me, membership))
+}
+
+/// Asks the other members named in `--initial-cluster` for the cluster's membership, for a
+/// member joining a running cluster after `MemberAdd` (etcd asks its peers the same way): the
+/// new member's ID was chosen by the cluster, and it finds itself by its peer URLs.
+fn join_membership(cfg: &EngineConfig) -> Result<Membership> {
+    let Some(text) = &cfg.initial_cluster else {
+        return Err(EngineError::BadCluster("--initial-cluster-state existing needs --initial-cluster".into()));
+    };
+    let urls: Vec<String> = text
+        .split(',')
+        .filter_map(|p| p.split_once('='))
+        .filter(|(name, _)| *name != cfg.name)
+        .map(|(_, url)| url.trim().to_string())
+        .collect();
+    let timeout = cfg.request_timeout;
+    // Engine::start is synchronous and may run inside the caller's runtime: ask on a thread of
+    // its own with a small runtime.
+    let fetched = std::thread::spawn(move || -> Option<Membership> {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+        rt.block_on(async move {
+            for url in urls {
+                let Ok(ep) = tonic::transport::Endpoint::from_shared(url) else { continue };
+                let Ok(Ok(ch)) = tokio::time::timeout(timeout, ep.connect()).await else { continue };
+                let mut client = PeerClient::new(ch);
+                if let Ok(r) = client.members(HelloRequest { cluster_id: 0, from: 0 }).await {
+                    return Some(Membership::from_record(r.into_inner()));
+                }
+            }
+            None
+        })
+    })
+    .join()
+    .ok()
+    .flatten();
+    let Some(membership) = fetched else {
+        return Err(EngineError::BadCluster(
+            "could not get the cluster's members from any peer in --initial-cluster".into(),
+        ));
+    };
+    let mut mine = cfg.advertise_peer_urls.clone();
+    mine.sort();
+    let Some(me) = membership.members.iter().find(|m| {
+        let mut u = m.peer_urls.clone();
+        u.sort();
+        u == mine
+    }) else {
+        return Err(EngineError::BadCluster(format!(
+            "the cluster has no member with peer URLs {}; add it with MemberAdd first",
+            cfg.advertise_peer_urls.join(",")
+        )));
+    };
+    let mut membership = membership.clone();
+    let id = me.id;
+    if let Some(m) = membership.members.iter_mut().find(|m| m.id == id) {
+        m.name = cfg.name.clone();
+    }
+    Ok(membership)
 }
 
 /// The directory shard `n`'s RocksDB lives in: `<data-dir>/db` for shard 0 (etcd's one-shard
@@ -187,6 +292,7 @@ pub(crate) fn prepare_restored(backend: &RocksBackend, shards: u32) -> Result<()
     let mut wb = WriteBatch::new();
     wb.delete(Cf::Meta, META_MEMBER_ID.to_vec());
     wb.delete(Cf::Meta, META_CLUSTER_ID.to_vec());
+    wb.delete(Cf::Meta, members::META_MEMBERSHIP.to_vec());
     match backend.get(Cf::Meta, META_SHARD_COUNT)? {
         None => wb.put(Cf::Meta, META_SHARD_COUNT.to_vec(), shards.to_be_bytes().to_vec()),
         Some(v) if v.as_slice() == shards.to_be_bytes() => {}
@@ -211,10 +317,36 @@ impl Engine {
         std::fs::create_dir_all(&cfg.data_dir).map_err(StorageError::from)?;
         let first = RocksBackend::open(&shard_db_dir(&cfg.data_dir, 0), &cfg.rocks)?;
         settle_shard_count(&first, cfg.shards)?;
-        let (member_id, cluster_id) = identity(&first, cfg)?;
+        let (member_id, membership) = identity(&first, cfg)?;
+        let cluster_id = membership.cluster_id;
+        if membership.members.len() > 1 && cfg.shards > 1 {
+            return Err(EngineError::BadCluster(format!(
+                "a cluster of {} members runs one shard (--shards 1) for now: one revision order over shards \
+                 led by different members is not built yet",
+                membership.members.len()
+            )));
+        }
+        let me = membership.get(member_id).cloned().ok_or_else(|| {
+            EngineError::BadCluster(format!("member {member_id:x} is not in its own cluster's membership"))
+        })?;
+        let peers: Vec<(u64, String)> = membership
+            .members
+            .iter()
+            .filter(|m| m.id != member_id)
+            .filter_map(|m| m.peer_urls.first().map(|u| (m.raft_id, u.clone())))
+            .collect();
+        let router = PeerRouter::new(me.raft_id, cluster_id, &peers, cfg.cluster.clone());
+        let conf = ballast_raft::ConfState {
+            voters: membership.voters(),
+            learners: membership.learners(),
+            ..Default::default()
+        };
+        let membership = Arc::new(parking_lot::RwLock::new(membership));
+        let view = ClusterView { membership: Arc::clone(&membership), router: Arc::clone(&router), me: member_id };
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let mut shard_cfg = cfg.shard.clone();
         shard_cfg.watch.max_response_bytes = cfg.max_request_bytes;
+        shard_cfg.raft.id = me.raft_id;
         let ids = HeaderInfo { cluster_id, member_id, raft_term: 0 };
         let revs = Arc::new(RevisionCounter::default());
         // Every shard replays its log before any runs, so the counter starts above every
@@ -223,7 +355,17 @@ impl Engine {
         for s in 0..cfg.shards {
             let backend =
                 if s == 0 { first.clone() } else { RocksBackend::open(&shard_db_dir(&cfg.data_dir, s), &cfg.rocks)? };
-            opened.push(Shard::open(backend, shard_cfg.clone(), Arc::clone(&revs), ids, Arc::clone(&clock))?);
+            let transport = PeerTransport::new(s, Arc::clone(&router));
+            opened.push(Shard::open(
+                backend,
+                shard_cfg.clone(),
+                Arc::clone(&revs),
+                ids,
+                Arc::clone(&clock),
+                &conf,
+                transport,
+                (s == 0).then(|| view.clone()),
+            )?);
         }
         let mut handles = Vec::new();
         let mut shard_threads = Vec::new();
@@ -235,6 +377,12 @@ impl Engine {
             beats.push(Arc::clone(&beat));
             shard_threads.push(executor::spawn(shard, s, &shard_cfg, beat)?);
         }
+        let unreachable: Vec<ShardHandle> = handles.clone();
+        router.on_unreachable(Box::new(move |peer| {
+            for sh in &unreachable {
+                let _ = sh.send(crate::shard::ShardMsg::Unreachable(peer));
+            }
+        }));
         let watched = beats.iter().map(Arc::downgrade).collect();
         StallWatch::spawn(epoch, watched, shard_cfg.stall_threshold).map_err(StorageError::from)?;
         let api = Arc::new(ApiContext {
@@ -258,12 +406,18 @@ impl Engine {
             watch_catchup_batch: shard_cfg.watch.catchup_batch_events,
             watch_max_response_bytes: shard_cfg.watch.max_response_bytes,
             next_id: AtomicU64::new(1),
+            membership,
+            cluster_token: cfg.cluster_token.clone(),
+            peer_attributes: parking_lot::RwLock::new(std::collections::HashMap::new()),
+            router,
+            leader_poll: Duration::from_millis(10),
         });
         Ok(Self {
             api,
             shard_threads,
             beats,
             listen: cfg.listen_client.clone(),
+            listen_peer: cfg.listen_peer.clone(),
             http2_connection_window: cfg.http2_connection_window,
         })
     }
@@ -293,6 +447,13 @@ impl Engine {
         }
         let (stop_tx, _) = tokio::sync::broadcast::channel::<()>(1);
         let mut servers = Vec::new();
+        // The peer port is served even by a member alone (as etcd does), so MemberAdd can grow it.
+        for addr in &self.listen_peer {
+            let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| ServeError::Bind(*addr, e))?;
+            servers.push(serve_peers(self.api.clone(), listener, stop_tx.subscribe()));
+        }
+        self.api.router.start();
+        tokio::spawn(learn_peers(self.api.clone()));
         for listener in listeners {
             let api = self.api.clone();
             let mut stop = stop_tx.subscribe();
@@ -391,6 +552,72 @@ impl Engine {
             Ok(Err(e)) => Err(ServeError::Shard(e)),
             Err(_) => Err(ServeError::Shard(EngineError::Stopped)),
         }
+    }
+}
+
+/// Largest batch of raft messages a peer may send in one gRPC message. 64 MiB is well above a
+/// batch the sender cuts (`ClusterConfig::max_batch_messages` heartbeats, or a round's entry of
+/// `ShardConfig::max_round_entry_bytes` with its append) and bounds what a broken peer costs.
+const PEER_MESSAGE_LIMIT: usize = 64 << 20;
+
+/// Serves the peer service on `listener` until `stop` fires.
+fn serve_peers(
+    api: Api,
+    listener: tokio::net::TcpListener,
+    mut stop: tokio::sync::broadcast::Receiver<()>,
+) -> tokio::task::JoinHandle<std::result::Result<(), tonic::transport::Error>> {
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).map(|conn| {
+        conn.inspect(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        })
+    });
+    tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .add_service(
+                PeerServer::new(PeerService::new(api))
+                    .max_decoding_message_size(PEER_MESSAGE_LIMIT)
+                    .max_encoding_message_size(PEER_MESSAGE_LIMIT),
+            )
+            .serve_with_incoming_shutdown(incoming, async move {
+                let _ = stop.recv().await;
+            })
+            .await
+    })
+}
+
+/// Asks every other member who it is (name, client URLs) until each has answered, for
+/// MemberList, and again for members added later; a peer of another cluster is reported at
+/// error level and asked again, since an operator may fix its flags.
+async fn learn_peers(api: Api) {
+    let me = api.member.id;
+    loop {
+        let missing: Vec<(u64, u64)> = {
+            let known = api.peer_attributes.read();
+            api.membership
+                .read()
+                .members
+                .iter()
+                .filter(|m| m.id != me && !known.contains_key(&m.id))
+                .map(|m| (m.id, m.raft_id))
+                .collect()
+        };
+        for (id, raft_id) in missing {
+            let Some(client) = api.router.client(raft_id) else { continue };
+            let mut client: PeerClient<_> = client;
+            let mut req = tonic::Request::new(HelloRequest { cluster_id: api.member.cluster_id, from: me });
+            req.set_timeout(Duration::from_secs(1));
+            match client.hello(req).await {
+                Ok(r) => {
+                    let r = r.into_inner();
+                    api.peer_attributes.write().insert(id, (r.name, r.client_urls));
+                }
+                Err(s) if s.code() == tonic::Code::FailedPrecondition => {
+                    tracing::error!(peer = format_args!("{id:x}"), status = %s.message(), "peer refused this member");
+                }
+                Err(_) => {}
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 

@@ -2,7 +2,7 @@
 //! one function that runs a Ready round ([`RaftNode::handle_ready`]).
 
 use prost_011::Message as _;
-use raft::eraftpb::{ConfChange, ConfChangeV2, Entry, EntryType, Message};
+use raft::eraftpb::{ConfChange, ConfChangeV2, ConfState, Entry, EntryType, Message};
 use raft::{Config, RawNode, StateRole};
 
 use crate::config::RaftConfig;
@@ -58,10 +58,25 @@ impl<L: LogStore, S: StateMachine, T: Transport> RaftNode<L, S, T> {
     /// # Errors
     /// An invalid configuration or a store error.
     pub fn new(cfg: &RaftConfig, peers: &[u64], store: L, sm: S, transport: T) -> Result<Self, RaftError> {
+        let conf = raft::eraftpb::ConfState { voters: peers.to_vec(), ..Default::default() };
+        Self::with_conf_state(cfg, &conf, store, sm, transport)
+    }
+
+    /// As [`RaftNode::new`], with the voters and learners of a brand-new group given as a conf
+    /// state (a member joining a running group starts from the group's current one).
+    ///
+    /// # Errors
+    /// An invalid configuration or a store error.
+    pub fn with_conf_state(
+        cfg: &RaftConfig,
+        conf: &ConfState,
+        store: L,
+        sm: S,
+        transport: T,
+    ) -> Result<Self, RaftError> {
         let state = store.initial_state()?;
         if state.conf_state.voters.is_empty() && state.conf_state.learners.is_empty() {
-            let cs = raft::eraftpb::ConfState { voters: peers.to_vec(), ..Default::default() };
-            store.set_conf_state(&cs)?;
+            store.set_conf_state(conf)?;
         }
         let raft_cfg = Config {
             id: cfg.id,
@@ -93,13 +108,17 @@ impl<L: LogStore, S: StateMachine, T: Transport> RaftNode<L, S, T> {
         })
     }
 
-    /// Proposes a membership change.
+    /// Proposes a membership change. raft takes one at a time: while one is not yet applied,
+    /// another is refused here (raft-rs would turn it into an empty entry silently).
     ///
     /// # Errors
-    /// As [`RaftNode::propose`].
-    pub fn propose_conf_change(&mut self, cc: ConfChangeV2) -> Result<(), RaftError> {
+    /// As [`RaftNode::propose`]; `ProposalDropped` while another change is pending.
+    pub fn propose_conf_change(&mut self, cc: ConfChange) -> Result<(), RaftError> {
         if self.raw.raft.state != StateRole::Leader {
             return Err(RaftError::NotLeader { leader_id: self.raw.raft.leader_id });
+        }
+        if self.raw.raft.has_pending_conf() {
+            return Err(RaftError::ProposalDropped);
         }
         self.raw.propose_conf_change(vec![], cc).map_err(|e| match e {
             raft::Error::ProposalDropped => RaftError::ProposalDropped,
@@ -151,6 +170,10 @@ impl<L: LogStore, S: StateMachine, T: Transport> RaftNode<L, S, T> {
         let was_leader = self.role == StateRole::Leader;
         if let Some(ss) = ready.ss() {
             self.role = ss.raft_state;
+        }
+        if was_leader && self.role != StateRole::Leader {
+            // Before anything of the new leader's is applied (see `StateMachine::on_step_down`).
+            self.sm.on_step_down()?;
         }
         // 1. A leader's appends may leave before its own disk write.
         if !ready.messages().is_empty() {
@@ -208,6 +231,63 @@ impl<L: LogStore, S: StateMachine, T: Transport> RaftNode<L, S, T> {
             self.store.set_conf_state(&cs)?;
         }
         Ok(())
+    }
+
+    /// Tells raft that `to` could not be reached, so the leader probes it instead of
+    /// streaming appends into the void.
+    pub fn report_unreachable(&mut self, to: u64) {
+        self.raw.report_unreachable(to);
+    }
+
+    /// Asks the leader to hand leadership to `to` (raft's leader transfer).
+    pub fn transfer_leader(&mut self, to: u64) {
+        self.raw.transfer_leader(to);
+    }
+
+    /// Returns the term of the log entry at `index` (unstable entries included), None when the
+    /// log no longer or not yet holds it.
+    pub fn log_term(&self, index: u64) -> Option<u64> {
+        self.raw.raft.raft_log.term(index).ok()
+    }
+
+    /// Returns the IDs of the group's voters.
+    pub fn voters(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self.raw.raft.prs().conf().voters().ids().iter().collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// On the leader, returns `id`'s match index and whether it was heard from recently (within
+    /// an election timeout); None for an unknown member or on a follower.
+    pub fn progress_of(&self, id: u64) -> Option<(u64, bool)> {
+        if self.raw.raft.state != StateRole::Leader {
+            return None;
+        }
+        self.raw.raft.prs().get(id).map(|pr| (pr.matched, pr.recent_active || id == self.raw.raft.id))
+    }
+
+    /// Returns the IDs of the group's learners.
+    pub fn learners(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self.raw.raft.prs().conf().learners().iter().copied().collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Returns true when this member is the group's only voter (it commits alone).
+    pub fn is_single_voter(&self) -> bool {
+        let voters = self.raw.raft.prs().conf().voters().ids();
+        voters.len() == 1 && voters.contains(self.raw.raft.id)
+    }
+
+    /// On the leader, returns the lowest log index every other member is known to hold
+    /// (its match index), or None on a follower or a single voter. The log is kept from there,
+    /// so a member that was away catches up from the log.
+    pub fn lowest_follower_match(&self) -> Option<u64> {
+        if self.raw.raft.state != StateRole::Leader {
+            return None;
+        }
+        let me = self.raw.raft.id;
+        self.raw.raft.prs().iter().filter(|(id, _)| **id != me).map(|(_, pr)| pr.matched).min()
     }
 
     /// Returns the state machine.

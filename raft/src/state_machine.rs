@@ -15,6 +15,16 @@ pub trait StateMachine {
     /// after this call.
     fn apply(&mut self, entries: &[Entry]) -> Self::Output;
 
+    /// Called when this member stops leading, before any entry of the round is applied: a
+    /// machine that applies its own proposals before they commit must drop them here, since the
+    /// next leader may replace them.
+    ///
+    /// # Errors
+    /// The machine cannot go back to its applied state; the member must stop.
+    fn on_step_down(&mut self) -> Result<(), RaftError> {
+        Ok(())
+    }
+
     /// Returns the last applied index (persisted by the machine atomically with its data).
     fn applied_index(&self) -> u64;
 

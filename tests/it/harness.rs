@@ -32,6 +32,11 @@ pub(crate) struct Server {
     port: u16,
     peer_port: u16,
     child: Option<Child>,
+    /// The member's name and `--initial-cluster`, for a member of a cluster (see
+    /// [`crate::cluster_harness`]).
+    pub(crate) member: Option<(String, String)>,
+    /// Joins a running cluster (`--initial-cluster-state existing`) rather than bootstrapping.
+    pub(crate) join: bool,
 }
 
 pub(crate) fn free_port() -> u16 {
@@ -63,7 +68,15 @@ impl Server {
     pub(crate) async fn start_with(target: Target, prepare: impl Fn(&std::path::Path, &str)) -> Server {
         let mut dir = tempfile::tempdir().expect("tempdir");
         for attempt in 0..3 {
-            let mut s = Server { target, dir, port: free_port(), peer_port: free_port(), child: None };
+            let mut s = Server {
+                target,
+                dir,
+                port: free_port(),
+                peer_port: free_port(),
+                child: None,
+                member: None,
+                join: false,
+            };
             let data = s.dir.path().join("data");
             let _ = std::fs::remove_dir_all(&data);
             prepare(&data, &s.peer_url());
@@ -94,7 +107,44 @@ impl Server {
         log.lines().rev().take(30).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
     }
 
-    fn peer_url(&self) -> String {
+    /// Returns a member of a cluster, not started: `name` on `port` and `peer_port`, with
+    /// `initial_cluster` naming every member.
+    pub(crate) fn member_of(target: Target, name: &str, port: u16, peer_port: u16, initial_cluster: &str) -> Server {
+        Server {
+            target,
+            dir: tempfile::tempdir().expect("tempdir"),
+            port,
+            peer_port,
+            child: None,
+            member: Some((name.to_string(), initial_cluster.to_string())),
+            join: false,
+        }
+    }
+
+    /// Starts the process (a cluster member; see [`Server::member_of`]) without waiting.
+    pub(crate) fn spawn_member(&mut self) {
+        self.spawn();
+    }
+
+    /// Waits until the server answers Status; false after 20 s.
+    pub(crate) async fn ready(&self) -> bool {
+        self.wait_ready().await
+    }
+
+    /// Returns true while the process runs.
+    pub(crate) fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// Sends `signal` (SIGSTOP, SIGCONT) to the process.
+    pub(crate) fn signal(&self, signal: i32) {
+        if let Some(c) = &self.child {
+            // kill(1) rather than libc: the workspace forbids unsafe code.
+            let _ = std::process::Command::new("kill").arg(format!("-{signal}")).arg(c.id().to_string()).status();
+        }
+    }
+
+    pub(crate) fn peer_url(&self) -> String {
         format!("http://127.0.0.1:{}", self.peer_port)
     }
 
@@ -112,13 +162,20 @@ impl Server {
                 }
                 c
             }
-            Target::Etcd => {
-                let mut c = Command::new("etcd");
-                c.arg(format!("--initial-cluster=t={peer}"));
-                c
-            }
+            Target::Etcd => Command::new("etcd"),
         };
-        cmd.args(["--name", "t"])
+        let (name, initial_cluster) = match &self.member {
+            Some((name, cluster)) => (name.clone(), Some(cluster.clone())),
+            None if self.target == Target::Etcd => ("t".to_string(), Some(format!("t={peer}"))),
+            None => ("t".to_string(), None),
+        };
+        if let Some(ic) = initial_cluster {
+            cmd.arg(format!("--initial-cluster={ic}"));
+        }
+        if self.join {
+            cmd.arg("--initial-cluster-state=existing");
+        }
+        cmd.args(["--name", &name])
             .arg(format!("--data-dir={}", data.display()))
             .arg(format!("--listen-client-urls={client}"))
             .arg(format!("--advertise-client-urls={client}"))

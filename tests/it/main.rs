@@ -2,11 +2,14 @@
 //! `etcd-client` crate, plus raw gRPC for fields the crate does not expose. Every test body runs
 //! twice, against `ballast serve` and against stock etcd (Debian etcd-server), so the
 //! expectations are etcd's own. `kubectl_session` drives the whole product, `ballast serve`,
-//! with kubectl.
+//! with kubectl. `cluster` runs three-member clusters of both, with faults.
 
 #[macro_use]
 mod harness;
+#[macro_use]
+mod cluster_harness;
 
+mod cluster;
 mod crash;
 mod etcdctl;
 mod kubectl_session;

@@ -75,7 +75,11 @@ impl Lease for LeaseService {
         tokio::spawn(async move {
             while let Ok(Some(msg)) = inbound.message().await {
                 // Every shard's lessor keeps the lease's deadline; shard 0 answers.
-                let answer = api.call_all(|r| ShardMsg::LeaseKeepAlive(msg.id, r)).await;
+                let answer = if api.router.has_peers() {
+                    api.keep_alive(0, msg.id).await.map(|ttl| vec![ttl])
+                } else {
+                    api.call_all(|r| ShardMsg::LeaseKeepAlive(msg.id, r)).await
+                };
                 let out = answer.map_err(Status::from).map(|ttls| LeaseKeepAliveResponse {
                     header: api.header(),
                     id: msg.id,
@@ -96,7 +100,7 @@ impl Lease for LeaseService {
     ) -> Result<Response<LeaseTimeToLiveResponse>, Status> {
         let r = req.into_inner();
         if self.api.shards.len() == 1 {
-            return Ok(Response::new(self.api.call(0, |tx| ShardMsg::LeaseTimeToLive(r, tx)).await?));
+            return Ok(Response::new(self.api.time_to_live(0, r).await?));
         }
         // Shard 0 answers for the lease; the keys attached to it are on every shard.
         let mut answers = self.api.call_all(|tx| ShardMsg::LeaseTimeToLive(r, tx)).await?.into_iter();

@@ -133,7 +133,7 @@ impl Maintenance for MaintenanceService {
             raft_applied_index: st.raft_applied_index,
             errors,
             db_size_in_use: st.db_size,
-            is_learner: false,
+            is_learner: self.api.membership.read().get(self.api.member.id).is_some_and(|m| m.is_learner),
         }))
     }
 
@@ -198,10 +198,26 @@ impl Maintenance for MaintenanceService {
     }
 
     async fn move_leader(&self, req: Request<MoveLeaderRequest>) -> Result<Response<MoveLeaderResponse>, Status> {
-        if req.into_inner().target_id == self.api.member.id {
+        // etcd: only the leader moves leadership, to a voting member, and answers once the
+        // target leads (or the request times out).
+        let target = req.into_inner().target_id;
+        let transferee = self.api.membership.read().get(target).filter(|m| !m.is_learner).map(|m| m.raft_id);
+        let Some(transferee) = transferee else { return Err(EngineError::BadLeaderTransferee.into()) };
+        if !self.api.first().is_leader() {
+            return Err(EngineError::NotLeader.into());
+        }
+        if transferee == self.api.raft_id() {
             return Ok(Response::new(MoveLeaderResponse { header: self.header(0) }));
         }
-        Err(EngineError::MemberNotFound.into())
+        self.api.call_all(|tx| ShardMsg::TransferLeader(transferee, tx)).await?;
+        let deadline = tokio::time::Instant::now() + self.api.request_timeout;
+        while self.api.shards.iter().any(|sh| sh.leader() != transferee) {
+            if tokio::time::Instant::now() >= deadline {
+                return Err(EngineError::Timeout.into());
+            }
+            tokio::time::sleep(self.api.leader_poll).await;
+        }
+        Ok(Response::new(MoveLeaderResponse { header: self.header(0) }))
     }
 }
 

@@ -17,6 +17,7 @@ mod grpc_message;
 pub mod kv;
 pub mod lease;
 pub mod maintenance;
+pub mod peer;
 pub mod route;
 pub mod status;
 pub mod unary;
@@ -29,6 +30,11 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ballast_proto::ballastpb::{forward_request, forward_response, ForwardRequest, RaftCommand};
+use ballast_proto::etcdserverpb::{LeaseTimeToLiveRequest, LeaseTimeToLiveResponse};
+use parking_lot::RwLock;
+
+use crate::cluster::{Membership, PeerRouter};
 use crate::error::{EngineError, Result};
 use crate::mvcc::RevisionCounter;
 use crate::shard::{Reply, ShardHandle, ShardMsg, WriteResponse};
@@ -88,6 +94,18 @@ pub struct ApiContext {
     pub watch_max_response_bytes: usize,
     /// Numbers watch streams and snapshots.
     pub next_id: AtomicU64,
+    /// The cluster's members (shared with shard 0, which applies changes to it).
+    pub membership: Arc<RwLock<Membership>>,
+    /// Seeds the IDs of members added later (etcd `--initial-cluster-token`).
+    pub cluster_token: String,
+    /// Other members' names and client URLs as they announced them (`Peer.Hello`), by member
+    /// ID: MemberList shows a member that has not answered yet as unstarted, as etcd does.
+    pub peer_attributes: RwLock<std::collections::HashMap<u64, (String, Vec<String>)>>,
+    /// Connections to the other members.
+    pub router: Arc<PeerRouter>,
+    /// How long a write waits between looks for a shard's leader while an election runs. 10 ms
+    /// is a tenth of a heartbeat: the wait ends soon after a leader is known.
+    pub leader_poll: Duration,
 }
 
 impl ApiContext {
@@ -138,12 +156,189 @@ impl ApiContext {
         futures::future::join_all(calls).await.into_iter().collect()
     }
 
-    /// Proposes `cmd` on shard `s` and waits for its applied answer.
+    /// Proposes `cmd` on shard `s` and waits for its applied answer. A member that does not lead
+    /// the shard sends the write to the leader over the peer port and answers once it has
+    /// applied the write itself (as etcd answers a write to a follower only after the follower
+    /// applied it); while the shard has no leader the write waits for one, up to the request
+    /// timeout.
     ///
     /// # Errors
     /// The apply error, or a shard/transport error.
     pub async fn write(&self, s: u32, cmd: Command) -> Result<WriteResponse> {
-        self.call(s, |tx| ShardMsg::Write(cmd, tx)).await
+        if !self.router.has_peers() {
+            return self.call(s, |tx| ShardMsg::Write(cmd, tx)).await;
+        }
+        let deadline = tokio::time::Instant::now() + self.request_timeout;
+        let request = forward_request::Request::Write(RaftCommand { command: Some(cmd), ..Default::default() });
+        let answer = self.on_leader(s, deadline, request).await?;
+        match answer {
+            forward_response::Response::Put(r) => Ok(WriteResponse::Put(r)),
+            forward_response::Response::DeleteRange(r) => Ok(WriteResponse::DeleteRange(r)),
+            forward_response::Response::Txn(r) => Ok(WriteResponse::Txn(r)),
+            forward_response::Response::Compaction(r) => Ok(WriteResponse::Compaction(r)),
+            forward_response::Response::LeaseGrant(r) => Ok(WriteResponse::LeaseGrant(r)),
+            forward_response::Response::LeaseRevoke(r) => Ok(WriteResponse::LeaseRevoke(r)),
+            forward_response::Response::Alarm(r) => Ok(WriteResponse::Alarm(r)),
+            _ => Err(EngineError::Remote(unexpected("a forwarded write"))),
+        }
+    }
+
+    /// Makes a membership change on shard 0's leader and answers the member it added or changed.
+    ///
+    /// # Errors
+    /// etcd's membership errors, or a shard or transport error.
+    pub async fn member_change(
+        &self,
+        request: forward_request::Request,
+    ) -> Result<ballast_proto::ballastpb::MemberRecord> {
+        if self.shards.len() > 1 {
+            return Err(EngineError::NotCapable);
+        }
+        let deadline = tokio::time::Instant::now() + self.request_timeout;
+        match self.on_leader(0, deadline, request).await? {
+            forward_response::Response::Member(m) => Ok(m),
+            _ => Err(EngineError::Remote(unexpected("a forwarded membership change"))),
+        }
+    }
+
+    /// Renews lease `id` on shard `s`'s leader (which keeps the deadlines); answers the granted
+    /// TTL, 0 when the lease is gone.
+    ///
+    /// # Errors
+    /// A shard or transport error.
+    pub async fn keep_alive(&self, s: u32, id: i64) -> Result<i64> {
+        if !self.router.has_peers() {
+            return self.call(s, |tx| ShardMsg::LeaseKeepAlive(id, tx)).await;
+        }
+        let deadline = tokio::time::Instant::now() + self.request_timeout;
+        match self.on_leader(s, deadline, forward_request::Request::LeaseKeepAlive(id)).await? {
+            forward_response::Response::LeaseKeepAliveTtl(ttl) => Ok(ttl),
+            _ => Err(EngineError::Remote(unexpected("a forwarded keep-alive"))),
+        }
+    }
+
+    /// Asks shard `s`'s leader for a lease's remaining TTL.
+    ///
+    /// # Errors
+    /// A shard or transport error.
+    pub async fn time_to_live(&self, s: u32, r: LeaseTimeToLiveRequest) -> Result<LeaseTimeToLiveResponse> {
+        if !self.router.has_peers() {
+            return self.call(s, |tx| ShardMsg::LeaseTimeToLive(r, tx)).await;
+        }
+        let deadline = tokio::time::Instant::now() + self.request_timeout;
+        match self.on_leader(s, deadline, forward_request::Request::LeaseTimeToLive(r)).await? {
+            forward_response::Response::LeaseTimeToLive(mut resp) => {
+                resp.header = self.header();
+                Ok(resp)
+            }
+            _ => Err(EngineError::Remote(unexpected("a forwarded time-to-live"))),
+        }
+    }
+
+    /// Serves `request` on shard `s` here when this member leads it, else on its leader over
+    /// the peer port, waiting for a leader while there is none. A refusal that proves the
+    /// request was not taken (not leader, no leader) is retried; anything else is the answer.
+    async fn on_leader(
+        &self,
+        s: u32,
+        deadline: tokio::time::Instant,
+        request: forward_request::Request,
+    ) -> Result<forward_response::Response> {
+        loop {
+            let leader = self.shard(s).leader();
+            let answer = if leader == 0 {
+                Err(EngineError::NoLeader)
+            } else if leader == self.raft_id() {
+                self.serve_forwarded(s, request.clone()).await.map(|(r, _)| r)
+            } else {
+                self.forward(leader, s, deadline, request.clone()).await
+            };
+            match answer {
+                Err(EngineError::NoLeader | EngineError::NotLeader) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(self.leader_poll).await;
+                }
+                Err(EngineError::NoLeader | EngineError::NotLeader) => return Err(EngineError::Timeout),
+                other => return other,
+            }
+        }
+    }
+
+    /// Sends `request` to the member with raft ID `leader` and, for a write, waits until this
+    /// member applied it too.
+    async fn forward(
+        &self,
+        leader: u64,
+        s: u32,
+        deadline: tokio::time::Instant,
+        request: forward_request::Request,
+    ) -> Result<forward_response::Response> {
+        let member = self.membership.read().by_raft_id(leader).map(|m| m.id);
+        let Some(mut client) = member.and_then(|m| self.router.client(m)) else {
+            return Err(EngineError::NoLeader);
+        };
+        let is_write = !matches!(
+            request,
+            forward_request::Request::LeaseKeepAlive(_) | forward_request::Request::LeaseTimeToLive(_)
+        );
+        let mut req = tonic::Request::new(ForwardRequest {
+            cluster_id: self.member.cluster_id,
+            shard: s,
+            request: Some(request),
+        });
+        req.set_timeout(deadline.saturating_duration_since(tokio::time::Instant::now()));
+        let resp = match client.forward(req).await {
+            Ok(r) => r.into_inner(),
+            Err(status) => return Err(from_peer_status(status)),
+        };
+        let Some(mut answer) = resp.response else {
+            return Err(EngineError::Remote(unexpected("a forwarded request")));
+        };
+        if is_write {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            self.shard(s).call(left, |tx| ShardMsg::WaitApplied(resp.applied_index, tx)).await?;
+        }
+        set_member(&mut answer, self.member.id);
+        Ok(answer)
+    }
+
+    /// Serves a request sent on by another member (or this member's own, when it leads):
+    /// answers it and the raft index applied when it was answered.
+    ///
+    /// # Errors
+    /// The shard's answer.
+    pub async fn serve_forwarded(
+        &self,
+        s: u32,
+        request: forward_request::Request,
+    ) -> Result<(forward_response::Response, u64)> {
+        use forward_response::Response as R;
+        let answer = match request {
+            forward_request::Request::Write(cmd) => {
+                let Some(cmd) = cmd.command else { return Err(EngineError::Remote(unexpected("an empty write"))) };
+                match self.call(s, |tx| ShardMsg::Write(cmd, tx)).await? {
+                    WriteResponse::Put(r) => R::Put(r),
+                    WriteResponse::DeleteRange(r) => R::DeleteRange(r),
+                    WriteResponse::Txn(r) => R::Txn(r),
+                    WriteResponse::Compaction(r) => R::Compaction(r),
+                    WriteResponse::LeaseGrant(r) => R::LeaseGrant(r),
+                    WriteResponse::LeaseRevoke(r) => R::LeaseRevoke(r),
+                    WriteResponse::Alarm(r) => R::Alarm(r),
+                }
+            }
+            forward_request::Request::LeaseKeepAlive(id) => {
+                R::LeaseKeepAliveTtl(self.call(s, |tx| ShardMsg::LeaseKeepAlive(id, tx)).await?)
+            }
+            forward_request::Request::LeaseTimeToLive(r) => {
+                R::LeaseTimeToLive(self.call(s, |tx| ShardMsg::LeaseTimeToLive(r, tx)).await?)
+            }
+            other => R::Member(cluster::change_membership(self, other).await?),
+        };
+        Ok((answer, self.shard(s).applied()))
+    }
+
+    /// Returns this member's raft ID.
+    pub fn raft_id(&self) -> u64 {
+        self.membership.read().get(self.member.id).map_or(self.member.id, |m| m.raft_id)
     }
 
     /// Proposes `cmd` on every shard (lease and compaction requests, whose state every shard
@@ -167,13 +362,51 @@ impl ApiContext {
         })
     }
 
-    /// Returns the member ID for a raft node ID (one member until clustering lands).
+    /// Returns the member ID for a raft node ID (0 for none or an unknown one).
     pub fn member_of_raft_id(&self, raft_id: u64) -> u64 {
-        if raft_id == 0 {
-            0
-        } else {
-            self.member.id
+        self.membership.read().by_raft_id(raft_id).map_or(0, |m| m.id)
+    }
+}
+
+/// Turns a peer's answer into the error to give the client: statuses that say the request was
+/// refused untaken become the errors the retry loop knows; the rest go to the client as they
+/// are (they are etcd's already), transport failures as etcd's "leader changed" (the request
+/// may or may not have been applied).
+fn from_peer_status(status: tonic::Status) -> EngineError {
+    let unsent = || {
+        // A connection that could not be made carried nothing: safe to try again.
+        let text = format!("{status:?}").to_ascii_lowercase();
+        text.contains("connect") && !text.contains("reset")
+    };
+    match (status.code(), status.message()) {
+        (tonic::Code::FailedPrecondition, "etcdserver: not leader") => EngineError::NotLeader,
+        (tonic::Code::Unavailable, m) if !m.starts_with("etcdserver:") && unsent() => EngineError::NoLeader,
+        (tonic::Code::Unavailable, "etcdserver: no leader") => EngineError::NoLeader,
+        (tonic::Code::Unavailable, m) if !m.starts_with("etcdserver:") => EngineError::LeaderChanged,
+        (tonic::Code::Unknown | tonic::Code::Internal | tonic::Code::Cancelled, m) if !m.starts_with("etcdserver:") => {
+            EngineError::LeaderChanged
         }
+        (tonic::Code::DeadlineExceeded, _) => EngineError::Timeout,
+        _ => EngineError::Remote(status),
+    }
+}
+
+/// Puts `member` in the header of a forwarded answer: the client hears from the member it asked.
+fn set_member(answer: &mut forward_response::Response, member: u64) {
+    use forward_response::Response as R;
+    let header = match answer {
+        R::Put(r) => r.header.as_mut(),
+        R::DeleteRange(r) => r.header.as_mut(),
+        R::Txn(r) => r.header.as_mut(),
+        R::Compaction(r) => r.header.as_mut(),
+        R::LeaseGrant(r) => r.header.as_mut(),
+        R::LeaseRevoke(r) => r.header.as_mut(),
+        R::Alarm(r) => r.header.as_mut(),
+        R::LeaseTimeToLive(r) => r.header.as_mut(),
+        R::LeaseKeepAliveTtl(_) | R::Member(_) => None,
+    };
+    if let Some(h) = header {
+        h.member_id = member;
     }
 }
 

@@ -39,6 +39,24 @@ pub fn code_and_message(e: &EngineError) -> (Code, String) {
         E::ShardCount(_) => (Code::FailedPrecondition, format!("ballast: {e}")),
         E::Executor { .. } => (Code::Unavailable, format!("ballast: {e}")),
         E::SnapshotCut => (Code::Unavailable, format!("ballast: {e}")),
+        E::BadCluster(_) => (Code::FailedPrecondition, format!("etcdserver: {e}")),
+        E::LeaderChanged => fixed(Code::Unavailable, "etcdserver: leader changed"),
+        E::ConfChangePending => (Code::Unavailable, format!("ballast: {e}")),
+        E::PeerUrlExists => fixed(Code::FailedPrecondition, "etcdserver: Peer URLs already exists"),
+        E::NotEnoughStartedMembers => {
+            fixed(Code::FailedPrecondition, "etcdserver: re-configuration failed due to not enough started members")
+        }
+        E::MemberNotLearner => fixed(Code::FailedPrecondition, "etcdserver: can only promote a learner member"),
+        E::LearnerNotReady => fixed(
+            Code::FailedPrecondition,
+            "etcdserver: can only promote a learner member which is in sync with leader",
+        ),
+        E::TooManyLearners => fixed(Code::FailedPrecondition, "etcdserver: too many learner members in cluster"),
+        E::Unhealthy => fixed(Code::Unavailable, "etcdserver: unhealthy cluster"),
+        E::MemberBadUrls => fixed(Code::InvalidArgument, "etcdserver: given member URLs are invalid"),
+        E::BadLeaderTransferee => fixed(Code::FailedPrecondition, "etcdserver: bad leader transferee"),
+        E::ClusterIdMismatch { .. } => (Code::FailedPrecondition, e.to_string()),
+        E::Remote(status) => (status.code(), status.message().to_string()),
         // etcd has no error for a failing disk (it panics); these end the member, and the
         // client sees a retryable code while it restarts.
         E::Storage(_) | E::Raft(_) => (Code::Unavailable, format!("etcdserver: {e}")),
@@ -84,6 +102,23 @@ mod tests {
             (EngineError::Timeout, Code::Unavailable, "etcdserver: request timed out"),
             (EngineError::NotCapable, Code::FailedPrecondition, "etcdserver: not capable"),
             (EngineError::MemberNotFound, Code::NotFound, "etcdserver: member not found"),
+            (EngineError::LeaderChanged, Code::Unavailable, "etcdserver: leader changed"),
+            (EngineError::BadLeaderTransferee, Code::FailedPrecondition, "etcdserver: bad leader transferee"),
+            (EngineError::PeerUrlExists, Code::FailedPrecondition, "etcdserver: Peer URLs already exists"),
+            (
+                EngineError::NotEnoughStartedMembers,
+                Code::FailedPrecondition,
+                "etcdserver: re-configuration failed due to not enough started members",
+            ),
+            (EngineError::MemberNotLearner, Code::FailedPrecondition, "etcdserver: can only promote a learner member"),
+            (
+                EngineError::LearnerNotReady,
+                Code::FailedPrecondition,
+                "etcdserver: can only promote a learner member which is in sync with leader",
+            ),
+            (EngineError::TooManyLearners, Code::FailedPrecondition, "etcdserver: too many learner members in cluster"),
+            (EngineError::MemberBadUrls, Code::InvalidArgument, "etcdserver: given member URLs are invalid"),
+            (EngineError::Unhealthy, Code::Unavailable, "etcdserver: unhealthy cluster"),
             (
                 EngineError::SnapshotCut,
                 Code::Unavailable,

@@ -38,6 +38,13 @@ impl RevisionCounter {
         self.last.fetch_add(1, Ordering::SeqCst) + 1
     }
 
+    /// Sets the counter back to `last`: a leader that steps down with revisions handed out to
+    /// writes that never committed reopens its state and counts again from what is applied
+    /// (only a member whose shards share no counter with shards led elsewhere may).
+    pub fn reset(&self, last: i64) {
+        self.last.store(last.max(1), Ordering::SeqCst);
+    }
+
     /// Raises the counter to at least `rev`: a revision found on disk or in a replayed raft entry
     /// is never handed out again.
     pub fn observe(&self, rev: i64) {

@@ -10,33 +10,38 @@
 //! writes, then move lagging watchers forward.
 //!
 //! Reads are answered from state every acknowledged write is in, and never see a write that is
-//! not yet durable: a round's reads are all answered before its writes are evaluated (the
-//! messages of one round are concurrent, so either order is linearizable), and with a single voter
-//! every proposal is committed, written and answered in the round it is proposed. Multi-member
-//! shards will need ReadIndex here (see the raft crate's `read_index`).
+//! not yet committed. With a single voter, a round's reads are all answered before its writes
+//! are evaluated (the messages of one round are concurrent, so either order is linearizable),
+//! and every proposal is committed, written and answered in the round it is proposed. With
+//! followers ([`reads`]): linearizable reads wait for a ReadIndex (one per round for all the
+//! round's reads), serializable ones are served locally, and every read waits until nothing the
+//! leader evaluated is uncommitted. The leader evaluates a round's writes only when its previous
+//! round has committed, and proposes them as one entry, so that moment comes once per round.
 
 pub mod cut;
 pub mod executor;
 pub mod msg;
+mod reads;
 pub mod stall;
 pub mod state_machine;
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ballast_proto::ballastpb::raft_command::Command;
+use ballast_proto::ballastpb::{raft_command::Command, RaftCommand};
 use ballast_proto::etcdserverpb::{
     alarm_request::AlarmAction, AlarmRequest, AlarmType, HashKvResponse, LeaseLeasesResponse, LeaseRevokeRequest,
     LeaseStatus, LeaseTimeToLiveResponse,
 };
-use ballast_raft::{NoopTransport, RaftConfig, RaftNode};
+use ballast_raft::{ConfState, RaftConfig, RaftNode};
 use flume::{Receiver, RecvTimeoutError, Sender, TryRecvError, TrySendError};
 use prost::Message;
 
 use crate::apply::kv;
 use crate::clock::Clock;
+use crate::cluster::{ClusterView, PeerTransport};
 use crate::error::{EngineError, Result};
 use crate::header::HeaderInfo;
 use crate::mvcc::RevisionCounter;
@@ -45,6 +50,7 @@ use crate::storage::{Cf, KvBackend, ScanOrder};
 use crate::watch::{WatchConfig, WatchHub};
 pub use executor::ShardPlacement;
 pub use msg::{Reply, ShardMsg, ShardStatus, WriteResponse};
+use reads::{PendingRead, ReadQueue};
 use stall::Heartbeat;
 use state_machine::{ApplyOutput, ShardStateMachine};
 
@@ -90,6 +96,16 @@ pub struct ShardConfig {
     /// typical control plane's whole live data set (kube-apiserver's watch cache holds every
     /// object anyway); beyond it, reads fall back to RocksDB and its block cache.
     pub value_cache_bytes: usize,
+    /// Encoded writes one round's raft entry may carry before the rest wait for the next round.
+    /// 4 MiB holds thousands of Kubernetes-sized writes (a round's worth at 1,000 in flight)
+    /// while keeping one entry, and so one append message, within a few of etcd's 1 MiB
+    /// `maxSizePerMsg`.
+    pub max_round_entry_bytes: usize,
+    /// Most raft log entries a leader keeps for a follower that has not caught up, beyond
+    /// `raft_log_retain`. A follower further behind needs a raft snapshot, which is not built
+    /// yet; 1,000,000 entries (a few hundred MiB of small writes) is days of a typical control
+    /// plane's writes and bounds the disk a dead member can cost.
+    pub raft_log_hold_max: u64,
 }
 
 impl Default for ShardConfig {
@@ -109,6 +125,8 @@ impl Default for ShardConfig {
             value_cache_bytes: crate::mvcc::DEFAULT_VALUE_CACHE_BYTES,
             placement: ShardPlacement::Unbound,
             stall_threshold: Duration::from_secs(1),
+            max_round_entry_bytes: 4 << 20,
+            raft_log_hold_max: 1_000_000,
         }
     }
 }
@@ -119,6 +137,8 @@ pub struct ShardHandle {
     tx: Sender<ShardMsg>,
     leader: Arc<AtomicU64>,
     term: Arc<AtomicU64>,
+    applied: Arc<AtomicU64>,
+    is_leader: Arc<AtomicBool>,
     pending: Arc<AtomicI64>,
 }
 
@@ -161,6 +181,17 @@ impl ShardHandle {
         self.term.load(Ordering::Relaxed)
     }
 
+    /// Returns the shard's applied raft index as last published (before the writes up to it
+    /// were answered).
+    pub fn applied(&self) -> u64 {
+        self.applied.load(Ordering::SeqCst)
+    }
+
+    /// Returns true when this member led the shard at the end of its last round.
+    pub fn is_leader(&self) -> bool {
+        self.is_leader.load(Ordering::Relaxed)
+    }
+
     /// Returns the revision up to which this shard has published every event it will ever have,
     /// given `last`, the member's revision counter read *before* this call: `last` when the
     /// shard has nothing pending, else just below its pending mark. The shard sets the mark
@@ -175,7 +206,7 @@ impl ShardHandle {
     }
 }
 
-type ShardRaft<B> = RaftNode<BackendLogStore<B>, ShardStateMachine<B>, NoopTransport>;
+type ShardRaft<B> = RaftNode<BackendLogStore<B>, ShardStateMachine<B>, PeerTransport>;
 
 /// A shard and everything it owns. Lives on its own thread; see [`Shard::run`].
 pub struct Shard<B: KvBackend + Clone> {
@@ -185,13 +216,30 @@ pub struct Shard<B: KvBackend + Clone> {
     cfg: ShardConfig,
     ids: HeaderInfo,
     clock: Arc<dyn Clock>,
-    /// Writes taken this round, evaluated once the round's reads are answered.
-    writes: Vec<(Command, Reply<WriteResponse>)>,
+    /// Writes waiting to be evaluated: taken this round, or held while the previous round is
+    /// uncommitted. Internal ones (lease expiry, alarms) have no reply.
+    writes: VecDeque<(Command, Option<Reply<WriteResponse>>)>,
+    /// Reads waiting for a read index or for the state to hold only committed writes.
+    reads: ReadQueue,
+    /// Replies waiting for the applied index to reach theirs.
+    waiters: Vec<(u64, Reply<()>)>,
+    /// Membership changes proposed here: (index, term, reply), answered once applied.
+    conf_waiters: Vec<(u64, u64, Reply<()>)>,
+    /// The index of this member's first entry as leader: it evaluates nothing before that is
+    /// applied (entries of earlier terms it holds must be in the state first).
+    term_start: u64,
+    /// True while this member is its group's only voter (a one-member cluster).
+    single: bool,
     /// Evaluated writes waiting for the raft index that makes them (and everything evaluated
     /// before them) durable, in evaluation order.
-    answers: VecDeque<(u64, Reply<WriteResponse>, Result<WriteResponse>)>,
+    /// Each with the raft index and term of the entry it waits for: an answer is sent only if
+    /// the entry applied at that index is the one proposed (a leader that steps down keeps its
+    /// answers waiting, since the next leader may still commit the entry, as etcd does).
+    answers: VecDeque<(u64, u64, Reply<WriteResponse>, Result<WriteResponse>)>,
     leader: Arc<AtomicU64>,
     term: Arc<AtomicU64>,
+    applied: Arc<AtomicU64>,
+    is_leader: Arc<AtomicBool>,
     /// See [`ShardHandle::published_through`].
     pending: Arc<AtomicI64>,
     stopping: bool,
@@ -208,7 +256,10 @@ impl<B: KvBackend + Clone> Shard<B> {
     /// Opens the shard's state on `backend`, replays its raft log, and returns it with its handle.
     /// Its writes take revisions from `revs`, which the replay raises past every revision the
     /// shard's log recorded, so open every shard of a member before any of them runs. `ids` gives
-    /// the cluster and member IDs for response headers (the term is filled in live).
+    /// the cluster and member IDs for response headers (the term is filled in live). `conf`
+    /// holds the group's voters and learners when the group is new (`cfg.raft.id` is this
+    /// member's); a lone voter leads at once, a group of several elects its leader. `cluster`
+    /// (shard 0 of a member) receives the membership changes the shard applies.
     ///
     /// # Errors
     /// A storage or raft error.
@@ -218,6 +269,9 @@ impl<B: KvBackend + Clone> Shard<B> {
         revs: Arc<RevisionCounter>,
         ids: HeaderInfo,
         clock: Arc<dyn Clock>,
+        conf: &ConfState,
+        transport: PeerTransport,
+        cluster: Option<ClusterView>,
     ) -> Result<(Self, ShardHandle)> {
         let sm = ShardStateMachine::open(
             backend.clone(),
@@ -229,15 +283,30 @@ impl<B: KvBackend + Clone> Shard<B> {
         )?;
         let log = BackendLogStore::open(backend, cfg.raft_log_tail)?;
         let hub = WatchHub::new(cfg.watch.clone(), sm.store().current_rev());
-        let mut node = RaftNode::new(&cfg.raft, &[cfg.raft.id], log, sm, NoopTransport)?;
-        // A single voter need not wait an election timeout to lead.
-        node.campaign()?;
+        let mut sm = sm;
+        if let Some(view) = cluster {
+            sm.set_cluster_view(view);
+        }
+        let mut node = RaftNode::with_conf_state(&cfg.raft, conf, log, sm, transport)?;
+        let single = node.is_single_voter();
+        if single {
+            // A single voter need not wait an election timeout to lead.
+            node.campaign()?;
+        }
         let (tx, rx) = flume::bounded(cfg.mailbox_capacity);
         let leader = Arc::new(AtomicU64::new(0));
         let term = Arc::new(AtomicU64::new(0));
+        let applied = Arc::new(AtomicU64::new(0));
+        let is_leader = Arc::new(AtomicBool::new(false));
         let pending = Arc::new(AtomicI64::new(NOTHING_PENDING));
-        let handle =
-            ShardHandle { tx, leader: Arc::clone(&leader), term: Arc::clone(&term), pending: Arc::clone(&pending) };
+        let handle = ShardHandle {
+            tx,
+            leader: Arc::clone(&leader),
+            term: Arc::clone(&term),
+            applied: Arc::clone(&applied),
+            is_leader: Arc::clone(&is_leader),
+            pending: Arc::clone(&pending),
+        };
         let mut shard = Self {
             node,
             hub,
@@ -245,15 +314,23 @@ impl<B: KvBackend + Clone> Shard<B> {
             cfg,
             ids,
             clock,
-            writes: Vec::new(),
+            writes: VecDeque::new(),
+            reads: ReadQueue::default(),
+            waiters: Vec::new(),
+            conf_waiters: Vec::new(),
+            term_start: 0,
+            single,
             answers: VecDeque::new(),
             leader,
             term,
+            applied,
+            is_leader,
             pending,
             stopping: false,
             last_quota_check: None,
         };
-        // Replay now: a single voter commits its whole log once it leads.
+        // Replay now: a single voter commits its whole log once it leads; a member of a larger
+        // group applies what it knows committed and learns the rest from the leader.
         shard.run_ready()?;
         Ok((shard, handle))
     }
@@ -272,9 +349,12 @@ impl<B: KvBackend + Clone> Shard<B> {
         let result = self.run_loop(beat);
         beat.idle();
         for (_, reply) in self.writes.drain(..) {
-            let _ = reply.send(Err(EngineError::Stopped));
+            if let Some(reply) = reply {
+                let _ = reply.send(Err(EngineError::Stopped));
+            }
         }
-        for (_, reply, _) in self.answers.drain(..) {
+        self.reads.fail_all(|| EngineError::Stopped);
+        for (_, _, reply, _) in self.answers.drain(..) {
             let _ = reply.send(Err(EngineError::Stopped));
         }
         result
@@ -287,6 +367,9 @@ impl<B: KvBackend + Clone> Shard<B> {
             let mut wait = next_tick.saturating_duration_since(now);
             if self.hub.has_lagging() {
                 wait = wait.min(self.cfg.catch_up_interval);
+            }
+            if !self.writes.is_empty() && (self.can_evaluate() || !self.node.is_leader()) {
+                wait = Duration::ZERO;
             }
             let first = match self.rx.try_recv() {
                 Ok(msg) => Some(msg),
@@ -310,12 +393,10 @@ impl<B: KvBackend + Clone> Shard<B> {
                     }
                 }
             }
-            // The buffer goes back afterwards so its capacity is reused round after round.
-            let mut writes = std::mem::take(&mut self.writes);
-            for (cmd, reply) in writes.drain(..) {
-                self.propose(cmd, Some(reply))?;
+            if !self.single {
+                self.reads.request_index(&mut self.node, self.clock.now());
             }
-            self.writes = writes;
+            self.evaluate_round()?;
             let now = self.clock.now();
             if now >= next_tick {
                 next_tick = now + self.cfg.tick_interval;
@@ -330,12 +411,18 @@ impl<B: KvBackend + Clone> Shard<B> {
 
     fn on_tick(&mut self, now: Instant) -> Result<()> {
         self.node.tick();
-        if self.node.is_leader() {
+        if self.can_evaluate() {
             let expired = self.node.state_machine_mut().lessor_mut().take_expired(now, self.cfg.lease_revokes_per_tick);
             for id in expired {
-                self.propose(Command::LeaseRevoke(LeaseRevokeRequest { id }), None)?;
+                self.writes.push_back((Command::LeaseRevoke(LeaseRevokeRequest { id }), None));
             }
-            self.check_quota(now)?;
+            self.check_quota(now);
+        }
+        if !self.single {
+            // A read index lost with a leader change is asked again after an election timeout.
+            let retry_after = self.cfg.tick_interval * self.cfg.raft.election_tick as u32;
+            self.reads.retry_stale(now, retry_after);
+            self.waiters.retain(|(_, reply)| !reply.is_closed());
         }
         let hdr = self.hdr();
         let rev = self.node.state_machine().store().current_rev();
@@ -344,9 +431,9 @@ impl<B: KvBackend + Clone> Shard<B> {
     }
 
     /// Raises NOSPACE when the backend outgrows its quota (checked at most once a second).
-    fn check_quota(&mut self, now: Instant) -> Result<()> {
+    fn check_quota(&mut self, now: Instant) {
         if self.last_quota_check.is_some_and(|t| now.saturating_duration_since(t) < Duration::from_secs(1)) {
-            return Ok(());
+            return;
         }
         self.last_quota_check = Some(now);
         let sm = self.node.state_machine();
@@ -355,30 +442,79 @@ impl<B: KvBackend + Clone> Shard<B> {
             tracing::warn!(quota = self.cfg.quota_backend_bytes, "backend quota exceeded; raising NOSPACE");
             let alarm =
                 AlarmRequest { action: AlarmAction::Activate as i32, member_id: self.ids.member_id, alarm: nospace };
-            self.propose(Command::Alarm(alarm), None)?;
+            self.writes.push_back((Command::Alarm(alarm), None));
         }
-        Ok(())
     }
 
     fn handle(&mut self, msg: ShardMsg) -> Result<()> {
         let hdr = self.hdr();
         match msg {
             ShardMsg::Range(req, reply) => {
-                let r = kv::range(self.node.state_machine().store(), &req).map(|mut r| {
-                    r.header = hdr.complete(r.header);
-                    r
-                });
-                let _ = reply.send(r);
+                if self.single {
+                    self.serve_read(PendingRead::Range(req, reply), &hdr);
+                } else {
+                    let serializable = req.serializable;
+                    self.reads.add(PendingRead::Range(req, reply), serializable);
+                }
             }
             ShardMsg::ReadTxn(req, reply) => {
-                let (store, leases) = self.node.state_machine_mut().store_and_leases();
-                let r = kv::apply_txn(store, leases, &req).map(|mut r| {
-                    r.header = hdr.complete(r.header);
-                    r
-                });
+                if self.single {
+                    self.serve_read(PendingRead::Txn(req, reply), &hdr);
+                } else {
+                    self.reads.add(PendingRead::Txn(req, reply), false);
+                }
+            }
+            ShardMsg::Write(cmd, reply) => self.writes.push_back((cmd, Some(reply))),
+            ShardMsg::Raft(msgs) => {
+                for m in msgs {
+                    if let Err(e) = self.node.step(m) {
+                        tracing::debug!(error = %e, "raft message not taken");
+                    }
+                }
+            }
+            ShardMsg::Unreachable(peer) => self.node.report_unreachable(peer),
+            ShardMsg::WaitApplied(index, reply) => {
+                if ballast_raft::StateMachine::applied_index(self.node.state_machine()) >= index {
+                    let _ = reply.send(Ok(()));
+                } else {
+                    self.waiters.push((index, reply));
+                }
+            }
+            ShardMsg::ConfChange(cc, reply) => match self.node.propose_conf_change(cc) {
+                Ok(()) => {
+                    let (index, term) = (self.node.last_index(), self.node.term());
+                    self.conf_waiters.push((index, term, reply));
+                }
+                Err(ballast_raft::RaftError::ProposalDropped) => {
+                    let _ = reply.send(Err(EngineError::ConfChangePending));
+                }
+                Err(ballast_raft::RaftError::NotLeader { .. }) => {
+                    let _ = reply.send(Err(EngineError::NotLeader));
+                }
+                Err(e) => {
+                    let _ = reply.send(Err(e.into()));
+                }
+            },
+            ShardMsg::Progress(reply) => {
+                let ids = self.node.voters().into_iter().chain(self.node.learners());
+                let progress: Vec<(u64, u64, bool)> =
+                    ids.filter_map(|id| self.node.progress_of(id).map(|(m, active)| (id, m, active))).collect();
+                let r = if self.node.is_leader() {
+                    Ok((progress, self.node.last_index()))
+                } else {
+                    Err(EngineError::NotLeader)
+                };
                 let _ = reply.send(r);
             }
-            ShardMsg::Write(cmd, reply) => self.writes.push((cmd, reply)),
+            ShardMsg::TransferLeader(to, reply) => {
+                let r = if self.node.is_leader() {
+                    self.node.transfer_leader(to);
+                    Ok(())
+                } else {
+                    Err(EngineError::NotLeader)
+                };
+                let _ = reply.send(r);
+            }
             ShardMsg::LeaseKeepAlive(id, reply) => {
                 let r = if self.node.is_leader() {
                     Ok(self.node.state_machine_mut().lessor_mut().keep_alive(id, self.clock.now()).unwrap_or(0))
@@ -386,6 +522,15 @@ impl<B: KvBackend + Clone> Shard<B> {
                     Err(EngineError::NotLeader)
                 };
                 let _ = reply.send(r);
+            }
+            ShardMsg::LeaseTimeToLive(req, reply) if !self.single && !self.node.is_leader() => {
+                // Only the leader keeps lease deadlines; the network plane asks it instead.
+                let _ = reply.send(Err(if self.node.leader_id() == 0 {
+                    EngineError::NoLeader
+                } else {
+                    EngineError::NotLeader
+                }));
+                let _ = req;
             }
             ShardMsg::LeaseTimeToLive(req, reply) => {
                 let now = self.clock.now();
@@ -470,43 +615,124 @@ impl<B: KvBackend + Clone> Shard<B> {
         Ok(())
     }
 
-    /// Evaluates a write and proposes its entry; its answer waits in `answers` until the entry
-    /// (or, for a write that needed none, the last entry proposed before it) is applied.
+    /// Serves one read from the current state.
+    fn serve_read(&mut self, read: PendingRead, hdr: &HeaderInfo) {
+        match read {
+            PendingRead::Range(req, reply) => {
+                let r = kv::range(self.node.state_machine().store(), &req).map(|mut r| {
+                    r.header = hdr.complete(r.header);
+                    r
+                });
+                let _ = reply.send(r);
+            }
+            PendingRead::Txn(req, reply) => {
+                let (store, leases) = self.node.state_machine_mut().store_and_leases();
+                let r = kv::apply_txn(store, leases, &req).map(|mut r| {
+                    r.header = hdr.complete(r.header);
+                    r
+                });
+                let _ = reply.send(r);
+            }
+        }
+    }
+
+    /// Serves the reads whose read index is applied, when the state holds nothing uncommitted.
+    fn serve_reads(&mut self) {
+        let sm = self.node.state_machine();
+        let applied = ballast_raft::StateMachine::applied_index(sm);
+        if sm.evaluated_index() > applied {
+            return;
+        }
+        let hdr = self.hdr();
+        for read in self.reads.take_ready(applied) {
+            self.serve_read(read, &hdr);
+        }
+    }
+
+    /// True when this member may evaluate writes now: it leads, every entry of earlier terms is
+    /// applied, and nothing it evaluated is still uncommitted (so a round commits whole, and
+    /// reads get a moment with only committed state each round).
+    fn can_evaluate(&self) -> bool {
+        let sm = self.node.state_machine();
+        let applied = ballast_raft::StateMachine::applied_index(sm);
+        self.node.is_leader() && applied >= self.term_start && sm.evaluated_index() <= applied
+    }
+
+    /// Evaluates the waiting writes and proposes them as one entry; their answers wait in
+    /// `answers` until the entry (or, for a round that changed nothing, the last entry proposed
+    /// before it) is applied. A member that does not lead refuses them, so the network plane
+    /// sends them to the leader.
     ///
     /// # Errors
     /// A storage or raft error after the state changed: the shard must stop.
-    fn propose(&mut self, cmd: Command, reply: Option<Reply<WriteResponse>>) -> Result<()> {
-        let refuse = |reply: Option<Reply<WriteResponse>>, err: EngineError| {
-            if let Some(reply) = reply {
-                let _ = reply.send(Err(err));
-            }
-            Ok(())
-        };
+    fn evaluate_round(&mut self) -> Result<()> {
+        if self.writes.is_empty() {
+            return Ok(());
+        }
         if !self.node.is_leader() {
-            let err = if self.node.leader_id() == 0 { EngineError::NoLeader } else { EngineError::NotLeader };
-            return refuse(reply, err);
+            let no_leader = self.node.leader_id() == 0;
+            for (_, reply) in self.writes.drain(..) {
+                if let Some(reply) = reply {
+                    let _ = reply.send(Err(if no_leader { EngineError::NoLeader } else { EngineError::NotLeader }));
+                }
+            }
+            return Ok(());
+        }
+        if !self.can_evaluate() {
+            return Ok(());
         }
         let nospace = self.node.state_machine().alarms().contains(&(AlarmType::Nospace as i32));
-        if nospace && matches!(cmd, Command::Put(_) | Command::Txn(_) | Command::LeaseGrant(_)) {
-            return refuse(reply, EngineError::NoSpace);
+        let mut batch: Vec<RaftCommand> = Vec::new();
+        let mut bytes = 0;
+        let mut answers = Vec::new();
+        while bytes < self.cfg.max_round_entry_bytes {
+            let Some((cmd, reply)) = self.writes.pop_front() else { break };
+            if nospace && matches!(cmd, Command::Put(_) | Command::Txn(_) | Command::LeaseGrant(_)) {
+                if let Some(reply) = reply {
+                    let _ = reply.send(Err(EngineError::NoSpace));
+                }
+                continue;
+            }
+            if self.pending.load(Ordering::SeqCst) == NOTHING_PENDING {
+                // Before any revision is taken: a reader that sees the counter past a revision
+                // of this round sees the mark too.
+                let next = self.node.state_machine().store().revisions().last() + 1;
+                self.pending.store(next, Ordering::SeqCst);
+            }
+            let evaluated = self.node.state_machine_mut().evaluate(cmd)?;
+            if let Some(entry) = evaluated.entry {
+                bytes += entry.encoded_len();
+                batch.push(entry);
+            }
+            if let Some(reply) = reply {
+                answers.push((reply, evaluated.result));
+            }
         }
-        if self.pending.load(Ordering::SeqCst) == NOTHING_PENDING {
-            // Before any revision is taken: a reader that sees the counter past a revision of
-            // this round sees the mark too.
-            let next = self.node.state_machine().store().revisions().last() + 1;
-            self.pending.store(next, Ordering::SeqCst);
+        if !batch.is_empty() {
+            let data = match batch.len() {
+                1 => batch.swap_remove(0).encode_to_vec(),
+                _ => RaftCommand { batch, ..Default::default() }.encode_to_vec(),
+            };
+            if let Err(e) = self.node.propose(data) {
+                // Raft refused the entry (a leadership transfer is under way): the state holds
+                // writes with no log record, so it goes back to what is applied.
+                tracing::info!(error = %e, "round not proposed; its writes are refused");
+                self.node.state_machine_mut().discard_unapplied()?;
+                self.pending.store(NOTHING_PENDING, Ordering::SeqCst);
+                for (reply, _) in answers {
+                    let _ = reply.send(Err(EngineError::LeaderChanged));
+                }
+                return Ok(());
+            }
+            let (index, term) = (self.node.last_index(), self.node.term());
+            self.node.state_machine_mut().proposed(index, term);
         }
-        let evaluated = self.node.state_machine_mut().evaluate(cmd)?;
-        if let Some(entry) = evaluated.entry {
-            // The state already holds the write: an entry raft refuses now would leave it with no
-            // log record, so this is fatal (a leading single voter refuses none).
-            self.node.propose(entry.encode_to_vec())?;
-            let index = self.node.last_index();
-            self.node.state_machine_mut().proposed(index);
-        }
-        if let Some(reply) = reply {
-            let index = self.node.state_machine().evaluated_index();
-            self.answers.push_back((index, reply, evaluated.result));
+        // Every answer of the round waits for the round's entry: an answer that changed nothing
+        // may still depend on a write evaluated before it in the round.
+        let index = self.node.state_machine().evaluated_index();
+        let term = self.node.log_term(index).unwrap_or(0);
+        for (reply, result) in answers {
+            self.answers.push_back((index, term, reply, result));
         }
         Ok(())
     }
@@ -514,15 +740,42 @@ impl<B: KvBackend + Clone> Shard<B> {
     fn run_ready(&mut self) -> Result<()> {
         while self.node.has_ready() {
             let Some(outcome) = self.node.handle_ready()? else { break };
+            if outcome.lost_leadership {
+                self.stepped_down();
+            }
             if outcome.became_leader {
                 let now = self.clock.now();
                 self.node.state_machine_mut().lessor_mut().promote(now);
+                self.term_start = self.node.last_index();
+                tracing::info!(term = self.node.term(), "became leader");
             }
+            self.reads.confirmed(outcome.read_states);
             if let Some(applied) = outcome.applied {
                 self.finish_round(&applied?);
             }
         }
+        let applied = ballast_raft::StateMachine::applied_index(self.node.state_machine());
+        // Published before the answers, so a forwarded write's applied index covers it.
+        self.applied.store(applied, Ordering::SeqCst);
         self.answer_applied();
+        if !self.conf_waiters.is_empty() {
+            let (done, waiting): (Vec<_>, Vec<_>) = self.conf_waiters.drain(..).partition(|(i, _, _)| *i <= applied);
+            self.conf_waiters = waiting;
+            for (index, term, reply) in done {
+                let same = self.node.log_term(index).is_none_or(|t| t == term);
+                let _ = reply.send(if same { Ok(()) } else { Err(EngineError::LeaderChanged) });
+            }
+        }
+        if self.node.state_machine().removed() {
+            self.stopping = true;
+        }
+        if !self.waiters.is_empty() {
+            let (done, waiting): (Vec<_>, Vec<_>) = self.waiters.drain(..).partition(|(i, _)| *i <= applied);
+            self.waiters = waiting;
+            for (_, reply) in done {
+                let _ = reply.send(Ok(()));
+            }
+        }
         let sm = self.node.state_machine();
         if sm.evaluated_index() <= ballast_raft::StateMachine::applied_index(sm) {
             // Every evaluated write is applied and its events published.
@@ -530,8 +783,20 @@ impl<B: KvBackend + Clone> Shard<B> {
         }
         self.leader.store(self.node.leader_id(), Ordering::Relaxed);
         self.term.store(self.node.term(), Ordering::Relaxed);
+        self.is_leader.store(self.node.is_leader(), Ordering::Relaxed);
+        self.single = self.node.is_single_voter();
         self.compact_log()?;
+        self.serve_reads();
         Ok(())
+    }
+
+    /// This member stopped leading: the state machine has already dropped what it evaluated but
+    /// did not apply (`ShardStateMachine::step_down`). The writes waiting for it keep waiting:
+    /// the next leader may commit their entry (they are answered then) or replace it (they get
+    /// etcd's "leader changed"); the client's deadline ends the wait otherwise.
+    fn stepped_down(&mut self) {
+        tracing::info!(term = self.node.term(), leader = self.node.leader_id(), "lost leadership");
+        self.pending.store(NOTHING_PENDING, Ordering::SeqCst);
     }
 
     fn finish_round(&mut self, out: &ApplyOutput) {
@@ -544,8 +809,13 @@ impl<B: KvBackend + Clone> Shard<B> {
     fn answer_applied(&mut self) {
         let applied = ballast_raft::StateMachine::applied_index(self.node.state_machine());
         let hdr = self.hdr();
-        while self.answers.front().is_some_and(|(index, _, _)| *index <= applied) {
-            let Some((_, reply, result)) = self.answers.pop_front() else { break };
+        while self.answers.front().is_some_and(|(index, _, _, _)| *index <= applied) {
+            let Some((index, term, reply, result)) = self.answers.pop_front() else { break };
+            if self.node.log_term(index).is_some_and(|t| t != term) {
+                // Another leader's entry took the index: the write was not applied.
+                let _ = reply.send(Err(EngineError::LeaderChanged));
+                continue;
+            }
             let _ = reply.send(result.map(|r| complete(r, &hdr)));
         }
     }
@@ -555,7 +825,15 @@ impl<B: KvBackend + Clone> Shard<B> {
         let first = raft::Storage::first_index(self.node.store()).unwrap_or(1);
         let retain = self.cfg.raft_log_retain;
         if applied > first + 2 * retain {
-            ballast_raft::LogStore::compact(self.node.store(), applied - retain)?;
+            let mut to = applied - retain;
+            // A leader keeps what a lagging follower still needs, up to a bound (raft
+            // snapshots are not built yet).
+            if let Some(lowest) = self.node.lowest_follower_match() {
+                to = to.min(lowest.max(applied.saturating_sub(self.cfg.raft_log_hold_max)));
+            }
+            if to > first {
+                ballast_raft::LogStore::compact(self.node.store(), to)?;
+            }
         }
         Ok(())
     }

@@ -90,6 +90,21 @@ pub enum ShardMsg {
     /// it holds; with a [`Cut`](super::cut::Cut), only once every shard of the cut stands still,
     /// so all the copies hold the same revision.
     Checkpoint(std::path::PathBuf, Option<std::sync::Arc<super::cut::Cut>>, Reply<i64>),
+    /// Raft messages from other members' replicas of this shard.
+    Raft(Vec<ballast_raft::Message>),
+    /// The peer with this raft ID could not be reached.
+    Unreachable(u64),
+    /// Answers once the shard has applied the given raft index (a write forwarded to the leader
+    /// is answered by this member after it applied the write too).
+    WaitApplied(u64, Reply<()>),
+    /// Hands the shard's leadership to the member with this raft ID (MoveLeader); answers once
+    /// the transfer was started.
+    TransferLeader(u64, Reply<()>),
+    /// Proposes a membership change (shard 0 of a cluster) and answers once it is applied.
+    ConfChange(ballast_raft::ConfChange, Reply<()>),
+    /// The leader's view of its followers: (raft ID, match index, heard from recently) for
+    /// every member, and the leader's last index.
+    Progress(Reply<(Vec<(u64, u64, bool)>, u64)>),
     /// Stops the shard loop after answering what is in flight.
     Shutdown,
 }

@@ -15,9 +15,14 @@
 //! A round's state goes to RocksDB in one write with the applied index, so after a crash the state
 //! and the applied index agree and replay resumes exactly after the last applied entry.
 //!
-//! Evaluating on the leader relies on one voter: with followers, an entry evaluated by a leader
-//! that loses leadership before it commits could be replaced at its index, so multi-member shards
-//! will propose the evaluated effects instead (see `engine/SHARDING.md`).
+//! With followers, the leader evaluates a round's writes only when nothing it evaluated earlier
+//! is still uncommitted, and proposes them as **one** entry (`RaftCommand::batch`), so a round
+//! commits whole or not at all and the pending batch never mixes committed and uncommitted
+//! writes. Followers apply the entry's requests at its recorded revisions; since the leader
+//! evaluated them against exactly the state the entry's log position has, every member reaches
+//! the same state. A leader that steps down with a round uncommitted throws its in-memory state
+//! away and reopens it from RocksDB ([`ShardStateMachine::step_down`]): the entry may be
+//! replaced by the next leader's.
 
 // #[PerformanceCriticalPath]
 use std::collections::BTreeSet;
@@ -35,6 +40,7 @@ use prost::Message;
 use super::msg::WriteResponse;
 use crate::apply::kv;
 use crate::clock::Clock;
+use crate::cluster::{ClusterView, MemberChange};
 use crate::error::{EngineError, Result};
 use crate::lease::Lessor;
 use crate::mvcc::{KeyRange, MvccStore, RevisionCounter};
@@ -70,11 +76,20 @@ pub struct ShardStateMachine<B: KvBackend> {
     /// The last raft index this member evaluated before proposing; entries up to it are already
     /// in the state when they commit.
     evaluated_index: u64,
+    /// The term of the entry at `evaluated_index` when this member proposed it: an entry of
+    /// another term at that index replaced it.
+    evaluated_term: u64,
     member_id: u64,
     clock: Arc<dyn Clock>,
+    min_lease_ttl: i64,
+    value_cache_bytes: usize,
+    /// Shard 0 of a cluster: where membership changes are applied.
+    cluster: Option<ClusterView>,
+    /// This member was removed from the cluster by an applied change; the shard stops.
+    removed: bool,
 }
 
-impl<B: KvBackend> ShardStateMachine<B> {
+impl<B: KvBackend + Clone> ShardStateMachine<B> {
     /// Opens the state on `backend`.
     ///
     /// # Errors
@@ -108,7 +123,71 @@ impl<B: KvBackend> ShardStateMachine<B> {
         )?;
         let (store, live) = MvccStore::open_with(backend, value_cache_bytes, revs)?;
         let lessor = Lessor::restore(store.backend(), live, min_lease_ttl, clock.now())?;
-        Ok(Self { store, lessor, alarms, applied_index, evaluated_index: applied_index, member_id, clock })
+        Ok(Self {
+            store,
+            lessor,
+            alarms,
+            applied_index,
+            evaluated_index: applied_index,
+            evaluated_term: 0,
+            member_id,
+            clock,
+            min_lease_ttl,
+            value_cache_bytes,
+            cluster: None,
+            removed: false,
+        })
+    }
+
+    /// Makes this state machine apply membership changes to `view` (shard 0 of a member).
+    pub fn set_cluster_view(&mut self, view: ClusterView) {
+        self.cluster = Some(view);
+    }
+
+    /// Returns true once an applied change removed this member from the cluster.
+    pub fn removed(&self) -> bool {
+        self.removed
+    }
+
+    /// Throws away what this member evaluated but did not apply (a leader stepping down with a
+    /// round uncommitted) by reopening the state from the backend, which holds exactly the
+    /// applied entries: the next leader may replace the round's entry. The member's revision
+    /// counter goes back to the store's last revision.
+    ///
+    /// # Errors
+    /// A storage error.
+    pub fn step_down(&mut self) -> Result<()> {
+        if self.evaluated_index <= self.applied_index {
+            return Ok(());
+        }
+        tracing::info!(
+            applied = self.applied_index,
+            evaluated = self.evaluated_index,
+            "stepped down with an uncommitted round; reopening the applied state"
+        );
+        self.discard_unapplied()
+    }
+
+    /// Reopens the state from the backend, dropping every evaluated write that is not applied
+    /// (also those of a round raft refused to take).
+    ///
+    /// # Errors
+    /// A storage error.
+    pub fn discard_unapplied(&mut self) -> Result<()> {
+        let revs = Arc::clone(self.store.revisions());
+        revs.reset(1);
+        let fresh = Self::open(
+            self.store.backend().clone(),
+            self.min_lease_ttl,
+            self.value_cache_bytes,
+            revs,
+            self.member_id,
+            Arc::clone(&self.clock),
+        )?;
+        let cluster = self.cluster.take();
+        *self = fresh;
+        self.cluster = cluster;
+        Ok(())
     }
 
     /// Returns the MVCC store.
@@ -160,20 +239,36 @@ impl<B: KvBackend> ShardStateMachine<B> {
             request_id: 0,
             command: Some(cmd),
             revision,
+            batch: Vec::new(),
         });
         Ok(Evaluated { result, entry })
     }
 
-    /// Records that the entry of the last evaluated write was proposed at `index`.
-    pub fn proposed(&mut self, index: u64) {
+    /// Records that the entry of the writes evaluated last was proposed at `index` in `term`.
+    pub fn proposed(&mut self, index: u64, term: u64) {
         self.evaluated_index = self.evaluated_index.max(index);
+        self.evaluated_term = term;
     }
 
     fn apply_round(&mut self, entries: &[Entry]) -> Result<ApplyOutput> {
         let mut out = ApplyOutput::default();
         for e in entries {
             self.applied_index = self.applied_index.max(e.index);
+            if e.entry_type == EntryType::EntryConfChange as i32 {
+                // Conf changes are proposed without evaluation: applied here on every member.
+                self.apply_member_change(e);
+                self.evaluated_index = self.evaluated_index.max(e.index);
+                continue;
+            }
             if e.index <= self.evaluated_index {
+                if e.term != self.evaluated_term && self.evaluated_term != 0 {
+                    // The shard loop steps down (reopening the state) before it applies another
+                    // leader's entries; reaching here means it did not, and the state is wrong.
+                    return Err(EngineError::Raft(RaftError::Store(Box::new(StorageError::Corrupt {
+                        cf: "raft",
+                        what: "an entry this member evaluated was replaced without a step-down",
+                    }))));
+                }
                 continue; // evaluated by this member when it proposed the entry
             }
             self.evaluated_index = e.index;
@@ -187,24 +282,12 @@ impl<B: KvBackend> ShardStateMachine<B> {
                     continue;
                 }
             };
-            let Some(c) = cmd.command else { continue };
-            if cmd.revision != 0 {
-                self.store.expect_revision(cmd.revision);
-            }
-            // Storage failures are fatal for the whole round: the in-memory state may be ahead
-            // of what can be written. Other failures were the answer when the entry was
-            // evaluated; replay reaches the same one.
-            if let Err(EngineError::Storage(e)) = self.apply_command(&c) {
-                return Err(EngineError::Storage(e));
-            }
-            let taken = self.store.revision_taken();
-            if cmd.revision != 0 && taken != Some(cmd.revision) {
-                tracing::error!(
-                    index = e.index,
-                    recorded = cmd.revision,
-                    ?taken,
-                    "replayed entry changed another revision"
-                );
+            if cmd.batch.is_empty() {
+                self.replay(e.index, cmd)?;
+            } else {
+                for one in cmd.batch {
+                    self.replay(e.index, one)?;
+                }
             }
         }
         self.store.pending_batch().put(
@@ -215,6 +298,63 @@ impl<B: KvBackend> ShardStateMachine<B> {
         // Unsynced: the raft log entries behind this round were synced before they committed.
         out.events = self.store.flush(WriteOpts { sync: false })?;
         Ok(out)
+    }
+
+    /// Applies a membership change (a conf change whose context is the member's record) to the
+    /// member's view and this round's batch. raft applies the change to its own configuration
+    /// right after the round.
+    fn apply_member_change(&mut self, e: &Entry) {
+        use prost_011::Message as _;
+        let Some(view) = &self.cluster else { return };
+        let Ok(cc) = ballast_raft::ConfChange::decode(e.data.as_slice()) else {
+            tracing::error!(index = e.index, "undecodable conf change entry");
+            return;
+        };
+        let change = if cc.change_type == ballast_raft::ConfChangeType::RemoveNode as i32 {
+            let id = crate::cluster::member_of_context(&cc.context)
+                .map(|m| m.id)
+                .ok()
+                .or_else(|| view.membership.read().by_raft_id(cc.node_id).map(|m| m.id));
+            match id {
+                Some(id) => MemberChange::Remove(id),
+                None => return,
+            }
+        } else {
+            match crate::cluster::member_of_context(&cc.context) {
+                Ok(m) => MemberChange::Upsert(m),
+                Err(_) => {
+                    tracing::error!(index = e.index, "conf change without a member record");
+                    return;
+                }
+            }
+        };
+        tracing::info!(index = e.index, ?change, "membership change applied");
+        if view.apply(&change) {
+            tracing::warn!("this member was removed from the cluster; it stops");
+            self.removed = true;
+        }
+        let membership = view.membership.read().clone();
+        membership.save_in(self.store.pending_batch());
+    }
+
+    /// Applies one recorded request of an entry this member did not evaluate, at the revision
+    /// the entry records.
+    fn replay(&mut self, index: u64, cmd: RaftCommand) -> Result<()> {
+        let Some(c) = cmd.command else { return Ok(()) };
+        if cmd.revision != 0 {
+            self.store.expect_revision(cmd.revision);
+        }
+        // Storage failures are fatal for the whole round: the in-memory state may be ahead
+        // of what can be written. Other failures were the answer when the entry was
+        // evaluated; replay reaches the same one.
+        if let Err(EngineError::Storage(e)) = self.apply_command(&c) {
+            return Err(EngineError::Storage(e));
+        }
+        let taken = self.store.revision_taken();
+        if cmd.revision != 0 && taken != Some(cmd.revision) {
+            tracing::error!(index, recorded = cmd.revision, ?taken, "replayed entry changed another revision");
+        }
+        Ok(())
     }
 
     fn apply_command(&mut self, cmd: &Command) -> Result<WriteResponse> {
@@ -276,11 +416,15 @@ impl<B: KvBackend> ShardStateMachine<B> {
     }
 }
 
-impl<B: KvBackend> StateMachine for ShardStateMachine<B> {
+impl<B: KvBackend + Clone> StateMachine for ShardStateMachine<B> {
     type Output = Result<ApplyOutput>;
 
     fn apply(&mut self, entries: &[Entry]) -> Self::Output {
         self.apply_round(entries)
+    }
+
+    fn on_step_down(&mut self) -> Result<(), RaftError> {
+        self.step_down().map_err(|e| RaftError::Store(Box::new(e)))
     }
 
     fn applied_index(&self) -> u64 {

@@ -102,7 +102,7 @@ fn entries_evaluated_here_are_not_applied_twice() {
     let revs = Arc::new(RevisionCounter::new(1));
     let mut sm = open(&revs);
     let e = evaluate(&mut sm, put("a")).entry.expect("entry");
-    sm.proposed(1);
+    sm.proposed(1, 1);
     sm.apply(&[entry(1, &e)]).expect("apply");
     assert_eq!(get(&sm, "a"), (2, 1), "applying the evaluated entry again would make version 2 at revision 3");
     assert_eq!(revs.last(), 2);

@@ -1,0 +1,127 @@
+//! The `ballastpb.Peer` service on the peer port: what other members of the cluster send this
+//! one (see `proto/peer.proto` and `crate::cluster`).
+//!
+//! * `Raft`: a stream of message batches from one member; each batch's messages go to their
+//!   shards' mailboxes as one message per shard (`try_send`: a full mailbox drops them, raft
+//!   resends).
+//! * `Hello`: who this member is (name, client URLs) for the caller's MemberList.
+//! * `Forward`: a write, lease call or membership change for a shard this member leads, from a
+//!   member that does not; answered with etcd's status on failure, which the caller passes to
+//!   its client.
+//! * `Members`: the membership, for a member joining the cluster.
+//!
+//! Every call carries the caller's cluster ID; a caller of another cluster is refused with
+//! FailedPrecondition "cluster ID mismatch" and logged, as etcd refuses such peers.
+
+use std::collections::HashMap;
+
+use ballast_proto::ballastpb::{
+    peer_server::Peer, ForwardRequest, ForwardResponse, HelloRequest, HelloResponse, MembershipRecord, RaftBatch,
+    RaftBatchAck,
+};
+use ballast_raft::Message;
+use prost_011::Message as _;
+use tonic::{Request, Response, Status, Streaming};
+
+use super::Api;
+use crate::error::EngineError;
+use crate::shard::ShardMsg;
+
+/// Serves the peer RPCs.
+#[derive(Debug, Clone)]
+pub struct PeerService {
+    api: Api,
+}
+
+impl PeerService {
+    /// Returns the service over `api`.
+    pub fn new(api: Api) -> Self {
+        Self { api }
+    }
+
+    fn check_cluster(&self, remote: u64, from: u64) -> Result<(), Status> {
+        let local = self.api.member.cluster_id;
+        if remote == local {
+            return Ok(());
+        }
+        tracing::warn!(
+            local_cluster = format_args!("{local:x}"),
+            remote_cluster = format_args!("{remote:x}"),
+            remote_member = format_args!("{from:x}"),
+            "request cluster ID mismatch; refused a peer of another cluster"
+        );
+        Err(EngineError::ClusterIdMismatch { local, remote }.into())
+    }
+
+    fn deliver(&self, batch: RaftBatch) {
+        let mut by_shard: HashMap<u32, Vec<Message>> = HashMap::new();
+        for m in batch.messages {
+            match Message::decode(m.message.as_ref()) {
+                Ok(msg) => by_shard.entry(m.shard).or_default().push(msg),
+                Err(e) => tracing::warn!(error = %e, shard = m.shard, "undecodable raft message dropped"),
+            }
+        }
+        for (shard, msgs) in by_shard {
+            match self.api.shards.get(shard as usize) {
+                Some(sh) => {
+                    if sh.send(ShardMsg::Raft(msgs)).is_err() {
+                        tracing::debug!(shard, "shard mailbox full; raft messages dropped");
+                    }
+                }
+                None => tracing::warn!(shard, "raft messages for a shard this member does not have"),
+            }
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl Peer for PeerService {
+    async fn raft(&self, req: Request<Streaming<RaftBatch>>) -> Result<Response<RaftBatchAck>, Status> {
+        let mut inbound = req.into_inner();
+        while let Some(batch) = inbound.message().await? {
+            self.check_cluster(batch.cluster_id, batch.from)?;
+            if batch.to != self.api.member.id {
+                return Err(Status::failed_precondition(format!(
+                    "raft messages for member {:x} reached member {:x}",
+                    batch.to, self.api.member.id
+                )));
+            }
+            self.deliver(batch);
+        }
+        Ok(Response::new(RaftBatchAck {}))
+    }
+
+    async fn hello(&self, req: Request<HelloRequest>) -> Result<Response<HelloResponse>, Status> {
+        let r = req.into_inner();
+        self.check_cluster(r.cluster_id, r.from)?;
+        Ok(Response::new(HelloResponse {
+            cluster_id: self.api.member.cluster_id,
+            member_id: self.api.member.id,
+            name: self.api.member.name.clone(),
+            client_urls: self.api.member.client_urls.clone(),
+        }))
+    }
+
+    async fn members(&self, req: Request<HelloRequest>) -> Result<Response<MembershipRecord>, Status> {
+        let r = req.into_inner();
+        // A joining member does not know the cluster ID yet and sends 0.
+        if r.cluster_id != 0 {
+            self.check_cluster(r.cluster_id, r.from)?;
+        }
+        Ok(Response::new(self.api.membership.read().to_record()))
+    }
+
+    async fn forward(&self, req: Request<ForwardRequest>) -> Result<Response<ForwardResponse>, Status> {
+        let r = req.into_inner();
+        self.check_cluster(r.cluster_id, 0)?;
+        if r.shard as usize >= self.api.shards.len() {
+            return Err(Status::invalid_argument(format!("no shard {}", r.shard)));
+        }
+        let Some(request) = r.request else { return Err(Status::invalid_argument("empty forwarded request")) };
+        if !self.api.shard(r.shard).is_leader() {
+            return Err(EngineError::NotLeader.into());
+        }
+        let (answer, applied_index) = self.api.serve_forwarded(r.shard, request).await?;
+        Ok(Response::new(ForwardResponse { applied_index, response: Some(answer) }))
+    }
+}

@@ -1,0 +1,137 @@
+//! The member's place in a cluster: who the members are ([`members`]) and how raft messages
+//! reach them ([`transport`]).
+//!
+//! Every shard is a raft group over the same members, with the member ID as raft ID (except a
+//! member bootstrapped alone, whose groups keep raft ID 1, see [`members::Member::raft_id`]).
+//! The peer port serves `ballastpb.Peer` (`proto/peer.proto`, served by `api::peer`): a
+//! stream of raft message batches per pair of members, a hello that checks both are in one
+//! cluster, and the forwarding of writes and lease calls to a shard's leader.
+
+pub mod members;
+pub mod transport;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ballast_proto::ballastpb::MemberRecord;
+use parking_lot::RwLock;
+use prost::Message as _;
+
+pub use members::{Member, Membership};
+pub use transport::{PeerRouter, PeerTransport};
+
+/// What a shard applying a membership change updates: the member's view of the membership
+/// (MemberList, forwarding) and its peer connections. Only shard 0 carries membership changes.
+#[derive(Clone, Debug)]
+pub struct ClusterView {
+    /// The membership every part of the member reads.
+    pub membership: Arc<RwLock<Membership>>,
+    /// The member's peer connections.
+    pub router: Arc<PeerRouter>,
+    /// This member's ID.
+    pub me: u64,
+}
+
+/// A membership change as raft carries it: the conf change's type and node, with the member's
+/// record (ID, name, peer URLs, learner or voter) as its context.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MemberChange {
+    /// Adds the member, or replaces its record (promotion, new peer URLs).
+    Upsert(Member),
+    /// Removes the member with this ID.
+    Remove(u64),
+}
+
+impl ClusterView {
+    /// Applies a committed membership change: the membership (whose record the caller writes
+    /// with the applied index) and the peer connections. Returns true when this member was
+    /// removed.
+    pub fn apply(&self, change: &MemberChange) -> bool {
+        let mut m = self.membership.write();
+        match change {
+            MemberChange::Upsert(member) => {
+                match m.members.iter_mut().find(|x| x.id == member.id) {
+                    Some(x) => *x = member.clone(),
+                    None => m.members.push(member.clone()),
+                }
+                m.members.sort_by_key(|x| x.id);
+                if member.id != self.me {
+                    if let Some(url) = member.peer_urls.first() {
+                        self.router.add_peer(member.raft_id, url);
+                    }
+                }
+                false
+            }
+            MemberChange::Remove(id) => {
+                let raft_id = m.get(*id).map(|x| x.raft_id);
+                m.members.retain(|x| x.id != *id);
+                if let Some(raft_id) = raft_id {
+                    self.router.remove_peer(raft_id);
+                }
+                *id == self.me
+            }
+        }
+    }
+}
+
+/// Encodes a member for a conf change's context.
+pub fn member_context(m: &Member) -> Vec<u8> {
+    MemberRecord {
+        id: m.id,
+        name: m.name.clone(),
+        peer_urls: m.peer_urls.clone(),
+        is_learner: m.is_learner,
+        raft_id: m.raft_id,
+    }
+    .encode_to_vec()
+}
+
+/// Decodes a conf change's context.
+///
+/// # Errors
+/// The context is not a member record.
+pub fn member_of_context(context: &[u8]) -> Result<Member, prost::DecodeError> {
+    let r = MemberRecord::decode(context)?;
+    Ok(Member { id: r.id, name: r.name, peer_urls: r.peer_urls, is_learner: r.is_learner, raft_id: r.raft_id })
+}
+
+/// Tunables of the peer connections.
+#[derive(Clone, Debug)]
+pub struct ClusterConfig {
+    /// Parcels (one shard's messages of one Ready round) queued per peer before more are
+    /// dropped. 4,096 is a few hundred rounds of every shard: a peer that is that far behind is
+    /// better caught up by raft's probing than by a backlog.
+    pub peer_queue: usize,
+    /// Raft messages per batch on the wire. 4,096 keeps one batch around a few MiB with
+    /// etcd-sized appends while carrying every shard's heartbeats at once.
+    pub max_batch_messages: usize,
+    /// Encoded bytes per batch before it is cut. 8 MiB carries a round's entry of
+    /// `ShardConfig::max_round_entry_bytes` with room to spare and stays far below the peer
+    /// port's message limit.
+    pub max_batch_bytes: usize,
+    /// Batches handed to the gRPC stream ahead of what HTTP/2 has sent. 16 keeps the stream
+    /// busy without hiding back-pressure from the queue.
+    pub stream_window: usize,
+    /// First wait before reconnecting to a peer. 100 ms is etcd's heartbeat interval: a peer
+    /// restarting is back within a few heartbeats.
+    pub reconnect_backoff_min: Duration,
+    /// Longest wait between reconnects. 1 s is etcd's election timeout, so a returning peer
+    /// is reached within one election.
+    pub reconnect_backoff_max: Duration,
+    /// TCP connect timeout to a peer. 1 s, as etcd's peer dial timeout.
+    pub dial_timeout: Duration,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        Self {
+            peer_queue: 4_096,
+            max_batch_messages: 4_096,
+            max_batch_bytes: 8 << 20,
+            stream_window: 16,
+            reconnect_backoff_min: Duration::from_millis(100),
+            reconnect_backoff_max: Duration::from_secs(1),
+            dial_timeout: Duration::from_secs(1),
+        }
+    }
+}

@@ -1,0 +1,372 @@
+//! Three-member clusters of real processes, Ballast's and stock etcd's, under the same tests:
+//! replication to every member, writes and reads through leaders and followers, watches on
+//! followers, kill -9 of the leader and of followers during writes, a paused leader, loss of
+//! quorum, leadership moved by an operator, and bootstrap flags etcd refuses.
+//!
+//! Each fault test checks what etcd promises: every acknowledged write is on every member with
+//! the revision it was acknowledged with, the members' HashKV agree, and a watch on a surviving
+//! member saw every acknowledged write, in revision order.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use etcd_client::{EventType, GetOptions, WatchOptions};
+
+use crate::cluster_harness::Cluster;
+use crate::harness::{fails, ok, wait_for, Server, Target};
+
+both_clusters!(
+    writes_and_reads_through_every_member,
+    acknowledged_writes_survive_kill_of_the_leader,
+    a_killed_follower_catches_up,
+    a_paused_leader_is_replaced,
+    without_quorum_writes_fail_within_their_deadline,
+    move_leader_hands_leadership_over,
+    membership_changes_under_writes,
+);
+
+/// Puts `key` through the members in turn (starting at `start`) until one acknowledges it;
+/// returns the acknowledged revision, or None when none did within `deadline`.
+async fn put_any(endpoints: &[String], start: usize, key: &str, value: &str, deadline: Duration) -> Option<i64> {
+    let until = Instant::now() + deadline;
+    let mut i = start;
+    while Instant::now() < until {
+        let ep = &endpoints[i % endpoints.len()];
+        i += 1;
+        let attempt = async {
+            let mut c = etcd_client::Client::connect([ep.as_str()], None).await.ok()?;
+            c.put(key, value, None).await.ok()
+        };
+        if let Ok(Some(r)) = tokio::time::timeout(Duration::from_secs(3), attempt).await {
+            return Some(r.header().expect("header").revision());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}
+
+/// Reads `key` from member `m`'s own state (serializable), answering (value, mod revision).
+async fn local_get(m: &Server, key: &str) -> Option<(String, i64)> {
+    let mut c = m.client().await;
+    let r = c.get(key, Some(GetOptions::new().with_serializable())).await.expect("get");
+    r.kvs().first().map(|kv| (kv.value_str().expect("utf-8").to_string(), kv.mod_revision()))
+}
+
+/// Checks every acknowledged write on every running member and that their HashKV agree.
+async fn check_acknowledged(c: &Cluster, acked: &BTreeMap<String, (String, i64)>) {
+    let top = acked.values().map(|(_, r)| *r).max().unwrap_or(1);
+    c.wait_caught_up(top).await;
+    for m in c.members.iter().filter(|m| m.is_running()) {
+        for (key, (value, rev)) in acked {
+            let got = local_get(m, key).await;
+            assert_eq!(
+                got.as_ref().map(|(v, _)| v.as_str()),
+                Some(value.as_str()),
+                "{:?} member {} lost acknowledged write {key}",
+                c.target,
+                m.endpoint()
+            );
+            assert_eq!(got.map(|(_, r)| r), Some(*rev), "{key} has another revision than it was acknowledged with");
+        }
+    }
+    let mut hashes = Vec::new();
+    for m in c.members.iter().filter(|m| m.is_running()) {
+        let r = m.client().await.hash_kv(top).await.expect("hashkv");
+        hashes.push(r.hash());
+    }
+    assert!(hashes.windows(2).all(|w| w[0] == w[1]), "{:?}: HashKV differs between members: {hashes:?}", c.target);
+}
+
+/// Watches `prefix` on member `m` from revision 1 and returns the (key, revision) of every PUT
+/// event until `want` acknowledged revisions were all seen or 20 s passed, asserting revision
+/// order.
+async fn watched(m: &Server, prefix: &str, acked: &BTreeMap<String, (String, i64)>) -> Vec<(String, i64)> {
+    let mut c = m.client().await;
+    let opts = WatchOptions::new().with_prefix().with_start_revision(1);
+    let mut stream = c.watch(prefix, Some(opts)).await.expect("watch");
+    let mut seen = Vec::new();
+    let mut last = 0;
+    let until = Instant::now() + Duration::from_secs(20);
+    while acked.values().any(|(_, r)| !seen.iter().any(|(_, s)| s == r)) && Instant::now() < until {
+        let Ok(Ok(Some(resp))) = tokio::time::timeout(Duration::from_secs(5), stream.message()).await else { break };
+        for ev in resp.events() {
+            let kv = ev.kv().expect("kv");
+            assert!(kv.mod_revision() > last, "watch events out of order: {} after {last}", kv.mod_revision());
+            last = kv.mod_revision();
+            if ev.event_type() == EventType::Put {
+                seen.push((kv.key_str().expect("utf-8").to_string(), kv.mod_revision()));
+            }
+        }
+    }
+    seen
+}
+
+fn assert_watch_saw_all(seen: &[(String, i64)], acked: &BTreeMap<String, (String, i64)>) {
+    for (key, (_, rev)) in acked {
+        assert!(seen.contains(&(key.clone(), *rev)), "the watch missed acknowledged write {key}@{rev}");
+    }
+}
+
+async fn writes_and_reads_through_every_member(c: Cluster) {
+    let ids = c.ids().await;
+    let list = ok(&c.members[0].etcdctl(&["member", "list", "-w", "json"]));
+    let members: serde_json::Value = serde_json::from_str(&list).expect("member list json");
+    let members = members["members"].as_array().expect("members");
+    assert_eq!(members.len(), 3);
+    for (i, m) in c.members.iter().enumerate() {
+        let entry = members.iter().find(|e| e["ID"].as_u64() == Some(ids[i])).expect("every member listed");
+        assert_eq!(entry["name"], format!("m{}", i + 1));
+        assert_eq!(entry["peerURLs"][0], m.peer_url());
+        assert_eq!(entry["clientURLs"][0], m.url());
+    }
+    let leader = c.leader().await;
+    let follower = (leader + 1) % 3;
+    let mut on_follower = c.members[follower].client().await;
+    let mut stream =
+        on_follower.watch("k/", Some(WatchOptions::new().with_prefix())).await.expect("watch on a follower");
+    let mut revs = Vec::new();
+    for (i, m) in c.members.iter().enumerate() {
+        let r = m.client().await.put(format!("k/{i}"), format!("v{i}"), None).await.expect("put");
+        let h = r.header().expect("header");
+        assert_eq!(h.member_id(), ids[i], "the member asked answers");
+        revs.push(h.revision());
+    }
+    assert!(revs.windows(2).all(|w| w[1] == w[0] + 1), "revisions are dense across members: {revs:?}");
+    for m in &c.members {
+        // Linearizable reads on every member see every acknowledged write at once.
+        let r = m.client().await.get("k/", Some(GetOptions::new().with_prefix())).await.expect("get");
+        let got: Vec<(String, i64)> =
+            r.kvs().iter().map(|kv| (kv.key_str().expect("utf-8").to_string(), kv.mod_revision())).collect();
+        assert_eq!(got, vec![("k/0".into(), revs[0]), ("k/1".into(), revs[1]), ("k/2".into(), revs[2])]);
+    }
+    let mut events = Vec::new();
+    while events.len() < 3 {
+        let resp = tokio::time::timeout(Duration::from_secs(10), stream.message())
+            .await
+            .expect("events on the follower in time")
+            .expect("watch")
+            .expect("open");
+        events.extend(resp.events().iter().map(|e| e.kv().expect("kv").mod_revision()));
+    }
+    assert_eq!(events, revs, "the follower's watch saw the writes made through every member");
+    // Status: everyone names the same leader; HashKV agree.
+    let mut leaders = Vec::new();
+    for m in &c.members {
+        leaders.push(m.client().await.status().await.expect("status").leader());
+    }
+    assert!(leaders.iter().all(|l| *l == ids[leader]), "{leaders:?}");
+    let acked = (0..3).map(|i| (format!("k/{i}"), (format!("v{i}"), revs[i]))).collect();
+    check_acknowledged(&c, &acked).await;
+}
+
+/// Runs `writers` concurrent writers of `per_writer` keys each under `prefix`, calling `fault`
+/// once `after` writes were acknowledged; returns every acknowledged write.
+async fn writes_with_fault(
+    c: &mut Cluster,
+    prefix: &str,
+    writers: usize,
+    per_writer: usize,
+    after: usize,
+    fault: impl FnOnce(&mut Cluster),
+) -> BTreeMap<String, (String, i64)> {
+    let endpoints = c.endpoints();
+    let count = Arc::new(AtomicUsize::new(0));
+    let tasks: Vec<_> = (0..writers)
+        .map(|w| {
+            let (endpoints, count, prefix) = (endpoints.clone(), Arc::clone(&count), prefix.to_string());
+            tokio::spawn(async move {
+                let mut acked = Vec::new();
+                for i in 0..per_writer {
+                    let (key, value) = (format!("{prefix}{w}/{i:03}"), format!("w{w}-{i}"));
+                    if let Some(rev) = put_any(&endpoints, w + i, &key, &value, Duration::from_secs(20)).await {
+                        acked.push((key, (value, rev)));
+                        count.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+                acked
+            })
+        })
+        .collect();
+    let reached = wait_for(Duration::from_secs(30), async || count.load(Ordering::SeqCst) >= after).await;
+    assert!(reached, "{:?}: writes did not start", c.target);
+    fault(c);
+    let mut acked = BTreeMap::new();
+    for t in tasks {
+        acked.extend(t.await.expect("writer"));
+    }
+    acked
+}
+
+async fn acknowledged_writes_survive_kill_of_the_leader(mut c: Cluster) {
+    let leader = c.leader().await;
+    let survivor = (leader + 1) % 3;
+    // The watch is opened after the writes, from revision 1, on a member that stays up.
+    let acked = writes_with_fault(&mut c, "kl/", 3, 40, 30, |c| c.members[leader].kill9()).await;
+    assert!(acked.len() >= 100, "{:?}: the survivors kept acknowledging writes ({} of 120)", c.target, acked.len());
+    let new_leader = c.leader().await;
+    assert_ne!(new_leader, leader, "a survivor leads");
+    let seen = watched(&c.members[survivor], "kl/", &acked).await;
+    assert_watch_saw_all(&seen, &acked);
+    c.members[leader].restart().await;
+    check_acknowledged(&c, &acked).await;
+}
+
+async fn a_killed_follower_catches_up(mut c: Cluster) {
+    let leader = c.leader().await;
+    let follower = (leader + 2) % 3;
+    let acked = writes_with_fault(&mut c, "kf/", 2, 40, 20, |c| c.members[follower].kill9()).await;
+    assert_eq!(acked.len(), 80, "{:?}: a cluster missing one follower acknowledges every write", c.target);
+    c.members[follower].restart().await;
+    check_acknowledged(&c, &acked).await;
+    let seen = watched(&c.members[follower], "kf/", &acked).await;
+    assert_watch_saw_all(&seen, &acked);
+}
+
+async fn a_paused_leader_is_replaced(mut c: Cluster) {
+    let leader = c.leader().await;
+    let acked = writes_with_fault(&mut c, "pl/", 2, 30, 10, |c| c.members[leader].signal(19)).await;
+    assert!(acked.len() >= 55, "{:?}: the others kept acknowledging writes ({} of 60)", c.target, acked.len());
+    c.members[leader].signal(18);
+    check_acknowledged(&c, &acked).await;
+    assert_ne!(c.leader().await, leader, "the paused member stepped down for the one elected meanwhile");
+}
+
+async fn without_quorum_writes_fail_within_their_deadline(mut c: Cluster) {
+    let leader = c.leader().await;
+    for i in 0..3 {
+        if i != leader {
+            c.members[i].kill9();
+        }
+    }
+    let started = Instant::now();
+    let out = c.members[leader].etcdctl(&["--command-timeout=3s", "put", "nq", "1"]);
+    let err = fails(&out);
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}: the write hung ({:?})", c.target, started.elapsed());
+    assert!(
+        err.contains("context deadline exceeded") || err.contains("etcdserver: request timed out"),
+        "{:?}: {err}",
+        c.target
+    );
+    let follower = (leader + 1) % 3;
+    c.members[follower].restart().await;
+    let rev = put_any(&c.endpoints(), leader, "nq", "2", Duration::from_secs(20)).await;
+    assert!(rev.is_some(), "{:?}: writes resume once a quorum is back", c.target);
+}
+
+async fn move_leader_hands_leadership_over(c: Cluster) {
+    let ids = c.ids().await;
+    let leader = c.leader().await;
+    let target = (leader + 1) % 3;
+    let eps = c.endpoints().join(",");
+    let out =
+        ok(&c.members[leader].etcdctl(&[&format!("--endpoints={eps}"), "move-leader", &format!("{:x}", ids[target])]));
+    assert!(out.contains("Leadership transferred"), "{out}");
+    assert_eq!(c.leader().await, target);
+    let err = fails(&c.members[target].etcdctl(&["move-leader", "1234"]));
+    assert!(err.contains("etcdserver: bad leader transferee"), "{:?}: {err}", c.target);
+}
+
+/// A member whose name is not in `--initial-cluster`, or whose URL appears twice, does not
+/// start; Ballast says so in etcd's words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bootstrap_flags_etcd_refuses_are_refused() {
+    for target in [Target::Ballast, Target::Etcd] {
+        let (port, peer) = (crate::harness::free_port(), crate::harness::free_port());
+        let cases = [
+            (format!("other=http://127.0.0.1:{peer}"), "couldn't find local name"),
+            (format!("m1=http://127.0.0.1:{peer},m2=http://127.0.0.1:{peer}"), "has duplicate url"),
+        ];
+        for (ic, expected) in cases {
+            let mut m = Server::member_of(target, "m1", port, peer, &ic);
+            m.spawn_member();
+            let exited = wait_for(Duration::from_secs(10), async || m.log_tail().contains(expected)).await;
+            assert!(exited, "{target:?} with --initial-cluster={ic}: log:\n{}", m.log_tail());
+            m.kill9();
+        }
+    }
+}
+
+/// Under writes: a learner is added and started, catches up, is promoted, and the leader is
+/// removed; every acknowledged write is on every remaining member.
+async fn membership_changes_under_writes(mut c: Cluster) {
+    let endpoints = c.endpoints();
+    let eps = endpoints.join(",");
+    let writer = {
+        let endpoints = endpoints.clone();
+        tokio::spawn(async move {
+            let mut acked = BTreeMap::new();
+            for i in 0..120 {
+                let (key, value) = (format!("mc/{i:03}"), format!("v{i}"));
+                if let Some(rev) = put_any(&endpoints, i, &key, &value, Duration::from_secs(20)).await {
+                    acked.insert(key, (value, rev));
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            acked
+        })
+    };
+    let peer = crate::harness::free_port();
+    let peer_url = format!("http://127.0.0.1:{peer}");
+    // etcd refuses reconfiguration until every member has been connected for a while.
+    let mut out = String::new();
+    let added = wait_for(Duration::from_secs(20), async || {
+        let o = c.members[0].etcdctl(&[
+            &format!("--endpoints={eps}"),
+            "member",
+            "add",
+            "m4",
+            &format!("--peer-urls={peer_url}"),
+            "--learner",
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        assert!(o.status.success() || err.contains("etcdserver: unhealthy cluster"), "{:?}: {err}", c.target);
+        out = String::from_utf8_lossy(&o.stdout).to_string();
+        o.status.success()
+    })
+    .await;
+    assert!(added, "{:?}: the learner was never added", c.target);
+    let id = out.split_whitespace().nth(1).expect("Member <id> added").to_string();
+    let ic = out
+        .lines()
+        .find_map(|l| l.strip_prefix("ETCD_INITIAL_CLUSTER=\""))
+        .map(|l| l.trim_end_matches('"').to_string())
+        .expect("the initial cluster for the new member");
+    let mut m4 = Server::member_of(c.target, "m4", crate::harness::free_port(), peer, &ic);
+    m4.join = true;
+    m4.spawn_member();
+    assert!(m4.ready().await, "{:?}: the new member did not start; log:\n{}", c.target, m4.log_tail());
+    c.members.push(m4);
+    // A learner is promoted once it has caught up; until then etcd refuses with its message.
+    let promoted = wait_for(Duration::from_secs(20), async || {
+        let out = c.members[0].etcdctl(&[&format!("--endpoints={eps}"), "member", "promote", &id]);
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(
+            out.status.success() || err.contains("can only promote a learner member which is in sync with leader"),
+            "{:?}: {err}",
+            c.target
+        );
+        out.status.success()
+    })
+    .await;
+    assert!(promoted, "{:?}: the learner was never promoted", c.target);
+    let leader = c.leader().await;
+    let leader_id = c.ids().await[leader];
+    let eps4 = c.endpoints().join(",");
+    let removed = wait_for(Duration::from_secs(20), async || {
+        let o = c.members[3].etcdctl(&[&format!("--endpoints={eps4}"), "member", "remove", &format!("{leader_id:x}")]);
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        assert!(o.status.success() || err.contains("etcdserver: unhealthy cluster"), "{:?}: {err}", c.target);
+        o.status.success() && String::from_utf8_lossy(&o.stdout).contains("removed from cluster")
+    })
+    .await;
+    assert!(removed, "{:?}: the leader was never removed", c.target);
+    let acked = writer.await.expect("writer");
+    assert!(acked.len() >= 110, "{:?}: writes kept being acknowledged ({} of 120)", c.target, acked.len());
+    c.members[leader].kill9(); // a removed member stops by itself; make sure
+    let list = ok(&c.members[3].etcdctl(&["member", "list"]));
+    assert_eq!(list.lines().count(), 3, "{list}");
+    assert!(!list.contains(&format!("{leader_id:x}")), "{list}");
+    check_acknowledged(&c, &acked).await;
+}

@@ -1,0 +1,130 @@
+//! Clusters of real member processes for tests: [`Cluster`] starts `n` Ballast engine members or
+//! `n` stock etcd members on loopback with one `--initial-cluster`, and
+//! [`both_clusters!`] runs a test body against a 3-member Ballast cluster and a 3-member etcd
+//! cluster, so the expectations are etcd's.
+
+use std::time::Duration;
+
+use crate::harness::{free_port, wait_for, Server, Target};
+
+/// A cluster owned by one test; its members are killed when it is dropped.
+pub(crate) struct Cluster {
+    pub(crate) target: Target,
+    pub(crate) members: Vec<Server>,
+}
+
+impl Cluster {
+    /// Starts `n` members at once (a member serves only once a quorum is up) and waits until
+    /// every one answers and one of them leads.
+    pub(crate) async fn start(target: Target, n: usize) -> Cluster {
+        let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+        let ic = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (_, peer))| format!("m{}=http://127.0.0.1:{peer}", i + 1))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut members: Vec<Server> = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (port, peer))| Server::member_of(target, &format!("m{}", i + 1), *port, *peer, &ic))
+            .collect();
+        for m in &mut members {
+            m.spawn_member();
+        }
+        for m in &members {
+            assert!(m.ready().await, "{target:?} member did not start; log:\n{}", m.log_tail());
+        }
+        let c = Cluster { target, members };
+        c.leader().await;
+        c
+    }
+
+    /// Returns every member's `127.0.0.1:<port>`.
+    pub(crate) fn endpoints(&self) -> Vec<String> {
+        self.members.iter().map(Server::endpoint).collect()
+    }
+
+    /// Returns the index of the member every running member names as leader, waiting up to 15 s
+    /// for them to agree.
+    pub(crate) async fn leader(&self) -> usize {
+        let mut found = None;
+        let agreed = wait_for(Duration::from_secs(15), async || {
+            let mut leaders = Vec::new();
+            for m in self.members.iter().filter(|m| m.is_running()) {
+                let Ok(mut c) = etcd_client::Client::connect([m.endpoint()], None).await else { return false };
+                let Ok(st) = c.status().await else { return false };
+                leaders.push(st.leader());
+            }
+            let Some(&first) = leaders.first() else { return false };
+            if first == 0 || leaders.iter().any(|l| *l != first) {
+                return false;
+            }
+            found = self.index_of(first).await;
+            found.is_some()
+        })
+        .await;
+        assert!(agreed, "{:?}: the running members did not agree on a leader", self.target);
+        found.expect("a leader")
+    }
+
+    /// Returns the index of the member with etcd member ID `id`.
+    pub(crate) async fn index_of(&self, id: u64) -> Option<usize> {
+        for (i, m) in self.members.iter().enumerate().filter(|(_, m)| m.is_running()) {
+            let Ok(mut c) = etcd_client::Client::connect([m.endpoint()], None).await else { continue };
+            if let Ok(st) = c.status().await {
+                if st.header().map(|h| h.member_id()) == Some(id) {
+                    return Some(i);
+                }
+            }
+        }
+        None
+    }
+
+    /// Returns the member IDs by member index.
+    pub(crate) async fn ids(&self) -> Vec<u64> {
+        let mut ids = Vec::new();
+        for m in &self.members {
+            let st = m.client().await.status().await.expect("status");
+            ids.push(st.header().expect("header").member_id());
+        }
+        ids
+    }
+
+    /// Waits until every running member has applied revision `rev` (serializable reads of
+    /// its own state), up to 20 s.
+    pub(crate) async fn wait_caught_up(&self, rev: i64) {
+        for m in self.members.iter().filter(|m| m.is_running()) {
+            let ok = wait_for(Duration::from_secs(20), async || {
+                let Ok(mut c) = etcd_client::Client::connect([m.endpoint()], None).await else { return false };
+                let opts = etcd_client::GetOptions::new().with_serializable();
+                matches!(c.get("\0", Some(opts)).await, Ok(r) if r.header().is_some_and(|h| h.revision() >= rev))
+            })
+            .await;
+            assert!(
+                ok,
+                "{:?} member {} did not reach revision {rev}; log:\n{}",
+                self.target,
+                m.endpoint(),
+                m.log_tail()
+            );
+        }
+    }
+}
+
+/// Defines `<name>::ballast` and `<name>::etcd`, each running `async fn <name>(Cluster)` on a
+/// fresh 3-member cluster.
+macro_rules! both_clusters {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn ballast() {
+                super::$name(crate::cluster_harness::Cluster::start(crate::harness::Target::Ballast, 3).await).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn etcd() {
+                super::$name(crate::cluster_harness::Cluster::start(crate::harness::Target::Etcd, 3).await).await
+            }
+        }
+    )*};
+}
