@@ -15,8 +15,20 @@ pub(crate) struct Cluster {
 
 impl Cluster {
     /// Starts `n` members at once (a member serves only once a quorum is up) and waits until
-    /// every one answers and one of them leads.
+    /// every one answers and one of them leads. Ports are picked free but may be taken by
+    /// another test before the members bind them, so a cluster that does not come up is
+    /// started again on new ports, three times at most.
     pub(crate) async fn start(target: Target, n: usize) -> Cluster {
+        for attempt in 0..3 {
+            if let Some(c) = Self::try_start(target, n).await {
+                return c;
+            }
+            eprintln!("attempt {attempt}: the {target:?} cluster did not start");
+        }
+        panic!("{target:?}: no cluster of {n} members started in three attempts");
+    }
+
+    async fn try_start(target: Target, n: usize) -> Option<Cluster> {
         let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
         let ic = ports
             .iter()
@@ -33,11 +45,14 @@ impl Cluster {
             m.spawn_member();
         }
         for m in &members {
-            assert!(m.ready().await, "{target:?} member did not start; log:\n{}", m.log_tail());
+            if !m.ready().await {
+                eprintln!("{target:?} member {} did not start; log:\n{}", m.name(), m.log_tail());
+                return None;
+            }
         }
         let c = Cluster { target, members };
         c.leader().await;
-        c
+        Some(c)
     }
 
     /// Returns every member's `127.0.0.1:<port>`.

@@ -16,12 +16,16 @@ pub(crate) enum Target {
     /// The engine with `--shards 8`.
     BallastSharded,
     Etcd,
+    /// A follower of a 3-member Ballast cluster (the other members run beside it).
+    BallastCluster,
+    /// A follower of a 3-member etcd cluster.
+    EtcdCluster,
 }
 
 impl Target {
-    /// Returns true for Ballast's engine, whatever its shard count.
+    /// Returns true for Ballast's engine, whatever its shard count or cluster.
     pub(crate) fn is_ballast(self) -> bool {
-        matches!(self, Target::Ballast | Target::BallastSharded)
+        matches!(self, Target::Ballast | Target::BallastSharded | Target::BallastCluster)
     }
 }
 
@@ -37,6 +41,8 @@ pub(crate) struct Server {
     pub(crate) member: Option<(String, String)>,
     /// Joins a running cluster (`--initial-cluster-state existing`) rather than bootstrapping.
     pub(crate) join: bool,
+    /// The other members of this server's cluster (cluster targets), kept running with it.
+    peers: Vec<Server>,
 }
 
 pub(crate) fn free_port() -> u16 {
@@ -58,9 +64,21 @@ pub(crate) async fn wait_for(timeout: Duration, mut cond: impl AsyncFnMut() -> b
 }
 
 impl Server {
-    /// Starts a fresh server and waits until it answers.
+    /// Starts a fresh server and waits until it answers. For a cluster target, starts a
+    /// 3-member cluster and returns one of its followers, so requests take the follower's paths
+    /// (forwarded writes, read index).
     pub(crate) async fn start(target: Target) -> Server {
-        Self::start_with(target, |_, _| {}).await
+        let base = match target {
+            Target::BallastCluster => Target::Ballast,
+            Target::EtcdCluster => Target::Etcd,
+            _ => return Self::start_with(target, |_, _| {}).await,
+        };
+        let mut c = crate::cluster_harness::Cluster::start(base, 3).await;
+        let leader = c.leader().await;
+        let mut follower = c.members.remove((leader + 1) % 3);
+        follower.target = target;
+        follower.peers = std::mem::take(&mut c.members);
+        follower
     }
 
     /// Starts a server on a data directory `prepare(data_dir, peer_url)` fills first (a
@@ -76,6 +94,7 @@ impl Server {
                 child: None,
                 member: None,
                 join: false,
+                peers: Vec::new(),
             };
             let data = s.dir.path().join("data");
             let _ = std::fs::remove_dir_all(&data);
@@ -118,6 +137,7 @@ impl Server {
             child: None,
             member: Some((name.to_string(), initial_cluster.to_string())),
             join: false,
+            peers: Vec::new(),
         }
     }
 
@@ -129,6 +149,16 @@ impl Server {
     /// Waits until the server answers Status; false after 20 s.
     pub(crate) async fn ready(&self) -> bool {
         self.wait_ready().await
+    }
+
+    /// Returns the member's name (`t` for a server alone).
+    pub(crate) fn name(&self) -> String {
+        self.member.as_ref().map_or_else(|| "t".to_string(), |(name, _)| name.clone())
+    }
+
+    /// Returns the number of members of the server's cluster (1 alone).
+    pub(crate) fn cluster_size(&self) -> usize {
+        1 + self.peers.len()
     }
 
     /// Returns true while the process runs.
@@ -154,7 +184,7 @@ impl Server {
         let data = self.dir.path().join("data");
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log_path()).expect("log file");
         let mut cmd = match self.target {
-            Target::Ballast | Target::BallastSharded => {
+            Target::Ballast | Target::BallastSharded | Target::BallastCluster => {
                 let mut c = Command::new(env!("CARGO_BIN_EXE_ballast"));
                 c.arg("engine"); // the etcd-protocol suite targets the engine alone: `serve` adds the frontend and its namespaces
                 if self.target == Target::BallastSharded {
@@ -162,7 +192,7 @@ impl Server {
                 }
                 c
             }
-            Target::Etcd => Command::new("etcd"),
+            Target::Etcd | Target::EtcdCluster => Command::new("etcd"),
         };
         let (name, initial_cluster) = match &self.member {
             Some((name, cluster)) => (name.clone(), Some(cluster.clone())),
@@ -294,6 +324,36 @@ pub(crate) fn ok(out: &Output) -> String {
 pub(crate) fn fails(out: &Output) -> String {
     assert!(!out.status.success(), "etcdctl should have failed: {}", String::from_utf8_lossy(&out.stdout));
     String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Defines `<name>::ballast`, `<name>::ballast_8_shards`, `<name>::etcd` and, run on a follower
+/// of a 3-member cluster, `<name>::ballast_3_members` and `<name>::etcd_3_members`: the
+/// etcd-protocol suite, whose expectations hold for a member of a cluster as for one alone.
+macro_rules! all_targets {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn ballast() {
+                super::$name(crate::harness::Server::start(crate::harness::Target::Ballast).await).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn ballast_8_shards() {
+                super::$name(crate::harness::Server::start(crate::harness::Target::BallastSharded).await).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn etcd() {
+                super::$name(crate::harness::Server::start(crate::harness::Target::Etcd).await).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn ballast_3_members() {
+                super::$name(crate::harness::Server::start(crate::harness::Target::BallastCluster).await).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn etcd_3_members() {
+                super::$name(crate::harness::Server::start(crate::harness::Target::EtcdCluster).await).await
+            }
+        }
+    )*};
 }
 
 /// Defines `<name>::ballast` and `<name>::etcd`, each running `async fn <name>(Server)`.

@@ -15,7 +15,7 @@ pub(crate) fn status(e: Error) -> (tonic::Code, String) {
     }
 }
 
-both_targets!(
+all_targets!(
     revision_model,
     range_options,
     put_flags_and_errors,

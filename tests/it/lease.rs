@@ -9,7 +9,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use crate::harness::{wait_for, Server};
 use crate::kv::status;
 
-both_targets!(lease_lifecycle, lease_expiry_deletes_keys);
+all_targets!(lease_lifecycle, lease_expiry_deletes_keys);
 
 async fn lease_lifecycle(s: Server) {
     let mut c = s.client().await;

@@ -14,7 +14,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use crate::harness::Server;
 
-both_targets!(watch_events_in_order, watch_history_and_compaction, watch_raw_protocol, watch_request_burst);
+all_targets!(watch_events_in_order, watch_history_and_compaction, watch_raw_protocol, watch_request_burst);
 
 /// Receives the next response or fails after 10 s.
 async fn next(stream: &mut tonic::Streaming<WatchResponse>) -> WatchResponse {

@@ -347,7 +347,8 @@ impl ApiContext {
     /// # Errors
     /// Any shard's error.
     pub async fn write_all(&self, cmd: Command) -> Result<WriteResponse> {
-        let mut answers = self.call_all(|tx| ShardMsg::Write(cmd.clone(), tx)).await?;
+        let writes = (0..self.shards.len() as u32).map(|s| self.write(s, cmd.clone()));
+        let mut answers = futures::future::join_all(writes).await.into_iter().collect::<Result<Vec<_>>>()?;
         Ok(answers.swap_remove(0))
     }
 
