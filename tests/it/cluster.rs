@@ -25,6 +25,8 @@ both_clusters!(
     without_quorum_writes_fail_within_their_deadline,
     move_leader_hands_leadership_over,
     membership_changes_under_writes,
+    a_lease_survives_a_leader_change,
+    a_member_of_another_cluster_is_refused,
 );
 
 /// Puts `key` through the members in turn (starting at `start`) until one acknowledges it;
@@ -369,4 +371,47 @@ async fn membership_changes_under_writes(mut c: Cluster) {
     assert_eq!(list.lines().count(), 3, "{list}");
     assert!(!list.contains(&format!("{leader_id:x}")), "{list}");
     check_acknowledged(&c, &acked).await;
+}
+
+/// A lease granted through a follower outlives the leader that kept its deadline: a survivor's
+/// keep-alives renew it under the new leader, and its key stays until it is revoked.
+async fn a_lease_survives_a_leader_change(mut c: Cluster) {
+    let leader = c.leader().await;
+    let survivor = (leader + 1) % 3;
+    let mut client = c.members[survivor].client().await;
+    let lease = client.lease_grant(10, None).await.expect("grant").id();
+    client.put("ls/k", "v", Some(etcd_client::PutOptions::new().with_lease(lease))).await.expect("put");
+    c.members[leader].kill9();
+    c.leader().await;
+    let renewed = wait_for(Duration::from_secs(15), async || {
+        let Ok((mut keeper, mut stream)) = client.lease_keep_alive(lease).await else { return false };
+        if keeper.keep_alive().await.is_err() {
+            return false;
+        }
+        matches!(stream.message().await, Ok(Some(r)) if r.ttl() > 0)
+    })
+    .await;
+    assert!(renewed, "{:?}: the lease could not be renewed under the new leader", c.target);
+    let ttl = client.lease_time_to_live(lease, None).await.expect("time to live");
+    assert!(ttl.ttl() > 0 && ttl.ttl() <= 10, "{:?}: remaining TTL {}", c.target, ttl.ttl());
+    assert_eq!(local_get(&c.members[survivor], "ls/k").await.map(|(v, _)| v), Some("v".to_string()));
+    client.lease_revoke(lease).await.expect("revoke");
+    let r = client.get("ls/k", None).await.expect("get");
+    assert!(r.kvs().is_empty(), "{:?}: the revoked lease's key is gone", c.target);
+}
+
+/// A member of another cluster (bootstrapped with another `--initial-cluster`) that reaches a member's peer port is refused and
+/// the refusal logged; the cluster keeps its three members and keeps serving.
+async fn a_member_of_another_cluster_is_refused(c: Cluster) {
+    let (port, peer) = (crate::harness::free_port(), crate::harness::free_port());
+    let ic = format!("x=http://127.0.0.1:{peer},m1={}", c.members[0].peer_url());
+    let mut stranger = Server::member_of(c.target, "x", port, peer, &ic);
+    stranger.spawn_member();
+    let logged =
+        wait_for(Duration::from_secs(15), async || c.members[0].full_log().contains("cluster ID mismatch")).await;
+    assert!(logged, "{:?}: the member did not report the stranger; log:\n{}", c.target, c.members[0].log_tail());
+    let list = ok(&c.members[0].etcdctl(&["member", "list"]));
+    assert_eq!(list.lines().count(), 3, "{list}");
+    assert!(put_any(&c.endpoints(), 0, "ok", "1", Duration::from_secs(10)).await.is_some());
+    stranger.kill9();
 }

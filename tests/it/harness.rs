@@ -120,6 +120,11 @@ impl Server {
         self.dir.path().join("server.log")
     }
 
+    /// Returns the server's whole log.
+    pub(crate) fn full_log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
     /// Returns the end of the server's log, for failure messages.
     pub(crate) fn log_tail(&self) -> String {
         let log = std::fs::read_to_string(self.log_path()).unwrap_or_default();
