@@ -10,7 +10,9 @@ mod harness;
 mod cluster_harness;
 
 mod cluster;
+mod cluster_frontend;
 mod crash;
+mod deploy;
 mod etcdctl;
 mod kubectl_session;
 mod kv;
