@@ -29,7 +29,7 @@ use crate::error::{EngineError, Result};
 use crate::header::HeaderInfo;
 use crate::mvcc::RevisionCounter;
 use crate::shard::stall::{self, StallWatch};
-use crate::shard::{executor, Shard, ShardConfig, ShardHandle};
+use crate::shard::{executor, Shard, ShardConfig, ShardGroup, ShardHandle};
 use crate::shard_map::ShardMap;
 use crate::storage::rocks::{RocksBackend, RocksOptions};
 use crate::storage::{Cf, KvBackend, StorageError, WriteBatch, WriteOpts};
@@ -362,9 +362,7 @@ impl Engine {
                 Arc::clone(&revs),
                 ids,
                 Arc::clone(&clock),
-                &conf,
-                transport,
-                (s == 0).then(|| view.clone()),
+                ShardGroup { conf: conf.clone(), transport, cluster: (s == 0).then(|| view.clone()) },
             )?);
         }
         let mut handles = Vec::new();

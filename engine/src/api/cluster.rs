@@ -111,7 +111,8 @@ pub(crate) async fn change_membership(
 ) -> EngineResult<MemberRecord> {
     use ballast_raft::{ConfChange, ConfChangeType};
     let membership = api.membership.read().clone();
-    let (progress, leader_last) = api.call(0, ShardMsg::Progress).await?;
+    let group = api.call(0, ShardMsg::Progress).await?;
+    let (progress, leader_last) = (group.members, group.last_index);
     let active = |raft_id: u64| progress.iter().any(|(id, _, active)| *id == raft_id && *active);
     let started_voters = membership.members.iter().filter(|m| !m.is_learner && active(m.raft_id)).count();
     let voters = membership.voters().len();

@@ -116,9 +116,7 @@ mod tests {
             Arc::new(RevisionCounter::default()),
             ids,
             Arc::new(SystemClock),
-            &ballast_raft::ConfState { voters: vec![1], ..Default::default() },
-            crate::cluster::PeerTransport::alone(index as u32),
-            None,
+            crate::shard::ShardGroup::alone(index as u32),
         )
         .expect("open a shard");
         let beat = Arc::new(Heartbeat::new(Instant::now()));

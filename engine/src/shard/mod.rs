@@ -49,7 +49,7 @@ use crate::raft_log::BackendLogStore;
 use crate::storage::{Cf, KvBackend, ScanOrder};
 use crate::watch::{WatchConfig, WatchHub};
 pub use executor::ShardPlacement;
-pub use msg::{Reply, ShardMsg, ShardStatus, WriteResponse};
+pub use msg::{GroupProgress, Reply, ShardMsg, ShardStatus, WriteResponse};
 use reads::{PendingRead, ReadQueue};
 use stall::Heartbeat;
 use state_machine::{ApplyOutput, ShardStateMachine};
@@ -127,6 +127,28 @@ impl Default for ShardConfig {
             stall_threshold: Duration::from_secs(1),
             max_round_entry_bytes: 4 << 20,
             raft_log_hold_max: 1_000_000,
+        }
+    }
+}
+
+/// Who a shard's raft group is, at [`Shard::open`].
+#[derive(Debug)]
+pub struct ShardGroup {
+    /// The group's voters and learners when the group is new (a stored one wins).
+    pub conf: ConfState,
+    /// How its messages reach the other members.
+    pub transport: PeerTransport,
+    /// Shard 0 of a member: where applied membership changes go.
+    pub cluster: Option<ClusterView>,
+}
+
+impl ShardGroup {
+    /// The group of a member alone (raft ID 1), for shard `shard`.
+    pub fn alone(shard: u32) -> Self {
+        Self {
+            conf: ConfState { voters: vec![1], ..Default::default() },
+            transport: PeerTransport::alone(shard),
+            cluster: None,
         }
     }
 }
@@ -256,10 +278,9 @@ impl<B: KvBackend + Clone> Shard<B> {
     /// Opens the shard's state on `backend`, replays its raft log, and returns it with its handle.
     /// Its writes take revisions from `revs`, which the replay raises past every revision the
     /// shard's log recorded, so open every shard of a member before any of them runs. `ids` gives
-    /// the cluster and member IDs for response headers (the term is filled in live). `conf`
-    /// holds the group's voters and learners when the group is new (`cfg.raft.id` is this
-    /// member's); a lone voter leads at once, a group of several elects its leader. `cluster`
-    /// (shard 0 of a member) receives the membership changes the shard applies.
+    /// the cluster and member IDs for response headers (the term is filled in live); `group`
+    /// says who the shard's raft group is (see [`ShardGroup`]); `cfg.raft.id` is this member's
+    /// raft ID. A lone voter leads at once, a group of several elects its leader.
     ///
     /// # Errors
     /// A storage or raft error.
@@ -269,10 +290,9 @@ impl<B: KvBackend + Clone> Shard<B> {
         revs: Arc<RevisionCounter>,
         ids: HeaderInfo,
         clock: Arc<dyn Clock>,
-        conf: &ConfState,
-        transport: PeerTransport,
-        cluster: Option<ClusterView>,
+        group: ShardGroup,
     ) -> Result<(Self, ShardHandle)> {
+        let ShardGroup { conf, transport, cluster } = group;
         let sm = ShardStateMachine::open(
             backend.clone(),
             cfg.min_lease_ttl,
@@ -287,7 +307,7 @@ impl<B: KvBackend + Clone> Shard<B> {
         if let Some(view) = cluster {
             sm.set_cluster_view(view);
         }
-        let mut node = RaftNode::with_conf_state(&cfg.raft, conf, log, sm, transport)?;
+        let mut node = RaftNode::with_conf_state(&cfg.raft, &conf, log, sm, transport)?;
         let single = node.is_single_voter();
         if single {
             // A single voter need not wait an election timeout to lead.
@@ -500,7 +520,7 @@ impl<B: KvBackend + Clone> Shard<B> {
                 let progress: Vec<(u64, u64, bool)> =
                     ids.filter_map(|id| self.node.progress_of(id).map(|(m, active)| (id, m, active))).collect();
                 let r = if self.node.is_leader() {
-                    Ok((progress, self.node.last_index()))
+                    Ok(GroupProgress { members: progress, last_index: self.node.last_index() })
                 } else {
                     Err(EngineError::NotLeader)
                 };

@@ -53,6 +53,15 @@ pub struct ShardStatus {
     pub alarms: Vec<i32>,
 }
 
+/// The leader's view of its group, for membership checks.
+#[derive(Debug, Clone, Default)]
+pub struct GroupProgress {
+    /// Every member: (raft ID, match index, heard from within an election timeout).
+    pub members: Vec<(u64, u64, bool)>,
+    /// The leader's last log index.
+    pub last_index: u64,
+}
+
 /// A message to a shard.
 #[derive(Debug)]
 pub enum ShardMsg {
@@ -102,9 +111,8 @@ pub enum ShardMsg {
     TransferLeader(u64, Reply<()>),
     /// Proposes a membership change (shard 0 of a cluster) and answers once it is applied.
     ConfChange(ballast_raft::ConfChange, Reply<()>),
-    /// The leader's view of its followers: (raft ID, match index, heard from recently) for
-    /// every member, and the leader's last index.
-    Progress(Reply<(Vec<(u64, u64, bool)>, u64)>),
+    /// The leader's view of its group (see [`GroupProgress`]).
+    Progress(Reply<GroupProgress>),
     /// Stops the shard loop after answering what is in flight.
     Shutdown,
 }
