@@ -188,6 +188,14 @@ struct EngineFlags {
     /// CPU the process may run on, mod their count).
     #[arg(long, default_value = "unbound", value_parser = ["unbound", "per-core"])]
     shard_placement: String,
+    /// Applied raft entries each shard keeps for slow followers; a follower further behind is
+    /// sent a snapshot (etcd 3.5's flag; its default).
+    #[arg(long, default_value_t = 5000)]
+    experimental_snapshot_catchup_entries: u64,
+    /// Most raft entries a leader keeps beyond that for a follower still catching up from the
+    /// log; one further behind is sent a snapshot instead.
+    #[arg(long, default_value_t = 1_000_000)]
+    raft_log_hold_entries: u64,
     /// Milliseconds one shard round may run before the shard is reported as stalled.
     #[arg(long, default_value_t = 1000)]
     shard_stall_threshold_ms: u64,
@@ -240,6 +248,8 @@ fn config(flags: &EngineFlags) -> anyhow::Result<EngineConfig> {
     cfg.shard.placement =
         if flags.shard_placement == "per-core" { ShardPlacement::PerCore } else { ShardPlacement::Unbound };
     cfg.shard.stall_threshold = Duration::from_millis(flags.shard_stall_threshold_ms);
+    cfg.shard.raft_log_retain = flags.experimental_snapshot_catchup_entries.max(1);
+    cfg.shard.raft_log_hold_max = flags.raft_log_hold_entries;
     Ok(cfg)
 }
 

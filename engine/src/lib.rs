@@ -9,7 +9,8 @@
 //!   applier ([`apply::kv`]) for Range, Put, DeleteRange and Txn.
 //! * [`lease`]: the lease table; [`watch`]: watch streams, the event ring, slow-consumer policy,
 //!   events encoded once for every watcher ([`watch::wire`]).
-//! * [`raft_log`]: the raft log on the storage seam; [`shard`]: one shard, its raft node, state
+//! * [`raft_log`]: the raft log on the storage seam; [`raft_snapshot`]: how a follower too far
+//!   behind catches up from a checkpoint of its leader; [`shard`]: one shard, its raft node, state
 //!   machine and loop (the only code that touches the shard's state), the thread it
 //!   runs on ([`shard::executor`]) and the stall reports ([`shard::stall`]); [`shard_map`]: which
 //!   shard owns a key and which shards a range touches (see `engine/SHARDING.md`).
@@ -36,6 +37,7 @@ pub mod header;
 pub mod lease;
 pub mod mvcc;
 pub mod raft_log;
+pub mod raft_snapshot;
 pub mod server;
 pub mod shard;
 pub mod shard_map;

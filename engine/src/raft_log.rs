@@ -22,7 +22,12 @@ use parking_lot::RwLock;
 use prost_011::Message;
 use raft::{GetEntriesContext, RaftState, Storage, StorageError as RaftStorageError};
 
+use crate::raft_snapshot::SnapshotConfig;
 use crate::storage::{Cf, KvBackend, ScanOrder, StorageError, WriteBatch, WriteOpts};
+
+/// Meta key (`Cf::Meta`, written by the shard's state machine with each applied round) of the
+/// last applied raft index (u64 BE): a snapshot for a follower is taken at it.
+pub const META_APPLIED_INDEX: &[u8] = b"applied_index";
 
 const HARD_STATE: &[u8] = b"hs";
 const CONF_STATE: &[u8] = b"cs";
@@ -62,11 +67,19 @@ pub struct BackendLogStore<B: KvBackend> {
     backend: B,
     inner: Arc<RwLock<Inner>>,
     tail_cap: usize,
+    /// Where snapshots for followers are checkpointed; None: the member has no followers to
+    /// send one to (raft is told to try later).
+    snapshots: Option<Arc<SnapshotConfig>>,
 }
 
 impl<B: KvBackend + Clone> Clone for BackendLogStore<B> {
     fn clone(&self) -> Self {
-        Self { backend: self.backend.clone(), inner: Arc::clone(&self.inner), tail_cap: self.tail_cap }
+        Self {
+            backend: self.backend.clone(),
+            inner: Arc::clone(&self.inner),
+            tail_cap: self.tail_cap,
+            snapshots: self.snapshots.clone(),
+        }
     }
 }
 
@@ -128,7 +141,13 @@ impl<B: KvBackend + Clone> BackendLogStore<B> {
             inner.last_index = last.index;
         }
         inner.tail = tail;
-        Ok(Self { backend, inner: Arc::new(RwLock::new(inner)), tail_cap: tail_cap.max(1) })
+        Ok(Self { backend, inner: Arc::new(RwLock::new(inner)), tail_cap: tail_cap.max(1), snapshots: None })
+    }
+
+    /// Lets this log answer raft's snapshot requests with checkpoints (see `raft_snapshot`).
+    pub fn with_snapshots(mut self, cfg: SnapshotConfig) -> Self {
+        self.snapshots = Some(Arc::new(cfg));
+        self
     }
 
     fn read_entry(&self, index: u64) -> raft::Result<Entry> {
@@ -198,10 +217,21 @@ impl<B: KvBackend + Clone> Storage for BackendLogStore<B> {
         Ok(self.inner.read().last_index)
     }
 
-    fn snapshot(&self, _request_index: u64, _to: u64) -> raft::Result<Snapshot> {
-        // Snapshots are only needed to catch up followers, which single-member shards do not
-        // have; raft-rs retries later on this error.
-        Err(raft::Error::Store(RaftStorageError::SnapshotTemporarilyUnavailable))
+    fn snapshot(&self, request_index: u64, to: u64) -> raft::Result<Snapshot> {
+        // raft-rs retries later on this error.
+        let later = || raft::Error::Store(RaftStorageError::SnapshotTemporarilyUnavailable);
+        let Some(cfg) = &self.snapshots else { return Err(later()) };
+        let usable_from = request_index.max(self.inner.read().snap_index);
+        let index = match crate::raft_snapshot::prepare(&self.backend, cfg, usable_from) {
+            Ok(index) => index,
+            Err(e) => {
+                tracing::warn!(error = %e, to, "no checkpoint for a follower's snapshot; raft asks again later");
+                return Err(later());
+            }
+        };
+        let term = self.term(index)?;
+        let conf_state = self.inner.read().conf_state.clone();
+        Ok(crate::raft_snapshot::message(cfg, index, term, conf_state))
     }
 }
 

@@ -13,7 +13,9 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ballast_proto::ballastpb::{peer_client::PeerClient, peer_server::PeerServer, HelloRequest};
+use ballast_proto::ballastpb::{
+    peer_client::PeerClient, peer_server::PeerServer, HelloRequest, SnapshotDescriptor, SnapshotFetchRequest,
+};
 use ballast_proto::etcdserverpb::{
     cluster_server::ClusterServer, kv_server::KvServer, lease_server::LeaseServer,
     maintenance_server::MaintenanceServer,
@@ -28,6 +30,7 @@ use crate::cluster::{members, ClusterConfig, ClusterView, Member, Membership, Pe
 use crate::error::{EngineError, Result};
 use crate::header::HeaderInfo;
 use crate::mvcc::RevisionCounter;
+use crate::raft_snapshot::{SnapshotConfig, SnapshotFetch};
 use crate::shard::stall::{self, StallWatch};
 use crate::shard::{executor, Shard, ShardConfig, ShardGroup, ShardHandle};
 use crate::shard_map::ShardMap;
@@ -362,7 +365,17 @@ impl Engine {
                 Arc::clone(&revs),
                 ids,
                 Arc::clone(&clock),
-                ShardGroup { conf: conf.clone(), transport, cluster: (s == 0).then(|| view.clone()) },
+                ShardGroup {
+                    conf: conf.clone(),
+                    transport,
+                    cluster: (s == 0).then(|| view.clone()),
+                    snapshots: Some(SnapshotConfig {
+                        dir: cfg.data_dir.join("snapshots"),
+                        shard: s,
+                        me: me.raft_id,
+                        fetch: snapshot_fetch(Arc::clone(&router), cluster_id),
+                    }),
+                },
             )?);
         }
         let mut handles = Vec::new();
@@ -551,6 +564,35 @@ impl Engine {
             Err(_) => Err(ServeError::Shard(EngineError::Stopped)),
         }
     }
+}
+
+/// Returns how a shard fetches the checkpoint a raft snapshot names: over the peer port from
+/// the member that sent it, into a file (the archive streams in chunks), then unpacked. Runs
+/// on the shard thread, which waits for it: a follower installing a snapshot has nothing else
+/// it could do.
+fn snapshot_fetch(router: Arc<PeerRouter>, cluster_id: u64) -> SnapshotFetch {
+    Arc::new(move |desc: &SnapshotDescriptor, target: &Path| -> Result<PathBuf> {
+        let Some(runtime) = router.runtime() else { return Err(EngineError::Stopped) };
+        let Some(mut client) = router.client(desc.from) else { return Err(EngineError::NoLeader) };
+        std::fs::create_dir_all(target).map_err(StorageError::from)?;
+        let archive = target.join("snapshot.archive");
+        let req = SnapshotFetchRequest { cluster_id, shard: desc.shard, index: desc.index, from: router.me() };
+        runtime.block_on(async {
+            use std::io::Write;
+            let mut stream = client.fetch_snapshot(req).await.map_err(EngineError::Remote)?.into_inner();
+            let mut out = std::io::BufWriter::new(std::fs::File::create(&archive).map_err(StorageError::from)?);
+            while let Some(chunk) = stream.message().await.map_err(EngineError::Remote)? {
+                out.write_all(&chunk.blob).map_err(StorageError::from)?;
+            }
+            let file = out.into_inner().map_err(|e| StorageError::from(e.into_error()))?;
+            file.sync_all().map_err(StorageError::from)?;
+            Ok::<(), EngineError>(())
+        })?;
+        let db = crate::snapshot::unpack_checkpoint(&archive, target)
+            .map_err(|e| EngineError::Remote(tonic::Status::data_loss(e.to_string())))?;
+        let _ = std::fs::remove_file(&archive);
+        Ok(db)
+    })
 }
 
 /// Largest batch of raft messages a peer may send in one gRPC message. 64 MiB is well above a

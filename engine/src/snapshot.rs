@@ -93,6 +93,23 @@ pub fn restore(archive: &Path, data_dir: &Path) -> Result<Restored, RestoreError
     result
 }
 
+/// Unpacks a one-shard archive (a leader's checkpoint fetched for a raft snapshot) into
+/// `dir/db` after checking its checksum; answers that directory.
+///
+/// # Errors
+/// [`RestoreError`]: a damaged archive or an I/O failure.
+pub(crate) fn unpack_checkpoint(archive: &Path, dir: &Path) -> Result<PathBuf, RestoreError> {
+    let body = verify_digest(archive)?;
+    let (shards, _, _) = unpack_files(archive, body, dir)?;
+    if shards != 1 {
+        return Err(RestoreError::BadArchive {
+            path: archive.to_path_buf(),
+            why: format!("a raft snapshot holds one shard, this one {shards}"),
+        });
+    }
+    Ok(crate::server::shard_db_dir(dir, 0))
+}
+
 /// Checks the archive's size and SHA-256 trailer; returns the length of what the digest covers.
 fn verify_digest(archive: &Path) -> Result<u64, RestoreError> {
     let bad = |why: &str| RestoreError::BadArchive { path: archive.to_path_buf(), why: why.to_string() };
@@ -135,6 +152,16 @@ fn place(name: &str) -> Option<(u32, &str)> {
 }
 
 fn unpack(archive: &Path, body: u64, data_dir: &Path) -> Result<Restored, RestoreError> {
+    let (count, files, bytes) = unpack_files(archive, body, data_dir)?;
+    // The first start settles a new identity from its own flags, as after etcd's restore.
+    let first = RocksBackend::open(&crate::server::shard_db_dir(data_dir, 0), &RocksOptions::default())?;
+    crate::server::prepare_restored(&first, count)?;
+    Ok(Restored { shards: count, files, bytes })
+}
+
+/// Writes the archive's files into their shards' directories under `data_dir`; answers the
+/// shard count, files and bytes.
+fn unpack_files(archive: &Path, body: u64, data_dir: &Path) -> Result<(u32, usize, u64), RestoreError> {
     let bad = |why: String| RestoreError::BadArchive { path: archive.to_path_buf(), why };
     let mut r = BufReader::new(File::open(archive)?).take(body);
     let mut magic = vec![0u8; MAGIC.len()];
@@ -182,10 +209,7 @@ fn unpack(archive: &Path, body: u64, data_dir: &Path) -> Result<Restored, Restor
     if shards.iter().copied().ne(0..count) || (plain_names && count > 1) {
         return Err(bad(format!("its shards are not 0..{count}: {shards:?}")));
     }
-    // The first start settles a new identity from its own flags, as after etcd's restore.
-    let first = RocksBackend::open(&crate::server::shard_db_dir(data_dir, 0), &RocksOptions::default())?;
-    crate::server::prepare_restored(&first, count)?;
-    Ok(Restored { shards: count, files, bytes })
+    Ok((count, files, bytes))
 }
 
 #[cfg(test)]

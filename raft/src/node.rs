@@ -22,6 +22,8 @@ pub struct ReadyOutcome<O> {
     pub became_leader: bool,
     /// This member stopped being leader in this round.
     pub lost_leadership: bool,
+    /// A snapshot replaced the state in this round, before the applied entries.
+    pub snapshot_applied: bool,
 }
 
 /// A raft group member. The only generic type of the replication layer; the engine pins it with
@@ -179,12 +181,14 @@ impl<L: LogStore, S: StateMachine, T: Transport> RaftNode<L, S, T> {
         if !ready.messages().is_empty() {
             self.transport.send(ready.take_messages());
         }
-        // 2. Snapshots first.
-        if !ready.snapshot().is_empty() {
+        // 2. Snapshots first: the state, then the log, then the state machine is told the log
+        //    holds it (an install cut short in between is the machine's to finish).
+        let snapshot_applied = !ready.snapshot().is_empty();
+        if snapshot_applied {
             let snap = ready.snapshot().clone();
+            self.sm.restore(&snap)?;
             self.store.apply_snapshot(&snap)?;
-            let meta = snap.get_metadata();
-            self.sm.restore(&snap.data, meta.index)?;
+            self.sm.restored()?;
         }
         let mut committed = ready.take_committed_entries();
         let read_states = ready.take_read_states().into_iter().map(|rs| (rs.request_ctx, rs.index)).collect();
@@ -212,6 +216,7 @@ impl<L: LogStore, S: StateMachine, T: Transport> RaftNode<L, S, T> {
             read_states,
             became_leader: is_leader && !was_leader,
             lost_leadership: was_leader && !is_leader,
+            snapshot_applied,
         }))
     }
 
@@ -237,6 +242,14 @@ impl<L: LogStore, S: StateMachine, T: Transport> RaftNode<L, S, T> {
     /// streaming appends into the void.
     pub fn report_unreachable(&mut self, to: u64) {
         self.raw.report_unreachable(to);
+        // A snapshot sent to it is lost too: raft sends another once it answers again.
+        self.raw.report_snapshot(to, raft::SnapshotStatus::Failure);
+    }
+
+    /// Tells raft that `to` fetched (or failed to fetch) the snapshot it was sent.
+    pub fn report_snapshot(&mut self, to: u64, done: bool) {
+        let status = if done { raft::SnapshotStatus::Finish } else { raft::SnapshotStatus::Failure };
+        self.raw.report_snapshot(to, status);
     }
 
     /// Asks the leader to hand leadership to `to` (raft's leader transfer).

@@ -1,6 +1,6 @@
 //! [`StateMachine`]: what committed entries do.
 
-use raft::eraftpb::Entry;
+use raft::eraftpb::{Entry, Snapshot};
 
 use crate::error::RaftError;
 
@@ -28,15 +28,19 @@ pub trait StateMachine {
     /// Returns the last applied index (persisted by the machine atomically with its data).
     fn applied_index(&self) -> u64;
 
-    /// Serialises the state as of `applied_index()` for a snapshot.
+    /// Replaces the state with the one a raft snapshot describes (how the state travels is
+    /// the machine's business: the snapshot's data may only name it). Called before the log
+    /// store takes the snapshot's metadata; [`StateMachine::restored`] follows once it has.
     ///
     /// # Errors
-    /// The machine cannot produce a snapshot.
-    fn snapshot(&self) -> Result<Vec<u8>, RaftError>;
+    /// The state cannot be restored; the member must stop.
+    fn restore(&mut self, snapshot: &Snapshot) -> Result<(), RaftError>;
 
-    /// Replaces the state with a snapshot's data taken at `index`.
+    /// Called once the log store holds the snapshot [`StateMachine::restore`] installed.
     ///
     /// # Errors
-    /// The data cannot be restored.
-    fn restore(&mut self, data: &[u8], index: u64) -> Result<(), RaftError>;
+    /// The machine cannot finish the install; the member must stop.
+    fn restored(&mut self) -> Result<(), RaftError> {
+        Ok(())
+    }
 }

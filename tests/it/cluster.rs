@@ -415,3 +415,61 @@ async fn a_member_of_another_cluster_is_refused(c: Cluster) {
     assert!(put_any(&c.endpoints(), 0, "ok", "1", Duration::from_secs(10)).await.is_some());
     stranger.kill9();
 }
+
+/// A follower away while the leader compacted its log past it catches up from a snapshot of
+/// the leader's state: every acknowledged write is on it with its revision, HashKV agree, and
+/// its history still serves a watch from revision 1. Both servers are told to keep a short log
+/// (etcd 3.4 keeps 5,000 entries after a snapshot every `--snapshot-count`).
+async fn a_far_behind_follower_catches_up_by_snapshot(target: Target) {
+    let args: &[&str] = if target == Target::Etcd {
+        &["--snapshot-count=100"]
+    } else {
+        &["--experimental-snapshot-catchup-entries=50", "--raft-log-hold-entries=100"]
+    };
+    let mut c = Cluster::start_with_args(target, 3, args).await;
+    let leader = c.leader().await;
+    let away = (leader + 1) % 3;
+    c.members[away].kill9();
+    let writes = 6_000;
+    let endpoint = c.members[leader].endpoint();
+    let tasks: Vec<_> = (0..16)
+        .map(|w| {
+            let endpoint = endpoint.clone();
+            tokio::spawn(async move {
+                let mut client = etcd_client::Client::connect([endpoint], None).await.expect("connect");
+                let mut acked = Vec::new();
+                for i in (w..writes).step_by(16) {
+                    let (key, value) = (format!("fb/{i:05}"), format!("v{i}"));
+                    let r = client.put(key.as_str(), value.as_str(), None).await.expect("put");
+                    acked.push((key, (value, r.header().expect("header").revision())));
+                }
+                acked
+            })
+        })
+        .collect();
+    let mut acked = BTreeMap::new();
+    for t in tasks {
+        acked.extend(t.await.expect("writer"));
+    }
+    c.members[away].restart().await;
+    check_acknowledged(&c, &acked).await;
+    let installed = if target == Target::Etcd { "applied incoming snapshot" } else { "snapshot installed" };
+    assert!(
+        c.members[away].full_log().contains(installed),
+        "{target:?}: the follower caught up without a snapshot; log:\n{}",
+        c.members[away].log_tail()
+    );
+    let sample: BTreeMap<String, (String, i64)> = acked.into_iter().step_by(500).collect();
+    let seen = watched(&c.members[away], "fb/", &sample).await;
+    assert_watch_saw_all(&seen, &sample);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_far_behind_follower_catches_up_by_snapshot_ballast() {
+    a_far_behind_follower_catches_up_by_snapshot(Target::Ballast).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_far_behind_follower_catches_up_by_snapshot_etcd() {
+    a_far_behind_follower_catches_up_by_snapshot(Target::Etcd).await;
+}

@@ -19,8 +19,13 @@ impl Cluster {
     /// another test before the members bind them, so a cluster that does not come up is
     /// started again on new ports, three times at most.
     pub(crate) async fn start(target: Target, n: usize) -> Cluster {
+        Self::start_with_args(target, n, &[]).await
+    }
+
+    /// As [`Cluster::start`], with more flags for every member.
+    pub(crate) async fn start_with_args(target: Target, n: usize, args: &[&str]) -> Cluster {
         for attempt in 0..3 {
-            if let Some(c) = Self::try_start(target, n).await {
+            if let Some(c) = Self::try_start(target, n, args).await {
                 return c;
             }
             eprintln!("attempt {attempt}: the {target:?} cluster did not start");
@@ -28,7 +33,7 @@ impl Cluster {
         panic!("{target:?}: no cluster of {n} members started in three attempts");
     }
 
-    async fn try_start(target: Target, n: usize) -> Option<Cluster> {
+    async fn try_start(target: Target, n: usize, args: &[&str]) -> Option<Cluster> {
         let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
         let ic = ports
             .iter()
@@ -42,6 +47,7 @@ impl Cluster {
             .map(|(i, (port, peer))| Server::member_of(target, &format!("m{}", i + 1), *port, *peer, &ic))
             .collect();
         for m in &mut members {
+            m.extra_args = args.iter().map(|a| a.to_string()).collect();
             m.spawn_member();
         }
         for m in &members {

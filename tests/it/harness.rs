@@ -43,6 +43,8 @@ pub(crate) struct Server {
     pub(crate) join: bool,
     /// The other members of this server's cluster (cluster targets), kept running with it.
     peers: Vec<Server>,
+    /// More flags for the server process.
+    pub(crate) extra_args: Vec<String>,
 }
 
 pub(crate) fn free_port() -> u16 {
@@ -95,6 +97,7 @@ impl Server {
                 member: None,
                 join: false,
                 peers: Vec::new(),
+                extra_args: Vec::new(),
             };
             let data = s.dir.path().join("data");
             let _ = std::fs::remove_dir_all(&data);
@@ -143,6 +146,7 @@ impl Server {
             member: Some((name.to_string(), initial_cluster.to_string())),
             join: false,
             peers: Vec::new(),
+            extra_args: Vec::new(),
         }
     }
 
@@ -210,6 +214,7 @@ impl Server {
         if self.join {
             cmd.arg("--initial-cluster-state=existing");
         }
+        cmd.args(&self.extra_args);
         cmd.args(["--name", &name])
             .arg(format!("--data-dir={}", data.display()))
             .arg(format!("--listen-client-urls={client}"))

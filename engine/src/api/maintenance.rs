@@ -245,7 +245,7 @@ impl MaintenanceService {
     }
 }
 
-type ChunkSender = tokio::sync::mpsc::Sender<Result<SnapshotResponse, Status>>;
+pub(crate) type ChunkSender = tokio::sync::mpsc::Sender<Result<SnapshotResponse, Status>>;
 
 /// Lists the archive's files: those of `dir`, and those of its subdirectories (one per shard) as
 /// `<subdirectory>/<name>`.
@@ -273,7 +273,7 @@ fn files_of(dir: &Path) -> std::io::Result<Vec<(String, PathBuf, u64)>> {
 }
 
 /// Streams `dir` as a snapshot archive; returns Ok(()) also when the client went away.
-fn stream_archive(dir: &Path, header: Option<ResponseHeader>, tx: &ChunkSender) -> std::io::Result<()> {
+pub(crate) fn stream_archive(dir: &Path, header: Option<ResponseHeader>, tx: &ChunkSender) -> std::io::Result<()> {
     let files = files_of(dir)?;
     let body: u64 = crate::snapshot::MAGIC.len() as u64
         + files.iter().map(|(name, _, size)| 4 + name.len() as u64 + 8 + size).sum::<u64>()

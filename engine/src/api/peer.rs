@@ -15,11 +15,15 @@
 
 use std::collections::HashMap;
 
+use std::pin::Pin;
+
 use ballast_proto::ballastpb::{
     peer_server::Peer, ForwardRequest, ForwardResponse, HelloRequest, HelloResponse, MembershipRecord, RaftBatch,
-    RaftBatchAck,
+    RaftBatchAck, SnapshotFetchRequest,
 };
+use ballast_proto::etcdserverpb::SnapshotResponse;
 use ballast_raft::Message;
+use futures::Stream;
 use prost_011::Message as _;
 use tonic::{Request, Response, Status, Streaming};
 
@@ -109,6 +113,34 @@ impl Peer for PeerService {
             self.check_cluster(r.cluster_id, r.from)?;
         }
         Ok(Response::new(self.api.membership.read().to_record()))
+    }
+
+    type FetchSnapshotStream = Pin<Box<dyn Stream<Item = Result<SnapshotResponse, Status>> + Send + 'static>>;
+
+    async fn fetch_snapshot(
+        &self,
+        req: Request<SnapshotFetchRequest>,
+    ) -> Result<Response<Self::FetchSnapshotStream>, Status> {
+        let r = req.into_inner();
+        self.check_cluster(r.cluster_id, 0)?;
+        let dir = crate::raft_snapshot::checkpoint_dir(&self.api.snapshot_dir, r.shard, r.index);
+        if !dir.is_dir() {
+            return Err(Status::not_found(format!("no checkpoint of shard {} at index {}", r.shard, r.index)));
+        }
+        // Four chunks in flight, as Maintenance.Snapshot: the disk and the network stay busy
+        // without the checkpoint being held in memory.
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let shard = self.api.shard(r.shard).clone();
+        tokio::task::spawn_blocking(move || {
+            let result = super::maintenance::stream_archive(&dir, None, &tx);
+            let sent = result.is_ok() && !tx.is_closed();
+            if let Err(e) = result {
+                let _ = tx.blocking_send(Err(Status::unavailable(format!("snapshot checkpoint: {e}"))));
+            }
+            // Raft sends the follower appends again only once it hears how the transfer ended.
+            let _ = shard.send(ShardMsg::SnapshotStatus(r.from, sent));
+        });
+        Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))))
     }
 
     async fn forward(&self, req: Request<ForwardRequest>) -> Result<Response<ForwardResponse>, Status> {

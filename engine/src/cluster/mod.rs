@@ -74,6 +74,24 @@ impl ClusterView {
     }
 }
 
+impl ClusterView {
+    /// Replaces the membership with an installed snapshot's, connecting to its members.
+    pub fn replace(&self, membership: Membership) {
+        let mut m = self.membership.write();
+        for old in &m.members {
+            if membership.get(old.id).is_none() {
+                self.router.remove_peer(old.raft_id);
+            }
+        }
+        for member in membership.members.iter().filter(|x| x.id != self.me) {
+            if let Some(url) = member.peer_urls.first() {
+                self.router.add_peer(member.raft_id, url);
+            }
+        }
+        *m = membership;
+    }
+}
+
 /// Encodes a member for a conf change's context.
 pub fn member_context(m: &Member) -> Vec<u8> {
     MemberRecord {

@@ -110,6 +110,11 @@ impl PeerRouter {
         self.cluster_id
     }
 
+    /// Returns the runtime the router runs on, once started.
+    pub fn runtime(&self) -> Option<tokio::runtime::Handle> {
+        self.runtime.get().cloned()
+    }
+
     /// Returns true when the member has peers.
     pub fn has_peers(&self) -> bool {
         !self.queues.read().is_empty()

@@ -46,6 +46,7 @@ use crate::error::{EngineError, Result};
 use crate::header::HeaderInfo;
 use crate::mvcc::RevisionCounter;
 use crate::raft_log::BackendLogStore;
+use crate::raft_snapshot::SnapshotConfig;
 use crate::storage::{Cf, KvBackend, ScanOrder};
 use crate::watch::{WatchConfig, WatchHub};
 pub use executor::ShardPlacement;
@@ -69,8 +70,9 @@ pub struct ShardConfig {
     /// Messages taken per round. 4,096 bounds a round's latency while still batching a burst of
     /// 1,000 in-flight writes into one log sync.
     pub max_msgs_per_round: usize,
-    /// Applied entries kept in the raft log for slow followers. 10,000 is etcd's
-    /// `SnapshotCatchUpEntries` default.
+    /// Applied entries kept in the raft log for slow followers; one further behind gets a
+    /// snapshot. 5,000 is etcd's `SnapshotCatchUpEntries` default
+    /// (`--experimental-snapshot-catchup-entries`).
     pub raft_log_retain: u64,
     /// Entries of the raft log kept in memory. 4,096 covers a round's worth of appends.
     pub raft_log_tail: usize,
@@ -115,7 +117,7 @@ impl Default for ShardConfig {
             raft: RaftConfig::default(),
             mailbox_capacity: 10_000,
             max_msgs_per_round: 4_096,
-            raft_log_retain: 10_000,
+            raft_log_retain: 5_000,
             raft_log_tail: 4_096,
             lease_revokes_per_tick: 100,
             min_lease_ttl: 2,
@@ -140,6 +142,8 @@ pub struct ShardGroup {
     pub transport: PeerTransport,
     /// Shard 0 of a member: where applied membership changes go.
     pub cluster: Option<ClusterView>,
+    /// Snapshots for followers and from the leader; None for a member alone.
+    pub snapshots: Option<SnapshotConfig>,
 }
 
 impl ShardGroup {
@@ -149,6 +153,7 @@ impl ShardGroup {
             conf: ConfState { voters: vec![1], ..Default::default() },
             transport: PeerTransport::alone(shard),
             cluster: None,
+            snapshots: None,
         }
     }
 }
@@ -292,7 +297,12 @@ impl<B: KvBackend + Clone> Shard<B> {
         clock: Arc<dyn Clock>,
         group: ShardGroup,
     ) -> Result<(Self, ShardHandle)> {
-        let ShardGroup { conf, transport, cluster } = group;
+        let ShardGroup { conf, transport, cluster, snapshots } = group;
+        // An install of a snapshot that a crash cut short is finished before anything reads.
+        {
+            let log = BackendLogStore::open(backend.clone(), cfg.raft_log_tail)?;
+            crate::raft_snapshot::resume(&backend, &log)?;
+        }
         let sm = ShardStateMachine::open(
             backend.clone(),
             cfg.min_lease_ttl,
@@ -301,11 +311,17 @@ impl<B: KvBackend + Clone> Shard<B> {
             ids.member_id,
             Arc::clone(&clock),
         )?;
-        let log = BackendLogStore::open(backend, cfg.raft_log_tail)?;
+        let mut log = BackendLogStore::open(backend, cfg.raft_log_tail)?;
+        if let Some(snap) = &snapshots {
+            log = log.with_snapshots(snap.clone());
+        }
         let hub = WatchHub::new(cfg.watch.clone(), sm.store().current_rev());
         let mut sm = sm;
         if let Some(view) = cluster {
             sm.set_cluster_view(view);
+        }
+        if let Some(snap) = snapshots {
+            sm.set_snapshots(snap);
         }
         let mut node = RaftNode::with_conf_state(&cfg.raft, &conf, log, sm, transport)?;
         let single = node.is_single_voter();
@@ -493,6 +509,7 @@ impl<B: KvBackend + Clone> Shard<B> {
                 }
             }
             ShardMsg::Unreachable(peer) => self.node.report_unreachable(peer),
+            ShardMsg::SnapshotStatus(peer, done) => self.node.report_snapshot(peer, done),
             ShardMsg::WaitApplied(index, reply) => {
                 if ballast_raft::StateMachine::applied_index(self.node.state_machine()) >= index {
                     let _ = reply.send(Ok(()));
@@ -759,6 +776,7 @@ impl<B: KvBackend + Clone> Shard<B> {
 
     fn run_ready(&mut self) -> Result<()> {
         while self.node.has_ready() {
+            let before = self.node.state_machine().store().current_rev();
             let Some(outcome) = self.node.handle_ready()? else { break };
             if outcome.lost_leadership {
                 self.stepped_down();
@@ -770,8 +788,15 @@ impl<B: KvBackend + Clone> Shard<B> {
                 tracing::info!(term = self.node.term(), "became leader");
             }
             self.reads.confirmed(outcome.read_states);
-            if let Some(applied) = outcome.applied {
-                self.finish_round(&applied?);
+            let applied = outcome.applied.transpose()?;
+            if outcome.snapshot_applied {
+                // Watchers catch up from history over the revisions the snapshot brought.
+                let first_event = applied.as_ref().and_then(|a| a.events.first()).and_then(|e| e.kv.as_ref());
+                let now = first_event.map_or(self.node.state_machine().store().current_rev(), |kv| kv.mod_revision - 1);
+                self.hub.state_replaced(before, now);
+            }
+            if let Some(applied) = applied {
+                self.finish_round(&applied);
             }
         }
         let applied = ballast_raft::StateMachine::applied_index(self.node.state_machine());

@@ -113,6 +113,8 @@ pub enum ShardMsg {
     ConfChange(ballast_raft::ConfChange, Reply<()>),
     /// The leader's view of its group (see [`GroupProgress`]).
     Progress(Reply<GroupProgress>),
+    /// The member with this raft ID fetched the snapshot it was sent (true) or failed to.
+    SnapshotStatus(u64, bool),
     /// Stops the shard loop after answering what is in flight.
     Shutdown,
 }

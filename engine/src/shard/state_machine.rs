@@ -28,7 +28,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use ballast_proto::ballastpb::{raft_command::Command, RaftCommand};
+use ballast_proto::ballastpb::{raft_command::Command, RaftCommand, SnapshotDescriptor, SnapshotInstall};
 use ballast_proto::etcdserverpb::{
     alarm_request::AlarmAction, AlarmMember, AlarmRequest, AlarmResponse, CompactionResponse, LeaseGrantResponse,
     LeaseRevokeResponse, ResponseHeader,
@@ -44,10 +44,10 @@ use crate::cluster::{ClusterView, MemberChange};
 use crate::error::{EngineError, Result};
 use crate::lease::Lessor;
 use crate::mvcc::{KeyRange, MvccStore, RevisionCounter};
+use crate::raft_snapshot::SnapshotConfig;
 use crate::storage::{Cf, KvBackend, StorageError, WriteOpts};
 
-/// Meta key of the last applied raft index (u64 BE).
-pub const META_APPLIED_INDEX: &[u8] = b"applied_index";
+pub use crate::raft_log::META_APPLIED_INDEX;
 const META_ALARM_PREFIX: &[u8] = b"alarm/";
 
 /// What one applied round produced.
@@ -85,6 +85,8 @@ pub struct ShardStateMachine<B: KvBackend> {
     value_cache_bytes: usize,
     /// Shard 0 of a cluster: where membership changes are applied.
     cluster: Option<ClusterView>,
+    /// How a snapshot from the leader is fetched; None: the shard never receives one.
+    snapshots: Option<SnapshotConfig>,
     /// This member was removed from the cluster by an applied change; the shard stops.
     removed: bool,
 }
@@ -135,8 +137,62 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
             min_lease_ttl,
             value_cache_bytes,
             cluster: None,
+            snapshots: None,
             removed: false,
         })
+    }
+
+    /// Lets this state machine fetch and install snapshots its leader sends.
+    pub fn set_snapshots(&mut self, cfg: SnapshotConfig) {
+        self.snapshots = Some(cfg);
+    }
+
+    /// Replaces the state with the leader's checkpoint a raft snapshot names (see
+    /// `raft_snapshot`): fetched into the snapshot directory, marked, installed, reopened.
+    fn install_snapshot(&mut self, snapshot: &ballast_raft::Snapshot) -> Result<()> {
+        let Some(cfg) = self.snapshots.clone() else { return Err(EngineError::NotCapable) };
+        let desc = SnapshotDescriptor::decode(snapshot.data.as_slice())
+            .map_err(|_| StorageError::Corrupt { cf: "raft", what: "snapshot descriptor" })?;
+        let meta = snapshot.get_metadata();
+        tracing::info!(
+            index = meta.index,
+            from = format_args!("{:x}", desc.from),
+            "installing a snapshot from the leader"
+        );
+        let target = crate::raft_snapshot::incoming_dir(&cfg.dir, cfg.shard);
+        let _ = std::fs::remove_dir_all(&target);
+        let mut fetched = Err(EngineError::NotCapable);
+        for attempt in 0..5u32 {
+            fetched = (cfg.fetch)(&desc, &target);
+            match &fetched {
+                Ok(_) => break,
+                Err(e) => {
+                    tracing::warn!(error = %e, attempt, "fetching the leader's snapshot failed; trying again");
+                    std::thread::sleep(std::time::Duration::from_millis(200 << attempt));
+                }
+            }
+        }
+        let checkpoint = fetched?;
+        let cs = meta.conf_state.clone().unwrap_or_default();
+        let marker = SnapshotInstall {
+            index: meta.index,
+            term: meta.term,
+            voters: cs.voters,
+            learners: cs.learners,
+            dir: checkpoint.display().to_string(),
+        };
+        crate::raft_snapshot::mark(self.store.backend(), &marker)?;
+        let src = B::open_checkpoint(&checkpoint)?;
+        crate::raft_snapshot::install(self.store.backend(), &src)?;
+        drop(src);
+        self.discard_unapplied()?;
+        if let Some(view) = &self.cluster {
+            if let Some(m) = crate::cluster::Membership::load(self.store.backend())? {
+                view.replace(m);
+            }
+        }
+        tracing::info!(index = self.applied_index, "snapshot installed");
+        Ok(())
     }
 
     /// Makes this state machine apply membership changes to `view` (shard 0 of a member).
@@ -184,9 +240,10 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
             self.member_id,
             Arc::clone(&self.clock),
         )?;
-        let cluster = self.cluster.take();
+        let (cluster, snapshots) = (self.cluster.take(), self.snapshots.take());
         *self = fresh;
         self.cluster = cluster;
+        self.snapshots = snapshots;
         Ok(())
     }
 
@@ -431,13 +488,12 @@ impl<B: KvBackend + Clone> StateMachine for ShardStateMachine<B> {
         self.applied_index
     }
 
-    fn snapshot(&self) -> Result<Vec<u8>, RaftError> {
-        // Followers are not built yet; a single-member shard never sends a snapshot.
-        Err(RaftError::Store(Box::new(EngineError::NotCapable)))
+    fn restore(&mut self, snapshot: &ballast_raft::Snapshot) -> Result<(), RaftError> {
+        self.install_snapshot(snapshot).map_err(|e| RaftError::Store(Box::new(e)))
     }
 
-    fn restore(&mut self, _data: &[u8], _index: u64) -> Result<(), RaftError> {
-        Err(RaftError::Store(Box::new(EngineError::NotCapable)))
+    fn restored(&mut self) -> Result<(), RaftError> {
+        crate::raft_snapshot::clear(self.store.backend()).map_err(|e| RaftError::Store(Box::new(e)))
     }
 }
 

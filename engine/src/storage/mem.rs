@@ -114,4 +114,31 @@ impl KvBackend for MemBackend {
         std::fs::write(dir.join("mem.dump"), out)?;
         Ok(())
     }
+
+    fn open_checkpoint(dir: &Path) -> Result<Self, StorageError> {
+        let data = std::fs::read(dir.join("mem.dump"))?;
+        let backend = Self::new();
+        let mut wb = WriteBatch::new();
+        let mut rest = data.as_slice();
+        let mut take = || -> Result<Vec<u8>, StorageError> {
+            let bad = || StorageError::Corrupt { cf: "mem", what: "checkpoint dump" };
+            let len = rest.get(..4).ok_or_else(bad)?;
+            let len = u32::from_be_bytes(len.try_into().map_err(|_| bad())?) as usize;
+            let part = rest.get(4..4 + len).ok_or_else(bad)?.to_vec();
+            rest = &rest[4 + len..];
+            Ok(part)
+        };
+        loop {
+            let Ok(cf) = take() else { break };
+            let (k, v) = (take()?, take()?);
+            let cf = Cf::ALL
+                .iter()
+                .copied()
+                .find(|c| c.name().as_bytes() == cf.as_slice())
+                .ok_or(StorageError::Corrupt { cf: "mem", what: "column family" })?;
+            wb.put(cf, k, v);
+        }
+        backend.write(wb, WriteOpts { sync: true })?;
+        Ok(backend)
+    }
 }

@@ -210,4 +210,12 @@ pub trait KvBackend: Send + Sync + 'static {
     /// # Errors
     /// Returns the backend's or the file system's error.
     fn checkpoint(&self, dir: &Path) -> Result<(), StorageError>;
+
+    /// Opens a copy [`KvBackend::checkpoint`] wrote, to read it (installing a raft snapshot).
+    ///
+    /// # Errors
+    /// Returns the backend's or the file system's error.
+    fn open_checkpoint(dir: &Path) -> Result<Self, StorageError>
+    where
+        Self: Sized;
 }

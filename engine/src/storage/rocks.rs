@@ -153,4 +153,8 @@ impl KvBackend for RocksBackend {
         Checkpoint::new(&self.db)?.create_checkpoint(dir)?;
         Ok(())
     }
+
+    fn open_checkpoint(dir: &Path) -> Result<Self, StorageError> {
+        Self::open(dir, &RocksOptions::default())
+    }
 }

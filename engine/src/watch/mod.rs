@@ -778,6 +778,23 @@ impl WatchHub {
         }
     }
 
+    /// The state jumped from revision `before` to `now` without events (a raft snapshot was
+    /// installed): every watcher is caught up from history from `before + 1` on, and the ring
+    /// starts again at `now`, since it holds nothing of the revisions in between.
+    pub fn state_replaced(&mut self, before: i64, now: i64) {
+        self.ring = EventRing::new(now, self.cfg.ring_events);
+        for s in self.streams.values_mut() {
+            let ids: Vec<i64> = s.watchers.iter().filter(|(_, w)| w.indexed()).map(|(id, _)| id).collect();
+            if ids.is_empty() {
+                continue;
+            }
+            for id in ids {
+                s.leave_index(&mut self.index, id, before + 1);
+            }
+            self.attention.insert(s.id);
+        }
+    }
+
     /// Returns true when some watcher is behind or some control response waits.
     pub fn has_lagging(&self) -> bool {
         !self.attention.is_empty()

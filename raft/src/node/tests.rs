@@ -34,12 +34,8 @@ impl StateMachine for Recorder {
         self.applied
     }
 
-    fn snapshot(&self) -> Result<Vec<u8>, RaftError> {
-        Ok(vec![])
-    }
-
-    fn restore(&mut self, _data: &[u8], index: u64) -> Result<(), RaftError> {
-        self.applied = index;
+    fn restore(&mut self, snapshot: &raft::eraftpb::Snapshot) -> Result<(), RaftError> {
+        self.applied = snapshot.get_metadata().index;
         Ok(())
     }
 }
