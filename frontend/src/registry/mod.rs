@@ -22,6 +22,7 @@
 //! Layering: `routes` → `registry` → `storage`. The registry never sees HTTP.
 
 pub mod binding;
+pub mod decode_errors;
 pub mod deletion;
 pub mod json_scan;
 pub mod kinds;

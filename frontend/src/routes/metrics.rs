@@ -14,6 +14,7 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 pub fn handle(state: &AppState) -> Response {
     let mut text = state.metrics.render();
     state.watch_cache.render_metrics(&mut text);
+    crate::registry::decode_errors::render_metrics(&mut text);
     let mut resp = body::text(StatusCode::OK, text);
     resp.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
     resp

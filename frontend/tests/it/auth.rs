@@ -247,4 +247,19 @@ async fn subject_access_reviews_and_bootstrap_policy() {
     // Deleting a stored bootstrap role does not break authorization (the built-in one stands in).
     etcd.delete("/registry/clusterroles/cluster-admin", None).await.expect("delete");
     assert_eq!(c.request(Credentials::Admin, "GET", "/api/v1/namespaces", None, "").await.status, 200);
+    // A stored role that cannot be decoded is not absent: the built-in one does not stand in,
+    // and the role grants nothing.
+    c.etcd_put(
+        "/registry/rolebindings/team/bob-views",
+        &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": {"name": "bob-views", "namespace": "team"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+                "subjects": [{"kind": "User", "name": "bob"}]}),
+    )
+    .await;
+    let services = "/api/v1/namespaces/team/services";
+    assert_eq!(c.request(Credentials::Token(BOB_TOKEN), "GET", services, None, "").await.status, 200);
+    etcd.put("/registry/clusterroles/view", b"k8s\x00\x0a\x0b".to_vec(), None).await.expect("put");
+    let r = c.request(Credentials::Token(BOB_TOKEN), "GET", services, None, "").await;
+    assert_eq!(r.status, 403, "{}", String::from_utf8_lossy(&r.body));
 }
