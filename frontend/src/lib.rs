@@ -22,7 +22,8 @@
 //!   bodies and [`patch`] applies JSON, merge and strategic merge patches, both following the
 //!   generated per-kind tables in [`schema`].
 //! * [`watch_cache`]: one upstream etcd watch per resource, fanned out to every client watch.
-//! * [`storage`]: `Etcd3Storage`, the only code that talks to etcd.
+//! * [`storage`]: the `Storage` seam the registry uses; `Etcd3Storage`, the only code that talks
+//!   to etcd, and `MemStorage`, its in-memory twin for tests.
 //! * [`error`]: `ApiError`, and the one mapping of errors to `metav1.Status`.
 //! * [`certs`]: the generated CA, serving and admin certificates, and `admin.kubeconfig`.
 //!
@@ -67,7 +68,7 @@ use authz::RbacAuthorizer;
 use chain::{build_handler_chain, ChainConfig, ChainService};
 use registry::Store;
 use routes::{AppState, Router};
-use storage::{Etcd3Storage, StorageError};
+use storage::{Etcd3Storage, SharedStorage, StorageError};
 
 /// Start-up failures.
 #[derive(Debug, thiserror::Error)]
@@ -128,11 +129,19 @@ pub struct Frontend {
 /// opening).
 const STORAGE_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 
-async fn connect_and_bootstrap(config: &FrontendConfig) -> Result<Store, FrontendError> {
+/// Connects to `config.etcd_servers` (or takes `storage` when given) and creates the system
+/// namespaces, retrying until [`STORAGE_STARTUP_TIMEOUT`].
+async fn connect_and_bootstrap(
+    config: &FrontendConfig,
+    storage: Option<&SharedStorage>,
+) -> Result<Store, FrontendError> {
     let deadline = tokio::time::Instant::now() + STORAGE_STARTUP_TIMEOUT;
     loop {
         let attempt = async {
-            let storage = Etcd3Storage::connect(&config.etcd_servers).await?;
+            let storage: SharedStorage = match storage {
+                Some(storage) => storage.clone(),
+                None => Arc::new(Etcd3Storage::connect(&config.etcd_servers).await?),
+            };
             let store = Store::new(storage, &config.storage_prefix).with_list_page_size(config.list_page_size);
             store.ensure_system_namespaces().await.map_err(FrontendError::Bootstrap)?;
             Ok::<_, FrontendError>(store)
@@ -160,8 +169,22 @@ impl Frontend {
     ///
     /// Returns the first failing step.
     pub async fn start(config: FrontendConfig) -> Result<Frontend, FrontendError> {
+        Self::start_with(config, None).await
+    }
+
+    /// As [`Frontend::start`], on `storage` instead of `config.etcd_servers` (the in-memory
+    /// twin, for tests).
+    ///
+    /// # Errors
+    ///
+    /// As [`Frontend::start`].
+    pub async fn start_on_storage(config: FrontendConfig, storage: SharedStorage) -> Result<Frontend, FrontendError> {
+        Self::start_with(config, Some(storage)).await
+    }
+
+    async fn start_with(config: FrontendConfig, storage: Option<SharedStorage>) -> Result<Frontend, FrontendError> {
         let certs = certs::ensure(&config.cert_dir)?;
-        let store = connect_and_bootstrap(&config).await?;
+        let store = connect_and_bootstrap(&config, storage.as_ref()).await?;
         let client_ca = match &config.client_ca_file {
             Some(path) => read(path)?,
             None => certs.ca_cert_pem.clone(),

@@ -29,7 +29,7 @@ use crate::authn::UserInfo;
 use crate::registry::decode_errors;
 use crate::registry::object::new_uid;
 use crate::request_info::RequestInfo;
-use crate::storage::{etcd3::prefix_end, Etcd3Storage, StorageError};
+use crate::storage::{prefix_end, SharedStorage, StorageError};
 
 use rbac::{Binding, PolicyRule, Role, Subject};
 
@@ -60,7 +60,7 @@ impl Decision {
 /// RBAC over built-in and stored roles and bindings.
 #[derive(Debug, Clone)]
 pub struct RbacAuthorizer {
-    storage: Etcd3Storage,
+    storage: SharedStorage,
     prefix: String,
 }
 
@@ -166,7 +166,7 @@ fn aggregate<'a>(
 
 impl RbacAuthorizer {
     /// Builds an authorizer reading RBAC objects under `prefix` (normally `/registry`).
-    pub fn new(storage: Etcd3Storage, prefix: &str) -> Self {
+    pub fn new(storage: SharedStorage, prefix: &str) -> Self {
         RbacAuthorizer { storage, prefix: prefix.trim_end_matches('/').to_string() }
     }
 

@@ -11,7 +11,7 @@
 //!   generateName, names), strict-field checks, and the storage form; [`raw_object`]: stored
 //!   objects served as stored bytes (LIST's fast path), found in them by [`json_scan`].
 //! * [`store`]: `Store`, kube's generic registry: get, list (selectors, pages), create, update
-//!   (compare-and-swap with retries), `/status`, over `storage::Etcd3Storage`; [`deletion`]:
+//!   (compare-and-swap with retries), `/status`, over the `storage::Storage` seam; [`deletion`]:
 //!   delete and deletecollection with finalizers, grace periods and the namespace lifecycle;
 //!   [`scale`]: the `/scale` subresource; [`binding`]: pod binding.
 //! * [`watch`]: watch streams with selector transitions and watch-list initial events.

@@ -35,7 +35,7 @@ use super::selectors::{FieldSelector, LabelSelector};
 use super::store::{parse_resource_version, ListOptions, Store};
 use super::ResourceKind;
 use crate::error::ApiError;
-use crate::storage::{etcd3::prefix_end, StorageError, WatchEvents, WatchItem};
+use crate::storage::{prefix_end, StorageError, WatchEvents, WatchItem};
 use crate::watch_cache::{CacheItem, CachedEvent, EventType, Subscription, WatchCaches};
 
 /// Watch options from the query.

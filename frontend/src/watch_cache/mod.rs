@@ -37,7 +37,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::registry::{decode_errors, object, ResourceKind};
-use crate::storage::{etcd3::prefix_end, Etcd3Storage, StorageError, StorageEvent, WatchItem};
+use crate::storage::{prefix_end, SharedStorage, StorageError, StorageEvent, WatchItem};
 
 /// Watch cache tuning.
 #[derive(Debug, Clone, Copy)]
@@ -299,7 +299,7 @@ impl ResourceCache {
 /// The per-resource caches of one frontend.
 #[derive(Debug)]
 pub struct WatchCaches {
-    storage: Etcd3Storage,
+    storage: SharedStorage,
     config: WatchCacheConfig,
     caches: Mutex<HashMap<String, Arc<ResourceCache>>>,
     /// One gate per cache key: whoever holds it is starting that cache, and everyone else
@@ -314,7 +314,7 @@ pub struct WatchCaches {
 
 impl WatchCaches {
     /// Creates an empty set; caches start on first use.
-    pub fn new(storage: Etcd3Storage, config: WatchCacheConfig) -> Self {
+    pub fn new(storage: SharedStorage, config: WatchCacheConfig) -> Self {
         WatchCaches {
             storage,
             config,

@@ -15,5 +15,6 @@ mod openapi;
 mod patch;
 mod protobuf;
 mod raw;
+mod storage;
 mod table;
 mod watch;
