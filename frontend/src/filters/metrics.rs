@@ -19,7 +19,6 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use super::{call_next, filter_layer, guard_body, Filter, Filtered, Inner};
 use crate::body::{Request, Response};
@@ -261,7 +260,7 @@ impl Filter for MetricsLayer {
         let info = req.extensions().get::<RequestInfo>().cloned().unwrap_or_default();
         let labels = labels(&info, &req);
         let long_running = info.is_long_running();
-        let started = Instant::now();
+        let started = crate::clock::monotonic_now();
         if long_running {
             self.metrics.add_longrunning(&labels, 1);
             let guard = LongRunningGuard { metrics: self.metrics.clone(), labels: labels.clone() };
