@@ -38,20 +38,20 @@ pub mod authz;
 pub mod body;
 pub mod certs;
 pub mod chain;
-pub mod clock;
 pub mod config;
 pub mod error;
 pub mod filters;
 pub mod openapi;
-pub mod patch;
-pub mod protobuf;
 pub mod registry;
 pub mod request_info;
 pub mod routes;
-pub mod schema;
 pub mod server;
 pub mod storage;
 pub mod watch_cache;
+
+// The object model and codecs live in their own crate, below this one; re-exported so paths
+// such as `crate::protobuf::Message` read the same everywhere.
+pub use ballast_apimachinery::{clock, patch, protobuf, schema};
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -363,7 +363,8 @@ async fn patch(
     let dry_run = query.dry_run()?;
     let validation = FieldValidation::parse(query.get("fieldValidation"))?;
     let (parts, bytes) = read_body(req).await?;
-    let patch_type = PatchType::from_content_type(&content_type(&parts))?;
+    let patch_type = PatchType::from_content_type(&content_type(&parts))
+        .ok_or_else(|| ApiError::UnsupportedMediaType(crate::patch::SUPPORTED.into()))?;
     let request = PatchRequest { target, patch_type, body: &bytes, validation, dry_run };
     store.patch(kind, namespace, name, request).await
 }
