@@ -1,6 +1,6 @@
 //! The API aggregator (kube's `k8s.io/kube-aggregator`): the first server of the delegation
 //! chain, proxying the group versions that APIService objects hand to other servers. Empty so
-//! far; the aggregation issue fills it.
+//! far: APIService proxying is built here.
 //!
 //! # Place in the delegation chain
 //!

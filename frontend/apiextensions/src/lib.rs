@@ -1,5 +1,5 @@
 //! The apiextensions server (kube's `k8s.io/apiextensions-apiserver`): serves the REST of the
-//! resources that CustomResourceDefinitions declare. Empty so far; the CRD issue fills it.
+//! resources that CustomResourceDefinitions declare. Empty so far: CRD serving is built here.
 //!
 //! # Place in the delegation chain
 //!

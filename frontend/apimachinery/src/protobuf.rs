@@ -8,6 +8,27 @@
 //! contentEncoding, 4: contentType}`, where `raw` is the object in the field numbering of the
 //! upstream `generated.proto` files.
 //!
+//! Worked example: the smallest ConfigMap body, byte by byte.
+//!
+//! ```
+//! use ballast_apimachinery::{protobuf::decode_object, schema::lookup};
+//!
+//! let body = [
+//!     &b"k8s\0"[..],                                  // magic
+//!     b"\x0a\x0f\x0a\x02v1\x12\x09ConfigMap",          // 1: typeMeta {1: apiVersion, 2: kind}
+//!     b"\x12\x0d",                                     // 2: raw, 13 bytes of ConfigMap:
+//!     b"\x0a\x03\x0a\x01a",                             //    1: metadata {1: name}
+//!     b"\x12\x06\x0a\x01k\x12\x01v",                    //    2: data entry {1: key, 2: value}
+//! ]
+//! .concat();
+//! let schema = lookup("", "v1", "ConfigMap").expect("a built-in kind");
+//! let object = decode_object(&body, schema).expect("a valid body");
+//! assert_eq!(
+//!     object,
+//!     serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": "v"}})
+//! );
+//! ```
+//!
 //! Every built-in kind's [`Message`] schema (field numbers, JSON names, types and the
 //! strategic-merge-patch tags) is generated from the upstream types into `crate::schema`, so
 //! the decoder is one table-driven walk. Kube's non-object JSON forms (IntOrString, Quantity,

@@ -22,6 +22,16 @@
 //! * A cache is started once however many watches ask for it at the same moment: the first
 //!   starts it, the rest wait for it (a per-resource gate).
 //!
+//! Worked example, `capacity` 3, a cache started at revision 10:
+//!
+//! ```text
+//! changes 11 12 13 14 arrive  window [12 13 14], window_start 11 (11 was evicted)
+//! subscribe(after 12)         backlog 13 14, then every change as it arrives
+//! subscribe(after 11)         backlog 12 13 14: every change after 11 is still here
+//! subscribe(after 10)         None: 11 is gone, the watch reads etcd (which may answer 410)
+//! subscribe(after 100)        no backlog; changes up to 100 are skipped by the watch itself
+//! ```
+//!
 //! Lock order: `WatchCaches::caches` before `ResourceCache::state`; no lock is held across an
 //! await except a resource's start gate, which is held only while starting that cache.
 
