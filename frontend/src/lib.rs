@@ -10,18 +10,23 @@
 //! * [`chain`]: `build_handler_chain`, the one place that orders the [`filters`]: audit init →
 //!   panic recovery → request info → metrics → timeout → authentication → audit →
 //!   impersonation → max-in-flight → authorization → body limit.
-//! * [`audit`]: audit policy, events and the bounded log writer.
+//! * [`audit`]: audit policy, events and the bounded log writer; [`metrics`]: the metric
+//!   registry that filters and audit count into and `/metrics` renders.
 //! * [`request_info`] parses URLs like kube's `RequestInfoFactory`; [`authn`] (x509, token
 //!   file, anonymous) and [`authz`] (RBAC with kube's bootstrap roles) decide who and whether.
 //! * [`routes`]: health and version, discovery, OpenAPI, and REST on resources (with watch
 //!   streams).
+//! * [`served`]: what is served besides the registry table (review resources, subresources,
+//!   the reported version), for routes and OpenAPI alike.
 //! * [`openapi`]: the OpenAPI v2 and v3 documents (from k8s-openapi's schemas and the registry
 //!   table), built once; their schemas also drive strict decoding's unknown-field check.
 //! * [`registry`]: the table of kinds and the generic store (metadata, validation, optimistic
 //!   concurrency, selectors, pages, watches, patches); [`protobuf`] decodes kubectl's protobuf
 //!   bodies and [`patch`] applies JSON, merge and strategic merge patches, both following the
 //!   generated per-kind tables in [`schema`].
-//! * [`watch_cache`]: one upstream etcd watch per resource, fanned out to every client watch.
+//! * [`watch`]: a client's watch: selector transitions, bookmarks, watch-list initial events,
+//!   from the [`watch_cache`] (one upstream etcd watch per resource, fanned out to every client
+//!   watch) or from storage directly.
 //! * [`storage`]: the `Storage` seam the registry uses; `Etcd3Storage`, the only code that talks
 //!   to etcd, and `MemStorage`, its in-memory twin for tests.
 //! * [`error`]: `ApiError`, and the one mapping of errors to `metav1.Status`.
@@ -41,17 +46,20 @@ pub mod chain;
 pub mod config;
 pub mod error;
 pub mod filters;
+pub mod metrics;
 pub mod openapi;
 pub mod registry;
 pub mod request_info;
 pub mod routes;
+pub mod served;
 pub mod server;
 pub mod storage;
+pub mod watch;
 pub mod watch_cache;
 
 // The object model and codecs live in their own crate, below this one; re-exported so paths
 // such as `crate::protobuf::Message` read the same everywhere.
-pub use ballast_apimachinery::{clock, patch, protobuf, schema};
+pub use ballast_apimachinery::{clock, patch, protobuf, schema, uid};
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -202,7 +210,7 @@ impl Frontend {
                 Err(e) => tracing::warn!(error = %e, "writing the bootstrap RBAC policy"),
             }
         }
-        let metrics = Arc::new(filters::metrics::Metrics::default());
+        let metrics = Arc::new(metrics::Metrics::default());
         let auditor = audit::Auditor::start(
             config.audit_log_path.as_ref(),
             config.audit_policy_file.as_ref(),

@@ -9,6 +9,7 @@
 //!   into JSON, over the [`schema`] tables ([`protobuf::Message`] is the table type).
 //! * [`patch`]: JSON patch, merge patch and strategic merge patch, pure functions on JSON values.
 //! * [`clock`]: the one place the frontend reads the clocks, and `metav1.Time` formatting.
+//! * [`uid`]: object UIDs.
 //!
 //! Layering inside: `clock` ← `protobuf` ← `schema` (tables of `protobuf` types) ← `patch`.
 //! Nothing here knows of storage, HTTP or the registry; errors are this crate's own
@@ -20,3 +21,4 @@ pub mod clock;
 pub mod patch;
 pub mod protobuf;
 pub mod schema;
+pub mod uid;

@@ -26,10 +26,10 @@ pub mod rbac;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::authn::UserInfo;
-use crate::registry::decode_errors;
-use crate::registry::object::new_uid;
 use crate::request_info::RequestInfo;
+use crate::storage::decode_errors;
 use crate::storage::{prefix_end, SharedStorage, StorageError};
+use crate::uid::new_uid;
 
 use rbac::{Binding, PolicyRule, Role, Subject};
 

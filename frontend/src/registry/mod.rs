@@ -14,7 +14,6 @@
 //!   (compare-and-swap with retries), `/status`, over the `storage::Storage` seam; [`deletion`]:
 //!   delete and deletecollection with finalizers, grace periods and the namespace lifecycle;
 //!   [`scale`]: the `/scale` subresource; [`binding`]: pod binding.
-//! * [`watch`]: watch streams with selector transitions and watch-list initial events.
 //! * [`table`]: server-side printing (Table and PartialObjectMetadata forms).
 //! * [`selectors`], [`validation`]: label/field selectors and name/key rules; [`strict_json`]:
 //!   JSON parsing that reports duplicate fields for strict decoding.
@@ -22,7 +21,6 @@
 //! Layering: `routes` → `registry` → `storage`. The registry never sees HTTP.
 
 pub mod binding;
-pub mod decode_errors;
 pub mod deletion;
 pub mod json_scan;
 pub mod kinds;
@@ -36,7 +34,6 @@ pub mod strategy;
 pub mod strict_json;
 pub mod table;
 pub mod validation;
-pub mod watch;
 
 pub use kinds::{ApiGroup, GROUPS};
 pub use store::Store;

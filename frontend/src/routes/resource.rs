@@ -23,9 +23,9 @@ use crate::registry::patch::{PatchRequest, PatchTarget};
 use crate::registry::selectors::{FieldSelector, LabelSelector};
 use crate::registry::store::ListOptions;
 use crate::registry::table::{self, IncludeObject, TableOptions};
-use crate::registry::watch::WatchOptions;
 use crate::registry::{self as reg, ResourceKind};
 use crate::request_info::{query_pairs, query_param, RequestInfo};
+use crate::watch::WatchOptions;
 
 /// The parsed query of a resource request.
 #[derive(Debug)]

@@ -5,6 +5,8 @@
 //!   nothing of Kubernetes objects, which live in `registry`.
 //! * [`etcd3`]: `Etcd3Storage`, the implementation on any etcd v3 server (stock etcd or the
 //!   Ballast engine), and the only code that speaks the etcd protocol.
+//! * [`decode_errors`]: stored values that did not decode, logged and counted (callers decode;
+//!   this module only keeps the count).
 //! * [`memory`]: `MemStorage`, an in-process implementation with etcd's revision and watch
 //!   semantics, for fast tests. A conformance suite (the frontend's `tests/it/storage.rs`) runs
 //!   the same checks on it, on stock etcd and on the Ballast engine.
@@ -25,6 +27,7 @@
 //! compact 3; list @2  -> Compacted    (and a watch starting below 3 ends with Compacted)
 //! ```
 
+pub mod decode_errors;
 pub mod etcd3;
 pub mod memory;
 

@@ -46,7 +46,8 @@ use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::registry::{decode_errors, object, ResourceKind};
+use crate::registry::{object, ResourceKind};
+use crate::storage::decode_errors;
 use crate::storage::{prefix_end, SharedStorage, StorageError, StorageEvent, WatchItem};
 
 /// Watch cache tuning.

@@ -30,11 +30,11 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::object;
-use super::selectors::{FieldSelector, LabelSelector};
-use super::store::{parse_resource_version, ListOptions, Store};
-use super::ResourceKind;
 use crate::error::ApiError;
+use crate::registry::object;
+use crate::registry::selectors::{FieldSelector, LabelSelector};
+use crate::registry::store::{parse_resource_version, ListOptions, Store};
+use crate::registry::ResourceKind;
 use crate::storage::{prefix_end, StorageError, WatchEvents, WatchItem};
 use crate::watch_cache::{CacheItem, CachedEvent, EventType, Subscription, WatchCaches};
 
