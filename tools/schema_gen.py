@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes frontend/src/schema/generated.rs: the object schema of every built-in kind the
+"""Writes frontend/apimachinery/src/schema/generated.rs: the object schema of every built-in kind the
 frontend serves (field numbers, protobuf types, JSON names, strategic-merge-patch tags).
 
 Inputs are two crates' sources, so the tables follow the upstream types exactly:
@@ -13,7 +13,7 @@ underscores and punctuation (prost spells podIPs `pod_i_ps`, k8s-openapi `pod_ip
 
 Usage (from the repository root; `cargo fetch` first so both crates are in the registry):
   python3 tools/schema_gen.py ~/.cargo/registry/src/*/k8s-pb-0.9.0/src \
-      ~/.cargo/registry/src/*/k8s-openapi-0.29.0/src/v1_33 > frontend/src/schema/generated.rs
+      ~/.cargo/registry/src/*/k8s-openapi-0.29.0/src/v1_33 > frontend/apimachinery/src/schema/generated.rs
 """
 
 import os

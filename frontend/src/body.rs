@@ -1,6 +1,6 @@
 //! The HTTP types every layer shares: boxed request and response bodies, and builders for the
-//! JSON and text answers. Keeping one body type per direction erases the filter stack's types once
-//! (STYLE: no per-layer body or error types).
+//! JSON and text answers. Keeping one body type per direction erases the filter stack's types once,
+//! instead of a body or error type per layer that each outer layer must wrap (tower#131).
 
 use std::convert::Infallible;
 

@@ -386,6 +386,21 @@ impl ApiError {
     }
 }
 
+impl From<crate::patch::PatchError> for ApiError {
+    fn from(e: crate::patch::PatchError) -> ApiError {
+        use crate::patch::{json_patch, PatchError};
+        match e {
+            PatchError::Malformed(m) => ApiError::BadRequest(m),
+            PatchError::TooManyOperations(got) => {
+                ApiError::TooManyPatchOperations { max: json_patch::MAX_OPERATIONS, got }
+            }
+            PatchError::Failed(m) => ApiError::PatchFailed(m),
+            // `PatchError` is non-exhaustive: a failure it may learn to name is still a 422.
+            other => ApiError::PatchFailed(other.to_string()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,19 +10,25 @@
 //! * [`chain`]: `build_handler_chain`, the one place that orders the [`filters`]: audit init →
 //!   panic recovery → request info → metrics → timeout → authentication → audit →
 //!   impersonation → max-in-flight → authorization → body limit.
-//! * [`audit`]: audit policy, events and the bounded log writer.
+//! * [`audit`]: audit policy, events and the bounded log writer; [`metrics`]: the metric
+//!   registry that filters and audit count into and `/metrics` renders.
 //! * [`request_info`] parses URLs like kube's `RequestInfoFactory`; [`authn`] (x509, token
 //!   file, anonymous) and [`authz`] (RBAC with kube's bootstrap roles) decide who and whether.
 //! * [`routes`]: health and version, discovery, OpenAPI, and REST on resources (with watch
 //!   streams).
+//! * [`served`]: what is served besides the registry table (review resources, subresources,
+//!   the reported version), for routes and OpenAPI alike.
 //! * [`openapi`]: the OpenAPI v2 and v3 documents (from k8s-openapi's schemas and the registry
 //!   table), built once; their schemas also drive strict decoding's unknown-field check.
 //! * [`registry`]: the table of kinds and the generic store (metadata, validation, optimistic
 //!   concurrency, selectors, pages, watches, patches); [`protobuf`] decodes kubectl's protobuf
 //!   bodies and [`patch`] applies JSON, merge and strategic merge patches, both following the
 //!   generated per-kind tables in [`schema`].
-//! * [`watch_cache`]: one upstream etcd watch per resource, fanned out to every client watch.
-//! * [`storage`]: `Etcd3Storage`, the only code that talks to etcd.
+//! * [`watch`]: a client's watch: selector transitions, bookmarks, watch-list initial events,
+//!   from the [`watch_cache`] (one upstream etcd watch per resource, fanned out to every client
+//!   watch) or from storage directly.
+//! * [`storage`]: the `Storage` seam the registry uses; `Etcd3Storage`, the only code that talks
+//!   to etcd, and `MemStorage`, its in-memory twin for tests.
 //! * [`error`]: `ApiError`, and the one mapping of errors to `metav1.Status`.
 //! * [`certs`]: the generated CA, serving and admin certificates, and `admin.kubeconfig`.
 //!
@@ -37,20 +43,23 @@ pub mod authz;
 pub mod body;
 pub mod certs;
 pub mod chain;
-pub mod clock;
 pub mod config;
 pub mod error;
 pub mod filters;
+pub mod metrics;
 pub mod openapi;
-pub mod patch;
-pub mod protobuf;
 pub mod registry;
 pub mod request_info;
 pub mod routes;
-pub mod schema;
+pub mod served;
 pub mod server;
 pub mod storage;
+pub mod watch;
 pub mod watch_cache;
+
+// The object model and codecs live in their own crate, below this one; re-exported so paths
+// such as `crate::protobuf::Message` read the same everywhere.
+pub use ballast_apimachinery::{clock, patch, protobuf, schema, uid};
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -67,7 +76,7 @@ use authz::RbacAuthorizer;
 use chain::{build_handler_chain, ChainConfig, ChainService};
 use registry::Store;
 use routes::{AppState, Router};
-use storage::{Etcd3Storage, StorageError};
+use storage::{Etcd3Storage, SharedStorage, StorageError};
 
 /// Start-up failures.
 #[derive(Debug, thiserror::Error)]
@@ -128,11 +137,19 @@ pub struct Frontend {
 /// opening).
 const STORAGE_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 
-async fn connect_and_bootstrap(config: &FrontendConfig) -> Result<Store, FrontendError> {
+/// Connects to `config.etcd_servers` (or takes `storage` when given) and creates the system
+/// namespaces, retrying until [`STORAGE_STARTUP_TIMEOUT`].
+async fn connect_and_bootstrap(
+    config: &FrontendConfig,
+    storage: Option<&SharedStorage>,
+) -> Result<Store, FrontendError> {
     let deadline = tokio::time::Instant::now() + STORAGE_STARTUP_TIMEOUT;
     loop {
         let attempt = async {
-            let storage = Etcd3Storage::connect(&config.etcd_servers).await?;
+            let storage: SharedStorage = match storage {
+                Some(storage) => storage.clone(),
+                None => Arc::new(Etcd3Storage::connect(&config.etcd_servers).await?),
+            };
             let store = Store::new(storage, &config.storage_prefix).with_list_page_size(config.list_page_size);
             store.ensure_system_namespaces().await.map_err(FrontendError::Bootstrap)?;
             Ok::<_, FrontendError>(store)
@@ -160,8 +177,22 @@ impl Frontend {
     ///
     /// Returns the first failing step.
     pub async fn start(config: FrontendConfig) -> Result<Frontend, FrontendError> {
+        Self::start_with(config, None).await
+    }
+
+    /// As [`Frontend::start`], on `storage` instead of `config.etcd_servers` (the in-memory
+    /// twin, for tests).
+    ///
+    /// # Errors
+    ///
+    /// As [`Frontend::start`].
+    pub async fn start_on_storage(config: FrontendConfig, storage: SharedStorage) -> Result<Frontend, FrontendError> {
+        Self::start_with(config, Some(storage)).await
+    }
+
+    async fn start_with(config: FrontendConfig, storage: Option<SharedStorage>) -> Result<Frontend, FrontendError> {
         let certs = certs::ensure(&config.cert_dir)?;
-        let store = connect_and_bootstrap(&config).await?;
+        let store = connect_and_bootstrap(&config, storage.as_ref()).await?;
         let client_ca = match &config.client_ca_file {
             Some(path) => read(path)?,
             None => certs.ca_cert_pem.clone(),
@@ -179,7 +210,7 @@ impl Frontend {
                 Err(e) => tracing::warn!(error = %e, "writing the bootstrap RBAC policy"),
             }
         }
-        let metrics = Arc::new(filters::metrics::Metrics::default());
+        let metrics = Arc::new(metrics::Metrics::default());
         let auditor = audit::Auditor::start(
             config.audit_log_path.as_ref(),
             config.audit_policy_file.as_ref(),

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{json, Map, Value};
 
 use crate::authn::UserInfo;
-use crate::filters::metrics::Metrics;
+use crate::metrics::Metrics;
 use crate::request_info::RequestInfo;
 use policy::{Decision, Policy, Stage};
 use sink::Sink;

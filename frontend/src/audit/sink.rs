@@ -14,7 +14,7 @@ use std::sync::Arc;
 use tokio::io::{AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::mpsc;
 
-use crate::filters::metrics::Metrics;
+use crate::metrics::Metrics;
 
 /// The sending side of the writer task.
 #[derive(Debug, Clone)]

@@ -26,9 +26,10 @@ pub mod rbac;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::authn::UserInfo;
-use crate::registry::object::new_uid;
 use crate::request_info::RequestInfo;
-use crate::storage::{etcd3::prefix_end, Etcd3Storage, StorageError};
+use crate::storage::decode_errors;
+use crate::storage::{prefix_end, SharedStorage, StorageError};
+use crate::uid::new_uid;
 
 use rbac::{Binding, PolicyRule, Role, Subject};
 
@@ -59,7 +60,7 @@ impl Decision {
 /// RBAC over built-in and stored roles and bindings.
 #[derive(Debug, Clone)]
 pub struct RbacAuthorizer {
-    storage: Etcd3Storage,
+    storage: SharedStorage,
     prefix: String,
 }
 
@@ -120,8 +121,11 @@ impl ClusterRoles<'_> {
     async fn rules(&mut self, name: &str) -> Result<Option<Vec<PolicyRule>>, StorageError> {
         let key = format!("{}/clusterroles/{name}", self.authorizer.prefix);
         let role = match self.authorizer.read_one::<Role>(&key).await? {
-            Some(role) => role,
-            None => match bootstrap::cluster_role(name) {
+            Stored::Decoded(role) => role,
+            // A stored role that does not decode grants nothing; it does not stand aside for
+            // the built-in role of its name, as an absent one does.
+            Stored::Undecodable => return Ok(None),
+            Stored::Absent => match bootstrap::cluster_role(name) {
                 Some(role) => role.clone(),
                 None => return Ok(None),
             },
@@ -162,7 +166,7 @@ fn aggregate<'a>(
 
 impl RbacAuthorizer {
     /// Builds an authorizer reading RBAC objects under `prefix` (normally `/registry`).
-    pub fn new(storage: Etcd3Storage, prefix: &str) -> Self {
+    pub fn new(storage: SharedStorage, prefix: &str) -> Self {
         RbacAuthorizer { storage, prefix: prefix.trim_end_matches('/').to_string() }
     }
 
@@ -221,7 +225,7 @@ impl RbacAuthorizer {
             "ClusterRole" => roles.rules(&binding.role_ref.name).await,
             "Role" => {
                 let key = format!("{}/roles/{ns}/{}", self.prefix, binding.role_ref.name);
-                Ok(self.read_one::<Role>(&key).await?.map(|r| r.rules))
+                Ok(self.read_one::<Role>(&key).await?.decoded().map(|r| r.rules))
             }
             _ => Ok(None),
         }
@@ -299,14 +303,46 @@ impl RbacAuthorizer {
             None => format!("{}/{resource}/", self.prefix),
         };
         let page = self.storage.list(start.as_bytes(), &prefix_end(start.as_bytes()), 0, 0).await?;
-        // An object that does not parse grants nothing, as in kube (it would not have been
-        // accepted by validation in the first place).
-        Ok(page.kvs.iter().filter_map(|kv| serde_json::from_slice(&kv.value).ok()).collect())
+        // An object that does not parse grants nothing (it would not have been accepted by
+        // validation in the first place); it is logged and counted, not passed over silently.
+        Ok(page.kvs.iter().filter_map(|kv| decode_rbac(resource, &kv.key, &kv.value)).collect())
     }
 
-    async fn read_one<T: serde::de::DeserializeOwned>(&self, key: &str) -> Result<Option<T>, StorageError> {
+    async fn read_one<T: serde::de::DeserializeOwned>(&self, key: &str) -> Result<Stored<T>, StorageError> {
         let (kv, _) = self.storage.get(key.as_bytes()).await?;
-        Ok(kv.and_then(|kv| serde_json::from_slice(&kv.value).ok()))
+        let Some(kv) = kv else { return Ok(Stored::Absent) };
+        let resource = key.strip_prefix(&self.prefix).unwrap_or(key).trim_start_matches('/');
+        let resource = resource.split('/').next().unwrap_or_default();
+        Ok(decode_rbac(resource, &kv.key, &kv.value).map_or(Stored::Undecodable, Stored::Decoded))
+    }
+}
+
+/// A stored RBAC object as read: absent, decoded, or present but undecodable (which grants
+/// nothing and is not the same as absent).
+#[derive(Debug)]
+enum Stored<T> {
+    Absent,
+    Decoded(T),
+    Undecodable,
+}
+
+impl<T> Stored<T> {
+    fn decoded(self) -> Option<T> {
+        match self {
+            Stored::Decoded(t) => Some(t),
+            Stored::Absent | Stored::Undecodable => None,
+        }
+    }
+}
+
+/// Decodes a stored RBAC object of `resource`; a failure is logged and counted.
+fn decode_rbac<T: serde::de::DeserializeOwned>(resource: &str, key: &[u8], value: &[u8]) -> Option<T> {
+    match serde_json::from_slice(value) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            decode_errors::record(&format!("{resource}.rbac.authorization.k8s.io"), key, &e.to_string());
+            None
+        }
     }
 }
 
@@ -373,6 +409,16 @@ mod tests {
             serde_json::from_value(bootstrap::cluster_role_binding_objects()[0].clone()).expect("binding");
         widened.subjects.push(Subject { kind: "User".into(), name: "mallory".into(), namespace: String::new() });
         assert!(!is_builtin(&widened), "an edited built-in binding is evaluated from storage");
+    }
+
+    #[test]
+    fn undecodable_rbac_objects_are_counted_and_grant_nothing() {
+        let resource = "rolebindings.rbac.authorization.k8s.io";
+        let before = decode_errors::count(resource);
+        let got: Option<Binding> = decode_rbac("rolebindings", b"/registry/rolebindings/ns/rb", b"\x0a\x0bk8s\x00");
+        assert!(got.is_none());
+        assert_eq!(decode_errors::count(resource), before + 1);
+        assert!(Stored::<Role>::Undecodable.decoded().is_none());
     }
 
     #[test]

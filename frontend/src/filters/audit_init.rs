@@ -7,7 +7,7 @@ use http::HeaderValue;
 use super::{call_next, filter_layer, Filter, Filtered, Inner};
 use crate::audit::AuditId;
 use crate::body::{Request, Response};
-use crate::registry::object::new_uid;
+use crate::uid::new_uid;
 
 /// The header name (HTTP canonical form `Audit-Id`).
 pub const AUDIT_ID_HEADER: &str = "audit-id";

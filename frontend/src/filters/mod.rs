@@ -1,8 +1,8 @@
 //! The filters of the handler chain, one file each, all of one shape: a config struct `XLayer`
 //! that is a `tower::Layer` and implements [`Filter`], and `X<S> = Filtered<XLayer, S>`, a
 //! `tower::Service<Request, Response = Response, Error = Infallible>`. Refusals are responses
-//! (a Status from `error.rs`), never service errors, so no per-layer error types exist
-//! (STYLE: tower#131).
+//! (a Status from `error.rs`), never service errors, so no per-layer error types exist to nest
+//! inside each other (tower#131).
 //!
 //! The order is decided in exactly one place, `chain::build_handler_chain`.
 //!

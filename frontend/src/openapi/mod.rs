@@ -23,7 +23,6 @@ pub mod v3;
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
-use std::time::Instant;
 
 use bytes::Bytes;
 use sha2::{Digest, Sha512};
@@ -84,7 +83,7 @@ fn to_vec(value: &serde_json::Value) -> Vec<u8> {
 }
 
 fn build() -> Documents {
-    let started = Instant::now();
+    let started = crate::clock::monotonic_now();
     let defs = schemas::definitions();
     let mut v3 = BTreeMap::new();
     for (g, v) in operations::group_versions() {

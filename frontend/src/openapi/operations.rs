@@ -11,8 +11,7 @@
 //! operation with the kind's GVK and a `fieldValidation` (or `dryRun`) query parameter.
 
 use crate::registry::{kinds, ResourceKind};
-use crate::routes::access_review::{VirtualResource, VIRTUAL_RESOURCES};
-use crate::routes::discovery;
+use crate::served::{self as discovery, VirtualResource, VIRTUAL_RESOURCES};
 
 use super::schemas::{self, Definitions};
 

@@ -34,7 +34,7 @@ use serde_json::{json, Map, Value};
 
 use crate::protobuf::{FieldType, Message};
 use crate::registry::{kinds, ResourceKind};
-use crate::routes::access_review::VIRTUAL_RESOURCES;
+use crate::served::VIRTUAL_RESOURCES;
 
 /// The neutral reference prefix.
 const REF_PREFIX: &str = "#/definitions/";

@@ -17,7 +17,7 @@ use super::store::{conflict, not_found, ListOptions, MAX_UPDATE_ATTEMPTS};
 use super::strategy::{map_field_mut, Object};
 use super::{kinds, ResourceKind, Store};
 use crate::error::{ApiError, OPTIMISTIC_LOCK_MESSAGE};
-use crate::storage::{etcd3::prefix_end, StorageError};
+use crate::storage::{prefix_end, StorageError};
 
 /// `DeleteOptions`.
 #[derive(Debug, Clone, Default)]

@@ -11,10 +11,9 @@
 //!   generateName, names), strict-field checks, and the storage form; [`raw_object`]: stored
 //!   objects served as stored bytes (LIST's fast path), found in them by [`json_scan`].
 //! * [`store`]: `Store`, kube's generic registry: get, list (selectors, pages), create, update
-//!   (compare-and-swap with retries), `/status`, over `storage::Etcd3Storage`; [`deletion`]:
+//!   (compare-and-swap with retries), `/status`, over the `storage::Storage` seam; [`deletion`]:
 //!   delete and deletecollection with finalizers, grace periods and the namespace lifecycle;
 //!   [`scale`]: the `/scale` subresource; [`binding`]: pod binding.
-//! * [`watch`]: watch streams with selector transitions and watch-list initial events.
 //! * [`table`]: server-side printing (Table and PartialObjectMetadata forms).
 //! * [`selectors`], [`validation`]: label/field selectors and name/key rules; [`strict_json`]:
 //!   JSON parsing that reports duplicate fields for strict decoding.
@@ -35,7 +34,6 @@ pub mod strategy;
 pub mod strict_json;
 pub mod table;
 pub mod validation;
-pub mod watch;
 
 pub use kinds::{ApiGroup, GROUPS};
 pub use store::Store;

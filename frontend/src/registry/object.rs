@@ -207,14 +207,7 @@ pub fn labels(obj: &Value) -> std::collections::BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-/// Returns a random RFC 4122 version-4 UUID.
-pub fn new_uid() -> String {
-    let mut b: [u8; 16] = rand::thread_rng().gen();
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
-}
+pub use crate::uid::new_uid;
 
 /// The alphabet of generated name suffixes (no vowels, so no words; no look-alike digits).
 const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";

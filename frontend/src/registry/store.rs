@@ -1,4 +1,5 @@
-//! `Store`: the generic registry over `Etcd3Storage` (kube's `genericregistry.Store`): get,
+//! `Store`: the generic registry over the [`Storage`](crate::storage::Storage) seam (kube's
+//! `genericregistry.Store`): get,
 //! list with selectors and consistent pages, create, update with optimistic concurrency,
 //! `/status` writes, and the namespace admission checks. Deletion (finalizers, grace periods,
 //! the namespace lifecycle) is in [`super::deletion`], `/scale` in [`super::scale`].
@@ -22,7 +23,7 @@ use super::selectors::{FieldSelector, LabelSelector};
 use super::strategy::{map_field_mut, Object};
 use super::ResourceKind;
 use crate::error::{ApiError, OPTIMISTIC_LOCK_MESSAGE};
-use crate::storage::{etcd3::prefix_end, etcd3::ListPage, Etcd3Storage, KeyValue, StorageError};
+use crate::storage::{prefix_end, KeyValue, ListPage, SharedStorage, StorageError};
 
 /// How many times an unconditional update or delete is retried when the object changes under
 /// it. kube retries until success; a bound keeps a hot key from pinning a request forever.
@@ -48,7 +49,7 @@ pub struct ListOptions {
 /// The generic registry. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Store {
-    storage: Etcd3Storage,
+    storage: SharedStorage,
     prefix: String,
     /// Keys per storage Range when a LIST walks a collection (reason on
     /// [`crate::FrontendConfig::list_page_size`]).
@@ -149,7 +150,7 @@ pub enum ListItem {
 /// makes the next page see them again. `remainingItemCount` is only known without selectors.
 #[derive(Debug)]
 pub struct ListScan<'k> {
-    storage: Etcd3Storage,
+    storage: SharedStorage,
     kind: &'k ResourceKind,
     labels: LabelSelector,
     fields: FieldSelector,
@@ -333,7 +334,7 @@ impl ListScan<'_> {
 
 impl Store {
     /// Builds a store whose keys start with `prefix` (normally `/registry`).
-    pub fn new(storage: Etcd3Storage, prefix: &str) -> Self {
+    pub fn new(storage: SharedStorage, prefix: &str) -> Self {
         Store {
             storage,
             prefix: prefix.trim_end_matches('/').to_string(),
@@ -347,8 +348,8 @@ impl Store {
         self
     }
 
-    /// Returns the storage client.
-    pub fn storage(&self) -> &Etcd3Storage {
+    /// Returns the storage.
+    pub fn storage(&self) -> &SharedStorage {
         &self.storage
     }
 

@@ -23,62 +23,7 @@ use crate::filters::body_limit::BodyLimitBytes;
 use crate::protobuf::{self, Message};
 use crate::request_info::RequestInfo;
 use crate::schema::generated;
-
-/// A resource served here rather than by the registry (for discovery).
-#[derive(Debug, Clone, Copy)]
-pub struct VirtualResource {
-    /// API group.
-    pub group: &'static str,
-    /// API version.
-    pub version: &'static str,
-    /// Plural resource.
-    pub resource: &'static str,
-    /// Singular resource.
-    pub singular: &'static str,
-    /// Kind.
-    pub kind: &'static str,
-    /// Whether it lives in a namespace.
-    pub namespaced: bool,
-    /// Verbs (only `create`).
-    pub verbs: &'static [&'static str],
-}
-
-const fn review(
-    group: &'static str,
-    resource: &'static str,
-    singular: &'static str,
-    kind: &'static str,
-    namespaced: bool,
-) -> VirtualResource {
-    VirtualResource { group, version: "v1", resource, singular, kind, namespaced, verbs: &["create"] }
-}
-
-/// The review resources, for discovery to list next to the registry's kinds.
-pub static VIRTUAL_RESOURCES: [VirtualResource; 5] = [
-    review(
-        "authorization.k8s.io",
-        "localsubjectaccessreviews",
-        "localsubjectaccessreview",
-        "LocalSubjectAccessReview",
-        true,
-    ),
-    review(
-        "authorization.k8s.io",
-        "selfsubjectaccessreviews",
-        "selfsubjectaccessreview",
-        "SelfSubjectAccessReview",
-        false,
-    ),
-    review(
-        "authorization.k8s.io",
-        "selfsubjectrulesreviews",
-        "selfsubjectrulesreview",
-        "SelfSubjectRulesReview",
-        false,
-    ),
-    review("authorization.k8s.io", "subjectaccessreviews", "subjectaccessreview", "SubjectAccessReview", false),
-    review("authentication.k8s.io", "selfsubjectreviews", "selfsubjectreview", "SelfSubjectReview", false),
-];
+pub use crate::served::{VirtualResource, VIRTUAL_RESOURCES};
 
 /// Returns the API groups of [`VIRTUAL_RESOURCES`] (each served at version v1 only).
 pub fn groups() -> Vec<&'static str> {

@@ -16,6 +16,7 @@ use super::{access_review, AppState};
 use crate::body::{self, Response};
 use crate::error::ApiError;
 use crate::registry::{kinds, ApiGroup, ResourceKind, GROUPS};
+use crate::served::subresources;
 
 /// The aggregated discovery media type (v2).
 pub const AGGREGATED_V2: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
@@ -38,35 +39,6 @@ fn wants_aggregated(headers: &HeaderMap) -> Result<bool, ApiError> {
         return Ok(false);
     }
     Err(ApiError::NotAcceptable(SUPPORTED.into()))
-}
-
-/// A served subresource as discovery lists it (OpenAPI's paths come from the same list).
-pub(crate) struct Sub {
-    pub(crate) name: &'static str,
-    pub(crate) group: &'static str,
-    pub(crate) version: &'static str,
-    pub(crate) kind: &'static str,
-    pub(crate) verbs: &'static [&'static str],
-}
-
-const SUBRESOURCE_VERBS: &[&str] = &["get", "patch", "update"];
-
-/// The subresources of a kind, sorted by name as kube lists them.
-pub(crate) fn subresources(k: &ResourceKind) -> Vec<Sub> {
-    let mut out = Vec::new();
-    if k.group.is_empty() && k.resource == "pods" {
-        out.push(Sub { name: "binding", group: "", version: "v1", kind: "Binding", verbs: &["create"] });
-    }
-    if k.is_namespaces() {
-        out.push(Sub { name: "finalize", group: "", version: "v1", kind: "Namespace", verbs: &["update"] });
-    }
-    if k.has_scale() {
-        out.push(Sub { name: "scale", group: "autoscaling", version: "v1", kind: "Scale", verbs: SUBRESOURCE_VERBS });
-    }
-    if k.has_status() {
-        out.push(Sub { name: "status", group: k.group, version: k.version, kind: k.kind, verbs: SUBRESOURCE_VERBS });
-    }
-    out
 }
 
 fn aggregated_resource(k: &ResourceKind) -> Value {

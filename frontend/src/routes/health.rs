@@ -11,10 +11,7 @@ use super::AppState;
 use crate::body::{self, Response};
 use crate::error::ApiError;
 use crate::request_info::query_pairs;
-
-/// The Kubernetes version this server implements. kubectl warns past one minor of skew, and
-/// 1.33 is what the API surface follows.
-pub const GIT_VERSION: &str = "v1.33.0";
+pub use crate::served::GIT_VERSION;
 
 /// Returns the `/version` document (`version.Info`).
 pub fn version() -> Response {

@@ -40,7 +40,7 @@ pub struct AppState {
     /// The authorizer the access reviews ask.
     pub authorizer: Arc<crate::authz::RbacAuthorizer>,
     /// The metric registry `/metrics` renders.
-    pub metrics: Arc<crate::filters::metrics::Metrics>,
+    pub metrics: Arc<crate::metrics::Metrics>,
     /// The per-resource watch caches.
     pub watch_cache: crate::watch_cache::WatchCaches,
 }

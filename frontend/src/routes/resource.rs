@@ -23,9 +23,9 @@ use crate::registry::patch::{PatchRequest, PatchTarget};
 use crate::registry::selectors::{FieldSelector, LabelSelector};
 use crate::registry::store::ListOptions;
 use crate::registry::table::{self, IncludeObject, TableOptions};
-use crate::registry::watch::WatchOptions;
 use crate::registry::{self as reg, ResourceKind};
 use crate::request_info::{query_pairs, query_param, RequestInfo};
+use crate::watch::WatchOptions;
 
 /// The parsed query of a resource request.
 #[derive(Debug)]
@@ -363,7 +363,8 @@ async fn patch(
     let dry_run = query.dry_run()?;
     let validation = FieldValidation::parse(query.get("fieldValidation"))?;
     let (parts, bytes) = read_body(req).await?;
-    let patch_type = PatchType::from_content_type(&content_type(&parts))?;
+    let patch_type = PatchType::from_content_type(&content_type(&parts))
+        .ok_or_else(|| ApiError::UnsupportedMediaType(crate::patch::SUPPORTED.into()))?;
     let request = PatchRequest { target, patch_type, body: &bytes, validation, dry_run };
     store.patch(kind, namespace, name, request).await
 }

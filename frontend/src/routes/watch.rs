@@ -25,8 +25,8 @@ use super::AppState;
 use crate::body::Response;
 use crate::error::ApiError;
 use crate::registry::table::{self, TableOptions};
-use crate::registry::watch::{Watch, WatchOptions, WatchOutput};
 use crate::registry::ResourceKind;
+use crate::watch::{Watch, WatchOptions, WatchOutput};
 
 /// Events buffered per watch between the producer task and the HTTP body. Small, because the
 /// watch cache's per-client queue behind it is the real buffer.

@@ -1,4 +1,4 @@
-//! `Etcd3Storage`: keys, values and revisions over the etcd v3 API (`etcd-client`).
+//! `Etcd3Storage`: the [`Storage`] seam over the etcd v3 API (`etcd-client`).
 //!
 //! Ranges (LIST pages) go through `ballast-proto`'s client on the same gRPC channel instead:
 //! its `bytes` fields are `Bytes`, so the keys and values of a page are slices of the one
@@ -20,53 +20,16 @@ use etcd_client::{
 };
 use tonic::transport::{Channel, Endpoint};
 
-use super::StorageError;
+pub use super::prefix_end;
+use super::{BoxFuture, KeyValue, ListPage, Storage, StorageError, StorageEvent, WatchEvents, WatchItem, WatchStream};
 
-/// One key's current record.
-#[derive(Debug, Clone)]
-pub struct KeyValue {
-    /// The full key.
-    pub key: Bytes,
-    /// The stored bytes (for a LIST page, a slice of the storage response).
-    pub value: Bytes,
-    /// The revision of the key's last change (the object's resourceVersion).
-    pub mod_revision: i64,
-}
-
-impl KeyValue {
-    fn from_etcd(kv: &etcd_client::KeyValue) -> Self {
-        KeyValue {
-            key: Bytes::copy_from_slice(kv.key()),
-            value: Bytes::copy_from_slice(kv.value()),
-            mod_revision: kv.mod_revision(),
-        }
+fn key_value(kv: &etcd_client::KeyValue) -> KeyValue {
+    KeyValue {
+        key: Bytes::copy_from_slice(kv.key()),
+        value: Bytes::copy_from_slice(kv.value()),
+        mod_revision: kv.mod_revision(),
+        create_revision: kv.create_revision(),
     }
-}
-
-/// One page of a range read.
-#[derive(Debug)]
-pub struct ListPage {
-    /// The records, in key order.
-    pub kvs: Vec<KeyValue>,
-    /// The revision the page was read at.
-    pub revision: i64,
-    /// Whether keys remain in the range after the last one returned.
-    pub more: bool,
-    /// How many keys the whole range held at `revision`.
-    pub count: i64,
-}
-
-/// One change seen by a watch.
-#[derive(Debug, Clone)]
-pub struct StorageEvent {
-    /// The key that changed.
-    pub key: Vec<u8>,
-    /// The value after the change (`None` for a deletion).
-    pub value: Option<Vec<u8>>,
-    /// The value before the change (`None` if the key was created).
-    pub prev_value: Option<Vec<u8>>,
-    /// The revision of the change.
-    pub revision: i64,
 }
 
 /// The largest gRPC message the client accepts: gRPC's own 2 GiB ceiling, as kube-apiserver
@@ -100,18 +63,6 @@ impl std::fmt::Debug for Etcd3Storage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Etcd3Storage").finish_non_exhaustive()
     }
-}
-
-/// Returns the exclusive end of the range of keys starting with `prefix`.
-pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            return end;
-        }
-    }
-    vec![0]
 }
 
 fn header_revision(header: Option<&etcd_client::ResponseHeader>) -> Result<i64, StorageError> {
@@ -168,7 +119,7 @@ impl Etcd3Storage {
     pub async fn get(&self, key: &[u8]) -> Result<(Option<KeyValue>, i64), StorageError> {
         let resp = self.kv.clone().get(key, None).await?;
         let revision = header_revision(resp.header())?;
-        Ok((resp.kvs().first().map(KeyValue::from_etcd), revision))
+        Ok((resp.kvs().first().map(key_value), revision))
     }
 
     /// Reads up to `limit` keys (0 = all) in `[start, end)` at `revision` (0 = newest).
@@ -193,7 +144,12 @@ impl Etcd3Storage {
             kvs: resp
                 .kvs
                 .into_iter()
-                .map(|kv| KeyValue { key: kv.key, value: kv.value, mod_revision: kv.mod_revision })
+                .map(|kv| KeyValue {
+                    key: kv.key,
+                    value: kv.value,
+                    mod_revision: kv.mod_revision,
+                    create_revision: kv.create_revision,
+                })
                 .collect(),
             revision: header.revision,
             more: resp.more,
@@ -274,41 +230,74 @@ impl Etcd3Storage {
     pub async fn watch(&self, start: &[u8], end: &[u8], after_revision: i64) -> Result<WatchEvents, StorageError> {
         let opts = WatchOptions::new().with_range(end).with_prev_key().with_start_revision(after_revision + 1);
         let stream = self.watch.clone().watch(start, Some(opts)).await?;
-        Ok(WatchEvents { stream, pending: VecDeque::new(), requested: after_revision })
+        let stream = Etcd3WatchStream { stream, pending: VecDeque::new(), requested: after_revision };
+        Ok(WatchEvents::new(Box::new(stream)))
     }
 }
 
-/// The events of one etcd watch, one at a time, in revision order.
+impl Storage for Etcd3Storage {
+    fn get<'a>(&'a self, key: &'a [u8]) -> BoxFuture<'a, Result<(Option<KeyValue>, i64), StorageError>> {
+        Box::pin(Etcd3Storage::get(self, key))
+    }
+
+    fn list<'a>(
+        &'a self,
+        start: &'a [u8],
+        end: &'a [u8],
+        limit: i64,
+        revision: i64,
+    ) -> BoxFuture<'a, Result<ListPage, StorageError>> {
+        Box::pin(Etcd3Storage::list(self, start, end, limit, revision))
+    }
+
+    fn create<'a>(&'a self, key: &'a [u8], value: Vec<u8>) -> BoxFuture<'a, Result<i64, StorageError>> {
+        Box::pin(Etcd3Storage::create(self, key, value))
+    }
+
+    fn update<'a>(&'a self, key: &'a [u8], value: Vec<u8>, expected: i64) -> BoxFuture<'a, Result<i64, StorageError>> {
+        Box::pin(Etcd3Storage::update(self, key, value, expected))
+    }
+
+    fn delete<'a>(&'a self, key: &'a [u8], expected: i64) -> BoxFuture<'a, Result<i64, StorageError>> {
+        Box::pin(Etcd3Storage::delete(self, key, expected))
+    }
+
+    fn watch<'a>(
+        &'a self,
+        start: &'a [u8],
+        end: &'a [u8],
+        after_revision: i64,
+    ) -> BoxFuture<'a, Result<WatchEvents, StorageError>> {
+        Box::pin(Etcd3Storage::watch(self, start, end, after_revision))
+    }
+}
+
+/// The events of one etcd watch stream, one at a time, in revision order.
 #[derive(Debug)]
-pub struct WatchEvents {
+pub struct Etcd3WatchStream {
     stream: etcd_client::WatchStream,
     pending: VecDeque<StorageEvent>,
     requested: i64,
 }
 
-impl WatchEvents {
-    /// Returns the next change, or `None` when the store closed the watch.
-    ///
-    /// # Errors
-    ///
-    /// Returns `Compacted` when the watch started below the compaction point and `Etcd` when
-    /// the stream fails.
-    pub async fn next(&mut self) -> Result<Option<StorageEvent>, StorageError> {
-        loop {
-            match self.next_item().await? {
-                Some(WatchItem::Event(event)) => return Ok(Some(event)),
-                Some(WatchItem::Progress(_)) => continue,
-                None => return Ok(None),
-            }
-        }
+impl WatchStream for Etcd3WatchStream {
+    fn next_item(&mut self) -> BoxFuture<'_, Result<Option<WatchItem>, StorageError>> {
+        Box::pin(Etcd3WatchStream::next_item(self))
     }
 
+    fn request_progress(&mut self) -> BoxFuture<'_, Result<(), StorageError>> {
+        Box::pin(Etcd3WatchStream::request_progress(self))
+    }
+}
+
+impl Etcd3WatchStream {
     /// Returns the next change or progress notification, or `None` when the store closed the
     /// watch. Cancel-safe: an item is taken off the stream only when it is returned.
     ///
     /// # Errors
     ///
-    /// As [`WatchEvents::next`].
+    /// Returns `Compacted` when the watch started below the compaction point and `Etcd` when
+    /// the stream fails.
     pub async fn next_item(&mut self) -> Result<Option<WatchItem>, StorageError> {
         loop {
             if let Some(event) = self.pending.pop_front() {
@@ -342,7 +331,7 @@ impl WatchEvents {
     }
 
     /// Asks the store for a progress notification (etcd `RequestProgress`); it arrives through
-    /// [`WatchEvents::next_item`] once every change up to the store's revision was sent.
+    /// [`Etcd3WatchStream::next_item`] once every change up to the store's revision was sent.
     ///
     /// # Errors
     ///
@@ -350,26 +339,5 @@ impl WatchEvents {
     pub async fn request_progress(&mut self) -> Result<(), StorageError> {
         self.stream.request_progress().await?;
         Ok(())
-    }
-}
-
-/// What a watch yields: a change, or a progress notification carrying a revision up to which
-/// every change has been delivered.
-#[derive(Debug, Clone)]
-pub enum WatchItem {
-    /// One change.
-    Event(StorageEvent),
-    /// Every change up to this revision was delivered.
-    Progress(i64),
-}
-
-#[cfg(test)]
-mod tests {
-    use super::prefix_end;
-
-    #[test]
-    fn prefix_end_increments_last_byte() {
-        assert_eq!(prefix_end(b"/registry/configmaps/"), b"/registry/configmaps0".to_vec());
-        assert_eq!(prefix_end(b"a\xff"), b"b".to_vec());
     }
 }

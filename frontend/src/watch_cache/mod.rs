@@ -22,6 +22,16 @@
 //! * A cache is started once however many watches ask for it at the same moment: the first
 //!   starts it, the rest wait for it (a per-resource gate).
 //!
+//! Worked example, `capacity` 3, a cache started at revision 10:
+//!
+//! ```text
+//! changes 11 12 13 14 arrive  window [12 13 14], window_start 11 (11 was evicted)
+//! subscribe(after 12)         backlog 13 14, then every change as it arrives
+//! subscribe(after 11)         backlog 12 13 14: every change after 11 is still here
+//! subscribe(after 10)         None: 11 is gone, the watch reads etcd (which may answer 410)
+//! subscribe(after 100)        no backlog; changes up to 100 are skipped by the watch itself
+//! ```
+//!
 //! Lock order: `WatchCaches::caches` before `ResourceCache::state`; no lock is held across an
 //! await except a resource's start gate, which is held only while starting that cache.
 
@@ -37,7 +47,8 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::registry::{object, ResourceKind};
-use crate::storage::{etcd3::prefix_end, Etcd3Storage, StorageError, StorageEvent, WatchItem};
+use crate::storage::decode_errors;
+use crate::storage::{prefix_end, SharedStorage, StorageError, StorageEvent, WatchItem};
 
 /// Watch cache tuning.
 #[derive(Debug, Clone, Copy)]
@@ -91,32 +102,74 @@ pub struct CachedEvent {
     pub key: Vec<u8>,
     /// The change's revision.
     pub revision: i64,
-    /// The object after the change (`None` for a deletion or an undecodable value).
+    /// The object after the change (`None` for a deletion; see `decode_error`).
     pub current: Option<Value>,
     /// The object before the change, with the change's revision as its resourceVersion.
     pub previous: Option<Value>,
+    /// Why the value after or before the change could not be decoded (naming the key), when
+    /// it could not: such a change is an error for the watches it concerns, never an event.
+    decode_error: Option<String>,
     lines: [OnceLock<Bytes>; 3],
 }
 
 impl CachedEvent {
     /// Decodes a storage change into `kind`'s served form (kinds sharing storage, such as
     /// core and events.k8s.io events, convert here).
+    ///
+    /// A value that does not decode is logged and counted ([`decode_errors`]) and recorded in
+    /// the event as [`CachedEvent::decode_error`]; it never reads as an absent object, which
+    /// would turn an update into a `DELETED` event.
     pub fn decode(change: &StorageEvent, kind: &ResourceKind) -> CachedEvent {
-        let decode = |bytes: &Option<Vec<u8>>| {
-            bytes.as_ref().and_then(|b| object::from_storage_as(kind, b, change.revision).ok()).map(Value::Object)
+        let mut decode_error = None;
+        let mut decode = |bytes: &Option<Vec<u8>>| {
+            let bytes = bytes.as_ref()?;
+            match object::from_storage_as(kind, bytes, change.revision) {
+                Ok(obj) => Some(Value::Object(obj)),
+                Err(e) => {
+                    let resource = match kind.group {
+                        "" => kind.resource.to_string(),
+                        group => format!("{}.{group}", kind.resource),
+                    };
+                    decode_errors::record(&resource, &change.key, &e.to_string());
+                    decode_error.get_or_insert_with(|| {
+                        format!(
+                            "unable to decode the stored object at key \"{}\" (revision {}): {e}",
+                            String::from_utf8_lossy(&change.key),
+                            change.revision
+                        )
+                    });
+                    None
+                }
+            }
         };
+        let current = decode(&change.value);
+        let previous = decode(&change.prev_value);
         CachedEvent {
             key: change.key.clone(),
             revision: change.revision,
-            current: decode(&change.value),
-            previous: decode(&change.prev_value),
+            current,
+            previous,
+            decode_error,
             lines: Default::default(),
         }
     }
 
     /// Returns an event holding only a current object (initial events of a watch).
     pub fn current_only(obj: Value, revision: i64) -> CachedEvent {
-        CachedEvent { key: Vec::new(), revision, current: Some(obj), previous: None, lines: Default::default() }
+        CachedEvent {
+            key: Vec::new(),
+            revision,
+            current: Some(obj),
+            previous: None,
+            decode_error: None,
+            lines: Default::default(),
+        }
+    }
+
+    /// Returns why the stored value after or before this change could not be decoded, naming
+    /// the key, or `None` when both decoded.
+    pub fn decode_error(&self) -> Option<&str> {
+        self.decode_error.as_deref()
     }
 
     /// Returns the object an event of type `t` carries.
@@ -257,7 +310,7 @@ impl ResourceCache {
 /// The per-resource caches of one frontend.
 #[derive(Debug)]
 pub struct WatchCaches {
-    storage: Etcd3Storage,
+    storage: SharedStorage,
     config: WatchCacheConfig,
     caches: Mutex<HashMap<String, Arc<ResourceCache>>>,
     /// One gate per cache key: whoever holds it is starting that cache, and everyone else
@@ -272,7 +325,7 @@ pub struct WatchCaches {
 
 impl WatchCaches {
     /// Creates an empty set; caches start on first use.
-    pub fn new(storage: Etcd3Storage, config: WatchCacheConfig) -> Self {
+    pub fn new(storage: SharedStorage, config: WatchCacheConfig) -> Self {
         WatchCaches {
             storage,
             config,
@@ -464,6 +517,21 @@ mod tests {
         c.end();
         assert!(fast.next().await.is_none(), "the end of the upstream ends every stream");
         assert!(c.subscribe(20).is_none());
+    }
+
+    #[test]
+    fn an_undecodable_value_is_a_decode_error_naming_the_key() {
+        let WatchItem::Event(mut update) = change("a", 5) else { unreachable!() };
+        update.prev_value = update.value.take();
+        update.value = Some(b"k8s\x00\x0a".to_vec());
+        let before = decode_errors::count("configmaps");
+        let e = CachedEvent::decode(&update, &crate::registry::kinds::core::CONFIGMAPS);
+        let error = e.decode_error().expect("a decode error");
+        assert!(error.contains("\"a\"") && error.contains("revision 5"), "{error}");
+        assert!(e.current.is_none() && e.previous.is_some());
+        assert!(decode_errors::count("configmaps") > before);
+        let WatchItem::Event(fine) = change("b", 6) else { unreachable!() };
+        assert!(CachedEvent::decode(&fine, &crate::registry::kinds::core::CONFIGMAPS).decode_error().is_none());
     }
 
     #[test]

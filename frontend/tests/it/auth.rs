@@ -45,7 +45,7 @@ async fn store_team_rbac(c: &Cluster) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_auth_can_i_and_whoami() {
-    let c = Cluster::start_on(Backend::Etcd).await;
+    let c = Cluster::start_on(Backend::Memory).await;
     c.must_kubectl(&["create", "namespace", "team"]).await;
 
     // The admin (system:masters) may do anything.
@@ -86,7 +86,7 @@ async fn kubectl_auth_can_i_and_whoami() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn impersonation_is_authorized_per_header() {
-    let c = Cluster::start_on(Backend::Etcd).await;
+    let c = Cluster::start_on(Backend::Memory).await;
     c.must_kubectl(&["create", "namespace", "team"]).await;
     store_team_rbac(&c).await;
     let cms = "/api/v1/namespaces/team/configmaps";
@@ -180,7 +180,7 @@ async fn impersonation_is_authorized_per_header() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subject_access_reviews_and_bootstrap_policy() {
-    let c = Cluster::start_on(Backend::Etcd).await;
+    let c = Cluster::start_on(Backend::Memory).await;
     let sar = |user: &str, verb: &str| {
         json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
                "spec": {"user": user, "groups": ["system:authenticated"],
@@ -234,17 +234,30 @@ async fn subject_access_reviews_and_bootstrap_policy() {
     assert_eq!(r.status, 422, "{}", String::from_utf8_lossy(&r.body));
 
     // The bootstrap policy is in storage under kube's keys, written once.
-    let mut etcd = etcd_client::Client::connect([c.etcd.endpoint()], None).await.expect("etcd");
-    let admin = etcd.get("/registry/clusterroles/admin", None).await.expect("get");
-    let admin: Value = serde_json::from_slice(admin.kvs()[0].value()).expect("stored json");
+    let admin = c.storage_get("/registry/clusterroles/admin").await.expect("stored admin role");
+    let admin: Value = serde_json::from_slice(&admin).expect("stored json");
     assert_eq!(
         admin["aggregationRule"]["clusterRoleSelectors"][0]["matchLabels"]
             ["rbac.authorization.k8s.io/aggregate-to-admin"],
         "true"
     );
-    let binding = etcd.get("/registry/clusterrolebindings/cluster-admin", None).await.expect("get");
-    assert_eq!(binding.kvs().len(), 1);
+    assert!(c.storage_get("/registry/clusterrolebindings/cluster-admin").await.is_some());
     // Deleting a stored bootstrap role does not break authorization (the built-in one stands in).
-    etcd.delete("/registry/clusterroles/cluster-admin", None).await.expect("delete");
+    c.storage_delete("/registry/clusterroles/cluster-admin").await;
     assert_eq!(c.request(Credentials::Admin, "GET", "/api/v1/namespaces", None, "").await.status, 200);
+    // A stored role that cannot be decoded is not absent: the built-in one does not stand in,
+    // and the role grants nothing.
+    c.etcd_put(
+        "/registry/rolebindings/team/bob-views",
+        &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": {"name": "bob-views", "namespace": "team"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+                "subjects": [{"kind": "User", "name": "bob"}]}),
+    )
+    .await;
+    let services = "/api/v1/namespaces/team/services";
+    assert_eq!(c.request(Credentials::Token(BOB_TOKEN), "GET", services, None, "").await.status, 200);
+    c.storage_put("/registry/clusterroles/view", b"k8s\x00\x0a\x0b".to_vec()).await;
+    let r = c.request(Credentials::Token(BOB_TOKEN), "GET", services, None, "").await;
+    assert_eq!(r.status, 403, "{}", String::from_utf8_lossy(&r.body));
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::harness::{wait_for, Cluster, Credentials, Options, ALICE_TOKEN, BOB_TOKEN};
+use crate::harness::{wait_for, Backend, Cluster, Credentials, Options, ALICE_TOKEN, BOB_TOKEN};
 
 const JSON: Option<&str> = Some("application/json");
 
@@ -201,7 +201,9 @@ async fn audit_log_follows_the_policy() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timeouts_in_flight_limit_and_metrics() {
+    // Stock etcd: the test freezes the store (SIGSTOP) to hold requests in flight.
     let c = Cluster::start_with(Options {
+        backend: Some(Backend::Etcd),
         max_requests_inflight: Some(1),
         configure: Some(Box::new(|config, dir| {
             config.request_timeout = Duration::from_secs(2);

@@ -1,9 +1,15 @@
-//! Test fixtures: the storage backend on free loopback ports ([`Backend`]: a stock etcd process,
-//! or the Ballast engine in-process on its own thread and runtime), the frontend in-process on a
-//! free port against it ([`Cluster`]), kubectl runs with a deadline ([`Cluster::kubectl`]), and
-//! a small raw HTTPS client ([`Cluster::request`]) for the cases kubectl cannot express.
-//! [`both_backends!`] runs one test body against each backend. Every process and thread is
-//! stopped when its owner is dropped.
+//! Test fixtures: the storage backend ([`Backend`]: the in-memory twin `MemStorage`, a stock
+//! etcd process, or the Ballast engine in-process on its own thread and runtime, the last two on
+//! free loopback ports), the frontend in-process on a free port against it ([`Cluster`]), kubectl
+//! runs with a deadline ([`Cluster::kubectl`]), and a small raw HTTPS client
+//! ([`Cluster::request`]) for the cases kubectl cannot express.
+//!
+//! Two tiers: [`in_memory!`] runs a test body on `MemStorage` (the registry, patch, chain and
+//! kubectl behaviour, which does not depend on the store); [`both_backends!`] runs one against
+//! stock etcd and the Ballast engine (one shard and eight), for the behaviour that must be
+//! proved on real storage (pages and revisions, watches, compaction). The storage conformance
+//! suite (`storage.rs`) is what lets the first tier stand in for the second. Every process and
+//! thread is stopped when its owner is dropped.
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -11,6 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ballast_frontend::storage::MemStorage;
 use ballast_frontend::{Frontend, FrontendConfig};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -47,6 +54,8 @@ pub(crate) async fn wait_for(timeout: Duration, mut cond: impl AsyncFnMut() -> b
 /// Which etcd v3 server the frontend stores into.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Backend {
+    /// The in-memory twin (`MemStorage`), in the test's process.
+    Memory,
     /// Stock etcd (`/usr/bin/etcd`), the reference.
     Etcd,
     /// The Ballast engine.
@@ -78,15 +87,30 @@ macro_rules! both_backends {
 }
 pub(crate) use both_backends;
 
+/// Defines `<name>::memory`, running `async fn <name>(Backend)` on the in-memory storage.
+macro_rules! in_memory {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn memory() {
+                super::$name(crate::harness::Backend::Memory).await
+            }
+        }
+    )*};
+}
+pub(crate) use in_memory;
+
 /// A running storage server.
 pub(crate) enum StorageServer {
+    Memory(MemStorage),
     Etcd(Etcd),
     Ballast(EngineServer),
 }
 
 impl StorageServer {
-    async fn start(backend: Backend) -> StorageServer {
+    pub(crate) async fn start(backend: Backend) -> StorageServer {
         match backend {
+            Backend::Memory => StorageServer::Memory(MemStorage::new()),
             Backend::Etcd => StorageServer::Etcd(Etcd::start().await),
             Backend::Ballast => StorageServer::Ballast(EngineServer::start(1).await),
             Backend::BallastSharded => StorageServer::Ballast(EngineServer::start(8).await),
@@ -97,7 +121,9 @@ impl StorageServer {
     pub(crate) fn pause(&self) {
         match self {
             StorageServer::Etcd(e) => e.pause(),
-            StorageServer::Ballast(_) => panic!("pause is only for the stock etcd backend"),
+            StorageServer::Ballast(_) | StorageServer::Memory(_) => {
+                panic!("pause is only for the stock etcd backend")
+            }
         }
     }
 
@@ -109,8 +135,13 @@ impl StorageServer {
     }
 
     /// Returns `http://127.0.0.1:<port>`.
+    ///
+    /// # Panics
+    ///
+    /// On the in-memory backend, which has no endpoint.
     pub(crate) fn endpoint(&self) -> &str {
         match self {
+            StorageServer::Memory(_) => panic!("the in-memory backend has no etcd endpoint"),
             StorageServer::Etcd(e) => &e.endpoint,
             StorageServer::Ballast(b) => &b.endpoint,
         }
@@ -276,7 +307,7 @@ pub(crate) struct Options {
     pub(crate) anonymous_auth_off: bool,
     pub(crate) max_requests_inflight: Option<usize>,
     pub(crate) configure: Option<Configure>,
-    /// Stock etcd unless set.
+    /// The in-memory storage unless set.
     pub(crate) backend: Option<Backend>,
     pub(crate) watch_cache: Option<ballast_frontend::watch_cache::WatchCacheConfig>,
 }
@@ -329,13 +360,16 @@ impl Cluster {
     }
 
     pub(crate) async fn start_with(options: Options) -> Cluster {
-        let etcd = StorageServer::start(options.backend.unwrap_or(Backend::Etcd)).await;
+        let etcd = StorageServer::start(options.backend.unwrap_or(Backend::Memory)).await;
         let dir = tempfile::tempdir().expect("tempdir");
         let token_file = dir.path().join("tokens.csv");
         std::fs::write(&token_file, format!("{ALICE_TOKEN},alice,1001,\"dev,qa\"\n{BOB_TOKEN},bob,1002\n"))
             .expect("token file");
         let mut config = FrontendConfig {
-            etcd_servers: vec![etcd.endpoint().to_string()],
+            etcd_servers: match &etcd {
+                StorageServer::Memory(_) => Vec::new(),
+                real => vec![real.endpoint().to_string()],
+            },
             secure_port: 0,
             cert_dir: dir.path().join("certs"),
             token_auth_file: Some(token_file),
@@ -351,7 +385,11 @@ impl Cluster {
         if let Some(configure) = options.configure {
             configure(&mut config, dir.path());
         }
-        let frontend = Frontend::start(config).await.expect("frontend starts");
+        let frontend = match &etcd {
+            StorageServer::Memory(mem) => Frontend::start_on_storage(config, Arc::new(mem.clone())).await,
+            _ => Frontend::start(config).await,
+        };
+        let frontend = frontend.expect("frontend starts");
         let addr = frontend.local_addr();
         let kubeconfig = frontend.admin_kubeconfig().to_path_buf();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -549,13 +587,54 @@ impl Cluster {
         RawResponse { status, headers, body }
     }
 
-    /// Puts a raw value into etcd (for RBAC objects, which are not served over REST yet).
+    /// Puts a JSON value into storage (for RBAC objects, which are not served over REST yet).
     pub(crate) async fn etcd_put(&self, key: &str, value: &serde_json::Value) {
-        let mut client = self.etcd_client().await;
-        client.put(key, value.to_string(), None).await.expect("etcd put");
+        self.storage_put(key, value.to_string().into_bytes()).await;
     }
 
-    /// Returns a client of the storage backend.
+    /// Puts raw bytes into storage, as another writer would (etcd's plain Put).
+    pub(crate) async fn storage_put(&self, key: &str, value: Vec<u8>) {
+        match &self.etcd {
+            StorageServer::Memory(mem) => {
+                mem.put(key.as_bytes(), value);
+            }
+            _ => {
+                self.etcd_client().await.put(key, value, None).await.expect("etcd put");
+            }
+        }
+    }
+
+    /// Returns the stored bytes at `key`, if any.
+    pub(crate) async fn storage_get(&self, key: &str) -> Option<Vec<u8>> {
+        match &self.etcd {
+            StorageServer::Memory(mem) => {
+                use ballast_frontend::storage::Storage as _;
+                mem.get(key.as_bytes()).await.expect("get").0.map(|kv| kv.value.to_vec())
+            }
+            _ => {
+                let resp = self.etcd_client().await.get(key, None).await.expect("etcd get");
+                resp.kvs().first().map(|kv| kv.value().to_vec())
+            }
+        }
+    }
+
+    /// Deletes `key` from storage unconditionally.
+    pub(crate) async fn storage_delete(&self, key: &str) {
+        match &self.etcd {
+            StorageServer::Memory(mem) => {
+                use ballast_frontend::storage::Storage as _;
+                let (kv, _) = mem.get(key.as_bytes()).await.expect("get");
+                if let Some(kv) = kv {
+                    mem.delete(key.as_bytes(), kv.mod_revision).await.expect("delete");
+                }
+            }
+            _ => {
+                self.etcd_client().await.delete(key, None).await.expect("etcd delete");
+            }
+        }
+    }
+
+    /// Returns a client of the storage backend (stock etcd or the engine only).
     pub(crate) async fn etcd_client(&self) -> etcd_client::Client {
         etcd_client::Client::connect([self.etcd.endpoint()], None).await.expect("etcd client")
     }

@@ -8,9 +8,9 @@
 
 use serde_json::{json, Value};
 
-use crate::harness::{both_backends, Backend, Cluster};
+use crate::harness::{in_memory, Backend, Cluster};
 
-both_backends!(
+in_memory!(
     api_resources_and_versions_match_kube_1_33,
     workloads_from_manifests_get_kube_defaults,
     kubectl_create_deployment_body_gets_kube_defaults,

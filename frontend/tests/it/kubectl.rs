@@ -5,9 +5,9 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::io::AsyncBufReadExt;
 
-use crate::harness::{both_backends, wait_for, Backend, Cluster};
+use crate::harness::{in_memory, wait_for, Backend, Cluster};
 
-both_backends!(
+in_memory!(
     namespaces_get_create_delete,
     configmap_and_secret_lifecycle,
     get_watch_sees_writes_from_another_client,

@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::harness::{both_backends, wait_for, Backend, Cluster, Credentials};
+use crate::harness::{in_memory, wait_for, Backend, Cluster, Credentials};
 use crate::kinds::{deployment, get_json, must_create, replace};
 
-both_backends!(
+in_memory!(
     status_and_scale_subresources,
     finalizers_hold_deletion_until_removed,
     propagation_policy_and_graceful_pods,

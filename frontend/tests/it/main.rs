@@ -3,6 +3,9 @@
 //!
 //! Every test starts its own etcd and frontend on free loopback ports and stops them at the end.
 
+// These tests drive real processes and measure real elapsed time (deadlines, timeouts).
+#![allow(clippy::disallowed_methods)]
+
 mod auth;
 mod chain;
 mod harness;
@@ -15,5 +18,6 @@ mod openapi;
 mod patch;
 mod protobuf;
 mod raw;
+mod storage;
 mod table;
 mod watch;

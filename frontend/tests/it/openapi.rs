@@ -8,9 +8,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 use sha2::{Digest, Sha512};
 
-use crate::harness::{both_backends, Backend, Cluster, Credentials, ALICE_TOKEN};
+use crate::harness::{in_memory, Backend, Cluster, Credentials, ALICE_TOKEN};
 
-both_backends!(strict_validation_without_validate_false, apply_creates_without_validate_false);
+in_memory!(strict_validation_without_validate_false, apply_creates_without_validate_false);
 
 const JSON: &str = "application/json";
 
@@ -66,7 +66,7 @@ async fn discovered_kinds(c: &Cluster) -> BTreeMap<(String, String, String), boo
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn v3_index_hashes_resolve_and_documents_cover_discovery() {
-    let c = Cluster::start_on(Backend::Etcd).await;
+    let c = Cluster::start_on(Backend::Memory).await;
     let index = c.request_with_accept(Credentials::Admin, "/openapi/v3?timeout=32s", "application/json, */*").await;
     assert_eq!(index.status, 200);
     let paths = index.json()["paths"].as_object().expect("paths").clone();
@@ -182,7 +182,7 @@ async fn v3_index_hashes_resolve_and_documents_cover_discovery() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn v2_document_in_json_and_protobuf() {
-    let c = Cluster::start_on(Backend::Etcd).await;
+    let c = Cluster::start_on(Backend::Memory).await;
     let doc = c.request_with_accept(Credentials::Admin, "/openapi/v2", JSON).await;
     assert_eq!(doc.status, 200);
     assert_eq!(doc.headers["content-type"], JSON);
@@ -237,7 +237,7 @@ async fn v2_document_in_json_and_protobuf() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openapi_is_readable_by_authenticated_users_only() {
-    let c = Cluster::start_on(Backend::Etcd).await;
+    let c = Cluster::start_on(Backend::Memory).await;
     for path in ["/openapi/v3", "/openapi/v3/api/v1", "/openapi/v2"] {
         let ok = c.request_with_accept(Credentials::Token(ALICE_TOKEN), path, JSON).await;
         assert_eq!(ok.status, 200, "{path} for an authenticated user (system:discovery)");
@@ -248,7 +248,7 @@ async fn openapi_is_readable_by_authenticated_users_only() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn explain_prints_field_docs() {
-    let c = Cluster::start_on(Backend::Etcd).await;
+    let c = Cluster::start_on(Backend::Memory).await;
     let pods = c.must_kubectl(&["explain", "pods"]).await;
     for expected in [
         "KIND:       Pod",
@@ -288,7 +288,7 @@ async fn explain_prints_field_docs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discovery_commands_still_work() {
-    let c = Cluster::start_on(Backend::Etcd).await;
+    let c = Cluster::start_on(Backend::Memory).await;
     let resources = c.must_kubectl(&["api-resources"]).await;
     assert!(resources.contains("deployments") && resources.contains("configmaps"), "{resources}");
     let versions = c.must_kubectl(&["api-versions"]).await;

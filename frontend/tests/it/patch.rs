@@ -3,9 +3,9 @@
 
 use serde_json::{json, Value};
 
-use crate::harness::{both_backends, Backend, Cluster, Credentials};
+use crate::harness::{in_memory, Backend, Cluster, Credentials};
 
-both_backends!(kubectl_patch_label_annotate_scale, kubectl_apply_create_then_configure, patch_refusals_write_nothing,);
+in_memory!(kubectl_patch_label_annotate_scale, kubectl_apply_create_then_configure, patch_refusals_write_nothing,);
 
 fn json_of(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))

@@ -3,9 +3,9 @@
 
 use serde_json::{json, Value};
 
-use crate::harness::{both_backends, Backend, Cluster, Credentials};
+use crate::harness::{in_memory, Backend, Cluster, Credentials};
 
-both_backends!(typed_creates_decode_protobuf_bodies, malformed_protobuf_is_refused);
+in_memory!(typed_creates_decode_protobuf_bodies, malformed_protobuf_is_refused);
 
 async fn get(c: &Cluster, what: &[&str]) -> Value {
     let mut args = vec!["get"];

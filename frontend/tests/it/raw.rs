@@ -4,9 +4,9 @@
 
 use serde_json::{json, Value};
 
-use crate::harness::{both_backends, Backend, Cluster, Credentials, Options, ALICE_TOKEN, BOB_TOKEN};
+use crate::harness::{in_memory, Backend, Cluster, Credentials, Options, ALICE_TOKEN, BOB_TOKEN};
 
-both_backends!(
+in_memory!(
     anonymous_reads_only_public_info,
     bad_or_missing_credentials_are_401,
     rbac_denies_by_default_and_honours_stored_bindings,

@@ -6,9 +6,9 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::io::AsyncBufReadExt;
 
-use crate::harness::{both_backends, wait_for, Backend, Cluster, Credentials};
+use crate::harness::{in_memory, wait_for, Backend, Cluster, Credentials};
 
-both_backends!(
+in_memory!(
     kubectl_get_prints_kube_columns,
     kubectl_get_watch_prints_rows_as_they_come,
     table_and_metadata_forms,

@@ -1,6 +1,7 @@
 //! Watch completeness over HTTP: bookmarks from progress notifications, `timeoutSeconds`,
 //! 410 Expired for compacted start points (before and after the watch cache exists),
-//! watch-list initial events, and many clients on one shared upstream watch.
+//! watch-list initial events, many clients on one shared upstream watch, and undecodable stored
+//! values (an ERROR event, never a DELETED).
 
 use std::time::{Duration, Instant};
 
@@ -15,7 +16,8 @@ both_backends!(
     watch_list_sends_initial_events_then_a_marker,
     many_clients_share_one_upstream_watch,
     simultaneous_first_watches_start_one_cache,
-    a_slow_client_is_cut_off_and_others_keep_up
+    a_slow_client_is_cut_off_and_others_keep_up,
+    an_undecodable_value_is_an_error_not_a_deletion
 );
 
 const JSON: Option<&str> = Some("application/json");
@@ -257,4 +259,48 @@ async fn a_slow_client_is_cut_off_and_others_keep_up(backend: Backend) {
     assert!(slow_ended, "the slow client's stream must end");
     eprintln!("slow client saw {slow_seen} of {WRITES} events");
     assert!(slow_seen < WRITES, "the slow client got all {slow_seen} events: it was not cut off");
+}
+
+/// Asserts that `events` is one ERROR event: a 500 naming `key`.
+fn assert_decode_error(events: &[Value], key: &str) {
+    assert_eq!(types(events), ["ERROR"], "{events:?}");
+    let status = &events[0]["object"];
+    assert_eq!((status["code"].as_i64(), status["reason"].as_str()), (Some(500), Some("InternalError")), "{status}");
+    let message = status["message"].as_str().unwrap_or("");
+    assert!(message.contains(&format!("\"{key}\"")), "the key is named: {message}");
+}
+
+/// A value another writer stored in a format this server cannot read (kube-apiserver with
+/// protobuf storage writes `k8s\0` and a protobuf envelope) ends the watch with a 500 naming the
+/// key, whether the watch reads etcd directly or through the shared cache; before, the update
+/// reached clients as a DELETED event.
+async fn an_undecodable_value_is_an_error_not_a_deletion(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
+    let path = "/api/v1/namespaces/default/configmaps";
+    let key = "/registry/configmaps/default/x";
+    let garbage: &[u8] = b"k8s\x00\x0a\x0f\x0a\x02v1\x12\x09ConfigMap";
+    let rv = create_cm(&c, "default", "x").await;
+    let mut etcd = c.etcd_client().await;
+    etcd.put(key, garbage, None).await.expect("etcd put");
+    // The first watch of the resource starts its cache at the current revision, after `rv`:
+    // this one reads etcd's history itself.
+    let events = watch_events(&c, &format!("{path}?watch=true&timeoutSeconds=5&resourceVersion={rv}")).await;
+    assert_decode_error(&events, key);
+    // Through the cache: the change arrives while the watch runs. (A LIST of configmaps
+    // answers 500 now; another collection gives the store's revision.)
+    let now = list_rv(&c, "/api/v1/namespaces/default/secrets").await;
+    let name_y = "/registry/configmaps/default/y";
+    let writer = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        create_cm(&c, "default", "y").await;
+        let mut etcd = c.etcd_client().await;
+        etcd.put(name_y, garbage, None).await.expect("etcd put");
+    };
+    let query = format!("{path}?watch=true&timeoutSeconds=5&resourceVersion={now}");
+    let (events, ()) = tokio::join!(watch_events(&c, &query), writer);
+    assert_eq!(types(&events[..1]), ["ADDED"], "{events:?}");
+    assert_decode_error(&events[1..], name_y);
+    let metrics = c.request(Credentials::Admin, "GET", "/metrics", None, "").await;
+    let metrics = String::from_utf8_lossy(&metrics.body);
+    assert!(metrics.contains("apiserver_storage_decode_errors_total{resource=\"configmaps\"}"), "{metrics}");
 }

@@ -9,8 +9,8 @@
 //! Server-side apply (`application/apply-patch+yaml`) is not built: it answers 415 like any
 //! other unsupported patch type, listing the three that are.
 //!
-//! Applying a patch is pure (value in, value out); the registry reads the object, applies the
-//! patch and writes the result through the same path as an update.
+//! Applying a patch is pure (value in, value out); the server's registry reads the object,
+//! applies the patch and writes the result through the same path as an update.
 
 pub mod json_patch;
 pub mod merge_patch;
@@ -18,7 +18,6 @@ pub mod strategic;
 
 use serde_json::Value;
 
-use crate::error::ApiError;
 use crate::protobuf::Message;
 
 /// The patch formats served, as kube lists them in a 415 answer.
@@ -37,17 +36,14 @@ pub enum PatchType {
 }
 
 impl PatchType {
-    /// Picks the format from a `Content-Type` header.
-    ///
-    /// # Errors
-    ///
-    /// `UnsupportedMediaType` for anything else (server-side apply included).
-    pub fn from_content_type(content_type: &str) -> Result<PatchType, ApiError> {
+    /// Picks the format from a `Content-Type` header; `None` for anything else (server-side
+    /// apply included), which the server answers with 415 listing [`SUPPORTED`].
+    pub fn from_content_type(content_type: &str) -> Option<PatchType> {
         match content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase().as_str() {
-            "application/json-patch+json" => Ok(PatchType::Json),
-            "application/merge-patch+json" => Ok(PatchType::Merge),
-            "application/strategic-merge-patch+json" => Ok(PatchType::Strategic),
-            _ => Err(ApiError::UnsupportedMediaType(SUPPORTED.into())),
+            "application/json-patch+json" => Some(PatchType::Json),
+            "application/merge-patch+json" => Some(PatchType::Merge),
+            "application/strategic-merge-patch+json" => Some(PatchType::Strategic),
+            _ => None,
         }
     }
 }
@@ -65,18 +61,6 @@ pub enum PatchError {
     /// The patch is well formed but does not apply to this object.
     #[error("{0}")]
     Failed(String),
-}
-
-impl From<PatchError> for ApiError {
-    fn from(e: PatchError) -> ApiError {
-        match e {
-            PatchError::Malformed(m) => ApiError::BadRequest(m),
-            PatchError::TooManyOperations(got) => {
-                ApiError::TooManyPatchOperations { max: json_patch::MAX_OPERATIONS, got }
-            }
-            PatchError::Failed(m) => ApiError::PatchFailed(m),
-        }
-    }
 }
 
 /// Applies `patch` of type `ty` to `doc`; strategic merges follow `schema`.
@@ -98,17 +82,11 @@ mod tests {
 
     #[test]
     fn content_types_pick_the_format() {
-        assert_eq!(
-            PatchType::from_content_type("application/merge-patch+json; charset=utf-8").ok(),
-            Some(PatchType::Merge)
-        );
-        assert_eq!(PatchType::from_content_type("application/json-patch+json").ok(), Some(PatchType::Json));
-        assert_eq!(
-            PatchType::from_content_type("application/strategic-merge-patch+json").ok(),
-            Some(PatchType::Strategic)
-        );
+        assert_eq!(PatchType::from_content_type("application/merge-patch+json; charset=utf-8"), Some(PatchType::Merge));
+        assert_eq!(PatchType::from_content_type("application/json-patch+json"), Some(PatchType::Json));
+        assert_eq!(PatchType::from_content_type("application/strategic-merge-patch+json"), Some(PatchType::Strategic));
         for other in ["application/apply-patch+yaml", "application/json", ""] {
-            assert!(matches!(PatchType::from_content_type(other), Err(ApiError::UnsupportedMediaType(_))), "{other}");
+            assert_eq!(PatchType::from_content_type(other), None, "{other}");
         }
     }
 }

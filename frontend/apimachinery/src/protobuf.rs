@@ -8,6 +8,27 @@
 //! contentEncoding, 4: contentType}`, where `raw` is the object in the field numbering of the
 //! upstream `generated.proto` files.
 //!
+//! Worked example: the smallest ConfigMap body, byte by byte.
+//!
+//! ```
+//! use ballast_apimachinery::{protobuf::decode_object, schema::lookup};
+//!
+//! let body = [
+//!     &b"k8s\0"[..],                                  // magic
+//!     b"\x0a\x0f\x0a\x02v1\x12\x09ConfigMap",          // 1: typeMeta {1: apiVersion, 2: kind}
+//!     b"\x12\x0d",                                     // 2: raw, 13 bytes of ConfigMap:
+//!     b"\x0a\x03\x0a\x01a",                             //    1: metadata {1: name}
+//!     b"\x12\x06\x0a\x01k\x12\x01v",                    //    2: data entry {1: key, 2: value}
+//! ]
+//! .concat();
+//! let schema = lookup("", "v1", "ConfigMap").expect("a built-in kind");
+//! let object = decode_object(&body, schema).expect("a valid body");
+//! assert_eq!(
+//!     object,
+//!     serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": "v"}})
+//! );
+//! ```
+//!
 //! Every built-in kind's [`Message`] schema (field numbers, JSON names, types and the
 //! strategic-merge-patch tags) is generated from the upstream types into `crate::schema`, so
 //! the decoder is one table-driven walk. Kube's non-object JSON forms (IntOrString, Quantity,
@@ -533,7 +554,6 @@ pub fn decode_object(body: &[u8], schema: &Message) -> Result<Value, DecodeError
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::kinds;
     use serde_json::json;
 
     #[test]
@@ -541,7 +561,7 @@ mod tests {
         // The exact body `kubectl create configmap cm1 --from-literal=a=b` sends
         // (kubectl-transcripts/create-cm).
         let body = b"k8s\x00\n\x0f\n\x02v1\x12\tConfigMap\x12\x1d\n\x13\n\x03cm1\x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x12\x06\n\x01a\x12\x01b\x1a\x00\"\x00";
-        let obj = decode_object(body, kinds::configmaps().object_schema().expect("schema")).expect("decode");
+        let obj = decode_object(body, crate::schema::lookup("", "v1", "ConfigMap").expect("schema")).expect("decode");
         assert_eq!(
             obj,
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm1"}, "data": {"a": "b"}})
@@ -593,11 +613,11 @@ mod tests {
     #[test]
     fn rejects_bodies_without_magic() {
         assert_eq!(
-            decode_object(b"{}", kinds::configmaps().object_schema().expect("schema")),
+            decode_object(b"{}", crate::schema::lookup("", "v1", "ConfigMap").expect("schema")),
             Err(DecodeError::MissingMagic)
         );
         assert_eq!(
-            decode_object(b"k8s\x00\x12\x05ab", kinds::configmaps().object_schema().expect("schema")),
+            decode_object(b"k8s\x00\x12\x05ab", crate::schema::lookup("", "v1", "ConfigMap").expect("schema")),
             Err(DecodeError::Truncated)
         );
     }
@@ -606,11 +626,11 @@ mod tests {
     fn decodes_secret_bytes_and_namespace_spec() {
         // Secret{metadata{name:"s"}, data{"k": [0xff]}, type:"Opaque"}
         let raw = b"\n\x03\n\x01s\x12\x06\n\x01k\x12\x01\xff\x1a\x06Opaque";
-        let obj = decode_message(raw, kinds::secrets().object_schema().expect("schema")).expect("decode");
+        let obj = decode_message(raw, crate::schema::lookup("", "v1", "Secret").expect("schema")).expect("decode");
         assert_eq!(obj, json!({"metadata": {"name": "s"}, "data": {"k": "/w=="}, "type": "Opaque"}));
         // Namespace{metadata{name:"x", labels{"a":"b"}}, spec{finalizers:["kubernetes"]}}
         let raw = b"\n\x0b\n\x01xZ\x06\n\x01a\x12\x01b\x12\x0c\n\nkubernetes";
-        let obj = decode_message(raw, kinds::namespaces().object_schema().expect("schema")).expect("decode");
+        let obj = decode_message(raw, crate::schema::lookup("", "v1", "Namespace").expect("schema")).expect("decode");
         assert_eq!(
             obj,
             json!({"metadata": {"name": "x", "labels": {"a": "b"}}, "spec": {"finalizers": ["kubernetes"]}})

@@ -11,6 +11,9 @@
 //! * `N`: changes after revision N; a compacted N ends the watch with an `ERROR` 410 event
 //!   (`too old resource version: N (compacted)`).
 //!
+//! A change whose stored value does not decode ends the watch with an `ERROR` event (500
+//! `InternalError` naming the key), as kube does; it is never passed on as a `DELETED`.
+//!
 //! With `sendInitialEvents=true` the current state is sent first whatever the start point, then,
 //! if bookmarks are allowed, a `BOOKMARK` annotated `k8s.io/initial-events-end: "true"` (the
 //! watch-list protocol).
@@ -27,12 +30,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::object;
-use super::selectors::{FieldSelector, LabelSelector};
-use super::store::{parse_resource_version, ListOptions, Store};
-use super::ResourceKind;
 use crate::error::ApiError;
-use crate::storage::{etcd3::prefix_end, StorageError, WatchEvents, WatchItem};
+use crate::registry::object;
+use crate::registry::selectors::{FieldSelector, LabelSelector};
+use crate::registry::store::{parse_resource_version, ListOptions, Store};
+use crate::registry::ResourceKind;
+use crate::storage::{prefix_end, StorageError, WatchEvents, WatchItem};
 use crate::watch_cache::{CacheItem, CachedEvent, EventType, Subscription, WatchCaches};
 
 /// Watch options from the query.
@@ -262,6 +265,15 @@ impl Watch {
             if event.revision > self.last_event {
                 self.complete = self.complete.max(self.last_event);
                 self.last_event = event.revision;
+            }
+            if let Some(error) = event.decode_error() {
+                // kube ends a watch whose storage event does not decode with an ERROR event
+                // (InternalError), never with a made-up DELETED.
+                if event.revision > self.after && event.key.starts_with(&self.key_prefix) {
+                    self.done = true;
+                    return Some(WatchOutput::Error(ApiError::Internal(error.to_string()).status()));
+                }
+                continue;
             }
             if let Some(kind) = self.classify(&event) {
                 self.delivered = self.delivered.max(event.revision);

@@ -1,28 +1,41 @@
-//! The only place that reads the wall clock (STYLE: no `SystemTime::now` elsewhere), and the
-//! RFC 3339 formatting Kubernetes uses for `metav1.Time` (seconds, `Z`).
+//! The only place that reads the clocks (`clippy.toml` refuses `SystemTime::now` and
+//! `Instant::now` elsewhere), and the RFC 3339 formatting Kubernetes uses for `metav1.Time`
+//! (seconds, `Z`).
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// Returns the current wall-clock time.
+#[allow(clippy::disallowed_methods)] // The one sanctioned call of SystemTime::now.
+fn system_now() -> SystemTime {
+    SystemTime::now()
+}
+
+/// Returns the current monotonic instant (for durations such as request latency).
+#[allow(clippy::disallowed_methods)] // The one sanctioned call of Instant::now.
+pub fn monotonic_now() -> Instant {
+    Instant::now()
+}
 
 /// Returns the current time in whole seconds since the Unix epoch.
-pub(crate) fn unix_now() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+pub fn unix_now() -> i64 {
+    system_now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
 
 /// Returns the current time as `metav1.Time` text, e.g. `2026-11-22T13:08:21Z`.
-pub(crate) fn now_rfc3339() -> String {
+pub fn now_rfc3339() -> String {
     format_rfc3339(unix_now())
 }
 
 /// Returns the current time as `metav1.MicroTime` text (microseconds, `Z`), e.g.
 /// `2026-11-22T13:08:21.123456Z`, as audit events carry.
-pub(crate) fn now_micro_rfc3339() -> String {
-    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+pub fn now_micro_rfc3339() -> String {
+    let since = system_now().duration_since(UNIX_EPOCH).unwrap_or_default();
     let whole = format_rfc3339(since.as_secs() as i64);
     format!("{}.{:06}Z", whole.trim_end_matches('Z'), since.subsec_micros())
 }
 
 /// Formats seconds since the Unix epoch as RFC 3339 in UTC with whole seconds.
-pub(crate) fn format_rfc3339(secs: i64) -> String {
+pub fn format_rfc3339(secs: i64) -> String {
     let days = secs.div_euclid(86_400);
     let rem = secs.rem_euclid(86_400);
     let (y, m, d) = civil_from_days(days);

@@ -1,0 +1,24 @@
+//! The Kubernetes object model and its codecs (kube's `k8s.io/apimachinery`): the bottom of the
+//! frontend's crates, which every other one may use and which uses none of them.
+//!
+//! # Map
+//!
+//! * [`schema`]: the object schema of every built-in kind (protobuf field numbers, JSON names,
+//!   strategic-merge-patch tags), generated from the upstream types.
+//! * [`protobuf`]: the table-driven decoder of kube's protobuf bodies (`k8s\0` + `runtime.Unknown`)
+//!   into JSON, over the [`schema`] tables ([`protobuf::Message`] is the table type).
+//! * [`patch`]: JSON patch, merge patch and strategic merge patch, pure functions on JSON values.
+//! * [`clock`]: the one place the frontend reads the clocks, and `metav1.Time` formatting.
+//! * [`uid`]: object UIDs.
+//!
+//! Layering inside: `clock` ← `protobuf` ← `schema` (tables of `protobuf` types) ← `patch`.
+//! Nothing here knows of storage, HTTP or the registry; errors are this crate's own
+//! ([`patch::PatchError`]) and the server maps them to `metav1.Status`.
+//!
+//! Reading order: [`protobuf`] (what a schema table is), [`schema`], [`patch`].
+
+pub mod clock;
+pub mod patch;
+pub mod protobuf;
+pub mod schema;
+pub mod uid;

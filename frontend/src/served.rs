@@ -1,0 +1,102 @@
+//! What this server serves besides the rows of the registry table, shared by the routes that
+//! serve it and the OpenAPI documents that describe it: the review resources (answered without
+//! storage), each kind's subresources, and the Kubernetes version it reports.
+//!
+//! It sits below both `routes` and `openapi`, so neither needs the other to learn what exists.
+
+use crate::registry::ResourceKind;
+
+/// The Kubernetes version this server implements. kubectl warns past one minor of skew, and
+/// 1.33 is what the API surface follows.
+pub const GIT_VERSION: &str = "v1.33.0";
+
+/// A resource served here rather than by the registry (for discovery).
+#[derive(Debug, Clone, Copy)]
+pub struct VirtualResource {
+    /// API group.
+    pub group: &'static str,
+    /// API version.
+    pub version: &'static str,
+    /// Plural resource.
+    pub resource: &'static str,
+    /// Singular resource.
+    pub singular: &'static str,
+    /// Kind.
+    pub kind: &'static str,
+    /// Whether it lives in a namespace.
+    pub namespaced: bool,
+    /// Verbs (only `create`).
+    pub verbs: &'static [&'static str],
+}
+
+const fn review(
+    group: &'static str,
+    resource: &'static str,
+    singular: &'static str,
+    kind: &'static str,
+    namespaced: bool,
+) -> VirtualResource {
+    VirtualResource { group, version: "v1", resource, singular, kind, namespaced, verbs: &["create"] }
+}
+
+/// The review resources, for discovery to list next to the registry's kinds.
+pub static VIRTUAL_RESOURCES: [VirtualResource; 5] = [
+    review(
+        "authorization.k8s.io",
+        "localsubjectaccessreviews",
+        "localsubjectaccessreview",
+        "LocalSubjectAccessReview",
+        true,
+    ),
+    review(
+        "authorization.k8s.io",
+        "selfsubjectaccessreviews",
+        "selfsubjectaccessreview",
+        "SelfSubjectAccessReview",
+        false,
+    ),
+    review(
+        "authorization.k8s.io",
+        "selfsubjectrulesreviews",
+        "selfsubjectrulesreview",
+        "SelfSubjectRulesReview",
+        false,
+    ),
+    review("authorization.k8s.io", "subjectaccessreviews", "subjectaccessreview", "SubjectAccessReview", false),
+    review("authentication.k8s.io", "selfsubjectreviews", "selfsubjectreview", "SelfSubjectReview", false),
+];
+
+/// A served subresource as discovery lists it (OpenAPI's paths come from the same list).
+#[derive(Debug, Clone, Copy)]
+pub struct Sub {
+    /// The subresource's name (`status`, `scale`, ...).
+    pub name: &'static str,
+    /// The group of the kind it answers with.
+    pub group: &'static str,
+    /// The version of the kind it answers with.
+    pub version: &'static str,
+    /// The kind it answers with (`Scale` for `/scale`).
+    pub kind: &'static str,
+    /// Its verbs.
+    pub verbs: &'static [&'static str],
+}
+
+const SUBRESOURCE_VERBS: &[&str] = &["get", "patch", "update"];
+
+/// The subresources of a kind, sorted by name as kube lists them.
+pub fn subresources(k: &ResourceKind) -> Vec<Sub> {
+    let mut out = Vec::new();
+    if k.group.is_empty() && k.resource == "pods" {
+        out.push(Sub { name: "binding", group: "", version: "v1", kind: "Binding", verbs: &["create"] });
+    }
+    if k.is_namespaces() {
+        out.push(Sub { name: "finalize", group: "", version: "v1", kind: "Namespace", verbs: &["update"] });
+    }
+    if k.has_scale() {
+        out.push(Sub { name: "scale", group: "autoscaling", version: "v1", kind: "Scale", verbs: SUBRESOURCE_VERBS });
+    }
+    if k.has_status() {
+        out.push(Sub { name: "status", group: k.group, version: k.version, kind: k.kind, verbs: SUBRESOURCE_VERBS });
+    }
+    out
+}
