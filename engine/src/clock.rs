@@ -23,6 +23,13 @@ impl Clock for SystemClock {
     }
 }
 
+/// Returns the wall clock's seconds since the Unix epoch (0 before it): etcd mixes them into
+/// the ID of a member added to a running cluster.
+#[allow(clippy::disallowed_methods)] // The one sanctioned call of SystemTime::now.
+pub fn unix_seconds() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
 /// A clock that moves only when told to.
 #[derive(Clone, Debug)]
 pub struct ManualClock {

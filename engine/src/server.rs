@@ -380,7 +380,7 @@ impl Engine {
         }
         let mut handles = Vec::new();
         let mut shard_threads = Vec::new();
-        let epoch = std::time::Instant::now();
+        let epoch = clock.now();
         let mut beats = Vec::new();
         for (s, (shard, handle)) in opened.into_iter().enumerate() {
             handles.push(handle);

@@ -4,6 +4,9 @@
 //! expectations are etcd's own. `kubectl_session` drives the whole product, `ballast serve`,
 //! with kubectl. `cluster` runs three-member clusters of both, with faults.
 
+// These tests wait on real processes, so they read the real clock.
+#![allow(clippy::disallowed_methods)]
+
 #[macro_use]
 mod harness;
 #[macro_use]

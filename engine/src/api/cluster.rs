@@ -144,7 +144,7 @@ pub(crate) async fn change_membership(
                     return Err(EngineError::NotEnoughStartedMembers);
                 }
             }
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+            let now = crate::clock::unix_seconds();
             let id = members::added_member_id(&r.peer_ur_ls, &api.cluster_token, Some(now));
             let m = ClusterMember {
                 id,

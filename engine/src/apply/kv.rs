@@ -342,4 +342,5 @@ fn delete_in<B: KvBackend>(
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // these tests measure real threads and deadlines
 mod tests;

@@ -96,6 +96,7 @@ fn pin_current_thread(cpu: usize) -> std::result::Result<(), String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // these tests measure real threads and deadlines
 mod tests {
     use std::time::{Duration, Instant};
 

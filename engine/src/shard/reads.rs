@@ -150,6 +150,7 @@ impl ReadQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::{Clock, SystemClock};
 
     #[derive(Default)]
     struct Asked(Vec<Vec<u8>>);
@@ -169,7 +170,7 @@ mod tests {
     fn a_round_asks_once_and_its_reads_wait_for_their_index() {
         let mut q = ReadQueue::default();
         let mut raft = Asked::default();
-        let now = Instant::now();
+        let now = SystemClock.now();
         let (a, _ra) = range();
         let (b, _rb) = range();
         q.add(a, false);
@@ -187,7 +188,7 @@ mod tests {
     fn serializable_reads_need_no_index_and_lost_requests_are_asked_again() {
         let mut q = ReadQueue::default();
         let mut raft = Asked::default();
-        let now = Instant::now();
+        let now = SystemClock.now();
         let (s, _rs) = range();
         q.add(s, true);
         assert_eq!(q.take_ready(0).len(), 1);

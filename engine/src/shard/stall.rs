@@ -124,6 +124,7 @@ impl StallWatch {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // these tests measure real threads and deadlines
 mod tests {
     use super::*;
     use std::sync::Arc;

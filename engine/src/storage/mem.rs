@@ -128,8 +128,7 @@ impl KvBackend for MemBackend {
             rest = &rest[4 + len..];
             Ok(part)
         };
-        loop {
-            let Ok(cf) = take() else { break };
+        while let Ok(cf) = take() {
             let (k, v) = (take()?, take()?);
             let cf = Cf::ALL
                 .iter()

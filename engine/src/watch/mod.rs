@@ -980,4 +980,5 @@ fn collect<B: KvBackend>(
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // these tests measure real threads and deadlines
 mod tests;

@@ -1,5 +1,8 @@
 //! Engine integration tests (one binary, as the house style asks).
 
+// These tests wait on real servers and threads, so they read the real clock.
+#![allow(clippy::disallowed_methods)]
+
 mod mvcc_model;
 mod serving;
 mod stall;
