@@ -70,7 +70,17 @@ async fn check_acknowledged(c: &Cluster, acked: &BTreeMap<String, (String, i64)>
                 c.target,
                 m.endpoint()
             );
-            assert_eq!(got.map(|(_, r)| r), Some(*rev), "{key} has another revision than it was acknowledged with");
+            // A try the client gave up on may still apply later (etcd's and Ballast's answer to
+            // a timed-out write is "maybe"); the acknowledged one must be in the history.
+            let mut client = m.client().await;
+            let opts = GetOptions::new().with_serializable().with_revision(*rev);
+            let at = client.get(key.as_str(), Some(opts)).await.expect("get at the acknowledged revision");
+            let kv = at.kvs().first().map(|kv| (kv.value_str().expect("utf-8").to_string(), kv.mod_revision()));
+            assert_eq!(
+                kv,
+                Some((value.clone(), *rev)),
+                "{key} was not written at the revision it was acknowledged with"
+            );
         }
     }
     let mut hashes = Vec::new();
@@ -430,7 +440,9 @@ async fn a_far_behind_follower_catches_up_by_snapshot(target: Target) {
     let leader = c.leader().await;
     let away = (leader + 1) % 3;
     c.members[away].kill9();
-    let writes = 6_000;
+    // etcd sends a snapshot only past the 5,000 entries it keeps; Ballast past 150 here, and
+    // 16 writers put at most 16 writes in one of its entries.
+    let writes = if target == Target::Etcd { 6_000 } else { 3_000 };
     let endpoint = c.members[leader].endpoint();
     let tasks: Vec<_> = (0..16)
         .map(|w| {

@@ -103,7 +103,7 @@ async fn kubectl_keeps_working_while_members_fail() {
         c.members[victim].restart().await;
     }
     let (ok, listed, err) = f.kubectl(&["get", "configmaps", "-o", "name"]);
-    assert!(ok, "{err}");
+    assert!(ok, "{err}; frontend log:\n{}", f.log());
     for n in &names {
         assert!(listed.contains(&format!("configmap/{n}")), "{n} missing from the list:\n{listed}");
     }

@@ -138,6 +138,13 @@ pub struct ClusterConfig {
     pub reconnect_backoff_max: Duration,
     /// TCP connect timeout to a peer. 1 s, as etcd's peer dial timeout.
     pub dial_timeout: Duration,
+    /// HTTP/2 pings on a peer connection. A peer that stops answering without closing (a
+    /// partition that drops packets) would otherwise hold the connection until TCP gives up,
+    /// minutes later; 1 s is etcd's heartbeat scale.
+    pub keepalive_interval: Duration,
+    /// How long a ping may go unanswered before the connection is dropped and dialled again.
+    /// 3 s is three election timeouts: a slow peer is not cut off, a silent one soon is.
+    pub keepalive_timeout: Duration,
 }
 
 impl Default for ClusterConfig {
@@ -150,6 +157,8 @@ impl Default for ClusterConfig {
             reconnect_backoff_min: Duration::from_millis(100),
             reconnect_backoff_max: Duration::from_secs(1),
             dial_timeout: Duration::from_secs(1),
+            keepalive_interval: Duration::from_secs(1),
+            keepalive_timeout: Duration::from_secs(3),
         }
     }
 }

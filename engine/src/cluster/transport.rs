@@ -85,7 +85,12 @@ impl PeerRouter {
         // membership change enters the router's.
         let _entered = self.runtime.get().map(tokio::runtime::Handle::enter);
         if let Ok(ep) = Endpoint::from_shared(url.to_string()) {
-            let ep = ep.connect_timeout(self.cfg.dial_timeout).tcp_nodelay(true);
+            let ep = ep
+                .connect_timeout(self.cfg.dial_timeout)
+                .tcp_nodelay(true)
+                .http2_keep_alive_interval(self.cfg.keepalive_interval)
+                .keep_alive_timeout(self.cfg.keepalive_timeout)
+                .keep_alive_while_idle(true);
             self.channels.write().insert(id, ep.connect_lazy());
         }
         if self.runtime.get().is_some() {

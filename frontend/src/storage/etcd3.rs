@@ -23,13 +23,8 @@ use tonic::transport::{Channel, Endpoint};
 pub use super::prefix_end;
 use super::{BoxFuture, KeyValue, ListPage, Storage, StorageError, StorageEvent, WatchEvents, WatchItem, WatchStream};
 
-fn key_value(kv: &etcd_client::KeyValue) -> KeyValue {
-    KeyValue {
-        key: Bytes::copy_from_slice(kv.key()),
-        value: Bytes::copy_from_slice(kv.value()),
-        mod_revision: kv.mod_revision(),
-        create_revision: kv.create_revision(),
-    }
+fn key_value(kv: ballast_proto::mvccpb::KeyValue) -> KeyValue {
+    KeyValue { key: kv.key, value: kv.value, mod_revision: kv.mod_revision, create_revision: kv.create_revision }
 }
 
 /// The largest gRPC message the client accepts: gRPC's own 2 GiB ceiling, as kube-apiserver
@@ -70,6 +65,43 @@ fn header_revision(header: Option<&etcd_client::ResponseHeader>) -> Result<i64, 
 }
 
 /// Maps etcd's "required revision has been compacted" (gRPC OutOfRange) to `Compacted`.
+/// Tries of a read whose connection fails under it (a member went away); reads change nothing,
+/// so another member can answer, as kube-apiserver's etcd client retries them. Three tries at
+/// 100 ms apart ride out one member's death, which the balanced channel notices on the first.
+const READ_ATTEMPTS: u32 = 3;
+const READ_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// True for a failure another member may not have: the connection or the member, not the read.
+fn retryable(status: &tonic::Status) -> bool {
+    matches!(status.code(), tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled)
+}
+
+/// [`retryable`] for etcd-client's errors: a status, or the transport under it.
+fn transient(e: &etcd_client::Error) -> bool {
+    match e {
+        etcd_client::Error::GRpcStatus(status) => retryable(status),
+        etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => true,
+        _ => false,
+    }
+}
+
+/// Runs the read `attempt` up to [`READ_ATTEMPTS`] times while it fails with [`retryable`].
+async fn read_with_retry<T, Fut>(mut attempt: impl FnMut() -> Fut) -> Result<T, tonic::Status>
+where
+    Fut: std::future::Future<Output = Result<T, tonic::Status>>,
+{
+    let mut tries = 1;
+    loop {
+        match attempt().await {
+            Err(status) if tries < READ_ATTEMPTS && retryable(&status) => {
+                tries += 1;
+                tokio::time::sleep(READ_RETRY_PAUSE).await;
+            }
+            other => return other,
+        }
+    }
+}
+
 fn compacted_or(err: etcd_client::Error, requested: i64) -> StorageError {
     if let etcd_client::Error::GRpcStatus(status) = &err {
         // gRPC code 11 is OutOfRange, etcd's code for ErrCompacted.
@@ -117,9 +149,15 @@ impl Etcd3Storage {
     ///
     /// Returns `Etcd` when the request fails.
     pub async fn get(&self, key: &[u8]) -> Result<(Option<KeyValue>, i64), StorageError> {
-        let resp = self.kv.clone().get(key, None).await?;
-        let revision = header_revision(resp.header())?;
-        Ok((resp.kvs().first().map(key_value), revision))
+        let request = RangeRequest { key: Bytes::copy_from_slice(key), ..RangeRequest::default() };
+        let resp = read_with_retry(|| {
+            let (mut range, request) = (self.range.clone(), request.clone());
+            async move { range.range(request).await.map(tonic::Response::into_inner) }
+        })
+        .await
+        .map_err(|s| StorageError::Etcd(etcd_client::Error::GRpcStatus(s)))?;
+        let header = resp.header.ok_or(StorageError::Protocol("response without header"))?;
+        Ok((resp.kvs.into_iter().next().map(key_value), header.revision))
     }
 
     /// Reads up to `limit` keys (0 = all) in `[start, end)` at `revision` (0 = newest).
@@ -135,22 +173,17 @@ impl Etcd3Storage {
             revision,
             ..RangeRequest::default()
         };
-        let resp = match self.range.clone().range(request).await {
-            Ok(resp) => resp.into_inner(),
+        let attempt = || {
+            let (mut range, request) = (self.range.clone(), request.clone());
+            async move { range.range(request).await.map(tonic::Response::into_inner) }
+        };
+        let resp = match read_with_retry(attempt).await {
+            Ok(resp) => resp,
             Err(status) => return Err(compacted_or(etcd_client::Error::GRpcStatus(status), revision)),
         };
         let header = resp.header.ok_or(StorageError::Protocol("response without header"))?;
         Ok(ListPage {
-            kvs: resp
-                .kvs
-                .into_iter()
-                .map(|kv| KeyValue {
-                    key: kv.key,
-                    value: kv.value,
-                    mod_revision: kv.mod_revision,
-                    create_revision: kv.create_revision,
-                })
-                .collect(),
+            kvs: resp.kvs.into_iter().map(key_value).collect(),
             revision: header.revision,
             more: resp.more,
             count: resp.count,
@@ -229,7 +262,18 @@ impl Etcd3Storage {
     /// `Compacted` from [`WatchEvents::next`].
     pub async fn watch(&self, start: &[u8], end: &[u8], after_revision: i64) -> Result<WatchEvents, StorageError> {
         let opts = WatchOptions::new().with_range(end).with_prev_key().with_start_revision(after_revision + 1);
-        let stream = self.watch.clone().watch(start, Some(opts)).await?;
+        // Opening a watch reads nothing yet: retried like a read when a connection fails.
+        let mut tries = 1;
+        let stream = loop {
+            match self.watch.clone().watch(start, Some(opts.clone())).await {
+                Ok(stream) => break stream,
+                Err(e) if tries < READ_ATTEMPTS && transient(&e) => {
+                    tries += 1;
+                    tokio::time::sleep(READ_RETRY_PAUSE).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        };
         let stream = Etcd3WatchStream { stream, pending: VecDeque::new(), requested: after_revision };
         Ok(WatchEvents::new(Box::new(stream)))
     }
