@@ -161,7 +161,19 @@ struct EngineFlags {
     /// Read only when the data directory is new; without it the member starts alone.
     #[arg(long)]
     initial_cluster: Option<String>,
-    /// `new` to bootstrap a cluster; `existing` to join a running one (not built yet).
+    /// Certificate (PEM) this member presents to its peers; with `https://` peer URLs.
+    #[arg(long)]
+    peer_cert_file: Option<PathBuf>,
+    /// Private key (PEM) of `--peer-cert-file`.
+    #[arg(long)]
+    peer_key_file: Option<PathBuf>,
+    /// CA bundle (PEM) that peers' certificates must chain to.
+    #[arg(long)]
+    peer_trusted_ca_file: Option<PathBuf>,
+    /// Peers must present a certificate signed by `--peer-trusted-ca-file`.
+    #[arg(long, default_value_t = false)]
+    peer_client_cert_auth: bool,
+    /// `new` to bootstrap a cluster; `existing` to join a running one after `member add`.
     #[arg(long, default_value = "new", value_parser = ["new", "existing"])]
     initial_cluster_state: String,
     /// Comma-separated peer URLs advertised to other members (default: the listen peer URLs).
@@ -209,9 +221,18 @@ fn split(urls: &str) -> Vec<String> {
 }
 
 fn listen_addr(url: &str) -> anyhow::Result<SocketAddr> {
+    listen_addr_of(url, false)
+}
+
+/// The address of a listen URL; `https://` only where TLS is set up (the peer port with the
+/// `--peer-*` flags).
+fn listen_addr_of(url: &str, tls: bool) -> anyhow::Result<SocketAddr> {
     let rest = match url.split_once("://") {
         Some(("http", rest)) => rest,
-        Some(("https", _)) => bail!("{url}: TLS on the engine's client port is not built yet; use http://"),
+        Some(("https", rest)) if tls => rest,
+        Some(("https", _)) => bail!(
+            "{url}: https needs TLS, which the client port does not have yet and the peer port has with --peer-cert-file"
+        ),
         Some((scheme, _)) => bail!("{url}: unsupported scheme {scheme}"),
         None => url,
     };
@@ -226,8 +247,11 @@ fn listen_addr(url: &str) -> anyhow::Result<SocketAddr> {
 fn config(flags: &EngineFlags) -> anyhow::Result<EngineConfig> {
     let listen_urls = split(&flags.listen_client_urls);
     let listen_client = listen_urls.iter().map(|u| listen_addr(u)).collect::<anyhow::Result<Vec<_>>>()?;
-    let listen_peer =
-        split(&flags.listen_peer_urls).iter().map(|u| listen_addr(u)).collect::<anyhow::Result<Vec<_>>>()?;
+    let peer_tls = peer_tls(flags)?;
+    let listen_peer = split(&flags.listen_peer_urls)
+        .iter()
+        .map(|u| listen_addr_of(u, peer_tls.is_some()))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let mut cfg = EngineConfig {
         name: flags.name.clone(),
         initial_cluster: flags.initial_cluster.clone(),
@@ -244,6 +268,7 @@ fn config(flags: &EngineFlags) -> anyhow::Result<EngineConfig> {
         shards: flags.shards,
         ..EngineConfig::default()
     };
+    cfg.cluster.tls = peer_tls;
     cfg.shard.quota_backend_bytes = flags.quota_backend_bytes;
     cfg.shard.placement =
         if flags.shard_placement == "per-core" { ShardPlacement::PerCore } else { ShardPlacement::Unbound };
@@ -251,6 +276,28 @@ fn config(flags: &EngineFlags) -> anyhow::Result<EngineConfig> {
     cfg.shard.raft_log_retain = flags.experimental_snapshot_catchup_entries.max(1);
     cfg.shard.raft_log_hold_max = flags.raft_log_hold_entries;
     Ok(cfg)
+}
+
+/// Reads the `--peer-*` TLS files; None without `--peer-cert-file`.
+fn peer_tls(flags: &EngineFlags) -> anyhow::Result<Option<ballast_engine::cluster::PeerTls>> {
+    let Some(cert) = &flags.peer_cert_file else {
+        if flags.peer_key_file.is_some() || flags.peer_client_cert_auth {
+            bail!("--peer-key-file and --peer-client-cert-auth need --peer-cert-file");
+        }
+        return Ok(None);
+    };
+    let key = flags.peer_key_file.as_ref().context("--peer-cert-file needs --peer-key-file")?;
+    let read = |p: &PathBuf| std::fs::read(p).with_context(|| format!("reading {}", p.display()));
+    let ca_pem = flags.peer_trusted_ca_file.as_ref().map(read).transpose()?;
+    if flags.peer_client_cert_auth && ca_pem.is_none() {
+        bail!("--peer-client-cert-auth needs --peer-trusted-ca-file");
+    }
+    Ok(Some(ballast_engine::cluster::PeerTls {
+        cert_pem: read(cert)?,
+        key_pem: read(key)?,
+        ca_pem,
+        client_cert_auth: flags.peer_client_cert_auth,
+    }))
 }
 
 fn init_logs(format: &str) {

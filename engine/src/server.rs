@@ -26,7 +26,7 @@ use crate::api::{cluster::ClusterService, kv::KvService, lease::LeaseService, ma
 use crate::api::{peer::PeerService, unary::KvUnaryLayer, watch::WatchService, watch_grpc::WatchServer};
 use crate::api::{Api, ApiContext, MemberInfo};
 use crate::clock::{Clock, SystemClock};
-use crate::cluster::{members, ClusterConfig, ClusterView, Member, Membership, PeerRouter, PeerTransport};
+use crate::cluster::{members, ClusterConfig, ClusterView, Member, Membership, PeerRouter, PeerTls, PeerTransport};
 use crate::error::{EngineError, Result};
 use crate::header::HeaderInfo;
 use crate::mvcc::RevisionCounter;
@@ -126,6 +126,7 @@ pub struct Engine {
     beats: Vec<Arc<stall::Heartbeat>>,
     listen: Vec<SocketAddr>,
     listen_peer: Vec<SocketAddr>,
+    peer_tls: Option<PeerTls>,
     http2_connection_window: u32,
 }
 
@@ -229,13 +230,14 @@ fn join_membership(cfg: &EngineConfig) -> Result<Membership> {
         .map(|(_, url)| url.trim().to_string())
         .collect();
     let timeout = cfg.request_timeout;
+    let cluster = cfg.cluster.clone();
     // Engine::start is synchronous and may run inside the caller's runtime: ask on a thread of
     // its own with a small runtime.
     let fetched = std::thread::spawn(move || -> Option<Membership> {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
         rt.block_on(async move {
             for url in urls {
-                let Ok(ep) = tonic::transport::Endpoint::from_shared(url) else { continue };
+                let Ok(ep) = cluster.endpoint(&url) else { continue };
                 let Ok(Ok(ch)) = tokio::time::timeout(timeout, ep.connect()).await else { continue };
                 let mut client = PeerClient::new(ch);
                 if let Ok(r) = client.members(HelloRequest { cluster_id: 0, from: 0 }).await {
@@ -429,6 +431,7 @@ impl Engine {
             beats,
             listen: cfg.listen_client.clone(),
             listen_peer: cfg.listen_peer.clone(),
+            peer_tls: cfg.cluster.tls.clone(),
             http2_connection_window: cfg.http2_connection_window,
         })
     }
@@ -461,7 +464,7 @@ impl Engine {
         // The peer port is served even by a member alone (as etcd does), so MemberAdd can grow it.
         for addr in &self.listen_peer {
             let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| ServeError::Bind(*addr, e))?;
-            servers.push(serve_peers(self.api.clone(), listener, stop_tx.subscribe()));
+            servers.push(serve_peers(self.api.clone(), listener, self.peer_tls.clone(), stop_tx.subscribe()));
         }
         self.api.router.start();
         tokio::spawn(learn_peers(self.api.clone()));
@@ -604,6 +607,7 @@ const PEER_MESSAGE_LIMIT: usize = 64 << 20;
 fn serve_peers(
     api: Api,
     listener: tokio::net::TcpListener,
+    tls: Option<PeerTls>,
     mut stop: tokio::sync::broadcast::Receiver<()>,
 ) -> tokio::task::JoinHandle<std::result::Result<(), tonic::transport::Error>> {
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).map(|conn| {
@@ -612,7 +616,11 @@ fn serve_peers(
         })
     });
     tokio::spawn(async move {
-        tonic::transport::Server::builder()
+        let mut builder = tonic::transport::Server::builder();
+        if let Some(tls) = tls {
+            builder = builder.tls_config(tls.server())?;
+        }
+        builder
             .add_service(
                 PeerServer::new(PeerService::new(api))
                     .max_decoding_message_size(PEER_MESSAGE_LIMIT)

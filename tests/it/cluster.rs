@@ -58,6 +58,11 @@ async fn local_get(m: &Server, key: &str) -> Option<(String, i64)> {
 
 /// Checks every acknowledged write on every running member and that their HashKV agree.
 async fn check_acknowledged(c: &Cluster, acked: &BTreeMap<String, (String, i64)>) {
+    // Boxed: the check's future is large, and every fault test awaits it.
+    Box::pin(check_acknowledged_now(c, acked)).await;
+}
+
+async fn check_acknowledged_now(c: &Cluster, acked: &BTreeMap<String, (String, i64)>) {
     let top = acked.values().map(|(_, r)| *r).max().unwrap_or(1);
     c.wait_caught_up(top).await;
     for m in c.members.iter().filter(|m| m.is_running()) {
@@ -484,4 +489,94 @@ async fn a_far_behind_follower_catches_up_by_snapshot_ballast() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_far_behind_follower_catches_up_by_snapshot_etcd() {
     a_far_behind_follower_catches_up_by_snapshot(Target::Etcd).await;
+}
+
+/// Writes `args` of openssl into `dir`, asserting success.
+fn openssl(dir: &std::path::Path, args: &[&str]) {
+    let out = std::process::Command::new("openssl").current_dir(dir).args(args).output().expect("openssl");
+    assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Members speak TLS to each other with etcd's `--peer-*` flags and check each other's
+/// certificates: the cluster replicates over https peer URLs, and a caller without a client
+/// certificate is refused at the handshake.
+async fn peer_tls_between_members(target: Target) {
+    let pki = tempfile::tempdir().expect("tempdir");
+    let d = pki.path();
+    openssl(
+        d,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=peer-ca",
+        ],
+    );
+    openssl(
+        d,
+        &["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "peer.key", "-out", "peer.csr", "-subj", "/CN=peer"],
+    );
+    std::fs::write(d.join("ext"), "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n")
+        .expect("ext");
+    openssl(
+        d,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "peer.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "peer.crt",
+            "-days",
+            "2",
+            "-extfile",
+            "ext",
+        ],
+    );
+    let file = |f: &str| d.join(f).display().to_string();
+    let args = [
+        format!("--peer-cert-file={}", file("peer.crt")),
+        format!("--peer-key-file={}", file("peer.key")),
+        format!("--peer-trusted-ca-file={}", file("ca.crt")),
+        "--peer-client-cert-auth".to_string(),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let c = Cluster::start_with_args(target, 3, &args).await;
+    assert!(c.members[0].peer_url().starts_with("https://"));
+    let r = c.members[0].client().await.put("tls", "v", None).await.expect("put");
+    let rev = r.header().expect("header").revision();
+    for m in &c.members {
+        let got = m.client().await.get("tls", None).await.expect("get");
+        assert_eq!(got.kvs().first().map(|kv| kv.mod_revision()), Some(rev), "{target:?}: replicated over TLS");
+    }
+    let refused = std::process::Command::new("curl")
+        .args(["-s", "--max-time", "5", "--cacert", &file("ca.crt")])
+        .arg(format!("{}/members", c.members[1].peer_url()))
+        .output()
+        .expect("curl");
+    assert!(!refused.status.success(), "{target:?}: a caller without a client certificate got through");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peer_tls_between_members_ballast() {
+    Box::pin(peer_tls_between_members(Target::Ballast)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peer_tls_between_members_etcd() {
+    Box::pin(peer_tls_between_members(Target::Etcd)).await;
 }

@@ -35,10 +35,13 @@ impl Cluster {
 
     async fn try_start(target: Target, n: usize, args: &[&str]) -> Option<Cluster> {
         let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+        // Members given peer TLS flags speak https to each other.
+        let https = args.iter().any(|a| a.starts_with("--peer-cert-file"));
+        let scheme = if https { "https" } else { "http" };
         let ic = ports
             .iter()
             .enumerate()
-            .map(|(i, (_, peer))| format!("m{}=http://127.0.0.1:{peer}", i + 1))
+            .map(|(i, (_, peer))| format!("m{}={scheme}://127.0.0.1:{peer}", i + 1))
             .collect::<Vec<_>>()
             .join(",");
         let mut members: Vec<Server> = ports
@@ -48,6 +51,7 @@ impl Cluster {
             .collect();
         for m in &mut members {
             m.extra_args = args.iter().map(|a| a.to_string()).collect();
+            m.peer_https = https;
             m.spawn_member();
         }
         for m in &members {

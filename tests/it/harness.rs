@@ -45,6 +45,8 @@ pub(crate) struct Server {
     peers: Vec<Server>,
     /// More flags for the server process.
     pub(crate) extra_args: Vec<String>,
+    /// Peer URLs are `https://` (the member runs with peer TLS flags).
+    pub(crate) peer_https: bool,
 }
 
 pub(crate) fn free_port() -> u16 {
@@ -98,6 +100,7 @@ impl Server {
                 join: false,
                 peers: Vec::new(),
                 extra_args: Vec::new(),
+                peer_https: false,
             };
             let data = s.dir.path().join("data");
             let _ = std::fs::remove_dir_all(&data);
@@ -147,6 +150,7 @@ impl Server {
             join: false,
             peers: Vec::new(),
             extra_args: Vec::new(),
+            peer_https: false,
         }
     }
 
@@ -184,7 +188,8 @@ impl Server {
     }
 
     pub(crate) fn peer_url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.peer_port)
+        let scheme = if self.peer_https { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.peer_port)
     }
 
     fn spawn(&mut self) {

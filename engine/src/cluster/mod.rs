@@ -113,6 +113,41 @@ pub fn member_of_context(context: &[u8]) -> Result<Member, prost::DecodeError> {
     Ok(Member { id: r.id, name: r.name, peer_urls: r.peer_urls, is_learner: r.is_learner, raft_id: r.raft_id })
 }
 
+/// TLS between members (etcd's `--peer-*` flags): files read at start.
+#[derive(Clone, Debug)]
+pub struct PeerTls {
+    /// This member's certificate (PEM), presented to peers as server and as client.
+    pub cert_pem: Vec<u8>,
+    /// Its private key (PEM).
+    pub key_pem: Vec<u8>,
+    /// The CA bundle (PEM) peer certificates are checked against; None: the system's roots.
+    pub ca_pem: Option<Vec<u8>>,
+    /// Peers must present a certificate the CA signed (`--peer-client-cert-auth`).
+    pub client_cert_auth: bool,
+}
+
+impl PeerTls {
+    /// Returns the server side of the peer port's TLS.
+    pub fn server(&self) -> tonic::transport::ServerTlsConfig {
+        use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+        let mut cfg = ServerTlsConfig::new().identity(Identity::from_pem(&self.cert_pem, &self.key_pem));
+        if let Some(ca) = &self.ca_pem {
+            cfg = cfg.client_ca_root(Certificate::from_pem(ca)).client_auth_optional(!self.client_cert_auth);
+        }
+        cfg
+    }
+
+    /// Returns the client side, for connections to peers.
+    pub fn client(&self) -> tonic::transport::ClientTlsConfig {
+        use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+        let mut cfg = ClientTlsConfig::new().identity(Identity::from_pem(&self.cert_pem, &self.key_pem));
+        if let Some(ca) = &self.ca_pem {
+            cfg = cfg.ca_certificate(Certificate::from_pem(ca));
+        }
+        cfg
+    }
+}
+
 /// Tunables of the peer connections.
 #[derive(Clone, Debug)]
 pub struct ClusterConfig {
@@ -145,6 +180,22 @@ pub struct ClusterConfig {
     /// How long a ping may go unanswered before the connection is dropped and dialled again.
     /// 3 s is three election timeouts: a slow peer is not cut off, a silent one soon is.
     pub keepalive_timeout: Duration,
+    /// TLS on peer connections (`https://` peer URLs); None: plain HTTP/2.
+    pub tls: Option<PeerTls>,
+}
+
+impl ClusterConfig {
+    /// Returns the endpoint of a peer URL, with the member's TLS when it has one.
+    ///
+    /// # Errors
+    /// A malformed URL, or TLS that cannot be set up.
+    pub fn endpoint(&self, url: &str) -> Result<tonic::transport::Endpoint, tonic::transport::Error> {
+        let ep = tonic::transport::Endpoint::from_shared(url.to_string())?;
+        match &self.tls {
+            Some(tls) => ep.tls_config(tls.client()),
+            None => Ok(ep),
+        }
+    }
 }
 
 impl Default for ClusterConfig {
@@ -159,6 +210,7 @@ impl Default for ClusterConfig {
             dial_timeout: Duration::from_secs(1),
             keepalive_interval: Duration::from_secs(1),
             keepalive_timeout: Duration::from_secs(3),
+            tls: None,
         }
     }
 }

@@ -20,7 +20,7 @@ use ballast_raft::{Message, Transport};
 use parking_lot::RwLock;
 use prost_011::Message as _;
 use tokio::sync::mpsc;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 use super::ClusterConfig;
 
@@ -84,7 +84,7 @@ impl PeerRouter {
         // A channel spawns its task on the current runtime: a shard thread applying a
         // membership change enters the router's.
         let _entered = self.runtime.get().map(tokio::runtime::Handle::enter);
-        if let Ok(ep) = Endpoint::from_shared(url.to_string()) {
+        if let Ok(ep) = self.cfg.endpoint(url) {
             let ep = ep
                 .connect_timeout(self.cfg.dial_timeout)
                 .tcp_nodelay(true)
@@ -92,6 +92,12 @@ impl PeerRouter {
                 .keep_alive_timeout(self.cfg.keepalive_timeout)
                 .keep_alive_while_idle(true);
             self.channels.write().insert(id, ep.connect_lazy());
+        } else {
+            tracing::error!(
+                peer = format_args!("{id:x}"),
+                url,
+                "peer URL unusable (with https, peer TLS flags are needed)"
+            );
         }
         if self.runtime.get().is_some() {
             self.start();
