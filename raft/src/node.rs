@@ -238,6 +238,18 @@ impl<L: LogStore, S: StateMachine, T: Transport> RaftNode<L, S, T> {
         Ok(())
     }
 
+    /// Brings the election clock to `left` ticks before it runs out, so this follower asks
+    /// for votes (pre-vote first) that soon instead of after the rest of an election timeout.
+    /// For a follower that has just lost its connection to the leader: if the other members
+    /// still hear the leader, their lease check refuses the pre-vote and nothing changes.
+    /// Followers that lose the leader together should pass different `left`s, so they do not
+    /// split the vote.
+    pub fn shorten_election_timeout(&mut self, left: usize) {
+        let timeout = self.raw.raft.randomized_election_timeout();
+        let elapsed = &mut self.raw.raft.election_elapsed;
+        *elapsed = (*elapsed).max(timeout.saturating_sub(left.max(1)));
+    }
+
     /// Tells raft that `to` could not be reached, so the leader probes it instead of
     /// streaming appends into the void.
     pub fn report_unreachable(&mut self, to: u64) {

@@ -166,22 +166,30 @@ impl PeerRouter {
             }
             let Some(mut client) = self.client(peer) else { return };
             let (tx, stream_rx) = mpsc::channel::<RaftBatch>(self.cfg.stream_window);
-            let call =
+            let mut call =
                 tokio::spawn(async move { client.raft(tokio_stream::wrappers::ReceiverStream::new(stream_rx)).await });
             let mut sent_any = false;
-            // Sends until the stream breaks (its receiver goes with the finished call).
-            while let Some(first) = rx.recv().await {
-                let batch = self.cut_batch(peer, first, &mut rx);
-                if tx.send(batch).await.is_err() {
-                    break;
+            // Sends until the stream breaks. The call is watched too: a follower sends its leader
+            // only answers, so a dead leader would otherwise be noticed only at its next message,
+            // which never comes; the broken connection is the first sign.
+            let ended = loop {
+                tokio::select! {
+                    parcel = rx.recv() => {
+                        let Some(first) = parcel else { return };
+                        let batch = self.cut_batch(peer, first, &mut rx);
+                        if tx.send(batch).await.is_err() {
+                            break (&mut call).await;
+                        }
+                        if !sent_any {
+                            sent_any = true;
+                            backoff = self.cfg.reconnect_backoff_min;
+                        }
+                    }
+                    ended = &mut call => break ended,
                 }
-                if !sent_any {
-                    sent_any = true;
-                    backoff = self.cfg.reconnect_backoff_min;
-                }
-            }
+            };
             drop(tx);
-            match call.await {
+            match ended {
                 Ok(Err(status)) => tracing::debug!(peer = format_args!("{peer:x}"), %url, %status, "peer stream ended"),
                 Ok(Ok(_)) => {}
                 Err(_) => return,
