@@ -8,6 +8,7 @@
 #![allow(clippy::disallowed_methods)]
 
 mod conn;
+mod failover;
 mod grpc;
 mod scenario;
 mod stats;
@@ -34,6 +35,33 @@ enum Command {
         seed: u64,
         #[command(flatten)]
         run: RunArgs,
+        /// Several server processes (e.g. every member of a cluster), comma-separated: their
+        /// CPU times are summed in the result instead of `--server-pid`'s alone.
+        #[arg(long, value_delimiter = ',')]
+        server_pids: Vec<u32>,
+    },
+    /// Leader failover: puts in a loop through every endpoint, kills `--kill-pid` with SIGKILL
+    /// once writes flow, and prints one JSON line with the time from the kill to the first
+    /// acknowledged put sent after it.
+    Failover {
+        /// Every member's URL, comma-separated.
+        #[arg(long, value_delimiter = ',', required = true)]
+        endpoints: Vec<String>,
+        /// The process to kill (the leader).
+        #[arg(long)]
+        kill_pid: u32,
+        /// Milliseconds of writes before the kill.
+        #[arg(long, default_value_t = 2000)]
+        after_ms: u64,
+        /// Timeout of each put, in milliseconds; a put that times out is sent again.
+        #[arg(long, default_value_t = 100)]
+        timeout_ms: u64,
+        /// Writers per endpoint.
+        #[arg(long, default_value_t = 8)]
+        workers: usize,
+        /// Seconds after the kill before giving up (failover_ms is then -1).
+        #[arg(long, default_value_t = 30)]
+        deadline: u64,
     },
     /// Lists scenario ids.
     List,
@@ -46,12 +74,26 @@ async fn main() -> anyhow::Result<()> {
             print_scenarios(scenario::ALL);
             Ok(())
         }
-        Command::Run { endpoint, seed, run } => {
+        Command::Run { endpoint, seed, run, server_pids } => {
             if let Some(pid) = run.server_pid {
                 let _ = stats::SERVER_PID.set(pid);
             }
+            let _ = stats::SERVER_PIDS.set(server_pids);
             let result = scenario::run(&endpoint, &run.scenario, run.duration(), seed).await?;
             println!("{}", result.into_json());
+            Ok(())
+        }
+        Command::Failover { endpoints, kill_pid, after_ms, timeout_ms, workers, deadline } => {
+            let line = failover::run(
+                &endpoints,
+                kill_pid,
+                std::time::Duration::from_millis(after_ms),
+                std::time::Duration::from_millis(timeout_ms),
+                workers,
+                std::time::Duration::from_secs(deadline),
+            )
+            .await?;
+            println!("{line}");
             Ok(())
         }
     }

@@ -1,0 +1,305 @@
+#!/usr/bin/env bash
+# Runs load scenarios against a 3-member stock etcd cluster and a 3-member Ballast cluster on
+# this machine (loopback), one after the other, each on fresh members and data directories, then
+# measures leader failover, and writes benches/results/<date>-<commit>-cluster.md.
+#
+#   bash benches/cluster-run.sh            # 10 s per scenario, 3 failovers per server
+#   bash benches/cluster-run.sh --quick    # 3 s per scenario, 1 failover each (smoke run)
+#   SCENARIOS="put_c16_v256 put_c16_v256@follower" FAILOVERS=0 bash benches/cluster-run.sh
+#   SCENARIOS="" FAILOVERS=5 bash benches/cluster-run.sh     # failover only
+#   LOG_DIR=/tmp/cluster-logs bash benches/cluster-run.sh    # keep every member's log
+#
+# A scenario runs against the leader's client endpoint (`etcdctl endpoint status`), or against
+# a follower's with `@follower` (writes forwarded to the leader). Server CPU per op is the user +
+# system time of all three member processes over the timed part (`ballast-load run
+# --server-pids`). Failover: writers put through all three endpoints while `ballast-load
+# failover` kills the leader with SIGKILL; the figure is the time from the kill to the first
+# acknowledged put sent after it (median of FAILOVERS tries, each on a fresh cluster).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+duration=${DURATION:-10}
+failovers=${FAILOVERS:-3}
+if [[ "${1:-}" == "--quick" ]]; then
+  duration=3
+  failovers=${FAILOVERS:-1}
+fi
+default_scenarios="put_c1_v256 put_c16_v256 put_c16_v256@follower put_c100_v256 txn_cas_c16_k1000 txn_cas_c100_k1000 get_linearizable_c100 list_page500_of100k_c1 watch_fanout_w1000_r100_prevkv"
+scenarios=${SCENARIOS-$default_scenarios}
+cargo build --release -p ballast -p ballast-load
+# The commit, the uncommitted changes and the binaries as built now: others working in the same
+# checkout may commit or rebuild during the run.
+commit=$(git rev-parse --short HEAD)
+work=$(mktemp -d)
+git --no-optional-locks status --porcelain >"$work/dirty"
+mkdir "$work/bin"
+cp target/release/ballast target/release/ballast-load "$work/bin/"
+load=$work/bin/ballast-load
+ballast=$work/bin/ballast
+logs=${LOG_DIR:-$work/logs}
+mkdir -p "$logs"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+export ETCDCTL_API=3
+raw="$work/raw.jsonl"
+: >"$raw"
+port=24000
+
+# start_cluster <etcd|ballast> <dir>: starts members m1..m3 on the next six ports (24010 and up,
+# client port and peer port = client + 1 per member), sets pids and endpoints (their client
+# URLs, in member order) and, through find_leader, leader and follower; returns once all three
+# answer and name the same leader (at most 30 s).
+start_cluster() {
+  local target=$1 dir=$2 ic="" i
+  port=$((port + 10))
+  endpoints=()
+  for i in 1 2 3; do
+    ic+="${ic:+,}m$i=http://127.0.0.1:$((port + 2 * i + 1))"
+    endpoints+=("http://127.0.0.1:$((port + 2 * i))")
+  done
+  pids=()
+  for i in 1 2 3; do
+    local client="http://127.0.0.1:$((port + 2 * i))" peer="http://127.0.0.1:$((port + 2 * i + 1))"
+    local args=(--name "m$i" --data-dir "$dir/m$i" --listen-client-urls "$client" --advertise-client-urls "$client"
+      --listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" --initial-cluster "$ic"
+      --initial-cluster-token "bench-$port" --initial-cluster-state new --quota-backend-bytes 8589934592)
+    if [[ $target == etcd ]]; then
+      etcd "${args[@]}" >"$logs/$target-$port-m$i.log" 2>&1 &
+    else
+      "$ballast" engine "${args[@]}" --shards 1 >"$logs/$target-$port-m$i.log" 2>&1 &
+    fi
+    pids+=($!)
+  done
+  local eps
+  eps=$(ctl_endpoints)
+  local until=$((SECONDS + 30))
+  while ((SECONDS < until)); do
+    if timeout 5 etcdctl --endpoints="$eps" endpoint health >/dev/null 2>&1 && find_leader; then
+      return 0
+    fi
+    sleep 0.1
+  done
+  echo "$target cluster did not start" >&2
+  tail -n 20 "$logs/$target-$port"-m*.log >&2
+  return 1
+}
+
+# ctl_endpoints: the members' endpoints for etcdctl, as host:port. (etcdctl 3.4 sends a URL
+# endpoint's whole `http://host:port` as the HTTP/2 authority for `endpoint status`; etcd accepts
+# that, Ballast answers PROTOCOL_ERROR.)
+ctl_endpoints() {
+  local e out=()
+  for e in "${endpoints[@]}"; do out+=("${e#http://}"); done
+  (IFS=,; echo "${out[*]}")
+}
+
+# find_leader: sets leader and follower (indexes into endpoints/pids) when all three members
+# name the same leader.
+find_leader() {
+  local eps status
+  eps=$(ctl_endpoints)
+  status=$(timeout 5 etcdctl --endpoints="$eps" endpoint status -w json 2>/dev/null) || return 1
+  local found
+  found=$(python3 -c '
+import json, sys
+eps = sys.argv[1].split(",")
+st = json.loads(sys.stdin.read())
+leaders = {s["Status"]["leader"] for s in st}
+if len(st) != 3 or len(leaders) != 1 or 0 in leaders:
+    sys.exit(1)
+(lead,) = leaders
+idx = [i for i, e in enumerate(eps) for s in st if s["Endpoint"] == e and s["Status"]["header"]["member_id"] == lead]
+if len(idx) != 1:
+    sys.exit(1)
+print(idx[0], (idx[0] + 1) % 3)
+' "$eps" <<<"$status") || return 1
+  read -r leader follower <<<"$found"
+}
+
+stop_cluster() {
+  local target=$1 dir=$2
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  pids=()
+  # Settle before the next cluster, as run.sh does: deleting the data directories drops most
+  # of the killed members' dirty pages, sync writes the rest now.
+  rm -rf "$dir"
+  sync
+  sleep 2
+}
+
+record() { echo "$1" | tee -a "$raw"; }
+
+load_before=$(uptime)
+top_before=$(top -bn1 | head -15)
+for s in $scenarios; do
+  scenario=${s%@*}
+  via=leader
+  [[ $s == *@follower ]] && via=follower
+  for target in etcd ballast; do
+    dir="$work/data-$target"
+    if ! start_cluster "$target" "$dir"; then
+      record "{\"target\":\"$target\",\"via\":\"$via\",\"result\":{\"scenario\":\"$scenario\",\"failed\":true,\"why\":\"cluster did not start\"}}"
+      stop_cluster "$target" "$dir"
+      continue
+    fi
+    if [[ $via == leader ]]; then i=$leader; else i=$follower; fi
+    all=$(IFS=,; echo "${pids[*]}")
+    # Bounded: the timed part plus preloading and the fan-out's registration and drain time.
+    if line=$(timeout $((duration + 300)) "$load" run --endpoint "${endpoints[$i]}" --scenario "$scenario" \
+      --duration "$duration" --server-pid "${pids[$leader]}" --server-pids "$all"); then
+      rss=0
+      for p in "${pids[@]}"; do
+        kb=$(ps -o rss= -p "$p" | tr -d ' ') || true
+        rss=$((rss + ${kb:-0}))
+      done
+      record "{\"target\":\"$target\",\"via\":\"$via\",\"members_rss_kb\":$rss,\"load1\":$(cut -d' ' -f1 /proc/loadavg),\"result\":$line}"
+    else
+      record "{\"target\":\"$target\",\"via\":\"$via\",\"result\":{\"scenario\":\"$scenario\",\"failed\":true}}"
+    fi
+    stop_cluster "$target" "$dir"
+  done
+done
+
+for n in $(seq "$failovers"); do
+  for target in etcd ballast; do
+    dir="$work/data-$target"
+    if ! start_cluster "$target" "$dir"; then
+      record "{\"target\":\"$target\",\"try\":$n,\"result\":{\"scenario\":\"failover\",\"failed\":true}}"
+      stop_cluster "$target" "$dir"
+      continue
+    fi
+    eps=$(IFS=,; echo "${endpoints[*]}")
+    if line=$(timeout 60 "$load" failover --endpoints "$eps" --kill-pid "${pids[$leader]}" --deadline 30); then
+      record "{\"target\":\"$target\",\"try\":$n,\"killed\":\"m$((leader + 1))\",\"result\":$line}"
+    else
+      record "{\"target\":\"$target\",\"try\":$n,\"result\":{\"scenario\":\"failover\",\"failed\":true}}"
+    fi
+    stop_cluster "$target" "$dir"
+  done
+done
+load_after=$(uptime)
+top_after=$(top -bn1 | head -15)
+
+out="benches/results/$(date -u +%Y-%m-%d)-$commit-cluster.md"
+# A second run at the same commit gets its own file rather than replacing the first.
+n=2
+while [[ -e "$out" ]]; do out="benches/results/$(date -u +%Y-%m-%d)-$commit-cluster-$n.md"; n=$((n + 1)); done
+mkdir -p benches/results
+command="bash benches/cluster-run.sh $*"
+[[ -n "${SCENARIOS+set}" ]] && command="SCENARIOS=\"$SCENARIOS\" $command"
+[[ -n "${FAILOVERS:-}" ]] && command="FAILOVERS=$FAILOVERS $command"
+[[ -n "${DURATION:-}" ]] && command="DURATION=$DURATION $command"
+printf '%s\n' "$load_before" "$top_before" >"$work/load-before"
+printf '%s\n' "$load_after" "$top_after" >"$work/load-after"
+python3 - "$raw" "$out" "$commit" "$duration" "$command" "$work/load-before" "$work/load-after" "$work/dirty" <<'PY'
+import json, statistics, subprocess, sys
+raw, out, commit, duration, args, before, after, dirty_file = sys.argv[1:9]
+rows = [json.loads(l) for l in open(raw)]
+def sh(c):
+    return subprocess.run(c, shell=True, capture_output=True, text=True).stdout.strip()
+mem = sh("free -g | awk '/Mem:/ {print $2}'")
+# Files changed but not committed outside benches/ (other work in the same checkout) are in the build.
+dirty = sorted({(l[3:].split("/")[0] + "/" if "/" in l[3:] else l[3:]) for l in open(dirty_file).read().splitlines()
+                if not l[3:].startswith("benches/") and not l[3:].startswith(".")})
+disk = sh("df -h /tmp | tail -1 | awk '{print $1, $2}'")
+lines = [
+    f"# Load results, 3-member clusters, commit {commit}",
+    "",
+    f"* Machine: {sh('nproc')} cores, {mem} GiB, kernel {sh('uname -r')}, "
+    f"disk {disk}; shared and noisy, so read medians and ratios.",
+    f"* Reference: {sh('etcd --version | head -1')} (Debian etcd-server), three members, default flags "
+    "(heartbeat 100 ms, election timeout 1 s), same machine, same run.",
+    "* Ballast: three `ballast engine` members with the same etcd flags and `--shards 1`, built from "
+    + (f"the working tree: commit {commit} plus uncommitted changes in {', '.join(dirty)}." if dirty else f"commit {commit}."),
+    f"* Command: `{args}`; {duration} s per scenario, fresh members and data directories per scenario, "
+    "all six processes, the load client and both clusters' disks on the same machine.",
+    "",
+    "Each scenario's client talks to the leader's endpoint unless the scenario says `@follower`",
+    "(writes forwarded to the leader). Server CPU per op is the user + system time of all three",
+    "members over the timed part, divided by ops; its ratio is etcd / Ballast. Throughput is",
+    "shared-machine throughput: the client and three members share the 2 cores.",
+    "",
+    "| scenario | etcd ops/s | Ballast ops/s | ratio | etcd p50 / p99 ms | Ballast p50 / p99 ms | server CPU µs/op etcd / Ballast | CPU ratio |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|",
+]
+by = {}
+for r in rows:
+    res = r["result"]
+    if res.get("scenario") == "failover":
+        continue
+    name = res["scenario"] + ("@follower" if r.get("via") == "follower" else "")
+    by.setdefault(name, {})[r["target"]] = res
+if not any(not s.startswith("watch") for s in by):
+    del lines[-8:]  # no KV scenario in this run: neither the table nor its preamble
+for s, t in by.items():
+    if s.startswith("watch"):
+        continue
+    e, b = t.get("etcd", {}), t.get("ballast", {})
+    er, br = e.get("ops_per_sec", 0), b.get("ops_per_sec", 0)
+    ratio = f"{br / er:.2f}x" if er else "n/a"
+    ec, bc = e.get("server_cpu_us_per_op", 0), b.get("server_cpu_us_per_op", 0)
+    cpu_ratio = f"{ec / bc:.2f}x" if ec and bc else "n/a"
+    fail = lambda r: " (failed)" if r.get("failed") else ""
+    lines.append(f"| {s} | {er:,.0f}{fail(e)} | {br:,.0f}{fail(b)} | {ratio} | {e.get('p50_ms', 0):.2f} / {e.get('p99_ms', 0):.2f} | "
+                 f"{b.get('p50_ms', 0):.2f} / {b.get('p99_ms', 0):.2f} | {ec:,.1f} / {bc:,.1f} | {cpu_ratio} |")
+for s, t in by.items():
+    if not s.startswith("watch"):
+        continue
+    lines += ["", f"## {s}", "", "| figure | etcd | Ballast |", "|---|---:|---:|"]
+    for k, label in [("register_secs", "watcher registration, s"), ("ops_per_sec", "delivered events/s"),
+                     ("delivery_p50_ms", "delivery p50 ms"), ("delivery_p99_ms", "delivery p99 ms"),
+                     ("puts_sent", "puts sent"), ("puts", "puts acknowledged"), ("events_expected", "events expected"),
+                     ("events_missed", "events missed"), ("watchers_registered", "watchers registered"),
+                     ("watchers_canceled", "watchers canceled"), ("put_p99_ms", "writer put p99 ms"),
+                     ("server_cpu_s", "CPU s of the three members (timed part)"), ("client_cpu_s", "client CPU s (timed part)")]:
+        if any(k in r for r in t.values()):
+            lines.append(f"| {label} | " + " | ".join(f"{t.get(c, {}).get(k, 0):,.2f}" for c in ("etcd", "ballast")) + " |")
+fo = {}
+for r in rows:
+    if r["result"].get("scenario") == "failover":
+        fo.setdefault(r["target"], []).append(r["result"])
+if fo:
+    lines += ["", "## Leader failover", "",
+              "Writers (8 per endpoint, each put with a 100 ms timeout and sent again on failure) put",
+              "through all three endpoints; the leader is killed with SIGKILL (kill(1)) after 2 s of writes. Time",
+              "from the kill (kill(1) returned) to the first acknowledged put sent after it, which only a new",
+              "leader can commit; in brackets, to the first acknowledgement of any put (one sent before the",
+              "kill may have been committed before it). etcd's reference: election timeout 1 s.",
+              "",
+              "| server | tries, ms | median ms |", "|---|---|---:|"]
+    for c, name in (("etcd", "etcd"), ("ballast", "Ballast")):
+        res = fo.get(c, [])
+        ok = [r["failover_ms"] for r in res if not r.get("failed") and r.get("failover_ms", -1) >= 0]
+        tries = ", ".join("failed" if r.get("failed") or r.get("failover_ms", -1) < 0
+                          else f"{r['failover_ms']:,.0f} ({r['first_ack_any_ms']:,.0f})" for r in res)
+        med = f"{statistics.median(ok):,.0f}" if ok else "n/a"
+        lines.append(f"| {name} | {tries} | {med} |")
+def busy(path):
+    # Processes of others on top's list using 20% of a core or more at that moment.
+    out = set()
+    for l in open(path).read().splitlines():
+        f = l.split()
+        if len(f) >= 12 and f[0].isdigit():
+            try:
+                if float(f[8]) >= 20:
+                    out.add(f[11])
+            except ValueError:
+                pass
+    return sorted(out)
+others = sorted(set(busy(before)) | set(busy(after)))
+if others:
+    lines[6:6] = [f"* Other work on the 2 cores (processes this run did not start; top is read before its first and after "
+                  f"its last cluster): {', '.join(others)} busy when the run started or ended (top below); "
+                  "the load is not constant, so compare the two servers within a scenario and across runs by median."]
+lines += ["", "## Machine load", "", "Before the run:", "", "```"] + open(before).read().rstrip().splitlines() + ["```", "",
+          "After the run:", "", "```"] + open(after).read().rstrip().splitlines() + ["```"]
+lines += ["", "## Raw results", "", "```"] + [json.dumps(r) for r in rows] + ["```", ""]
+open(out, "w").write("\n".join(lines))
+print(out)
+PY
