@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use etcd_client::{EventType, GetOptions, WatchOptions};
 
-use crate::cluster_harness::Cluster;
+use crate::cluster_harness::{put_any, Cluster};
 use crate::harness::{fails, ok, wait_for, Server, Target};
 
 both_clusters!(
@@ -28,26 +28,6 @@ both_clusters!(
     a_lease_survives_a_leader_change,
     a_member_of_another_cluster_is_refused,
 );
-
-/// Puts `key` through the members in turn (starting at `start`) until one acknowledges it;
-/// returns the acknowledged revision, or None when none did within `deadline`.
-async fn put_any(endpoints: &[String], start: usize, key: &str, value: &str, deadline: Duration) -> Option<i64> {
-    let until = Instant::now() + deadline;
-    let mut i = start;
-    while Instant::now() < until {
-        let ep = &endpoints[i % endpoints.len()];
-        i += 1;
-        let attempt = async {
-            let mut c = etcd_client::Client::connect([ep.as_str()], None).await.ok()?;
-            c.put(key, value, None).await.ok()
-        };
-        if let Ok(Some(r)) = tokio::time::timeout(Duration::from_secs(3), attempt).await {
-            return Some(r.header().expect("header").revision());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    None
-}
 
 /// Reads `key` from member `m`'s own state (serializable), answering (value, mod revision).
 async fn local_get(m: &Server, key: &str) -> Option<(String, i64)> {

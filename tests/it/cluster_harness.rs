@@ -153,3 +153,30 @@ macro_rules! both_clusters {
         }
     )*};
 }
+
+/// Puts `key` through the members in turn (starting at `start`) until one acknowledges it;
+/// returns the acknowledged revision, or None when none did within `deadline`. A try that
+/// times out (3 s) may still be applied later: callers check the acknowledged one.
+pub(crate) async fn put_any(
+    endpoints: &[String],
+    start: usize,
+    key: &str,
+    value: &str,
+    deadline: Duration,
+) -> Option<i64> {
+    let until = std::time::Instant::now() + deadline;
+    let mut i = start;
+    while std::time::Instant::now() < until {
+        let ep = &endpoints[i % endpoints.len()];
+        i += 1;
+        let attempt = async {
+            let mut c = etcd_client::Client::connect([ep.as_str()], None).await.ok()?;
+            c.put(key, value, None).await.ok()
+        };
+        if let Ok(Some(r)) = tokio::time::timeout(Duration::from_secs(3), attempt).await {
+            return Some(r.header().expect("header").revision());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}

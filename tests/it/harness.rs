@@ -341,52 +341,39 @@ pub(crate) fn fails(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// Defines one test `$test` running `super::$name(Server)` on a fresh server of `$target`.
+macro_rules! target_test {
+    ($test:ident, $name:ident, $target:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $test() {
+            super::$name(crate::harness::Server::start(crate::harness::Target::$target).await).await
+        }
+    };
+}
+
 /// Defines `<name>::ballast`, `<name>::ballast_8_shards`, `<name>::etcd` and, run on a follower
 /// of a 3-member cluster, `<name>::ballast_3_members` and `<name>::etcd_3_members`: the
 /// etcd-protocol suite, whose expectations hold for a member of a cluster as for one alone.
 macro_rules! all_targets {
     ($($name:ident),* $(,)?) => {$(
         mod $name {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn ballast() {
-                super::$name(crate::harness::Server::start(crate::harness::Target::Ballast).await).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn ballast_8_shards() {
-                super::$name(crate::harness::Server::start(crate::harness::Target::BallastSharded).await).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn etcd() {
-                super::$name(crate::harness::Server::start(crate::harness::Target::Etcd).await).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn ballast_3_members() {
-                super::$name(crate::harness::Server::start(crate::harness::Target::BallastCluster).await).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn etcd_3_members() {
-                super::$name(crate::harness::Server::start(crate::harness::Target::EtcdCluster).await).await
-            }
+            target_test!(ballast, $name, Ballast);
+            target_test!(ballast_8_shards, $name, BallastSharded);
+            target_test!(etcd, $name, Etcd);
+            target_test!(ballast_3_members, $name, BallastCluster);
+            target_test!(etcd_3_members, $name, EtcdCluster);
         }
     )*};
 }
 
-/// Defines `<name>::ballast` and `<name>::etcd`, each running `async fn <name>(Server)`.
+/// Defines `<name>::ballast`, `<name>::ballast_8_shards` and `<name>::etcd`, each running
+/// `async fn <name>(Server)`.
 macro_rules! both_targets {
     ($($name:ident),* $(,)?) => {$(
         mod $name {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn ballast() {
-                super::$name(crate::harness::Server::start(crate::harness::Target::Ballast).await).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn ballast_8_shards() {
-                super::$name(crate::harness::Server::start(crate::harness::Target::BallastSharded).await).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn etcd() {
-                super::$name(crate::harness::Server::start(crate::harness::Target::Etcd).await).await
-            }
+            target_test!(ballast, $name, Ballast);
+            target_test!(ballast_8_shards, $name, BallastSharded);
+            target_test!(etcd, $name, Etcd);
         }
     )*};
 }

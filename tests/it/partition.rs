@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use etcd_client::GetOptions;
 
+use crate::cluster_harness::put_any;
 use crate::fault_proxy::{Dialers, FaultProxy, Flow, Rule};
 use crate::harness::{free_port, wait_for};
 
@@ -332,26 +333,6 @@ impl ProxiedCluster {
         }
         assert!(hashes.windows(2).all(|w| w[0] == w[1]), "{:?}: HashKV at {top} differs: {hashes:?}", self.target);
     }
-}
-
-/// Puts `key` through the members in turn (starting at `start`) until one acknowledges it;
-/// returns the acknowledged revision, or None when none did within `deadline`.
-async fn put_any(endpoints: &[String], start: usize, key: &str, value: &str, deadline: Duration) -> Option<i64> {
-    let until = Instant::now() + deadline;
-    let mut i = start;
-    while Instant::now() < until {
-        let ep = &endpoints[i % endpoints.len()];
-        i += 1;
-        let attempt = async {
-            let mut c = etcd_client::Client::connect([ep.as_str()], None).await.ok()?;
-            c.put(key, value, None).await.ok()
-        };
-        if let Ok(Some(r)) = tokio::time::timeout(Duration::from_secs(3), attempt).await {
-            return Some(r.header().expect("header").revision());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    None
 }
 
 /// Writes `n` keys under `prefix` one after another through `endpoints`, asserting each is
