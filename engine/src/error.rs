@@ -128,6 +128,9 @@ pub enum EngineError {
     /// MemberAdd of a learner beyond the cluster's limit.
     #[error("too many learner members in cluster")]
     TooManyLearners,
+    /// The call needs a voting member and this one is a learner.
+    #[error("rpc not supported for learner")]
+    NotSupportedForLearner,
     /// A membership change while a voting member is not connected to the leader.
     #[error("unhealthy cluster")]
     Unhealthy,

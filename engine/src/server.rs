@@ -22,8 +22,9 @@ use ballast_proto::etcdserverpb::{
 };
 use futures::StreamExt;
 
+use crate::api::watch_grpc::WatchServer;
 use crate::api::{cluster::ClusterService, kv::KvService, lease::LeaseService, maintenance::MaintenanceService};
-use crate::api::{peer::PeerService, unary::KvUnaryLayer, watch::WatchService, watch_grpc::WatchServer};
+use crate::api::{learner::LearnerLayer, peer::PeerService, unary::KvUnaryLayer, watch::WatchService};
 use crate::api::{Api, ApiContext, MemberInfo};
 use crate::clock::{Clock, SystemClock};
 use crate::cluster::{members, ClusterConfig, ClusterView, Member, Membership, PeerRouter, PeerTls, PeerTransport};
@@ -489,6 +490,7 @@ impl Engine {
             servers.push(tokio::spawn(async move {
                 tonic::transport::Server::builder()
                     .initial_connection_window_size(window)
+                    .layer(LearnerLayer::new(api.clone()))
                     .layer(KvUnaryLayer::new(KvService::new(api.clone()), limit))
                     .add_service(
                         KvServer::new(KvService::new(api.clone()))

@@ -10,7 +10,7 @@ use tonic::{Request, Response, Status};
 
 use super::{route, unexpected, Api};
 use crate::apply::{check, range_merge};
-use crate::error::Result;
+use crate::error::{EngineError, Result};
 use crate::shard::{ShardMsg, WriteResponse};
 use crate::shard_map::Shards;
 
@@ -46,6 +46,9 @@ impl KvService {
 impl Kv for KvService {
     async fn range(&self, req: Request<RangeRequest>) -> Result<Response<RangeResponse>, Status> {
         let r = req.into_inner();
+        if !r.serializable && self.api.is_learner() {
+            return Err(EngineError::NotSupportedForLearner.into());
+        }
         check::check_range(&r)?;
         let resp = match self.api.map.shards_of(&r.key, &r.range_end) {
             Shards::One(s) => self.api.call(s, |tx| ShardMsg::Range(r, tx)).await?,

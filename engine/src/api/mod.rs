@@ -15,6 +15,7 @@
 pub mod cluster;
 mod grpc_message;
 pub mod kv;
+pub mod learner;
 pub mod lease;
 pub mod maintenance;
 pub mod peer;
@@ -334,6 +335,11 @@ impl ApiContext {
             other => R::Member(cluster::change_membership(self, other).await?),
         };
         Ok((answer, self.shard(s).applied()))
+    }
+
+    /// Returns true while this member is a learner of its cluster.
+    pub fn is_learner(&self) -> bool {
+        self.membership.read().get(self.member.id).is_some_and(|m| m.is_learner)
     }
 
     /// Returns this member's raft ID.

@@ -53,6 +53,7 @@ pub fn code_and_message(e: &EngineError) -> (Code, String) {
         ),
         E::TooManyLearners => fixed(Code::FailedPrecondition, "etcdserver: too many learner members in cluster"),
         E::Unhealthy => fixed(Code::Unavailable, "etcdserver: unhealthy cluster"),
+        E::NotSupportedForLearner => fixed(Code::Unavailable, "etcdserver: rpc not supported for learner"),
         E::MemberBadUrls => fixed(Code::InvalidArgument, "etcdserver: given member URLs are invalid"),
         E::BadLeaderTransferee => fixed(Code::FailedPrecondition, "etcdserver: bad leader transferee"),
         E::ClusterIdMismatch { .. } => (Code::FailedPrecondition, e.to_string()),
@@ -119,6 +120,7 @@ mod tests {
             (EngineError::TooManyLearners, Code::FailedPrecondition, "etcdserver: too many learner members in cluster"),
             (EngineError::MemberBadUrls, Code::InvalidArgument, "etcdserver: given member URLs are invalid"),
             (EngineError::Unhealthy, Code::Unavailable, "etcdserver: unhealthy cluster"),
+            (EngineError::NotSupportedForLearner, Code::Unavailable, "etcdserver: rpc not supported for learner"),
             (
                 EngineError::SnapshotCut,
                 Code::Unavailable,
