@@ -224,11 +224,10 @@ fn join_membership(cfg: &EngineConfig) -> Result<Membership> {
     let Some(text) = &cfg.initial_cluster else {
         return Err(EngineError::BadCluster("--initial-cluster-state existing needs --initial-cluster".into()));
     };
-    let urls: Vec<String> = text
-        .split(',')
-        .filter_map(|p| p.split_once('='))
+    let urls: Vec<String> = members::urls_by_name(text)?
+        .into_iter()
         .filter(|(name, _)| *name != cfg.name)
-        .map(|(_, url)| url.trim().to_string())
+        .flat_map(|(_, urls)| urls)
         .collect();
     let timeout = cfg.request_timeout;
     let cluster = cfg.cluster.clone();
@@ -347,8 +346,14 @@ impl Engine {
             learners: membership.learners(),
             ..Default::default()
         };
+        let learner = Arc::new(std::sync::atomic::AtomicBool::new(me.is_learner));
         let membership = Arc::new(parking_lot::RwLock::new(membership));
-        let view = ClusterView { membership: Arc::clone(&membership), router: Arc::clone(&router), me: member_id };
+        let view = ClusterView {
+            membership: Arc::clone(&membership),
+            router: Arc::clone(&router),
+            me: member_id,
+            learner: Arc::clone(&learner),
+        };
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let mut shard_cfg = cfg.shard.clone();
         shard_cfg.watch.max_response_bytes = cfg.max_request_bytes;
@@ -421,6 +426,7 @@ impl Engine {
             watch_max_response_bytes: shard_cfg.watch.max_response_bytes,
             next_id: AtomicU64::new(1),
             membership,
+            learner,
             cluster_token: cfg.cluster_token.clone(),
             peer_attributes: parking_lot::RwLock::new(std::collections::HashMap::new()),
             router,

@@ -4,13 +4,12 @@
 //! not supported for learner", which clients take as a cue to try another member.
 
 use std::convert::Infallible;
-use std::future::Future;
-use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use tonic::body::Body;
 use tower::{Layer, Service, ServiceExt};
 
+use super::unary::BoxFuture;
 use super::Api;
 use crate::error::EngineError;
 
@@ -46,8 +45,6 @@ pub struct Learner<S> {
 fn answered_by_learner(path: &str) -> bool {
     matches!(path, "/etcdserverpb.Maintenance/Status" | "/etcdserverpb.KV/Range")
 }
-
-type BoxFuture = Pin<Box<dyn Future<Output = Result<http::Response<Body>, Infallible>> + Send>>;
 
 impl<S> Service<http::Request<Body>> for Learner<S>
 where

@@ -97,6 +97,8 @@ pub struct ApiContext {
     pub next_id: AtomicU64,
     /// The cluster's members (shared with shard 0, which applies changes to it).
     pub membership: Arc<RwLock<Membership>>,
+    /// True while this member is a learner (kept by shard 0's `ClusterView`).
+    pub learner: Arc<std::sync::atomic::AtomicBool>,
     /// Seeds the IDs of members added later (etcd `--initial-cluster-token`).
     pub cluster_token: String,
     /// Other members' names and client URLs as they announced them (`Peer.Hello`), by member
@@ -339,7 +341,7 @@ impl ApiContext {
 
     /// Returns true while this member is a learner of its cluster.
     pub fn is_learner(&self) -> bool {
-        self.membership.read().get(self.member.id).is_some_and(|m| m.is_learner)
+        self.learner.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Returns this member's raft ID.

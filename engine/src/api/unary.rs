@@ -89,7 +89,8 @@ impl Method {
     }
 }
 
-type BoxFuture = Pin<Box<dyn Future<Output = Result<http::Response<Body>, Infallible>> + Send>>;
+/// The future of a layer on the client port's router.
+pub(super) type BoxFuture = Pin<Box<dyn Future<Output = Result<http::Response<Body>, Infallible>> + Send>>;
 
 impl<S> Service<http::Request<Body>> for KvUnary<S>
 where

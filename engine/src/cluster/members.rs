@@ -90,20 +90,7 @@ fn first_u64(digest: &[u8]) -> u64 {
 /// # Errors
 /// `BadCluster` with etcd's message.
 pub fn parse_initial_cluster(text: &str, name: &str, advertised: &[String], token: &str) -> Result<Membership> {
-    let mut by_name: Vec<(String, Vec<String>)> = Vec::new();
-    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let Some((n, url)) = part.split_once('=') else {
-            return Err(EngineError::BadCluster(format!("{text:?} is not a valid --initial-cluster (name=url,...)")));
-        };
-        let url = url.trim().to_string();
-        if !url.starts_with("http://") && !url.starts_with("https://") {
-            return Err(EngineError::BadCluster(format!("URL scheme must be http or https: {url}")));
-        }
-        match by_name.iter_mut().find(|(known, _)| known == n) {
-            Some((_, urls)) => urls.push(url),
-            None => by_name.push((n.to_string(), vec![url])),
-        }
-    }
+    let by_name = urls_by_name(text)?;
     let mut all: Vec<&String> = by_name.iter().flat_map(|(_, u)| u).collect();
     all.sort();
     if all.windows(2).any(|w| w[0] == w[1]) {
@@ -140,6 +127,28 @@ pub fn parse_initial_cluster(text: &str, name: &str, advertised: &[String], toke
     }
     let ids: Vec<u64> = members.iter().map(|m| m.id).collect();
     Ok(Membership { cluster_id: cluster_id(&ids), members })
+}
+
+/// Splits `--initial-cluster` into each name with its URLs, in order of first appearance.
+///
+/// # Errors
+/// `BadCluster` for a part without `=` or a URL that is not http or https.
+pub fn urls_by_name(text: &str) -> Result<Vec<(String, Vec<String>)>> {
+    let mut by_name: Vec<(String, Vec<String>)> = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let Some((n, url)) = part.split_once('=') else {
+            return Err(EngineError::BadCluster(format!("{text:?} is not a valid --initial-cluster (name=url,...)")));
+        };
+        let url = url.trim().to_string();
+        if !url.starts_with("http://") && !url.starts_with("https://") {
+            return Err(EngineError::BadCluster(format!("URL scheme must be http or https: {url}")));
+        }
+        match by_name.iter_mut().find(|(known, _)| known == n) {
+            Some((_, urls)) => urls.push(url),
+            None => by_name.push((n.to_string(), vec![url])),
+        }
+    }
+    Ok(by_name)
 }
 
 impl Membership {

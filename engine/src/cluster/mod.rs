@@ -30,6 +30,9 @@ pub struct ClusterView {
     pub router: Arc<PeerRouter>,
     /// This member's ID.
     pub me: u64,
+    /// Whether this member is a learner, kept with every change: the client port checks it on
+    /// every request, which must not take the membership's lock.
+    pub learner: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// A membership change as raft carries it: the conf change's type and node, with the member's
@@ -48,6 +51,17 @@ impl ClusterView {
     /// removed.
     pub fn apply(&self, change: &MemberChange) -> bool {
         let mut m = self.membership.write();
+        let removed = self.apply_locked(&mut m, change);
+        self.note_role(&m);
+        removed
+    }
+
+    fn note_role(&self, m: &Membership) {
+        let learner = m.get(self.me).is_some_and(|x| x.is_learner);
+        self.learner.store(learner, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn apply_locked(&self, m: &mut Membership, change: &MemberChange) -> bool {
         match change {
             MemberChange::Upsert(member) => {
                 match m.members.iter_mut().find(|x| x.id == member.id) {
@@ -89,6 +103,7 @@ impl ClusterView {
             }
         }
         *m = membership;
+        self.note_role(&m);
     }
 }
 

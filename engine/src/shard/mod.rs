@@ -871,9 +871,19 @@ impl<B: KvBackend + Clone> Shard<B> {
     fn answer_applied(&mut self) {
         let applied = ballast_raft::StateMachine::applied_index(self.node.state_machine());
         let hdr = self.hdr();
+        // A round's answers share one entry: its term is looked up once, not per answer.
+        let mut looked_up: Option<(u64, Option<u64>)> = None;
         while self.answers.front().is_some_and(|(index, _, _, _)| *index <= applied) {
             let Some((index, term, reply, result)) = self.answers.pop_front() else { break };
-            if self.node.log_term(index).is_some_and(|t| t != term) {
+            let logged = match looked_up {
+                Some((i, t)) if i == index => t,
+                _ => {
+                    let t = self.node.log_term(index);
+                    looked_up = Some((index, t));
+                    t
+                }
+            };
+            if logged.is_some_and(|t| t != term) {
                 // Another leader's entry took the index: the write was not applied.
                 let _ = reply.send(Err(EngineError::LeaderChanged));
                 continue;

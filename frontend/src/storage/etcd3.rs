@@ -85,15 +85,16 @@ fn transient(e: &etcd_client::Error) -> bool {
     }
 }
 
-/// Runs the read `attempt` up to [`READ_ATTEMPTS`] times while it fails with [`retryable`].
-async fn read_with_retry<T, Fut>(mut attempt: impl FnMut() -> Fut) -> Result<T, tonic::Status>
+/// Runs the read `attempt` up to [`READ_ATTEMPTS`] times while it fails in a way `again`
+/// says another try may not.
+async fn read_with_retry<T, E, Fut>(again: impl Fn(&E) -> bool, mut attempt: impl FnMut() -> Fut) -> Result<T, E>
 where
-    Fut: std::future::Future<Output = Result<T, tonic::Status>>,
+    Fut: std::future::Future<Output = Result<T, E>>,
 {
     let mut tries = 1;
     loop {
         match attempt().await {
-            Err(status) if tries < READ_ATTEMPTS && retryable(&status) => {
+            Err(e) if tries < READ_ATTEMPTS && again(&e) => {
                 tries += 1;
                 tokio::time::sleep(READ_RETRY_PAUSE).await;
             }
@@ -150,7 +151,7 @@ impl Etcd3Storage {
     /// Returns `Etcd` when the request fails.
     pub async fn get(&self, key: &[u8]) -> Result<(Option<KeyValue>, i64), StorageError> {
         let request = RangeRequest { key: Bytes::copy_from_slice(key), ..RangeRequest::default() };
-        let resp = read_with_retry(|| {
+        let resp = read_with_retry(retryable, || {
             let (mut range, request) = (self.range.clone(), request.clone());
             async move { range.range(request).await.map(tonic::Response::into_inner) }
         })
@@ -177,7 +178,7 @@ impl Etcd3Storage {
             let (mut range, request) = (self.range.clone(), request.clone());
             async move { range.range(request).await.map(tonic::Response::into_inner) }
         };
-        let resp = match read_with_retry(attempt).await {
+        let resp = match read_with_retry(retryable, attempt).await {
             Ok(resp) => resp,
             Err(status) => return Err(compacted_or(etcd_client::Error::GRpcStatus(status), revision)),
         };
@@ -263,17 +264,11 @@ impl Etcd3Storage {
     pub async fn watch(&self, start: &[u8], end: &[u8], after_revision: i64) -> Result<WatchEvents, StorageError> {
         let opts = WatchOptions::new().with_range(end).with_prev_key().with_start_revision(after_revision + 1);
         // Opening a watch reads nothing yet: retried like a read when a connection fails.
-        let mut tries = 1;
-        let stream = loop {
-            match self.watch.clone().watch(start, Some(opts.clone())).await {
-                Ok(stream) => break stream,
-                Err(e) if tries < READ_ATTEMPTS && transient(&e) => {
-                    tries += 1;
-                    tokio::time::sleep(READ_RETRY_PAUSE).await;
-                }
-                Err(e) => return Err(e.into()),
-            }
-        };
+        let stream = read_with_retry(transient, || {
+            let (mut watch, opts) = (self.watch.clone(), opts.clone());
+            async move { watch.watch(start, Some(opts)).await }
+        })
+        .await?;
         let stream = Etcd3WatchStream { stream, pending: VecDeque::new(), requested: after_revision };
         Ok(WatchEvents::new(Box::new(stream)))
     }
