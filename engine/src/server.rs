@@ -33,7 +33,7 @@ use crate::header::HeaderInfo;
 use crate::mvcc::RevisionCounter;
 use crate::raft_snapshot::{SnapshotConfig, SnapshotFetch};
 use crate::shard::stall::{self, StallWatch};
-use crate::shard::{executor, Shard, ShardConfig, ShardGroup, ShardHandle};
+use crate::shard::{executor, Colocation, Shard, ShardConfig, ShardGroup, ShardHandle};
 use crate::shard_map::ShardMap;
 use crate::storage::rocks::{RocksBackend, RocksOptions};
 use crate::storage::{Cf, KvBackend, StorageError, WriteBatch, WriteOpts};
@@ -129,6 +129,7 @@ pub struct Engine {
     listen_peer: Vec<SocketAddr>,
     peer_tls: Option<PeerTls>,
     http2_connection_window: u32,
+    resolved_interval: Duration,
 }
 
 /// Records the shard count in a new data directory; refuses another count for an existing one
@@ -324,13 +325,6 @@ impl Engine {
         settle_shard_count(&first, cfg.shards)?;
         let (member_id, membership) = identity(&first, cfg)?;
         let cluster_id = membership.cluster_id;
-        if membership.members.len() > 1 && cfg.shards > 1 {
-            return Err(EngineError::BadCluster(format!(
-                "a cluster of {} members runs one shard (--shards 1) for now: one revision order over shards \
-                 led by different members is not built yet",
-                membership.members.len()
-            )));
-        }
         let me = membership.get(member_id).cloned().ok_or_else(|| {
             EngineError::BadCluster(format!("member {member_id:x} is not in its own cluster's membership"))
         })?;
@@ -360,6 +354,7 @@ impl Engine {
         shard_cfg.raft.id = me.raft_id;
         let ids = HeaderInfo { cluster_id, member_id, raft_term: 0 };
         let revs = Arc::new(RevisionCounter::default());
+        let colocation = (cfg.shards > 1).then(|| Arc::new(Colocation::new(cfg.shards as usize)));
         // Every shard replays its log before any runs, so the counter starts above every
         // revision any shard recorded.
         let mut opened = Vec::new();
@@ -383,6 +378,7 @@ impl Engine {
                         me: me.raft_id,
                         fetch: snapshot_fetch(Arc::clone(&router), cluster_id),
                     }),
+                    colocation: colocation.as_ref().map(|c| (s, Arc::clone(c))),
                 },
             )?);
         }
@@ -431,6 +427,8 @@ impl Engine {
             peer_attributes: parking_lot::RwLock::new(std::collections::HashMap::new()),
             router,
             leader_poll: Duration::from_millis(10),
+            colocation,
+            resolution: crate::cluster::resolved::Resolution::new(cfg.cluster.resolved_facts),
         });
         Ok(Self {
             api,
@@ -440,6 +438,7 @@ impl Engine {
             listen_peer: cfg.listen_peer.clone(),
             peer_tls: cfg.cluster.tls.clone(),
             http2_connection_window: cfg.http2_connection_window,
+            resolved_interval: cfg.cluster.resolved_interval,
         })
     }
 
@@ -475,6 +474,9 @@ impl Engine {
         }
         self.api.router.start();
         tokio::spawn(learn_peers(self.api.clone()));
+        if self.api.shards.len() > 1 {
+            tokio::spawn(crate::api::resolved::announce(self.api.clone(), self.resolved_interval));
+        }
         for listener in listeners {
             let api = self.api.clone();
             let mut stop = stop_tx.subscribe();

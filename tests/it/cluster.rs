@@ -37,7 +37,7 @@ async fn local_get(m: &Server, key: &str) -> Option<(String, i64)> {
 }
 
 /// Checks every acknowledged write on every running member and that their HashKV agree.
-async fn check_acknowledged(c: &Cluster, acked: &BTreeMap<String, (String, i64)>) {
+pub(crate) async fn check_acknowledged(c: &Cluster, acked: &BTreeMap<String, (String, i64)>) {
     // Boxed: the check's future is large, and every fault test awaits it.
     Box::pin(check_acknowledged_now(c, acked)).await;
 }
@@ -79,7 +79,7 @@ async fn check_acknowledged_now(c: &Cluster, acked: &BTreeMap<String, (String, i
 /// Watches `prefix` on member `m` from revision 1 and returns the (key, revision) of every PUT
 /// event until `want` acknowledged revisions were all seen or 20 s passed, asserting revision
 /// order.
-async fn watched(m: &Server, prefix: &str, acked: &BTreeMap<String, (String, i64)>) -> Vec<(String, i64)> {
+pub(crate) async fn watched(m: &Server, prefix: &str, acked: &BTreeMap<String, (String, i64)>) -> Vec<(String, i64)> {
     let mut c = m.client().await;
     let opts = WatchOptions::new().with_prefix().with_start_revision(1);
     let mut stream = c.watch(prefix, Some(opts)).await.expect("watch");
@@ -100,7 +100,7 @@ async fn watched(m: &Server, prefix: &str, acked: &BTreeMap<String, (String, i64
     seen
 }
 
-fn assert_watch_saw_all(seen: &[(String, i64)], acked: &BTreeMap<String, (String, i64)>) {
+pub(crate) fn assert_watch_saw_all(seen: &[(String, i64)], acked: &BTreeMap<String, (String, i64)>) {
     for (key, (_, rev)) in acked {
         assert!(seen.contains(&(key.clone(), *rev)), "the watch missed acknowledged write {key}@{rev}");
     }
@@ -160,7 +160,7 @@ async fn writes_and_reads_through_every_member(c: Cluster) {
 
 /// Runs `writers` concurrent writers of `per_writer` keys each under `prefix`, calling `fault`
 /// once `after` writes were acknowledged; returns every acknowledged write.
-async fn writes_with_fault(
+pub(crate) async fn writes_with_fault(
     c: &mut Cluster,
     prefix: &str,
     writers: usize,

@@ -154,6 +154,30 @@ macro_rules! both_clusters {
     )*};
 }
 
+/// As [`both_clusters!`], with the Ballast members started with `--shards 4` (stock etcd has
+/// one keyspace): the same expectations hold for a cluster whose keys live in several shards.
+macro_rules! sharded_clusters {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn ballast() {
+                let c = crate::cluster_harness::Cluster::start_with_args(
+                    crate::harness::Target::Ballast,
+                    3,
+                    &["--shards", "4"],
+                )
+                .await;
+                Box::pin(super::$name(c)).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn etcd() {
+                let c = crate::cluster_harness::Cluster::start(crate::harness::Target::Etcd, 3).await;
+                Box::pin(super::$name(c)).await
+            }
+        }
+    )*};
+}
+
 /// Puts `key` through the members in turn (starting at `start`) until one acknowledges it;
 /// returns the acknowledged revision, or None when none did within `deadline`. A try that
 /// times out (3 s) may still be applied later: callers check the acknowledged one.

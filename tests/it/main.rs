@@ -14,6 +14,7 @@ mod cluster_harness;
 
 mod cluster;
 mod cluster_frontend;
+mod cluster_shards;
 mod crash;
 mod deploy;
 mod etcdctl;

@@ -382,12 +382,15 @@ async fn one_stream_watches_on_several_shards() {
 async fn reopening_with_another_shard_count_fails() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
-    let port = crate::harness::free_port();
+    let (port, peer) = (crate::harness::free_port(), crate::harness::free_port());
     let run = |shards: &str| {
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ballast"))
             .args(["engine", "--name", "t"])
             .arg(format!("--data-dir={}", data.display()))
             .arg(format!("--listen-client-urls=http://127.0.0.1:{port}"))
+            // Not the default peer port, which another process on the machine may hold.
+            .arg(format!("--listen-peer-urls=http://127.0.0.1:{peer}"))
+            .arg(format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer}"))
             .arg(format!("--shards={shards}"))
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())

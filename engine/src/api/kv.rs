@@ -4,15 +4,14 @@
 use ballast_proto::ballastpb::raft_command::Command;
 use ballast_proto::etcdserverpb::{
     kv_server::Kv, CompactionRequest, CompactionResponse, DeleteRangeRequest, DeleteRangeResponse, PutRequest,
-    PutResponse, RangeRequest, RangeResponse, ResponseHeader, TxnRequest, TxnResponse,
+    PutResponse, RangeRequest, RangeResponse, TxnRequest, TxnResponse,
 };
 use tonic::{Request, Response, Status};
 
 use super::{route, unexpected, Api};
-use crate::apply::{check, range_merge};
-use crate::error::{EngineError, Result};
-use crate::shard::{ShardMsg, WriteResponse};
-use crate::shard_map::Shards;
+use crate::apply::check;
+use crate::error::EngineError;
+use crate::shard::WriteResponse;
 
 /// Serves Range, Put, DeleteRange, Txn and Compact.
 #[derive(Debug, Clone)]
@@ -25,21 +24,6 @@ impl KvService {
     pub fn new(api: Api) -> Self {
         Self { api }
     }
-
-    /// Serves a Range over keys of several shards: every shard reads at one revision `R`, and
-    /// the answers merge into what one store would answer (`engine/SHARDING.md` says why `R`,
-    /// the counter's value when the request starts, needs no wait).
-    async fn range_across(&self, r: RangeRequest) -> Result<RangeResponse> {
-        let at = if r.revision > 0 { r.revision } else { self.api.revs.last() };
-        let ask = range_merge::shard_request(&r, at);
-        let parts = self.api.call_all(|tx| ShardMsg::Range(ask.clone(), tx)).await?;
-        let mut resp = range_merge::merge_ranges(&r, parts);
-        // etcd reports its current revision; a read at the current revision reports the
-        // revision it read at, since clients list at the header revision and watch after it.
-        let revision = if r.revision > 0 { self.api.revs.last() } else { at };
-        resp.header = self.api.header().map(|h| ResponseHeader { revision, ..h });
-        Ok(resp)
-    }
 }
 
 #[tonic::async_trait]
@@ -50,11 +34,7 @@ impl Kv for KvService {
             return Err(EngineError::NotSupportedForLearner.into());
         }
         check::check_range(&r)?;
-        let resp = match self.api.map.shards_of(&r.key, &r.range_end) {
-            Shards::One(s) => self.api.call(s, |tx| ShardMsg::Range(r, tx)).await?,
-            Shards::All => self.range_across(r).await?,
-        };
-        Ok(Response::new(resp))
+        Ok(Response::new(self.api.range(r).await?))
     }
 
     async fn put(&self, req: Request<PutRequest>) -> Result<Response<PutResponse>, Status> {
@@ -85,7 +65,7 @@ impl Kv for KvService {
         let s = route::txn_shard(&self.api.map, &r)?;
         if !check::txn_may_write(&r) {
             // A txn that cannot write needs no consensus: it is served like a Range.
-            let resp = self.api.call(s, |tx| ShardMsg::ReadTxn(r, tx)).await?;
+            let resp = self.api.read_txn(s, r).await?;
             return Ok(Response::new(resp));
         }
         self.api.check_size(&r)?;

@@ -164,6 +164,12 @@ impl Maintenance for MaintenanceService {
     type SnapshotStream = Pin<Box<dyn Stream<Item = Result<SnapshotResponse, Status>> + Send + 'static>>;
 
     async fn snapshot(&self, _req: Request<SnapshotRequest>) -> Result<Response<Self::SnapshotStream>, Status> {
+        if self.api.shards_replicated() {
+            // Each member's shards apply their logs on their own schedules and the evaluating
+            // member may hold a round in flight: no member has one revision's state of every
+            // shard on disk to copy.
+            return Err(EngineError::NotBuiltWithShards("a snapshot").into());
+        }
         let n = self.api.next_id.fetch_add(1, Ordering::Relaxed);
         std::fs::create_dir_all(&self.api.snapshot_dir)
             .map_err(|e| Status::unavailable(format!("etcdserver: snapshot: {e}")))?;

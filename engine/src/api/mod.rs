@@ -19,6 +19,8 @@ pub mod learner;
 pub mod lease;
 pub mod maintenance;
 pub mod peer;
+mod reads;
+pub mod resolved;
 pub mod route;
 pub mod status;
 pub mod unary;
@@ -35,10 +37,11 @@ use ballast_proto::ballastpb::{forward_request, forward_response, ForwardRequest
 use ballast_proto::etcdserverpb::{LeaseTimeToLiveRequest, LeaseTimeToLiveResponse};
 use parking_lot::RwLock;
 
+use crate::cluster::resolved::{Fact, Resolution};
 use crate::cluster::{Membership, PeerRouter};
 use crate::error::{EngineError, Result};
 use crate::mvcc::RevisionCounter;
-use crate::shard::{Reply, ShardHandle, ShardMsg, WriteResponse};
+use crate::shard::{Colocation, Reply, ShardHandle, ShardMsg, WriteResponse};
 use crate::shard_map::ShardMap;
 use ballast_proto::ballastpb::raft_command::Command;
 
@@ -109,6 +112,11 @@ pub struct ApiContext {
     /// How long a write waits between looks for a shard's leader while an election runs. 10 ms
     /// is a tenth of a heartbeat: the wait ends soon after a leader is known.
     pub leader_poll: Duration,
+    /// What the member's shards share about their leadership (several shards only).
+    pub colocation: Option<Arc<Colocation>>,
+    /// Up to which revision every shard here holds every write, as the evaluating member
+    /// reported it (`cluster::resolved`).
+    pub resolution: Resolution,
 }
 
 impl ApiContext {
@@ -195,7 +203,9 @@ impl ApiContext {
         request: forward_request::Request,
     ) -> Result<ballast_proto::ballastpb::MemberRecord> {
         if self.shards.len() > 1 {
-            return Err(EngineError::NotCapable);
+            // Every shard's group would have to change, one after another, with the membership
+            // record in shard 0's: not built.
+            return Err(EngineError::NotBuiltWithShards("a membership change"));
         }
         let deadline = tokio::time::Instant::now() + self.request_timeout;
         match self.on_leader(0, deadline, request).await? {
@@ -281,7 +291,10 @@ impl ApiContext {
         };
         let is_write = !matches!(
             request,
-            forward_request::Request::LeaseKeepAlive(_) | forward_request::Request::LeaseTimeToLive(_)
+            forward_request::Request::LeaseKeepAlive(_)
+                | forward_request::Request::LeaseTimeToLive(_)
+                | forward_request::Request::Range(_)
+                | forward_request::Request::ReadTxn(_)
         );
         let mut req = tonic::Request::new(ForwardRequest {
             cluster_id: self.member.cluster_id,
@@ -334,9 +347,54 @@ impl ApiContext {
             forward_request::Request::LeaseTimeToLive(r) => {
                 R::LeaseTimeToLive(self.call(s, |tx| ShardMsg::LeaseTimeToLive(r, tx)).await?)
             }
+            // Reads come here only on a cluster of several shards: the member that leads them
+            // all answers; another sends the asker on (it retries until one does).
+            forward_request::Request::Range(r) if self.evaluates() => R::Range(self.range_here(r).await?),
+            forward_request::Request::ReadTxn(r) if self.evaluates() => {
+                let s = route::txn_shard(&self.map, &r)?;
+                R::Txn(self.call(s, |tx| ShardMsg::ReadTxn(r, tx)).await?)
+            }
+            forward_request::Request::Range(_) | forward_request::Request::ReadTxn(_) => {
+                return Err(EngineError::NotLeader)
+            }
             other => R::Member(cluster::change_membership(self, other).await?),
         };
         Ok((answer, self.shard(s).applied()))
+    }
+
+    /// Returns true when this member answers reads from its own shards: it is alone, its
+    /// cluster has one shard, or it leads every shard (`shard::colocate`).
+    pub fn evaluates(&self) -> bool {
+        !self.shards_replicated() || self.colocation.as_ref().is_none_or(|c| c.all_ready())
+    }
+
+    /// True for a member of a cluster of several members and several shards.
+    pub fn shards_replicated(&self) -> bool {
+        self.shards.len() > 1 && self.router.has_peers()
+    }
+
+    /// Returns the revision up to which reads and watches over several shards may go on this
+    /// member: the counter where this member's shards order every write, else the resolved
+    /// revision the evaluating member reported.
+    pub fn cross_shard_last(&self) -> i64 {
+        if self.evaluates() {
+            return self.revs.last();
+        }
+        self.resolution.resolved(|s| self.shards.get(s).map_or(0, ShardHandle::applied))
+    }
+
+    /// On the member that evaluates a cluster's writes, returns what it knows: every revision
+    /// up to the returned one is applied, at or below each shard's applied index.
+    pub fn local_fact(&self) -> Option<Fact> {
+        if !self.shards_replicated() || !self.evaluates() {
+            return None;
+        }
+        let last = self.revs.last();
+        let revision = self.shards.iter().map(|sh| sh.published_through(last)).min().unwrap_or(last);
+        // Read after the revision: a shard publishes its applied index before it clears the
+        // pending mark that held the revision back.
+        let applied = self.shards.iter().map(ShardHandle::applied).collect();
+        Some(Fact { revision, applied })
     }
 
     /// Returns true while this member is a learner of its cluster.
@@ -412,6 +470,7 @@ fn set_member(answer: &mut forward_response::Response, member: u64) {
         R::LeaseRevoke(r) => r.header.as_mut(),
         R::Alarm(r) => r.header.as_mut(),
         R::LeaseTimeToLive(r) => r.header.as_mut(),
+        R::Range(r) => r.header.as_mut(),
         R::LeaseKeepAliveTtl(_) | R::Member(_) => None,
     };
     if let Some(h) = header {

@@ -19,7 +19,7 @@ use std::pin::Pin;
 
 use ballast_proto::ballastpb::{
     peer_server::Peer, ForwardRequest, ForwardResponse, HelloRequest, HelloResponse, MembershipRecord, RaftBatch,
-    RaftBatchAck, SnapshotFetchRequest,
+    RaftBatchAck, ResolvedRevision, SnapshotFetchRequest,
 };
 use ballast_proto::etcdserverpb::SnapshotResponse;
 use ballast_raft::Message;
@@ -28,6 +28,7 @@ use prost_011::Message as _;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::Api;
+use crate::cluster::resolved::Fact;
 use crate::error::EngineError;
 use crate::shard::ShardMsg;
 
@@ -141,6 +142,15 @@ impl Peer for PeerService {
             let _ = shard.send(ShardMsg::SnapshotStatus(r.from, sent));
         });
         Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))))
+    }
+
+    async fn resolved(&self, req: Request<ResolvedRevision>) -> Result<Response<RaftBatchAck>, Status> {
+        let r = req.into_inner();
+        self.check_cluster(r.cluster_id, 0)?;
+        if r.applied_index.len() == self.api.shards.len() {
+            self.api.resolution.offer(Fact { revision: r.revision, applied: r.applied_index });
+        }
+        Ok(Response::new(RaftBatchAck {}))
     }
 
     async fn forward(&self, req: Request<ForwardRequest>) -> Result<Response<ForwardResponse>, Status> {

@@ -347,7 +347,7 @@ impl Merge {
 
     /// The revision up to which every shard has sent this stream everything.
     fn bound(&self) -> i64 {
-        let last = self.api.revs.last();
+        let last = self.api.cross_shard_last();
         self.api
             .shards
             .iter()

@@ -60,6 +60,8 @@ pub struct MvccStore<B: KvBackend> {
     index: TreeIndex,
     /// The member's revision sequence, shared with its other shards.
     revs: Arc<RevisionCounter>,
+    /// The newest revision in this store's own history when it was opened.
+    opened_at: i64,
     /// The revision the next change must take: set while replaying a raft entry that recorded it.
     expected: Option<i64>,
     /// The revision taken since [`MvccStore::revision_taken`] was last asked.
@@ -133,6 +135,7 @@ impl<B: KvBackend> MvccStore<B> {
         }
         revs.observe(last_main.max(compact_rev));
         let store = Self {
+            opened_at: last_main.max(compact_rev),
             backend,
             index,
             revs,
@@ -156,6 +159,12 @@ impl<B: KvBackend> MvccStore<B> {
     /// this store's keys can see change below.
     pub fn current_rev(&self) -> i64 {
         self.revs.last()
+    }
+
+    /// Returns the newest revision of this store's own history (or its compaction) when it was
+    /// opened; other shards of the member may have taken later ones.
+    pub fn opened_at(&self) -> i64 {
+        self.opened_at
     }
 
     /// Returns the revision counter this store writes with.

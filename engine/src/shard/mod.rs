@@ -18,6 +18,7 @@
 //! leader evaluated is uncommitted. The leader evaluates a round's writes only when its previous
 //! round has committed, and proposes them as one entry, so that moment comes once per round.
 
+pub mod colocate;
 pub mod cut;
 pub mod executor;
 pub mod msg;
@@ -49,6 +50,7 @@ use crate::raft_log::BackendLogStore;
 use crate::raft_snapshot::SnapshotConfig;
 use crate::storage::{Cf, KvBackend, ScanOrder};
 use crate::watch::{WatchConfig, WatchHub};
+pub use colocate::Colocation;
 pub use executor::ShardPlacement;
 pub use msg::{GroupProgress, Reply, ShardMsg, ShardStatus, WriteResponse};
 use reads::{PendingRead, ReadQueue};
@@ -113,6 +115,11 @@ pub struct ShardConfig {
     /// trip. Pre-vote and check-quorum keep it harmless when only this follower lost the
     /// connection (the others, still hearing the leader, refuse the pre-vote).
     pub elect_on_leader_loss: bool,
+    /// How soon a shard holding writes looks again whether this member leads every shard (see
+    /// [`colocate`]). Writes wait like this only for the few heartbeats after a leader change
+    /// while the shards' leaderships gather on one member; 1 ms keeps that wait from adding a
+    /// whole tick (100 ms) to it.
+    pub colocation_poll: Duration,
 }
 
 impl Default for ShardConfig {
@@ -135,6 +142,7 @@ impl Default for ShardConfig {
             max_round_entry_bytes: 4 << 20,
             raft_log_hold_max: 1_000_000,
             elect_on_leader_loss: true,
+            colocation_poll: Duration::from_millis(1),
         }
     }
 }
@@ -150,6 +158,9 @@ pub struct ShardGroup {
     pub cluster: Option<ClusterView>,
     /// Snapshots for followers and from the leader; None for a member alone.
     pub snapshots: Option<SnapshotConfig>,
+    /// For a member of several shards: this shard's number and what the member's shards share
+    /// about their leadership (see [`colocate`]). None for a member of one shard.
+    pub colocation: Option<(u32, Arc<Colocation>)>,
 }
 
 impl ShardGroup {
@@ -160,6 +171,7 @@ impl ShardGroup {
             transport: PeerTransport::alone(shard),
             cluster: None,
             snapshots: None,
+            colocation: None,
         }
     }
 }
@@ -277,6 +289,13 @@ pub struct Shard<B: KvBackend + Clone> {
     pending: Arc<AtomicI64>,
     stopping: bool,
     last_quota_check: Option<Instant>,
+    /// See [`ShardGroup::colocation`].
+    colo: Option<(u32, Arc<Colocation>)>,
+    /// When this shard last handed its leadership to shard 0's leader.
+    last_transfer: Option<Instant>,
+    /// The newest revision whose events this shard has published: every revision of its own
+    /// up to here is applied (a shard applies its revisions in order).
+    own_rev: i64,
 }
 
 impl<B: KvBackend + Clone> std::fmt::Debug for Shard<B> {
@@ -303,7 +322,7 @@ impl<B: KvBackend + Clone> Shard<B> {
         clock: Arc<dyn Clock>,
         group: ShardGroup,
     ) -> Result<(Self, ShardHandle)> {
-        let ShardGroup { conf, transport, cluster, snapshots } = group;
+        let ShardGroup { conf, transport, cluster, snapshots, colocation } = group;
         // An install of a snapshot that a crash cut short is finished before anything reads.
         {
             let log = BackendLogStore::open(backend.clone(), cfg.raft_log_tail)?;
@@ -321,13 +340,17 @@ impl<B: KvBackend + Clone> Shard<B> {
         if let Some(snap) = &snapshots {
             log = log.with_snapshots(snap.clone());
         }
-        let hub = WatchHub::new(cfg.watch.clone(), sm.store().current_rev());
+        let own_rev = sm.store().opened_at();
+        let hub = WatchHub::new(cfg.watch.clone(), own_rev);
         let mut sm = sm;
         if let Some(view) = cluster {
             sm.set_cluster_view(view);
         }
         if let Some(snap) = snapshots {
             sm.set_snapshots(snap);
+        }
+        if colocation.is_some() {
+            sm.set_counter_shared();
         }
         let mut node = RaftNode::with_conf_state(&cfg.raft, &conf, log, sm, transport)?;
         let single = node.is_single_voter();
@@ -340,7 +363,10 @@ impl<B: KvBackend + Clone> Shard<B> {
         let term = Arc::new(AtomicU64::new(0));
         let applied = Arc::new(AtomicU64::new(0));
         let is_leader = Arc::new(AtomicBool::new(false));
-        let pending = Arc::new(AtomicI64::new(NOTHING_PENDING));
+        let pending = match &colocation {
+            Some((s, colo)) => colo.mark(*s),
+            None => Arc::new(AtomicI64::new(NOTHING_PENDING)),
+        };
         let handle = ShardHandle {
             tx,
             leader: Arc::clone(&leader),
@@ -370,6 +396,9 @@ impl<B: KvBackend + Clone> Shard<B> {
             pending,
             stopping: false,
             last_quota_check: None,
+            colo: colocation,
+            last_transfer: None,
+            own_rev,
         };
         // Replay now: a single voter commits its whole log once it leads; a member of a larger
         // group applies what it knows committed and learns the rest from the leader.
@@ -412,6 +441,8 @@ impl<B: KvBackend + Clone> Shard<B> {
             }
             if !self.writes.is_empty() && (self.can_evaluate() || !self.node.is_leader()) {
                 wait = Duration::ZERO;
+            } else if !self.writes.is_empty() && !self.leads_every_shard() {
+                wait = wait.min(self.cfg.colocation_poll);
             }
             let first = match self.rx.try_recv() {
                 Ok(msg) => Some(msg),
@@ -446,13 +477,15 @@ impl<B: KvBackend + Clone> Shard<B> {
             }
             self.run_ready()?;
             let hdr = self.hdr();
-            self.hub.catch_up(self.node.state_machine().store(), &hdr)?;
+            let current = self.watch_rev();
+            self.hub.catch_up_to(self.node.state_machine().store(), current, &hdr)?;
         }
         Ok(())
     }
 
     fn on_tick(&mut self, now: Instant) -> Result<()> {
         self.node.tick();
+        self.follow_anchor(now);
         if self.can_evaluate() {
             let expired = self.node.state_machine_mut().lessor_mut().take_expired(now, self.cfg.lease_revokes_per_tick);
             for id in expired {
@@ -467,7 +500,7 @@ impl<B: KvBackend + Clone> Shard<B> {
             self.waiters.retain(|(_, reply)| !reply.is_closed());
         }
         let hdr = self.hdr();
-        let rev = self.node.state_machine().store().current_rev();
+        let rev = self.watch_rev();
         self.hub.tick_progress(now, rev, &hdr);
         Ok(())
     }
@@ -709,7 +742,36 @@ impl<B: KvBackend + Clone> Shard<B> {
     fn can_evaluate(&self) -> bool {
         let sm = self.node.state_machine();
         let applied = ballast_raft::StateMachine::applied_index(sm);
-        self.node.is_leader() && applied >= self.term_start && sm.evaluated_index() <= applied
+        self.node.is_leader()
+            && applied >= self.term_start
+            && sm.evaluated_index() <= applied
+            && self.leads_every_shard()
+    }
+
+    /// True unless this is one of several shards and this member does not lead them all (see
+    /// [`colocate`]).
+    fn leads_every_shard(&self) -> bool {
+        self.colo.as_ref().is_none_or(|(_, c)| c.all_ready())
+    }
+
+    /// Hands this shard's leadership to shard 0's leader when that is another member (at most
+    /// once an election timeout: a transfer raft gave up on is tried again after it).
+    fn follow_anchor(&mut self, now: Instant) {
+        let Some((s, colo)) = &self.colo else { return };
+        if *s == 0 || self.single || !self.node.is_leader() {
+            return;
+        }
+        let anchor = colo.anchor();
+        if anchor == 0 || anchor == self.cfg.raft.id || !self.node.voters().contains(&anchor) {
+            return;
+        }
+        let timeout = self.cfg.tick_interval * self.cfg.raft.election_tick as u32;
+        if self.last_transfer.is_some_and(|t| now.saturating_duration_since(t) < timeout) {
+            return;
+        }
+        self.last_transfer = Some(now);
+        tracing::info!(shard = s, to = format_args!("{anchor:x}"), "handing leadership to shard 0's leader");
+        self.node.transfer_leader(anchor);
     }
 
     /// Evaluates the waiting writes and proposes them as one entry; their answers wait in
@@ -793,7 +855,7 @@ impl<B: KvBackend + Clone> Shard<B> {
 
     fn run_ready(&mut self) -> Result<()> {
         while self.node.has_ready() {
-            let before = self.node.state_machine().store().current_rev();
+            let before = self.own_rev;
             let Some(outcome) = self.node.handle_ready()? else { break };
             if outcome.lost_leadership {
                 self.stepped_down();
@@ -809,7 +871,9 @@ impl<B: KvBackend + Clone> Shard<B> {
             if outcome.snapshot_applied {
                 // Watchers catch up from history over the revisions the snapshot brought.
                 let first_event = applied.as_ref().and_then(|a| a.events.first()).and_then(|e| e.kv.as_ref());
-                let now = first_event.map_or(self.node.state_machine().store().current_rev(), |kv| kv.mod_revision - 1);
+                let installed = self.node.state_machine().store().opened_at();
+                let now = first_event.map_or(installed, |kv| kv.mod_revision - 1);
+                self.own_rev = installed;
                 self.hub.state_replaced(before, now);
             }
             if let Some(applied) = applied {
@@ -847,6 +911,10 @@ impl<B: KvBackend + Clone> Shard<B> {
         self.term.store(self.node.term(), Ordering::Relaxed);
         self.is_leader.store(self.node.is_leader(), Ordering::Relaxed);
         self.single = self.node.is_single_voter();
+        if let Some((s, colo)) = &self.colo {
+            let ready = self.node.is_leader() && applied >= self.term_start;
+            colo.note(*s, self.node.leader_id(), ready);
+        }
         self.compact_log()?;
         self.serve_reads();
         Ok(())
@@ -863,8 +931,33 @@ impl<B: KvBackend + Clone> Shard<B> {
 
     fn finish_round(&mut self, out: &ApplyOutput) {
         let hdr = self.hdr();
-        let rev = self.node.state_machine().store().current_rev();
+        if let Some(kv) = out.events.last().and_then(|e| e.kv.as_ref()) {
+            self.own_rev = self.own_rev.max(kv.mod_revision);
+        }
+        let rev = self.watch_rev();
         self.hub.publish(&out.events, rev, &hdr);
+    }
+
+    /// The revision up to which this shard holds every event it will ever have, which its
+    /// watchers may be told they have seen everything up to. A member alone: the counter (its
+    /// shards evaluate and apply in one round, so no revision below it is still to come here).
+    /// A leader with a round in flight: just below the round's first revision. A follower of a
+    /// shard among several: its own last revision (another shard may have applied later ones
+    /// while this one has not yet applied its own below them). Never below what it published.
+    fn watch_rev(&self) -> i64 {
+        let last = self.node.state_machine().store().current_rev();
+        let counted = match &self.colo {
+            // Below every shard's round in flight (see `Colocation::published_through`).
+            Some((_, colo)) => colo.published_through(last),
+            None => match self.pending.load(Ordering::SeqCst) {
+                NOTHING_PENDING => last,
+                mark => last.min(mark - 1),
+            },
+        };
+        if self.colo.is_some() && !self.single && !self.node.is_leader() {
+            return self.own_rev;
+        }
+        counted.max(self.own_rev)
     }
 
     /// Sends the answers whose writes are durable.

@@ -89,6 +89,9 @@ pub struct ShardStateMachine<B: KvBackend> {
     snapshots: Option<SnapshotConfig>,
     /// This member was removed from the cluster by an applied change; the shard stops.
     removed: bool,
+    /// The member's revision counter is shared with shards led in the same rounds (see
+    /// `shard::colocate`): a discard leaves it where it is instead of setting it back.
+    counter_shared: bool,
 }
 
 impl<B: KvBackend + Clone> ShardStateMachine<B> {
@@ -139,6 +142,7 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
             cluster: None,
             snapshots: None,
             removed: false,
+            counter_shared: false,
         })
     }
 
@@ -195,6 +199,12 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
         Ok(())
     }
 
+    /// Marks the revision counter as shared with other shards of the member: discarding this
+    /// shard's unapplied writes must not set it back below revisions the others took.
+    pub fn set_counter_shared(&mut self) {
+        self.counter_shared = true;
+    }
+
     /// Makes this state machine apply membership changes to `view` (shard 0 of a member).
     pub fn set_cluster_view(&mut self, view: ClusterView) {
         self.cluster = Some(view);
@@ -231,7 +241,10 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
     /// A storage error.
     pub fn discard_unapplied(&mut self) -> Result<()> {
         let revs = Arc::clone(self.store.revisions());
-        revs.reset(1);
+        if !self.counter_shared {
+            // The next leader counts on from what is applied: no gap after a failover.
+            revs.reset(1);
+        }
         let fresh = Self::open(
             self.store.backend().clone(),
             self.min_lease_ttl,
@@ -240,10 +253,11 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
             self.member_id,
             Arc::clone(&self.clock),
         )?;
-        let (cluster, snapshots) = (self.cluster.take(), self.snapshots.take());
+        let (cluster, snapshots, shared) = (self.cluster.take(), self.snapshots.take(), self.counter_shared);
         *self = fresh;
         self.cluster = cluster;
         self.snapshots = snapshots;
+        self.counter_shared = shared;
         Ok(())
     }
 

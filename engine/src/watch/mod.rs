@@ -806,7 +806,16 @@ impl WatchHub {
     /// # Errors
     /// Returns a storage error from reading history.
     pub fn catch_up<B: KvBackend>(&mut self, store: &MvccStore<B>, hdr: &HeaderInfo) -> Result<()> {
-        let current = store.current_rev();
+        self.catch_up_to(store, store.current_rev(), hdr)
+    }
+
+    /// As [`WatchHub::catch_up`], up to `current`: the revision up to which the shard holds
+    /// every event it will ever have (below the member's counter when another shard of the
+    /// member, or a round still in flight, took the revisions above it).
+    ///
+    /// # Errors
+    /// Returns a storage error from reading history.
+    pub fn catch_up_to<B: KvBackend>(&mut self, store: &MvccStore<B>, current: i64, hdr: &HeaderInfo) -> Result<()> {
         let compact = store.compact_rev();
         let (max_bytes, batch_max) = (self.cfg.max_response_bytes, self.cfg.catchup_batch_events);
         let (per_watcher, floor) = (self.cfg.queued_events_per_watcher, self.cfg.stream_buffer);

@@ -1,0 +1,196 @@
+//! Three-member clusters whose keys live in several shards (`--shards 4` on Ballast), against
+//! stock etcd's 3-member cluster under the same tests: keys of different Kubernetes namespaces
+//! go to different shards, and everything etcd promises about one keyspace still holds on every
+//! member — dense revisions across shards, linearizable reads over several shards on followers,
+//! serializable reads that are a consistent view at their header revision, watches over
+//! several shards on followers that see every write once and in order, and no acknowledged
+//! write lost when the member leading the shards is killed.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use etcd_client::GetOptions;
+
+use crate::cluster::{assert_watch_saw_all, check_acknowledged, watched, writes_with_fault};
+use crate::cluster_harness::Cluster;
+use crate::harness::{fails, ok, wait_for, Target};
+
+sharded_clusters!(keys_of_several_shards_through_every_member, killing_the_leading_member_loses_nothing);
+
+/// Namespaces whose pods the 4-shard map places on every shard (0, 1, 2, 3, 0, 1).
+const NAMESPACES: [&str; 6] = ["default", "team-b", "w2", "ns1", "kube-system", "w3"];
+
+/// Namespaces whose configmaps the 4-shard map places on every shard (0, 1, 2, 3).
+const CONFIGMAP_NAMESPACES: [&str; 4] = ["w1", "default", "team-b", "team-a"];
+
+async fn keys_of_several_shards_through_every_member(c: Cluster) {
+    let leader = c.leader().await;
+    let follower = (leader + 1) % 3;
+    let mut acked = BTreeMap::new();
+    let mut revs = Vec::new();
+    for (i, ns) in NAMESPACES.iter().enumerate() {
+        // Through every member in turn: followers send the write on.
+        let m = &c.members[i % 3];
+        let key = format!("/registry/pods/{ns}/p{i}");
+        let r = m.client().await.put(key.as_str(), format!("v{i}"), None).await.expect("put");
+        let rev = r.header().expect("header").revision();
+        revs.push(rev);
+        acked.insert(key, (format!("v{i}"), rev));
+    }
+    assert!(revs.windows(2).all(|w| w[1] == w[0] + 1), "{:?}: revisions are dense across shards: {revs:?}", c.target);
+    let want: Vec<(String, i64)> = acked.iter().map(|(k, (_, r))| (k.clone(), *r)).collect();
+    for m in &c.members {
+        // A linearizable read over every shard sees every acknowledged write at once, anywhere.
+        let r = m.client().await.get("/registry/pods/", Some(GetOptions::new().with_prefix())).await.expect("get");
+        let got: Vec<(String, i64)> =
+            r.kvs().iter().map(|kv| (kv.key_str().expect("utf-8").to_string(), kv.mod_revision())).collect();
+        assert_eq!(got, want, "{:?} member {}", c.target, m.endpoint());
+        assert!(r.header().expect("header").revision() >= revs[revs.len() - 1]);
+    }
+    // etcdctl on a follower, as an operator would.
+    let out = ok(&c.members[follower].etcdctl(&["get", "--prefix", "/registry/pods/", "--keys-only"]));
+    assert_eq!(out.lines().filter(|l| !l.is_empty()).count(), NAMESPACES.len(), "{out}");
+    // A serializable read on every member catches up, and is a consistent view meanwhile.
+    for m in &c.members {
+        let caught_up = wait_for(Duration::from_secs(10), async || {
+            let opts = GetOptions::new().with_prefix().with_serializable();
+            let r = m.client().await.get("/registry/pods/", Some(opts)).await.expect("get");
+            r.kvs().len() == NAMESPACES.len()
+        })
+        .await;
+        assert!(caught_up, "{:?} member {} never showed every write", c.target, m.endpoint());
+    }
+    let seen = watched(&c.members[follower], "/registry/pods/", &acked).await;
+    assert_watch_saw_all(&seen, &acked);
+    check_acknowledged(&c, &acked).await;
+    if c.target.is_ballast() {
+        // Not built for several shards: refused in so many words, and nothing changes.
+        let err = fails(&c.members[follower].etcdctl(&["member", "add", "m4", "--peer-urls=http://127.0.0.1:1"]));
+        assert!(err.contains("ballast: a membership change on a cluster of several shards is not built yet"), "{err}");
+        let list = ok(&c.members[leader].etcdctl(&["member", "list"]));
+        assert_eq!(list.lines().count(), 3, "{list}");
+    }
+}
+
+/// Serializable reads over every shard on member `m` while member `w` writes: every key read has
+/// a revision at or below the header's, and every write acknowledged before the read at or
+/// below it is there.
+async fn consistent_views(c: &Cluster, m: usize, w: usize, rounds: usize) {
+    let mut client = c.members[m].client().await;
+    let mut writer = c.members[w].client().await;
+    let mut acked: Vec<(String, i64)> = Vec::new();
+    for i in 0..rounds {
+        let ns = CONFIGMAP_NAMESPACES[i % CONFIGMAP_NAMESPACES.len()];
+        let key = format!("/registry/configmaps/{ns}/c{i}");
+        let r = writer.put(key.as_str(), "x", None).await.expect("put");
+        acked.push((key, r.header().expect("header").revision()));
+        let opts = GetOptions::new().with_prefix().with_serializable();
+        let r = client.get("/registry/configmaps/", Some(opts)).await.expect("get");
+        let at = r.header().expect("header").revision();
+        let got: Vec<(String, i64)> =
+            r.kvs().iter().map(|kv| (kv.key_str().expect("utf-8").to_string(), kv.mod_revision())).collect();
+        assert!(got.iter().all(|(_, rev)| *rev <= at), "{:?}: a key newer than the view at {at}: {got:?}", c.target);
+        for (key, rev) in acked.iter().filter(|(_, rev)| *rev <= at) {
+            assert!(got.contains(&(key.clone(), *rev)), "{:?}: the view at {at} misses {key}@{rev}", c.target);
+        }
+    }
+}
+
+async fn killing_the_leading_member_loses_nothing(mut c: Cluster) {
+    let leader = c.leader().await;
+    let survivor = (leader + 1) % 3;
+    consistent_views(&c, survivor, leader, 30).await;
+    // Writers in namespaces w0..w3 (one per shard); the member leading the shards dies.
+    let acked = writes_with_fault(&mut c, "/registry/pods/w", 4, 30, 30, |c| c.members[leader].kill9()).await;
+    assert!(acked.len() >= 100, "{:?}: the survivors kept acknowledging writes ({} of 120)", c.target, acked.len());
+    let new_leader = c.leader().await;
+    assert_ne!(new_leader, leader, "a survivor leads");
+    let seen = watched(&c.members[survivor], "/registry/pods/w", &acked).await;
+    assert_watch_saw_all(&seen, &acked);
+    let other = (0..3).find(|&i| i != leader && i != new_leader).expect("a third member");
+    consistent_views(&c, other, new_leader, 20).await;
+    c.members[leader].restart().await;
+    check_acknowledged(&c, &acked).await;
+}
+
+/// A follower that was away catches up shard by shard (each shard's group on its own, here most
+/// of the writes in one shard); serializable reads over every shard on it meanwhile are each a
+/// consistent view at their header revision, never a later write of one shard without an
+/// earlier write of another.
+async fn a_returning_follower_shows_consistent_views(target: Target) {
+    let args: &[&str] = if target == Target::Etcd {
+        &[]
+    } else {
+        &["--shards", "4", "--experimental-snapshot-catchup-entries=50", "--raft-log-hold-entries=100"]
+    };
+    let mut c = Cluster::start_with_args(target, 3, args).await;
+    let leader = c.leader().await;
+    let away = (leader + 1) % 3;
+    c.members[away].kill9();
+    let endpoint = c.members[leader].endpoint();
+    let tasks: Vec<_> = (0..8)
+        .map(|w| {
+            let endpoint = endpoint.clone();
+            tokio::spawn(async move {
+                let mut client = etcd_client::Client::connect([endpoint], None).await.expect("connect");
+                let mut acked = Vec::new();
+                for i in (w..2_000).step_by(8) {
+                    // Nine writes in ten go to shard 0's namespace, the rest to the others.
+                    let ns = if i % 10 == 0 { NAMESPACES[1 + i / 10 % 3] } else { NAMESPACES[0] };
+                    let key = format!("/registry/pods/{ns}/k{i:05}");
+                    let r = client.put(key.as_str(), "v", None).await.expect("put");
+                    acked.push((key, r.header().expect("header").revision()));
+                }
+                acked
+            })
+        })
+        .collect();
+    let mut acked: Vec<(String, i64)> = Vec::new();
+    for t in tasks {
+        acked.extend(t.await.expect("writer"));
+    }
+    c.members[away].restart().await;
+    // A watch over every shard opened as the follower returns sees every write, in order,
+    // while the reads run.
+    let want: BTreeMap<String, (String, i64)> =
+        acked.iter().map(|(k, rev)| (k.clone(), ("v".to_string(), *rev))).collect();
+    let (seen, ()) = tokio::join!(
+        watched(&c.members[away], "/registry/pods/", &want),
+        consistent_while_catching_up(&c, away, &acked)
+    );
+    assert_watch_saw_all(&seen, &want);
+}
+
+/// Serializable reads over every shard on member `m` until it shows every write of `acked`,
+/// each checked to be a consistent view at its header revision.
+async fn consistent_while_catching_up(c: &Cluster, m: usize, acked: &[(String, i64)]) {
+    let target = c.target;
+    let mut client = c.members[m].client().await;
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    let mut views = 0;
+    loop {
+        let opts = GetOptions::new().with_prefix().with_serializable();
+        let r = client.get("/registry/pods/", Some(opts)).await.expect("get");
+        let at = r.header().expect("header").revision();
+        let got: std::collections::HashMap<String, i64> =
+            r.kvs().iter().map(|kv| (kv.key_str().expect("utf-8").to_string(), kv.mod_revision())).collect();
+        assert!(got.values().all(|rev| *rev <= at), "{target:?}: a key newer than the view at {at}");
+        let missing = acked.iter().filter(|(k, rev)| *rev <= at && got.get(k) != Some(rev)).count();
+        assert_eq!(missing, 0, "{target:?}: the view at {at} misses {missing} earlier writes (view {views})");
+        views += 1;
+        if got.len() == acked.len() {
+            break;
+        }
+        assert!(std::time::Instant::now() < until, "{target:?}: the follower never caught up ({} keys)", got.len());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_returning_follower_shows_consistent_views_ballast() {
+    Box::pin(a_returning_follower_shows_consistent_views(Target::Ballast)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_returning_follower_shows_consistent_views_etcd() {
+    Box::pin(a_returning_follower_shows_consistent_views(Target::Etcd)).await;
+}
