@@ -159,9 +159,6 @@ pub enum EngineError {
     /// was busy or could not take the request); nothing was copied, and a retry may succeed.
     #[error("snapshot: the shards could not all be stopped at one revision; try again")]
     SnapshotCut,
-    /// A request a cluster of several members and several shards cannot serve yet.
-    #[error("{0} on a cluster of several shards is not built yet")]
-    NotBuiltWithShards(&'static str),
 }
 
 /// Shorthand for results of engine operations.

@@ -33,6 +33,45 @@ const HARD_STATE: &[u8] = b"hs";
 const CONF_STATE: &[u8] = b"cs";
 const SNAP_META: &[u8] = b"sm";
 
+/// Makes a restored shard's raft state that of a member alone (raft ID 1) whose log ends at the
+/// state's applied index: the log, the old members and their votes go. A snapshot taken on a
+/// member of a cluster holds that cluster's voters, which a restored member, starting a new
+/// cluster, could never reach; and entries past the applied index were not necessarily
+/// committed, so they must not be committed now.
+///
+/// # Errors
+/// A storage error, or `Corrupt` for undecodable records.
+pub fn restart_as_lone_voter<B: KvBackend>(backend: &B) -> Result<(), StorageError> {
+    let applied = match backend.get(Cf::Meta, META_APPLIED_INDEX)? {
+        Some(v) => u64::from_be_bytes(v.as_slice().try_into().map_err(|_| corrupt("applied index"))?),
+        None => 0,
+    };
+    let mut term = 0;
+    if let Some(v) = backend.get(Cf::Raft, &entry_key(applied))? {
+        term = Entry::decode(v.as_slice()).map_err(|_| corrupt("log entry"))?.term;
+    } else if let Some(v) = backend.get(Cf::Raft, SNAP_META)? {
+        let m = SnapshotMetadata::decode(v.as_slice()).map_err(|_| corrupt("snapshot metadata"))?;
+        if m.index == applied {
+            term = m.term;
+        }
+    }
+    if let Some(v) = backend.get(Cf::Raft, HARD_STATE)? {
+        // No entry to tell: the newest term the member knew is a safe one for the applied index.
+        if term == 0 {
+            term = HardState::decode(v.as_slice()).map_err(|_| corrupt("hard state"))?.term;
+        }
+    }
+    let mut wb = WriteBatch::new();
+    wb.delete_range(Cf::Raft, entry_key(0), entry_key(u64::MAX));
+    let m = SnapshotMetadata { index: applied, term, ..Default::default() };
+    wb.put(Cf::Raft, SNAP_META.to_vec(), m.encode_to_vec());
+    let hs = HardState { term, vote: 0, commit: applied, ..Default::default() };
+    wb.put(Cf::Raft, HARD_STATE.to_vec(), hs.encode_to_vec());
+    let cs = ConfState { voters: vec![1], ..Default::default() };
+    wb.put(Cf::Raft, CONF_STATE.to_vec(), cs.encode_to_vec());
+    backend.write(wb, WriteOpts { sync: true })
+}
+
 fn entry_key(index: u64) -> Vec<u8> {
     let mut k = Vec::with_capacity(9);
     k.push(b'e');

@@ -234,7 +234,7 @@ fn join_membership(cfg: &EngineConfig) -> Result<Membership> {
     let cluster = cfg.cluster.clone();
     // Engine::start is synchronous and may run inside the caller's runtime: ask on a thread of
     // its own with a small runtime.
-    let fetched = std::thread::spawn(move || -> Option<Membership> {
+    let fetched = std::thread::spawn(move || -> Option<(u32, Membership)> {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
         rt.block_on(async move {
             for url in urls {
@@ -242,7 +242,8 @@ fn join_membership(cfg: &EngineConfig) -> Result<Membership> {
                 let Ok(Ok(ch)) = tokio::time::timeout(timeout, ep.connect()).await else { continue };
                 let mut client = PeerClient::new(ch);
                 if let Ok(r) = client.members(HelloRequest { cluster_id: 0, from: 0 }).await {
-                    return Some(Membership::from_record(r.into_inner()));
+                    let r = r.into_inner();
+                    return Some((r.shards, Membership::from_record(r)));
                 }
             }
             None
@@ -251,11 +252,17 @@ fn join_membership(cfg: &EngineConfig) -> Result<Membership> {
     .join()
     .ok()
     .flatten();
-    let Some(membership) = fetched else {
+    let Some((shards, membership)) = fetched else {
         return Err(EngineError::BadCluster(
             "could not get the cluster's members from any peer in --initial-cluster".into(),
         ));
     };
+    if shards != 0 && shards != cfg.shards {
+        return Err(EngineError::ShardCount(format!(
+            "the cluster runs {shards} shards; start this member with --shards {shards}, not --shards {}",
+            cfg.shards
+        )));
+    }
     let mut mine = cfg.advertise_peer_urls.clone();
     mine.sort();
     let Some(me) = membership.members.iter().find(|m| {

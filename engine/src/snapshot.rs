@@ -156,6 +156,12 @@ fn unpack(archive: &Path, body: u64, data_dir: &Path) -> Result<Restored, Restor
     // The first start settles a new identity from its own flags, as after etcd's restore.
     let first = RocksBackend::open(&crate::server::shard_db_dir(data_dir, 0), &RocksOptions::default())?;
     crate::server::prepare_restored(&first, count)?;
+    crate::raft_log::restart_as_lone_voter(&first)?;
+    drop(first);
+    for s in 1..count {
+        let shard = RocksBackend::open(&crate::server::shard_db_dir(data_dir, s), &RocksOptions::default())?;
+        crate::raft_log::restart_as_lone_voter(&shard)?;
+    }
     Ok(Restored { shards: count, files, bytes })
 }
 

@@ -287,7 +287,7 @@ async fn bootstrap_flags_etcd_refuses_are_refused() {
 
 /// Under writes: a learner is added and started, catches up, is promoted, and the leader is
 /// removed; every acknowledged write is on every remaining member.
-async fn membership_changes_under_writes(mut c: Cluster) {
+pub(crate) async fn membership_changes_under_writes(mut c: Cluster) {
     let endpoints = c.endpoints();
     let eps = endpoints.join(",");
     let writer = {
@@ -295,7 +295,9 @@ async fn membership_changes_under_writes(mut c: Cluster) {
         tokio::spawn(async move {
             let mut acked = BTreeMap::new();
             for i in 0..120 {
-                let (key, value) = (format!("mc/{i:03}"), format!("v{i}"));
+                // Namespaces a cluster of four shards keeps on four different shards.
+                let ns = ["default", "team-b", "w2", "ns1"][i % 4];
+                let (key, value) = (format!("/registry/pods/{ns}/mc{i:03}"), format!("v{i}"));
                 if let Some(rev) = put_any(&endpoints, i, &key, &value, Duration::from_secs(20)).await {
                     acked.insert(key, (value, rev));
                 }
@@ -332,12 +334,13 @@ async fn membership_changes_under_writes(mut c: Cluster) {
         .expect("the initial cluster for the new member");
     let mut m4 = Server::member_of(c.target, "m4", crate::harness::free_port(), peer, &ic);
     m4.join = true;
+    m4.extra_args = c.members[0].extra_args.clone();
     m4.spawn_member();
     assert!(m4.ready().await, "{:?}: the new member did not start; log:\n{}", c.target, m4.log_tail());
     // A learner answers serializable reads only.
-    let err = fails(&m4.etcdctl(&["get", "mc/000"]));
+    let err = fails(&m4.etcdctl(&["get", "/registry/pods/default/mc000"]));
     assert!(err.contains("etcdserver: rpc not supported for learner"), "{:?}: {err}", c.target);
-    ok(&m4.etcdctl(&["get", "mc/000", "--consistency=s"]));
+    ok(&m4.etcdctl(&["get", "/registry/pods/default/mc000", "--consistency=s"]));
     c.members.push(m4);
     // A learner is promoted once it has caught up; until then etcd refuses with its message.
     let promoted = wait_for(Duration::from_secs(20), async || {
@@ -377,7 +380,7 @@ async fn membership_changes_under_writes(mut c: Cluster) {
 
 /// A lease granted through a follower outlives the leader that kept its deadline: a survivor's
 /// keep-alives renew it under the new leader, and its key stays until it is revoked.
-async fn a_lease_survives_a_leader_change(mut c: Cluster) {
+pub(crate) async fn a_lease_survives_a_leader_change(mut c: Cluster) {
     let leader = c.leader().await;
     let survivor = (leader + 1) % 3;
     let mut client = c.members[survivor].client().await;

@@ -11,11 +11,19 @@ use std::time::Duration;
 
 use etcd_client::GetOptions;
 
-use crate::cluster::{assert_watch_saw_all, check_acknowledged, watched, writes_with_fault};
+use crate::cluster::{
+    a_lease_survives_a_leader_change, assert_watch_saw_all, check_acknowledged, membership_changes_under_writes,
+    watched, writes_with_fault,
+};
 use crate::cluster_harness::Cluster;
-use crate::harness::{fails, ok, wait_for, Target};
+use crate::harness::{fails, ok, wait_for, Server, Target};
 
-sharded_clusters!(keys_of_several_shards_through_every_member, killing_the_leading_member_loses_nothing);
+sharded_clusters!(
+    keys_of_several_shards_through_every_member,
+    killing_the_leading_member_loses_nothing,
+    membership_changes_under_writes,
+    a_lease_survives_a_leader_change,
+);
 
 /// Namespaces whose pods the 4-shard map places on every shard (0, 1, 2, 3, 0, 1).
 const NAMESPACES: [&str; 6] = ["default", "team-b", "w2", "ns1", "kube-system", "w3"];
@@ -64,11 +72,32 @@ async fn keys_of_several_shards_through_every_member(c: Cluster) {
     assert_watch_saw_all(&seen, &acked);
     check_acknowledged(&c, &acked).await;
     if c.target.is_ballast() {
-        // Not built for several shards: refused in so many words, and nothing changes.
-        let err = fails(&c.members[follower].etcdctl(&["member", "add", "m4", "--peer-urls=http://127.0.0.1:1"]));
-        assert!(err.contains("ballast: a membership change on a cluster of several shards is not built yet"), "{err}");
-        let list = ok(&c.members[leader].etcdctl(&["member", "list"]));
-        assert_eq!(list.lines().count(), 3, "{list}");
+        // A member joining with another shard count than the cluster's does not start.
+        let peer = crate::harness::free_port();
+        let add = ok(&c.members[leader].etcdctl(&[
+            "member",
+            "add",
+            "m4",
+            &format!("--peer-urls=http://127.0.0.1:{peer}"),
+            "--learner",
+        ]));
+        let id = add.split_whitespace().nth(1).expect("Member <id> added").to_string();
+        let ic = add
+            .lines()
+            .find_map(|l| l.strip_prefix("ETCD_INITIAL_CLUSTER=\""))
+            .map(|l| l.trim_end_matches('"').to_string())
+            .expect("the initial cluster for the new member");
+        let mut m4 = Server::member_of(c.target, "m4", crate::harness::free_port(), peer, &ic);
+        m4.join = true;
+        m4.extra_args = vec!["--shards".into(), "2".into()];
+        m4.spawn_member();
+        let refused = wait_for(Duration::from_secs(15), async || {
+            m4.full_log().contains("the cluster runs 4 shards; start this member with --shards 4, not --shards 2")
+        })
+        .await;
+        assert!(refused, "the member started with the wrong shard count; log:\n{}", m4.log_tail());
+        m4.kill9();
+        ok(&c.members[leader].etcdctl(&["member", "remove", &id]));
     }
 }
 
@@ -183,6 +212,18 @@ async fn consistent_while_catching_up(c: &Cluster, m: usize, acked: &[(String, i
         }
         assert!(std::time::Instant::now() < until, "{target:?}: the follower never caught up ({} keys)", got.len());
     }
+}
+
+/// A snapshot asked of a follower of an eight-shard cluster under writes (the member leading the
+/// shards takes it when none of them has a round in flight) holds exactly a prefix of the
+/// writes, as one member's does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_streams_a_snapshot_at_one_revision() {
+    let c = Cluster::start_with_args(Target::Ballast, 3, &["--shards", "8"]).await;
+    let leader = c.leader().await;
+    let follower = (leader + 1) % 3;
+    Box::pin(crate::snapshot_restore::snapshots_hold_a_prefix_of_the_writes(&c.members[leader], &c.members[follower]))
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -155,6 +155,15 @@ async fn a_restored_member_keeps_its_shard_count() {
 /// write is missing while a later one is there, whichever shards they went to.
 async fn snapshot_is_one_revision_across_shards() {
     let s = Server::start(Target::BallastSharded).await;
+    snapshots_hold_a_prefix_of_the_writes(&s, &s).await;
+}
+
+/// Writes one key after another through `writer`, round-robin over eight namespaces, takes
+/// three snapshots through `snapshotter` meanwhile, restores each into an eight-shard member,
+/// and checks it holds exactly the first `m` writes for some `m` at least the count acknowledged
+/// before it was asked for.
+pub(crate) async fn snapshots_hold_a_prefix_of_the_writes(writer: &Server, snapshotter: &Server) {
+    let s = writer;
     let acked = Arc::new(AtomicUsize::new(0));
     let stop = Arc::new(AtomicUsize::new(0));
     let writer = {
@@ -174,7 +183,7 @@ async fn snapshot_is_one_revision_across_shards() {
             .await,
         "the writer got going"
     );
-    let mut c = s.client().await;
+    let mut c = snapshotter.client().await;
     let file = tempfile::tempdir().expect("tempdir");
     let mut snapshots = Vec::new();
     for n in 0..3 {

@@ -203,6 +203,19 @@ pub(crate) async fn change_membership(
         ..Default::default()
     };
     api.call(0, |tx| ShardMsg::ConfChange(cc, tx)).await?;
+    // The other shards follow shard 0's members (`shard::colocate`); the change is answered
+    // once every shard has it, as etcd answers once its one group has it. A member that removed
+    // itself stops now; the next member to lead the shards removes it from the rest.
+    let removes_me = change_type == ConfChangeType::RemoveNode && member.id == api.member.id;
+    if let Some(colo) = api.colocation.as_ref().filter(|_| !removes_me) {
+        let deadline = tokio::time::Instant::now() + api.request_timeout;
+        while !colo.converged() {
+            if tokio::time::Instant::now() >= deadline {
+                return Err(EngineError::Timeout);
+            }
+            tokio::time::sleep(api.leader_poll).await;
+        }
+    }
     Ok(MemberRecord {
         id: member.id,
         name: member.name,

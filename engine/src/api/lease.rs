@@ -74,9 +74,11 @@ impl Lease for LeaseService {
         let api = self.api.clone();
         tokio::spawn(async move {
             while let Ok(Some(msg)) = inbound.message().await {
-                // Every shard's lessor keeps the lease's deadline; shard 0 answers.
+                // Every shard's lessor keeps the lease's deadline; shard 0 answers. In a cluster
+                // each shard's leader keeps it, reached wherever it is.
                 let answer = if api.router.has_peers() {
-                    api.keep_alive(0, msg.id).await.map(|ttl| vec![ttl])
+                    let renewals = (0..api.shards.len() as u32).map(|s| api.keep_alive(s, msg.id));
+                    futures::future::join_all(renewals).await.into_iter().collect::<Result<Vec<i64>, _>>()
                 } else {
                     api.call_all(|r| ShardMsg::LeaseKeepAlive(msg.id, r)).await
                 };
@@ -102,8 +104,14 @@ impl Lease for LeaseService {
         if self.api.shards.len() == 1 {
             return Ok(Response::new(self.api.time_to_live(0, r).await?));
         }
-        // Shard 0 answers for the lease; the keys attached to it are on every shard.
-        let mut answers = self.api.call_all(|tx| ShardMsg::LeaseTimeToLive(r, tx)).await?.into_iter();
+        // Shard 0 answers for the lease; the keys attached to it are on every shard (asked of
+        // each shard's leader in a cluster).
+        let mut answers = if self.api.router.has_peers() {
+            let asks = (0..self.api.shards.len() as u32).map(|s| self.api.time_to_live(s, r));
+            futures::future::join_all(asks).await.into_iter().collect::<Result<Vec<_>, _>>()?.into_iter()
+        } else {
+            self.api.call_all(|tx| ShardMsg::LeaseTimeToLive(r, tx)).await?.into_iter()
+        };
         let mut resp = answers.next().expect("invariant: a member has at least one shard");
         for other in answers {
             resp.keys.extend(other.keys);

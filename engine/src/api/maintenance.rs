@@ -161,14 +161,14 @@ impl Maintenance for MaintenanceService {
         Ok(Response::new(resp))
     }
 
-    type SnapshotStream = Pin<Box<dyn Stream<Item = Result<SnapshotResponse, Status>> + Send + 'static>>;
+    type SnapshotStream = SnapshotChunks;
 
     async fn snapshot(&self, _req: Request<SnapshotRequest>) -> Result<Response<Self::SnapshotStream>, Status> {
-        if self.api.shards_replicated() {
-            // Each member's shards apply their logs on their own schedules and the evaluating
-            // member may hold a round in flight: no member has one revision's state of every
-            // shard on disk to copy.
-            return Err(EngineError::NotBuiltWithShards("a snapshot").into());
+        if !self.api.evaluates() {
+            // This member's shards apply their logs on their own schedules, so no moment holds
+            // one revision's state of every shard here: the member that orders every write takes
+            // the snapshot, and this one passes its stream on.
+            return Ok(Response::new(self.api.snapshot_from_evaluator().await?));
         }
         let n = self.api.next_id.fetch_add(1, Ordering::Relaxed);
         std::fs::create_dir_all(&self.api.snapshot_dir)
@@ -252,6 +252,9 @@ impl MaintenanceService {
 }
 
 pub(crate) type ChunkSender = tokio::sync::mpsc::Sender<Result<SnapshotResponse, Status>>;
+
+/// A snapshot's chunks as Maintenance.Snapshot streams them.
+pub type SnapshotChunks = Pin<Box<dyn Stream<Item = Result<SnapshotResponse, Status>> + Send + 'static>>;
 
 /// Lists the archive's files: those of `dir`, and those of its subdirectories (one per shard) as
 /// `<subdirectory>/<name>`.

@@ -202,11 +202,6 @@ impl ApiContext {
         &self,
         request: forward_request::Request,
     ) -> Result<ballast_proto::ballastpb::MemberRecord> {
-        if self.shards.len() > 1 {
-            // Every shard's group would have to change, one after another, with the membership
-            // record in shard 0's: not built.
-            return Err(EngineError::NotBuiltWithShards("a membership change"));
-        }
         let deadline = tokio::time::Instant::now() + self.request_timeout;
         match self.on_leader(0, deadline, request).await? {
             forward_response::Response::Member(m) => Ok(m),
@@ -395,6 +390,21 @@ impl ApiContext {
         // pending mark that held the revision back.
         let applied = self.shards.iter().map(ShardHandle::applied).collect();
         Some(Fact { revision, applied })
+    }
+
+    /// Streams a snapshot taken by the member that leads every shard (see `maintenance`).
+    ///
+    /// # Errors
+    /// No such member is known, or it refused.
+    pub async fn snapshot_from_evaluator(&self) -> Result<maintenance::SnapshotChunks> {
+        use futures::StreamExt as _;
+        let leader = self.first().leader();
+        let Some(mut client) = (leader != 0).then(|| self.router.client(leader)).flatten() else {
+            return Err(EngineError::NoLeader);
+        };
+        let req = ballast_proto::ballastpb::HelloRequest { cluster_id: self.member.cluster_id, from: self.member.id };
+        let stream = client.snapshot(req).await.map_err(from_peer_status)?.into_inner();
+        Ok(Box::pin(stream.map(|chunk| chunk)))
     }
 
     /// Returns true while this member is a learner of its cluster.

@@ -113,7 +113,9 @@ impl Peer for PeerService {
         if r.cluster_id != 0 {
             self.check_cluster(r.cluster_id, r.from)?;
         }
-        Ok(Response::new(self.api.membership.read().to_record()))
+        let mut record = self.api.membership.read().to_record();
+        record.shards = self.api.shards.len() as u32;
+        Ok(Response::new(record))
     }
 
     type FetchSnapshotStream = Pin<Box<dyn Stream<Item = Result<SnapshotResponse, Status>> + Send + 'static>>;
@@ -142,6 +144,19 @@ impl Peer for PeerService {
             let _ = shard.send(ShardMsg::SnapshotStatus(r.from, sent));
         });
         Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))))
+    }
+
+    type SnapshotStream = super::maintenance::SnapshotChunks;
+
+    async fn snapshot(&self, req: Request<HelloRequest>) -> Result<Response<Self::SnapshotStream>, Status> {
+        let r = req.into_inner();
+        self.check_cluster(r.cluster_id, r.from)?;
+        if !self.api.evaluates() {
+            return Err(EngineError::NotLeader.into());
+        }
+        use ballast_proto::etcdserverpb::maintenance_server::Maintenance as _;
+        let service = super::maintenance::MaintenanceService::new(self.api.clone());
+        service.snapshot(Request::new(ballast_proto::etcdserverpb::SnapshotRequest {})).await
     }
 
     async fn resolved(&self, req: Request<ResolvedRevision>) -> Result<Response<RaftBatchAck>, Status> {

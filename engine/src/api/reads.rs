@@ -41,7 +41,20 @@ impl ApiContext {
                 _ => Err(EngineError::Remote(unexpected("a forwarded range"))),
             };
         }
-        let resolved = self.wait_resolved(r.revision).await?;
+        if let Shards::One(s) = self.map.shards_of(&r.key, &r.range_end) {
+            // One shard's latest state is a consistent view of its keys, at the revision up to
+            // which it holds all of its own: its own last revision, or the resolved one when
+            // that is higher (then it has none in between). The member's own writes, applied
+            // here before they were answered, are in it.
+            let holds = |api: &Self| api.shard(s).own_rev().max(api.cross_shard_last());
+            let at = self.wait_until(r.revision, holds).await?;
+            let mut resp = self.call(s, |tx| ShardMsg::Range(r, tx)).await?;
+            if let Some(h) = resp.header.as_mut() {
+                h.revision = at;
+            }
+            return Ok(resp);
+        }
+        let resolved = self.wait_until(r.revision, Self::cross_shard_last).await?;
         let at = if r.revision > 0 { r.revision } else { resolved };
         let mut resp = self.range_at(r, at).await?;
         if let Some(h) = resp.header.as_mut() {
@@ -91,12 +104,9 @@ impl ApiContext {
     }
 
     /// Reads every shard the range touches at revision `at` and merges their answers.
-    async fn range_at(&self, mut r: RangeRequest, at: i64) -> Result<RangeResponse> {
+    async fn range_at(&self, r: RangeRequest, at: i64) -> Result<RangeResponse> {
         match self.map.shards_of(&r.key, &r.range_end) {
-            Shards::One(s) => {
-                r.revision = at;
-                self.call(s, |tx| ShardMsg::Range(r, tx)).await
-            }
+            Shards::One(s) => self.call(s, |tx| ShardMsg::Range(RangeRequest { revision: at, ..r }, tx)).await,
             Shards::All => {
                 let ask = range_merge::shard_request(&r, at);
                 let parts = self.call_all(|tx| ShardMsg::Range(ask.clone(), tx)).await?;
@@ -107,12 +117,13 @@ impl ApiContext {
         }
     }
 
-    /// Waits until this member's resolved revision reaches `rev` (a read at an explicit
-    /// revision it may not hold yet), up to the request timeout; returns the resolved revision.
-    async fn wait_resolved(&self, rev: i64) -> Result<i64> {
+    /// Waits until `holds` (a revision up to which this member holds what the read needs)
+    /// reaches `rev` (a read at an explicit revision it may not hold yet), up to the request
+    /// timeout; returns that revision.
+    async fn wait_until(&self, rev: i64, holds: impl Fn(&Self) -> i64) -> Result<i64> {
         let deadline = tokio::time::Instant::now() + self.request_timeout;
         loop {
-            let resolved = self.cross_shard_last();
+            let resolved = holds(self);
             if resolved >= rev || rev > self.revs.last() {
                 // A revision beyond anything applied here is refused by the shard as etcd
                 // refuses a future revision.

@@ -39,7 +39,6 @@ pub fn code_and_message(e: &EngineError) -> (Code, String) {
         E::ShardCount(_) => (Code::FailedPrecondition, format!("ballast: {e}")),
         E::Executor { .. } => (Code::Unavailable, format!("ballast: {e}")),
         E::SnapshotCut => (Code::Unavailable, format!("ballast: {e}")),
-        E::NotBuiltWithShards(_) => (Code::FailedPrecondition, format!("ballast: {e}")),
         E::BadCluster(_) => (Code::FailedPrecondition, format!("etcdserver: {e}")),
         E::LeaderChanged => fixed(Code::Unavailable, "etcdserver: leader changed"),
         E::ConfChangePending => (Code::Unavailable, format!("ballast: {e}")),
@@ -122,11 +121,6 @@ mod tests {
             (EngineError::MemberBadUrls, Code::InvalidArgument, "etcdserver: given member URLs are invalid"),
             (EngineError::Unhealthy, Code::Unavailable, "etcdserver: unhealthy cluster"),
             (EngineError::NotSupportedForLearner, Code::Unavailable, "etcdserver: rpc not supported for learner"),
-            (
-                EngineError::NotBuiltWithShards("a snapshot"),
-                Code::FailedPrecondition,
-                "ballast: a snapshot on a cluster of several shards is not built yet",
-            ),
             (
                 EngineError::SnapshotCut,
                 Code::Unavailable,

@@ -219,6 +219,7 @@ impl Membership {
                     raft_id: m.raft_id,
                 })
                 .collect(),
+            shards: 0,
         }
     }
 

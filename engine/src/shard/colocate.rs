@@ -17,6 +17,10 @@
 //! shards: revisions a deposed evaluator took for rounds that never committed leave a gap (see
 //! `engine/SHARDING.md`).
 //!
+//! Membership changes are raft conf changes of shard 0 (which carries the member records); the
+//! leader of every other shard follows shard 0's configuration one change at a time
+//! ([`next_conf_change`]), and MemberAdd and friends answer once every shard has it.
+//!
 //! ```text
 //!   m1: shard0 L  shard1 L  shard2 L  -> all ready: m1 evaluates
 //!   kill m1; shard0 elects m2, shard1 m3, shard2 m2
@@ -25,6 +29,9 @@
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
+
+use ballast_raft::ConfChangeType;
+use parking_lot::Mutex;
 
 use super::NOTHING_PENDING;
 
@@ -37,6 +44,30 @@ pub struct Colocation {
     leaders: Vec<AtomicU64>,
     /// Per shard: its pending mark (`ShardHandle::published_through`), shared with its handle.
     marks: Vec<Arc<AtomicI64>>,
+    /// Per shard: its voters and learners as this member last applied them.
+    confs: Vec<Mutex<Conf>>,
+}
+
+/// A group's voters and learners, each sorted.
+pub type Conf = (Vec<u64>, Vec<u64>);
+
+/// The next conf change that brings a group from `have` to `want` (shard 0's configuration), one
+/// at a time as raft takes them: missing voters first (a learner among them is promoted), then
+/// missing learners, then members to remove. Never removes `me`: a member removed from shard 0
+/// stops, and another member's leadership removes it from the rest.
+pub fn next_conf_change(have: &Conf, want: &Conf, me: u64) -> Option<(ConfChangeType, u64)> {
+    let (hv, hl) = have;
+    let (wv, wl) = want;
+    if let Some(id) = wv.iter().find(|id| !hv.contains(id)) {
+        return Some((ConfChangeType::AddNode, *id));
+    }
+    if let Some(id) = wl.iter().find(|id| !hl.contains(id) && !hv.contains(id)) {
+        return Some((ConfChangeType::AddLearnerNode, *id));
+    }
+    hv.iter()
+        .chain(hl)
+        .find(|id| **id != me && !wv.contains(id) && !wl.contains(id))
+        .map(|id| (ConfChangeType::RemoveNode, *id))
 }
 
 impl Colocation {
@@ -46,7 +77,26 @@ impl Colocation {
             ready: (0..shards).map(|_| AtomicBool::new(false)).collect(),
             leaders: (0..shards).map(|_| AtomicU64::new(0)).collect(),
             marks: (0..shards).map(|_| Arc::new(AtomicI64::new(NOTHING_PENDING))).collect(),
+            confs: (0..shards).map(|_| Mutex::new((Vec::new(), Vec::new()))).collect(),
         }
+    }
+
+    /// Records shard `s`'s configuration as this member applied it.
+    pub fn set_conf(&self, s: u32, conf: Conf) {
+        if let Some(c) = self.confs.get(s as usize) {
+            *c.lock() = conf;
+        }
+    }
+
+    /// Shard `s`'s configuration as this member last recorded it.
+    pub fn conf(&self, s: u32) -> Conf {
+        self.confs.get(s as usize).map(|c| c.lock().clone()).unwrap_or_default()
+    }
+
+    /// True when every shard's configuration here is shard 0's.
+    pub fn converged(&self) -> bool {
+        let first = self.conf(0);
+        self.confs.iter().all(|c| *c.lock() == first)
     }
 
     /// Shard `s`'s pending mark, for the shard to set and its handle to read.
@@ -113,6 +163,21 @@ mod tests {
         assert!(!c.all_ready(), "losing one shard stops evaluation everywhere");
         c.note(5, 1, true);
         assert_eq!(c.shards(), 3, "an unknown shard is ignored");
+    }
+
+    #[test]
+    fn conf_changes_follow_shard_0_one_at_a_time() {
+        let want = (vec![1, 2, 4], vec![]);
+        // A learner among the wanted voters is promoted first, then the removed member goes.
+        let have = (vec![1, 2, 3], vec![4]);
+        assert_eq!(next_conf_change(&have, &want, 1), Some((ConfChangeType::AddNode, 4)));
+        let have = (vec![1, 2, 3, 4], vec![]);
+        assert_eq!(next_conf_change(&have, &want, 1), Some((ConfChangeType::RemoveNode, 3)));
+        assert_eq!(next_conf_change(&want, &want, 1), None);
+        let learner = (vec![1, 2], vec![5]);
+        assert_eq!(next_conf_change(&(vec![1, 2], vec![]), &learner, 1), Some((ConfChangeType::AddLearnerNode, 5)));
+        // The leader never removes itself.
+        assert_eq!(next_conf_change(&(vec![1, 2], vec![]), &(vec![2], vec![]), 1), None);
     }
 
     #[test]

@@ -185,6 +185,7 @@ pub struct ShardHandle {
     applied: Arc<AtomicU64>,
     is_leader: Arc<AtomicBool>,
     pending: Arc<AtomicI64>,
+    own_rev: Arc<AtomicI64>,
 }
 
 /// A pending mark's value while the shard has no revision it has not yet published.
@@ -230,6 +231,12 @@ impl ShardHandle {
     /// were answered).
     pub fn applied(&self) -> u64 {
         self.applied.load(Ordering::SeqCst)
+    }
+
+    /// Returns the newest revision this shard has applied here (its own, not the member's
+    /// counter): every revision of this shard up to it is in its state.
+    pub fn own_rev(&self) -> i64 {
+        self.own_rev.load(Ordering::SeqCst)
     }
 
     /// Returns true when this member led the shard at the end of its last round.
@@ -296,6 +303,10 @@ pub struct Shard<B: KvBackend + Clone> {
     /// The newest revision whose events this shard has published: every revision of its own
     /// up to here is applied (a shard applies its revisions in order).
     own_rev: i64,
+    /// `own_rev` for the handle, stored before the round's writes are answered.
+    published_rev: Arc<AtomicI64>,
+    /// A checkpoint asked for while a round was in flight, taken once it is applied.
+    deferred_checkpoint: Option<(std::path::PathBuf, Option<Arc<cut::Cut>>, Reply<i64>)>,
 }
 
 impl<B: KvBackend + Clone> std::fmt::Debug for Shard<B> {
@@ -363,6 +374,7 @@ impl<B: KvBackend + Clone> Shard<B> {
         let term = Arc::new(AtomicU64::new(0));
         let applied = Arc::new(AtomicU64::new(0));
         let is_leader = Arc::new(AtomicBool::new(false));
+        let published_rev = Arc::new(AtomicI64::new(own_rev));
         let pending = match &colocation {
             Some((s, colo)) => colo.mark(*s),
             None => Arc::new(AtomicI64::new(NOTHING_PENDING)),
@@ -374,6 +386,7 @@ impl<B: KvBackend + Clone> Shard<B> {
             applied: Arc::clone(&applied),
             is_leader: Arc::clone(&is_leader),
             pending: Arc::clone(&pending),
+            own_rev: Arc::clone(&published_rev),
         };
         let mut shard = Self {
             node,
@@ -399,6 +412,8 @@ impl<B: KvBackend + Clone> Shard<B> {
             colo: colocation,
             last_transfer: None,
             own_rev,
+            published_rev,
+            deferred_checkpoint: None,
         };
         // Replay now: a single voter commits its whole log once it leads; a member of a larger
         // group applies what it knows committed and learns the rest from the leader.
@@ -476,6 +491,11 @@ impl<B: KvBackend + Clone> Shard<B> {
                 self.on_tick(now)?;
             }
             self.run_ready()?;
+            if self.deferred_checkpoint.is_some() && !self.round_in_flight() {
+                if let Some((dir, cut, reply)) = self.deferred_checkpoint.take() {
+                    self.checkpoint(&dir, cut.as_deref(), reply);
+                }
+            }
             let hdr = self.hdr();
             let current = self.watch_rev();
             self.hub.catch_up_to(self.node.state_machine().store(), current, &hdr)?;
@@ -486,6 +506,7 @@ impl<B: KvBackend + Clone> Shard<B> {
     fn on_tick(&mut self, now: Instant) -> Result<()> {
         self.node.tick();
         self.follow_anchor(now);
+        self.follow_shard0_conf();
         if self.can_evaluate() {
             let expired = self.node.state_machine_mut().lessor_mut().take_expired(now, self.cfg.lease_revokes_per_tick);
             for id in expired {
@@ -683,23 +704,43 @@ impl<B: KvBackend + Clone> Shard<B> {
                 let _ = reply.send(r);
             }
             ShardMsg::Checkpoint(dir, cut, reply) => {
-                let store = self.node.state_machine().store();
-                let revision = match cut {
-                    None => store.current_rev(),
-                    Some(cut) => match cut.arrive(|| store.current_rev()) {
-                        Some(revision) => revision,
-                        None => {
-                            let _ = reply.send(Err(EngineError::SnapshotCut));
-                            return Ok(());
-                        }
-                    },
-                };
-                let r = store.backend().checkpoint(&dir).map(|()| revision).map_err(EngineError::from);
-                let _ = reply.send(r);
+                if self.round_in_flight() {
+                    // The round's writes are in the state but not on disk yet: copy once they
+                    // are, evaluating nothing new meanwhile.
+                    self.deferred_checkpoint = Some((dir, cut, reply));
+                } else {
+                    self.checkpoint(&dir, cut.as_deref(), reply);
+                }
             }
             ShardMsg::Shutdown => self.stopping = true,
         }
         Ok(())
+    }
+
+    /// True while this member evaluated writes that are not applied (a leader with followers
+    /// has its round's entry uncommitted).
+    fn round_in_flight(&self) -> bool {
+        let sm = self.node.state_machine();
+        sm.evaluated_index() > ballast_raft::StateMachine::applied_index(sm)
+    }
+
+    /// Copies the shard's state into `dir` and answers the revision it holds every write up to:
+    /// the member's counter, read when every shard of `cut` stands still (nothing in flight in
+    /// any of them), or now when there is no cut.
+    fn checkpoint(&self, dir: &std::path::Path, cut: Option<&cut::Cut>, reply: Reply<i64>) {
+        let store = self.node.state_machine().store();
+        let revision = match cut {
+            None => store.current_rev(),
+            Some(cut) => match cut.arrive(|| store.current_rev()) {
+                Some(revision) => revision,
+                None => {
+                    let _ = reply.send(Err(EngineError::SnapshotCut));
+                    return;
+                }
+            },
+        };
+        let r = store.backend().checkpoint(dir).map(|()| revision).map_err(EngineError::from);
+        let _ = reply.send(r);
     }
 
     /// Serves one read from the current state.
@@ -752,6 +793,34 @@ impl<B: KvBackend + Clone> Shard<B> {
     /// [`colocate`]).
     fn leads_every_shard(&self) -> bool {
         self.colo.as_ref().is_none_or(|(_, c)| c.all_ready())
+    }
+
+    /// Records this shard's configuration for the member and, on the leader of a shard other
+    /// than 0 that also leads shard 0, proposes the next change toward shard 0's (see
+    /// [`colocate`]).
+    fn follow_shard0_conf(&mut self) {
+        let Some((s, colo)) = &self.colo else { return };
+        let have = colo.conf(*s);
+        let me = self.cfg.raft.id;
+        if *s == 0 || !self.node.is_leader() || colo.anchor() != me {
+            return;
+        }
+        let want = colo.conf(0);
+        if want.0.is_empty() {
+            return;
+        }
+        let Some((change_type, node_id)) = colocate::next_conf_change(&have, &want, me) else { return };
+        let cc = ballast_raft::ConfChange { change_type: change_type as i32, node_id, ..Default::default() };
+        match self.node.propose_conf_change(cc) {
+            Ok(()) => tracing::info!(
+                shard = s,
+                ?change_type,
+                node = format_args!("{node_id:x}"),
+                "following shard 0's members"
+            ),
+            // One change at a time: a pending one is finished first.
+            Err(e) => tracing::debug!(error = %e, "conf change not proposed yet"),
+        }
     }
 
     /// Hands this shard's leadership to shard 0's leader when that is another member (at most
@@ -882,7 +951,12 @@ impl<B: KvBackend + Clone> Shard<B> {
         }
         let applied = ballast_raft::StateMachine::applied_index(self.node.state_machine());
         // Published before the answers, so a forwarded write's applied index covers it.
+        self.published_rev.store(self.own_rev, Ordering::SeqCst);
         self.applied.store(applied, Ordering::SeqCst);
+        if let Some((s, colo)) = &self.colo {
+            // Before a membership change is answered: the change's waiter then sees it here.
+            colo.set_conf(*s, (self.node.voters(), self.node.learners()));
+        }
         self.answer_applied();
         if !self.conf_waiters.is_empty() {
             let (done, waiting): (Vec<_>, Vec<_>) = self.conf_waiters.drain(..).partition(|(i, _, _)| *i <= applied);
