@@ -65,7 +65,7 @@ pub fn restart_as_lone_voter<B: KvBackend>(backend: &B) -> Result<(), StorageErr
     wb.delete_range(Cf::Raft, entry_key(0), entry_key(u64::MAX));
     let m = SnapshotMetadata { index: applied, term, ..Default::default() };
     wb.put(Cf::Raft, SNAP_META.to_vec(), m.encode_to_vec());
-    let hs = HardState { term, vote: 0, commit: applied, ..Default::default() };
+    let hs = HardState { term, vote: 0, commit: applied };
     wb.put(Cf::Raft, HARD_STATE.to_vec(), hs.encode_to_vec());
     let cs = ConfState { voters: vec![1], ..Default::default() };
     wb.put(Cf::Raft, CONF_STATE.to_vec(), cs.encode_to_vec());
