@@ -16,7 +16,7 @@ use crate::cluster::{
     watched, writes_with_fault,
 };
 use crate::cluster_harness::Cluster;
-use crate::harness::{fails, ok, wait_for, Server, Target};
+use crate::harness::{ok, wait_for, Server, Target};
 
 sharded_clusters!(
     keys_of_several_shards_through_every_member,

@@ -155,7 +155,7 @@ async fn a_restored_member_keeps_its_shard_count() {
 /// write is missing while a later one is there, whichever shards they went to.
 async fn snapshot_is_one_revision_across_shards() {
     let s = Server::start(Target::BallastSharded).await;
-    snapshots_hold_a_prefix_of_the_writes(&s, &s).await;
+    Box::pin(snapshots_hold_a_prefix_of_the_writes(&s, &s)).await;
 }
 
 /// Writes one key after another through `writer`, round-robin over eight namespaces, takes
