@@ -41,6 +41,7 @@ pub mod audit;
 pub mod authn;
 pub mod authz;
 pub mod body;
+pub mod builtin;
 pub mod certs;
 pub mod chain;
 pub mod config;
@@ -150,7 +151,8 @@ async fn connect_and_bootstrap(
                 Some(storage) => storage.clone(),
                 None => Arc::new(Etcd3Storage::connect(&config.etcd_servers).await?),
             };
-            let store = Store::new(storage, &config.storage_prefix).with_list_page_size(config.list_page_size);
+            let store = Store::new(storage, &config.storage_prefix, Arc::new(builtin::BuiltinKinds))
+                .with_list_page_size(config.list_page_size);
             store.ensure_system_namespaces().await.map_err(FrontendError::Bootstrap)?;
             Ok::<_, FrontendError>(store)
         };

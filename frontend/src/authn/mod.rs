@@ -4,6 +4,7 @@
 //!   the TLS-level verifier that only *requests* a certificate, so a bad one becomes a 401 here
 //!   instead of a failed handshake (kube-apiserver's `RequestClientCert` behaviour).
 //! * [`token_file`]: static bearer tokens from a CSV file (`--token-auth-file`).
+//! * [`user`]: [`UserInfo`], the identity every method produces, and kube's well-known names.
 //!
 //! [`Authenticator::authenticate`] follows kube-apiserver's union: the first method that
 //! succeeds wins; if presented credentials fail and none succeeds, the answer is 401; with no
@@ -11,54 +12,17 @@
 //! anonymous auth is on, and 401 otherwise. Authenticated users also get `system:authenticated`.
 
 pub mod token_file;
+pub mod user;
 pub mod x509;
 
-use std::collections::BTreeMap;
+pub use user::{UserInfo, ANONYMOUS_USER, AUTHENTICATED_GROUP, MASTERS_GROUP, UNAUTHENTICATED_GROUP};
+
 use std::sync::Arc;
 
 use http::HeaderMap;
 use rustls_pki_types::CertificateDer;
 
 use crate::error::ApiError;
-
-/// The name of the anonymous user.
-pub const ANONYMOUS_USER: &str = "system:anonymous";
-/// The group of anonymous requests.
-pub const UNAUTHENTICATED_GROUP: &str = "system:unauthenticated";
-/// The group every authenticated user is in.
-pub const AUTHENTICATED_GROUP: &str = "system:authenticated";
-/// The group that is allowed everything (bound to cluster-admin, exempt from max-in-flight).
-pub const MASTERS_GROUP: &str = "system:masters";
-
-/// An authenticated identity (`user.Info`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UserInfo {
-    /// The user name.
-    pub name: String,
-    /// The uid, may be empty.
-    pub uid: String,
-    /// The groups.
-    pub groups: Vec<String>,
-    /// Extra attributes (`user.Info.GetExtra`), set by impersonation's `Impersonate-Extra-*`.
-    pub extra: BTreeMap<String, Vec<String>>,
-}
-
-impl UserInfo {
-    /// Returns a user without extra attributes.
-    pub fn new(name: impl Into<String>, uid: impl Into<String>, groups: Vec<String>) -> Self {
-        UserInfo { name: name.into(), uid: uid.into(), groups, extra: BTreeMap::new() }
-    }
-
-    /// Returns the anonymous user.
-    pub fn anonymous() -> Self {
-        UserInfo::new(ANONYMOUS_USER, "", vec![UNAUTHENTICATED_GROUP.into()])
-    }
-
-    /// Returns whether the user is in `group`.
-    pub fn in_group(&self, group: &str) -> bool {
-        self.groups.iter().any(|g| g == group)
-    }
-}
 
 /// The TLS peer's certificate chain, end-entity first, as the connection handed it over.
 #[derive(Debug, Clone, Default)]

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::UserInfo;
+use super::user::UserInfo;
 
 /// Errors reading a token file.
 #[derive(Debug, thiserror::Error)]

@@ -17,7 +17,7 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureScheme};
 use rustls_pki_types::{CertificateDer, UnixTime};
 
-use super::UserInfo;
+use super::user::UserInfo;
 
 /// Verifies client chains against the client CA and maps subjects to users.
 #[derive(Debug, Clone)]

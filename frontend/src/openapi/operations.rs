@@ -233,19 +233,6 @@ impl Names<'_> {
     }
 }
 
-/// Returns every served group version: the registry's groups in discovery order, then the
-/// review groups `access_review` serves.
-pub fn group_versions() -> Vec<(&'static str, &'static str)> {
-    let mut out: Vec<(&'static str, &'static str)> =
-        kinds::GROUPS.iter().flat_map(|g| g.versions.iter().map(move |v| (g.name, *v))).collect();
-    for v in &VIRTUAL_RESOURCES {
-        if !out.contains(&(v.group, v.version)) {
-            out.push((v.group, v.version));
-        }
-    }
-    out
-}
-
 /// Returns the paths of one group version, in the registry's order.
 pub fn paths(group: &'static str, version: &'static str, defs: &Definitions) -> Vec<PathItem> {
     let base = base_path(group, version);
@@ -548,7 +535,7 @@ fn resource_paths(k: &'static ResourceKind, base: &str, tag: &str, defs: &Defini
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::openapi::schemas::definitions;
+    use crate::openapi::schemas::{definitions, group_versions};
 
     #[test]
     fn ids_follow_upstream() {

@@ -358,7 +358,7 @@ fn list_schema(k: &ResourceKind, item: &str) -> Value {
 /// Gives the meta kinds every group version uses (`Status`, `DeleteOptions`, `WatchEvent`) a
 /// group-version-kind per served group version, as upstream lists them.
 fn add_meta_gvks(schemas: &mut BTreeMap<String, Value>) {
-    let mut gvs = super::operations::group_versions();
+    let mut gvs = group_versions();
     gvs.sort();
     for (name, kind) in [(DELETE_OPTIONS, "DeleteOptions"), (WATCH_EVENT, "WatchEvent")] {
         let list: Vec<Value> = gvs.iter().map(|(g, v)| gvk(g, v, kind)).collect();
@@ -464,6 +464,19 @@ fn render_value(schema: &Value, flavor: Flavor) -> Value {
         Value::Array(items) => Value::Array(items.iter().map(|v| render_value(v, flavor)).collect()),
         other => other.clone(),
     }
+}
+
+/// Returns every served group version: the registry's groups in discovery order, then the
+/// review groups `access_review` serves.
+pub fn group_versions() -> Vec<(&'static str, &'static str)> {
+    let mut out: Vec<(&'static str, &'static str)> =
+        kinds::GROUPS.iter().flat_map(|g| g.versions.iter().map(move |v| (g.name, *v))).collect();
+    for v in &VIRTUAL_RESOURCES {
+        if !out.contains(&(v.group, v.version)) {
+            out.push((v.group, v.version));
+        }
+    }
+    out
 }
 
 #[cfg(test)]

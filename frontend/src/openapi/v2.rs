@@ -87,7 +87,7 @@ fn path_item(p: &PathItem) -> Value {
 pub fn document(defs: &Definitions) -> Value {
     let mut paths = Map::new();
     let mut roots = Vec::new();
-    for (g, v) in operations::group_versions() {
+    for (g, v) in schemas::group_versions() {
         let items = operations::paths(g, v, defs);
         roots.extend(super::v3::referenced(&items));
         for p in &items {

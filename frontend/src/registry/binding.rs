@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use super::object::meta_str;
 use super::store::conflict;
 use super::strategy::{get_path, map_field_mut, Object};
-use super::{kinds, Store};
+use super::Store;
 use crate::error::{ApiError, FieldError};
 
 impl Store {
@@ -40,8 +40,7 @@ impl Store {
                 causes: vec![FieldError::required("target.name", "")],
             });
         }
-        let pods =
-            kinds::ALL.iter().copied().find(|k| k.group.is_empty() && k.resource == "pods").ok_or(ApiError::NoRoute)?;
+        let pods = self.kinds().find("", "v1", "pods").ok_or(ApiError::NoRoute)?;
         self.guaranteed_update(pods, namespace, &name, None, dry_run, |old| {
             let current = get_path(old, &["spec", "nodeName"]).and_then(Value::as_str).unwrap_or("");
             if !current.is_empty() {

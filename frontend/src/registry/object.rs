@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use super::strategy::{map_field, map_field_mut, Object};
 use super::validation;
-use super::{NameRule, ResourceKind};
+use super::{NameRule, ResourceKind, ServedKinds};
 use crate::error::{ApiError, FieldError};
 use crate::protobuf;
 
@@ -73,6 +73,7 @@ pub const ACCEPTED_BODY_TYPES: &str = "application/json, application/vnd.kuberne
 /// Returns `UnsupportedMediaType` for other content types, `BadRequest` for malformed bodies,
 /// a type that is not the URL's, or (with `Strict`) unknown fields.
 pub fn decode(
+    kinds: &dyn ServedKinds,
     kind: &ResourceKind,
     content_type: &str,
     body: &[u8],
@@ -93,7 +94,7 @@ pub fn decode(
         _ => return Err(ApiError::UnsupportedMediaType(ACCEPTED_BODY_TYPES.into())),
     };
     let json_body = (media != "application/vnd.kubernetes.protobuf").then_some(body);
-    check_value(kind, value, validation, &duplicates, json_body)
+    check_value(kinds, kind, value, validation, &duplicates, json_body)
 }
 
 /// The second half of [`decode`], for a body already parsed (or produced by a patch): checks
@@ -103,16 +104,18 @@ pub fn decode(
 ///
 /// As [`decode`].
 pub fn decode_value(
+    kinds: &dyn ServedKinds,
     kind: &ResourceKind,
     value: Value,
     validation: FieldValidation,
 ) -> Result<(Object, Vec<String>), ApiError> {
-    check_value(kind, value, validation, &[], None)
+    check_value(kinds, kind, value, validation, &[], None)
 }
 
 /// [`decode_value`] with the parser's findings: keys the JSON body held twice, and the body
 /// itself (when JSON) to report findings in document order.
 fn check_value(
+    kinds: &dyn ServedKinds,
     kind: &ResourceKind,
     value: Value,
     validation: FieldValidation,
@@ -167,7 +170,7 @@ fn check_value(
     }
     // Below the top level the kind's OpenAPI schema says what is known (kube decodes into the
     // Go type, which drops the rest).
-    unknown.extend(crate::openapi::unknown_fields::prune(kind.group, kind.version, kind.kind, &mut obj));
+    unknown.extend(kinds.prune_unknown_fields(kind, &mut obj));
     let mut findings: Vec<(&str, &String)> =
         unknown.iter().map(|f| ("unknown", f)).chain(duplicates.iter().map(|f| ("duplicate", f))).collect();
     if let (true, Some(body)) = (findings.len() > 1, json_body) {
@@ -545,76 +548,48 @@ pub fn from_storage(bytes: &[u8], revision: i64) -> Result<Object, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::kinds;
+    use crate::registry::testing::{TestKinds, CONFIGMAPS};
     use serde_json::json;
-
-    #[test]
-    fn strict_decoding_finds_nested_unknown_fields() {
-        let deployments = crate::registry::find("apps", "v1", "deployments").expect("row");
-        let body = br#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d"},
-            "spec":{"foo":1,"selector":{"matchLabels":{"a":"b"}},"template":{"spec":{"containers":[{"name":"c","image":"i"}]}}}}"#;
-        let err = decode(deployments, "application/json", body, FieldValidation::Strict).expect_err("strict");
-        assert_eq!(
-            err.to_string(),
-            "Deployment in version \"v1\" cannot be handled as a Deployment: strict decoding error: \
-             unknown field \"spec.foo\""
-        );
-        let (obj, warnings) = decode(deployments, "application/json", body, FieldValidation::Warn).expect("warn");
-        assert_eq!(warnings, vec![r#"unknown field "spec.foo""#]);
-        let twice = br#"{"metadata":{"name":"d"},"spec":{"replicas":1,"replicas":2}}"#;
-        let err = decode(deployments, "application/json", twice, FieldValidation::Strict).expect_err("strict");
-        assert!(err.to_string().ends_with(r#"strict decoding error: duplicate field "spec.replicas""#), "{err}");
-        // Several findings come in document order, as kube lists them.
-        let mixed = br#"{"metadata":{"name":"d","zz":1,"name":"e"},"spec":{"replicas":1,"b":1,"replicas":2,"a":1}}"#;
-        let err = decode(deployments, "application/json", mixed, FieldValidation::Strict).expect_err("strict");
-        assert!(
-            err.to_string().ends_with(
-                r#"strict decoding error: unknown field "metadata.zz", duplicate field "metadata.name", unknown field "spec.b", duplicate field "spec.replicas", unknown field "spec.a""#
-            ),
-            "{err}"
-        );
-        assert!(obj["spec"].get("foo").is_none());
-        assert_eq!(obj["spec"]["selector"]["matchLabels"]["a"], "b");
-    }
 
     #[test]
     fn decode_defaults_type_and_handles_unknown_fields() {
         let body = br#"{"metadata":{"name":"a","bogus":1},"data":{"k":"v"},"extra":true}"#;
         let (obj, warnings) =
-            decode(kinds::configmaps(), "application/json", body, FieldValidation::Warn).expect("decode");
+            decode(&TestKinds, &CONFIGMAPS, "application/json", body, FieldValidation::Warn).expect("decode");
         assert_eq!(obj["kind"], "ConfigMap");
         assert_eq!(obj["apiVersion"], "v1");
         assert!(!obj.contains_key("extra"));
         // In document order, as kube lists them.
         assert_eq!(warnings, vec![r#"unknown field "metadata.bogus""#, r#"unknown field "extra""#]);
-        let err = decode(kinds::configmaps(), "application/json", body, FieldValidation::Strict).expect_err("strict");
+        let err =
+            decode(&TestKinds, &CONFIGMAPS, "application/json", body, FieldValidation::Strict).expect_err("strict");
         assert_eq!(
             err.to_string(),
             "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: \
              unknown field \"metadata.bogus\", unknown field \"extra\""
         );
         let err =
-            decode(kinds::configmaps(), "application/json", b"{not json", FieldValidation::Warn).expect_err("bad");
+            decode(&TestKinds, &CONFIGMAPS, "application/json", b"{not json", FieldValidation::Warn).expect_err("bad");
         assert!(matches!(err, ApiError::BadRequest(_)));
-        let err = decode(kinds::configmaps(), "application/json", br#"{"kind":"Secret"}"#, FieldValidation::Warn);
+        let err = decode(&TestKinds, &CONFIGMAPS, "application/json", br#"{"kind":"Secret"}"#, FieldValidation::Warn);
         assert!(err.is_err());
     }
 
     #[test]
     fn create_sets_server_fields_and_validates_names() {
         let mut obj = json!({"metadata": {"generateName": "cm-"}}).as_object().cloned().expect("obj");
-        prepare_create(kinds::configmaps(), &mut obj, "default").expect("valid");
+        prepare_create(&CONFIGMAPS, &mut obj, "default").expect("valid");
         let name = meta_str(&obj, "name");
         assert!(name.starts_with("cm-") && name.len() == 8, "{name}");
         assert_eq!(meta_str(&obj, "namespace"), "default");
         assert_eq!(meta_str(&obj, "uid").len(), 36);
         let mut bad = json!({"metadata": {"name": "Bad_Name"}}).as_object().cloned().expect("obj");
-        let err = prepare_create(kinds::configmaps(), &mut bad, "default").expect_err("invalid");
+        let err = prepare_create(&CONFIGMAPS, &mut bad, "default").expect_err("invalid");
         assert!(err
             .to_string()
             .starts_with(r#"ConfigMap "Bad_Name" is invalid: metadata.name: Invalid value: "Bad_Name""#));
         let mut rv = json!({"metadata": {"name": "a", "resourceVersion": "5"}}).as_object().cloned().expect("obj");
-        assert!(matches!(prepare_create(kinds::configmaps(), &mut rv, "default"), Err(ApiError::BadRequest(_))));
+        assert!(matches!(prepare_create(&CONFIGMAPS, &mut rv, "default"), Err(ApiError::BadRequest(_))));
     }
 
     #[test]
@@ -636,7 +611,7 @@ mod tests {
             .as_object()
             .cloned()
             .expect("obj");
-        let err = prepare_create(kinds::configmaps(), &mut obj, "default").expect_err("invalid");
+        let err = prepare_create(&CONFIGMAPS, &mut obj, "default").expect_err("invalid");
         let ApiError::Invalid { causes, .. } = err else { panic!("not Invalid: {err}") };
         let fields: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
         assert_eq!(fields, ["metadata.finalizers[1]", "metadata.finalizers[2]"]);

@@ -115,7 +115,7 @@ impl Store {
                     PatchTarget::Object | PatchTarget::Status => {
                         let patched =
                             patch::apply(req.patch_type, &Value::Object(current), req.body, kind.object_schema())?;
-                        let (mut patched, w) = object::decode_value(kind, patched, req.validation)?;
+                        let (mut patched, w) = object::decode_value(&**self.kinds(), kind, patched, req.validation)?;
                         warnings = w;
                         check_identity(kind, &patched, old, name)?;
                         object::to_stored_version(kind, &mut patched);

@@ -13,15 +13,16 @@
 
 // #[PerformanceCriticalPath]
 
+use std::sync::Arc;
+
 use base64::Engine as _;
 use serde_json::{json, Value};
 
-use super::kinds::NAMESPACES;
 use super::object::{self, meta_str};
 use super::raw_object::RawObject;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::strategy::{map_field_mut, Object};
-use super::ResourceKind;
+use super::{ResourceKind, ServedKinds};
 use crate::error::{ApiError, OPTIMISTIC_LOCK_MESSAGE};
 use crate::storage::{prefix_end, KeyValue, ListPage, SharedStorage, StorageError};
 
@@ -50,6 +51,8 @@ pub struct ListOptions {
 #[derive(Debug, Clone)]
 pub struct Store {
     storage: SharedStorage,
+    /// What is served: the kinds, found by group, version and resource.
+    kinds: Arc<dyn ServedKinds>,
     prefix: String,
     /// Keys per storage Range when a LIST walks a collection (reason on
     /// [`crate::FrontendConfig::list_page_size`]).
@@ -333,10 +336,11 @@ impl ListScan<'_> {
 }
 
 impl Store {
-    /// Builds a store whose keys start with `prefix` (normally `/registry`).
-    pub fn new(storage: SharedStorage, prefix: &str) -> Self {
+    /// Builds a store of `kinds` whose keys start with `prefix` (normally `/registry`).
+    pub fn new(storage: SharedStorage, prefix: &str, kinds: Arc<dyn ServedKinds>) -> Self {
         Store {
             storage,
+            kinds,
             prefix: prefix.trim_end_matches('/').to_string(),
             list_page_size: DEFAULT_LIST_PAGE_SIZE as i64,
         }
@@ -346,6 +350,11 @@ impl Store {
     pub fn with_list_page_size(mut self, keys: usize) -> Self {
         self.list_page_size = i64::try_from(keys.max(1)).unwrap_or(i64::MAX);
         self
+    }
+
+    /// Returns the served kinds.
+    pub fn kinds(&self) -> &Arc<dyn ServedKinds> {
+        &self.kinds
     }
 
     /// Returns the storage.
@@ -477,9 +486,9 @@ impl Store {
     /// Refuses creates in a namespace that is missing (404) or terminating (403), as kube's
     /// NamespaceLifecycle admission does.
     async fn check_namespace(&self, kind: &ResourceKind, namespace: &str, name: &str) -> Result<(), ApiError> {
-        let ns = match self.get(&NAMESPACES, "", namespace).await {
+        let ns = match self.get(self.kinds.namespaces(), "", namespace).await {
             Ok(ns) => ns,
-            Err(ApiError::NotFound { .. }) => return Err(not_found(&NAMESPACES, namespace)),
+            Err(ApiError::NotFound { .. }) => return Err(not_found(self.kinds.namespaces(), namespace)),
             Err(e) => return Err(e),
         };
         if !meta_str(&ns, "deletionTimestamp").is_empty() {
@@ -591,7 +600,7 @@ impl Store {
     pub async fn finalize_namespace(&self, name: &str, obj: Object, dry_run: bool) -> Result<Object, ApiError> {
         let precondition = body_precondition(&obj, name)?;
         let finalizers = obj.get("spec").and_then(|s| s.get("finalizers")).cloned();
-        self.guaranteed_update(&NAMESPACES, "", name, precondition, dry_run, |old| {
+        self.guaranteed_update(self.kinds.namespaces(), "", name, precondition, dry_run, |old| {
             let mut new = old.clone();
             let spec = map_field_mut(&mut new, "spec");
             match &finalizers {
@@ -670,7 +679,7 @@ impl Store {
         for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
             let Value::Object(obj) = obj else { continue };
-            match self.create(&NAMESPACES, "", obj, false).await {
+            match self.create(self.kinds.namespaces(), "", obj, false).await {
                 Ok(_) | Err(ApiError::AlreadyExists { .. }) => {}
                 Err(e) => return Err(e),
             }

@@ -14,7 +14,7 @@ use http::StatusCode;
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
 
-use super::AppState;
+use super::state::AppState;
 use crate::authn::UserInfo;
 use crate::authz::rbac::PolicyRule;
 use crate::body::{self, Request, Response};

@@ -11,11 +11,12 @@
 use http::{HeaderMap, HeaderValue, StatusCode};
 use serde_json::{json, Value};
 
+use super::access_review;
 use super::negotiation::{accept, accepts_json, SUPPORTED};
-use super::{access_review, AppState};
+use super::state::AppState;
 use crate::body::{self, Response};
 use crate::error::ApiError;
-use crate::registry::{kinds, ApiGroup, ResourceKind, GROUPS};
+use crate::registry::{ApiGroup, ResourceKind, ServedKinds};
 use crate::served::subresources;
 
 /// The aggregated discovery media type (v2).
@@ -68,12 +69,12 @@ fn aggregated_resource(k: &ResourceKind) -> Value {
     r
 }
 
-fn aggregated_group(g: &ApiGroup) -> Value {
+fn aggregated_group(kinds: &dyn ServedKinds, g: &ApiGroup) -> Value {
     let versions: Vec<Value> = g
         .versions
         .iter()
         .map(|v| {
-            let resources: Vec<Value> = kinds::of(g.name, v).map(aggregated_resource).collect();
+            let resources: Vec<Value> = kinds.of(g.name, v).map(aggregated_resource).collect();
             json!({"version": v, "resources": resources, "freshness": "Current"})
         })
         .collect();
@@ -97,9 +98,9 @@ fn aggregated(items: &[Value]) -> Response {
 }
 
 /// Returns the legacy `APIResourceList` of one group version.
-pub fn resource_list(group: &str, version: &str) -> Value {
+pub fn resource_list(kinds: &dyn ServedKinds, group: &str, version: &str) -> Value {
     let mut resources = Vec::new();
-    for k in kinds::of(group, version) {
+    for k in kinds.of(group, version) {
         let mut r = json!({
             "name": k.resource,
             "singularName": k.singular,
@@ -133,11 +134,6 @@ pub fn resource_list(group: &str, version: &str) -> Value {
     json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources})
 }
 
-/// Returns the legacy `APIResourceList` of core/v1.
-pub fn core_v1_resources() -> Value {
-    resource_list("", "v1")
-}
-
 fn legacy_group(g: &ApiGroup) -> Value {
     let gv = |v: &str| json!({"groupVersion": format!("{}/{v}", g.name), "version": v});
     json!({
@@ -147,8 +143,8 @@ fn legacy_group(g: &ApiGroup) -> Value {
     })
 }
 
-fn named_groups() -> impl Iterator<Item = &'static ApiGroup> {
-    GROUPS.iter().filter(|g| !g.name.is_empty())
+fn named_groups(kinds: &dyn ServedKinds) -> impl Iterator<Item = &'static ApiGroup> {
+    kinds.groups().iter().filter(|g| !g.name.is_empty())
 }
 
 /// Splices the review groups (served by `access_review`, not the registry) into a group list
@@ -174,10 +170,12 @@ fn aggregated_name(g: &Value) -> &str {
 /// Returns `NoRoute` for unknown groups or versions and `NotAcceptable` when no offered
 /// representation fits `Accept`.
 pub fn handle(state: &AppState, path: &str, headers: &HeaderMap) -> Result<Response, ApiError> {
+    let kinds = &**state.store.kinds();
     match path {
         "/api" => {
             if wants_aggregated(headers)? {
-                let core: Vec<Value> = GROUPS.iter().filter(|g| g.name.is_empty()).map(aggregated_group).collect();
+                let core: Vec<Value> =
+                    kinds.groups().iter().filter(|g| g.name.is_empty()).map(|g| aggregated_group(kinds, g)).collect();
                 return Ok(aggregated(&core));
             }
             Ok(body::json(
@@ -191,10 +189,10 @@ pub fn handle(state: &AppState, path: &str, headers: &HeaderMap) -> Result<Respo
         }
         "/apis" => {
             if wants_aggregated(headers)? {
-                let items: Vec<Value> = named_groups().map(aggregated_group).collect();
+                let items: Vec<Value> = named_groups(kinds).map(|g| aggregated_group(kinds, g)).collect();
                 return Ok(aggregated(&with_review_groups(items, access_review::aggregated_groups(), aggregated_name)));
             }
-            let groups: Vec<Value> = named_groups().map(legacy_group).collect();
+            let groups: Vec<Value> = named_groups(kinds).map(legacy_group).collect();
             let groups = with_review_groups(groups, access_review::legacy_groups(), legacy_name);
             Ok(body::json(StatusCode::OK, &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})))
         }
@@ -202,7 +200,7 @@ pub fn handle(state: &AppState, path: &str, headers: &HeaderMap) -> Result<Respo
             if !accepts_json(&accept(headers)) {
                 return Err(ApiError::NotAcceptable(SUPPORTED.into()));
             }
-            Ok(body::json(StatusCode::OK, &core_v1_resources()))
+            Ok(body::json(StatusCode::OK, &resource_list(kinds, "", "v1")))
         }
         _ => {
             let rest = path.strip_prefix("/apis/").ok_or(ApiError::NoRoute)?;
@@ -213,7 +211,7 @@ pub fn handle(state: &AppState, path: &str, headers: &HeaderMap) -> Result<Respo
             if !accepts_json(&accept(headers)) {
                 return Err(ApiError::NotAcceptable(SUPPORTED.into()));
             }
-            let Some(g) = named_groups().find(|g| g.name == group) else {
+            let Some(g) = named_groups(kinds).find(|g| g.name == group) else {
                 return review_group(group, version);
             };
             match version {
@@ -223,7 +221,7 @@ pub fn handle(state: &AppState, path: &str, headers: &HeaderMap) -> Result<Respo
                     doc["apiVersion"] = "v1".into();
                     Ok(body::json(StatusCode::OK, &doc))
                 }
-                Some(v) if g.versions.contains(&v) => Ok(body::json(StatusCode::OK, &resource_list(group, v))),
+                Some(v) if g.versions.contains(&v) => Ok(body::json(StatusCode::OK, &resource_list(kinds, group, v))),
                 Some(_) => Err(ApiError::NoRoute),
             }
         }

@@ -7,7 +7,7 @@
 
 use http::StatusCode;
 
-use super::AppState;
+use super::state::AppState;
 use crate::body::{self, Response};
 use crate::error::ApiError;
 use crate::request_info::query_pairs;

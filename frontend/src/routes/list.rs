@@ -213,7 +213,12 @@ fn put_field(out: &mut BytesMut, name: &str, value: &Value) {
 /// The fixed parts of one LIST body: the bytes before the first item (top-level fields that
 /// sort before the item array, then the array's opening), and the fields written between the
 /// array's close and `metadata`.
-fn frame(kind: &ResourceKind, output: Output, include_object: IncludeObject) -> (Bytes, Bytes, ItemForm) {
+fn frame(
+    kind: &ResourceKind,
+    printer: &'static Printer,
+    output: Output,
+    include_object: IncludeObject,
+) -> (Bytes, Bytes, ItemForm) {
     let mut head = BytesMut::from(&b"{"[..]);
     let mut tail = BytesMut::from(&b"]"[..]);
     let (form, array) = match output {
@@ -237,7 +242,6 @@ fn frame(kind: &ResourceKind, output: Output, include_object: IncludeObject) -> 
             (ItemForm::Metadata(v), "items")
         }
         Output::Table(v) => {
-            let printer = table::printer(kind.group, kind.resource);
             let opts = TableOptions { api_version: v, include_object, no_headers: false };
             put_field(&mut head, "apiVersion", &Value::from(v));
             put_field(&mut head, "columnDefinitions", &table::column_definitions(printer, opts));
@@ -269,7 +273,7 @@ pub async fn serve(
     output: Output,
     include_object: IncludeObject,
 ) -> Result<Response, ApiError> {
-    let (head, tail, form) = frame(kind, output, include_object);
+    let (head, tail, form) = frame(kind, store.kinds().printer(kind), output, include_object);
     // Only the plain list can write objects as stored; the other forms read into them.
     let scan_form = if matches!(form, ItemForm::Object) { ScanForm::Stored } else { ScanForm::Objects };
     let scan = store.list_scan(kind, namespace, opts, scan_form).await?;

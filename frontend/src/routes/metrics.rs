@@ -4,7 +4,7 @@
 
 use http::{HeaderValue, StatusCode};
 
-use super::AppState;
+use super::state::AppState;
 use crate::body::{self, Response};
 
 /// The Prometheus text exposition content type.

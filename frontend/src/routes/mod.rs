@@ -7,7 +7,7 @@
 //! * [`access_review`]: the create-only review resources (`auth can-i`, `auth whoami`);
 //! * [`openapi`]: `/openapi/v2`, `/openapi/v3` and the per-group-version v3 documents;
 //! * `/metrics` in the Prometheus text format ([`metrics`]);
-//! * [`negotiation`]: `Accept` parsing shared by all of them;
+//! * [`negotiation`]: `Accept` parsing shared by all of them; [`state`]: what they share;
 //! * anything else: 404 Status.
 
 pub mod access_review;
@@ -18,7 +18,10 @@ pub mod metrics;
 pub mod negotiation;
 pub mod openapi;
 pub mod resource;
+pub mod state;
 pub mod watch;
+
+pub use state::AppState;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -27,23 +30,7 @@ use std::task::{Context, Poll};
 use crate::body::{Request, Response};
 use crate::error::ApiError;
 use crate::filters::ResponseFuture;
-use crate::registry::Store;
 use crate::request_info::RequestInfo;
-
-/// What handlers share.
-#[derive(Debug)]
-pub struct AppState {
-    /// The registry.
-    pub store: Store,
-    /// `host:port` advertised in `/api`'s `serverAddressByClientCIDRs`.
-    pub advertise_address: String,
-    /// The authorizer the access reviews ask.
-    pub authorizer: Arc<crate::authz::RbacAuthorizer>,
-    /// The metric registry `/metrics` renders.
-    pub metrics: Arc<crate::metrics::Metrics>,
-    /// The per-resource watch caches.
-    pub watch_cache: crate::watch_cache::WatchCaches,
-}
 
 /// The route dispatcher as a `tower::Service`.
 #[derive(Debug, Clone)]
@@ -56,8 +43,9 @@ impl Router {
     /// neither the first `/openapi` request nor the first strict decode pays for it.
     pub fn new(state: Arc<AppState>) -> Self {
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn_blocking(|| {
-                crate::openapi::documents();
+            let kinds = state.store.kinds().clone();
+            runtime.spawn_blocking(move || {
+                kinds.openapi();
             });
         }
         Router { state }
@@ -98,7 +86,7 @@ async fn route(state: Arc<AppState>, req: Request) -> Result<Response, ApiError>
         "metrics" if path == "/metrics" => Ok(metrics::handle(&state)),
         "healthz" | "livez" | "readyz" => health::check(&state, path, req.uri().query()).await,
         "api" | "apis" => discovery::handle(&state, path, req.headers()),
-        "openapi" => openapi::handle(path, req.uri().query(), req.headers()).await,
+        "openapi" => openapi::handle(state.store.kinds(), path, req.uri().query(), req.headers()).await,
         _ => Err(ApiError::NoRoute),
     }
 }

@@ -1,5 +1,5 @@
 //! `/openapi/v2`, `/openapi/v3` and `/openapi/v3/<api/v1 | apis/group/version>`, answered from
-//! the documents [`crate::openapi`] builds once, with kube-openapi's caching rules:
+//! the documents [`ServedKinds::openapi`](crate::registry::ServedKinds::openapi) builds once, with kube-openapi's caching rules:
 //!
 //! * every answer carries a quoted `Etag` (the upper-case hex SHA-512 of the JSON document) and
 //!   honours `If-None-Match` with 304;
@@ -13,6 +13,8 @@
 //!   runs on the response `Content-Type`, rejects the `@`. v3 is JSON only, so a client that will
 //!   take nothing but v3 protobuf gets 406.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, StatusCode};
 
@@ -20,7 +22,8 @@ use super::negotiation::{accept, MediaRange};
 use crate::body::{self, Response};
 use crate::clock;
 use crate::error::ApiError;
-use crate::openapi::{built, documents, Document};
+use crate::registry::served_kinds::{Document, Documents};
+use crate::registry::ServedKinds;
 
 /// The v2 protobuf media type kubectl asks for (kube-openapi calls this spelling deprecated).
 pub const V2_PROTOBUF_REQUESTED: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
@@ -44,14 +47,27 @@ fn not_acceptable() -> ApiError {
 ///
 /// Returns `NoRoute` for a group version that is not served and `NotAcceptable` when no
 /// offered form fits `Accept`.
-pub async fn handle(path: &str, query: Option<&str>, headers: &HeaderMap) -> Result<Response, ApiError> {
+pub async fn handle(
+    kinds: &Arc<dyn ServedKinds>,
+    path: &str,
+    query: Option<&str>,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
     // The first request builds the documents; that is CPU work, kept off the async workers.
-    let docs = match built() {
+    let docs = match kinds.openapi_if_built() {
         Some(docs) => docs,
-        None => tokio::task::spawn_blocking(documents)
-            .await
-            .map_err(|e| ApiError::Internal(format!("building the OpenAPI documents: {e}")))?,
+        None => {
+            let kinds = kinds.clone();
+            tokio::task::spawn_blocking(move || kinds.openapi())
+                .await
+                .map_err(|e| ApiError::Internal(format!("building the OpenAPI documents: {e}")))?
+        }
     };
+    serve(docs, path, query, headers)
+}
+
+/// Answers an OpenAPI path from `docs`.
+fn serve(docs: &Documents, path: &str, query: Option<&str>, headers: &HeaderMap) -> Result<Response, ApiError> {
     match path {
         "/openapi/v2" => {
             let ranges = accept(headers);
@@ -153,46 +169,63 @@ fn http_date(secs: i64) -> String {
 mod tests {
     use super::*;
 
+    use std::collections::BTreeMap;
+
     #[test]
     fn http_dates_are_rfc1123() {
         assert_eq!(http_date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
         assert_eq!(http_date(784_887_151), "Tue, 15 Nov 1994 08:12:31 GMT");
     }
 
-    async fn get(path: &str, query: Option<&str>, accept: Option<&str>) -> Result<Response, ApiError> {
+    fn get(path: &str, query: Option<&str>, accept: Option<&str>) -> Result<Response, ApiError> {
         let mut headers = HeaderMap::new();
         if let Some(a) = accept {
             headers.insert(header::ACCEPT, HeaderValue::from_str(a).expect("header"));
         }
-        handle(path, query, &headers).await
+        serve(docs(), path, query, &headers)
     }
 
-    #[tokio::test]
-    async fn stale_hash_redirects_and_current_hash_is_immutable() {
-        let hash = &documents().v3["apis/apps/v1"].hash;
-        let resp = get("/openapi/v3/apis/apps/v1", Some("hash=0123&timeout=32s"), None).await.expect("answer");
+    /// Two small documents: `/openapi/v3/apis/apps/v1` and the v2 one.
+    fn docs() -> &'static Documents {
+        static DOCS: std::sync::LazyLock<Documents> = std::sync::LazyLock::new(|| {
+            let apps = Document::new(br#"{"openapi":"3.0.0","paths":{}}"#.to_vec());
+            let v3_index = Document::new(br#"{"paths":{"apis/apps/v1":{}}}"#.to_vec());
+            Documents {
+                v3_index,
+                v3: BTreeMap::from([("apis/apps/v1".to_string(), apps)]),
+                v2: Document::new(br#"{"swagger":"2.0"}"#.to_vec()),
+                v2_protobuf: Bytes::from_static(b"\n\x032.0"),
+            }
+        });
+        &DOCS
+    }
+
+    #[test]
+    fn stale_hash_redirects_and_current_hash_is_immutable() {
+        let hash = &docs().v3["apis/apps/v1"].hash;
+        let resp = get("/openapi/v3/apis/apps/v1", Some("hash=0123&timeout=32s"), None).expect("answer");
         assert_eq!(resp.status(), StatusCode::MOVED_PERMANENTLY);
         assert_eq!(resp.headers()[header::LOCATION], format!("/openapi/v3/apis/apps/v1?hash={hash}"));
         let query = format!("hash={hash}&timeout=32s");
-        let resp = get("/openapi/v3/apis/apps/v1", Some(&query), Some("application/json")).await.expect("answer");
+        let resp = get("/openapi/v3/apis/apps/v1", Some(&query), Some("application/json")).expect("answer");
         assert_eq!(resp.status(), StatusCode::OK);
         assert_eq!(resp.headers()[header::CACHE_CONTROL], "public, immutable");
         assert_eq!(resp.headers()[header::ETAG], format!("\"{hash}\""));
         assert!(resp.headers().contains_key(header::EXPIRES));
-        let resp = get("/openapi/v3/apis/apps/v1", None, None).await.expect("answer");
+        let resp = get("/openapi/v3/apis/apps/v1", None, None).expect("answer");
         assert!(!resp.headers().contains_key(header::CACHE_CONTROL));
     }
 
-    #[tokio::test]
-    async fn negotiation_and_unknown_versions() {
-        let err = get("/openapi/v3/apis/nope/v1", None, None).await.expect_err("404");
+    #[test]
+    fn negotiation_and_unknown_versions() {
+        let err = get("/openapi/v3/apis/nope/v1", None, None).expect_err("404");
         assert!(matches!(err, ApiError::NoRoute));
         let err =
-            get("/openapi/v3/api/v1", None, Some("application/com.github.proto-openapi.spec.v3@v1.0+protobuf")).await;
+            get("/openapi/v3/apis/apps/v1", None, Some("application/com.github.proto-openapi.spec.v3@v1.0+protobuf"));
         assert!(matches!(err, Err(ApiError::NotAcceptable(_))));
-        let resp = get("/openapi/v2", None, Some(V2_PROTOBUF_REQUESTED)).await.expect("answer");
+        let resp = get("/openapi/v2", None, Some(V2_PROTOBUF_REQUESTED)).expect("answer");
         assert_eq!(resp.headers()[header::CONTENT_TYPE], V2_PROTOBUF);
-        let resp = get("/openapi/v2", None, Some("application/json")).await.expect("answer");
+        let resp = get("/openapi/v2", None, Some("application/json")).expect("answer");
         assert_eq!(resp.headers()[header::CONTENT_TYPE], "application/json");
     }
 }

@@ -11,8 +11,8 @@ use serde_json::Value;
 
 use super::list;
 use super::negotiation::{negotiate, Output};
+use super::state::AppState;
 use super::watch;
-use super::AppState;
 use crate::body::{self, Request, Response};
 use crate::error::ApiError;
 use crate::filters::body_limit::BodyLimitBytes;
@@ -22,8 +22,8 @@ use crate::registry::object::{self, FieldValidation};
 use crate::registry::patch::{PatchRequest, PatchTarget};
 use crate::registry::selectors::{FieldSelector, LabelSelector};
 use crate::registry::store::ListOptions;
-use crate::registry::table::{self, IncludeObject, TableOptions};
-use crate::registry::{self as reg, ResourceKind};
+use crate::registry::table::{self, IncludeObject, Printer, TableOptions};
+use crate::registry::ResourceKind;
 use crate::request_info::{query_pairs, query_param, RequestInfo};
 use crate::watch::WatchOptions;
 
@@ -142,20 +142,24 @@ fn yaml_to_json(content_type: String, bytes: Bytes) -> Result<(String, Bytes), A
 struct Encoding {
     output: Output,
     include_object: IncludeObject,
+    /// The kind's Table printer.
+    printer: &'static Printer,
 }
 
 impl Encoding {
     /// Encodes an object or list answer; `Status` answers (and anything that is not a kind's
     /// object) are never turned into Tables or metadata.
-    fn respond(&self, kind: &ResourceKind, status: StatusCode, value: &Value, warnings: &[String]) -> Response {
+    fn respond(&self, status: StatusCode, value: &Value, warnings: &[String]) -> Response {
         let is_list = value.get("items").is_some() && value["kind"].as_str().is_some_and(|k| k.ends_with("List"));
         let is_status = value["kind"] == "Status";
         let table_opts =
             |api_version| TableOptions { api_version, include_object: self.include_object, no_headers: false };
         let converted = match self.output {
             _ if is_status => None,
-            Output::Table(v) if is_list => Some(table::from_list(kind, value, table_opts(v), crate::clock::unix_now())),
-            Output::Table(v) => Some(table::from_object(kind, value, table_opts(v), crate::clock::unix_now())),
+            Output::Table(v) if is_list => {
+                Some(table::from_list(self.printer, value, table_opts(v), crate::clock::unix_now()))
+            }
+            Output::Table(v) => Some(table::from_object(self.printer, value, table_opts(v), crate::clock::unix_now())),
             Output::Metadata(v) if is_list => Some(table::partial_metadata_list(value, v)),
             Output::Metadata(v) => Some(table::partial_metadata(value, v)),
             Output::Json | Output::Yaml => None,
@@ -227,7 +231,7 @@ fn delete_options(body: &[u8], query: &Query) -> Result<DeleteOptions, ApiError>
 ///
 /// Every refusal, as an `ApiError`.
 pub async fn handle(state: &AppState, info: RequestInfo, req: Request) -> Result<Response, ApiError> {
-    let kind = reg::find(&info.api_group, &info.api_version, &info.resource).ok_or(ApiError::NoRoute)?;
+    let kind = state.store.kinds().find(&info.api_group, &info.api_version, &info.resource).ok_or(ApiError::NoRoute)?;
     if !info.subresource.is_empty() {
         return handle_subresource(state, kind, info, req).await;
     }
@@ -253,8 +257,9 @@ pub async fn handle(state: &AppState, info: RequestInfo, req: Request) -> Result
     let enc = Encoding {
         output: negotiate(req.headers(), info.verb == "watch")?,
         include_object: IncludeObject::parse(query.get("includeObject"))?,
+        printer: state.store.kinds().printer(kind),
     };
-    let respond = |status, value: &Value, warnings: &[String]| enc.respond(kind, status, value, warnings);
+    let respond = |status, value: &Value, warnings: &[String]| enc.respond(status, value, warnings);
     let store = &state.store;
     match info.verb.as_str() {
         "get" if !name_in_url.is_empty() => {
@@ -306,7 +311,7 @@ pub async fn handle(state: &AppState, info: RequestInfo, req: Request) -> Result
             let validation = FieldValidation::parse(query.get("fieldValidation"))?;
             let (parts, bytes) = read_body(req).await?;
             let (media, bytes) = yaml_to_json(content_type(&parts), bytes)?;
-            let (obj, warnings) = object::decode(kind, &media, &bytes, validation)?;
+            let (obj, warnings) = object::decode(&**state.store.kinds(), kind, &media, &bytes, validation)?;
             let created = store.create(kind, namespace, obj, dry_run).await?;
             Ok(respond(StatusCode::CREATED, &Value::Object(created), &warnings))
         }
@@ -315,7 +320,7 @@ pub async fn handle(state: &AppState, info: RequestInfo, req: Request) -> Result
             let validation = FieldValidation::parse(query.get("fieldValidation"))?;
             let (parts, bytes) = read_body(req).await?;
             let (media, bytes) = yaml_to_json(content_type(&parts), bytes)?;
-            let (obj, warnings) = object::decode(kind, &media, &bytes, validation)?;
+            let (obj, warnings) = object::decode(&**state.store.kinds(), kind, &media, &bytes, validation)?;
             let updated = store.update(kind, namespace, &name_in_url, obj, dry_run).await?;
             Ok(respond(StatusCode::OK, &Value::Object(updated), &warnings))
         }
@@ -352,7 +357,7 @@ fn decode_binding(bytes: &[u8]) -> Result<crate::registry::strategy::Object, Api
 
 /// Runs a PATCH on `target` of the named object.
 async fn patch(
-    store: &reg::Store,
+    store: &crate::registry::Store,
     kind: &ResourceKind,
     namespace: &str,
     name: &str,
@@ -392,8 +397,9 @@ async fn handle_subresource(
     let enc = Encoding {
         output: negotiate(req.headers(), false)?,
         include_object: IncludeObject::parse(query.get("includeObject"))?,
+        printer: state.store.kinds().printer(kind),
     };
-    let respond = |status, value: &Value, warnings: &[String]| enc.respond(kind, status, value, warnings);
+    let respond = |status, value: &Value, warnings: &[String]| enc.respond(status, value, warnings);
     let store = &state.store;
     match (info.subresource.as_str(), info.verb.as_str()) {
         ("status", "get") => Ok(respond(StatusCode::OK, &Value::Object(store.get(kind, namespace, &name).await?), &[])),
@@ -401,7 +407,8 @@ async fn handle_subresource(
             let dry_run = query.dry_run()?;
             let validation = FieldValidation::parse(query.get("fieldValidation"))?;
             let (parts, bytes) = read_body(req).await?;
-            let (obj, warnings) = object::decode(kind, &content_type(&parts), &bytes, validation)?;
+            let (obj, warnings) =
+                object::decode(&**state.store.kinds(), kind, &content_type(&parts), &bytes, validation)?;
             let updated = store.update_status(kind, namespace, &name, obj, dry_run).await?;
             Ok(respond(StatusCode::OK, &Value::Object(updated), &warnings))
         }
@@ -409,7 +416,8 @@ async fn handle_subresource(
             let dry_run = query.dry_run()?;
             let validation = FieldValidation::parse(query.get("fieldValidation"))?;
             let (parts, bytes) = read_body(req).await?;
-            let (obj, warnings) = object::decode(kind, &content_type(&parts), &bytes, validation)?;
+            let (obj, warnings) =
+                object::decode(&**state.store.kinds(), kind, &content_type(&parts), &bytes, validation)?;
             let updated = store.finalize_namespace(&name, obj, dry_run).await?;
             Ok(respond(StatusCode::OK, &Value::Object(updated), &warnings))
         }

@@ -21,10 +21,10 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use super::negotiation::Output;
-use super::AppState;
+use super::state::AppState;
 use crate::body::Response;
 use crate::error::ApiError;
-use crate::registry::table::{self, TableOptions};
+use crate::registry::table::{self, Printer, TableOptions};
 use crate::registry::ResourceKind;
 use crate::watch::{Watch, WatchOptions, WatchOutput};
 
@@ -39,6 +39,8 @@ const MIN_REQUEST_TIMEOUT: Duration = Duration::from_secs(1800);
 #[derive(Debug)]
 struct Encoder {
     kind: &'static ResourceKind,
+    /// The kind's Table printer.
+    printer: &'static Printer,
     output: Output,
     include_object: table::IncludeObject,
     /// Whether a Table event was sent already (later ones leave out the column definitions).
@@ -70,7 +72,7 @@ impl Encoder {
                     Output::Json | Output::Yaml => event.json_line(*kind),
                     Output::Table(_) => {
                         let opts = self.table_options();
-                        line(kind.as_str(), &table::from_object(self.kind, obj, opts, crate::clock::unix_now()))
+                        line(kind.as_str(), &table::from_object(self.printer, obj, opts, crate::clock::unix_now()))
                     }
                     Output::Metadata(v) => line(kind.as_str(), &table::partial_metadata(obj, v)),
                 }
@@ -117,7 +119,8 @@ pub async fn serve(
         Some(secs) => Duration::from_secs(secs),
         None => MIN_REQUEST_TIMEOUT.mul_f64(1.0 + rand::thread_rng().gen::<f64>()),
     };
-    let mut encoder = Encoder { kind, output, include_object, sent_table: false };
+    let printer = state.store.kinds().printer(kind);
+    let mut encoder = Encoder { kind, printer, output, include_object, sent_table: false };
     let (tx, rx) = mpsc::channel::<Bytes>(WATCH_CHANNEL_CAPACITY);
     tokio::spawn(async move {
         let deadline = tokio::time::Instant::now() + timeout;

@@ -460,7 +460,7 @@ mod tests {
 
     fn cache(capacity: usize, client_queue: usize) -> ResourceCache {
         ResourceCache {
-            kind: &crate::registry::kinds::core::CONFIGMAPS,
+            kind: &crate::registry::testing::CONFIGMAPS,
             state: Mutex::new(CacheState {
                 window: VecDeque::new(),
                 window_start: 10,
@@ -525,19 +525,19 @@ mod tests {
         update.prev_value = update.value.take();
         update.value = Some(b"k8s\x00\x0a".to_vec());
         let before = decode_errors::count("configmaps");
-        let e = CachedEvent::decode(&update, &crate::registry::kinds::core::CONFIGMAPS);
+        let e = CachedEvent::decode(&update, &crate::registry::testing::CONFIGMAPS);
         let error = e.decode_error().expect("a decode error");
         assert!(error.contains("\"a\"") && error.contains("revision 5"), "{error}");
         assert!(e.current.is_none() && e.previous.is_some());
         assert!(decode_errors::count("configmaps") > before);
         let WatchItem::Event(fine) = change("b", 6) else { unreachable!() };
-        assert!(CachedEvent::decode(&fine, &crate::registry::kinds::core::CONFIGMAPS).decode_error().is_none());
+        assert!(CachedEvent::decode(&fine, &crate::registry::testing::CONFIGMAPS).decode_error().is_none());
     }
 
     #[test]
     fn lines_are_encoded_once_and_shared() {
         let WatchItem::Event(change) = change("a", 5) else { unreachable!() };
-        let e = CachedEvent::decode(&change, &crate::registry::kinds::core::CONFIGMAPS);
+        let e = CachedEvent::decode(&change, &crate::registry::testing::CONFIGMAPS);
         let line = e.json_line(EventType::Added);
         assert_eq!(line.as_ptr(), e.json_line(EventType::Added).as_ptr());
         let v: Value = serde_json::from_slice(&line).expect("json");

@@ -3,7 +3,7 @@
 //! objects are stored and served; what they configure (webhooks, aggregation, custom
 //! resources, priority and fairness) is not acted on here.
 
-use super::API_EXTENSIONS;
+use super::categories::API_EXTENSIONS;
 use crate::registry::{NameRule, ResourceKind, Subresources};
 
 const ADMISSION: &str = "admissionregistration.k8s.io";

@@ -3,8 +3,8 @@
 
 use serde_json::{json, Value};
 
+use super::categories::ALL_CATEGORY;
 use super::pod_spec::{default_template, validate_template};
-use super::ALL_CATEGORY;
 use crate::error::FieldError;
 use crate::registry::strategy::{default_at, get_path, Object, Strategy};
 use crate::registry::validation::non_negative;

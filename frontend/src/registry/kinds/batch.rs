@@ -4,8 +4,8 @@
 
 use serde_json::{json, Value};
 
+use super::categories::ALL_CATEGORY;
 use super::pod_spec::{default_template, validate_template};
-use super::ALL_CATEGORY;
 use crate::error::FieldError;
 use crate::registry::object::meta_str;
 use crate::registry::strategy::{default_at, get_path, map_field_mut, path_mut, Object, Strategy};

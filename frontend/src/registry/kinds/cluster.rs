@@ -5,8 +5,8 @@
 
 use serde_json::{json, Value};
 
+use super::categories::ALL_CATEGORY;
 use super::conversion::{EVENTS_V1, HPA_V1};
-use super::ALL_CATEGORY;
 use crate::error::FieldError;
 use crate::registry::strategy::{default_at, get_path, Object, Strategy};
 use crate::registry::validation::non_negative;

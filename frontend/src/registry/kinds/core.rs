@@ -5,8 +5,8 @@
 use base64::Engine as _;
 use serde_json::{json, Value};
 
+use super::categories::ALL_CATEGORY;
 use super::pod_spec::{PodStrategy, ReplicationControllerStrategy};
-use super::ALL_CATEGORY;
 use crate::error::FieldError;
 use crate::registry::strategy::{map_field, map_field_mut, Object, Strategy};
 use crate::registry::validation::config_map_key;

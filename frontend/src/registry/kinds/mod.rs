@@ -10,6 +10,7 @@
 pub mod admission;
 pub mod apps;
 pub mod batch;
+pub mod categories;
 pub mod cluster;
 pub mod conversion;
 pub mod core;
@@ -22,16 +23,7 @@ use std::sync::LazyLock;
 
 pub use self::core::{configmaps, namespaces, secrets, CONFIGMAPS, NAMESPACES, NAMESPACE_NAME_LABEL, SECRETS};
 
-use super::ResourceKind;
-
-/// One API group as discovery lists it.
-#[derive(Debug)]
-pub struct ApiGroup {
-    /// The group name ("" for core).
-    pub name: &'static str,
-    /// Served versions, preferred first.
-    pub versions: &'static [&'static str],
-}
+use super::{ApiGroup, ResourceKind};
 
 /// The served groups, in kube-apiserver's discovery order (its group priorities); the first
 /// version of each is the preferred one.
@@ -69,11 +61,6 @@ pub static ALL: LazyLock<Vec<&'static ResourceKind>> = LazyLock::new(|| {
 pub fn of<'a>(group: &'a str, version: &'a str) -> impl Iterator<Item = &'static ResourceKind> + 'a {
     ALL.iter().copied().filter(move |k| k.group == group && k.version == version)
 }
-
-/// The category every "get all" kind is in.
-pub(crate) const ALL_CATEGORY: &[&str] = &["all"];
-/// The category of API-extension kinds.
-pub(crate) const API_EXTENSIONS: &[&str] = &["api-extensions"];
 
 #[cfg(test)]
 mod tests {

@@ -10,13 +10,13 @@
 //! Ages are computed at request time, so two reads of the same object may differ.
 
 pub mod age;
+pub mod printer;
 pub mod printers;
 
 use serde_json::{json, Map, Value};
 
-pub use printers::{printer, Column, Printer};
+pub use printer::{Column, Printer};
 
-use super::ResourceKind;
 use crate::error::ApiError;
 
 /// What each row carries besides its cells (`includeObject`).
@@ -116,10 +116,9 @@ pub fn column_definitions(printer: &Printer, opts: TableOptions) -> Value {
     Value::Array(printer.columns.iter().map(column_json).collect())
 }
 
-/// Builds a Table of `objects` for `kind`, with `metadata` as the Table's list metadata
+/// Builds a Table of `objects` printed by `p`, with `metadata` as the Table's list metadata
 /// (`resourceVersion`, `continue`, `remainingItemCount`), at time `now`.
-pub fn build(kind: &ResourceKind, objects: &[&Value], metadata: &Value, opts: TableOptions, now: i64) -> Value {
-    let p = printer(kind.group, kind.resource);
+pub fn build(p: &Printer, objects: &[&Value], metadata: &Value, opts: TableOptions, now: i64) -> Value {
     let rows: Vec<Value> = objects.iter().map(|o| row(p, o, opts.include_object, now)).collect();
     json!({
         "kind": "Table",
@@ -131,7 +130,7 @@ pub fn build(kind: &ResourceKind, objects: &[&Value], metadata: &Value, opts: Ta
 }
 
 /// Builds the Table of a list answer (`{"metadata": ..., "items": [...]}`).
-pub fn from_list(kind: &ResourceKind, list: &Value, opts: TableOptions, now: i64) -> Value {
+pub fn from_list(p: &Printer, list: &Value, opts: TableOptions, now: i64) -> Value {
     let items: Vec<&Value> = list["items"].as_array().into_iter().flatten().collect();
     let mut meta = Map::new();
     for key in ["resourceVersion", "continue", "remainingItemCount"] {
@@ -139,14 +138,14 @@ pub fn from_list(kind: &ResourceKind, list: &Value, opts: TableOptions, now: i64
             meta.insert(key.into(), v.clone());
         }
     }
-    build(kind, &items, &Value::Object(meta), opts, now)
+    build(p, &items, &Value::Object(meta), opts, now)
 }
 
 /// Builds the one-row Table of a single object.
-pub fn from_object(kind: &ResourceKind, obj: &Value, opts: TableOptions, now: i64) -> Value {
+pub fn from_object(p: &Printer, obj: &Value, opts: TableOptions, now: i64) -> Value {
     let rv = obj["metadata"]["resourceVersion"].clone();
     let meta = if rv.is_null() { json!({}) } else { json!({"resourceVersion": rv}) };
-    build(kind, &[obj], &meta, opts, now)
+    build(p, &[obj], &meta, opts, now)
 }
 
 #[cfg(test)]

@@ -12,59 +12,13 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use super::age::{age, human_duration, parse_rfc3339};
+use super::printer::{col, created_at, wide, Column, Printer, AGE, DEFAULT, NAME};
 
-/// One column of a Table (`metav1.TableColumnDefinition`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Column {
-    /// Header text, as kube spells it (kubectl upper-cases it).
-    pub name: &'static str,
-    /// OpenAPI type: `string`, `integer`, `boolean`, `date`, `number`.
-    pub type_: &'static str,
-    /// OpenAPI format: `name` for the name column, else empty.
-    pub format: &'static str,
-    /// 0 = always shown; 1 = shown with `-o wide`.
-    pub priority: u8,
-    /// What the column holds.
-    pub description: &'static str,
-}
-
-const fn col(name: &'static str, type_: &'static str, description: &'static str) -> Column {
-    Column { name, type_, format: "", priority: 0, description }
-}
-
-const fn wide(name: &'static str, type_: &'static str, description: &'static str) -> Column {
-    Column { name, type_, format: "", priority: 1, description }
-}
-
-const NAME: Column = Column {
-    name: "Name",
-    type_: "string",
-    format: "name",
-    priority: 0,
-    description: "The object's name, unique within its namespace (or cluster-wide for cluster-scoped kinds).",
-};
-const AGE: Column = col("Age", "string", "How long ago the object was created.");
 const CONTAINERS: Column = wide("Containers", "string", "Names of the containers in the pod template.");
 const IMAGES: Column = wide("Images", "string", "Images of the containers in the pod template.");
 const SELECTOR: Column = wide("Selector", "string", "The label selector of the pods this object manages.");
 
-/// A kind's printer: its columns and the function computing one row's cells at time `now`
-/// (seconds since the epoch).
-#[derive(Debug)]
-pub struct Printer {
-    /// The columns, in print order.
-    pub columns: &'static [Column],
-    /// Computes the cells of one object, one per column.
-    pub cells: fn(&Value, i64) -> Vec<Value>,
-}
-
-/// The printer of kinds that have none of their own (kube's default table convertor).
-pub static DEFAULT: Printer = Printer {
-    columns: &[NAME, col("Created At", "date", "When the object was created.")],
-    cells: |o, _| vec![name(o).into(), created_at(o).into()],
-};
-
-/// Returns the printer for `group`/`resource`, or [`DEFAULT`].
+/// Returns the printer for `group`/`resource`, or the default one.
 pub fn printer(group: &str, resource: &str) -> &'static Printer {
     match (group, resource) {
         ("", "namespaces") => &NAMESPACES,
@@ -122,14 +76,6 @@ fn name(obj: &Value) -> &str {
 
 fn age_of(obj: &Value, now: i64) -> Value {
     age(at(obj, "metadata.creationTimestamp").as_str(), now).into()
-}
-
-/// `metadata.creationTimestamp` re-formatted in UTC, as the default convertor prints it.
-fn created_at(obj: &Value) -> String {
-    at(obj, "metadata.creationTimestamp")
-        .as_str()
-        .and_then(parse_rfc3339)
-        .map_or_else(|| "0001-01-01T00:00:00Z".into(), crate::clock::format_rfc3339)
 }
 
 fn or_none(s: String) -> String {

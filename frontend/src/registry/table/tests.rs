@@ -4,7 +4,6 @@ use serde_json::{json, Value};
 
 use super::printers::printer;
 use super::*;
-use crate::registry::kinds;
 
 /// 2026-01-01T00:00:00Z.
 const T0: i64 = 1_767_225_600;
@@ -209,24 +208,27 @@ fn table_shapes() {
                       "items": [{"metadata": {"name": "a", "uid": "u1", "creationTimestamp": CREATED}, "data": {"x": "y"}}]});
     let opts =
         TableOptions { api_version: "meta.k8s.io/v1", include_object: IncludeObject::Metadata, no_headers: false };
-    let t = from_list(&kinds::CONFIGMAPS, &list, opts, T0);
+    let t = from_list(printer("", "configmaps"), &list, opts, T0);
     assert_eq!(t["kind"], "Table");
     assert_eq!(t["metadata"], json!({"resourceVersion": "42", "continue": "tok"}));
     assert_eq!(
         t["columnDefinitions"][0],
         json!({"name": "Name", "type": "string", "format": "name",
-        "description": printers::DEFAULT.columns[0].description, "priority": 0})
+        "description": printer::DEFAULT.columns[0].description, "priority": 0})
     );
     assert_eq!(t["rows"][0]["cells"], json!(["a", 1, "0s"]));
     assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
     assert_eq!(t["rows"][0]["object"]["metadata"]["uid"], "u1");
 
     let none = TableOptions { include_object: IncludeObject::None, no_headers: true, ..opts };
-    let t = from_object(&kinds::CONFIGMAPS, &list["items"][0], none, T0);
+    let t = from_object(printer("", "configmaps"), &list["items"][0], none, T0);
     assert!(t["rows"][0].get("object").is_none());
     assert!(t["columnDefinitions"].is_null());
     let full = TableOptions { include_object: IncludeObject::Object, ..opts };
-    assert_eq!(from_object(&kinds::CONFIGMAPS, &list["items"][0], full, T0)["rows"][0]["object"]["data"]["x"], "y");
+    assert_eq!(
+        from_object(printer("", "configmaps"), &list["items"][0], full, T0)["rows"][0]["object"]["data"]["x"],
+        "y"
+    );
     assert!(IncludeObject::parse(Some("Everything")).is_err());
 
     let pl = partial_metadata_list(&list, "meta.k8s.io/v1");
