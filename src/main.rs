@@ -92,7 +92,7 @@ struct ChainFlags {
 }
 
 fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    ballast_frontend::filters::timeout::parse_go_duration(text)
+    ballast_apiserver::filters::timeout::parse_go_duration(text)
         .ok_or_else(|| format!("invalid duration {text:?} (use Go syntax, e.g. 60s or 1m0s)"))
 }
 

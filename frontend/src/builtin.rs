@@ -1,16 +1,16 @@
 //! [`BuiltinKinds`]: the built-in API as the generic server takes it: the table of kinds
-//! ([`registry::kinds`](crate::registry::kinds)), their Table printers
-//! ([`registry::table::printers`](crate::registry::table::printers)) and the OpenAPI documents and
+//! ([`registry::kinds`](crate::kinds)), their Table printers
+//! ([`registry::table::printers`](crate::printers)) and the OpenAPI documents and
 //! schemas built from k8s-openapi ([`openapi`](crate::openapi)).
 
 use serde_json::{Map, Value};
 
+use crate::kinds::{self, NAMESPACES};
 use crate::openapi;
-use crate::registry::kinds::{self, NAMESPACES};
-use crate::registry::served_kinds::Documents;
-use crate::registry::table::printers::printer;
-use crate::registry::table::Printer;
-use crate::registry::{ApiGroup, ResourceKind, ServedKinds};
+use crate::printers::printer;
+use ballast_apiserver::registry::served_kinds::Documents;
+use ballast_apiserver::registry::table::Printer;
+use ballast_apiserver::registry::{ApiGroup, ResourceKind, ServedKinds};
 
 /// The 59 built-in resources of kube-apiserver 1.33, in its discovery order.
 #[derive(Debug, Clone, Copy, Default)]
@@ -49,8 +49,8 @@ impl ServedKinds for BuiltinKinds {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::deletion::namespaced_storages;
-    use crate::registry::object::{decode, FieldValidation};
+    use ballast_apiserver::registry::deletion::namespaced_storages;
+    use ballast_apiserver::registry::object::{decode, FieldValidation};
 
     #[test]
     fn strict_decoding_finds_nested_unknown_fields() {

@@ -1,66 +1,32 @@
-//! Ballast's Kubernetes API server: stateless, talking to storage only through the etcd v3 API,
-//! so it runs the same against stock etcd and against the Ballast engine.
+//! Ballast's Kubernetes API server for the built-in API: the kinds kube-apiserver 1.33 serves
+//! (their table, strategies, Table printers and OpenAPI documents), put together with the
+//! generic server of `ballast-apiserver` into [`Frontend`], which talks to storage only
+//! through the etcd v3 API.
 //!
 //! # Map
 //!
-//! A request flows top to bottom:
+//! * [`kinds`]: the table of built-in kinds, one file per API group family: one
+//!   `ResourceKind` row per resource with its strategy (defaulting and validation), plus the
+//!   group table discovery serves them under.
+//! * [`printers`]: each built-in kind's Table columns and cells (what `kubectl get` prints).
+//! * [`openapi`]: the OpenAPI v2 and v3 documents of the built-in kinds (from k8s-openapi's
+//!   schemas and the kinds table), built once; their schemas also drive strict decoding's
+//!   unknown-field check.
+//! * [`builtin`]: [`BuiltinKinds`](builtin::BuiltinKinds), the three above as the generic
+//!   server's `ServedKinds`.
+//! * [`config`]: [`FrontendConfig`], kube-apiserver's flags; [`Frontend::start`] builds the
+//!   server from it: certificates, storage, authentication, RBAC, audit, the handler chain.
 //!
-//! * [`server`]: the secure port: TLS (rustls, ring), HTTP/1.1 and HTTP/2 (hyper-util auto),
-//!   client certificates handed to the chain.
-//! * [`chain`]: `build_handler_chain`, the one place that orders the [`filters`]: audit init →
-//!   panic recovery → request info → metrics → timeout → authentication → audit →
-//!   impersonation → max-in-flight → authorization → body limit.
-//! * [`audit`]: audit policy, events and the bounded log writer; [`metrics`]: the metric
-//!   registry that filters and audit count into and `/metrics` renders.
-//! * [`request_info`] parses URLs like kube's `RequestInfoFactory`; [`authn`] (x509, token
-//!   file, anonymous) and [`authz`] (RBAC with kube's bootstrap roles) decide who and whether.
-//! * [`routes`]: health and version, discovery, OpenAPI, and REST on resources (with watch
-//!   streams).
-//! * [`served`]: what is served besides the registry table (review resources, subresources,
-//!   the reported version), for routes and OpenAPI alike.
-//! * [`openapi`]: the OpenAPI v2 and v3 documents (from k8s-openapi's schemas and the registry
-//!   table), built once; their schemas also drive strict decoding's unknown-field check.
-//! * [`registry`]: the table of kinds and the generic store (metadata, validation, optimistic
-//!   concurrency, selectors, pages, watches, patches); [`protobuf`] decodes kubectl's protobuf
-//!   bodies and [`patch`] applies JSON, merge and strategic merge patches, both following the
-//!   generated per-kind tables in [`schema`].
-//! * [`watch`]: a client's watch: selector transitions, bookmarks, watch-list initial events,
-//!   from the [`watch_cache`] (one upstream etcd watch per resource, fanned out to every client
-//!   watch) or from storage directly.
-//! * [`storage`]: the `Storage` seam the registry uses; `Etcd3Storage`, the only code that talks
-//!   to etcd, and `MemStorage`, its in-memory twin for tests.
-//! * [`error`]: `ApiError`, and the one mapping of errors to `metav1.Status`.
-//! * [`certs`]: the generated CA, serving and admin certificates, and `admin.kubeconfig`.
+//! Layering: `builtin` → `openapi` → `kinds`, `printers` → `ballast-apiserver` →
+//! `ballast-apimachinery`. Nothing here holds authoritative state.
 //!
-//! Layering: routes → registry → storage; filters never touch storage except through the
-//! authorizer. Nothing here holds authoritative state.
-//!
-//! Reading order: [`Frontend::start`], [`chain`], [`routes`], [`registry::store`].
+//! Reading order: [`Frontend::start`], then `ballast_apiserver`'s `chain` and `routes`.
 
-pub mod audit;
-pub mod authn;
-pub mod authz;
-pub mod body;
 pub mod builtin;
-pub mod certs;
-pub mod chain;
 pub mod config;
-pub mod error;
-pub mod filters;
-pub mod metrics;
+pub mod kinds;
 pub mod openapi;
-pub mod registry;
-pub mod request_info;
-pub mod routes;
-pub mod served;
-pub mod server;
-pub mod storage;
-pub mod watch;
-pub mod watch_cache;
-
-// The object model and codecs live in their own crate, below this one; re-exported so paths
-// such as `crate::protobuf::Message` read the same everywhere.
-pub use ballast_apimachinery::{clock, patch, protobuf, schema, uid};
+pub mod printers;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -70,14 +36,15 @@ use std::time::Duration;
 
 pub use config::FrontendConfig;
 
-use authn::token_file::{TokenFile, TokenFileError};
-use authn::x509::{X509Authenticator, X509Error};
-use authn::Authenticator;
-use authz::RbacAuthorizer;
-use chain::{build_handler_chain, ChainConfig, ChainService};
-use registry::Store;
-use routes::{AppState, Router};
-use storage::{Etcd3Storage, SharedStorage, StorageError};
+use ballast_apiserver::authn::token_file::{TokenFile, TokenFileError};
+use ballast_apiserver::authn::x509::{X509Authenticator, X509Error};
+use ballast_apiserver::authn::Authenticator;
+use ballast_apiserver::authz::RbacAuthorizer;
+use ballast_apiserver::chain::{build_handler_chain, ChainConfig, ChainService};
+use ballast_apiserver::registry::Store;
+use ballast_apiserver::routes::{AppState, Router};
+use ballast_apiserver::storage::{Etcd3Storage, SharedStorage, StorageError};
+use ballast_apiserver::{audit, certs, error, metrics, server, watch_cache};
 
 /// Start-up failures.
 #[derive(Debug, thiserror::Error)]

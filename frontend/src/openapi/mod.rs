@@ -26,7 +26,7 @@ use std::sync::OnceLock;
 
 use bytes::Bytes;
 
-use crate::registry::served_kinds::{Document, Documents};
+use ballast_apiserver::registry::served_kinds::{Document, Documents};
 
 static DOCUMENTS: OnceLock<Documents> = OnceLock::new();
 
@@ -47,7 +47,7 @@ fn to_vec(value: &serde_json::Value) -> Vec<u8> {
 }
 
 fn build() -> Documents {
-    let started = crate::clock::monotonic_now();
+    let started = ballast_apimachinery::clock::monotonic_now();
     let defs = schemas::definitions();
     let mut v3 = BTreeMap::new();
     for (g, v) in schemas::group_versions() {
@@ -77,7 +77,7 @@ fn build() -> Documents {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::served_kinds::hex_upper;
+    use ballast_apiserver::registry::served_kinds::hex_upper;
     use sha2::{Digest, Sha512};
 
     #[test]

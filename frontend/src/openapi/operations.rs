@@ -10,8 +10,9 @@
 //! `x-kubernetes-group-version-kind`; kubectl's query-parameter verifier looks for a `patch`
 //! operation with the kind's GVK and a `fieldValidation` (or `dryRun`) query parameter.
 
-use crate::registry::{kinds, ResourceKind};
-use crate::served::{self as discovery, VirtualResource, VIRTUAL_RESOURCES};
+use crate::kinds;
+use ballast_apiserver::registry::ResourceKind;
+use ballast_apiserver::served::{self as discovery, VirtualResource, VIRTUAL_RESOURCES};
 
 use super::schemas::{self, Definitions};
 

@@ -18,7 +18,7 @@
 //!   which k8s-openapi has no schema for and which are written here; no kind requires
 //!   `metadata` (k8s-openapi's schemas do);
 //! * strategic-merge-patch tags (`x-kubernetes-patch-strategy`, `x-kubernetes-patch-merge-key`),
-//!   which k8s-openapi drops, come from the generated object schemas ([`crate::schema`]), so
+//!   which k8s-openapi drops, come from the generated object schemas ([`ballast_apimachinery::schema`]), so
 //!   kubectl's client-side apply merges lists like upstream.
 //!
 //! This module must not know about HTTP or the registry's storage; it only reads the registry's
@@ -32,9 +32,10 @@ use k8s_openapi::schemars::{JsonSchema, Schema, SchemaGenerator};
 use k8s_openapi::Resource;
 use serde_json::{json, Map, Value};
 
-use crate::protobuf::{FieldType, Message};
-use crate::registry::{kinds, ResourceKind};
-use crate::served::VIRTUAL_RESOURCES;
+use crate::kinds;
+use ballast_apimachinery::protobuf::{FieldType, Message};
+use ballast_apiserver::registry::ResourceKind;
+use ballast_apiserver::served::VIRTUAL_RESOURCES;
 
 /// The neutral reference prefix.
 const REF_PREFIX: &str = "#/definitions/";
@@ -542,7 +543,7 @@ mod tests {
 
     #[test]
     fn patch_tags_come_from_the_object_schemas() {
-        use crate::protobuf::{Field, PatchMeta};
+        use ballast_apimachinery::protobuf::{Field, PatchMeta};
         const MERGE_BY_NAME: PatchMeta = PatchMeta { strategy: "merge", merge_key: "name" };
         static CONTAINER: Message = Message {
             fields: &[Field { number: 7, json: "env", ty: FieldType::String, repeated: true, patch: MERGE_BY_NAME }],

@@ -8,7 +8,7 @@ use serde_json::{json, Map, Value};
 use super::operations::{self, Body, Operation, PathItem, QueryParam, Streaming, PRETTY};
 use super::schemas::{self, Definitions, Flavor};
 use super::v3::PATCH_MEDIA;
-use crate::served::GIT_VERSION;
+use ballast_apiserver::served::GIT_VERSION;
 
 fn query(p: &QueryParam) -> Value {
     json!({"name": p.name, "in": "query", "description": p.description, "type": p.ty, "uniqueItems": true})

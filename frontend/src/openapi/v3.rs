@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 
 use super::operations::{self, Body, Operation, PathItem, QueryParam, Streaming, PRETTY};
 use super::schemas::{self, Definitions, Flavor};
-use crate::served::GIT_VERSION;
+use ballast_apiserver::served::GIT_VERSION;
 
 const OBJECT_MEDIA: &[&str] = &["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"];
 const STREAM_MEDIA: &[&str] = &[

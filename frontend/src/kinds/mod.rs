@@ -4,7 +4,7 @@
 //! The rows follow kube-apiserver 1.33 with its default feature gates: resource names, kinds,
 //! scope, verbs, short names, categories, subresources and storage key prefixes (its
 //! `SpecialDefaultResourcePrefixes` plus the aggregator's and apiextensions' group-qualified
-//! prefixes). Kinds with rules of their own carry a [`Strategy`](super::Strategy); the pod
+//! prefixes). Kinds with rules of their own carry a [`Strategy`](ballast_apiserver::registry::Strategy); the pod
 //! template rules that workloads share live in [`pod_spec`].
 
 pub mod admission;
@@ -23,7 +23,7 @@ use std::sync::LazyLock;
 
 pub use self::core::{configmaps, namespaces, secrets, CONFIGMAPS, NAMESPACES, NAMESPACE_NAME_LABEL, SECRETS};
 
-use super::{ApiGroup, ResourceKind};
+use ballast_apiserver::registry::{ApiGroup, ResourceKind};
 
 /// The served groups, in kube-apiserver's discovery order (its group priorities); the first
 /// version of each is the preferred one.

@@ -54,12 +54,13 @@ pub struct Store {
     /// What is served: the kinds, found by group, version and resource.
     kinds: Arc<dyn ServedKinds>,
     prefix: String,
-    /// Keys per storage Range when a LIST walks a collection (reason on
-    /// [`crate::FrontendConfig::list_page_size`]).
+    /// Keys per storage Range when a LIST walks a collection: the answer is written page by
+    /// page, so this bounds a LIST's memory.
     list_page_size: i64,
 }
 
-/// The default of [`crate::FrontendConfig::list_page_size`].
+/// The default of [`Store::with_list_page_size`]: about 4 MiB of typical 4 KiB pods, close to
+/// kube's own etcd page size, and ten Ranges for a 10k-object LIST.
 pub const DEFAULT_LIST_PAGE_SIZE: usize = 1000;
 
 pub(crate) fn not_found(kind: &ResourceKind, name: &str) -> ApiError {

@@ -4,10 +4,10 @@
 
 use serde_json::Value;
 
-use crate::error::FieldError;
-use crate::registry::strategy::{Object, Strategy};
-use crate::registry::validation::supported;
-use crate::registry::{NameRule, ResourceKind};
+use ballast_apiserver::error::FieldError;
+use ballast_apiserver::registry::strategy::{Object, Strategy};
+use ballast_apiserver::registry::validation::supported;
+use ballast_apiserver::registry::{NameRule, ResourceKind};
 
 const GROUP: &str = "rbac.authorization.k8s.io";
 

@@ -11,8 +11,8 @@
 
 use serde_json::{json, Value};
 
-use crate::registry::strategy::{map_field_mut, Object};
-use crate::registry::VersionConverter;
+use ballast_apiserver::registry::strategy::{map_field_mut, Object};
+use ballast_apiserver::registry::VersionConverter;
 
 /// events.k8s.io/v1 over core/v1 storage.
 pub static EVENTS_V1: EventsV1 = EventsV1;

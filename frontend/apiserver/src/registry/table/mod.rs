@@ -1,8 +1,8 @@
 //! Server-side printing: objects as a `meta.k8s.io` `Table` (what `kubectl get` asks for), and
 //! objects as `PartialObjectMetadata` (what metadata informers ask for).
 //!
-//! * [`printers`]: the columns and cell functions per (group, resource), with kube's default
-//!   Name + Created At for kinds that have none;
+//! * [`printer`]: a kind's columns and cell function ([`Printer`]), and kube's default Name +
+//!   Created At for kinds that have none (each kind's printer comes from its `ServedKinds`);
 //! * [`age`]: human durations for `Age` cells.
 //!
 //! A Table carries one row per object; each row's `object` is, per `includeObject`, the
@@ -11,7 +11,6 @@
 
 pub mod age;
 pub mod printer;
-pub mod printers;
 
 use serde_json::{json, Map, Value};
 
@@ -147,6 +146,3 @@ pub fn from_object(p: &Printer, obj: &Value, opts: TableOptions, now: i64) -> Va
     let meta = if rv.is_null() { json!({}) } else { json!({"resourceVersion": rv}) };
     build(p, &[obj], &meta, opts, now)
 }
-
-#[cfg(test)]
-mod tests;

@@ -6,11 +6,11 @@ use serde_json::{json, Value};
 
 use super::categories::ALL_CATEGORY;
 use super::pod_spec::{default_template, validate_template};
-use crate::error::FieldError;
-use crate::registry::object::meta_str;
-use crate::registry::strategy::{default_at, get_path, map_field_mut, path_mut, Object, Strategy};
-use crate::registry::validation::non_negative;
-use crate::registry::{ResourceKind, Subresources};
+use ballast_apiserver::error::FieldError;
+use ballast_apiserver::registry::object::meta_str;
+use ballast_apiserver::registry::strategy::{default_at, get_path, map_field_mut, path_mut, Object, Strategy};
+use ballast_apiserver::registry::validation::non_negative;
+use ballast_apiserver::registry::{ResourceKind, Subresources};
 
 /// The batch/v1 rows.
 pub static ROWS: &[&ResourceKind] = &[
@@ -176,7 +176,7 @@ impl Strategy for CronJobStrategy {
             "" => errs.push(FieldError::required("spec.schedule", "")),
             s => errs.extend(schedule_problem(s).map(|p| FieldError::invalid("spec.schedule", s, p))),
         }
-        errs.extend(crate::registry::validation::supported_if_set(
+        errs.extend(ballast_apiserver::registry::validation::supported_if_set(
             "spec.concurrencyPolicy",
             get_path(obj, &["spec", "concurrencyPolicy"]),
             &["Allow", "Forbid", "Replace"],

@@ -2,8 +2,8 @@
 
 use serde_json::{json, Value};
 
-use super::printers::printer;
 use super::*;
+use ballast_apiserver::registry::table::{from_list, from_object, partial_metadata_list, IncludeObject, TableOptions};
 
 /// 2026-01-01T00:00:00Z.
 const T0: i64 = 1_767_225_600;
@@ -214,7 +214,7 @@ fn table_shapes() {
     assert_eq!(
         t["columnDefinitions"][0],
         json!({"name": "Name", "type": "string", "format": "name",
-        "description": printer::DEFAULT.columns[0].description, "priority": 0})
+        "description": DEFAULT.columns[0].description, "priority": 0})
     );
     assert_eq!(t["rows"][0]["cells"], json!(["a", 1, "0s"]));
     assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");

@@ -7,10 +7,10 @@ use serde_json::{json, Value};
 
 use super::categories::ALL_CATEGORY;
 use super::conversion::{EVENTS_V1, HPA_V1};
-use crate::error::FieldError;
-use crate::registry::strategy::{default_at, get_path, Object, Strategy};
-use crate::registry::validation::non_negative;
-use crate::registry::{NameRule, ResourceKind, Subresources};
+use ballast_apiserver::error::FieldError;
+use ballast_apiserver::registry::strategy::{default_at, get_path, Object, Strategy};
+use ballast_apiserver::registry::validation::non_negative;
+use ballast_apiserver::registry::{NameRule, ResourceKind, Subresources};
 
 const STATUS: Subresources = Subresources::STATUS;
 
@@ -131,7 +131,7 @@ impl Strategy for HpaStrategy {
         if no_metrics {
             let cpu = json!([{"type": "Resource", "resource": {"name": "cpu",
                 "target": {"type": "Utilization", "averageUtilization": 80}}}]);
-            crate::registry::strategy::map_field_mut(obj, "spec").insert("metrics".into(), cpu);
+            ballast_apiserver::registry::strategy::map_field_mut(obj, "spec").insert("metrics".into(), cpu);
         }
         default_at(
             obj,

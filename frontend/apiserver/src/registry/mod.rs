@@ -1,10 +1,11 @@
-//! The registry: what each kind is, and how objects are created, read, changed and deleted.
+//! The registry: what a kind is, and how objects of any kind are created, read, changed and
+//! deleted.
 //!
-//! * [`kinds`]: the table of served kinds, one file per API group family. Each
-//!   [`ResourceKind`] row carries discovery data (names, verbs, short names, categories,
-//!   subresources), its storage key prefix, its selectable fields, its generation rule, its
-//!   version converter and its [`Strategy`]; adding a kind is adding a row (plus a strategy
-//!   when it has rules of its own).
+//! * [`kind`]: [`ResourceKind`], one row of a table of kinds: discovery data (names, verbs,
+//!   short names, categories, subresources), its storage key prefix, its selectable fields, its
+//!   generation rule, its version converter and its [`Strategy`]; [`served_kinds`]:
+//!   [`ServedKinds`], the table a server is given (the built-in API's is one), with each
+//!   kind's printer, schema pruning and the OpenAPI documents.
 //! * [`strategy`]: the per-kind hooks (`prepare_for_create`, `validate`, ...), a trait with
 //!   default methods.
 //! * [`object`]: what every kind shares: decoding, `metadata` rules (uid, creationTimestamp,
@@ -14,7 +15,9 @@
 //!   (compare-and-swap with retries), `/status`, over the `storage::Storage` seam; [`deletion`]:
 //!   delete and deletecollection with finalizers, grace periods and the namespace lifecycle;
 //!   [`scale`]: the `/scale` subresource; [`binding`]: pod binding.
-//! * [`table`]: server-side printing (Table and PartialObjectMetadata forms).
+//! * [`table`]: server-side printing (Table and PartialObjectMetadata forms) with a kind's
+//!   [`table::Printer`].
+//! * `testing` (tests only): a two-kind `ServedKinds` for this crate's own tests.
 //! * [`selectors`], [`validation`]: label/field selectors and name/key rules; [`strict_json`]:
 //!   JSON parsing that reports duplicate fields for strict decoding.
 //!
@@ -24,7 +27,6 @@ pub mod binding;
 pub mod deletion;
 pub mod json_scan;
 pub mod kind;
-pub mod kinds;
 pub mod object;
 pub mod patch;
 pub mod raw_object;

@@ -1,16 +1,16 @@
 //! core/v1: every built-in resource of the legacy group, and the strategies of namespaces,
 //! configmaps and secrets (services are in [`super::service`], pods in [`super::pod_spec`]).
-//! Object schemas (protobuf, patch tags) come from [`crate::schema`].
+//! Object schemas (protobuf, patch tags) come from [`ballast_apimachinery::schema`].
 
 use base64::Engine as _;
 use serde_json::{json, Value};
 
 use super::categories::ALL_CATEGORY;
 use super::pod_spec::{PodStrategy, ReplicationControllerStrategy};
-use crate::error::FieldError;
-use crate::registry::strategy::{map_field, map_field_mut, Object, Strategy};
-use crate::registry::validation::config_map_key;
-use crate::registry::{NameRule, ResourceKind, Subresources, Verbs, META_SELECTORS};
+use ballast_apiserver::error::FieldError;
+use ballast_apiserver::registry::strategy::{map_field, map_field_mut, Object, Strategy};
+use ballast_apiserver::registry::validation::config_map_key;
+use ballast_apiserver::registry::{NameRule, ResourceKind, Subresources, Verbs, META_SELECTORS};
 
 const STATUS: Subresources = Subresources::STATUS;
 const SPEC: &[&str] = &["spec"];

@@ -5,9 +5,9 @@
 
 use serde_json::{json, Value};
 
-use crate::error::FieldError;
-use crate::registry::strategy::{default_at, get_path, map_field_mut, Object, Strategy};
-use crate::registry::validation::{supported, supported_if_set};
+use ballast_apiserver::error::FieldError;
+use ballast_apiserver::registry::strategy::{default_at, get_path, map_field_mut, Object, Strategy};
+use ballast_apiserver::registry::validation::{supported, supported_if_set};
 
 /// Services: kube's defaults (type ClusterIP, sessionAffinity None, port protocol TCP and
 /// targetPort = port, traffic policies, single-stack IPv4) and the port, type and

@@ -11,8 +11,8 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::age::{age, human_duration, parse_rfc3339};
-use super::printer::{col, created_at, wide, Column, Printer, AGE, DEFAULT, NAME};
+use ballast_apiserver::registry::table::age::{age, human_duration, parse_rfc3339};
+use ballast_apiserver::registry::table::printer::{col, created_at, wide, Column, Printer, AGE, DEFAULT, NAME};
 
 const CONTAINERS: Column = wide("Containers", "string", "Names of the containers in the pod template.");
 const IMAGES: Column = wide("Images", "string", "Images of the containers in the pod template.");
@@ -731,3 +731,6 @@ static EVENTS: Printer = Printer {
         ]
     },
 };
+
+#[cfg(test)]
+mod tests;

@@ -9,9 +9,9 @@ use std::collections::HashSet;
 
 use serde_json::{json, Map, Value};
 
-use crate::error::FieldError;
-use crate::registry::strategy::{default_at, get_path, map_field_mut, Object, Strategy};
-use crate::registry::validation::{dns1123_label, non_negative, selector_matches, supported_if_set};
+use ballast_apiserver::error::FieldError;
+use ballast_apiserver::registry::strategy::{default_at, get_path, map_field_mut, Object, Strategy};
+use ballast_apiserver::registry::validation::{dns1123_label, non_negative, selector_matches, supported_if_set};
 
 /// `restartPolicy` values a bare pod may use.
 pub const ALL_RESTART_POLICIES: &[&str] = &["Always", "OnFailure", "Never"];
@@ -71,7 +71,7 @@ pub fn default_template(obj: &mut Object, path: &[&str]) {
     }
     let mut spec_path = path.to_vec();
     spec_path.push("spec");
-    let spec = crate::registry::strategy::path_mut(obj, &spec_path);
+    let spec = ballast_apiserver::registry::strategy::path_mut(obj, &spec_path);
     default_pod_spec(spec);
     let mut meta_path = path.to_vec();
     meta_path.push("metadata");

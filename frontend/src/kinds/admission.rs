@@ -4,7 +4,7 @@
 //! resources, priority and fairness) is not acted on here.
 
 use super::categories::API_EXTENSIONS;
-use crate::registry::{NameRule, ResourceKind, Subresources};
+use ballast_apiserver::registry::{NameRule, ResourceKind, Subresources};
 
 const ADMISSION: &str = "admissionregistration.k8s.io";
 const FLOW: &str = "flowcontrol.apiserver.k8s.io";

@@ -5,10 +5,10 @@ use serde_json::{json, Value};
 
 use super::categories::ALL_CATEGORY;
 use super::pod_spec::{default_template, validate_template};
-use crate::error::FieldError;
-use crate::registry::strategy::{default_at, get_path, Object, Strategy};
-use crate::registry::validation::non_negative;
-use crate::registry::{ResourceKind, Subresources};
+use ballast_apiserver::error::FieldError;
+use ballast_apiserver::registry::strategy::{default_at, get_path, Object, Strategy};
+use ballast_apiserver::registry::validation::non_negative;
+use ballast_apiserver::registry::{ResourceKind, Subresources};
 
 const SPEC: &[&str] = &["spec"];
 const STATUS_SCALE: Subresources = Subresources::STATUS.with(Subresources::SCALE);
