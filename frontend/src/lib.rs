@@ -15,7 +15,9 @@
 //! * [`builtin`]: [`BuiltinKinds`](builtin::BuiltinKinds), the three above as the generic
 //!   server's `ServedKinds`.
 //! * [`config`]: [`FrontendConfig`], kube-apiserver's flags; [`Frontend::start`] builds the
-//!   server from it: certificates, storage, authentication, RBAC, audit, the handler chain.
+//!   server from it: certificates, storage, authentication, RBAC, audit, the handler chain,
+//!   and the built-in API's place in the delegation chain ([`Delegation`]; the binary puts
+//!   the aggregator in front of it and apiextensions behind it).
 //!
 //! Layering: `builtin` → `openapi` → `kinds`, `printers` → `ballast-apiserver` →
 //! `ballast-apimachinery`. Nothing here holds authoritative state.
@@ -34,6 +36,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tower::util::BoxCloneSyncService;
+
 pub use config::FrontendConfig;
 
 use ballast_apiserver::authn::token_file::{TokenFile, TokenFileError};
@@ -41,6 +45,7 @@ use ballast_apiserver::authn::x509::{X509Authenticator, X509Error};
 use ballast_apiserver::authn::Authenticator;
 use ballast_apiserver::authz::RbacAuthorizer;
 use ballast_apiserver::chain::{build_handler_chain, ChainConfig, ChainService};
+use ballast_apiserver::delegation::{Handler, NotFound};
 use ballast_apiserver::registry::Store;
 use ballast_apiserver::routes::{AppState, Router};
 use ballast_apiserver::storage::{Etcd3Storage, SharedStorage, StorageError};
@@ -89,6 +94,28 @@ pub enum FrontendError {
     /// The TLS configuration was rejected.
     #[error("TLS configuration")]
     Tls(#[from] rustls::Error),
+}
+
+/// Where the built-in API sits in the delegation chain (kube-apiserver's `CreateServerChain`):
+/// the servers in front of it and the server it hands the requests it does not serve.
+/// [`Delegation::default`] is the built-in API alone, in front of a 404.
+pub struct Delegation {
+    /// Builds the servers in front of the built-in API around it (the aggregator).
+    pub in_front: Box<dyn FnOnce(Handler) -> Handler + Send>,
+    /// The server behind the built-in API (apiextensions, in front of the 404).
+    pub behind: Handler,
+}
+
+impl std::fmt::Debug for Delegation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Delegation").field("behind", &self.behind).finish_non_exhaustive()
+    }
+}
+
+impl Default for Delegation {
+    fn default() -> Self {
+        Delegation { in_front: Box::new(|builtin| builtin), behind: NotFound::handler() }
+    }
 }
 
 /// A started frontend: port bound, certificates and kubeconfig written, storage reachable.
@@ -146,7 +173,17 @@ impl Frontend {
     ///
     /// Returns the first failing step.
     pub async fn start(config: FrontendConfig) -> Result<Frontend, FrontendError> {
-        Self::start_with(config, None).await
+        Self::start_with(config, None, Delegation::default()).await
+    }
+
+    /// As [`Frontend::start`], with the built-in API placed in a delegation chain: the servers
+    /// of `delegation.in_front` before it, `delegation.behind` after it.
+    ///
+    /// # Errors
+    ///
+    /// As [`Frontend::start`].
+    pub async fn start_in_chain(config: FrontendConfig, delegation: Delegation) -> Result<Frontend, FrontendError> {
+        Self::start_with(config, None, delegation).await
     }
 
     /// As [`Frontend::start`], on `storage` instead of `config.etcd_servers` (the in-memory
@@ -156,10 +193,14 @@ impl Frontend {
     ///
     /// As [`Frontend::start`].
     pub async fn start_on_storage(config: FrontendConfig, storage: SharedStorage) -> Result<Frontend, FrontendError> {
-        Self::start_with(config, Some(storage)).await
+        Self::start_with(config, Some(storage), Delegation::default()).await
     }
 
-    async fn start_with(config: FrontendConfig, storage: Option<SharedStorage>) -> Result<Frontend, FrontendError> {
+    async fn start_with(
+        config: FrontendConfig,
+        storage: Option<SharedStorage>,
+        delegation: Delegation,
+    ) -> Result<Frontend, FrontendError> {
         let certs = certs::ensure(&config.cert_dir)?;
         let store = connect_and_bootstrap(&config, storage.as_ref()).await?;
         let client_ca = match &config.client_ca_file {
@@ -202,8 +243,9 @@ impl Frontend {
             metrics: metrics.clone(),
             watch_cache,
         });
+        let builtin = BoxCloneSyncService::new(Router::new(state, delegation.behind));
         let chain = build_handler_chain(
-            Router::new(state),
+            (delegation.in_front)(builtin),
             ChainConfig {
                 authenticator: Arc::new(authenticator),
                 authorizer,

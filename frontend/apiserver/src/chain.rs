@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! audit init → panic recovery → request info → metrics → timeout → authentication → audit
-//!   → impersonation → max-in-flight → authorization → body limit → routes
+//!   → impersonation → max-in-flight → authorization → body limit → the delegation chain
 //! ```
 //!
 //! kube's filters without a counterpart here: CORS, HSTS, warning recorder, cache control
@@ -22,6 +22,7 @@ use crate::audit::Auditor;
 use crate::authn::Authenticator;
 use crate::authz::RbacAuthorizer;
 use crate::body::{Request, Response};
+use crate::delegation::Handler;
 use crate::filters::audit::AuditLayer;
 use crate::filters::audit_init::AuditInitLayer;
 use crate::filters::authentication::AuthenticationLayer;
@@ -33,7 +34,6 @@ use crate::filters::metrics::{Metrics, MetricsLayer};
 use crate::filters::panic_recovery::PanicRecoveryLayer;
 use crate::filters::request_info::RequestInfoLayer;
 use crate::filters::timeout::TimeoutLayer;
-use crate::routes::Router;
 
 /// The whole chain with its type erased once, at the router boundary.
 pub type ChainService = BoxCloneSyncService<Request, Response, Infallible>;
@@ -59,8 +59,8 @@ pub struct ChainConfig {
     pub max_request_body_bytes: usize,
 }
 
-/// Builds the handler chain around `router`.
-pub fn build_handler_chain(router: Router, config: ChainConfig) -> ChainService {
+/// Builds the handler chain around `handler`, the first server of the delegation chain.
+pub fn build_handler_chain(handler: Handler, config: ChainConfig) -> ChainService {
     let service = ServiceBuilder::new()
         // Outermost (kube's WithAuditInit): every answer, even a panic's 500, carries the
         // Audit-Id header, and the receive timestamp is taken before any work.
@@ -92,6 +92,6 @@ pub fn build_handler_chain(router: Router, config: ChainConfig) -> ChainService 
         .layer(AuthorizationLayer::new(config.authorizer))
         // Last: only requests that may proceed get their bodies read.
         .layer(BodyLimitLayer::new(config.max_request_body_bytes))
-        .service(router);
+        .service(handler);
     BoxCloneSyncService::new(service)
 }

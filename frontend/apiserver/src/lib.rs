@@ -13,13 +13,14 @@
 //!   certificates, and `admin.kubeconfig`.
 //! * [`chain`]: `build_handler_chain`, the one place that orders the [`filters`]: audit init →
 //!   panic recovery → request info → metrics → timeout → authentication → audit →
-//!   impersonation → max-in-flight → authorization → body limit.
+//!   impersonation → max-in-flight → authorization → body limit, in front of the
+//!   [`delegation`] chain of servers (aggregator → built-in API → apiextensions → 404).
 //! * [`audit`]: audit policy, events and the bounded log writer; [`metrics`]: the metric
 //!   registry that filters and audit count into and `/metrics` renders.
 //! * [`request_info`] parses URLs like kube's `RequestInfoFactory`; [`authn`] (x509, token
 //!   file, anonymous) and [`authz`] (RBAC with kube's bootstrap roles) decide who and whether.
-//! * [`routes`]: health and version, discovery, OpenAPI, and REST on the served kinds (with
-//!   watch streams).
+//! * [`routes`]: a server of the chain: health and version, discovery, OpenAPI, and REST on
+//!   the served kinds (with watch streams); other requests go to the server behind it.
 //! * [`served`]: what is served besides the kinds (review resources, subresources, the
 //!   reported version), for routes and OpenAPI alike.
 //! * [`registry`]: the generic store (metadata, validation, optimistic concurrency, selectors,
@@ -45,6 +46,7 @@ pub mod authz;
 pub mod body;
 pub mod certs;
 pub mod chain;
+pub mod delegation;
 pub mod error;
 pub mod filters;
 pub mod metrics;

@@ -1,5 +1,5 @@
-//! Routes: the handler at the end of the chain. Dispatches a request (already authenticated
-//! and authorized) by path:
+//! Routes: the server of a set of kinds in the delegation chain. Dispatches a request (already
+//! authenticated and authorized) by path:
 //!
 //! * [`health`]: `/version`, `/healthz`, `/livez`, `/readyz` (and `/<check>/<name>`);
 //! * [`discovery`]: `/api`, `/apis` (legacy or aggregated, by `Accept`), `/api/v1`;
@@ -8,7 +8,8 @@
 //! * [`openapi`]: `/openapi/v2`, `/openapi/v3` and the per-group-version v3 documents;
 //! * `/metrics` in the Prometheus text format ([`metrics`]);
 //! * [`negotiation`]: `Accept` parsing shared by all of them; [`state`]: what they share;
-//! * anything else: 404 Status.
+//! * anything else (paths outside those, resources of kinds not served here): the next server
+//!   of the delegation chain ([`crate::delegation`]).
 
 pub mod access_review;
 pub mod discovery;
@@ -27,7 +28,10 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use tower::ServiceExt;
+
 use crate::body::{Request, Response};
+use crate::delegation::Handler;
 use crate::error::ApiError;
 use crate::filters::ResponseFuture;
 use crate::request_info::RequestInfo;
@@ -36,19 +40,22 @@ use crate::request_info::RequestInfo;
 #[derive(Debug, Clone)]
 pub struct Router {
     state: Arc<AppState>,
+    /// The next server of the delegation chain, for the requests not served here.
+    delegate: Handler,
 }
 
 impl Router {
-    /// Builds the router, and starts building the OpenAPI documents on a blocking thread so
-    /// neither the first `/openapi` request nor the first strict decode pays for it.
-    pub fn new(state: Arc<AppState>) -> Self {
+    /// Builds the router in front of `delegate`, and starts building the OpenAPI documents on
+    /// a blocking thread so neither the first `/openapi` request nor the first strict decode
+    /// pays for it.
+    pub fn new(state: Arc<AppState>, delegate: Handler) -> Self {
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let kinds = state.store.kinds().clone();
             runtime.spawn_blocking(move || {
                 kinds.openapi();
             });
         }
-        Router { state }
+        Router { state, delegate }
     }
 }
 
@@ -62,9 +69,26 @@ impl tower::Service<Request> for Router {
     }
 
     fn call(&mut self, req: Request) -> Self::Future {
+        if !serves(&self.state, &req) {
+            return Box::pin(self.delegate.clone().oneshot(req));
+        }
         let state = self.state.clone();
         Box::pin(async move { Ok(route(state, req).await.unwrap_or_else(ApiError::into_response)) })
     }
+}
+
+/// Whether this server serves `req`: the review resources, resources of the served kinds, and
+/// the non-resource paths (version, health, discovery, OpenAPI, metrics).
+fn serves(state: &AppState, req: &Request) -> bool {
+    let Some(info) = req.extensions().get::<RequestInfo>() else { return true };
+    if access_review::served(info).is_some() {
+        return true;
+    }
+    if info.is_resource_request {
+        return state.store.kinds().find(&info.api_group, &info.api_version, &info.resource).is_some();
+    }
+    let top = req.uri().path().split('/').nth(1).unwrap_or("");
+    matches!(top, "version" | "healthz" | "livez" | "readyz" | "api" | "apis" | "metrics" | "openapi")
 }
 
 async fn route(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
