@@ -17,7 +17,8 @@
 //!   [`scale`]: the `/scale` subresource; [`binding`]: pod binding.
 //! * [`table`]: server-side printing (Table and PartialObjectMetadata forms) with a kind's
 //!   [`table::Printer`].
-//! * `testing` (tests only): a two-kind `ServedKinds` for this crate's own tests.
+//! * `testing` (tests only): a two-kind `ServedKinds` for this crate's own tests; `store_tests`:
+//!   the store, patches, deletion and the watch cache on `MemStorage`, in process.
 //! * [`selectors`], [`validation`]: label/field selectors and name/key rules; [`strict_json`]:
 //!   JSON parsing that reports duplicate fields for strict decoding.
 //!
@@ -34,6 +35,8 @@ pub mod scale;
 pub mod selectors;
 pub mod served_kinds;
 pub mod store;
+#[cfg(test)]
+mod store_tests;
 pub mod strategy;
 pub mod strict_json;
 pub mod table;
