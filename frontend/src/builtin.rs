@@ -1,7 +1,6 @@
-//! [`BuiltinKinds`]: the built-in API as the generic server takes it: the table of kinds
-//! ([`registry::kinds`](crate::kinds)), their Table printers
-//! ([`registry::table::printers`](crate::printers)) and the OpenAPI documents and
-//! schemas built from k8s-openapi ([`openapi`](crate::openapi)).
+//! [`BuiltinKinds`]: the built-in API as the generic server takes it (a `ServedKinds`): the
+//! table of kinds ([`crate::kinds`]), their Table printers ([`crate::printers`]) and the OpenAPI
+//! documents and schemas built from k8s-openapi ([`crate::openapi`]).
 
 use serde_json::{Map, Value};
 

@@ -1,6 +1,6 @@
 //! Column definitions and cell functions per kind, keyed by (group, resource): the facts of
 //! kube's server-side printers (column names, types, formats, and which columns are wide-only
-//! with priority 1), computed from the object's JSON so any kind in the registry table can
+//! with priority 1), computed from the object's JSON so any kind in the kinds table can
 //! use them as soon as it is served. Kinds without a printer get kube's default: Name and
 //! Created At.
 //!

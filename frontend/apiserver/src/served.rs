@@ -1,8 +1,9 @@
-//! What this server serves besides the rows of the registry table, shared by the routes that
-//! serve it and the OpenAPI documents that describe it: the review resources (answered without
+//! What a server serves besides the rows of its served kinds, shared by the routes that serve
+//! it and the OpenAPI documents that describe it: the review resources (answered without
 //! storage), each kind's subresources, and the Kubernetes version it reports.
 //!
-//! It sits below both `routes` and `openapi`, so neither needs the other to learn what exists.
+//! It sits below both `routes` and the OpenAPI documents (the built-in API's), so neither needs
+//! the other to learn what exists.
 
 use crate::registry::ResourceKind;
 
@@ -39,7 +40,7 @@ const fn review(
     VirtualResource { group, version: "v1", resource, singular, kind, namespaced, verbs: &["create"] }
 }
 
-/// The review resources, for discovery to list next to the registry's kinds.
+/// The review resources, for discovery to list next to the served kinds.
 pub static VIRTUAL_RESOURCES: [VirtualResource; 5] = [
     review(
         "authorization.k8s.io",

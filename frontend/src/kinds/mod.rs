@@ -1,11 +1,12 @@
-//! The served kinds: one [`ResourceKind`] row per resource, grouped by API group, and the
+//! The built-in kinds: one [`ResourceKind`] row per resource, grouped by API group, and the
 //! group table discovery serves them under.
 //!
 //! The rows follow kube-apiserver 1.33 with its default feature gates: resource names, kinds,
 //! scope, verbs, short names, categories, subresources and storage key prefixes (its
 //! `SpecialDefaultResourcePrefixes` plus the aggregator's and apiextensions' group-qualified
-//! prefixes). Kinds with rules of their own carry a [`Strategy`](ballast_apiserver::registry::Strategy); the pod
-//! template rules that workloads share live in [`pod_spec`].
+//! prefixes). Kinds with rules of their own carry a
+//! [`Strategy`](ballast_apiserver::registry::Strategy); the pod template rules that workloads
+//! share live in [`pod_spec`].
 
 pub mod admission;
 pub mod apps;

@@ -5,14 +5,14 @@
 //!   strategic-merge-patch tags of the generated object schemas), and the schema walk strict
 //!   decoding uses
 //!   ([`unknown_fields`]);
-//! * [`operations`]: the REST operations of a group version, from the registry table and
+//! * [`operations`]: the REST operations of a group version, from the built-in kinds table and
 //!   discovery's subresource list, so the documents and discovery never disagree;
 //! * [`v3`]: one OpenAPI 3.0 document per group version; [`v2`]: one Swagger 2.0 document over
 //!   all of them, with [`v2_proto`] its protobuf form (the only form kubectl asks for).
 //!
 //! The served kinds are fixed at build time, so every document is built once, on first use,
 //! and kept as bytes with its hash; requests only copy a reference. Nothing here touches
-//! storage or HTTP (that is `routes::openapi`).
+//! storage or HTTP (that is `ballast_apiserver::routes::openapi`).
 
 pub mod operations;
 pub mod schemas;

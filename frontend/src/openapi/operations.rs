@@ -1,4 +1,4 @@
-//! The REST operations of one group version, derived from the registry table and discovery's
+//! The REST operations of one group version, derived from the built-in kinds table and discovery's
 //! subresource list (so OpenAPI and discovery never disagree), in a form both documents render.
 //!
 //! The review resources `routes::access_review` serves (create only) are listed too.

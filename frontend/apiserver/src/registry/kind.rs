@@ -101,7 +101,7 @@ pub trait VersionConverter: Send + Sync + std::fmt::Debug {
     fn to_served(&self, obj: &mut strategy::Object);
 }
 
-/// One served kind: a row of the registry table. Rows are built with [`ResourceKind::row`] and
+/// One served kind: a row of a server's table of kinds. Rows are built with [`ResourceKind::row`] and
 /// the `const` modifiers below, so a row names only what differs from the common case.
 #[derive(Debug)]
 pub struct ResourceKind {

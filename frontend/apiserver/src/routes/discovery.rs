@@ -1,5 +1,5 @@
 //! Discovery: `/api`, `/apis`, `/api/v1`, `/apis/<group>` and `/apis/<group>/<version>`,
-//! generated from the registry table (groups in kube's order, preferred version first,
+//! generated from the served kinds (groups in kube's order, preferred version first,
 //! `/status` and `/scale` listed as subresources).
 //!
 //! `/api` and `/apis` come in two forms chosen by `Accept`, as in kube-apiserver: the aggregated

@@ -3,7 +3,7 @@
 //!
 //! * [`health`]: `/version`, `/healthz`, `/livez`, `/readyz` (and `/<check>/<name>`);
 //! * [`discovery`]: `/api`, `/apis` (legacy or aggregated, by `Accept`), `/api/v1`;
-//! * [`resource`]: REST on the registry's kinds, with [`list`] and [`watch`] for streamed answers;
+//! * [`resource`]: REST on the served kinds, with [`list`] and [`watch`] for streamed answers;
 //! * [`access_review`]: the create-only review resources (`auth can-i`, `auth whoami`);
 //! * [`openapi`]: `/openapi/v2`, `/openapi/v3` and the per-group-version v3 documents;
 //! * `/metrics` in the Prometheus text format ([`metrics`]);

@@ -1,5 +1,6 @@
 //! `/openapi/v2`, `/openapi/v3` and `/openapi/v3/<api/v1 | apis/group/version>`, answered from
-//! the documents [`ServedKinds::openapi`](crate::registry::ServedKinds::openapi) builds once, with kube-openapi's caching rules:
+//! the documents [`crate::registry::ServedKinds::openapi`] builds once, with kube-openapi's
+//! caching rules:
 //!
 //! * every answer carries a quoted `Etag` (the upper-case hex SHA-512 of the JSON document) and
 //!   honours `If-None-Match` with 304;

@@ -1,4 +1,4 @@
-//! REST handlers for the registry's kinds: decode the request (query options, body), call the
+//! REST handlers for the served kinds: decode the request (query options, body), call the
 //! `Store`, encode the answer. Verbs a kind does not list are 405. Subresources: `/status`
 //! and `/scale` (get, update, patch) where the kind has them; others are 404.
 
