@@ -48,8 +48,13 @@ impl ServedKinds for BuiltinKinds {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ballast_apiserver::error::ApiError;
     use ballast_apiserver::registry::deletion::namespaced_storages;
     use ballast_apiserver::registry::object::{decode, FieldValidation};
+    use ballast_apiserver::registry::Store;
+    use ballast_apiserver::storage::MemStorage;
+    use serde_json::json;
+    use std::sync::Arc;
 
     #[test]
     fn strict_decoding_finds_nested_unknown_fields() {
@@ -91,5 +96,33 @@ mod tests {
         assert_eq!(prefixes.len(), unique.len(), "{prefixes:?}");
         assert!(prefixes.contains(&"events") && prefixes.contains(&"horizontalpodautoscalers"));
         assert!(!prefixes.contains(&"bindings"));
+    }
+
+    #[tokio::test]
+    async fn bindings_and_pod_binding_place_a_pod_once() {
+        let store = Store::new(Arc::new(MemStorage::new()), "/registry", Arc::new(BuiltinKinds));
+        store.ensure_system_namespaces().await.expect("system namespaces");
+        let pods = BuiltinKinds.find("", "v1", "pods").expect("pods");
+        let bindings = BuiltinKinds.find("", "v1", "bindings").expect("bindings");
+        for name in ["a", "b"] {
+            let pod = json!({"metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
+            store.create(pods, "default", pod.as_object().cloned().expect("object"), false).await.expect("create");
+        }
+        let binding = |name: &str| {
+            json!({"metadata": {"name": name}, "target": {"name": "node-1"}}).as_object().cloned().expect("object")
+        };
+        // The collection form names the pod in the body; the subresource form in the URL too.
+        store.bind(bindings, "default", None, &binding("a"), false).await.expect("bind a");
+        store.bind(pods, "default", Some("b"), &binding("b"), false).await.expect("bind b");
+        for name in ["a", "b"] {
+            let pod = store.get(pods, "default", name).await.expect("get");
+            assert_eq!(pod["spec"]["nodeName"], "node-1");
+            assert_eq!(pod["status"]["conditions"][0]["type"], "PodScheduled");
+        }
+        let again = store.bind(pods, "default", Some("a"), &binding("a"), false).await.expect_err("bound");
+        assert!(matches!(again, ApiError::Conflict { .. }), "{again}");
+        assert!(again.to_string().contains(r#"pod a is already assigned to node "node-1""#), "{again}");
+        let mismatch = store.bind(pods, "default", Some("a"), &binding("b"), false).await;
+        assert!(matches!(mismatch, Err(ApiError::BadRequest(_))), "{mismatch:?}");
     }
 }

@@ -87,11 +87,11 @@ const SUBRESOURCE_VERBS: &[&str] = &["get", "patch", "update"];
 /// The subresources of a kind, sorted by name as kube lists them.
 pub fn subresources(k: &ResourceKind) -> Vec<Sub> {
     let mut out = Vec::new();
-    if k.group.is_empty() && k.resource == "pods" {
+    if k.binder.is_some() {
         out.push(Sub { name: "binding", group: "", version: "v1", kind: "Binding", verbs: &["create"] });
     }
-    if k.is_namespaces() {
-        out.push(Sub { name: "finalize", group: "", version: "v1", kind: "Namespace", verbs: &["update"] });
+    if k.has_finalize() {
+        out.push(Sub { name: "finalize", group: k.group, version: k.version, kind: k.kind, verbs: &["update"] });
     }
     if k.has_scale() {
         out.push(Sub { name: "scale", group: "autoscaling", version: "v1", kind: "Scale", verbs: SUBRESOURCE_VERBS });

@@ -6,7 +6,7 @@ use base64::Engine as _;
 use serde_json::{json, Value};
 
 use super::categories::ALL_CATEGORY;
-use super::pod_spec::{PodStrategy, ReplicationControllerStrategy};
+use super::pod_spec::{PodBinder, PodStrategy, ReplicationControllerStrategy};
 use ballast_apiserver::error::FieldError;
 use ballast_apiserver::registry::strategy::{map_field, map_field_mut, Object, Strategy};
 use ballast_apiserver::registry::validation::config_map_key;
@@ -19,7 +19,8 @@ const SPEC: &[&str] = &["spec"];
 pub static ROWS: &[&ResourceKind] = &[
     &ResourceKind::row("", "v1", "bindings", "Binding", "binding", true)
         .with_verbs(Verbs::CREATE)
-        .with_fields(&["target"]),
+        .with_fields(&["target"])
+        .creates_bind(),
     &ResourceKind::row("", "v1", "componentstatuses", "ComponentStatus", "componentstatus", false)
         .with_verbs(Verbs::GET.with(Verbs::LIST))
         .short(&["cs"])
@@ -55,7 +56,8 @@ pub static ROWS: &[&ResourceKind] = &[
         .sub(STATUS)
         .generation(SPEC)
         .selectors(POD_SELECTORS)
-        .rules(&PodStrategy),
+        .rules(&PodStrategy)
+        .bound_by(&PodBinder),
     &ResourceKind::row("", "v1", "podtemplates", "PodTemplate", "podtemplate", true)
         .with_fields(&["template"])
         .generation(&["template"])
@@ -147,7 +149,7 @@ pub static NAMESPACES: ResourceKind = ResourceKind::row("", "v1", "namespaces", 
             .with(Verbs::DELETE),
     )
     .names(NameRule::Label)
-    .sub(STATUS)
+    .sub(STATUS.with(Subresources::FINALIZE))
     .selectors(&[("metadata.name", "metadata.name"), ("status.phase", "status.phase")])
     .returns_deleted()
     .rules(&NamespaceStrategy);

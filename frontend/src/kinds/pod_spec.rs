@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use serde_json::{json, Map, Value};
 
 use ballast_apiserver::error::FieldError;
-use ballast_apiserver::registry::strategy::{default_at, get_path, map_field_mut, Object, Strategy};
+use ballast_apiserver::registry::strategy::{default_at, get_path, map_field_mut, Binder, Object, Strategy};
 use ballast_apiserver::registry::validation::{dns1123_label, non_negative, selector_matches, supported_if_set};
 
 /// `restartPolicy` values a bare pod may use.
@@ -210,6 +210,36 @@ fn mutable_fields_cleared(spec: Option<&Value>) -> Value {
         }
     }
     spec
+}
+
+/// Pod binding (kube's `BindingREST`): sets `spec.nodeName` once, bumps the generation and
+/// records the `PodScheduled` condition.
+#[derive(Debug)]
+pub struct PodBinder;
+
+impl Binder for PodBinder {
+    fn bind(&self, old: &Object, node: &str) -> Result<Object, String> {
+        let name = get_path(old, &["metadata", "name"]).and_then(Value::as_str).unwrap_or("");
+        let current = get_path(old, &["spec", "nodeName"]).and_then(Value::as_str).unwrap_or("");
+        if !current.is_empty() {
+            return Err(format!("pod {name} is already assigned to node {current:?}"));
+        }
+        if get_path(old, &["metadata", "deletionTimestamp"]).and_then(Value::as_str).is_some_and(|t| !t.is_empty()) {
+            return Err(format!("pod {name} is being deleted, cannot be assigned to a host"));
+        }
+        let mut new = old.clone();
+        map_field_mut(&mut new, "spec").insert("nodeName".into(), node.into());
+        let generation = get_path(old, &["metadata", "generation"]).and_then(Value::as_i64).unwrap_or(0);
+        map_field_mut(&mut new, "metadata").insert("generation".into(), (generation + 1).into());
+        let status = map_field_mut(&mut new, "status");
+        let conditions = status.entry("conditions").or_insert_with(|| json!([]));
+        if let Value::Array(list) = conditions {
+            list.retain(|c| c["type"] != "PodScheduled");
+            list.push(json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null,
+                "lastTransitionTime": ballast_apimachinery::clock::now_rfc3339()}));
+        }
+        Ok(new)
+    }
 }
 
 /// Pods: spec defaults plus what kube's default admission adds (service account `default`,

@@ -159,7 +159,7 @@ impl Store {
         opts: &DeleteOptions,
     ) -> Result<Value, ApiError> {
         validate_delete_options(opts)?;
-        if kind.is_namespaces() {
+        if kind.is(self.kinds().namespaces()) {
             return self.delete_namespace(name, opts).await;
         }
         self.delete_object(kind, namespace, name, opts).await

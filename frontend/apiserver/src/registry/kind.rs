@@ -3,7 +3,7 @@
 //! [`VersionConverter`]). The generic store does the same for every row; a row says where its
 //! objects are stored, how they are named and which [`Strategy`] holds its rules.
 
-use super::strategy::{self, Strategy};
+use super::strategy::{self, Binder, Strategy};
 use crate::protobuf;
 
 /// The verbs a kind supports, as a bitset.
@@ -80,6 +80,9 @@ impl Subresources {
     pub const STATUS: Subresources = Subresources(1);
     /// `/scale`: an `autoscaling/v1` `Scale` over `spec.replicas`.
     pub const SCALE: Subresources = Subresources(1 << 1);
+    /// `/finalize`: replaces the namespace's `spec.finalizers` (the namespaces kind's; the only
+    /// way they change).
+    pub const FINALIZE: Subresources = Subresources(1 << 2);
 
     /// Returns the union of two sets.
     pub const fn with(self, other: Subresources) -> Subresources {
@@ -147,6 +150,11 @@ pub struct ResourceKind {
     pub converter: Option<&'static dyn VersionConverter>,
     /// The kind's rules.
     pub strategy: &'static dyn Strategy,
+    /// How `/binding` binds an object to a node; `None` for kinds without `/binding`.
+    pub binder: Option<&'static dyn Binder>,
+    /// Whether a create of this kind binds an object instead of storing one: the object of the
+    /// same group version that serves `/binding`, named by the body (core/v1 `bindings`).
+    pub create_binds: bool,
 }
 
 /// The field selectors every kind supports.
@@ -194,6 +202,8 @@ impl ResourceKind {
             generation: &[],
             converter: None,
             strategy: &strategy::DefaultStrategy,
+            binder: None,
+            create_binds: false,
         }
     }
 
@@ -263,6 +273,16 @@ impl ResourceKind {
         ResourceKind { converter: Some(converter), ..self }
     }
 
+    /// Serves `/binding` with `binder`.
+    pub const fn bound_by(self, binder: &'static dyn Binder) -> Self {
+        ResourceKind { binder: Some(binder), ..self }
+    }
+
+    /// Makes a create bind an object of the same group version instead of storing one.
+    pub const fn creates_bind(self) -> Self {
+        ResourceKind { create_binds: true, ..self }
+    }
+
     /// Sets the strategy.
     pub const fn rules(self, strategy: &'static dyn Strategy) -> Self {
         ResourceKind { strategy, ..self }
@@ -287,9 +307,14 @@ impl ResourceKind {
         self.subresources.has(Subresources::SCALE)
     }
 
-    /// Returns whether this is core/v1 namespaces.
-    pub fn is_namespaces(&self) -> bool {
-        self.group.is_empty() && self.resource == "namespaces"
+    /// Returns whether `/finalize` is served.
+    pub fn has_finalize(&self) -> bool {
+        self.subresources.has(Subresources::FINALIZE)
+    }
+
+    /// Returns whether `other` is the same resource (group, version and resource).
+    pub fn is(&self, other: &ResourceKind) -> bool {
+        self.group == other.group && self.version == other.version && self.resource == other.resource
     }
 
     /// Returns the storage key of one object.

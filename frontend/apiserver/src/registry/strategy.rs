@@ -41,6 +41,18 @@ pub trait Strategy: Send + Sync + std::fmt::Debug {
     }
 }
 
+/// How a kind's objects are bound to a node by a `Binding` (kube's `BindingREST`, for pods):
+/// the rule behind a kind's `/binding` subresource.
+pub trait Binder: Send + Sync + std::fmt::Debug {
+    /// Returns `obj` bound to `node`, or the message of the 409 Conflict that refuses it (an
+    /// object already bound, or being deleted).
+    ///
+    /// # Errors
+    ///
+    /// The refusal's message.
+    fn bind(&self, obj: &Object, node: &str) -> Result<Object, String>;
+}
+
 /// The strategy of kinds with no rules beyond the generic metadata ones.
 #[derive(Debug)]
 pub struct DefaultStrategy;

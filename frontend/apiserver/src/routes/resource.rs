@@ -1,6 +1,7 @@
 //! REST handlers for the served kinds: decode the request (query options, body), call the
 //! `Store`, encode the answer. Verbs a kind does not list are 405. Subresources: `/status`
-//! and `/scale` (get, update, patch) where the kind has them; others are 404.
+//! and `/scale` (get, update, patch), `/binding` (create) and `/finalize` (update) where the
+//! kind has them; others are 404.
 
 // #[PerformanceCriticalPath]
 
@@ -300,11 +301,11 @@ pub async fn handle(state: &AppState, info: RequestInfo, req: Request) -> Result
             let timeout = query.get("timeoutSeconds").and_then(|t| t.parse::<u64>().ok());
             watch::serve(state, kind, namespace, opts, timeout, enc.output, enc.include_object).await
         }
-        "create" if kind.group.is_empty() && kind.resource == "bindings" => {
+        "create" if kind.create_binds => {
             let dry_run = query.dry_run()?;
             let (_, bytes) = read_body(req).await?;
             let binding = decode_binding(&bytes)?;
-            Ok(respond(StatusCode::CREATED, &store.bind_pod(namespace, None, &binding, dry_run).await?, &[]))
+            Ok(respond(StatusCode::CREATED, &store.bind(kind, namespace, None, &binding, dry_run).await?, &[]))
         }
         "create" => {
             let dry_run = query.dry_run()?;
@@ -374,7 +375,8 @@ async fn patch(
     store.patch(kind, namespace, name, request).await
 }
 
-/// Serves `/status`, `/scale` (get, update, patch), pods' `/binding` and namespaces' `/finalize`.
+/// Serves `/status`, `/scale` (get, update, patch), `/binding` and `/finalize` where the kind
+/// has them.
 async fn handle_subresource(
     state: &AppState,
     kind: &'static ResourceKind,
@@ -384,8 +386,8 @@ async fn handle_subresource(
     let served = match info.subresource.as_str() {
         "status" => kind.has_status(),
         "scale" => kind.has_scale(),
-        "binding" => kind.group.is_empty() && kind.resource == "pods",
-        "finalize" => kind.is_namespaces(),
+        "binding" => kind.binder.is_some(),
+        "finalize" => kind.has_finalize(),
         _ => false,
     };
     let name = info.parts.get(1).cloned().unwrap_or_default();
@@ -425,7 +427,7 @@ async fn handle_subresource(
             let dry_run = query.dry_run()?;
             let (_, bytes) = read_body(req).await?;
             let binding = decode_binding(&bytes)?;
-            let answer = store.bind_pod(namespace, Some(&name), &binding, dry_run).await?;
+            let answer = store.bind(kind, namespace, Some(&name), &binding, dry_run).await?;
             Ok(respond(StatusCode::CREATED, &answer, &[]))
         }
         ("status", "patch") => {
