@@ -10,6 +10,7 @@ use crate::printers::printer;
 use ballast_apiserver::registry::served_kinds::Documents;
 use ballast_apiserver::registry::table::Printer;
 use ballast_apiserver::registry::{ApiGroup, ResourceKind, ServedKinds};
+use ballast_apiserver::served::VirtualResource;
 
 /// The 59 built-in resources of kube-apiserver 1.33, in its discovery order.
 #[derive(Debug, Clone, Copy, Default)]
@@ -34,6 +35,10 @@ impl ServedKinds for BuiltinKinds {
 
     fn prune_unknown_fields(&self, kind: &ResourceKind, obj: &mut Map<String, Value>) -> Vec<String> {
         openapi::unknown_fields::prune(kind.group, kind.version, kind.kind, obj)
+    }
+
+    fn virtual_resources(&self) -> &'static [VirtualResource] {
+        &crate::reviews::VIRTUAL_RESOURCES
     }
 
     fn openapi(&self) -> &'static Documents {

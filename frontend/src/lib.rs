@@ -12,8 +12,10 @@
 //! * [`openapi`]: the OpenAPI v2 and v3 documents of the built-in kinds (from k8s-openapi's
 //!   schemas and the kinds table), built once; their schemas also drive strict decoding's
 //!   unknown-field check.
-//! * [`builtin`]: [`BuiltinKinds`](builtin::BuiltinKinds), the three above as the generic
-//!   server's `ServedKinds`.
+//! * [`reviews`]: the access reviews (`kubectl auth can-i`, `auth whoami`), answered by the
+//!   authorizer without storage, in front of the kinds.
+//! * [`builtin`]: [`BuiltinKinds`](builtin::BuiltinKinds), the kinds, printers, OpenAPI
+//!   documents and review resources as the generic server's `ServedKinds`.
 //! * [`config`]: [`FrontendConfig`], kube-apiserver's flags; [`Frontend::start`] builds the
 //!   server from it: certificates, storage, authentication, RBAC, audit, the handler chain,
 //!   and the built-in API's place in the delegation chain ([`Delegation`]; the binary puts
@@ -29,6 +31,7 @@ pub mod config;
 pub mod kinds;
 pub mod openapi;
 pub mod printers;
+pub mod reviews;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -239,11 +242,11 @@ impl Frontend {
         let state = Arc::new(AppState {
             store,
             advertise_address: local_addr.to_string(),
-            authorizer: authorizer.clone(),
             metrics: metrics.clone(),
             watch_cache,
         });
-        let builtin = BoxCloneSyncService::new(Router::new(state, delegation.behind));
+        let kinds = BoxCloneSyncService::new(Router::new(state, delegation.behind));
+        let builtin = BoxCloneSyncService::new(reviews::ReviewServer::new(authorizer.clone(), kinds));
         let chain = build_handler_chain(
             (delegation.in_front)(builtin),
             ChainConfig {

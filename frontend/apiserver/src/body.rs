@@ -46,17 +46,17 @@ pub fn request_body(bytes: impl Into<Bytes>) -> RequestBody {
 }
 
 /// Returns a response body holding `bytes`.
-pub(crate) fn full(bytes: impl Into<Bytes>) -> ResponseBody {
+pub fn full(bytes: impl Into<Bytes>) -> ResponseBody {
     Full::new(bytes.into()).boxed_unsync()
 }
 
 /// Builds a response with a JSON body and `Content-Type: application/json`.
-pub(crate) fn json(status: StatusCode, value: &serde_json::Value) -> Response {
+pub fn json(status: StatusCode, value: &serde_json::Value) -> Response {
     json_with_type(status, value, "application/json")
 }
 
 /// Builds a JSON response with an explicit content type (aggregated discovery needs its own).
-pub(crate) fn json_with_type(status: StatusCode, value: &serde_json::Value, content_type: &'static str) -> Response {
+pub fn json_with_type(status: StatusCode, value: &serde_json::Value, content_type: &'static str) -> Response {
     let bytes = serde_json::to_vec(value).unwrap_or_default();
     let mut resp = http::Response::new(full(bytes));
     *resp.status_mut() = status;

@@ -124,7 +124,6 @@ mod tests {
         let state = Arc::new(AppState {
             store,
             advertise_address: "127.0.0.1:6443".into(),
-            authorizer: authorizer.clone(),
             metrics: metrics.clone(),
             watch_cache: WatchCaches::new(storage, WatchCacheConfig::default()),
         });

@@ -21,8 +21,8 @@
 //!   file, anonymous) and [`authz`] (RBAC with kube's bootstrap roles) decide who and whether.
 //! * [`routes`]: a server of the chain: health and version, discovery, OpenAPI, and REST on
 //!   the served kinds (with watch streams); other requests go to the server behind it.
-//! * [`served`]: what is served besides the kinds (review resources, subresources, the
-//!   reported version), for routes and OpenAPI alike.
+//! * [`served`]: what is served besides the kinds (the shape of resources answered without
+//!   storage, subresources, the reported version), for routes and OpenAPI alike.
 //! * [`registry`]: the generic store (metadata, validation, optimistic concurrency, selectors,
 //!   pages, watches, patches) over rows of [`registry::ResourceKind`], and the
 //!   [`registry::ServedKinds`] seam the kinds come in through.

@@ -1,6 +1,7 @@
 //! What a server serves besides the rows of its served kinds, shared by the routes that serve
-//! it and the OpenAPI documents that describe it: the review resources (answered without
-//! storage), each kind's subresources, and the Kubernetes version it reports.
+//! it and the OpenAPI documents that describe it: the shape of resources answered without
+//! storage ([`VirtualResource`]), each kind's subresources, and the Kubernetes version it
+//! reports.
 //!
 //! It sits below both `routes` and the OpenAPI documents (the built-in API's), so neither needs
 //! the other to learn what exists.
@@ -11,7 +12,8 @@ use crate::registry::ResourceKind;
 /// 1.33 is what the API surface follows.
 pub const GIT_VERSION: &str = "v1.33.0";
 
-/// A resource served here rather than by the registry (for discovery).
+/// A resource answered without storage (the built-in API's access reviews), listed by
+/// discovery next to the served kinds.
 #[derive(Debug, Clone, Copy)]
 pub struct VirtualResource {
     /// API group.
@@ -29,43 +31,6 @@ pub struct VirtualResource {
     /// Verbs (only `create`).
     pub verbs: &'static [&'static str],
 }
-
-const fn review(
-    group: &'static str,
-    resource: &'static str,
-    singular: &'static str,
-    kind: &'static str,
-    namespaced: bool,
-) -> VirtualResource {
-    VirtualResource { group, version: "v1", resource, singular, kind, namespaced, verbs: &["create"] }
-}
-
-/// The review resources, for discovery to list next to the served kinds.
-pub static VIRTUAL_RESOURCES: [VirtualResource; 5] = [
-    review(
-        "authorization.k8s.io",
-        "localsubjectaccessreviews",
-        "localsubjectaccessreview",
-        "LocalSubjectAccessReview",
-        true,
-    ),
-    review(
-        "authorization.k8s.io",
-        "selfsubjectaccessreviews",
-        "selfsubjectaccessreview",
-        "SelfSubjectAccessReview",
-        false,
-    ),
-    review(
-        "authorization.k8s.io",
-        "selfsubjectrulesreviews",
-        "selfsubjectrulesreview",
-        "SelfSubjectRulesReview",
-        false,
-    ),
-    review("authorization.k8s.io", "subjectaccessreviews", "subjectaccessreview", "SubjectAccessReview", false),
-    review("authentication.k8s.io", "selfsubjectreviews", "selfsubjectreview", "SelfSubjectReview", false),
-];
 
 /// A served subresource as discovery lists it (OpenAPI's paths come from the same list).
 #[derive(Debug, Clone, Copy)]

@@ -11,8 +11,9 @@
 //! operation with the kind's GVK and a `fieldValidation` (or `dryRun`) query parameter.
 
 use crate::kinds;
+use crate::reviews::VIRTUAL_RESOURCES;
 use ballast_apiserver::registry::ResourceKind;
-use ballast_apiserver::served::{self as discovery, VirtualResource, VIRTUAL_RESOURCES};
+use ballast_apiserver::served::{self as discovery, VirtualResource};
 
 use super::schemas::{self, Definitions};
 

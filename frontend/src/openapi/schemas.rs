@@ -33,9 +33,9 @@ use k8s_openapi::Resource;
 use serde_json::{json, Map, Value};
 
 use crate::kinds;
+use crate::reviews::VIRTUAL_RESOURCES;
 use ballast_apimachinery::protobuf::{FieldType, Message};
 use ballast_apiserver::registry::ResourceKind;
-use ballast_apiserver::served::VIRTUAL_RESOURCES;
 
 /// The neutral reference prefix.
 const REF_PREFIX: &str = "#/definitions/";

@@ -16,6 +16,7 @@ use sha2::{Digest, Sha512};
 
 use super::kind::ResourceKind;
 use super::table::Printer;
+use crate::served::VirtualResource;
 
 /// One serialized document and its hash.
 #[derive(Debug, Clone)]
@@ -83,6 +84,10 @@ pub trait ServedKinds: Send + Sync + std::fmt::Debug {
     /// Removes the fields below the top level of `obj` that `kind`'s schema does not know and
     /// returns their paths, sorted (`spec.foo`, `spec.containers[0].bar`).
     fn prune_unknown_fields(&self, kind: &ResourceKind, obj: &mut Map<String, Value>) -> Vec<String>;
+
+    /// The resources answered without storage by the same server (the built-in API's access
+    /// reviews), for discovery to list next to the kinds.
+    fn virtual_resources(&self) -> &'static [VirtualResource];
 
     /// The OpenAPI documents, built on first use (CPU work: async callers try
     /// [`ServedKinds::openapi_if_built`] first and build on a blocking thread).

@@ -12,6 +12,7 @@ use super::kind::{NameRule, ResourceKind};
 use super::served_kinds::{ApiGroup, ServedKinds};
 use super::served_kinds::{Document, Documents};
 use super::table::printer::{Printer, DEFAULT};
+use crate::served::VirtualResource;
 
 /// A namespaced kind with `data`, `binaryData` and `immutable` fields.
 pub(crate) static CONFIGMAPS: ResourceKind = ResourceKind::row("", "v1", "configmaps", "ConfigMap", "configmap", true)
@@ -53,6 +54,10 @@ impl ServedKinds for TestKinds {
 
     fn prune_unknown_fields(&self, _kind: &ResourceKind, _obj: &mut Map<String, Value>) -> Vec<String> {
         Vec::new()
+    }
+
+    fn virtual_resources(&self) -> &'static [VirtualResource] {
+        &[]
     }
 
     fn openapi(&self) -> &'static Documents {

@@ -11,13 +11,12 @@
 use http::{HeaderMap, HeaderValue, StatusCode};
 use serde_json::{json, Value};
 
-use super::access_review;
 use super::negotiation::{accept, accepts_json, SUPPORTED};
 use super::state::AppState;
 use crate::body::{self, Response};
 use crate::error::ApiError;
 use crate::registry::{ApiGroup, ResourceKind, ServedKinds};
-use crate::served::subresources;
+use crate::served::{subresources, VirtualResource};
 
 /// The aggregated discovery media type (v2).
 pub const AGGREGATED_V2: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
@@ -147,8 +146,73 @@ fn named_groups(kinds: &dyn ServedKinds) -> impl Iterator<Item = &'static ApiGro
     kinds.groups().iter().filter(|g| !g.name.is_empty())
 }
 
-/// Splices the review groups (served by `access_review`, not the registry) into a group list
-/// where kube-apiserver lists them: right after `events.k8s.io`.
+/// Returns the API groups of `virtual_resources` (each served at version v1 only).
+pub fn virtual_groups(virtual_resources: &'static [VirtualResource]) -> Vec<&'static str> {
+    let mut groups: Vec<&'static str> = virtual_resources.iter().map(|v| v.group).collect();
+    groups.dedup();
+    groups
+}
+
+fn in_group<'a>(
+    virtual_resources: &'static [VirtualResource],
+    group: &'a str,
+) -> impl Iterator<Item = &'static VirtualResource> + 'a {
+    virtual_resources.iter().filter(move |v| v.group == group)
+}
+
+/// Returns the legacy `APIGroup` entries of `virtual_resources` (for `/apis` as
+/// `APIGroupList` and `/apis/<group>`).
+pub fn virtual_legacy_groups(virtual_resources: &'static [VirtualResource]) -> Vec<Value> {
+    virtual_groups(virtual_resources)
+        .into_iter()
+        .map(|g| {
+            let v1 = json!({"groupVersion": format!("{g}/v1"), "version": "v1"});
+            json!({"name": g, "versions": [v1.clone()], "preferredVersion": v1})
+        })
+        .collect()
+}
+
+/// Returns the legacy `APIResourceList` of `/apis/<group>/<version>`, if a group of
+/// `virtual_resources`.
+pub fn virtual_resource_list(
+    virtual_resources: &'static [VirtualResource],
+    group: &str,
+    version: &str,
+) -> Option<Value> {
+    let resources: Vec<Value> = in_group(virtual_resources, group)
+        .filter(|v| v.version == version)
+        .map(|v| {
+            json!({"name": v.resource, "singularName": v.singular, "namespaced": v.namespaced,
+                   "kind": v.kind, "verbs": v.verbs})
+        })
+        .collect();
+    (!resources.is_empty()).then(|| {
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": format!("{group}/{version}"),
+               "resources": resources})
+    })
+}
+
+/// Returns the aggregated-discovery `APIGroupDiscovery` items of `virtual_resources` (for
+/// `/apis` as `APIGroupDiscoveryList`).
+pub fn virtual_aggregated_groups(virtual_resources: &'static [VirtualResource]) -> Vec<Value> {
+    virtual_groups(virtual_resources)
+        .into_iter()
+        .map(|g| {
+            let resources: Vec<Value> = in_group(virtual_resources, g)
+                .map(|v| {
+                    json!({"resource": v.resource, "singularResource": v.singular,
+                           "responseKind": {"group": v.group, "version": v.version, "kind": v.kind},
+                           "scope": if v.namespaced { "Namespaced" } else { "Cluster" }, "verbs": v.verbs})
+                })
+                .collect();
+            json!({"metadata": {"name": g, "creationTimestamp": null},
+                   "versions": [{"version": "v1", "resources": resources, "freshness": "Current"}]})
+        })
+        .collect()
+}
+
+/// Splices the groups of resources answered without storage into a group list where
+/// kube-apiserver lists its review groups: right after `events.k8s.io`.
 fn with_review_groups(mut registry: Vec<Value>, reviews: Vec<Value>, name_of: fn(&Value) -> &str) -> Vec<Value> {
     let at = registry.iter().position(|g| name_of(g) == "events.k8s.io").map_or(registry.len(), |i| i + 1);
     registry.splice(at..at, reviews);
@@ -190,10 +254,14 @@ pub fn handle(state: &AppState, path: &str, headers: &HeaderMap) -> Result<Respo
         "/apis" => {
             if wants_aggregated(headers)? {
                 let items: Vec<Value> = named_groups(kinds).map(|g| aggregated_group(kinds, g)).collect();
-                return Ok(aggregated(&with_review_groups(items, access_review::aggregated_groups(), aggregated_name)));
+                return Ok(aggregated(&with_review_groups(
+                    items,
+                    virtual_aggregated_groups(kinds.virtual_resources()),
+                    aggregated_name,
+                )));
             }
             let groups: Vec<Value> = named_groups(kinds).map(legacy_group).collect();
-            let groups = with_review_groups(groups, access_review::legacy_groups(), legacy_name);
+            let groups = with_review_groups(groups, virtual_legacy_groups(kinds.virtual_resources()), legacy_name);
             Ok(body::json(StatusCode::OK, &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})))
         }
         "/api/v1" => {
@@ -212,7 +280,7 @@ pub fn handle(state: &AppState, path: &str, headers: &HeaderMap) -> Result<Respo
                 return Err(ApiError::NotAcceptable(SUPPORTED.into()));
             }
             let Some(g) = named_groups(kinds).find(|g| g.name == group) else {
-                return review_group(group, version);
+                return virtual_group(kinds.virtual_resources(), group, version);
             };
             match version {
                 None => {
@@ -228,11 +296,15 @@ pub fn handle(state: &AppState, path: &str, headers: &HeaderMap) -> Result<Respo
     }
 }
 
-/// `/apis/<group>[/<version>]` for the review groups `access_review` serves.
-fn review_group(group: &str, version: Option<&str>) -> Result<Response, ApiError> {
+/// `/apis/<group>[/<version>]` for the groups of resources answered without storage.
+fn virtual_group(
+    virtual_resources: &'static [VirtualResource],
+    group: &str,
+    version: Option<&str>,
+) -> Result<Response, ApiError> {
     match version {
         None => {
-            let mut doc = access_review::legacy_groups()
+            let mut doc = virtual_legacy_groups(virtual_resources)
                 .into_iter()
                 .find(|g| legacy_name(g) == group)
                 .ok_or(ApiError::NoRoute)?;
@@ -241,7 +313,7 @@ fn review_group(group: &str, version: Option<&str>) -> Result<Response, ApiError
             Ok(body::json(StatusCode::OK, &doc))
         }
         Some(v) => {
-            let list = access_review::legacy_resource_list(group, v).ok_or(ApiError::NoRoute)?;
+            let list = virtual_resource_list(virtual_resources, group, v).ok_or(ApiError::NoRoute)?;
             Ok(body::json(StatusCode::OK, &list))
         }
     }

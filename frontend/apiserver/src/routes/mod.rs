@@ -4,14 +4,12 @@
 //! * [`health`]: `/version`, `/healthz`, `/livez`, `/readyz` (and `/<check>/<name>`);
 //! * [`discovery`]: `/api`, `/apis` (legacy or aggregated, by `Accept`), `/api/v1`;
 //! * [`resource`]: REST on the served kinds, with [`list`] and [`watch`] for streamed answers;
-//! * [`access_review`]: the create-only review resources (`auth can-i`, `auth whoami`);
 //! * [`openapi`]: `/openapi/v2`, `/openapi/v3` and the per-group-version v3 documents;
 //! * `/metrics` in the Prometheus text format ([`metrics`]);
 //! * [`negotiation`]: `Accept` parsing shared by all of them; [`state`]: what they share;
 //! * anything else (paths outside those, resources of kinds not served here): the next server
 //!   of the delegation chain ([`crate::delegation`]).
 
-pub mod access_review;
 pub mod discovery;
 pub mod health;
 pub mod list;
@@ -77,13 +75,10 @@ impl tower::Service<Request> for Router {
     }
 }
 
-/// Whether this server serves `req`: the review resources, resources of the served kinds, and
-/// the non-resource paths (version, health, discovery, OpenAPI, metrics).
+/// Whether this server serves `req`: resources of the served kinds and the non-resource paths
+/// (version, health, discovery, OpenAPI, metrics).
 fn serves(state: &AppState, req: &Request) -> bool {
     let Some(info) = req.extensions().get::<RequestInfo>() else { return true };
-    if access_review::served(info).is_some() {
-        return true;
-    }
     if info.is_resource_request {
         return state.store.kinds().find(&info.api_group, &info.api_version, &info.resource).is_some();
     }
@@ -93,9 +88,6 @@ fn serves(state: &AppState, req: &Request) -> bool {
 
 async fn route(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
     let info = req.extensions().get::<RequestInfo>().cloned().unwrap_or_default();
-    if let Some(review) = access_review::served(&info) {
-        return access_review::handle(&state, review, info, req).await;
-    }
     if info.is_resource_request {
         return resource::handle(&state, info, req).await;
     }

@@ -11,8 +11,6 @@ pub struct AppState {
     pub store: Store,
     /// `host:port` advertised in `/api`'s `serverAddressByClientCIDRs`.
     pub advertise_address: String,
-    /// The authorizer the access reviews ask.
-    pub authorizer: Arc<crate::authz::RbacAuthorizer>,
     /// The metric registry `/metrics` renders.
     pub metrics: Arc<crate::metrics::Metrics>,
     /// The per-resource watch caches.

@@ -7,79 +7,68 @@
 //! * `authentication.k8s.io/v1`: `selfsubjectreviews` (`kubectl auth whoami`).
 //!
 //! Bodies are JSON or kubectl's protobuf. Answers are `201 Created` with the review and its
-//! `status`, as kube-apiserver gives. [`VIRTUAL_RESOURCES`] lists them for discovery.
+//! `status`, as kube-apiserver gives. [`VIRTUAL_RESOURCES`] lists them for discovery;
+//! [`ReviewServer`] answers them in the delegation chain, in front of the built-in kinds.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::StatusCode;
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
+use tower::ServiceExt;
 
-use super::state::AppState;
-use crate::authn::UserInfo;
-use crate::authz::rbac::PolicyRule;
-use crate::body::{self, Request, Response};
-use crate::error::{ApiError, FieldError};
-use crate::filters::body_limit::BodyLimitBytes;
-use crate::protobuf::{self, Message};
-use crate::request_info::RequestInfo;
-use crate::schema::generated;
-pub use crate::served::{VirtualResource, VIRTUAL_RESOURCES};
+use ballast_apimachinery::protobuf::{self, Message};
+use ballast_apimachinery::schema::generated;
+use ballast_apiserver::authn::UserInfo;
+use ballast_apiserver::authz::rbac::PolicyRule;
+use ballast_apiserver::authz::RbacAuthorizer;
+use ballast_apiserver::body::{self, Request, Response};
+use ballast_apiserver::delegation::Handler;
+use ballast_apiserver::error::{ApiError, FieldError};
+use ballast_apiserver::filters::body_limit::BodyLimitBytes;
+use ballast_apiserver::filters::ResponseFuture;
+use ballast_apiserver::request_info::RequestInfo;
+use ballast_apiserver::served::VirtualResource;
 
-/// Returns the API groups of [`VIRTUAL_RESOURCES`] (each served at version v1 only).
-pub fn groups() -> Vec<&'static str> {
-    let mut groups: Vec<&'static str> = VIRTUAL_RESOURCES.iter().map(|v| v.group).collect();
-    groups.dedup();
-    groups
+const fn review(
+    group: &'static str,
+    resource: &'static str,
+    singular: &'static str,
+    kind: &'static str,
+    namespaced: bool,
+) -> VirtualResource {
+    VirtualResource { group, version: "v1", resource, singular, kind, namespaced, verbs: &["create"] }
 }
 
-fn in_group(group: &str) -> impl Iterator<Item = &'static VirtualResource> + '_ {
-    VIRTUAL_RESOURCES.iter().filter(move |v| v.group == group)
-}
-
-/// Returns the legacy `APIGroup` entries (for `/apis` as `APIGroupList` and `/apis/<group>`).
-pub fn legacy_groups() -> Vec<Value> {
-    groups()
-        .into_iter()
-        .map(|g| {
-            let v1 = json!({"groupVersion": format!("{g}/v1"), "version": "v1"});
-            json!({"name": g, "versions": [v1.clone()], "preferredVersion": v1})
-        })
-        .collect()
-}
-
-/// Returns the legacy `APIResourceList` of `/apis/<group>/<version>`, if a review group.
-pub fn legacy_resource_list(group: &str, version: &str) -> Option<Value> {
-    let resources: Vec<Value> = in_group(group)
-        .filter(|v| v.version == version)
-        .map(|v| {
-            json!({"name": v.resource, "singularName": v.singular, "namespaced": v.namespaced,
-                   "kind": v.kind, "verbs": v.verbs})
-        })
-        .collect();
-    (!resources.is_empty()).then(|| {
-        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": format!("{group}/{version}"),
-               "resources": resources})
-    })
-}
-
-/// Returns the aggregated-discovery `APIGroupDiscovery` items (for `/apis` as
-/// `APIGroupDiscoveryList`).
-pub fn aggregated_groups() -> Vec<Value> {
-    groups()
-        .into_iter()
-        .map(|g| {
-            let resources: Vec<Value> = in_group(g)
-                .map(|v| {
-                    json!({"resource": v.resource, "singularResource": v.singular,
-                           "responseKind": {"group": v.group, "version": v.version, "kind": v.kind},
-                           "scope": if v.namespaced { "Namespaced" } else { "Cluster" }, "verbs": v.verbs})
-                })
-                .collect();
-            json!({"metadata": {"name": g, "creationTimestamp": null},
-                   "versions": [{"version": "v1", "resources": resources, "freshness": "Current"}]})
-        })
-        .collect()
-}
+/// The review resources, for discovery to list next to the built-in kinds.
+pub static VIRTUAL_RESOURCES: [VirtualResource; 5] = [
+    review(
+        "authorization.k8s.io",
+        "localsubjectaccessreviews",
+        "localsubjectaccessreview",
+        "LocalSubjectAccessReview",
+        true,
+    ),
+    review(
+        "authorization.k8s.io",
+        "selfsubjectaccessreviews",
+        "selfsubjectaccessreview",
+        "SelfSubjectAccessReview",
+        false,
+    ),
+    review(
+        "authorization.k8s.io",
+        "selfsubjectrulesreviews",
+        "selfsubjectrulesreview",
+        "SelfSubjectRulesReview",
+        false,
+    ),
+    review("authorization.k8s.io", "subjectaccessreviews", "subjectaccessreview", "SubjectAccessReview", false),
+    review("authentication.k8s.io", "selfsubjectreviews", "selfsubjectreview", "SelfSubjectReview", false),
+];
 
 /// Returns the review resource a request names, if any.
 pub fn served(info: &RequestInfo) -> Option<&'static VirtualResource> {
@@ -166,8 +155,8 @@ fn attributes(resource: &VirtualResource, spec: &Value) -> Result<RequestInfo, A
     }
 }
 
-async fn decide(state: &AppState, user: &UserInfo, attrs: &RequestInfo) -> Result<Value, ApiError> {
-    let decision = state.authorizer.authorize(user, attrs).await?;
+async fn decide(authorizer: &RbacAuthorizer, user: &UserInfo, attrs: &RequestInfo) -> Result<Value, ApiError> {
+    let decision = authorizer.authorize(user, attrs).await?;
     let mut status = json!({"allowed": decision.allowed()});
     if !decision.reason().is_empty() {
         status["reason"] = decision.reason().into();
@@ -209,7 +198,7 @@ fn created(object: &Value) -> Response {
 /// `MethodNotSupported` for other verbs, `BadRequest`/`Invalid` for bad bodies, storage errors
 /// from the authorizer.
 pub async fn handle(
-    state: &AppState,
+    authorizer: &RbacAuthorizer,
     resource: &'static VirtualResource,
     info: RequestInfo,
     req: Request,
@@ -227,7 +216,7 @@ pub async fn handle(
             let mut review =
                 read_object(req, resource, &generated::API_AUTHORIZATION_V1_SELFSUBJECTACCESSREVIEW).await?;
             let attrs = attributes(resource, &review["spec"])?;
-            review["status"] = decide(state, &user, &attrs).await?;
+            review["status"] = decide(authorizer, &user, &attrs).await?;
             Ok(created(&review))
         }
         "subjectaccessreviews" | "localsubjectaccessreviews" => {
@@ -262,7 +251,7 @@ pub async fn handle(
                     subject.extra.insert(k.clone(), values.collect());
                 }
             }
-            review["status"] = decide(state, &subject, &attrs).await?;
+            review["status"] = decide(authorizer, &subject, &attrs).await?;
             Ok(created(&review))
         }
         "selfsubjectrulesreviews" => {
@@ -272,7 +261,7 @@ pub async fn handle(
             if namespace.is_empty() {
                 return Err(ApiError::BadRequest("no namespace on request".into()));
             }
-            review["status"] = match state.authorizer.rules_for(&user, &namespace).await {
+            review["status"] = match authorizer.rules_for(&user, &namespace).await {
                 Ok(rules) => rules_status(&rules),
                 // As kube: the rules found so far (none here) and why the list is incomplete.
                 Err(e) => json!({
@@ -284,20 +273,59 @@ pub async fn handle(
         }
         _ => {
             let mut review = read_object(req, resource, &generated::API_AUTHENTICATION_V1_SELFSUBJECTREVIEW).await?;
-            review["status"] = json!({"userInfo": crate::audit::user_json(&user)});
+            review["status"] = json!({"userInfo": ballast_apiserver::audit::user_json(&user)});
             Ok(created(&review))
         }
+    }
+}
+
+/// The access reviews as a server of the delegation chain, in front of the built-in kinds'
+/// router: answers the review collections and hands every other request on.
+#[derive(Debug, Clone)]
+pub struct ReviewServer {
+    authorizer: Arc<RbacAuthorizer>,
+    delegate: Handler,
+}
+
+impl ReviewServer {
+    /// Answers reviews with `authorizer`, in front of `delegate`.
+    pub fn new(authorizer: Arc<RbacAuthorizer>, delegate: Handler) -> Self {
+        ReviewServer { authorizer, delegate }
+    }
+}
+
+impl tower::Service<Request> for ReviewServer {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = ResponseFuture;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        let info = req.extensions().get::<RequestInfo>().cloned().unwrap_or_default();
+        let Some(review) = served(&info) else {
+            return Box::pin(self.delegate.clone().oneshot(req));
+        };
+        let authorizer = self.authorizer.clone();
+        Box::pin(
+            async move { Ok(handle(&authorizer, review, info, req).await.unwrap_or_else(ApiError::into_response)) },
+        )
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ballast_apiserver::routes::discovery::{
+        virtual_aggregated_groups, virtual_groups, virtual_legacy_groups, virtual_resource_list,
+    };
     use http::Method;
 
     #[test]
     fn serves_only_the_review_collections() {
-        let at = |m: &Method, p: &str| served(&crate::request_info::parse(m, p, None)).map(|v| v.resource);
+        let at = |m: &Method, p: &str| served(&ballast_apiserver::request_info::parse(m, p, None)).map(|v| v.resource);
         assert_eq!(
             at(&Method::POST, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"),
             Some("selfsubjectaccessreviews")
@@ -313,16 +341,19 @@ mod tests {
 
     #[test]
     fn discovery_documents_list_create_only_reviews() {
-        assert_eq!(groups(), ["authorization.k8s.io", "authentication.k8s.io"]);
-        let list = legacy_resource_list("authorization.k8s.io", "v1").expect("list");
+        assert_eq!(virtual_groups(&VIRTUAL_RESOURCES), ["authorization.k8s.io", "authentication.k8s.io"]);
+        let list = virtual_resource_list(&VIRTUAL_RESOURCES, "authorization.k8s.io", "v1").expect("list");
         assert_eq!(list["resources"].as_array().map(Vec::len), Some(4));
         assert_eq!(list["resources"][1]["name"], "selfsubjectaccessreviews");
         assert_eq!(list["resources"][1]["verbs"], json!(["create"]));
-        assert!(legacy_resource_list("authorization.k8s.io", "v1beta1").is_none());
-        let agg = aggregated_groups();
+        assert!(virtual_resource_list(&VIRTUAL_RESOURCES, "authorization.k8s.io", "v1beta1").is_none());
+        let agg = virtual_aggregated_groups(&VIRTUAL_RESOURCES);
         assert_eq!(agg[1]["metadata"]["name"], "authentication.k8s.io");
         assert_eq!(agg[1]["versions"][0]["resources"][0]["responseKind"]["kind"], "SelfSubjectReview");
-        assert_eq!(legacy_groups()[0]["preferredVersion"]["groupVersion"], "authorization.k8s.io/v1");
+        assert_eq!(
+            virtual_legacy_groups(&VIRTUAL_RESOURCES)[0]["preferredVersion"]["groupVersion"],
+            "authorization.k8s.io/v1"
+        );
     }
 
     #[test]
