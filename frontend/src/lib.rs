@@ -12,6 +12,8 @@
 //! * [`openapi`]: the OpenAPI v2 and v3 documents of the built-in kinds (from k8s-openapi's
 //!   schemas and the kinds table), built once; their schemas also drive strict decoding's
 //!   unknown-field check.
+//! * [`rbac`]: the RBAC authorizer with kube-apiserver 1.33's bootstrap roles, the chain's
+//!   authorizer (it reads roles and bindings from storage, where the kinds are stored).
 //! * [`reviews`]: the access reviews (`kubectl auth can-i`, `auth whoami`), answered by the
 //!   authorizer without storage, in front of the kinds.
 //! * [`builtin`]: [`BuiltinKinds`](builtin::BuiltinKinds), the kinds, printers, OpenAPI
@@ -31,6 +33,7 @@ pub mod config;
 pub mod kinds;
 pub mod openapi;
 pub mod printers;
+pub mod rbac;
 pub mod reviews;
 
 use std::future::Future;
@@ -43,10 +46,10 @@ use tower::util::BoxCloneSyncService;
 
 pub use config::FrontendConfig;
 
+use crate::rbac::RbacAuthorizer;
 use ballast_apiserver::authn::token_file::{TokenFile, TokenFileError};
 use ballast_apiserver::authn::x509::{X509Authenticator, X509Error};
 use ballast_apiserver::authn::Authenticator;
-use ballast_apiserver::authz::RbacAuthorizer;
 use ballast_apiserver::chain::{build_handler_chain, ChainConfig, ChainService};
 use ballast_apiserver::delegation::{Handler, NotFound};
 use ballast_apiserver::registry::Store;

@@ -20,11 +20,12 @@ use http_body_util::BodyExt;
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
+use crate::rbac::policy::PolicyRule;
+use crate::rbac::RbacAuthorizer;
+
 use ballast_apimachinery::protobuf::{self, Message};
 use ballast_apimachinery::schema::generated;
 use ballast_apiserver::authn::UserInfo;
-use ballast_apiserver::authz::rbac::PolicyRule;
-use ballast_apiserver::authz::RbacAuthorizer;
 use ballast_apiserver::body::{self, Request, Response};
 use ballast_apiserver::delegation::Handler;
 use ballast_apiserver::error::{ApiError, FieldError};

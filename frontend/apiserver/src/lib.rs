@@ -18,7 +18,8 @@
 //! * [`audit`]: audit policy, events and the bounded log writer; [`metrics`]: the metric
 //!   registry that filters and audit count into and `/metrics` renders.
 //! * [`request_info`] parses URLs like kube's `RequestInfoFactory`; [`authn`] (x509, token
-//!   file, anonymous) and [`authz`] (RBAC with kube's bootstrap roles) decide who and whether.
+//!   file, anonymous) decides who, and an [`authz::Authorizer`] (the built-in API's RBAC)
+//!   whether.
 //! * [`routes`]: a server of the chain: health and version, discovery, OpenAPI, and REST on
 //!   the served kinds (with watch streams); other requests go to the server behind it.
 //! * [`served`]: what is served besides the kinds (the shape of resources answered without

@@ -1,4 +1,4 @@
-//! Authorization: asks the RBAC authorizer about the `UserInfo` and `RequestInfo` extensions;
+//! Authorization: asks the authorizer about the `UserInfo` and `RequestInfo` extensions;
 //! a denial is 403 with kube's message, a storage failure while reading RBAC objects is 500
 //! (fail closed).
 
@@ -8,7 +8,7 @@ use crate::audit::AuditEvent;
 
 use super::{call_next, filter_layer, Filter, Filtered, Inner};
 use crate::authn::UserInfo;
-use crate::authz::{forbidden_reason, Decision, RbacAuthorizer};
+use crate::authz::{forbidden_reason, Authorizer, Decision};
 use crate::body::{Request, Response};
 use crate::error::ApiError;
 use crate::request_info::RequestInfo;
@@ -21,12 +21,12 @@ pub const REASON_ANNOTATION: &str = "authorization.k8s.io/reason";
 /// The authorization filter.
 #[derive(Debug, Clone)]
 pub struct AuthorizationLayer {
-    authorizer: Arc<RbacAuthorizer>,
+    authorizer: Arc<dyn Authorizer>,
 }
 
 impl AuthorizationLayer {
     /// Builds the filter.
-    pub fn new(authorizer: Arc<RbacAuthorizer>) -> Self {
+    pub fn new(authorizer: Arc<dyn Authorizer>) -> Self {
         AuthorizationLayer { authorizer }
     }
 }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use super::{call_next, filter_layer, Filter, Filtered, Inner};
 use crate::audit::AuditEvent;
 use crate::authn::{UserInfo, ANONYMOUS_USER, AUTHENTICATED_GROUP, UNAUTHENTICATED_GROUP};
-use crate::authz::{forbidden_reason, Decision, RbacAuthorizer};
+use crate::authz::{forbidden_reason, Authorizer, Decision};
 use crate::body::{Request, Response};
 use crate::error::ApiError;
 use crate::request_info::{percent_decode, RequestInfo};
@@ -32,12 +32,12 @@ pub const EXTRA_PREFIX: &str = "impersonate-extra-";
 /// The impersonation filter.
 #[derive(Debug, Clone)]
 pub struct ImpersonationLayer {
-    authorizer: Arc<RbacAuthorizer>,
+    authorizer: Arc<dyn Authorizer>,
 }
 
 impl ImpersonationLayer {
     /// Builds the filter.
-    pub fn new(authorizer: Arc<RbacAuthorizer>) -> Self {
+    pub fn new(authorizer: Arc<dyn Authorizer>) -> Self {
         ImpersonationLayer { authorizer }
     }
 }

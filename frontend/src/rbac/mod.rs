@@ -1,7 +1,8 @@
-//! Authorization: may this user do this request?
+//! RBAC authorization (kube's `plugin/pkg/auth/authorizer/rbac`): the built-in API's
+//! authorizer, given to the generic server's chain as an `Authorizer`.
 //!
-//! * [`rbac`]: the RBAC types (rules, subjects, role references, aggregation selectors) and rule
-//!   matching, as `k8s.io/kubernetes/plugin/pkg/auth/authorizer/rbac` defines them.
+//! * [`policy`]: the RBAC types (rules, subjects, role references, aggregation selectors) and
+//!   rule matching, as `k8s.io/kubernetes/plugin/pkg/auth/authorizer/rbac` defines them.
 //! * [`bootstrap`]: kube-apiserver 1.33's built-in ClusterRoles and ClusterRoleBindings.
 //!
 //! [`RbacAuthorizer`] consults the built-in bindings first (no storage read for the admin or
@@ -21,41 +22,19 @@
 //! RBAC objects is the next step once they are served over REST.
 
 pub mod bootstrap;
-pub mod rbac;
+pub mod policy;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::authn::UserInfo;
-use crate::request_info::RequestInfo;
-use crate::storage::decode_errors;
-use crate::storage::{prefix_end, SharedStorage, StorageError};
-use crate::uid::new_uid;
+use ballast_apimachinery::uid::new_uid;
+use ballast_apiserver::authn::UserInfo;
+use ballast_apiserver::authz::{Authorizer, Decision};
+use ballast_apiserver::request_info::RequestInfo;
+use ballast_apiserver::storage::decode_errors;
+use ballast_apiserver::storage::{prefix_end, SharedStorage, StorageError};
+use futures::future::BoxFuture;
 
-use rbac::{Binding, PolicyRule, Role, Subject};
-
-/// The authorizer's answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
-    /// Allowed; carries kube's reason (`RBAC: allowed by ClusterRoleBinding "x" of ...`).
-    Allow(String),
-    /// No rule allows it.
-    Deny,
-}
-
-impl Decision {
-    /// Returns whether the request is allowed.
-    pub fn allowed(&self) -> bool {
-        matches!(self, Decision::Allow(_))
-    }
-
-    /// Returns the reason text (empty for a plain denial, as RBAC gives none).
-    pub fn reason(&self) -> &str {
-        match self {
-            Decision::Allow(reason) => reason,
-            Decision::Deny => "",
-        }
-    }
-}
+use policy::{Binding, PolicyRule, Role, Subject};
 
 /// RBAC over built-in and stored roles and bindings.
 #[derive(Debug, Clone)]
@@ -283,7 +262,7 @@ impl RbacAuthorizer {
             let key = format!("{}/{resource}/{name}", self.prefix);
             let mut object = object.clone();
             object["metadata"]["uid"] = new_uid().into();
-            object["metadata"]["creationTimestamp"] = crate::clock::now_rfc3339().into();
+            object["metadata"]["creationTimestamp"] = ballast_apimachinery::clock::now_rfc3339().into();
             match self.storage.create(key.as_bytes(), serde_json::to_vec(&object).unwrap_or_default()).await {
                 Ok(_) => created += 1,
                 Err(StorageError::KeyExists) => {}
@@ -346,25 +325,13 @@ fn decode_rbac<T: serde::de::DeserializeOwned>(resource: &str, key: &[u8], value
     }
 }
 
-/// Returns kube's reason text for a denied request (`forbiddenMessage`).
-pub fn forbidden_reason(user: &UserInfo, request: &RequestInfo) -> String {
-    if !request.is_resource_request {
-        return format!("User \"{}\" cannot {} path \"{}\"", user.name, request.verb, request.path);
-    }
-    let mut resource = request.resource.clone();
-    if !request.subresource.is_empty() {
-        resource = format!("{resource}/{}", request.subresource);
-    }
-    if request.namespace.is_empty() {
-        format!(
-            "User \"{}\" cannot {} resource \"{resource}\" in API group \"{}\" at the cluster scope",
-            user.name, request.verb, request.api_group
-        )
-    } else {
-        format!(
-            "User \"{}\" cannot {} resource \"{resource}\" in API group \"{}\" in the namespace \"{}\"",
-            user.name, request.verb, request.api_group, request.namespace
-        )
+impl Authorizer for RbacAuthorizer {
+    fn authorize<'a>(
+        &'a self,
+        user: &'a UserInfo,
+        request: &'a RequestInfo,
+    ) -> BoxFuture<'a, Result<Decision, StorageError>> {
+        Box::pin(RbacAuthorizer::authorize(self, user, request))
     }
 }
 
@@ -378,7 +345,7 @@ mod tests {
         let mut rules = Vec::new();
         aggregate(&all, &all["admin"], &mut BTreeSet::new(), &mut rules);
         let admin = Role { rules, ..Role::default() };
-        let req = |m: &http::Method, p: &str| crate::request_info::parse(m, p, None);
+        let req = |m: &http::Method, p: &str| ballast_apiserver::request_info::parse(m, p, None);
         // From system:aggregate-to-view (via view → edit → admin), -to-edit and -to-admin.
         assert!(admin.allows(&req(&http::Method::GET, "/api/v1/namespaces/a/configmaps")));
         assert!(admin.allows(&req(&http::Method::DELETE, "/api/v1/namespaces/a/secrets/s")));

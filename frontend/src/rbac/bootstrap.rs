@@ -15,8 +15,8 @@ use std::sync::LazyLock;
 
 use serde_json::{json, Value};
 
-use super::rbac::{Binding, Role};
-use crate::authn::{AUTHENTICATED_GROUP, MASTERS_GROUP, UNAUTHENTICATED_GROUP};
+use super::policy::{Binding, Role};
+use ballast_apiserver::authn::{AUTHENTICATED_GROUP, MASTERS_GROUP, UNAUTHENTICATED_GROUP};
 
 /// The group bound to `system:monitoring` (may read `/metrics`).
 pub const MONITORING_GROUP: &str = "system:monitoring";
@@ -349,8 +349,8 @@ pub fn cluster_role_binding_objects() -> &'static [Value] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::authn::UserInfo;
-    use crate::request_info::parse;
+    use ballast_apiserver::authn::UserInfo;
+    use ballast_apiserver::request_info::parse;
     use http::Method;
 
     fn allowed(user: &UserInfo, method: &Method, path: &str) -> bool {

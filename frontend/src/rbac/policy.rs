@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::authn::UserInfo;
-use crate::request_info::RequestInfo;
+use ballast_apiserver::authn::UserInfo;
+use ballast_apiserver::request_info::RequestInfo;
 
 /// One `PolicyRule`.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
@@ -213,7 +213,7 @@ fn subject_matches(s: &Subject, user: &UserInfo, namespace: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::request_info::parse;
+    use ballast_apiserver::request_info::parse;
     use http::Method;
 
     fn rule(json: &str) -> PolicyRule {
