@@ -42,8 +42,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tower::util::BoxCloneSyncService;
-
 pub use config::FrontendConfig;
 
 use crate::rbac::RbacAuthorizer;
@@ -51,7 +49,7 @@ use ballast_apiserver::authn::token_file::{TokenFile, TokenFileError};
 use ballast_apiserver::authn::x509::{X509Authenticator, X509Error};
 use ballast_apiserver::authn::Authenticator;
 use ballast_apiserver::chain::{build_handler_chain, ChainConfig, ChainService};
-use ballast_apiserver::delegation::{Handler, NotFound};
+use ballast_apiserver::delegation::{in_front_of, Handler, NotFound};
 use ballast_apiserver::registry::Store;
 use ballast_apiserver::routes::{AppState, Router};
 use ballast_apiserver::storage::{Etcd3Storage, SharedStorage, StorageError};
@@ -248,8 +246,8 @@ impl Frontend {
             metrics: metrics.clone(),
             watch_cache,
         });
-        let kinds = BoxCloneSyncService::new(Router::new(state, delegation.behind));
-        let builtin = BoxCloneSyncService::new(reviews::ReviewServer::new(authorizer.clone(), kinds));
+        let kinds = in_front_of(Router::new(state), delegation.behind);
+        let builtin = in_front_of(reviews::ReviewServer::new(authorizer.clone()), kinds);
         let chain = build_handler_chain(
             (delegation.in_front)(builtin),
             ChainConfig {

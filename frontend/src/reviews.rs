@@ -10,15 +10,12 @@
 //! `status`, as kube-apiserver gives. [`VIRTUAL_RESOURCES`] lists them for discovery;
 //! [`ReviewServer`] answers them in the delegation chain, in front of the built-in kinds.
 
-use std::convert::Infallible;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::StatusCode;
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
-use tower::ServiceExt;
 
 use crate::rbac::policy::PolicyRule;
 use crate::rbac::RbacAuthorizer;
@@ -27,7 +24,7 @@ use ballast_apimachinery::protobuf::{self, Message};
 use ballast_apimachinery::schema::generated;
 use ballast_apiserver::authn::UserInfo;
 use ballast_apiserver::body::{self, Request, Response};
-use ballast_apiserver::delegation::Handler;
+use ballast_apiserver::delegation::Server;
 use ballast_apiserver::error::{ApiError, FieldError};
 use ballast_apiserver::filters::body_limit::BodyLimitBytes;
 use ballast_apiserver::filters::ResponseFuture;
@@ -281,38 +278,31 @@ pub async fn handle(
 }
 
 /// The access reviews as a server of the delegation chain, in front of the built-in kinds'
-/// router: answers the review collections and hands every other request on.
+/// router: answers the review collections.
 #[derive(Debug, Clone)]
 pub struct ReviewServer {
     authorizer: Arc<RbacAuthorizer>,
-    delegate: Handler,
 }
 
 impl ReviewServer {
-    /// Answers reviews with `authorizer`, in front of `delegate`.
-    pub fn new(authorizer: Arc<RbacAuthorizer>, delegate: Handler) -> Self {
-        ReviewServer { authorizer, delegate }
+    /// Answers reviews with `authorizer`.
+    pub fn new(authorizer: Arc<RbacAuthorizer>) -> Self {
+        ReviewServer { authorizer }
     }
 }
 
-impl tower::Service<Request> for ReviewServer {
-    type Response = Response;
-    type Error = Infallible;
-    type Future = ResponseFuture;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
+impl Server for ReviewServer {
+    fn serves(&self, req: &Request) -> bool {
+        req.extensions().get::<RequestInfo>().and_then(served).is_some()
     }
 
-    fn call(&mut self, req: Request) -> Self::Future {
+    fn serve(&self, req: Request) -> ResponseFuture {
         let info = req.extensions().get::<RequestInfo>().cloned().unwrap_or_default();
-        let Some(review) = served(&info) else {
-            return Box::pin(self.delegate.clone().oneshot(req));
-        };
         let authorizer = self.authorizer.clone();
-        Box::pin(
-            async move { Ok(handle(&authorizer, review, info, req).await.unwrap_or_else(ApiError::into_response)) },
-        )
+        Box::pin(async move {
+            let Some(review) = served(&info) else { return Ok(ApiError::NoRoute.into_response()) };
+            Ok(handle(&authorizer, review, info, req).await.unwrap_or_else(ApiError::into_response))
+        })
     }
 }
 

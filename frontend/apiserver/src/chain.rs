@@ -110,7 +110,7 @@ mod tests {
     use crate::authn::token_file::TokenFile;
     use crate::authn::{UserInfo, MASTERS_GROUP};
     use crate::authz::Decision;
-    use crate::delegation::NotFound;
+    use crate::delegation::{in_front_of, NotFound};
     use crate::registry::testing::TestKinds;
     use crate::registry::Store;
     use crate::request_info::RequestInfo;
@@ -150,7 +150,7 @@ mod tests {
         });
         let tokens = TokenFile::parse(TOKENS).expect("token file");
         build_handler_chain(
-            BoxCloneSyncService::new(Router::new(state, NotFound::handler())),
+            in_front_of(Router::new(state), NotFound::handler()),
             ChainConfig {
                 authenticator: Arc::new(Authenticator::new(None, Some(tokens), true)),
                 authorizer,

@@ -22,68 +22,50 @@ pub mod watch;
 
 pub use state::AppState;
 
-use std::convert::Infallible;
 use std::sync::Arc;
-use std::task::{Context, Poll};
-
-use tower::ServiceExt;
 
 use crate::body::{Request, Response};
-use crate::delegation::Handler;
+use crate::delegation::Server;
 use crate::error::ApiError;
 use crate::filters::ResponseFuture;
 use crate::request_info::RequestInfo;
 
-/// The route dispatcher as a `tower::Service`.
+/// The route dispatcher: a [`Server`] of the delegation chain.
 #[derive(Debug, Clone)]
 pub struct Router {
     state: Arc<AppState>,
-    /// The next server of the delegation chain, for the requests not served here.
-    delegate: Handler,
 }
 
 impl Router {
-    /// Builds the router in front of `delegate`, and starts building the OpenAPI documents on
-    /// a blocking thread so neither the first `/openapi` request nor the first strict decode
-    /// pays for it.
-    pub fn new(state: Arc<AppState>, delegate: Handler) -> Self {
+    /// Builds the router, and starts building the OpenAPI documents on a blocking thread so
+    /// neither the first `/openapi` request nor the first strict decode pays for it.
+    pub fn new(state: Arc<AppState>) -> Self {
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let kinds = state.store.kinds().clone();
             runtime.spawn_blocking(move || {
                 kinds.openapi();
             });
         }
-        Router { state, delegate }
+        Router { state }
     }
 }
 
-impl tower::Service<Request> for Router {
-    type Response = Response;
-    type Error = Infallible;
-    type Future = ResponseFuture;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
+impl Server for Router {
+    /// Resources of the served kinds and the non-resource paths (version, health, discovery,
+    /// OpenAPI, metrics).
+    fn serves(&self, req: &Request) -> bool {
+        let Some(info) = req.extensions().get::<RequestInfo>() else { return true };
+        if info.is_resource_request {
+            return self.state.store.kinds().find(&info.api_group, &info.api_version, &info.resource).is_some();
+        }
+        let top = req.uri().path().split('/').nth(1).unwrap_or("");
+        matches!(top, "version" | "healthz" | "livez" | "readyz" | "api" | "apis" | "metrics" | "openapi")
     }
 
-    fn call(&mut self, req: Request) -> Self::Future {
-        if !serves(&self.state, &req) {
-            return Box::pin(self.delegate.clone().oneshot(req));
-        }
+    fn serve(&self, req: Request) -> ResponseFuture {
         let state = self.state.clone();
         Box::pin(async move { Ok(route(state, req).await.unwrap_or_else(ApiError::into_response)) })
     }
-}
-
-/// Whether this server serves `req`: resources of the served kinds and the non-resource paths
-/// (version, health, discovery, OpenAPI, metrics).
-fn serves(state: &AppState, req: &Request) -> bool {
-    let Some(info) = req.extensions().get::<RequestInfo>() else { return true };
-    if info.is_resource_request {
-        return state.store.kinds().find(&info.api_group, &info.api_version, &info.resource).is_some();
-    }
-    let top = req.uri().path().split('/').nth(1).unwrap_or("");
-    matches!(top, "version" | "healthz" | "livez" | "readyz" | "api" | "apis" | "metrics" | "openapi")
 }
 
 async fn route(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
