@@ -15,11 +15,10 @@ use std::future::{ready, Ready};
 use std::task::{Context, Poll};
 
 use tower::util::BoxCloneSyncService;
-use tower::ServiceExt;
 
 use crate::body::{Request, Response};
 use crate::error::ApiError;
-use crate::filters::ResponseFuture;
+use crate::filters::{call_next, Filter, Filtered, Inner, ResponseFuture};
 
 /// One server of the chain with its type erased: what servers hand requests to.
 pub type Handler = BoxCloneSyncService<Request, Response, Infallible>;
@@ -33,31 +32,24 @@ pub trait Server: Clone + Send + Sync + 'static {
     fn serve(&self, req: Request) -> ResponseFuture;
 }
 
-/// `server` in front of `delegate`, as one [`Handler`].
-pub fn in_front_of<S: Server + std::fmt::Debug>(server: S, delegate: Handler) -> Handler {
-    BoxCloneSyncService::new(InFront { server, delegate })
+/// `server` in front of `delegate`, as one [`Handler`]: the server wraps the one behind it as
+/// a filter wraps the rest of the chain.
+pub fn in_front_of<S: Server>(server: S, delegate: Handler) -> Handler {
+    BoxCloneSyncService::new(Filtered::new(InFront(server), delegate))
 }
 
+/// A [`Server`] as a [`Filter`] around the server behind it.
 #[derive(Debug, Clone)]
-struct InFront<S> {
-    server: S,
-    delegate: Handler,
-}
+struct InFront<S>(S);
 
-impl<S: Server> tower::Service<Request> for InFront<S> {
-    type Response = Response;
-    type Error = Infallible;
-    type Future = ResponseFuture;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: Request) -> Self::Future {
-        if self.server.serves(&req) {
-            self.server.serve(req)
-        } else {
-            Box::pin(self.delegate.clone().oneshot(req))
+impl<S: Server> Filter for InFront<S> {
+    async fn filter<N: Inner>(self, req: Request, next: N) -> Response {
+        if !self.0.serves(&req) {
+            return call_next(next, req).await;
+        }
+        match self.0.serve(req).await {
+            Ok(resp) => resp,
+            Err(never) => match never {},
         }
     }
 }
