@@ -23,8 +23,8 @@
 //!   and the built-in API's place in the delegation chain ([`Delegation`]; the binary puts
 //!   the aggregator in front of it and apiextensions behind it).
 //!
-//! Layering: `builtin` → `openapi` → `kinds`, `printers` → `ballast-apiserver` →
-//! `ballast-apimachinery`. Nothing here holds authoritative state.
+//! Layering: `builtin` → `openapi` → `reviews` → `rbac`; `kinds`, `printers`; all on
+//! `ballast-apiserver` → `ballast-apimachinery`. Nothing here holds authoritative state.
 //!
 //! Reading order: [`Frontend::start`], then `ballast_apiserver`'s `chain` and `routes`.
 

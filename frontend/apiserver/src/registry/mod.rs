@@ -5,7 +5,8 @@
 //!   short names, categories, subresources), its storage key prefix, its selectable fields, its
 //!   generation rule, its version converter and its [`Strategy`]; [`served_kinds`]:
 //!   [`ServedKinds`], the table a server is given (the built-in API's is one), with each
-//!   kind's printer, schema pruning and the OpenAPI documents.
+//!   kind's printer, schema pruning, the OpenAPI documents and the resources answered without
+//!   storage.
 //! * [`strategy`]: the per-kind hooks (`prepare_for_create`, `validate`, ...), a trait with
 //!   default methods.
 //! * [`object`]: what every kind shares: decoding, `metadata` rules (uid, creationTimestamp,
@@ -14,7 +15,8 @@
 //! * [`store`]: `Store`, kube's generic registry: get, list (selectors, pages), create, update
 //!   (compare-and-swap with retries), `/status`, over the `storage::Storage` seam; [`deletion`]:
 //!   delete and deletecollection with finalizers, grace periods and the namespace lifecycle;
-//!   [`scale`]: the `/scale` subresource; [`binding`]: pod binding.
+//!   [`scale`]: the `/scale` subresource; [`binding`]: `/binding` and creates that bind (the
+//!   generic part; a row's [`strategy::Binder`] binds).
 //! * [`table`]: server-side printing (Table and PartialObjectMetadata forms) with a kind's
 //!   [`table::Printer`].
 //! * `testing` (tests only): a two-kind `ServedKinds` for this crate's own tests; `store_tests`:
