@@ -242,6 +242,7 @@ impl Frontend {
         let watch_cache = watch_cache::WatchCaches::new(store.storage().clone(), config.watch_cache);
         let state = Arc::new(AppState {
             store,
+            version: kinds::KUBERNETES_VERSION,
             advertise_address: local_addr.to_string(),
             metrics: metrics.clone(),
             watch_cache,

@@ -144,6 +144,7 @@ mod tests {
         let metrics = Arc::new(Metrics::default());
         let state = Arc::new(AppState {
             store,
+            version: crate::served::Version { major: 1, minor: 33, patch: 0 },
             advertise_address: "127.0.0.1:6443".into(),
             metrics: metrics.clone(),
             watch_cache: WatchCaches::new(storage, WatchCacheConfig::default()),

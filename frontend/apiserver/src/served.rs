@@ -1,16 +1,31 @@
 //! What a server serves besides the rows of its served kinds, shared by the routes that serve
 //! it and the OpenAPI documents that describe it: the shape of resources answered without
-//! storage ([`VirtualResource`]), each kind's subresources, and the Kubernetes version it
-//! reports.
+//! storage ([`VirtualResource`]), each kind's subresources, and the form of the Kubernetes
+//! version it reports.
 //!
 //! It sits below both `routes` and the OpenAPI documents (the built-in API's), so neither needs
 //! the other to learn what exists.
 
 use crate::registry::ResourceKind;
 
-/// The Kubernetes version this server implements. kubectl warns past one minor of skew, and
-/// 1.33 is what the API surface follows.
-pub const GIT_VERSION: &str = "v1.33.0";
+/// The Kubernetes version a server reports at `/version` (kubectl warns past one minor of
+/// skew, and picks its own version by it): the version of the API surface it serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Version {
+    /// Major version (`1`).
+    pub major: u32,
+    /// Minor version (`33`).
+    pub minor: u32,
+    /// Patch version (`0`).
+    pub patch: u32,
+}
+
+impl Version {
+    /// Returns `v<major>.<minor>.<patch>`, kube's `gitVersion`.
+    pub fn git_version(self) -> String {
+        format!("v{}.{}.{}", self.major, self.minor, self.patch)
+    }
+}
 
 /// A resource answered without storage (the built-in API's access reviews), listed by
 /// discovery next to the served kinds.

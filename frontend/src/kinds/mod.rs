@@ -25,6 +25,11 @@ use std::sync::LazyLock;
 pub use self::core::{configmaps, namespaces, secrets, CONFIGMAPS, NAMESPACES, NAMESPACE_NAME_LABEL, SECRETS};
 
 use ballast_apiserver::registry::{ApiGroup, ResourceKind};
+use ballast_apiserver::served::Version;
+
+/// The version of kube-apiserver whose built-in API the rows follow, reported at `/version`
+/// and in the OpenAPI documents.
+pub const KUBERNETES_VERSION: Version = Version { major: 1, minor: 33, patch: 0 };
 
 /// The served groups, in kube-apiserver's discovery order (its group priorities); the first
 /// version of each is the preferred one.

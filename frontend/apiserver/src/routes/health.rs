@@ -11,26 +11,27 @@ use super::state::AppState;
 use crate::body::{self, Response};
 use crate::error::ApiError;
 use crate::request_info::query_pairs;
-pub use crate::served::GIT_VERSION;
+use crate::served::Version;
 
-/// Returns the `/version` document (`version.Info`).
-pub fn version() -> Response {
+/// Returns the `/version` document (`version.Info`) of `version`.
+pub fn version(version: Version) -> Response {
+    let (major, minor) = (version.major.to_string(), version.minor.to_string());
     body::json(
         StatusCode::OK,
         &serde_json::json!({
-            "major": "1",
-            "minor": "33",
-            "gitVersion": GIT_VERSION,
+            "major": major,
+            "minor": minor,
+            "gitVersion": version.git_version(),
             "gitCommit": "ballast",
             "gitTreeState": "clean",
             "buildDate": "1970-01-01T00:00:00Z",
             "goVersion": "n/a (rust)",
             "compiler": "rustc",
             "platform": format!("{}/{}", std::env::consts::OS, if cfg!(target_arch = "x86_64") { "amd64" } else { std::env::consts::ARCH }),
-            "emulationMajor": "1",
-            "emulationMinor": "33",
-            "minCompatibilityMajor": "1",
-            "minCompatibilityMinor": "32",
+            "emulationMajor": major,
+            "emulationMinor": minor,
+            "minCompatibilityMajor": major,
+            "minCompatibilityMinor": version.minor.saturating_sub(1).to_string(),
         }),
     )
 }

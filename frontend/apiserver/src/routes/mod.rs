@@ -80,7 +80,7 @@ async fn route(state: Arc<AppState>, req: Request) -> Result<Response, ApiError>
         "version" | "healthz" | "livez" | "readyz" | "api" | "apis" | "metrics" | "openapi" if !is_read => {
             Err(ApiError::MethodNotSupported { group: String::new(), resource: String::new(), verb: info.verb })
         }
-        "version" if path == "/version" => Ok(health::version()),
+        "version" if path == "/version" => Ok(health::version(state.version)),
         "metrics" if path == "/metrics" => Ok(metrics::handle(&state)),
         "healthz" | "livez" | "readyz" => health::check(&state, path, req.uri().query()).await,
         "api" | "apis" => discovery::handle(&state, path, req.headers()),

@@ -9,6 +9,8 @@ use crate::registry::Store;
 pub struct AppState {
     /// The registry.
     pub store: Store,
+    /// The version `/version` reports.
+    pub version: crate::served::Version,
     /// `host:port` advertised in `/api`'s `serverAddressByClientCIDRs`.
     pub advertise_address: String,
     /// The metric registry `/metrics` renders.
