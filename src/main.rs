@@ -11,9 +11,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use ballast_apiserver::delegation::NotFound;
 use ballast_engine::shard::ShardPlacement;
 use ballast_engine::{Engine, EngineConfig};
-use ballast_frontend::{Frontend, FrontendConfig};
+use ballast_frontend::{Delegation, Frontend, FrontendConfig};
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser, Debug)]
@@ -92,7 +93,7 @@ struct ChainFlags {
 }
 
 fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    ballast_frontend::filters::timeout::parse_go_duration(text)
+    ballast_apiserver::filters::timeout::parse_go_duration(text)
         .ok_or_else(|| format!("invalid duration {text:?} (use Go syntax, e.g. 60s or 1m0s)"))
 }
 
@@ -349,9 +350,19 @@ async fn run_engine(cfg: EngineConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The Kubernetes API servers as kube-apiserver chains them: the aggregator in front of the
+/// built-in API, apiextensions behind it, then the 404.
+fn server_chain() -> Delegation {
+    Delegation {
+        in_front: Box::new(ballast_aggregator::server),
+        behind: ballast_apiextensions::server(NotFound::handler()),
+    }
+}
+
 /// Runs one frontend until a signal.
 async fn run_frontend(cfg: FrontendConfig) -> anyhow::Result<()> {
-    let frontend = Frontend::start(cfg).await.context("starting the Kubernetes API frontend")?;
+    let frontend =
+        Frontend::start_in_chain(cfg, server_chain()).await.context("starting the Kubernetes API frontend")?;
     println!("admin kubeconfig: {}", frontend.admin_kubeconfig().display());
     frontend.serve(shutdown_signal()).await;
     tracing::info!("stopped");
@@ -383,7 +394,7 @@ async fn run_all_in_one(engine_cfg: EngineConfig, flags: &ServeFlags) -> anyhow:
     };
     flags.chain.apply(&mut frontend_cfg);
     let frontend = tokio::select! {
-        started = Frontend::start(frontend_cfg) => started.context("starting the Kubernetes API frontend")?,
+        started = Frontend::start_in_chain(frontend_cfg, server_chain()) => started.context("starting the Kubernetes API frontend")?,
         ended = &mut engine_task => bail!("the engine stopped before the frontend started: {:?}", ended),
     };
     let kubeconfig =

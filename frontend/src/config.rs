@@ -54,8 +54,8 @@ pub struct FrontendConfig {
     /// authorizer knows them either way.
     pub write_bootstrap_rbac: bool,
     /// The watch cache: window size, per-client queue and progress/bookmark interval (reasons
-    /// on [`crate::watch_cache::WatchCacheConfig`]).
-    pub watch_cache: crate::watch_cache::WatchCacheConfig,
+    /// on [`ballast_apiserver::watch_cache::WatchCacheConfig`]).
+    pub watch_cache: ballast_apiserver::watch_cache::WatchCacheConfig,
     /// Keys read per etcd Range while a LIST walks a collection; the LIST's answer is written
     /// as each such page arrives, so this bounds a LIST's memory whatever the collection's size
     /// (one page of records and decoded objects plus its encoding). Default 1000: about 4 MiB
@@ -79,14 +79,14 @@ impl Default for FrontendConfig {
             max_requests_inflight: 400,
             max_mutating_requests_inflight: 200,
             request_timeout: Duration::from_secs(60),
-            max_request_body_bytes: crate::filters::body_limit::DEFAULT_MAX_BODY_BYTES,
+            max_request_body_bytes: ballast_apiserver::filters::body_limit::DEFAULT_MAX_BODY_BYTES,
             storage_prefix: "/registry".into(),
             audit_log_path: None,
             audit_policy_file: None,
             audit_buffer_size: 10_000,
             write_bootstrap_rbac: true,
-            watch_cache: crate::watch_cache::WatchCacheConfig::default(),
-            list_page_size: crate::registry::store::DEFAULT_LIST_PAGE_SIZE,
+            watch_cache: ballast_apiserver::watch_cache::WatchCacheConfig::default(),
+            list_page_size: ballast_apiserver::registry::store::DEFAULT_LIST_PAGE_SIZE,
         }
     }
 }

@@ -1,65 +1,40 @@
-//! Ballast's Kubernetes API server: stateless, talking to storage only through the etcd v3 API,
-//! so it runs the same against stock etcd and against the Ballast engine.
+//! Ballast's Kubernetes API server for the built-in API: the kinds kube-apiserver 1.33 serves
+//! (their table, strategies, Table printers and OpenAPI documents), put together with the
+//! generic server of `ballast-apiserver` into [`Frontend`], which talks to storage only
+//! through the etcd v3 API.
 //!
 //! # Map
 //!
-//! A request flows top to bottom:
+//! * [`kinds`]: the table of built-in kinds, one file per API group family: one
+//!   `ResourceKind` row per resource with its strategy (defaulting and validation), plus the
+//!   group table discovery serves them under.
+//! * [`printers`]: each built-in kind's Table columns and cells (what `kubectl get` prints).
+//! * [`openapi`]: the OpenAPI v2 and v3 documents of the built-in kinds (from k8s-openapi's
+//!   schemas and the kinds table), built once; their schemas also drive strict decoding's
+//!   unknown-field check.
+//! * [`rbac`]: the RBAC authorizer with kube-apiserver 1.33's bootstrap roles, the chain's
+//!   authorizer (it reads roles and bindings from storage, where the kinds are stored).
+//! * [`reviews`]: the access reviews (`kubectl auth can-i`, `auth whoami`), answered by the
+//!   authorizer without storage, in front of the kinds.
+//! * [`builtin`]: [`BuiltinKinds`](builtin::BuiltinKinds), the kinds, printers, OpenAPI
+//!   documents and review resources as the generic server's `ServedKinds`.
+//! * [`config`]: [`FrontendConfig`], kube-apiserver's flags; [`Frontend::start`] builds the
+//!   server from it: certificates, storage, authentication, RBAC, audit, the handler chain,
+//!   and the built-in API's place in the delegation chain ([`Delegation`]; the binary puts
+//!   the aggregator in front of it and apiextensions behind it).
 //!
-//! * [`server`]: the secure port: TLS (rustls, ring), HTTP/1.1 and HTTP/2 (hyper-util auto),
-//!   client certificates handed to the chain.
-//! * [`chain`]: `build_handler_chain`, the one place that orders the [`filters`]: audit init →
-//!   panic recovery → request info → metrics → timeout → authentication → audit →
-//!   impersonation → max-in-flight → authorization → body limit.
-//! * [`audit`]: audit policy, events and the bounded log writer; [`metrics`]: the metric
-//!   registry that filters and audit count into and `/metrics` renders.
-//! * [`request_info`] parses URLs like kube's `RequestInfoFactory`; [`authn`] (x509, token
-//!   file, anonymous) and [`authz`] (RBAC with kube's bootstrap roles) decide who and whether.
-//! * [`routes`]: health and version, discovery, OpenAPI, and REST on resources (with watch
-//!   streams).
-//! * [`served`]: what is served besides the registry table (review resources, subresources,
-//!   the reported version), for routes and OpenAPI alike.
-//! * [`openapi`]: the OpenAPI v2 and v3 documents (from k8s-openapi's schemas and the registry
-//!   table), built once; their schemas also drive strict decoding's unknown-field check.
-//! * [`registry`]: the table of kinds and the generic store (metadata, validation, optimistic
-//!   concurrency, selectors, pages, watches, patches); [`protobuf`] decodes kubectl's protobuf
-//!   bodies and [`patch`] applies JSON, merge and strategic merge patches, both following the
-//!   generated per-kind tables in [`schema`].
-//! * [`watch`]: a client's watch: selector transitions, bookmarks, watch-list initial events,
-//!   from the [`watch_cache`] (one upstream etcd watch per resource, fanned out to every client
-//!   watch) or from storage directly.
-//! * [`storage`]: the `Storage` seam the registry uses; `Etcd3Storage`, the only code that talks
-//!   to etcd, and `MemStorage`, its in-memory twin for tests.
-//! * [`error`]: `ApiError`, and the one mapping of errors to `metav1.Status`.
-//! * [`certs`]: the generated CA, serving and admin certificates, and `admin.kubeconfig`.
+//! Layering: `builtin` → `openapi` → `reviews` → `rbac`; `kinds`, `printers`; all on
+//! `ballast-apiserver` → `ballast-apimachinery`. Nothing here holds authoritative state.
 //!
-//! Layering: routes → registry → storage; filters never touch storage except through the
-//! authorizer. Nothing here holds authoritative state.
-//!
-//! Reading order: [`Frontend::start`], [`chain`], [`routes`], [`registry::store`].
+//! Reading order: [`Frontend::start`], then `ballast_apiserver`'s `chain` and `routes`.
 
-pub mod audit;
-pub mod authn;
-pub mod authz;
-pub mod body;
-pub mod certs;
-pub mod chain;
+pub mod builtin;
 pub mod config;
-pub mod error;
-pub mod filters;
-pub mod metrics;
+pub mod kinds;
 pub mod openapi;
-pub mod registry;
-pub mod request_info;
-pub mod routes;
-pub mod served;
-pub mod server;
-pub mod storage;
-pub mod watch;
-pub mod watch_cache;
-
-// The object model and codecs live in their own crate, below this one; re-exported so paths
-// such as `crate::protobuf::Message` read the same everywhere.
-pub use ballast_apimachinery::{clock, patch, protobuf, schema, uid};
+pub mod printers;
+pub mod rbac;
+pub mod reviews;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -69,14 +44,16 @@ use std::time::Duration;
 
 pub use config::FrontendConfig;
 
-use authn::token_file::{TokenFile, TokenFileError};
-use authn::x509::{X509Authenticator, X509Error};
-use authn::Authenticator;
-use authz::RbacAuthorizer;
-use chain::{build_handler_chain, ChainConfig, ChainService};
-use registry::Store;
-use routes::{AppState, Router};
-use storage::{Etcd3Storage, SharedStorage, StorageError};
+use crate::rbac::RbacAuthorizer;
+use ballast_apiserver::authn::token_file::{TokenFile, TokenFileError};
+use ballast_apiserver::authn::x509::{X509Authenticator, X509Error};
+use ballast_apiserver::authn::Authenticator;
+use ballast_apiserver::chain::{build_handler_chain, ChainConfig, ChainService};
+use ballast_apiserver::delegation::{in_front_of, Handler, NotFound};
+use ballast_apiserver::registry::Store;
+use ballast_apiserver::routes::{AppState, Router};
+use ballast_apiserver::storage::{Etcd3Storage, SharedStorage, StorageError};
+use ballast_apiserver::{audit, certs, error, metrics, server, watch_cache};
 
 /// Start-up failures.
 #[derive(Debug, thiserror::Error)]
@@ -123,6 +100,28 @@ pub enum FrontendError {
     Tls(#[from] rustls::Error),
 }
 
+/// Where the built-in API sits in the delegation chain (kube-apiserver's `CreateServerChain`):
+/// the servers in front of it and the server it hands the requests it does not serve.
+/// [`Delegation::default`] is the built-in API alone, in front of a 404.
+pub struct Delegation {
+    /// Builds the servers in front of the built-in API around it (the aggregator).
+    pub in_front: Box<dyn FnOnce(Handler) -> Handler + Send>,
+    /// The server behind the built-in API (apiextensions, in front of the 404).
+    pub behind: Handler,
+}
+
+impl std::fmt::Debug for Delegation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Delegation").field("behind", &self.behind).finish_non_exhaustive()
+    }
+}
+
+impl Default for Delegation {
+    fn default() -> Self {
+        Delegation { in_front: Box::new(|builtin| builtin), behind: NotFound::handler() }
+    }
+}
+
 /// A started frontend: port bound, certificates and kubeconfig written, storage reachable.
 #[derive(Debug)]
 pub struct Frontend {
@@ -150,7 +149,8 @@ async fn connect_and_bootstrap(
                 Some(storage) => storage.clone(),
                 None => Arc::new(Etcd3Storage::connect(&config.etcd_servers).await?),
             };
-            let store = Store::new(storage, &config.storage_prefix).with_list_page_size(config.list_page_size);
+            let store = Store::new(storage, &config.storage_prefix, Arc::new(builtin::BuiltinKinds))
+                .with_list_page_size(config.list_page_size);
             store.ensure_system_namespaces().await.map_err(FrontendError::Bootstrap)?;
             Ok::<_, FrontendError>(store)
         };
@@ -177,7 +177,17 @@ impl Frontend {
     ///
     /// Returns the first failing step.
     pub async fn start(config: FrontendConfig) -> Result<Frontend, FrontendError> {
-        Self::start_with(config, None).await
+        Self::start_with(config, None, Delegation::default()).await
+    }
+
+    /// As [`Frontend::start`], with the built-in API placed in a delegation chain: the servers
+    /// of `delegation.in_front` before it, `delegation.behind` after it.
+    ///
+    /// # Errors
+    ///
+    /// As [`Frontend::start`].
+    pub async fn start_in_chain(config: FrontendConfig, delegation: Delegation) -> Result<Frontend, FrontendError> {
+        Self::start_with(config, None, delegation).await
     }
 
     /// As [`Frontend::start`], on `storage` instead of `config.etcd_servers` (the in-memory
@@ -187,10 +197,14 @@ impl Frontend {
     ///
     /// As [`Frontend::start`].
     pub async fn start_on_storage(config: FrontendConfig, storage: SharedStorage) -> Result<Frontend, FrontendError> {
-        Self::start_with(config, Some(storage)).await
+        Self::start_with(config, Some(storage), Delegation::default()).await
     }
 
-    async fn start_with(config: FrontendConfig, storage: Option<SharedStorage>) -> Result<Frontend, FrontendError> {
+    async fn start_with(
+        config: FrontendConfig,
+        storage: Option<SharedStorage>,
+        delegation: Delegation,
+    ) -> Result<Frontend, FrontendError> {
         let certs = certs::ensure(&config.cert_dir)?;
         let store = connect_and_bootstrap(&config, storage.as_ref()).await?;
         let client_ca = match &config.client_ca_file {
@@ -228,13 +242,15 @@ impl Frontend {
         let watch_cache = watch_cache::WatchCaches::new(store.storage().clone(), config.watch_cache);
         let state = Arc::new(AppState {
             store,
+            version: kinds::KUBERNETES_VERSION,
             advertise_address: local_addr.to_string(),
-            authorizer: authorizer.clone(),
             metrics: metrics.clone(),
             watch_cache,
         });
+        let kinds = in_front_of(Router::new(state), delegation.behind);
+        let builtin = in_front_of(reviews::ReviewServer::new(authorizer.clone()), kinds);
         let chain = build_handler_chain(
-            Router::new(state),
+            (delegation.in_front)(builtin),
             ChainConfig {
                 authenticator: Arc::new(authenticator),
                 authorizer,

@@ -11,8 +11,9 @@
 //!       -> 404
 //! ```
 //!
-//! Today requests go straight to the built-in server, and APIService objects are stored
-//! without being acted on.
+//! Today [`server`] is its delegate: no APIService is acted on yet (APIService objects are
+//! stored by the built-in API like any other object), so every request goes to the built-in
+//! server. The binary already builds the chain through it, so proxying lands in place.
 //!
 //! # What will live here
 //!
@@ -25,4 +26,13 @@
 //! # Layering
 //!
 //! May depend on every server below it (the built-in API, apiextensions) to delegate to them;
-//! nothing below it depends on it.
+//! nothing below it depends on it. Today it depends only on `ballast-apiserver`, for the
+//! delegation chain's [`Handler`].
+
+use ballast_apiserver::delegation::Handler;
+
+/// The aggregator in front of `delegate` (the built-in API). It proxies nothing yet, so it is
+/// `delegate` itself.
+pub fn server(delegate: Handler) -> Handler {
+    delegate
+}

@@ -12,8 +12,9 @@
 //!       -> 404
 //! ```
 //!
-//! Today the built-in server answers 404 itself for any path it does not serve, and stores
-//! CustomResourceDefinition objects without serving their resources.
+//! Today [`server`] is its delegate: CustomResourceDefinition objects are stored by the
+//! built-in API without their resources being served, so what the built-in server does not
+//! serve goes on to the 404. The binary already builds the chain through it.
 //!
 //! # What will live here
 //!
@@ -27,4 +28,13 @@
 //!
 //! May depend on `ballast-apimachinery` and on the generic server's registry and storage seam;
 //! must not depend on the built-in API's kinds or on the aggregator (the chain delegates
-//! downwards only).
+//! downwards only). Today it depends only on `ballast-apiserver`, for the delegation chain's
+//! [`Handler`].
+
+use ballast_apiserver::delegation::Handler;
+
+/// The apiextensions server in front of `delegate` (the 404). It serves no custom resource
+/// yet, so it is `delegate` itself.
+pub fn server(delegate: Handler) -> Handler {
+    delegate
+}

@@ -5,14 +5,14 @@
 //!   strategic-merge-patch tags of the generated object schemas), and the schema walk strict
 //!   decoding uses
 //!   ([`unknown_fields`]);
-//! * [`operations`]: the REST operations of a group version, from the registry table and
+//! * [`operations`]: the REST operations of a group version, from the built-in kinds table and
 //!   discovery's subresource list, so the documents and discovery never disagree;
 //! * [`v3`]: one OpenAPI 3.0 document per group version; [`v2`]: one Swagger 2.0 document over
 //!   all of them, with [`v2_proto`] its protobuf form (the only form kubectl asks for).
 //!
 //! The served kinds are fixed at build time, so every document is built once, on first use,
 //! and kept as bytes with its hash; requests only copy a reference. Nothing here touches
-//! storage or HTTP (that is `routes::openapi`).
+//! storage or HTTP (that is `ballast_apiserver::routes::openapi`).
 
 pub mod operations;
 pub mod schemas;
@@ -25,44 +25,8 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use bytes::Bytes;
-use sha2::{Digest, Sha512};
 
-/// One serialized document and its hash.
-#[derive(Debug, Clone)]
-pub struct Document {
-    /// The JSON bytes.
-    pub json: Bytes,
-    /// Upper-case hex SHA-512 of `json`, as kube-openapi computes its ETag and `?hash=`.
-    pub hash: String,
-}
-
-impl Document {
-    fn new(json: Vec<u8>) -> Document {
-        let hash = hex_upper(&Sha512::digest(&json));
-        Document { json: Bytes::from(json), hash }
-    }
-}
-
-fn hex_upper(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-        let _ = write!(s, "{b:02X}");
-        s
-    })
-}
-
-/// Every document, built once.
-#[derive(Debug)]
-pub struct Documents {
-    /// The v3 index (`/openapi/v3`).
-    pub v3_index: Document,
-    /// The v3 documents by index key (`api/v1`, `apis/apps/v1`).
-    pub v3: BTreeMap<String, Document>,
-    /// The v2 document (`/openapi/v2`) as JSON.
-    pub v2: Document,
-    /// The v2 document in gnostic's protobuf form; its ETag is the JSON's hash.
-    pub v2_protobuf: Bytes,
-}
+use ballast_apiserver::registry::served_kinds::{Document, Documents};
 
 static DOCUMENTS: OnceLock<Documents> = OnceLock::new();
 
@@ -83,10 +47,10 @@ fn to_vec(value: &serde_json::Value) -> Vec<u8> {
 }
 
 fn build() -> Documents {
-    let started = crate::clock::monotonic_now();
+    let started = ballast_apimachinery::clock::monotonic_now();
     let defs = schemas::definitions();
     let mut v3 = BTreeMap::new();
-    for (g, v) in operations::group_versions() {
+    for (g, v) in schemas::group_versions() {
         v3.insert(operations::index_key(g, v), Document::new(to_vec(&v3::document(g, v, defs))));
     }
     let index: serde_json::Map<String, serde_json::Value> = v3
@@ -113,12 +77,14 @@ fn build() -> Documents {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ballast_apiserver::registry::served_kinds::hex_upper;
+    use sha2::{Digest, Sha512};
 
     #[test]
     fn index_lists_every_group_version_with_its_hash() {
         let docs = documents();
         let index: serde_json::Value = serde_json::from_slice(&docs.v3_index.json).expect("json");
-        for (g, v) in operations::group_versions() {
+        for (g, v) in schemas::group_versions() {
             let key = operations::index_key(g, v);
             let doc = &docs.v3[&key];
             assert_eq!(doc.hash.len(), 128);

@@ -1,4 +1,4 @@
-//! The REST operations of one group version, derived from the registry table and discovery's
+//! The REST operations of one group version, derived from the built-in kinds table and discovery's
 //! subresource list (so OpenAPI and discovery never disagree), in a form both documents render.
 //!
 //! The review resources `routes::access_review` serves (create only) are listed too.
@@ -10,8 +10,10 @@
 //! `x-kubernetes-group-version-kind`; kubectl's query-parameter verifier looks for a `patch`
 //! operation with the kind's GVK and a `fieldValidation` (or `dryRun`) query parameter.
 
-use crate::registry::{kinds, ResourceKind};
-use crate::served::{self as discovery, VirtualResource, VIRTUAL_RESOURCES};
+use crate::kinds;
+use crate::reviews::VIRTUAL_RESOURCES;
+use ballast_apiserver::registry::ResourceKind;
+use ballast_apiserver::served::{self as discovery, VirtualResource};
 
 use super::schemas::{self, Definitions};
 
@@ -231,19 +233,6 @@ impl Names<'_> {
     fn id(&self, verb: &str, suffix: &str) -> String {
         format!("{verb}{}{}{}{suffix}", self.prefix, self.scoped, self.k.kind)
     }
-}
-
-/// Returns every served group version: the registry's groups in discovery order, then the
-/// review groups `access_review` serves.
-pub fn group_versions() -> Vec<(&'static str, &'static str)> {
-    let mut out: Vec<(&'static str, &'static str)> =
-        kinds::GROUPS.iter().flat_map(|g| g.versions.iter().map(move |v| (g.name, *v))).collect();
-    for v in &VIRTUAL_RESOURCES {
-        if !out.contains(&(v.group, v.version)) {
-            out.push((v.group, v.version));
-        }
-    }
-    out
 }
 
 /// Returns the paths of one group version, in the registry's order.
@@ -548,7 +537,7 @@ fn resource_paths(k: &'static ResourceKind, base: &str, tag: &str, defs: &Defini
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::openapi::schemas::definitions;
+    use crate::openapi::schemas::{definitions, group_versions};
 
     #[test]
     fn ids_follow_upstream() {

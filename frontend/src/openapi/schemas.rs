@@ -18,7 +18,7 @@
 //!   which k8s-openapi has no schema for and which are written here; no kind requires
 //!   `metadata` (k8s-openapi's schemas do);
 //! * strategic-merge-patch tags (`x-kubernetes-patch-strategy`, `x-kubernetes-patch-merge-key`),
-//!   which k8s-openapi drops, come from the generated object schemas ([`crate::schema`]), so
+//!   which k8s-openapi drops, come from the generated object schemas ([`ballast_apimachinery::schema`]), so
 //!   kubectl's client-side apply merges lists like upstream.
 //!
 //! This module must not know about HTTP or the registry's storage; it only reads the registry's
@@ -32,9 +32,10 @@ use k8s_openapi::schemars::{JsonSchema, Schema, SchemaGenerator};
 use k8s_openapi::Resource;
 use serde_json::{json, Map, Value};
 
-use crate::protobuf::{FieldType, Message};
-use crate::registry::{kinds, ResourceKind};
-use crate::served::VIRTUAL_RESOURCES;
+use crate::kinds;
+use crate::reviews::VIRTUAL_RESOURCES;
+use ballast_apimachinery::protobuf::{FieldType, Message};
+use ballast_apiserver::registry::ResourceKind;
 
 /// The neutral reference prefix.
 const REF_PREFIX: &str = "#/definitions/";
@@ -358,7 +359,7 @@ fn list_schema(k: &ResourceKind, item: &str) -> Value {
 /// Gives the meta kinds every group version uses (`Status`, `DeleteOptions`, `WatchEvent`) a
 /// group-version-kind per served group version, as upstream lists them.
 fn add_meta_gvks(schemas: &mut BTreeMap<String, Value>) {
-    let mut gvs = super::operations::group_versions();
+    let mut gvs = group_versions();
     gvs.sort();
     for (name, kind) in [(DELETE_OPTIONS, "DeleteOptions"), (WATCH_EVENT, "WatchEvent")] {
         let list: Vec<Value> = gvs.iter().map(|(g, v)| gvk(g, v, kind)).collect();
@@ -466,6 +467,19 @@ fn render_value(schema: &Value, flavor: Flavor) -> Value {
     }
 }
 
+/// Returns every served group version: the registry's groups in discovery order, then the
+/// review groups `access_review` serves.
+pub fn group_versions() -> Vec<(&'static str, &'static str)> {
+    let mut out: Vec<(&'static str, &'static str)> =
+        kinds::GROUPS.iter().flat_map(|g| g.versions.iter().map(move |v| (g.name, *v))).collect();
+    for v in &VIRTUAL_RESOURCES {
+        if !out.contains(&(v.group, v.version)) {
+            out.push((v.group, v.version));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -529,7 +543,7 @@ mod tests {
 
     #[test]
     fn patch_tags_come_from_the_object_schemas() {
-        use crate::protobuf::{Field, PatchMeta};
+        use ballast_apimachinery::protobuf::{Field, PatchMeta};
         const MERGE_BY_NAME: PatchMeta = PatchMeta { strategy: "merge", merge_key: "name" };
         static CONTAINER: Message = Message {
             fields: &[Field { number: 7, json: "env", ty: FieldType::String, repeated: true, patch: MERGE_BY_NAME }],

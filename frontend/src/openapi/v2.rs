@@ -8,7 +8,7 @@ use serde_json::{json, Map, Value};
 use super::operations::{self, Body, Operation, PathItem, QueryParam, Streaming, PRETTY};
 use super::schemas::{self, Definitions, Flavor};
 use super::v3::PATCH_MEDIA;
-use crate::served::GIT_VERSION;
+use crate::kinds::KUBERNETES_VERSION;
 
 fn query(p: &QueryParam) -> Value {
     json!({"name": p.name, "in": "query", "description": p.description, "type": p.ty, "uniqueItems": true})
@@ -87,7 +87,7 @@ fn path_item(p: &PathItem) -> Value {
 pub fn document(defs: &Definitions) -> Value {
     let mut paths = Map::new();
     let mut roots = Vec::new();
-    for (g, v) in operations::group_versions() {
+    for (g, v) in schemas::group_versions() {
         let items = operations::paths(g, v, defs);
         roots.extend(super::v3::referenced(&items));
         for p in &items {
@@ -99,7 +99,7 @@ pub fn document(defs: &Definitions) -> Value {
         closure.iter().map(|name| (name.clone(), schemas::render(name, &defs.schemas[name], Flavor::V2))).collect();
     json!({
         "swagger": "2.0",
-        "info": {"title": "Kubernetes", "version": GIT_VERSION},
+        "info": {"title": "Kubernetes", "version": KUBERNETES_VERSION.git_version()},
         "paths": paths,
         "definitions": definitions,
         "securityDefinitions": {"BearerToken": {"description": "Bearer Token authentication", "type": "apiKey",

@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 
 use super::operations::{self, Body, Operation, PathItem, QueryParam, Streaming, PRETTY};
 use super::schemas::{self, Definitions, Flavor};
-use crate::served::GIT_VERSION;
+use crate::kinds::KUBERNETES_VERSION;
 
 const OBJECT_MEDIA: &[&str] = &["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"];
 const STREAM_MEDIA: &[&str] = &[
@@ -118,7 +118,7 @@ pub fn document(group: &'static str, version: &'static str, defs: &Definitions) 
         closure.iter().map(|name| (name.clone(), schemas::render(name, &defs.schemas[name], Flavor::V3))).collect();
     json!({
         "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": GIT_VERSION},
+        "info": {"title": "Kubernetes", "version": KUBERNETES_VERSION.git_version()},
         "paths": paths.iter().map(|p| (p.path.clone(), path_item(p))).collect::<Map<String, Value>>(),
         "components": {
             "schemas": components,

@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ballast_frontend::storage::MemStorage;
+use ballast_apiserver::storage::MemStorage;
 use ballast_frontend::{Frontend, FrontendConfig};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -309,7 +309,7 @@ pub(crate) struct Options {
     pub(crate) configure: Option<Configure>,
     /// The in-memory storage unless set.
     pub(crate) backend: Option<Backend>,
-    pub(crate) watch_cache: Option<ballast_frontend::watch_cache::WatchCacheConfig>,
+    pub(crate) watch_cache: Option<ballast_apiserver::watch_cache::WatchCacheConfig>,
 }
 
 /// etcd plus an in-process frontend, with an admin kubeconfig and a token file.
@@ -608,7 +608,7 @@ impl Cluster {
     pub(crate) async fn storage_get(&self, key: &str) -> Option<Vec<u8>> {
         match &self.etcd {
             StorageServer::Memory(mem) => {
-                use ballast_frontend::storage::Storage as _;
+                use ballast_apiserver::storage::Storage as _;
                 mem.get(key.as_bytes()).await.expect("get").0.map(|kv| kv.value.to_vec())
             }
             _ => {
@@ -622,7 +622,7 @@ impl Cluster {
     pub(crate) async fn storage_delete(&self, key: &str) {
         match &self.etcd {
             StorageServer::Memory(mem) => {
-                use ballast_frontend::storage::Storage as _;
+                use ballast_apiserver::storage::Storage as _;
                 let (kv, _) = mem.get(key.as_bytes()).await.expect("get");
                 if let Some(kv) = kv {
                     mem.delete(key.as_bytes(), kv.mod_revision).await.expect("delete");

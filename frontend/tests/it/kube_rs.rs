@@ -13,7 +13,7 @@ use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams, WatchEven
 use kube::runtime::{reflector, watcher};
 
 use crate::harness::{both_backends, wait_for, Backend, Cluster, Options};
-use ballast_frontend::watch_cache::WatchCacheConfig;
+use ballast_apiserver::watch_cache::WatchCacheConfig;
 
 both_backends!(typed_crud_pages_and_watch, reflector_relists_after_410, streaming_list_watcher);
 

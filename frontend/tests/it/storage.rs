@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ballast_frontend::storage::{prefix_end, Etcd3Storage, SharedStorage, StorageError, WatchEvents, WatchItem};
+use ballast_apiserver::storage::{prefix_end, Etcd3Storage, SharedStorage, StorageError, WatchEvents, WatchItem};
 
 use crate::harness::{Backend, StorageServer};
 

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::harness::{both_backends, Backend, Cluster, Credentials, Options};
-use ballast_frontend::watch_cache::WatchCacheConfig;
+use ballast_apiserver::watch_cache::WatchCacheConfig;
 
 both_backends!(
     bookmarks_and_timeouts,

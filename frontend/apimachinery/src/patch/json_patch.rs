@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::PatchError;
+use super::error::PatchError;
 
 /// kube-apiserver's bound on operations in one JSON patch (`maxJSONPatchOperations`); more is
 /// 413, since each operation may copy the document.

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::PatchError;
+use super::error::PatchError;
 
 /// Parses `patch` and merges it into `doc`.
 ///

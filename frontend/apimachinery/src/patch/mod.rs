@@ -12,9 +12,12 @@
 //! Applying a patch is pure (value in, value out); the server's registry reads the object,
 //! applies the patch and writes the result through the same path as an update.
 
+pub mod error;
 pub mod json_patch;
 pub mod merge_patch;
 pub mod strategic;
+
+pub use error::PatchError;
 
 use serde_json::Value;
 
@@ -46,21 +49,6 @@ impl PatchType {
             _ => None,
         }
     }
-}
-
-/// Why a patch did not apply.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum PatchError {
-    /// The body is not a patch of its declared format.
-    #[error("{0}")]
-    Malformed(String),
-    /// A JSON patch with more operations than [`json_patch::MAX_OPERATIONS`].
-    #[error("too many operations: {0}")]
-    TooManyOperations(usize),
-    /// The patch is well formed but does not apply to this object.
-    #[error("{0}")]
-    Failed(String),
 }
 
 /// Applies `patch` of type `ty` to `doc`; strategic merges follow `schema`.

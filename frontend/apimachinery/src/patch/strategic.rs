@@ -18,7 +18,7 @@
 
 use serde_json::{Map, Value};
 
-use super::PatchError;
+use super::error::PatchError;
 use crate::protobuf::{Field, FieldType, Message, PatchMeta};
 
 const PATCH: &str = "$patch";

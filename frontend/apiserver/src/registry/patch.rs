@@ -1,0 +1,137 @@
+//! PATCH on an object, its `/status` or its `/scale` (kube's `patchResource`): read the object,
+//! apply the patch to its served JSON, then write the result through the same checks as an
+//! update (defaulting, validation, generation, finalizers, admission), retrying when the object
+//! changes underneath, as kube does.
+//!
+//! A `metadata.resourceVersion` the patch sets is a precondition: if the patched object's
+//! resourceVersion is not the current one the answer is 409 Conflict.
+
+use serde_json::Value;
+
+use super::object::{self, meta_str, FieldValidation};
+use super::scale::scale_of;
+use super::strategy::{get_path, map_field_mut, Object};
+use super::{ResourceKind, Store};
+use crate::error::{ApiError, FieldError, OPTIMISTIC_LOCK_MESSAGE};
+use crate::patch::{self, PatchType};
+
+/// What a PATCH addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchTarget {
+    /// The object itself (status changes are dropped for kinds with `/status`).
+    Object,
+    /// `/status`: only `status` changes.
+    Status,
+    /// `/scale`: the patch applies to the `Scale` view; only `spec.replicas` changes.
+    Scale,
+}
+
+/// A PATCH request.
+#[derive(Debug, Clone, Copy)]
+pub struct PatchRequest<'a> {
+    /// What is patched.
+    pub target: PatchTarget,
+    /// The patch format.
+    pub patch_type: PatchType,
+    /// The patch body.
+    pub body: &'a [u8],
+    /// `fieldValidation` for unknown fields in the patched object.
+    pub validation: FieldValidation,
+    /// `dryRun=All`.
+    pub dry_run: bool,
+}
+
+fn conflict(kind: &ResourceKind, name: &str) -> ApiError {
+    ApiError::Conflict {
+        group: kind.group.into(),
+        resource: kind.resource.into(),
+        name: name.into(),
+        reason: OPTIMISTIC_LOCK_MESSAGE.into(),
+    }
+}
+
+/// Checks the patched object still names the object patched and that a resourceVersion it
+/// carries is the current one.
+fn check_identity(kind: &ResourceKind, patched: &Object, old: &Object, name: &str) -> Result<(), ApiError> {
+    let patched_name = meta_str(patched, "name");
+    if patched_name != name {
+        return Err(ApiError::BadRequest(format!(
+            "the name of the object ({patched_name}) does not match the name on the URL ({name})"
+        )));
+    }
+    let rv = meta_str(patched, "resourceVersion");
+    if !rv.is_empty() && rv != meta_str(old, "resourceVersion") {
+        return Err(conflict(kind, name));
+    }
+    Ok(())
+}
+
+impl Store {
+    /// Applies a patch; returns the written object (or `Scale`) and the warnings to send.
+    ///
+    /// # Errors
+    ///
+    /// `NotFound` (PATCH never creates), `BadRequest` for malformed patches or strict
+    /// unknown fields, `Invalid` for patches that do not apply or results that do not
+    /// validate, `Conflict` for a stale resourceVersion.
+    pub async fn patch(
+        &self,
+        kind: &ResourceKind,
+        namespace: &str,
+        name: &str,
+        req: PatchRequest<'_>,
+    ) -> Result<(Value, Vec<String>), ApiError> {
+        let mut warnings = Vec::new();
+        let mut out = self
+            .guaranteed_update(kind, namespace, name, None, req.dry_run, |old| {
+                let mut current = old.clone();
+                object::to_served_version(kind, &mut current);
+                match req.target {
+                    PatchTarget::Scale => {
+                        let scale = scale_of(old);
+                        let patched = patch::apply(req.patch_type, &scale, req.body, None)?;
+                        let Value::Object(patched) = patched else {
+                            return Err(ApiError::BadRequest("the patched Scale is not an object".into()));
+                        };
+                        check_identity(kind, &patched, old, name)?;
+                        let replicas = match get_path(&patched, &["spec", "replicas"]) {
+                            None | Some(Value::Null) => 0,
+                            Some(v) => v.as_i64().filter(|r| *r >= 0).ok_or_else(|| ApiError::Invalid {
+                                group: "autoscaling".into(),
+                                kind: "Scale".into(),
+                                name: name.into(),
+                                causes: vec![FieldError::invalid(
+                                    "spec.replicas",
+                                    v.clone(),
+                                    "must be greater than or equal to 0",
+                                )],
+                            })?,
+                        };
+                        let mut new = old.clone();
+                        map_field_mut(&mut new, "spec").insert("replicas".into(), replicas.into());
+                        object::prepare_update(kind, &mut new, old, namespace)?;
+                        Ok(new)
+                    }
+                    PatchTarget::Object | PatchTarget::Status => {
+                        let patched =
+                            patch::apply(req.patch_type, &Value::Object(current), req.body, kind.object_schema())?;
+                        let (mut patched, w) = object::decode_value(&**self.kinds(), kind, patched, req.validation)?;
+                        warnings = w;
+                        check_identity(kind, &patched, old, name)?;
+                        object::to_stored_version(kind, &mut patched);
+                        if req.target == PatchTarget::Status {
+                            return object::prepare_status_update(kind, &patched, old, namespace);
+                        }
+                        object::prepare_update(kind, &mut patched, old, namespace)?;
+                        Ok(patched)
+                    }
+                }
+            })
+            .await?;
+        if req.target == PatchTarget::Scale {
+            return Ok((scale_of(&out), warnings));
+        }
+        object::to_served_version(kind, &mut out);
+        Ok((Value::Object(out), warnings))
+    }
+}

@@ -1,0 +1,320 @@
+//! Discovery: `/api`, `/apis`, `/api/v1`, `/apis/<group>` and `/apis/<group>/<version>`,
+//! generated from the served kinds (groups in kube's order, preferred version first,
+//! `/status` and `/scale` listed as subresources).
+//!
+//! `/api` and `/apis` come in two forms chosen by `Accept`, as in kube-apiserver: the aggregated
+//! `APIGroupDiscoveryList` (`application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList`,
+//! which kubectl 1.32 asks for first and recognises only by the response `Content-Type`) and the
+//! legacy `APIVersions` / `APIGroupList`. The legacy per-version `APIResourceList` at `/api/v1`
+//! is always served: kubectl's `auth can-i`, kube-rs and the Python client use it.
+
+use http::{HeaderMap, HeaderValue, StatusCode};
+use serde_json::{json, Value};
+
+use super::negotiation::{accept, accepts_json, SUPPORTED};
+use super::state::AppState;
+use crate::body::{self, Response};
+use crate::error::ApiError;
+use crate::registry::{ApiGroup, ResourceKind, ServedKinds};
+use crate::served::{subresources, VirtualResource};
+
+/// The aggregated discovery media type (v2).
+pub const AGGREGATED_V2: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+fn wants_aggregated(headers: &HeaderMap) -> Result<bool, ApiError> {
+    let ranges = accept(headers);
+    for r in &ranges {
+        let aggregated = r.media == "application/json"
+            && r.param("g") == Some("apidiscovery.k8s.io")
+            && r.param("v") == Some("v2")
+            && r.param("as") == Some("APIGroupDiscoveryList");
+        if aggregated {
+            return Ok(true);
+        }
+        if matches!(r.media.as_str(), "application/json" | "application/*" | "*/*") && r.param("as").is_none() {
+            return Ok(false);
+        }
+    }
+    if accepts_json(&ranges) {
+        return Ok(false);
+    }
+    Err(ApiError::NotAcceptable(SUPPORTED.into()))
+}
+
+fn aggregated_resource(k: &ResourceKind) -> Value {
+    let mut r = json!({
+        "resource": k.resource,
+        "responseKind": {"group": k.group, "version": k.version, "kind": k.kind},
+        "scope": if k.namespaced { "Namespaced" } else { "Cluster" },
+        "singularResource": k.singular,
+        "verbs": k.verbs.names(),
+    });
+    if !k.short_names.is_empty() {
+        r["shortNames"] = json!(k.short_names);
+    }
+    if !k.categories.is_empty() {
+        r["categories"] = json!(k.categories);
+    }
+    let subs: Vec<Value> = subresources(k)
+        .into_iter()
+        .map(|s| {
+            json!({"subresource": s.name, "responseKind": {"group": s.group, "version": s.version, "kind": s.kind},
+                "verbs": s.verbs})
+        })
+        .collect();
+    if !subs.is_empty() {
+        r["subresources"] = json!(subs);
+    }
+    r
+}
+
+fn aggregated_group(kinds: &dyn ServedKinds, g: &ApiGroup) -> Value {
+    let versions: Vec<Value> = g
+        .versions
+        .iter()
+        .map(|v| {
+            let resources: Vec<Value> = kinds.of(g.name, v).map(aggregated_resource).collect();
+            json!({"version": v, "resources": resources, "freshness": "Current"})
+        })
+        .collect();
+    let mut metadata = json!({"creationTimestamp": null});
+    if !g.name.is_empty() {
+        metadata["name"] = g.name.into();
+    }
+    json!({"metadata": metadata, "versions": versions})
+}
+
+fn aggregated(items: &[Value]) -> Response {
+    let list = json!({
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": "apidiscovery.k8s.io/v2",
+        "metadata": {},
+        "items": items,
+    });
+    let mut resp = body::json_with_type(StatusCode::OK, &list, AGGREGATED_V2);
+    resp.headers_mut().insert(http::header::VARY, HeaderValue::from_static("Accept"));
+    resp
+}
+
+/// Returns the legacy `APIResourceList` of one group version.
+pub fn resource_list(kinds: &dyn ServedKinds, group: &str, version: &str) -> Value {
+    let mut resources = Vec::new();
+    for k in kinds.of(group, version) {
+        let mut r = json!({
+            "name": k.resource,
+            "singularName": k.singular,
+            "namespaced": k.namespaced,
+            "kind": k.kind,
+            "verbs": k.verbs.names(),
+        });
+        if !k.short_names.is_empty() {
+            r["shortNames"] = json!(k.short_names);
+        }
+        if !k.categories.is_empty() {
+            r["categories"] = json!(k.categories);
+        }
+        resources.push(r);
+        for s in subresources(k) {
+            let mut sub = json!({
+                "name": format!("{}/{}", k.resource, s.name),
+                "singularName": "",
+                "namespaced": k.namespaced,
+                "kind": s.kind,
+                "verbs": s.verbs,
+            });
+            if s.group != k.group || s.version != k.version {
+                sub["group"] = s.group.into();
+                sub["version"] = s.version.into();
+            }
+            resources.push(sub);
+        }
+    }
+    let group_version = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
+    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources})
+}
+
+fn legacy_group(g: &ApiGroup) -> Value {
+    let gv = |v: &str| json!({"groupVersion": format!("{}/{v}", g.name), "version": v});
+    json!({
+        "name": g.name,
+        "versions": g.versions.iter().map(|v| gv(v)).collect::<Vec<_>>(),
+        "preferredVersion": gv(g.versions[0]),
+    })
+}
+
+fn named_groups(kinds: &dyn ServedKinds) -> impl Iterator<Item = &'static ApiGroup> {
+    kinds.groups().iter().filter(|g| !g.name.is_empty())
+}
+
+/// Returns the API groups of `virtual_resources` (each served at version v1 only).
+pub fn virtual_groups(virtual_resources: &'static [VirtualResource]) -> Vec<&'static str> {
+    let mut groups: Vec<&'static str> = virtual_resources.iter().map(|v| v.group).collect();
+    groups.dedup();
+    groups
+}
+
+fn in_group<'a>(
+    virtual_resources: &'static [VirtualResource],
+    group: &'a str,
+) -> impl Iterator<Item = &'static VirtualResource> + 'a {
+    virtual_resources.iter().filter(move |v| v.group == group)
+}
+
+/// Returns the legacy `APIGroup` entries of `virtual_resources` (for `/apis` as
+/// `APIGroupList` and `/apis/<group>`).
+pub fn virtual_legacy_groups(virtual_resources: &'static [VirtualResource]) -> Vec<Value> {
+    virtual_groups(virtual_resources)
+        .into_iter()
+        .map(|g| {
+            let v1 = json!({"groupVersion": format!("{g}/v1"), "version": "v1"});
+            json!({"name": g, "versions": [v1.clone()], "preferredVersion": v1})
+        })
+        .collect()
+}
+
+/// Returns the legacy `APIResourceList` of `/apis/<group>/<version>`, if a group of
+/// `virtual_resources`.
+pub fn virtual_resource_list(
+    virtual_resources: &'static [VirtualResource],
+    group: &str,
+    version: &str,
+) -> Option<Value> {
+    let resources: Vec<Value> = in_group(virtual_resources, group)
+        .filter(|v| v.version == version)
+        .map(|v| {
+            json!({"name": v.resource, "singularName": v.singular, "namespaced": v.namespaced,
+                   "kind": v.kind, "verbs": v.verbs})
+        })
+        .collect();
+    (!resources.is_empty()).then(|| {
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": format!("{group}/{version}"),
+               "resources": resources})
+    })
+}
+
+/// Returns the aggregated-discovery `APIGroupDiscovery` items of `virtual_resources` (for
+/// `/apis` as `APIGroupDiscoveryList`).
+pub fn virtual_aggregated_groups(virtual_resources: &'static [VirtualResource]) -> Vec<Value> {
+    virtual_groups(virtual_resources)
+        .into_iter()
+        .map(|g| {
+            let resources: Vec<Value> = in_group(virtual_resources, g)
+                .map(|v| {
+                    json!({"resource": v.resource, "singularResource": v.singular,
+                           "responseKind": {"group": v.group, "version": v.version, "kind": v.kind},
+                           "scope": if v.namespaced { "Namespaced" } else { "Cluster" }, "verbs": v.verbs})
+                })
+                .collect();
+            json!({"metadata": {"name": g, "creationTimestamp": null},
+                   "versions": [{"version": "v1", "resources": resources, "freshness": "Current"}]})
+        })
+        .collect()
+}
+
+/// Splices the groups of resources answered without storage into a group list where
+/// kube-apiserver lists its review groups: right after `events.k8s.io`.
+fn with_review_groups(mut registry: Vec<Value>, reviews: Vec<Value>, name_of: fn(&Value) -> &str) -> Vec<Value> {
+    let at = registry.iter().position(|g| name_of(g) == "events.k8s.io").map_or(registry.len(), |i| i + 1);
+    registry.splice(at..at, reviews);
+    registry
+}
+
+fn legacy_name(g: &Value) -> &str {
+    g["name"].as_str().unwrap_or("")
+}
+
+fn aggregated_name(g: &Value) -> &str {
+    g["metadata"]["name"].as_str().unwrap_or("")
+}
+
+/// Serves the discovery paths.
+///
+/// # Errors
+///
+/// Returns `NoRoute` for unknown groups or versions and `NotAcceptable` when no offered
+/// representation fits `Accept`.
+pub fn handle(state: &AppState, path: &str, headers: &HeaderMap) -> Result<Response, ApiError> {
+    let kinds = &**state.store.kinds();
+    match path {
+        "/api" => {
+            if wants_aggregated(headers)? {
+                let core: Vec<Value> =
+                    kinds.groups().iter().filter(|g| g.name.is_empty()).map(|g| aggregated_group(kinds, g)).collect();
+                return Ok(aggregated(&core));
+            }
+            Ok(body::json(
+                StatusCode::OK,
+                &json!({
+                    "kind": "APIVersions",
+                    "versions": ["v1"],
+                    "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": state.advertise_address}],
+                }),
+            ))
+        }
+        "/apis" => {
+            if wants_aggregated(headers)? {
+                let items: Vec<Value> = named_groups(kinds).map(|g| aggregated_group(kinds, g)).collect();
+                return Ok(aggregated(&with_review_groups(
+                    items,
+                    virtual_aggregated_groups(kinds.virtual_resources()),
+                    aggregated_name,
+                )));
+            }
+            let groups: Vec<Value> = named_groups(kinds).map(legacy_group).collect();
+            let groups = with_review_groups(groups, virtual_legacy_groups(kinds.virtual_resources()), legacy_name);
+            Ok(body::json(StatusCode::OK, &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})))
+        }
+        "/api/v1" => {
+            if !accepts_json(&accept(headers)) {
+                return Err(ApiError::NotAcceptable(SUPPORTED.into()));
+            }
+            Ok(body::json(StatusCode::OK, &resource_list(kinds, "", "v1")))
+        }
+        _ => {
+            let rest = path.strip_prefix("/apis/").ok_or(ApiError::NoRoute)?;
+            let (group, version) = match rest.split_once('/') {
+                Some((g, v)) => (g, Some(v)),
+                None => (rest, None),
+            };
+            if !accepts_json(&accept(headers)) {
+                return Err(ApiError::NotAcceptable(SUPPORTED.into()));
+            }
+            let Some(g) = named_groups(kinds).find(|g| g.name == group) else {
+                return virtual_group(kinds.virtual_resources(), group, version);
+            };
+            match version {
+                None => {
+                    let mut doc = legacy_group(g);
+                    doc["kind"] = "APIGroup".into();
+                    doc["apiVersion"] = "v1".into();
+                    Ok(body::json(StatusCode::OK, &doc))
+                }
+                Some(v) if g.versions.contains(&v) => Ok(body::json(StatusCode::OK, &resource_list(kinds, group, v))),
+                Some(_) => Err(ApiError::NoRoute),
+            }
+        }
+    }
+}
+
+/// `/apis/<group>[/<version>]` for the groups of resources answered without storage.
+fn virtual_group(
+    virtual_resources: &'static [VirtualResource],
+    group: &str,
+    version: Option<&str>,
+) -> Result<Response, ApiError> {
+    match version {
+        None => {
+            let mut doc = virtual_legacy_groups(virtual_resources)
+                .into_iter()
+                .find(|g| legacy_name(g) == group)
+                .ok_or(ApiError::NoRoute)?;
+            doc["kind"] = "APIGroup".into();
+            doc["apiVersion"] = "v1".into();
+            Ok(body::json(StatusCode::OK, &doc))
+        }
+        Some(v) => {
+            let list = virtual_resource_list(virtual_resources, group, v).ok_or(ApiError::NoRoute)?;
+            Ok(body::json(StatusCode::OK, &list))
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! `/version` and the health endpoints `/healthz`, `/livez`, `/readyz`.
+//!
+//! Each health endpoint runs its checks (`ping`; `log`; `etcd`: a read against storage) and
+//! answers `ok`, or with `?verbose` one `[+]name ok` / `[-]name failed: reason withheld` line per
+//! check and a summary, 500 if any failed, like kube-apiserver. `/<endpoint>/<check>` runs one
+//! check; `?exclude=<check>` skips one.
+
+use http::StatusCode;
+
+use super::state::AppState;
+use crate::body::{self, Response};
+use crate::error::ApiError;
+use crate::request_info::query_pairs;
+use crate::served::Version;
+
+/// Returns the `/version` document (`version.Info`) of `version`.
+pub fn version(version: Version) -> Response {
+    let (major, minor) = (version.major.to_string(), version.minor.to_string());
+    body::json(
+        StatusCode::OK,
+        &serde_json::json!({
+            "major": major,
+            "minor": minor,
+            "gitVersion": version.git_version(),
+            "gitCommit": "ballast",
+            "gitTreeState": "clean",
+            "buildDate": "1970-01-01T00:00:00Z",
+            "goVersion": "n/a (rust)",
+            "compiler": "rustc",
+            "platform": format!("{}/{}", std::env::consts::OS, if cfg!(target_arch = "x86_64") { "amd64" } else { std::env::consts::ARCH }),
+            "emulationMajor": major,
+            "emulationMinor": minor,
+            "minCompatibilityMajor": major,
+            "minCompatibilityMinor": version.minor.saturating_sub(1).to_string(),
+        }),
+    )
+}
+
+const CHECKS: [&str; 3] = ["ping", "log", "etcd"];
+
+async fn run(state: &AppState, check: &str) -> bool {
+    match check {
+        "etcd" => state.store.storage().get(b"/registry/health").await.is_ok(),
+        _ => true,
+    }
+}
+
+/// Serves `/healthz`, `/livez`, `/readyz` and their per-check paths.
+///
+/// # Errors
+///
+/// Returns `NoRoute` for an unknown check.
+pub async fn check(state: &AppState, path: &str, query: Option<&str>) -> Result<Response, ApiError> {
+    let mut parts = path.trim_start_matches('/').splitn(2, '/');
+    let endpoint = parts.next().unwrap_or("healthz");
+    if let Some(one) = parts.next() {
+        if !CHECKS.contains(&one) {
+            return Err(ApiError::NoRoute);
+        }
+        return Ok(if run(state, one).await {
+            body::text(StatusCode::OK, "ok".into())
+        } else {
+            body::text(StatusCode::INTERNAL_SERVER_ERROR, format!("internal server error: {one} check failed\n"))
+        });
+    }
+    let pairs = query_pairs(query);
+    let verbose = pairs.iter().any(|(k, v)| k == "verbose" && v != "false");
+    let excluded: Vec<&str> = pairs.iter().filter(|(k, _)| k == "exclude").map(|(_, v)| v.as_str()).collect();
+    let mut lines = String::new();
+    let mut failed = false;
+    for name in CHECKS {
+        if excluded.contains(&name) {
+            lines.push_str(&format!("[+]{name} excluded: ok\n"));
+            continue;
+        }
+        if run(state, name).await {
+            lines.push_str(&format!("[+]{name} ok\n"));
+        } else {
+            failed = true;
+            lines.push_str(&format!("[-]{name} failed: reason withheld\n"));
+        }
+    }
+    if failed {
+        return Ok(body::text(StatusCode::INTERNAL_SERVER_ERROR, format!("{lines}{endpoint} check failed\n")));
+    }
+    Ok(if verbose {
+        body::text(StatusCode::OK, format!("{lines}{endpoint} check passed\n"))
+    } else {
+        body::text(StatusCode::OK, "ok".into())
+    })
+}

@@ -1,0 +1,90 @@
+//! Routes: the server of a set of kinds in the delegation chain. Dispatches a request (already
+//! authenticated and authorized) by path:
+//!
+//! * [`health`]: `/version`, `/healthz`, `/livez`, `/readyz` (and `/<check>/<name>`);
+//! * [`discovery`]: `/api`, `/apis` (legacy or aggregated, by `Accept`), `/api/v1`;
+//! * [`resource`]: REST on the served kinds, with [`list`] and [`watch`] for streamed answers;
+//! * [`openapi`]: `/openapi/v2`, `/openapi/v3` and the per-group-version v3 documents;
+//! * `/metrics` in the Prometheus text format ([`metrics`]);
+//! * [`negotiation`]: `Accept` parsing shared by all of them; [`state`]: what they share;
+//! * anything else (paths outside those, resources of kinds not served here): the next server
+//!   of the delegation chain ([`crate::delegation`]).
+
+pub mod discovery;
+pub mod health;
+pub mod list;
+pub mod metrics;
+pub mod negotiation;
+pub mod openapi;
+pub mod resource;
+pub mod state;
+pub mod watch;
+
+pub use state::AppState;
+
+use std::sync::Arc;
+
+use crate::body::{Request, Response};
+use crate::delegation::Server;
+use crate::error::ApiError;
+use crate::filters::ResponseFuture;
+use crate::request_info::RequestInfo;
+
+/// The route dispatcher: a [`Server`] of the delegation chain.
+#[derive(Debug, Clone)]
+pub struct Router {
+    state: Arc<AppState>,
+}
+
+impl Router {
+    /// Builds the router, and starts building the OpenAPI documents on a blocking thread so
+    /// neither the first `/openapi` request nor the first strict decode pays for it.
+    pub fn new(state: Arc<AppState>) -> Self {
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let kinds = state.store.kinds().clone();
+            runtime.spawn_blocking(move || {
+                kinds.openapi();
+            });
+        }
+        Router { state }
+    }
+}
+
+impl Server for Router {
+    /// Resources of the served kinds and the non-resource paths (version, health, discovery,
+    /// OpenAPI, metrics).
+    fn serves(&self, req: &Request) -> bool {
+        let Some(info) = req.extensions().get::<RequestInfo>() else { return true };
+        if info.is_resource_request {
+            return self.state.store.kinds().find(&info.api_group, &info.api_version, &info.resource).is_some();
+        }
+        let top = req.uri().path().split('/').nth(1).unwrap_or("");
+        matches!(top, "version" | "healthz" | "livez" | "readyz" | "api" | "apis" | "metrics" | "openapi")
+    }
+
+    fn serve(&self, req: Request) -> ResponseFuture {
+        let state = self.state.clone();
+        Box::pin(async move { Ok(route(state, req).await.unwrap_or_else(ApiError::into_response)) })
+    }
+}
+
+async fn route(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
+    let info = req.extensions().get::<RequestInfo>().cloned().unwrap_or_default();
+    if info.is_resource_request {
+        return resource::handle(&state, info, req).await;
+    }
+    let path = req.uri().path().trim_end_matches('/');
+    let is_read = req.method() == http::Method::GET || req.method() == http::Method::HEAD;
+    let top = path.split('/').nth(1).unwrap_or("");
+    match top {
+        "version" | "healthz" | "livez" | "readyz" | "api" | "apis" | "metrics" | "openapi" if !is_read => {
+            Err(ApiError::MethodNotSupported { group: String::new(), resource: String::new(), verb: info.verb })
+        }
+        "version" if path == "/version" => Ok(health::version(state.version)),
+        "metrics" if path == "/metrics" => Ok(metrics::handle(&state)),
+        "healthz" | "livez" | "readyz" => health::check(&state, path, req.uri().query()).await,
+        "api" | "apis" => discovery::handle(&state, path, req.headers()),
+        "openapi" => openapi::handle(state.store.kinds(), path, req.uri().query(), req.headers()).await,
+        _ => Err(ApiError::NoRoute),
+    }
+}
