@@ -245,7 +245,10 @@ impl ApiContext {
 
     /// Serves `request` on shard `s` here when this member leads it, else on its leader over
     /// the peer port, waiting for a leader while there is none. A refusal that proves the
-    /// request was not taken (not leader, no leader) is retried; anything else is the answer.
+    /// request was not taken (not leader, no leader, or "leader changed" from the shard itself:
+    /// raft refused the round, or another leader's entry took its index) is retried; anything
+    /// else is the answer, including a "leader changed" made up for a connection lost with the
+    /// request in flight, which may have been applied.
     async fn on_leader(
         &self,
         s: u32,
@@ -254,15 +257,21 @@ impl ApiContext {
     ) -> Result<forward_response::Response> {
         loop {
             let leader = self.shard(s).leader();
-            let answer = if leader == 0 {
-                Err(EngineError::NoLeader)
+            let (answer, untaken) = if leader == 0 {
+                (Err(EngineError::NoLeader), true)
             } else if leader == self.raft_id() {
-                self.serve_forwarded(s, request.clone()).await.map(|(r, _)| r)
+                let answer = self.serve_forwarded(s, request.clone()).await.map(|(r, _)| r);
+                let untaken = matches!(answer, Err(EngineError::LeaderChanged));
+                (answer, untaken)
             } else {
-                self.forward(leader, s, deadline, request.clone()).await
+                let answer = self.forward(leader, s, deadline, request.clone()).await;
+                let untaken =
+                    matches!(&answer, Err(EngineError::Remote(st)) if st.message() == "etcdserver: leader changed");
+                (answer, untaken)
             };
+            let retry = untaken || matches!(answer, Err(EngineError::NoLeader | EngineError::NotLeader));
             match answer {
-                Err(EngineError::NoLeader | EngineError::NotLeader) if tokio::time::Instant::now() < deadline => {
+                Err(_) if retry && tokio::time::Instant::now() < deadline => {
                     tokio::time::sleep(self.leader_poll).await;
                 }
                 Err(EngineError::NoLeader | EngineError::NotLeader) => return Err(EngineError::Timeout),

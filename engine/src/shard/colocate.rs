@@ -33,7 +33,9 @@ use std::sync::Arc;
 use ballast_raft::ConfChangeType;
 use parking_lot::Mutex;
 
-use super::NOTHING_PENDING;
+/// A pending mark's value while the shard has no revision it has not yet published (the marks
+/// live here, shared by a member's shards, see `ShardHandle::published_through`).
+pub const NOTHING_PENDING: i64 = i64::MAX;
 
 /// What a member's shards tell each other about their leadership.
 #[derive(Debug)]

@@ -50,7 +50,7 @@ use crate::raft_log::BackendLogStore;
 use crate::raft_snapshot::SnapshotConfig;
 use crate::storage::{Cf, KvBackend, ScanOrder};
 use crate::watch::{WatchConfig, WatchHub};
-pub use colocate::Colocation;
+pub use colocate::{Colocation, NOTHING_PENDING};
 pub use executor::ShardPlacement;
 pub use msg::{GroupProgress, Reply, ShardMsg, ShardStatus, WriteResponse};
 use reads::{PendingRead, ReadQueue};
@@ -187,9 +187,6 @@ pub struct ShardHandle {
     pending: Arc<AtomicI64>,
     own_rev: Arc<AtomicI64>,
 }
-
-/// A pending mark's value while the shard has no revision it has not yet published.
-pub const NOTHING_PENDING: i64 = i64::MAX;
 
 impl ShardHandle {
     /// Queues `msg` for the shard.
