@@ -22,6 +22,7 @@ use ballast_proto::etcdserverpb::{
 };
 use futures::StreamExt;
 
+use crate::api::authority::AuthorityFix;
 use crate::api::watch_grpc::WatchServer;
 use crate::api::{cluster::ClusterService, kv::KvService, lease::LeaseService, maintenance::MaintenanceService};
 use crate::api::{learner::LearnerLayer, peer::PeerService, unary::KvUnaryLayer, watch::WatchService};
@@ -489,7 +490,7 @@ impl Engine {
             let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).map(|conn| {
                 conn.map(|tcp| {
                     let _ = tcp.set_nodelay(true);
-                    CoalescingStream::new(tcp)
+                    AuthorityFix::new(CoalescingStream::new(tcp))
                 })
             });
             let window = self.http2_connection_window;

@@ -12,8 +12,10 @@
 //! (`watch_shards`); leases, compaction and alarms go to every shard, and shard 0 answers for
 //! the member.
 
+pub mod authority;
 pub mod cluster;
 mod grpc_message;
+pub mod hpack;
 pub mod kv;
 pub mod learner;
 pub mod lease;
