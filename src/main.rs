@@ -153,6 +153,10 @@ struct EngineFlags {
     /// Comma-separated client URLs advertised to clients (default: the listen URLs).
     #[arg(long)]
     advertise_client_urls: Option<String>,
+    /// Comma-separated `http://` URLs that serve only the HTTP endpoints (`/metrics`, `/health`,
+    /// ...), as etcd's flag of the same name.
+    #[arg(long, default_value = "")]
+    listen_metrics_urls: String,
     /// Comma-separated URLs other members reach this one on (bound when the cluster has other
     /// members).
     #[arg(long, default_value = "http://127.0.0.1:2380")]
@@ -259,6 +263,10 @@ fn config(flags: &EngineFlags) -> anyhow::Result<EngineConfig> {
         listen_peer,
         data_dir: flags.data_dir.clone().unwrap_or_else(|| PathBuf::from(format!("{}.ballast", flags.name))),
         listen_client,
+        listen_metrics: split(&flags.listen_metrics_urls)
+            .iter()
+            .map(|u| listen_addr(u))
+            .collect::<anyhow::Result<Vec<_>>>()?,
         advertise_client_urls: flags.advertise_client_urls.as_deref().map_or(listen_urls, split),
         advertise_peer_urls: split(flags.initial_advertise_peer_urls.as_deref().unwrap_or(&flags.listen_peer_urls)),
         cluster_token: flags.initial_cluster_token.clone(),

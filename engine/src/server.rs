@@ -25,6 +25,7 @@ use futures::StreamExt;
 use crate::api::authority::AuthorityFix;
 use crate::api::watch_grpc::WatchServer;
 use crate::api::{cluster::ClusterService, kv::KvService, lease::LeaseService, maintenance::MaintenanceService};
+use crate::api::{http::HttpLayer, metrics::GrpcMetricsLayer};
 use crate::api::{learner::LearnerLayer, peer::PeerService, unary::KvUnaryLayer, watch::WatchService};
 use crate::api::{Api, ApiContext, MemberInfo};
 use crate::clock::{Clock, SystemClock};
@@ -49,6 +50,8 @@ pub struct EngineConfig {
     pub data_dir: PathBuf,
     /// Addresses the gRPC API listens on.
     pub listen_client: Vec<SocketAddr>,
+    /// Addresses that serve only the plain HTTP endpoints (etcd `--listen-metrics-urls`).
+    pub listen_metrics: Vec<SocketAddr>,
     /// Client URLs advertised in `MemberList`.
     pub advertise_client_urls: Vec<String>,
     /// Peer URLs advertised in `MemberList`; they also seed the member ID.
@@ -92,6 +95,7 @@ impl Default for EngineConfig {
             name: "default".into(),
             data_dir: PathBuf::from("default.ballast"),
             listen_client: vec![SocketAddr::from(([127, 0, 0, 1], 2379))],
+            listen_metrics: Vec::new(),
             advertise_client_urls: vec!["http://127.0.0.1:2379".into()],
             advertise_peer_urls: vec!["http://127.0.0.1:2380".into()],
             cluster_token: "etcd-cluster".into(),
@@ -127,6 +131,7 @@ pub struct Engine {
     shard_threads: Vec<std::thread::JoinHandle<Result<()>>>,
     beats: Vec<Arc<stall::Heartbeat>>,
     listen: Vec<SocketAddr>,
+    listen_metrics: Vec<SocketAddr>,
     listen_peer: Vec<SocketAddr>,
     peer_tls: Option<PeerTls>,
     http2_connection_window: u32,
@@ -364,9 +369,11 @@ impl Engine {
         // Every shard replays its log before any runs, so the counter starts above every
         // revision any shard recorded.
         let mut opened = Vec::new();
+        let mut backends = Vec::new();
         for s in 0..cfg.shards {
             let backend =
                 if s == 0 { first.clone() } else { RocksBackend::open(&shard_db_dir(&cfg.data_dir, s), &cfg.rocks)? };
+            backends.push(backend.clone());
             let transport = PeerTransport::new(s, Arc::clone(&router));
             opened.push(Shard::open(
                 backend,
@@ -432,12 +439,14 @@ impl Engine {
             peer_attributes: parking_lot::RwLock::new(std::collections::HashMap::new()),
             router,
             leader_poll: Duration::from_millis(10),
+            backends,
         });
         Ok(Self {
             api,
             shard_threads,
             beats,
             listen: cfg.listen_client.clone(),
+            listen_metrics: cfg.listen_metrics.clone(),
             listen_peer: cfg.listen_peer.clone(),
             peer_tls: cfg.cluster.tls.clone(),
             http2_connection_window: cfg.http2_connection_window,
@@ -474,6 +483,10 @@ impl Engine {
             let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| ServeError::Bind(*addr, e))?;
             servers.push(serve_peers(self.api.clone(), listener, self.peer_tls.clone(), stop_tx.subscribe()));
         }
+        for addr in &self.listen_metrics {
+            let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| ServeError::Bind(*addr, e))?;
+            servers.push(tokio::spawn(crate::api::http::serve_plain(self.api.clone(), listener, stop_tx.subscribe())));
+        }
         self.api.router.start();
         tokio::spawn(learn_peers(self.api.clone()));
         for listener in listeners {
@@ -497,6 +510,10 @@ impl Engine {
             servers.push(tokio::spawn(async move {
                 tonic::transport::Server::builder()
                     .initial_connection_window_size(window)
+                    // HTTP/1.1 for the plain HTTP endpoints (curl, probes); gRPC stays HTTP/2.
+                    .accept_http1(true)
+                    .layer(HttpLayer::new(api.clone()))
+                    .layer(GrpcMetricsLayer)
                     .layer(LearnerLayer::new(api.clone()))
                     .layer(KvUnaryLayer::new(KvService::new(api.clone()), limit))
                     .add_service(

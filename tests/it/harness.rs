@@ -88,6 +88,15 @@ impl Server {
     /// Starts a server on a data directory `prepare(data_dir, peer_url)` fills first (a
     /// restored snapshot), and waits until it answers.
     pub(crate) async fn start_with(target: Target, prepare: impl Fn(&std::path::Path, &str)) -> Server {
+        Self::start_full(target, prepare, &[]).await
+    }
+
+    /// Starts a fresh server (not a cluster) with more flags, and waits until it answers.
+    pub(crate) async fn start_args(target: Target, args: &[String]) -> Server {
+        Self::start_full(target, |_, _| {}, args).await
+    }
+
+    async fn start_full(target: Target, prepare: impl Fn(&std::path::Path, &str), args: &[String]) -> Server {
         let mut dir = tempfile::tempdir().expect("tempdir");
         for attempt in 0..3 {
             let mut s = Server {
@@ -99,7 +108,7 @@ impl Server {
                 member: None,
                 join: false,
                 peers: Vec::new(),
-                extra_args: Vec::new(),
+                extra_args: args.to_vec(),
                 peer_https: false,
             };
             let data = s.dir.path().join("data");

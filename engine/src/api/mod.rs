@@ -16,10 +16,12 @@ pub mod authority;
 pub mod cluster;
 mod grpc_message;
 pub mod hpack;
+pub mod http;
 pub mod kv;
 pub mod learner;
 pub mod lease;
 pub mod maintenance;
+pub mod metrics;
 pub mod peer;
 pub mod route;
 pub mod status;
@@ -111,6 +113,8 @@ pub struct ApiContext {
     /// How long a write waits between looks for a shard's leader while an election runs. 10 ms
     /// is a tenth of a heartbeat: the wait ends soon after a leader is known.
     pub leader_poll: Duration,
+    /// Every shard's backend, for `/metrics` to read the database size without asking a shard.
+    pub backends: Vec<crate::storage::rocks::RocksBackend>,
 }
 
 impl ApiContext {
@@ -170,6 +174,19 @@ impl ApiContext {
     /// # Errors
     /// The apply error, or a shard/transport error.
     pub async fn write(&self, s: u32, cmd: Command) -> Result<WriteResponse> {
+        let m = &crate::metrics::GLOBAL;
+        let _pending = crate::metrics::PendingProposal::start();
+        let answer = self.write_unmetered(s, cmd).await;
+        if matches!(
+            answer,
+            Err(EngineError::NoLeader | EngineError::Timeout | EngineError::LeaderChanged | EngineError::Stopped)
+        ) {
+            m.proposals_failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        answer
+    }
+
+    async fn write_unmetered(&self, s: u32, cmd: Command) -> Result<WriteResponse> {
         if !self.router.has_peers() {
             return self.call(s, |tx| ShardMsg::Write(cmd, tx)).await;
         }

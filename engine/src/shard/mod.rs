@@ -173,6 +173,7 @@ pub struct ShardHandle {
     applied: Arc<AtomicU64>,
     is_leader: Arc<AtomicBool>,
     pending: Arc<AtomicI64>,
+    gauges: Arc<crate::metrics::ShardGauges>,
 }
 
 /// A pending mark's value while the shard has no revision it has not yet published.
@@ -218,6 +219,16 @@ impl ShardHandle {
     /// were answered).
     pub fn applied(&self) -> u64 {
         self.applied.load(Ordering::SeqCst)
+    }
+
+    /// Returns the shard's metrics.
+    pub fn gauges(&self) -> &crate::metrics::ShardGauges {
+        &self.gauges
+    }
+
+    /// Returns how many messages wait in the shard's mailbox.
+    pub fn mailbox_depth(&self) -> usize {
+        self.tx.len()
     }
 
     /// Returns true when this member led the shard at the end of its last round.
@@ -269,6 +280,8 @@ pub struct Shard<B: KvBackend + Clone> {
     /// the entry applied at that index is the one proposed (a leader that steps down keeps its
     /// answers waiting, since the next leader may still commit the entry, as etcd does).
     answers: VecDeque<(u64, u64, Reply<WriteResponse>, Result<WriteResponse>)>,
+    /// The shard's metrics (see `crate::metrics`).
+    gauges: Arc<crate::metrics::ShardGauges>,
     leader: Arc<AtomicU64>,
     term: Arc<AtomicU64>,
     applied: Arc<AtomicU64>,
@@ -348,8 +361,11 @@ impl<B: KvBackend + Clone> Shard<B> {
             applied: Arc::clone(&applied),
             is_leader: Arc::clone(&is_leader),
             pending: Arc::clone(&pending),
+            gauges: Arc::default(),
         };
+        let gauges = Arc::clone(&handle.gauges);
         let mut shard = Self {
+            gauges,
             node,
             hub,
             rx,
@@ -426,15 +442,19 @@ impl<B: KvBackend + Clone> Shard<B> {
                 }
             };
             beat.busy();
+            let mut taken = 0;
             if let Some(msg) = first {
                 self.handle(msg)?;
+                taken = 1;
                 for _ in 1..self.cfg.max_msgs_per_round {
                     match self.rx.try_recv() {
                         Ok(msg) => self.handle(msg)?,
                         Err(_) => break,
                     }
+                    taken += 1;
                 }
             }
+            self.gauges.round_messages.store(taken, Ordering::Relaxed);
             if !self.single {
                 self.reads.request_index(&mut self.node, self.clock.now());
             }
@@ -453,6 +473,8 @@ impl<B: KvBackend + Clone> Shard<B> {
 
     fn on_tick(&mut self, now: Instant) -> Result<()> {
         self.node.tick();
+        self.gauges.watchers.store(self.hub.watcher_count() as u64, Ordering::Relaxed);
+        self.gauges.slow_watch_streams.store(self.hub.lagging_streams() as u64, Ordering::Relaxed);
         if self.can_evaluate() {
             let expired = self.node.state_machine_mut().lessor_mut().take_expired(now, self.cfg.lease_revokes_per_tick);
             for id in expired {
@@ -843,7 +865,11 @@ impl<B: KvBackend + Clone> Shard<B> {
             // Every evaluated write is applied and its events published.
             self.pending.store(NOTHING_PENDING, Ordering::SeqCst);
         }
-        self.leader.store(self.node.leader_id(), Ordering::Relaxed);
+        let leader = self.node.leader_id();
+        if self.leader.swap(leader, Ordering::Relaxed) != leader && leader != 0 {
+            self.gauges.leader_changes.fetch_add(1, Ordering::Relaxed);
+        }
+        self.gauges.committed.store(self.node.commit_index(), Ordering::Relaxed);
         self.term.store(self.node.term(), Ordering::Relaxed);
         self.is_leader.store(self.node.is_leader(), Ordering::Relaxed);
         self.single = self.node.is_single_voter();
