@@ -9,6 +9,9 @@ fn main() {
         .build_server(true)
         .build_client(true)
         .bytes(".")
-        .compile_protos(&["proto/rpc.proto", "proto/kv.proto", "proto/raftcmd.proto", "proto/peer.proto"], &["proto"])
+        .compile_protos(
+            &["proto/rpc.proto", "proto/kv.proto", "proto/raftcmd.proto", "proto/peer.proto", "proto/health.proto"],
+            &["proto"],
+        )
         .expect("invariant: the etcd v3 protos in proto/ compile");
 }

@@ -25,7 +25,7 @@ use futures::StreamExt;
 use crate::api::authority::AuthorityFix;
 use crate::api::watch_grpc::WatchServer;
 use crate::api::{cluster::ClusterService, kv::KvService, lease::LeaseService, maintenance::MaintenanceService};
-use crate::api::{http::HttpLayer, metrics::GrpcMetricsLayer};
+use crate::api::{health::HealthService, http::HttpLayer, metrics::GrpcMetricsLayer};
 use crate::api::{learner::LearnerLayer, peer::PeerService, unary::KvUnaryLayer, watch::WatchService};
 use crate::api::{Api, ApiContext, MemberInfo};
 use crate::clock::{Clock, SystemClock};
@@ -40,6 +40,7 @@ use crate::shard_map::ShardMap;
 use crate::storage::rocks::{RocksBackend, RocksOptions};
 use crate::storage::{Cf, KvBackend, StorageError, WriteBatch, WriteOpts};
 use ballast_proto::coalesce::CoalescingStream;
+use ballast_proto::healthpb::health_server::HealthServer;
 
 /// Everything needed to run one engine member.
 #[derive(Clone, Debug)]
@@ -532,6 +533,7 @@ impl Engine {
                             .max_decoding_message_size(limit)
                             .max_encoding_message_size(send),
                     )
+                    .add_service(HealthServer::new(HealthService::new(api.clone())))
                     .add_service(
                         MaintenanceServer::new(MaintenanceService::new(api.clone()))
                             .max_decoding_message_size(limit)

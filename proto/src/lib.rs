@@ -26,3 +26,7 @@ pub mod etcdserverpb {
 pub mod ballastpb {
     tonic::include_proto!("ballastpb");
 }
+
+pub mod healthpb {
+    tonic::include_proto!("grpc.health.v1");
+}

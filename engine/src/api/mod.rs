@@ -15,6 +15,7 @@
 pub mod authority;
 pub mod cluster;
 mod grpc_message;
+pub mod health;
 pub mod hpack;
 pub mod http;
 pub mod kv;
