@@ -95,18 +95,16 @@ pub fn render(api: &ApiContext) -> String {
     let _ = writeln!(out, "etcd_mvcc_db_total_size_in_bytes {size}");
     let peers = PEER_BYTES.snapshot();
     let member = |raft_id: u64| format!("{:x}", api.member_of_raft_id(raft_id));
-    header(&mut out, "etcd_network_peer_sent_bytes_total", "counter", "The total number of bytes sent to peers.");
-    for (p, sent, _) in &peers {
-        let _ = writeln!(out, "etcd_network_peer_sent_bytes_total{{To=\"{}\"}} {sent}", member(*p));
-    }
-    header(
-        &mut out,
-        "etcd_network_peer_received_bytes_total",
-        "counter",
-        "The total number of bytes received from peers.",
-    );
-    for (p, _, received) in &peers {
-        let _ = writeln!(out, "etcd_network_peer_received_bytes_total{{From=\"{}\"}} {received}", member(*p));
+    let directions = [
+        ("etcd_network_peer_sent_bytes_total", "To", "The total number of bytes sent to peers."),
+        ("etcd_network_peer_received_bytes_total", "From", "The total number of bytes received from peers."),
+    ];
+    for (i, (name, label, help)) in directions.iter().enumerate() {
+        header(&mut out, name, "counter", help);
+        for (p, sent, received) in &peers {
+            let n = if i == 0 { sent } else { received };
+            let _ = writeln!(out, "{name}{{{label}=\"{}\"}} {n}", member(*p));
+        }
     }
     header(
         &mut out,
