@@ -10,7 +10,15 @@ fn main() {
         .build_client(true)
         .bytes(".")
         .compile_protos(
-            &["proto/rpc.proto", "proto/kv.proto", "proto/raftcmd.proto", "proto/peer.proto", "proto/health.proto"],
+            &[
+                "proto/rpc.proto",
+                "proto/kv.proto",
+                "proto/raftcmd.proto",
+                "proto/peer.proto",
+                "proto/health.proto",
+                "proto/v3lock.proto",
+                "proto/v3election.proto",
+            ],
             &["proto"],
         )
         .expect("invariant: the etcd v3 protos in proto/ compile");

@@ -72,6 +72,13 @@ pub const GRPC_METHODS: &[(&str, &str, &str)] = &[
     ("etcdserverpb.Maintenance", "HashKV", "unary"),
     ("etcdserverpb.Maintenance", "Snapshot", "server_stream"),
     ("etcdserverpb.Maintenance", "MoveLeader", "unary"),
+    ("v3lockpb.Lock", "Lock", "unary"),
+    ("v3lockpb.Lock", "Unlock", "unary"),
+    ("v3electionpb.Election", "Campaign", "unary"),
+    ("v3electionpb.Election", "Proclaim", "unary"),
+    ("v3electionpb.Election", "Leader", "unary"),
+    ("v3electionpb.Election", "Observe", "server_stream"),
+    ("v3electionpb.Election", "Resign", "unary"),
     ("grpc.health.v1.Health", "Check", "unary"),
     ("grpc.health.v1.Health", "Watch", "server_stream"),
 ];

@@ -25,6 +25,7 @@ use futures::StreamExt;
 use crate::api::authority::AuthorityFix;
 use crate::api::watch_grpc::WatchServer;
 use crate::api::{cluster::ClusterService, kv::KvService, lease::LeaseService, maintenance::MaintenanceService};
+use crate::api::{election::ElectionService, lock::LockService};
 use crate::api::{health::HealthService, http::HttpLayer, metrics::GrpcMetricsLayer};
 use crate::api::{learner::LearnerLayer, peer::PeerService, unary::KvUnaryLayer, watch::WatchService};
 use crate::api::{Api, ApiContext, MemberInfo};
@@ -41,6 +42,8 @@ use crate::storage::rocks::{RocksBackend, RocksOptions};
 use crate::storage::{Cf, KvBackend, StorageError, WriteBatch, WriteOpts};
 use ballast_proto::coalesce::CoalescingStream;
 use ballast_proto::healthpb::health_server::HealthServer;
+use ballast_proto::v3electionpb::election_server::ElectionServer;
+use ballast_proto::v3lockpb::lock_server::LockServer;
 
 /// Everything needed to run one engine member.
 #[derive(Clone, Debug)]
@@ -534,6 +537,8 @@ impl Engine {
                             .max_encoding_message_size(send),
                     )
                     .add_service(HealthServer::new(HealthService::new(api.clone())))
+                    .add_service(LockServer::new(LockService::new(api.clone())))
+                    .add_service(ElectionServer::new(ElectionService::new(api.clone())))
                     .add_service(
                         MaintenanceServer::new(MaintenanceService::new(api.clone()))
                             .max_decoding_message_size(limit)

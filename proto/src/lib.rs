@@ -30,3 +30,11 @@ pub mod ballastpb {
 pub mod healthpb {
     tonic::include_proto!("grpc.health.v1");
 }
+
+pub mod v3lockpb {
+    tonic::include_proto!("v3lockpb");
+}
+
+pub mod v3electionpb {
+    tonic::include_proto!("v3electionpb");
+}

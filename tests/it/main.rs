@@ -24,6 +24,7 @@ mod http;
 mod kubectl_session;
 mod kv;
 mod lease;
+mod lock_election;
 mod maintenance;
 mod partition;
 mod sharded_model;

@@ -14,6 +14,8 @@
 
 pub mod authority;
 pub mod cluster;
+mod concurrency;
+pub mod election;
 mod grpc_message;
 pub mod health;
 pub mod hpack;
@@ -21,6 +23,7 @@ pub mod http;
 pub mod kv;
 pub mod learner;
 pub mod lease;
+pub mod lock;
 pub mod maintenance;
 pub mod metrics;
 pub mod peer;
