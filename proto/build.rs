@@ -9,6 +9,10 @@ fn main() {
         .build_server(true)
         .build_client(true)
         .bytes(".")
+        .file_descriptor_set_path(
+            std::path::PathBuf::from(std::env::var("OUT_DIR").expect("invariant: cargo sets OUT_DIR"))
+                .join("descriptors.bin"),
+        )
         .compile_protos(
             &[
                 "proto/rpc.proto",

@@ -12,6 +12,10 @@
 
 pub mod coalesce;
 
+/// The encoded `FileDescriptorSet` of every proto in `proto/`, for code that maps messages by
+/// their descriptors (the engine's JSON gateway).
+pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/descriptors.bin"));
+
 /// Storage types: `KeyValue` and `Event`.
 pub mod mvccpb {
     tonic::include_proto!("mvccpb");

@@ -19,6 +19,7 @@ mod crash;
 mod deploy;
 mod etcdctl;
 mod fault_proxy;
+mod gateway;
 mod health;
 mod http;
 mod kubectl_session;

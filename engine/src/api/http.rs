@@ -1,6 +1,6 @@
 //! [`HttpLayer`]: the plain HTTP endpoints etcd serves on its client port beside gRPC
-//! (`/health`, `/livez`, `/readyz`, `/version`, `/metrics`; etcd's JSON gateway under `/v3/` is
-//! not built, and its paths answer 404).
+//! (`/health`, `/livez`, `/readyz`, `/version`, `/metrics`, and the JSON gateway under `/v3/`,
+//! see [`gateway`](super::gateway)).
 //! A request is gRPC when its content type says so; every other request is answered here, over
 //! HTTP/1.1 or HTTP/2, before the gRPC services see it.
 
@@ -91,6 +91,9 @@ where
 async fn serve(api: Api, req: http::Request<Body>) -> http::Response<Body> {
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
+    if let Some(rest) = path.strip_prefix("/v3/") {
+        return super::gateway::serve(api, rest, req).await;
+    }
     match (req.method() == http::Method::GET || req.method() == http::Method::HEAD, path.as_str()) {
         (true, "/health") => health(&api, &query).await,
         (true, "/livez") => respond(200, "text/plain; charset=utf-8", "ok"),
