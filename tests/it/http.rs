@@ -107,7 +107,7 @@ async fn listen_metrics_urls() {
     for target in [Target::Ballast, Target::Etcd] {
         let port = free_port();
         let url = format!("http://127.0.0.1:{port}");
-        let s = Server::start_args(target, &[format!("--listen-metrics-urls={url}")]).await;
+        let s = Server::start_args(target, &[format!("--listen-metrics-urls={url}")], &[]).await;
         let ok =
             crate::harness::wait_for(Duration::from_secs(5), async || curl(&format!("{url}/health")).0 == 200).await;
         assert!(ok, "{target:?}: /health on the metrics URL");

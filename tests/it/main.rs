@@ -32,4 +32,5 @@ mod sharded_model;
 mod shards;
 mod slow_watcher;
 mod snapshot_restore;
+mod tls;
 mod watch;

@@ -31,6 +31,7 @@ pub mod pbjson;
 pub mod peer;
 pub mod route;
 pub mod status;
+pub mod tls;
 pub mod unary;
 pub mod watch;
 pub mod watch_grpc;
