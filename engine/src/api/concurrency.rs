@@ -76,15 +76,7 @@ impl Client {
 
     /// The oldest key under `prefix` (lowest create revision), with the read's header.
     pub(crate) async fn first_created(&self, prefix: &[u8]) -> Result<RangeResponse, Status> {
-        self.range(RangeRequest {
-            key: Bytes::copy_from_slice(prefix),
-            range_end: prefix_end(prefix),
-            limit: 1,
-            sort_order: SortOrder::Ascend as i32,
-            sort_target: SortTarget::Create as i32,
-            ..Default::default()
-        })
-        .await
+        self.range(by_create(prefix, SortOrder::Ascend, 0)).await
     }
 
     /// Creates `key` with `value` on `lease` unless it exists; in the same transaction reads
@@ -107,16 +99,8 @@ impl Client {
         };
         let get =
             RequestOp { request: Some(Op::RequestRange(RangeRequest { key: key.clone(), ..Default::default() })) };
-        let owner = owner_prefix.map(|p| RequestOp {
-            request: Some(Op::RequestRange(RangeRequest {
-                key: Bytes::copy_from_slice(p),
-                range_end: prefix_end(p),
-                limit: 1,
-                sort_order: SortOrder::Ascend as i32,
-                sort_target: SortTarget::Create as i32,
-                ..Default::default()
-            })),
-        });
+        let owner =
+            owner_prefix.map(|p| RequestOp { request: Some(Op::RequestRange(by_create(p, SortOrder::Ascend, 0))) });
         let mut success = vec![put];
         let mut failure = vec![get];
         success.extend(owner.clone());
@@ -128,17 +112,7 @@ impl Client {
     /// each time, the newest such key is waited on until deleted.
     pub(crate) async fn wait_deletes(&self, prefix: &[u8], max_create: i64) -> Result<ResponseHeader, Status> {
         loop {
-            let r = self
-                .range(RangeRequest {
-                    key: Bytes::copy_from_slice(prefix),
-                    range_end: prefix_end(prefix),
-                    limit: 1,
-                    sort_order: SortOrder::Descend as i32,
-                    sort_target: SortTarget::Create as i32,
-                    max_create_revision: max_create,
-                    ..Default::default()
-                })
-                .await?;
+            let r = self.range(by_create(prefix, SortOrder::Descend, max_create)).await?;
             let Some(kv) = r.kvs.first() else { return Ok(r.header.unwrap_or_default()) };
             let rev = r.header.as_ref().map_or(0, |h| h.revision);
             let mut w = self.watch(&kv.key, Bytes::new(), rev).await?;
@@ -168,6 +142,20 @@ impl Client {
             return Err(stopped());
         }
         Ok(w)
+    }
+}
+
+/// A read of the one key under `prefix` first in create-revision `order`, among those created
+/// at or before `max_create` (0: all).
+fn by_create(prefix: &[u8], order: SortOrder, max_create: i64) -> RangeRequest {
+    RangeRequest {
+        key: Bytes::copy_from_slice(prefix),
+        range_end: prefix_end(prefix),
+        limit: 1,
+        sort_order: order as i32,
+        sort_target: SortTarget::Create as i32,
+        max_create_revision: max_create,
+        ..Default::default()
     }
 }
 

@@ -271,17 +271,6 @@ impl Decoder {
         Self { table: VecDeque::new(), size: 0, max_size: allowed, allowed }
     }
 
-    fn entry(&self, index: usize) -> Result<Field, HpackError> {
-        match index {
-            0 => Err(HpackError::BadIndex(0)),
-            1..=61 => {
-                let (n, v) = STATIC_TABLE[index - 1];
-                Ok(Field { name: n.as_bytes().to_vec(), value: v.as_bytes().to_vec() })
-            }
-            _ => self.table.get(index - 62).cloned().ok_or(HpackError::BadIndex(index)),
-        }
-    }
-
     fn evict_to(&mut self, max: usize) {
         while self.size > max {
             let Some(f) = self.table.pop_back() else { break };
@@ -298,20 +287,38 @@ impl Decoder {
         }
     }
 
-    /// Decodes a whole header block, updating the table as the server's decoder will.
+    /// Returns entry `index`'s name and value, borrowed (the static table or the dynamic one).
+    fn entry_ref(&self, index: usize) -> Result<(&[u8], &[u8]), HpackError> {
+        match index {
+            0 => Err(HpackError::BadIndex(0)),
+            1..=61 => {
+                let (n, v) = STATIC_TABLE[index - 1];
+                Ok((n.as_bytes(), v.as_bytes()))
+            }
+            _ => {
+                let f = self.table.get(index - 62).ok_or(HpackError::BadIndex(index))?;
+                Ok((&f.name, &f.value))
+            }
+        }
+    }
+
+    /// Walks a whole header block, updating the table as the server's decoder will, and calls
+    /// `visit` with each field's name and value. Indexed fields are not copied.
     ///
     /// # Errors
     /// A malformed block; the table is then out of step and the connection must end.
-    pub fn decode(&mut self, block: &[u8]) -> Result<Vec<Field>, HpackError> {
-        let mut fields = Vec::new();
+    pub fn visit(&mut self, block: &[u8], mut visit: impl FnMut(&[u8], &[u8])) -> Result<(), HpackError> {
         let mut pos = 0;
+        let mut any = false;
         while pos < block.len() {
             let b = block[pos];
             if b & 0x80 != 0 {
                 let i = read_int(block, &mut pos, 7)?;
-                fields.push(self.entry(i)?);
+                let (n, v) = self.entry_ref(i)?;
+                visit(n, v);
+                any = true;
             } else if b & 0xe0 == 0x20 {
-                if !fields.is_empty() {
+                if any {
                     return Err(HpackError::BadSizeUpdate);
                 }
                 let max = read_int(block, &mut pos, 5)?;
@@ -326,15 +333,25 @@ impl Decoder {
                 let indexing = b & 0xc0 == 0x40;
                 let prefix = if indexing { 6 } else { 4 };
                 let i = read_int(block, &mut pos, prefix)?;
-                let name = if i == 0 { read_string(block, &mut pos)? } else { self.entry(i)?.name };
+                let name = if i == 0 { read_string(block, &mut pos)? } else { self.entry_ref(i)?.0.to_vec() };
                 let value = read_string(block, &mut pos)?;
-                let f = Field { name, value };
+                visit(&name, &value);
+                any = true;
                 if indexing {
-                    self.insert(f.clone());
+                    self.insert(Field { name, value });
                 }
-                fields.push(f);
             }
         }
+        Ok(())
+    }
+
+    /// Decodes a whole header block into its fields (see [`Decoder::visit`]).
+    ///
+    /// # Errors
+    /// A malformed block.
+    pub fn decode(&mut self, block: &[u8]) -> Result<Vec<Field>, HpackError> {
+        let mut fields = Vec::new();
+        self.visit(block, |n, v| fields.push(Field { name: n.to_vec(), value: v.to_vec() }))?;
         Ok(fields)
     }
 }
@@ -403,8 +420,8 @@ mod tests {
         assert_eq!(d.size, 222);
         d.decode(&hex("4803 3330 37c1 c0bf")).expect("c.5.2");
         assert_eq!(d.size, 222, "':status: 307' evicted ':status: 302'");
-        assert_eq!(d.entry(62).expect("62").value, b"307");
-        assert_eq!(d.entry(66), Err(HpackError::BadIndex(66)));
+        assert_eq!(d.entry_ref(62).expect("62").1, b"307");
+        assert_eq!(d.entry_ref(66).err(), Some(HpackError::BadIndex(66)));
     }
 
     #[test]
