@@ -1,7 +1,6 @@
 //! etcd's gRPC-JSON gateway through curl: the `/v3/` paths, base64 bytes and 64-bit integers as
 //! strings, etcd's error bodies, and the `/v3/watch` stream, against both servers.
 
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -116,15 +115,7 @@ async fn gateway_watch(s: Server) {
         .stdout(Stdio::piped())
         .spawn()
         .expect("curl");
-    let stdout = curl.stdout.take().expect("stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = crate::harness::stdout_lines(&mut curl);
     let next = || -> Value {
         let line = rx.recv_timeout(Duration::from_secs(10)).expect("a watch line");
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))

@@ -362,6 +362,22 @@ impl Server {
     }
 }
 
+/// Reads a running child's stdout line by line on a thread of its own; the lines arrive on the
+/// returned channel until the output ends.
+pub(crate) fn stdout_lines(child: &mut Child) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let stdout = child.stdout.take().expect("stdout piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
 /// Returns etcdctl's stdout, asserting success.
 pub(crate) fn ok(out: &Output) -> String {
     assert!(

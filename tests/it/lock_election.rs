@@ -2,7 +2,6 @@
 //! elect` sessions (etcdctl 3.4 builds these on KV, Lease and Watch itself), against both
 //! servers.
 
-use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -85,15 +84,7 @@ async fn grpc_election(s: Server) {
 
 /// Reads `n` lines of a running etcdctl's stdout (10 s at most).
 fn lines(child: &mut std::process::Child, n: usize) -> Vec<String> {
-    let stdout = child.stdout.take().expect("stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = crate::harness::stdout_lines(child);
     (0..n).map_while(|_| rx.recv_timeout(Duration::from_secs(10)).ok()).collect()
 }
 
