@@ -9,6 +9,21 @@ fn main() {
         .build_server(true)
         .build_client(true)
         .bytes(".")
-        .compile_protos(&["proto/rpc.proto", "proto/kv.proto", "proto/raftcmd.proto", "proto/peer.proto"], &["proto"])
+        .file_descriptor_set_path(
+            std::path::PathBuf::from(std::env::var("OUT_DIR").expect("invariant: cargo sets OUT_DIR"))
+                .join("descriptors.bin"),
+        )
+        .compile_protos(
+            &[
+                "proto/rpc.proto",
+                "proto/kv.proto",
+                "proto/raftcmd.proto",
+                "proto/peer.proto",
+                "proto/health.proto",
+                "proto/v3lock.proto",
+                "proto/v3election.proto",
+            ],
+            &["proto"],
+        )
         .expect("invariant: the etcd v3 protos in proto/ compile");
 }

@@ -148,12 +148,29 @@ struct EngineFlags {
     /// Data directory (default: `<name>.ballast`).
     #[arg(long)]
     data_dir: Option<PathBuf>,
-    /// Comma-separated URLs to serve the etcd v3 API on.
+    /// Comma-separated URLs to serve the etcd v3 API on: `http://host:port`, `https://host:port`
+    /// (with `--cert-file`), `unix://path`.
     #[arg(long, default_value = "http://127.0.0.1:2379")]
     listen_client_urls: String,
+    /// Certificate (PEM) the client port presents on `https://` listen URLs.
+    #[arg(long)]
+    cert_file: Option<PathBuf>,
+    /// Private key (PEM) of `--cert-file`.
+    #[arg(long)]
+    key_file: Option<PathBuf>,
+    /// CA bundle (PEM) client certificates are checked against.
+    #[arg(long)]
+    trusted_ca_file: Option<PathBuf>,
+    /// Clients must present a certificate signed by `--trusted-ca-file`.
+    #[arg(long, default_value_t = false)]
+    client_cert_auth: bool,
     /// Comma-separated client URLs advertised to clients (default: the listen URLs).
     #[arg(long)]
     advertise_client_urls: Option<String>,
+    /// Comma-separated `http://` URLs that serve only the HTTP endpoints (`/metrics`, `/health`,
+    /// ...), as etcd's flag of the same name.
+    #[arg(long, default_value = "")]
+    listen_metrics_urls: String,
     /// Comma-separated URLs other members reach this one on (bound when the cluster has other
     /// members).
     #[arg(long, default_value = "http://127.0.0.1:2380")]
@@ -225,15 +242,15 @@ fn listen_addr(url: &str) -> anyhow::Result<SocketAddr> {
     listen_addr_of(url, false)
 }
 
-/// The address of a listen URL; `https://` only where TLS is set up (the peer port with the
-/// `--peer-*` flags).
+/// The address of a listen URL; `https://` only where TLS is set up (`--cert-file` on the
+/// client port, `--peer-cert-file` on the peer port).
 fn listen_addr_of(url: &str, tls: bool) -> anyhow::Result<SocketAddr> {
     let rest = match url.split_once("://") {
         Some(("http", rest)) => rest,
         Some(("https", rest)) if tls => rest,
-        Some(("https", _)) => bail!(
-            "{url}: https needs TLS, which the client port does not have yet and the peer port has with --peer-cert-file"
-        ),
+        Some(("https", _)) => {
+            bail!("{url}: https needs --cert-file and --key-file (--peer-cert-file on the peer port)")
+        }
         Some((scheme, _)) => bail!("{url}: unsupported scheme {scheme}"),
         None => url,
     };
@@ -247,7 +264,22 @@ fn listen_addr_of(url: &str, tls: bool) -> anyhow::Result<SocketAddr> {
 
 fn config(flags: &EngineFlags) -> anyhow::Result<EngineConfig> {
     let listen_urls = split(&flags.listen_client_urls);
-    let listen_client = listen_urls.iter().map(|u| listen_addr(u)).collect::<anyhow::Result<Vec<_>>>()?;
+    let client_tls = tls_material(
+        flags.cert_file.as_ref(),
+        flags.key_file.as_ref(),
+        flags.trusted_ca_file.as_ref(),
+        flags.client_cert_auth,
+        "",
+    )?;
+    let (mut listen_client, mut listen_client_tls, mut listen_client_unix) = (Vec::new(), Vec::new(), Vec::new());
+    for url in &listen_urls {
+        match url.split_once("://") {
+            Some(("unix", path)) => listen_client_unix.push(PathBuf::from(path)),
+            Some(("unixs", _)) => bail!("{url}: TLS over a Unix socket is not supported; use unix:// or https://"),
+            Some(("https", _)) => listen_client_tls.push(listen_addr_of(url, client_tls.is_some())?),
+            _ => listen_client.push(listen_addr(url)?),
+        }
+    }
     let peer_tls = peer_tls(flags)?;
     let listen_peer = split(&flags.listen_peer_urls)
         .iter()
@@ -260,6 +292,13 @@ fn config(flags: &EngineFlags) -> anyhow::Result<EngineConfig> {
         listen_peer,
         data_dir: flags.data_dir.clone().unwrap_or_else(|| PathBuf::from(format!("{}.ballast", flags.name))),
         listen_client,
+        listen_client_tls,
+        listen_client_unix,
+        client_tls,
+        listen_metrics: split(&flags.listen_metrics_urls)
+            .iter()
+            .map(|u| listen_addr(u))
+            .collect::<anyhow::Result<Vec<_>>>()?,
         advertise_client_urls: flags.advertise_client_urls.as_deref().map_or(listen_urls, split),
         advertise_peer_urls: split(flags.initial_advertise_peer_urls.as_deref().unwrap_or(&flags.listen_peer_urls)),
         cluster_token: flags.initial_cluster_token.clone(),
@@ -281,24 +320,37 @@ fn config(flags: &EngineFlags) -> anyhow::Result<EngineConfig> {
 
 /// Reads the `--peer-*` TLS files; None without `--peer-cert-file`.
 fn peer_tls(flags: &EngineFlags) -> anyhow::Result<Option<ballast_engine::cluster::PeerTls>> {
-    let Some(cert) = &flags.peer_cert_file else {
-        if flags.peer_key_file.is_some() || flags.peer_client_cert_auth {
-            bail!("--peer-key-file and --peer-client-cert-auth need --peer-cert-file");
+    tls_material(
+        flags.peer_cert_file.as_ref(),
+        flags.peer_key_file.as_ref(),
+        flags.peer_trusted_ca_file.as_ref(),
+        flags.peer_client_cert_auth,
+        "peer-",
+    )
+}
+
+/// Reads the TLS flags `--<prefix>cert-file`, `key-file`, `trusted-ca-file` and
+/// `client-cert-auth` (the client port's with no prefix, the peer port's with `peer-`).
+fn tls_material(
+    cert: Option<&PathBuf>,
+    key: Option<&PathBuf>,
+    ca: Option<&PathBuf>,
+    client_cert_auth: bool,
+    prefix: &str,
+) -> anyhow::Result<Option<ballast_engine::cluster::PeerTls>> {
+    let Some(cert) = cert else {
+        if key.is_some() || client_cert_auth {
+            bail!("--{prefix}key-file and --{prefix}client-cert-auth need --{prefix}cert-file");
         }
         return Ok(None);
     };
-    let key = flags.peer_key_file.as_ref().context("--peer-cert-file needs --peer-key-file")?;
+    let key = key.with_context(|| format!("--{prefix}cert-file needs --{prefix}key-file"))?;
     let read = |p: &PathBuf| std::fs::read(p).with_context(|| format!("reading {}", p.display()));
-    let ca_pem = flags.peer_trusted_ca_file.as_ref().map(read).transpose()?;
-    if flags.peer_client_cert_auth && ca_pem.is_none() {
-        bail!("--peer-client-cert-auth needs --peer-trusted-ca-file");
+    let ca_pem = ca.map(read).transpose()?;
+    if client_cert_auth && ca_pem.is_none() {
+        bail!("--{prefix}client-cert-auth needs --{prefix}trusted-ca-file");
     }
-    Ok(Some(ballast_engine::cluster::PeerTls {
-        cert_pem: read(cert)?,
-        key_pem: read(key)?,
-        ca_pem,
-        client_cert_auth: flags.peer_client_cert_auth,
-    }))
+    Ok(Some(ballast_engine::cluster::PeerTls { cert_pem: read(cert)?, key_pem: read(key)?, ca_pem, client_cert_auth }))
 }
 
 fn init_logs(format: &str) {

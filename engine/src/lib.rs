@@ -19,6 +19,7 @@
 //! * [`api`]: the etcd v3 gRPC services (Watch's gRPC server written by hand,
 //!   [`api::watch_grpc`], to send pre-encoded events); [`api::status`] is the one mapping of [`EngineError`]
 //!   to gRPC status codes and etcd's message text.
+//! * [`metrics`]: the atomics behind `/metrics` (rendered by [`api::metrics`]).
 //! * [`server`]: opening a data directory and serving it; [`snapshot`]: the snapshot archive and
 //!   restoring one into a new data directory.
 //!
@@ -35,6 +36,7 @@ pub mod cluster;
 pub mod error;
 pub mod header;
 pub mod lease;
+pub mod metrics;
 pub mod mvcc;
 pub mod raft_log;
 pub mod raft_snapshot;

@@ -22,8 +22,11 @@ use ballast_proto::etcdserverpb::{
 };
 use futures::StreamExt;
 
+use crate::api::authority::AuthorityFix;
 use crate::api::watch_grpc::WatchServer;
 use crate::api::{cluster::ClusterService, kv::KvService, lease::LeaseService, maintenance::MaintenanceService};
+use crate::api::{election::ElectionService, lock::LockService};
+use crate::api::{health::HealthService, http::HttpLayer, metrics::GrpcMetricsLayer};
 use crate::api::{learner::LearnerLayer, peer::PeerService, unary::KvUnaryLayer, watch::WatchService};
 use crate::api::{Api, ApiContext, MemberInfo};
 use crate::clock::{Clock, SystemClock};
@@ -38,6 +41,9 @@ use crate::shard_map::ShardMap;
 use crate::storage::rocks::{RocksBackend, RocksOptions};
 use crate::storage::{Cf, KvBackend, StorageError, WriteBatch, WriteOpts};
 use ballast_proto::coalesce::CoalescingStream;
+use ballast_proto::healthpb::health_server::HealthServer;
+use ballast_proto::v3electionpb::election_server::ElectionServer;
+use ballast_proto::v3lockpb::lock_server::LockServer;
 
 /// Everything needed to run one engine member.
 #[derive(Clone, Debug)]
@@ -48,6 +54,15 @@ pub struct EngineConfig {
     pub data_dir: PathBuf,
     /// Addresses the gRPC API listens on.
     pub listen_client: Vec<SocketAddr>,
+    /// Addresses the client port serves with TLS (`https://` in etcd's `--listen-client-urls`).
+    pub listen_client_tls: Vec<SocketAddr>,
+    /// Unix socket paths the client port serves on (`unix://` listen URLs).
+    pub listen_client_unix: Vec<PathBuf>,
+    /// The client port's TLS material (etcd `--cert-file`, `--key-file`, `--trusted-ca-file`,
+    /// `--client-cert-auth`); needed by `listen_client_tls`.
+    pub client_tls: Option<PeerTls>,
+    /// Addresses that serve only the plain HTTP endpoints (etcd `--listen-metrics-urls`).
+    pub listen_metrics: Vec<SocketAddr>,
     /// Client URLs advertised in `MemberList`.
     pub advertise_client_urls: Vec<String>,
     /// Peer URLs advertised in `MemberList`; they also seed the member ID.
@@ -91,6 +106,10 @@ impl Default for EngineConfig {
             name: "default".into(),
             data_dir: PathBuf::from("default.ballast"),
             listen_client: vec![SocketAddr::from(([127, 0, 0, 1], 2379))],
+            listen_metrics: Vec::new(),
+            listen_client_tls: Vec::new(),
+            listen_client_unix: Vec::new(),
+            client_tls: None,
             advertise_client_urls: vec!["http://127.0.0.1:2379".into()],
             advertise_peer_urls: vec!["http://127.0.0.1:2380".into()],
             cluster_token: "etcd-cluster".into(),
@@ -126,6 +145,10 @@ pub struct Engine {
     shard_threads: Vec<std::thread::JoinHandle<Result<()>>>,
     beats: Vec<Arc<stall::Heartbeat>>,
     listen: Vec<SocketAddr>,
+    listen_metrics: Vec<SocketAddr>,
+    listen_tls: Vec<SocketAddr>,
+    listen_unix: Vec<PathBuf>,
+    client_tls: Option<PeerTls>,
     listen_peer: Vec<SocketAddr>,
     peer_tls: Option<PeerTls>,
     http2_connection_window: u32,
@@ -365,9 +388,11 @@ impl Engine {
         // Every shard replays its log before any runs, so the counter starts above every
         // revision any shard recorded.
         let mut opened = Vec::new();
+        let mut backends = Vec::new();
         for s in 0..cfg.shards {
             let backend =
                 if s == 0 { first.clone() } else { RocksBackend::open(&shard_db_dir(&cfg.data_dir, s), &cfg.rocks)? };
+            backends.push(backend.clone());
             let transport = PeerTransport::new(s, Arc::clone(&router));
             opened.push(Shard::open(
                 backend,
@@ -436,12 +461,17 @@ impl Engine {
             leader_poll: Duration::from_millis(10),
             colocation,
             resolution: crate::cluster::resolved::Resolution::new(cfg.cluster.resolved_facts),
+            backends,
         });
         Ok(Self {
             api,
             shard_threads,
             beats,
             listen: cfg.listen_client.clone(),
+            listen_metrics: cfg.listen_metrics.clone(),
+            listen_tls: cfg.listen_client_tls.clone(),
+            listen_unix: cfg.listen_client_unix.clone(),
+            client_tls: cfg.client_tls.clone(),
             listen_peer: cfg.listen_peer.clone(),
             peer_tls: cfg.cluster.tls.clone(),
             http2_connection_window: cfg.http2_connection_window,
@@ -479,60 +509,45 @@ impl Engine {
             let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| ServeError::Bind(*addr, e))?;
             servers.push(serve_peers(self.api.clone(), listener, self.peer_tls.clone(), stop_tx.subscribe()));
         }
+        for addr in &self.listen_metrics {
+            let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| ServeError::Bind(*addr, e))?;
+            servers.push(tokio::spawn(crate::api::http::serve_plain(self.api.clone(), listener, stop_tx.subscribe())));
+        }
         self.api.router.start();
         tokio::spawn(learn_peers(self.api.clone()));
         if self.api.shards.len() > 1 {
             tokio::spawn(crate::api::resolved::announce(self.api.clone(), self.resolved_interval));
         }
+        let window = self.http2_connection_window;
         for listener in listeners {
-            let api = self.api.clone();
-            let mut stop = stop_tx.subscribe();
-            let limit = api.max_request_bytes + GRPC_OVERHEAD_BYTES;
-            // Requests are bounded by --max-request-bytes; responses are not (etcd answers a
-            // Range of any size up to gRPC's 2 GiB ceiling), so the send limit is stated
-            // explicitly rather than left to tonic's default.
-            let send = usize::MAX;
             // Our own listener bypasses tonic's socket options: without TCP_NODELAY, small
             // responses wait for delayed ACKs (about 40 ms per request). Each connection batches
             // the responses ready at once into one write (see `ballast_proto::coalesce`).
             let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).map(|conn| {
                 conn.map(|tcp| {
                     let _ = tcp.set_nodelay(true);
-                    CoalescingStream::new(tcp)
+                    AuthorityFix::new(CoalescingStream::new(tcp))
                 })
             });
-            let window = self.http2_connection_window;
-            servers.push(tokio::spawn(async move {
-                tonic::transport::Server::builder()
-                    .initial_connection_window_size(window)
-                    .layer(LearnerLayer::new(api.clone()))
-                    .layer(KvUnaryLayer::new(KvService::new(api.clone()), limit))
-                    .add_service(
-                        KvServer::new(KvService::new(api.clone()))
-                            .max_decoding_message_size(limit)
-                            .max_encoding_message_size(send),
-                    )
-                    .add_service(WatchServer::new(WatchService::new(api.clone()), limit))
-                    .add_service(
-                        LeaseServer::new(LeaseService::new(api.clone()))
-                            .max_decoding_message_size(limit)
-                            .max_encoding_message_size(send),
-                    )
-                    .add_service(
-                        ClusterServer::new(ClusterService::new(api.clone()))
-                            .max_decoding_message_size(limit)
-                            .max_encoding_message_size(send),
-                    )
-                    .add_service(
-                        MaintenanceServer::new(MaintenanceService::new(api.clone()))
-                            .max_decoding_message_size(limit)
-                            .max_encoding_message_size(send),
-                    )
-                    .serve_with_incoming_shutdown(incoming, async move {
-                        let _ = stop.recv().await;
-                    })
-                    .await
-            }));
+            servers.push(serve_client(self.api.clone(), incoming, window, stop_tx.subscribe()));
+        }
+        if !self.listen_tls.is_empty() {
+            let Some(tls) = &self.client_tls else { return Err(ServeError::NoClientTls) };
+            let cfg = crate::api::tls::server_config(tls).map_err(ServeError::Tls)?;
+            for addr in &self.listen_tls {
+                let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| ServeError::Bind(*addr, e))?;
+                let incoming = crate::api::tls::incoming(listener, Arc::clone(&cfg))
+                    .map(|conn| conn.map(|tls| AuthorityFix::new(CoalescingStream::new(tls))));
+                servers.push(serve_client(self.api.clone(), incoming, window, stop_tx.subscribe()));
+            }
+        }
+        for path in &self.listen_unix {
+            // A socket file left by an earlier run is replaced, as etcd does.
+            let _ = std::fs::remove_file(path);
+            let listener = tokio::net::UnixListener::bind(path).map_err(|e| ServeError::BindUnix(path.clone(), e))?;
+            let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener)
+                .map(|conn| conn.map(|unix| AuthorityFix::new(CoalescingStream::new(unix))));
+            servers.push(serve_client(self.api.clone(), incoming, window, stop_tx.subscribe()));
         }
         tracing::info!(name = %self.api.member.name, member_id = format_args!("{:x}", self.api.member.id), listen = ?self.listen, "serving etcd v3 API");
         let api = self.api.clone();
@@ -584,6 +599,63 @@ impl Engine {
             Err(_) => Err(ServeError::Shard(EngineError::Stopped)),
         }
     }
+}
+
+/// Serves the client port's services (gRPC and the HTTP endpoints) on the connections of
+/// `incoming` until `stop` fires.
+fn serve_client<IO, S>(
+    api: Api,
+    incoming: S,
+    window: u32,
+    mut stop: tokio::sync::broadcast::Receiver<()>,
+) -> tokio::task::JoinHandle<std::result::Result<(), tonic::transport::Error>>
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + tonic::transport::server::Connected + Unpin + Send + 'static,
+    S: futures::Stream<Item = std::io::Result<IO>> + Send + 'static,
+{
+    let limit = api.max_request_bytes + GRPC_OVERHEAD_BYTES;
+    // Requests are bounded by --max-request-bytes; responses are not (etcd answers a Range of any
+    // size up to gRPC's 2 GiB ceiling), so the send limit is stated explicitly rather than left
+    // to tonic's default.
+    let send = usize::MAX;
+    tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .initial_connection_window_size(window)
+            // HTTP/1.1 for the plain HTTP endpoints (curl, probes); gRPC stays HTTP/2.
+            .accept_http1(true)
+            .layer(HttpLayer::new(api.clone()))
+            .layer(GrpcMetricsLayer)
+            .layer(LearnerLayer::new(api.clone()))
+            .layer(KvUnaryLayer::new(KvService::new(api.clone()), limit))
+            .add_service(
+                KvServer::new(KvService::new(api.clone()))
+                    .max_decoding_message_size(limit)
+                    .max_encoding_message_size(send),
+            )
+            .add_service(WatchServer::new(WatchService::new(api.clone()), limit))
+            .add_service(
+                LeaseServer::new(LeaseService::new(api.clone()))
+                    .max_decoding_message_size(limit)
+                    .max_encoding_message_size(send),
+            )
+            .add_service(
+                ClusterServer::new(ClusterService::new(api.clone()))
+                    .max_decoding_message_size(limit)
+                    .max_encoding_message_size(send),
+            )
+            .add_service(HealthServer::new(HealthService::new(api.clone())))
+            .add_service(LockServer::new(LockService::new(api.clone())))
+            .add_service(ElectionServer::new(ElectionService::new(api.clone())))
+            .add_service(
+                MaintenanceServer::new(MaintenanceService::new(api.clone()))
+                    .max_decoding_message_size(limit)
+                    .max_encoding_message_size(send),
+            )
+            .serve_with_incoming_shutdown(incoming, async move {
+                let _ = stop.recv().await;
+            })
+            .await
+    })
 }
 
 /// Returns how a shard fetches the checkpoint a raft snapshot names: over the peer port from
@@ -693,6 +765,15 @@ pub enum ServeError {
     /// A listen address could not be bound.
     #[error("cannot listen on {0}: {1}")]
     Bind(SocketAddr, #[source] std::io::Error),
+    /// A Unix socket could not be bound.
+    #[error("cannot listen on unix socket {0}: {1}")]
+    BindUnix(PathBuf, #[source] std::io::Error),
+    /// `https://` client URLs without `--cert-file`.
+    #[error("https client URLs need --cert-file and --key-file")]
+    NoClientTls,
+    /// The client port's TLS material is unusable.
+    #[error("{0}")]
+    Tls(#[source] crate::api::tls::TlsError),
     /// The shard stopped on an error.
     #[error("shard stopped: {0}")]
     Shard(#[source] EngineError),

@@ -12,6 +12,10 @@
 
 pub mod coalesce;
 
+/// The encoded `FileDescriptorSet` of every proto in `proto/`, for code that maps messages by
+/// their descriptors (the engine's JSON gateway).
+pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/descriptors.bin"));
+
 /// Storage types: `KeyValue` and `Event`.
 pub mod mvccpb {
     tonic::include_proto!("mvccpb");
@@ -25,4 +29,16 @@ pub mod etcdserverpb {
 /// Ballast's raft log entry format (not part of the etcd API).
 pub mod ballastpb {
     tonic::include_proto!("ballastpb");
+}
+
+pub mod healthpb {
+    tonic::include_proto!("grpc.health.v1");
+}
+
+pub mod v3lockpb {
+    tonic::include_proto!("v3lockpb");
+}
+
+pub mod v3electionpb {
+    tonic::include_proto!("v3electionpb");
 }

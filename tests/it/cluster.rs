@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use etcd_client::{EventType, GetOptions, WatchOptions};
 
 use crate::cluster_harness::{put_any, Cluster};
-use crate::harness::{fails, ok, wait_for, Server, Target};
+use crate::harness::{fails, ok, openssl, wait_for, Server, Target};
 
 both_clusters!(
     writes_and_reads_through_every_member,
@@ -479,12 +479,6 @@ async fn a_far_behind_follower_catches_up_by_snapshot_ballast() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_far_behind_follower_catches_up_by_snapshot_etcd() {
     a_far_behind_follower_catches_up_by_snapshot(Target::Etcd).await;
-}
-
-/// Writes `args` of openssl into `dir`, asserting success.
-fn openssl(dir: &std::path::Path, args: &[&str]) {
-    let out = std::process::Command::new("openssl").current_dir(dir).args(args).output().expect("openssl");
-    assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// Members speak TLS to each other with etcd's `--peer-*` flags and check each other's

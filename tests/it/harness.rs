@@ -47,6 +47,8 @@ pub(crate) struct Server {
     pub(crate) extra_args: Vec<String>,
     /// Peer URLs are `https://` (the member runs with peer TLS flags).
     pub(crate) peer_https: bool,
+    /// More client listen URLs, after the `http://` one.
+    pub(crate) extra_listen: Vec<String>,
 }
 
 pub(crate) fn free_port() -> u16 {
@@ -88,6 +90,21 @@ impl Server {
     /// Starts a server on a data directory `prepare(data_dir, peer_url)` fills first (a
     /// restored snapshot), and waits until it answers.
     pub(crate) async fn start_with(target: Target, prepare: impl Fn(&std::path::Path, &str)) -> Server {
+        Self::start_full(target, prepare, &[], &[]).await
+    }
+
+    /// Starts a fresh server (not a cluster) with more flags and more client listen URLs (after
+    /// its `http://` one, which the harness uses), and waits until it answers.
+    pub(crate) async fn start_args(target: Target, args: &[String], listen: &[String]) -> Server {
+        Self::start_full(target, |_, _| {}, args, listen).await
+    }
+
+    async fn start_full(
+        target: Target,
+        prepare: impl Fn(&std::path::Path, &str),
+        args: &[String],
+        listen: &[String],
+    ) -> Server {
         let mut dir = tempfile::tempdir().expect("tempdir");
         for attempt in 0..3 {
             let mut s = Server {
@@ -99,7 +116,8 @@ impl Server {
                 member: None,
                 join: false,
                 peers: Vec::new(),
-                extra_args: Vec::new(),
+                extra_args: args.to_vec(),
+                extra_listen: listen.to_vec(),
                 peer_https: false,
             };
             let data = s.dir.path().join("data");
@@ -150,6 +168,7 @@ impl Server {
             join: false,
             peers: Vec::new(),
             extra_args: Vec::new(),
+            extra_listen: Vec::new(),
             peer_https: false,
         }
     }
@@ -222,10 +241,16 @@ impl Server {
         cmd.args(&self.extra_args);
         cmd.args(["--name", &name])
             .arg(format!("--data-dir={}", data.display()))
-            .arg(format!("--listen-client-urls={client}"))
+            .arg(format!(
+                "--listen-client-urls={}",
+                [vec![client.clone()], self.extra_listen.clone()].concat().join(",")
+            ))
             .arg(format!("--advertise-client-urls={client}"))
             .arg(format!("--listen-peer-urls={peer}"))
             .arg(format!("--initial-advertise-peer-urls={peer}"))
+            // Relative paths the server makes (etcd's `unix://host:port` socket files) land in
+            // its own directory.
+            .current_dir(self.dir.path())
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log file"))
             .stderr(log);
@@ -322,6 +347,35 @@ impl Drop for Server {
         }
         self.kill9();
     }
+}
+
+/// Runs openssl with `args` in `dir` (test certificates), asserting success.
+pub(crate) fn openssl(dir: &std::path::Path, args: &[&str]) {
+    let out = Command::new("openssl").current_dir(dir).args(args).output().expect("openssl");
+    assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+impl Server {
+    /// Returns the server's own directory (its working directory).
+    pub(crate) fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}
+
+/// Reads a running child's stdout line by line on a thread of its own; the lines arrive on the
+/// returned channel until the output ends.
+pub(crate) fn stdout_lines(child: &mut Child) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let stdout = child.stdout.take().expect("stdout piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
 }
 
 /// Returns etcdctl's stdout, asserting success.

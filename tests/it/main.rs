@@ -12,6 +12,7 @@ mod harness;
 #[macro_use]
 mod cluster_harness;
 
+mod authority;
 mod cluster;
 mod cluster_frontend;
 mod cluster_shards;
@@ -19,13 +20,18 @@ mod crash;
 mod deploy;
 mod etcdctl;
 mod fault_proxy;
+mod gateway;
+mod health;
+mod http;
 mod kubectl_session;
 mod kv;
 mod lease;
+mod lock_election;
 mod maintenance;
 mod partition;
 mod sharded_model;
 mod shards;
 mod slow_watcher;
 mod snapshot_restore;
+mod tls;
 mod watch;

@@ -12,17 +12,28 @@
 //! (`watch_shards`); leases, compaction and alarms go to every shard, and shard 0 answers for
 //! the member.
 
+pub mod authority;
 pub mod cluster;
+mod concurrency;
+pub mod election;
+mod gateway;
 mod grpc_message;
+pub mod health;
+pub mod hpack;
+pub mod http;
 pub mod kv;
 pub mod learner;
 pub mod lease;
+pub mod lock;
 pub mod maintenance;
+pub mod metrics;
+pub mod pbjson;
 pub mod peer;
 mod reads;
 pub mod resolved;
 pub mod route;
 pub mod status;
+pub mod tls;
 pub mod unary;
 pub mod watch;
 pub mod watch_grpc;
@@ -117,6 +128,8 @@ pub struct ApiContext {
     /// Up to which revision every shard here holds every write, as the evaluating member
     /// reported it (`cluster::resolved`).
     pub resolution: Resolution,
+    /// Every shard's backend, for `/metrics` to read the database size without asking a shard.
+    pub backends: Vec<crate::storage::rocks::RocksBackend>,
 }
 
 impl ApiContext {
@@ -176,6 +189,19 @@ impl ApiContext {
     /// # Errors
     /// The apply error, or a shard/transport error.
     pub async fn write(&self, s: u32, cmd: Command) -> Result<WriteResponse> {
+        let m = &crate::metrics::GLOBAL;
+        let _pending = crate::metrics::PendingProposal::start();
+        let answer = self.write_unmetered(s, cmd).await;
+        if matches!(
+            answer,
+            Err(EngineError::NoLeader | EngineError::Timeout | EngineError::LeaderChanged | EngineError::Stopped)
+        ) {
+            m.proposals_failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        answer
+    }
+
+    async fn write_unmetered(&self, s: u32, cmd: Command) -> Result<WriteResponse> {
         if !self.router.has_peers() {
             return self.call(s, |tx| ShardMsg::Write(cmd, tx)).await;
         }

@@ -221,6 +221,7 @@ impl PeerRouter {
                 parcel = rx.try_recv().ok();
             }
         }
+        crate::metrics::PEER_BYTES.sent(peer, bytes);
         RaftBatch { cluster_id: self.cluster_id, from: self.me, to: peer, messages }
     }
 

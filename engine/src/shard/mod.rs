@@ -186,6 +186,7 @@ pub struct ShardHandle {
     is_leader: Arc<AtomicBool>,
     pending: Arc<AtomicI64>,
     own_rev: Arc<AtomicI64>,
+    gauges: Arc<crate::metrics::ShardGauges>,
 }
 
 impl ShardHandle {
@@ -234,6 +235,16 @@ impl ShardHandle {
     /// counter): every revision of this shard up to it is in its state.
     pub fn own_rev(&self) -> i64 {
         self.own_rev.load(Ordering::SeqCst)
+    }
+
+    /// Returns the shard's metrics.
+    pub fn gauges(&self) -> &crate::metrics::ShardGauges {
+        &self.gauges
+    }
+
+    /// Returns how many messages wait in the shard's mailbox.
+    pub fn mailbox_depth(&self) -> usize {
+        self.tx.len()
     }
 
     /// Returns true when this member led the shard at the end of its last round.
@@ -285,6 +296,8 @@ pub struct Shard<B: KvBackend + Clone> {
     /// the entry applied at that index is the one proposed (a leader that steps down keeps its
     /// answers waiting, since the next leader may still commit the entry, as etcd does).
     answers: VecDeque<(u64, u64, Reply<WriteResponse>, Result<WriteResponse>)>,
+    /// The shard's metrics (see `crate::metrics`).
+    gauges: Arc<crate::metrics::ShardGauges>,
     leader: Arc<AtomicU64>,
     term: Arc<AtomicU64>,
     applied: Arc<AtomicU64>,
@@ -384,8 +397,11 @@ impl<B: KvBackend + Clone> Shard<B> {
             is_leader: Arc::clone(&is_leader),
             pending: Arc::clone(&pending),
             own_rev: Arc::clone(&published_rev),
+            gauges: Arc::default(),
         };
+        let gauges = Arc::clone(&handle.gauges);
         let mut shard = Self {
+            gauges,
             node,
             hub,
             rx,
@@ -469,15 +485,19 @@ impl<B: KvBackend + Clone> Shard<B> {
                 }
             };
             beat.busy();
+            let mut taken = 0;
             if let Some(msg) = first {
                 self.handle(msg)?;
+                taken = 1;
                 for _ in 1..self.cfg.max_msgs_per_round {
                     match self.rx.try_recv() {
                         Ok(msg) => self.handle(msg)?,
                         Err(_) => break,
                     }
+                    taken += 1;
                 }
             }
+            self.gauges.round_messages.store(taken, Ordering::Relaxed);
             if !self.single {
                 self.reads.request_index(&mut self.node, self.clock.now());
             }
@@ -504,6 +524,8 @@ impl<B: KvBackend + Clone> Shard<B> {
         self.node.tick();
         self.follow_anchor(now);
         self.follow_shard0_conf();
+        self.gauges.watchers.store(self.hub.watcher_count() as u64, Ordering::Relaxed);
+        self.gauges.slow_watch_streams.store(self.hub.lagging_streams() as u64, Ordering::Relaxed);
         if self.can_evaluate() {
             let expired = self.node.state_machine_mut().lessor_mut().take_expired(now, self.cfg.lease_revokes_per_tick);
             for id in expired {
@@ -978,7 +1000,11 @@ impl<B: KvBackend + Clone> Shard<B> {
             // Every evaluated write is applied and its events published.
             self.pending.store(NOTHING_PENDING, Ordering::SeqCst);
         }
-        self.leader.store(self.node.leader_id(), Ordering::Relaxed);
+        let leader = self.node.leader_id();
+        if self.leader.swap(leader, Ordering::Relaxed) != leader && leader != 0 {
+            self.gauges.leader_changes.fetch_add(1, Ordering::Relaxed);
+        }
+        self.gauges.committed.store(self.node.commit_index(), Ordering::Relaxed);
         self.term.store(self.node.term(), Ordering::Relaxed);
         self.is_leader.store(self.node.is_leader(), Ordering::Relaxed);
         self.single = self.node.is_single_voter();

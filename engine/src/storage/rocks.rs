@@ -9,6 +9,8 @@ use std::sync::Arc;
 
 use rocksdb::{checkpoint::Checkpoint, ColumnFamilyDescriptor, Direction, IteratorMode, Options, ReadOptions, DB};
 
+use crate::clock::Clock;
+
 use super::{Cf, KvBackend, ScanOrder, StorageError, WriteBatch, WriteOp, WriteOpts};
 
 /// Tuning for [`RocksBackend::open`].
@@ -81,7 +83,14 @@ impl KvBackend for RocksBackend {
         }
         let mut wo = rocksdb::WriteOptions::default();
         wo.set_sync(opts.sync);
+        let start = crate::clock::SystemClock.now();
         self.db.write_opt(wb, &wo)?;
+        let took = crate::clock::SystemClock.now().saturating_duration_since(start);
+        let m = &crate::metrics::GLOBAL;
+        m.backend_commit.observe(took);
+        if opts.sync {
+            m.wal_fsync.observe(took);
+        }
         Ok(())
     }
 

@@ -800,6 +800,11 @@ impl WatchHub {
         !self.attention.is_empty()
     }
 
+    /// Returns how many streams have lagging watchers.
+    pub fn lagging_streams(&self) -> usize {
+        self.attention.len()
+    }
+
     /// Moves lagging watchers forward: from the ring when it still covers them, else from
     /// history; cancels those behind the compacted revision.
     ///
