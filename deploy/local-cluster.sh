@@ -20,6 +20,8 @@
 #   BALLAST_PEER_PORTS     three comma-separated peer ports        (default 22380,22480,22580)
 #   BALLAST_SECURE_PORT    the Kubernetes API's HTTPS port         (default 16443)
 #   BALLAST_CLUSTER_TOKEN  --initial-cluster-token                 (default ballast-local)
+#   BALLAST_SHARDS         --shards of every member                (default 1; with more, one
+#                          member leads every shard, see engine/SHARDING.md)
 #   BALLAST_START_TIMEOUT  seconds `start` waits for the cluster   (default 60)
 #
 # The defaults stay clear of 2379/2380/6443, the ports of `ballast serve` and of a stock etcd, so
@@ -60,7 +62,10 @@ load_config() {
     PEER_PORTS=${BALLAST_PEER_PORTS:-22380,22480,22580}
     SECURE_PORT=${BALLAST_SECURE_PORT:-16443}
     CLUSTER_TOKEN=${BALLAST_CLUSTER_TOKEN:-ballast-local}
+    SHARDS=${BALLAST_SHARDS:-1}
   fi
+  # A cluster.env written before the shard count was recorded: its members run one shard.
+  SHARDS=${SHARDS:-1}
   IFS=, read -r -a client_ports <<<"$CLIENT_PORTS"
   IFS=, read -r -a peer_ports <<<"$PEER_PORTS"
   [ "${#client_ports[@]}" -eq 3 ] && [ "${#peer_ports[@]}" -eq 3 ] ||
@@ -82,6 +87,7 @@ CLIENT_PORTS=$CLIENT_PORTS
 PEER_PORTS=$PEER_PORTS
 SECURE_PORT=$SECURE_PORT
 CLUSTER_TOKEN=$CLUSTER_TOKEN
+SHARDS=$SHARDS
 EOF
 }
 
@@ -260,7 +266,7 @@ start() {
       --listen-client-urls "$client" --advertise-client-urls "$client" \
       --listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" \
       --initial-cluster "$initial_cluster_csv" --initial-cluster-token "$CLUSTER_TOKEN" \
-      --initial-cluster-state new
+      --initial-cluster-state new --shards "$SHARDS"
     started+=("$name")
   done
   await "the members to answer endpoint health" all_healthy

@@ -72,6 +72,18 @@ async fn keys_of_several_shards_through_every_member(c: Cluster) {
     assert_watch_saw_all(&seen, &acked);
     check_acknowledged(&c, &acked).await;
     if c.target.is_ballast() {
+        // The member etcd's Status names as leader leads every shard (`/metrics`), and the
+        // others lead none.
+        let leader = c.leader().await;
+        for (i, m) in c.members.iter().enumerate() {
+            let out = std::process::Command::new("curl")
+                .args(["-s", "--max-time", "10", &format!("{}/metrics", m.url())])
+                .output()
+                .expect("curl");
+            let text = String::from_utf8_lossy(&out.stdout);
+            let led = (0..4).filter(|s| text.contains(&format!("ballast_shard_is_leader{{shard=\"{s}\"}} 1"))).count();
+            assert_eq!(led, if i == leader { 4 } else { 0 }, "member {i}:\n{text}");
+        }
         // A member joining with another shard count than the cluster's does not start.
         let peer = crate::harness::free_port();
         let add = ok(&c.members[leader].etcdctl(&[

@@ -123,7 +123,18 @@ pub fn render(api: &ApiContext) -> String {
             }
         }
     }
-    let per_shard: [(&str, &str, &str); 6] = [
+    header(
+        &mut out,
+        "ballast_resolved_revision_lag",
+        "gauge",
+        "Revisions this member's counter is ahead of the revision reads and watches over several shards may go to (0 where its shards order every write).",
+    );
+    let _ = writeln!(
+        out,
+        "ballast_resolved_revision_lag {}",
+        api.revs.last() - api.cross_shard_last().min(api.revs.last())
+    );
+    let per_shard: [(&str, &str, &str); 7] = [
         ("ballast_shard_round_messages", "gauge", "Messages the shard's last round took from its mailbox."),
         ("ballast_shard_mailbox_depth", "gauge", "Messages waiting in the shard's mailbox."),
         ("ballast_shard_watchers", "gauge", "Watchers registered on the shard."),
@@ -134,6 +145,7 @@ pub fn render(api: &ApiContext) -> String {
         ),
         ("ballast_shard_applied_index", "gauge", "The shard's applied raft index."),
         ("ballast_shard_has_leader", "gauge", "Whether the shard has a leader."),
+        ("ballast_shard_is_leader", "gauge", "Whether this member leads the shard."),
     ];
     for (i, (name, kind, help)) in per_shard.iter().enumerate() {
         header(&mut out, name, kind, help);
@@ -145,7 +157,8 @@ pub fn render(api: &ApiContext) -> String {
                 2 => g.watchers.load(Ordering::Relaxed),
                 3 => g.slow_watch_streams.load(Ordering::Relaxed),
                 4 => sh.applied(),
-                _ => u64::from(sh.leader() != 0),
+                5 => u64::from(sh.leader() != 0),
+                _ => u64::from(sh.is_leader()),
             };
             let _ = writeln!(out, "{name}{{shard=\"{s}\"}} {v}");
         }
