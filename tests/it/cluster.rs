@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use etcd_client::{EventType, GetOptions, WatchOptions};
 
-use crate::cluster_harness::{put_any, Cluster};
+use crate::cluster_harness::{put_any, spawn_added_member, Cluster};
 use crate::harness::{fails, ok, openssl, wait_for, Server, Target};
 
 both_clusters!(
@@ -326,16 +326,7 @@ pub(crate) async fn membership_changes_under_writes(mut c: Cluster) {
     })
     .await;
     assert!(added, "{:?}: the learner was never added", c.target);
-    let id = out.split_whitespace().nth(1).expect("Member <id> added").to_string();
-    let ic = out
-        .lines()
-        .find_map(|l| l.strip_prefix("ETCD_INITIAL_CLUSTER=\""))
-        .map(|l| l.trim_end_matches('"').to_string())
-        .expect("the initial cluster for the new member");
-    let mut m4 = Server::member_of(c.target, "m4", crate::harness::free_port(), peer, &ic);
-    m4.join = true;
-    m4.extra_args = c.members[0].extra_args.clone();
-    m4.spawn_member();
+    let (id, m4) = spawn_added_member(&c, &out, peer, c.members[0].extra_args.clone());
     assert!(m4.ready().await, "{:?}: the new member did not start; log:\n{}", c.target, m4.log_tail());
     // A learner answers serializable reads only.
     let err = fails(&m4.etcdctl(&["get", "/registry/pods/default/mc000"]));

@@ -178,6 +178,23 @@ macro_rules! sharded_clusters {
     )*};
 }
 
+/// Starts `m4`, the member `etcdctl member add m4 --peer-urls=http://127.0.0.1:<peer>` added
+/// (its output is `added`), joining the cluster with `extra_args`; returns its member ID (hex,
+/// as etcdctl printed it) and the member, not waited for.
+pub(crate) fn spawn_added_member(c: &Cluster, added: &str, peer: u16, extra_args: Vec<String>) -> (String, Server) {
+    let id = added.split_whitespace().nth(1).expect("Member <id> added").to_string();
+    let ic = added
+        .lines()
+        .find_map(|l| l.strip_prefix("ETCD_INITIAL_CLUSTER=\""))
+        .map(|l| l.trim_end_matches('"').to_string())
+        .expect("the initial cluster for the new member");
+    let mut m4 = Server::member_of(c.target, "m4", free_port(), peer, &ic);
+    m4.join = true;
+    m4.extra_args = extra_args;
+    m4.spawn_member();
+    (id, m4)
+}
+
 /// Puts `key` through the members in turn (starting at `start`) until one acknowledges it;
 /// returns the acknowledged revision, or None when none did within `deadline`. A try that
 /// times out (3 s) may still be applied later: callers check the acknowledged one.

@@ -15,8 +15,8 @@ use crate::cluster::{
     a_lease_survives_a_leader_change, assert_watch_saw_all, check_acknowledged, membership_changes_under_writes,
     watched, writes_with_fault,
 };
-use crate::cluster_harness::Cluster;
-use crate::harness::{ok, wait_for, Server, Target};
+use crate::cluster_harness::{spawn_added_member, Cluster};
+use crate::harness::{ok, wait_for, Target};
 
 sharded_clusters!(
     keys_of_several_shards_through_every_member,
@@ -93,16 +93,7 @@ async fn keys_of_several_shards_through_every_member(c: Cluster) {
             &format!("--peer-urls=http://127.0.0.1:{peer}"),
             "--learner",
         ]));
-        let id = add.split_whitespace().nth(1).expect("Member <id> added").to_string();
-        let ic = add
-            .lines()
-            .find_map(|l| l.strip_prefix("ETCD_INITIAL_CLUSTER=\""))
-            .map(|l| l.trim_end_matches('"').to_string())
-            .expect("the initial cluster for the new member");
-        let mut m4 = Server::member_of(c.target, "m4", crate::harness::free_port(), peer, &ic);
-        m4.join = true;
-        m4.extra_args = vec!["--shards".into(), "2".into()];
-        m4.spawn_member();
+        let (id, mut m4) = spawn_added_member(&c, &add, peer, vec!["--shards".into(), "2".into()]);
         let refused = wait_for(Duration::from_secs(15), async || {
             m4.full_log().contains("the cluster runs 4 shards; start this member with --shards 4, not --shards 2")
         })
