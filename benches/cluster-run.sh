@@ -8,6 +8,8 @@
 #   SCENARIOS="put_c16_v256 put_c16_v256@follower" FAILOVERS=0 bash benches/cluster-run.sh
 #   SCENARIOS="" FAILOVERS=5 bash benches/cluster-run.sh     # failover only
 #   LOG_DIR=/tmp/cluster-logs bash benches/cluster-run.sh    # keep every member's log
+#   SHARDS=4 SCENARIOS="put_ns64_c100_v256" FAILOVERS=0 bash benches/cluster-run.sh
+#                                          # Ballast members with --shards 4 (one member leads all)
 #
 # A scenario runs against the leader's client endpoint (`etcdctl endpoint status`), or against
 # a follower's with `@follower` (writes forwarded to the leader). Server CPU per op is the user +
@@ -18,6 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration=${DURATION:-10}
+shards=${SHARDS:-1}
 failovers=${FAILOVERS:-3}
 if [[ "${1:-}" == "--quick" ]]; then
   duration=3
@@ -71,7 +74,7 @@ start_cluster() {
     if [[ $target == etcd ]]; then
       etcd "${args[@]}" >"$logs/$target-$port-m$i.log" 2>&1 &
     else
-      "$ballast" engine "${args[@]}" --shards 1 >"$logs/$target-$port-m$i.log" 2>&1 &
+      "$ballast" engine "${args[@]}" --shards "$shards" >"$logs/$target-$port-m$i.log" 2>&1 &
     fi
     pids+=($!)
   done
@@ -195,11 +198,12 @@ command="bash benches/cluster-run.sh $*"
 [[ -n "${SCENARIOS+set}" ]] && command="SCENARIOS=\"$SCENARIOS\" $command"
 [[ -n "${FAILOVERS:-}" ]] && command="FAILOVERS=$FAILOVERS $command"
 [[ -n "${DURATION:-}" ]] && command="DURATION=$DURATION $command"
+[[ -n "${SHARDS:-}" ]] && command="SHARDS=$SHARDS $command"
 printf '%s\n' "$load_before" "$top_before" >"$work/load-before"
 printf '%s\n' "$load_after" "$top_after" >"$work/load-after"
-python3 - "$raw" "$out" "$commit" "$duration" "$command" "$work/load-before" "$work/load-after" "$work/dirty" <<'PY'
+python3 - "$raw" "$out" "$commit" "$duration" "$command" "$work/load-before" "$work/load-after" "$work/dirty" "$shards" <<'PY'
 import json, statistics, subprocess, sys
-raw, out, commit, duration, args, before, after, dirty_file = sys.argv[1:9]
+raw, out, commit, duration, args, before, after, dirty_file, shards = sys.argv[1:10]
 rows = [json.loads(l) for l in open(raw)]
 def sh(c):
     return subprocess.run(c, shell=True, capture_output=True, text=True).stdout.strip()
@@ -215,7 +219,7 @@ lines = [
     f"disk {disk}; shared and noisy, so read medians and ratios.",
     f"* Reference: {sh('etcd --version | head -1')} (Debian etcd-server), three members, default flags "
     "(heartbeat 100 ms, election timeout 1 s), same machine, same run.",
-    "* Ballast: three `ballast engine` members with the same etcd flags and `--shards 1`, built from "
+    f"* Ballast: three `ballast engine` members with the same etcd flags and `--shards {shards}`, built from "
     + (f"the working tree: commit {commit} plus uncommitted changes in {', '.join(dirty)}." if dirty else f"commit {commit}."),
     f"* Command: `{args}`; {duration} s per scenario, fresh members and data directories per scenario, "
     "all six processes, the load client and both clusters' disks on the same machine.",
