@@ -56,7 +56,7 @@ impl ApiContext {
         }
         let resolved = self.wait_until(r.revision, Self::cross_shard_last).await?;
         let at = if r.revision > 0 { r.revision } else { resolved };
-        let mut resp = self.range_at(r, at).await?;
+        let mut resp = self.range_across(r, at).await?;
         if let Some(h) = resp.header.as_mut() {
             // As etcd: a read at an older revision reports the current one, a read "now" the
             // revision it read at (clients list at it and watch after it).
@@ -91,7 +91,7 @@ impl ApiContext {
             Shards::All => {
                 let at = if r.revision > 0 { r.revision } else { self.revs.last() };
                 let explicit = r.revision > 0;
-                let mut resp = self.range_at(r, at).await?;
+                let mut resp = self.range_across(r, at).await?;
                 // etcd reports its current revision; a read at the current revision reports the
                 // revision it read at, since clients list at the header revision and watch after it.
                 let revision = if explicit { self.revs.last() } else { at };
@@ -103,18 +103,14 @@ impl ApiContext {
         }
     }
 
-    /// Reads every shard the range touches at revision `at` and merges their answers.
-    async fn range_at(&self, r: RangeRequest, at: i64) -> Result<RangeResponse> {
-        match self.map.shards_of(&r.key, &r.range_end) {
-            Shards::One(s) => self.call(s, |tx| ShardMsg::Range(RangeRequest { revision: at, ..r }, tx)).await,
-            Shards::All => {
-                let ask = range_merge::shard_request(&r, at);
-                let parts = self.call_all(|tx| ShardMsg::Range(ask.clone(), tx)).await?;
-                let mut resp = range_merge::merge_ranges(&r, parts);
-                resp.header = self.header().map(|h| ResponseHeader { revision: at, ..h });
-                Ok(resp)
-            }
-        }
+    /// Reads every shard at revision `at` and merges their answers (a range over keys of
+    /// several shards).
+    async fn range_across(&self, r: RangeRequest, at: i64) -> Result<RangeResponse> {
+        let ask = range_merge::shard_request(&r, at);
+        let parts = self.call_all(|tx| ShardMsg::Range(ask.clone(), tx)).await?;
+        let mut resp = range_merge::merge_ranges(&r, parts);
+        resp.header = self.header().map(|h| ResponseHeader { revision: at, ..h });
+        Ok(resp)
     }
 
     /// Waits until `holds` (a revision up to which this member holds what the read needs)

@@ -315,6 +315,9 @@ pub struct Shard<B: KvBackend + Clone> {
     own_rev: i64,
     /// `own_rev` for the handle, stored before the round's writes are answered.
     published_rev: Arc<AtomicI64>,
+    /// The group's voters or learners may have changed since they were last recorded in the
+    /// colocation (set at open, by an applied conf change or snapshot).
+    conf_changed: bool,
     /// A checkpoint asked for while a round was in flight, taken once it is applied.
     deferred_checkpoint: Option<(std::path::PathBuf, Option<Arc<cut::Cut>>, Reply<i64>)>,
 }
@@ -427,6 +430,7 @@ impl<B: KvBackend + Clone> Shard<B> {
             own_rev,
             published_rev,
             deferred_checkpoint: None,
+            conf_changed: true,
         };
         // Replay now: a single voter commits its whole log once it leads; a member of a larger
         // group applies what it knows committed and learns the rest from the leader.
@@ -964,6 +968,9 @@ impl<B: KvBackend + Clone> Shard<B> {
                 self.own_rev = installed;
                 self.hub.state_replaced(before, now);
             }
+            if outcome.snapshot_applied || applied.as_ref().is_some_and(|a| a.conf_changed) {
+                self.conf_changed = true;
+            }
             if let Some(applied) = applied {
                 self.finish_round(&applied);
             }
@@ -972,9 +979,10 @@ impl<B: KvBackend + Clone> Shard<B> {
         // Published before the answers, so a forwarded write's applied index covers it.
         self.published_rev.store(self.own_rev, Ordering::SeqCst);
         self.applied.store(applied, Ordering::SeqCst);
-        if let Some((s, colo)) = &self.colo {
+        if let Some((s, colo)) = self.colo.as_ref().filter(|_| self.conf_changed) {
             // Before a membership change is answered: the change's waiter then sees it here.
             colo.set_conf(*s, (self.node.voters(), self.node.learners()));
+            self.conf_changed = false;
         }
         self.answer_applied();
         if !self.conf_waiters.is_empty() {

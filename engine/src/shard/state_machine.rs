@@ -55,6 +55,8 @@ const META_ALARM_PREFIX: &[u8] = b"alarm/";
 pub struct ApplyOutput {
     /// The round's events, in revision order.
     pub events: Vec<Event>,
+    /// The round applied a membership (conf) change.
+    pub conf_changed: bool,
 }
 
 /// A write evaluated on the leader.
@@ -328,6 +330,7 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
             if e.entry_type == EntryType::EntryConfChange as i32 {
                 // Conf changes are proposed without evaluation: applied here on every member.
                 self.apply_member_change(e);
+                out.conf_changed = true;
                 self.evaluated_index = self.evaluated_index.max(e.index);
                 continue;
             }
