@@ -659,32 +659,45 @@ where
 }
 
 /// Returns how a shard fetches the checkpoint a raft snapshot names: over the peer port from
-/// the member that sent it, into a file (the archive streams in chunks), then unpacked. Runs
-/// on the shard thread, which waits for it: a follower installing a snapshot has nothing else
-/// it could do.
+/// the member that sent it, unpacked into files as its chunks arrive (memory stays bounded
+/// whatever the size, and the archive is never stored whole). Runs on the shard thread, which
+/// waits for it: a follower installing a snapshot has nothing else it could do.
 fn snapshot_fetch(router: Arc<PeerRouter>, cluster_id: u64) -> SnapshotFetch {
     Arc::new(move |desc: &SnapshotDescriptor, target: &Path| -> Result<PathBuf> {
         let Some(runtime) = router.runtime() else { return Err(EngineError::Stopped) };
         let Some(mut client) = router.client(desc.from) else { return Err(EngineError::NoLeader) };
         std::fs::create_dir_all(target).map_err(StorageError::from)?;
-        let archive = target.join("snapshot.archive");
         let req = SnapshotFetchRequest { cluster_id, shard: desc.shard, index: desc.index, from: router.me() };
-        runtime.block_on(async {
-            use std::io::Write;
-            let mut stream = client.fetch_snapshot(req).await.map_err(EngineError::Remote)?.into_inner();
-            let mut out = std::io::BufWriter::new(std::fs::File::create(&archive).map_err(StorageError::from)?);
-            while let Some(chunk) = stream.message().await.map_err(EngineError::Remote)? {
-                out.write_all(&chunk.blob).map_err(StorageError::from)?;
-            }
-            let file = out.into_inner().map_err(|e| StorageError::from(e.into_error()))?;
-            file.sync_all().map_err(StorageError::from)?;
-            Ok::<(), EngineError>(())
-        })?;
-        let db = crate::snapshot::unpack_checkpoint(&archive, target)
-            .map_err(|e| EngineError::Remote(tonic::Status::data_loss(e.to_string())))?;
-        let _ = std::fs::remove_file(&archive);
-        Ok(db)
+        let stream =
+            runtime.block_on(async { client.fetch_snapshot(req).await }).map_err(EngineError::Remote)?.into_inner();
+        let chunks = ChunkReader { runtime, stream, chunk: bytes::Bytes::new(), at: 0 };
+        crate::snapshot::unpack_checkpoint_stream(chunks, target)
+            .map_err(|e| EngineError::Remote(tonic::Status::data_loss(e.to_string())))
     })
+}
+
+/// The bytes of a `Peer.FetchSnapshot` stream as a blocking reader, for a shard thread.
+struct ChunkReader {
+    runtime: tokio::runtime::Handle,
+    stream: tonic::Streaming<ballast_proto::etcdserverpb::SnapshotResponse>,
+    chunk: bytes::Bytes,
+    at: usize,
+}
+
+impl std::io::Read for ChunkReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.at == self.chunk.len() {
+            match self.runtime.block_on(self.stream.message()) {
+                Ok(Some(c)) => (self.chunk, self.at) = (c.blob, 0),
+                Ok(None) => return Ok(0),
+                Err(status) => return Err(std::io::Error::other(status.message().to_string())),
+            }
+        }
+        let n = buf.len().min(self.chunk.len() - self.at);
+        buf[..n].copy_from_slice(&self.chunk[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
 }
 
 /// Largest batch of raft messages a peer may send in one gRPC message. 64 MiB is well above a

@@ -93,21 +93,68 @@ pub fn restore(archive: &Path, data_dir: &Path) -> Result<Restored, RestoreError
     result
 }
 
-/// Unpacks a one-shard archive (a leader's checkpoint fetched for a raft snapshot) into
-/// `dir/db` after checking its checksum; answers that directory.
+/// Unpacks a one-shard archive (a leader's checkpoint fetched for a raft snapshot) into `dir/db`
+/// as it arrives from `stream`, checking the SHA-256 trailer at its end; answers that directory.
+/// The archive is never written whole to disk: each file lands in place as it is read, and a
+/// damaged or cut short archive leaves nothing behind in `dir`.
 ///
 /// # Errors
-/// [`RestoreError`]: a damaged archive or an I/O failure.
-pub(crate) fn unpack_checkpoint(archive: &Path, dir: &Path) -> Result<PathBuf, RestoreError> {
-    let body = verify_digest(archive)?;
-    let (shards, _, _) = unpack_files(archive, body, dir)?;
-    if shards != 1 {
-        return Err(RestoreError::BadArchive {
-            path: archive.to_path_buf(),
-            why: format!("a raft snapshot holds one shard, this one {shards}"),
-        });
+/// [`RestoreError`]: a damaged archive or an I/O failure (of `stream` too).
+pub(crate) fn unpack_checkpoint_stream(stream: impl Read, dir: &Path) -> Result<PathBuf, RestoreError> {
+    let what = dir.join("<fetched snapshot>");
+    let result = unpack_stream(stream, dir, &what);
+    match result {
+        Ok(1) => Ok(crate::server::shard_db_dir(dir, 0)),
+        other => {
+            let _ = std::fs::remove_dir_all(dir);
+            Err(match other {
+                Ok(shards) => RestoreError::BadArchive {
+                    path: what,
+                    why: format!("a raft snapshot holds one shard, this one {shards}"),
+                },
+                Err(e) => e,
+            })
+        }
     }
-    Ok(crate::server::shard_db_dir(dir, 0))
+}
+
+/// Reads a whole archive from `stream`, hashing as it goes, unpacking its files under
+/// `data_dir` and checking the trailer; answers the shard count.
+fn unpack_stream(stream: impl Read, data_dir: &Path, what: &Path) -> Result<u32, RestoreError> {
+    let bad = |why: &str| RestoreError::BadArchive { path: what.to_path_buf(), why: why.to_string() };
+    let mut r = HashingReader { inner: BufReader::with_capacity(1 << 20, stream), hasher: Sha256::new(), read: 0 };
+    let (shards, _, _) = unpack_files(&mut r, what, data_dir)?;
+    let padding = (512 - r.read % 512) % 512;
+    let copied = std::io::copy(&mut (&mut r).take(padding), &mut std::io::sink())?;
+    if copied != padding {
+        return Err(bad("it ends inside its padding"));
+    }
+    let digest = r.hasher.finalize();
+    let mut want = [0u8; DIGEST_LEN as usize];
+    r.inner.read_exact(&mut want).map_err(|_| bad("it ends inside its SHA-256"))?;
+    if digest.as_slice() != want {
+        return Err(bad("its SHA-256 does not match (damaged or cut short)"));
+    }
+    if r.inner.read(&mut [0u8; 1])? != 0 {
+        return Err(bad("bytes follow its SHA-256"));
+    }
+    Ok(shards)
+}
+
+/// A reader that hashes what passes through it and counts it.
+struct HashingReader<R> {
+    inner: R,
+    hasher: Sha256,
+    read: u64,
+}
+
+impl<R: Read> Read for HashingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.read += n as u64;
+        Ok(n)
+    }
 }
 
 /// Checks the archive's size and SHA-256 trailer; returns the length of what the digest covers.
@@ -152,7 +199,8 @@ fn place(name: &str) -> Option<(u32, &str)> {
 }
 
 fn unpack(archive: &Path, body: u64, data_dir: &Path) -> Result<Restored, RestoreError> {
-    let (count, files, bytes) = unpack_files(archive, body, data_dir)?;
+    let mut r = BufReader::new(File::open(archive)?).take(body);
+    let (count, files, bytes) = unpack_files(&mut r, archive, data_dir)?;
     // The first start settles a new identity from its own flags, as after etcd's restore.
     let first = RocksBackend::open(&crate::server::shard_db_dir(data_dir, 0), &RocksOptions::default())?;
     crate::server::prepare_restored(&first, count)?;
@@ -165,11 +213,11 @@ fn unpack(archive: &Path, body: u64, data_dir: &Path) -> Result<Restored, Restor
     Ok(Restored { shards: count, files, bytes })
 }
 
-/// Writes the archive's files into their shards' directories under `data_dir`; answers the
-/// shard count, files and bytes.
-fn unpack_files(archive: &Path, body: u64, data_dir: &Path) -> Result<(u32, usize, u64), RestoreError> {
+/// Reads an archive's header and files from `r` (up to and including the empty name that ends
+/// the list) into their shards' directories under `data_dir`; answers the shard count, files
+/// and bytes. `archive` names the archive in errors.
+fn unpack_files(r: &mut impl Read, archive: &Path, data_dir: &Path) -> Result<(u32, usize, u64), RestoreError> {
     let bad = |why: String| RestoreError::BadArchive { path: archive.to_path_buf(), why };
-    let mut r = BufReader::new(File::open(archive)?).take(body);
     let mut magic = vec![0u8; MAGIC.len()];
     r.read_exact(&mut magic)?;
     if magic != MAGIC {
@@ -199,7 +247,7 @@ fn unpack_files(archive: &Path, body: u64, data_dir: &Path) -> Result<(u32, usiz
         let dir = crate::server::shard_db_dir(data_dir, shard);
         std::fs::create_dir_all(&dir)?;
         let mut out = BufWriter::new(File::create(dir.join(file))?);
-        let copied = std::io::copy(&mut (&mut r).take(size), &mut out)?;
+        let copied = std::io::copy(&mut Read::take(&mut *r, size), &mut out)?;
         if copied != size {
             return Err(bad(format!("{name} is cut short ({copied} of {size} bytes)")));
         }
@@ -284,5 +332,42 @@ mod tests {
         std::fs::write(data.join("keep"), b"mine").expect("write");
         assert!(matches!(restore(&path, &data), Err(RestoreError::DataDirInUse(_))));
         assert_eq!(std::fs::read(data.join("keep")).expect("still there"), b"mine");
+    }
+
+    #[test]
+    fn a_fetched_checkpoint_is_unpacked_as_it_streams_and_a_bad_one_leaves_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let bytes = archive(&[("CURRENT", b"MANIFEST-000001\n"), ("000012.sst", &[7u8; 3000])]);
+        let target = dir.path().join("incoming");
+        // One byte at a time: the reader is a stream of chunks of any size.
+        let trickle = std::io::BufReader::with_capacity(1, bytes.as_slice());
+        let db = unpack_checkpoint_stream(trickle, &target).expect("unpacked");
+        assert_eq!(db, crate::server::shard_db_dir(&target, 0));
+        assert_eq!(std::fs::read(db.join("000012.sst")).expect("file"), vec![7u8; 3000]);
+
+        let mut flipped = bytes.clone();
+        *flipped.last_mut().expect("digest") ^= 1;
+        let other = dir.path().join("flipped");
+        let err = unpack_checkpoint_stream(flipped.as_slice(), &other).expect_err("a flipped digest bit");
+        assert!(err.to_string().contains("SHA-256 does not match"), "{err}");
+        assert!(!other.exists(), "nothing is left behind");
+
+        for (cut, why) in [(bytes.len() - 1, "inside its SHA-256"), (bytes.len() - 40, "inside its padding")] {
+            let err = unpack_checkpoint_stream(&bytes[..cut], &other).expect_err("cut short");
+            assert!(err.to_string().contains(why), "{cut}: {err}");
+            assert!(!other.exists());
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(unpack_checkpoint_stream(longer.as_slice(), &other)
+            .expect_err("trailing")
+            .to_string()
+            .contains("follow"));
+        let two = archive(&[("shard-0/CURRENT", b"x"), ("shard-1/CURRENT", b"x")]);
+        assert!(unpack_checkpoint_stream(two.as_slice(), &other)
+            .expect_err("two shards")
+            .to_string()
+            .contains("one shard"));
+        assert!(!other.exists());
     }
 }

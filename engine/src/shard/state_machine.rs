@@ -189,7 +189,7 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
         };
         crate::raft_snapshot::mark(self.store.backend(), &marker)?;
         let src = B::open_checkpoint(&checkpoint)?;
-        crate::raft_snapshot::install(self.store.backend(), &src)?;
+        crate::raft_snapshot::install(self.store.backend(), &src, &crate::raft_snapshot::staging_dir(&checkpoint))?;
         drop(src);
         self.discard_unapplied()?;
         if let Some(view) = &self.cluster {

@@ -7,7 +7,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use rocksdb::{checkpoint::Checkpoint, ColumnFamilyDescriptor, Direction, IteratorMode, Options, ReadOptions, DB};
+use rocksdb::{
+    checkpoint::Checkpoint, ColumnFamilyDescriptor, Direction, IngestExternalFileOptions, IteratorMode, Options,
+    ReadOptions, SstFileWriter, DB,
+};
 
 use crate::clock::Clock;
 
@@ -69,6 +72,31 @@ impl RocksBackend {
     fn cf(&self, cf: Cf) -> &rocksdb::ColumnFamily {
         self.db.cf_handle(cf.name()).expect("invariant: every Cf is created when the database is opened")
     }
+}
+
+/// Largest sorted table file [`KvBackend::bulk_load_from`] writes before starting the next:
+/// RocksDB's own target for its bottom level files is of this order, so ingested files need no
+/// splitting by later compactions.
+const BULK_FILE_BYTES: u64 = 256 << 20;
+
+/// Read-ahead while bulk loading from a checkpoint: the scan is sequential and long.
+const BULK_READAHEAD_BYTES: usize = 4 << 20;
+
+/// Writes sorted pairs from `items` into a new table file at `path` until it reaches
+/// [`BULK_FILE_BYTES`] or `items` ends; `items` holds at least one pair.
+fn write_table(
+    opts: &Options,
+    path: &Path,
+    items: &mut std::iter::Peekable<rocksdb::DBIteratorWithThreadMode<'_, DB>>,
+) -> Result<(), StorageError> {
+    let mut writer = SstFileWriter::create(opts);
+    writer.open(path)?;
+    while let Some(item) = items.next_if(|_| writer.file_size() < BULK_FILE_BYTES) {
+        let (k, v) = item?;
+        writer.put(k, v)?;
+    }
+    writer.finish()?;
+    Ok(())
 }
 
 impl KvBackend for RocksBackend {
@@ -160,6 +188,34 @@ impl KvBackend for RocksBackend {
 
     fn checkpoint(&self, dir: &Path) -> Result<(), StorageError> {
         Checkpoint::new(&self.db)?.create_checkpoint(dir)?;
+        Ok(())
+    }
+
+    fn bulk_load_from(&self, cf: Cf, src: &Self, staging: &Path) -> Result<(), StorageError> {
+        match std::fs::remove_dir_all(staging) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+            _ => {}
+        }
+        std::fs::create_dir_all(staging)?;
+        let table_opts = Options::default();
+        let mut ro = ReadOptions::default();
+        // One pass over the source: caching its blocks would only push out the live ones.
+        ro.fill_cache(false);
+        ro.set_readahead_size(BULK_READAHEAD_BYTES);
+        let mut files = Vec::new();
+        let mut items = src.db.iterator_cf_opt(src.cf(cf), ro, IteratorMode::Start).peekable();
+        while items.peek().is_some() {
+            let path = staging.join(format!("{}-{}.sst", cf.name(), files.len()));
+            write_table(&table_opts, &path, &mut items)?;
+            files.push(path);
+        }
+        if files.is_empty() {
+            return Ok(());
+        }
+        let mut ingest = IngestExternalFileOptions::default();
+        // The staged files become the store's own: renamed into it, not copied.
+        ingest.set_move_files(true);
+        self.db.ingest_external_file_cf_opts(self.cf(cf), &ingest, files)?;
         Ok(())
     }
 
