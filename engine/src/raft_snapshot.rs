@@ -134,11 +134,12 @@ pub fn message(cfg: &SnapshotConfig, index: u64, term: u64, conf_state: ConfStat
 /// # Errors
 /// A storage error.
 pub fn install<B: KvBackend>(live: &B, src: &B, staging: &Path) -> Result<()> {
-    let mut wb = WriteBatch::new();
     // Every key of these families is shorter than this bound.
-    let end = vec![0xff; 64];
-    wb.delete_range(Cf::Kv, Vec::new(), end.clone());
-    wb.delete_range(Cf::Lease, Vec::new(), end);
+    let end = [0xff; 64];
+    for cf in [Cf::Kv, Cf::Lease] {
+        live.drop_range(cf, &[], &end)?;
+    }
+    let mut wb = WriteBatch::new();
     live.scan(Cf::Meta, &[], None, ScanOrder::Forward, &mut |k, _| {
         if !MEMBER_LOCAL_META.contains(&k) {
             wb.delete(Cf::Meta, k.to_vec());

@@ -167,6 +167,8 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
         );
         let target = crate::raft_snapshot::incoming_dir(&cfg.dir, cfg.shard);
         let _ = std::fs::remove_dir_all(&target);
+        let clock = crate::clock::SystemClock;
+        let started = clock.now();
         let mut fetched = Err(EngineError::NotCapable);
         for attempt in 0..5u32 {
             fetched = (cfg.fetch)(&desc, &target);
@@ -179,6 +181,7 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
             }
         }
         let checkpoint = fetched?;
+        let fetched_at = clock.now();
         let cs = meta.conf_state.clone().unwrap_or_default();
         let marker = SnapshotInstall {
             index: meta.index,
@@ -197,7 +200,12 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
                 view.replace(m);
             }
         }
-        tracing::info!(index = self.applied_index, "snapshot installed");
+        tracing::info!(
+            index = self.applied_index,
+            fetch_ms = fetched_at.saturating_duration_since(started).as_millis() as u64,
+            install_ms = clock.now().saturating_duration_since(fetched_at).as_millis() as u64,
+            "snapshot installed"
+        );
         Ok(())
     }
 

@@ -74,16 +74,16 @@ fn checkpoint_round_trip<B: KvBackend>(b: &B, dir: &std::path::Path) {
     assert_eq!(cp.get(Cf::Kv, b"later").expect("get"), None);
 }
 
-/// A bulk load writes every key of the source's family over what the store holds, after a
-/// range deletion the store saw first (as a snapshot install does), and leaves other families
-/// alone.
+/// A bulk load writes every key of the source's family into a range the store dropped first
+/// (as a snapshot install does), and leaves other families alone.
 fn bulk_load<B: KvBackend>(live: &B, src: &B, staging: &std::path::Path) {
     put(live, Cf::Kv, b"gone", b"old");
     put(live, Cf::Kv, b"k000", b"old");
     put(live, Cf::Raft, b"entry", b"kept");
-    let mut wb = WriteBatch::new();
-    wb.delete_range(Cf::Kv, Vec::new(), vec![0xff; 8]);
-    live.write(wb, WriteOpts::default()).expect("delete range");
+    put(live, Cf::Kv, b"\xff\xff", b"beyond the range");
+    live.drop_range(Cf::Kv, &[], &[0xff; 2]).expect("drop range");
+    assert_eq!(keys(live, Cf::Kv, b"", None, ScanOrder::Forward), vec![b"\xff\xff".to_vec()]);
+    live.drop_range(Cf::Kv, &[0xff; 2], &[0xff; 3]).expect("drop range");
     for i in 0..2000u32 {
         put(src, Cf::Kv, format!("k{i:03}").as_bytes(), &i.to_be_bytes());
     }

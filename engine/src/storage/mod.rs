@@ -209,6 +209,18 @@ pub trait KvBackend: Send + Sync + 'static {
     /// Returns the approximate on-disk size of the live data in bytes.
     fn approximate_size(&self) -> u64;
 
+    /// Removes every key of `cf` in `[start, end)`, ahead of a [`KvBackend::bulk_load_from`]
+    /// into that range. Not synced until the next synced write. RocksDB's drops whole files and
+    /// compacts the rest away at once, so the files loaded next overlap nothing.
+    ///
+    /// # Errors
+    /// Returns the backend's error.
+    fn drop_range(&self, cf: Cf, start: &[u8], end: &[u8]) -> Result<(), StorageError> {
+        let mut wb = WriteBatch::new();
+        wb.delete_range(cf, start, end);
+        self.write(wb, WriteOpts { sync: false })
+    }
+
     /// Writes every key of `src`'s `cf` into this store's `cf`, over what is there (installing a
     /// raft snapshot's checkpoint, gigabytes at a time). `staging` is an empty or absent scratch
     /// directory. Not atomic, and not synced until the next synced write: a caller that can be

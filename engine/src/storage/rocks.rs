@@ -51,27 +51,54 @@ impl RocksBackend {
     /// # Errors
     /// Returns RocksDB's error, for example when another process holds the directory's lock.
     pub fn open(dir: &Path, options: &RocksOptions) -> Result<Self, StorageError> {
+        let (db_opts, cfs) = Self::options(options)?;
+        let db = DB::open_cf_descriptors(&db_opts, dir, cfs)?;
+        Ok(Self { db: Arc::new(db) })
+    }
+
+    /// Opens the database in `dir` to read it only: no background flushes or compactions, and
+    /// nothing written into the directory.
+    ///
+    /// # Errors
+    /// Returns RocksDB's error.
+    pub fn open_read_only(dir: &Path) -> Result<Self, StorageError> {
+        let (db_opts, cfs) = Self::options(&RocksOptions::default())?;
+        let db = DB::open_cf_descriptors_read_only(&db_opts, dir, cfs, false)?;
+        Ok(Self { db: Arc::new(db) })
+    }
+
+    /// The database's options and its column families'.
+    fn options(options: &RocksOptions) -> Result<(Options, Vec<ColumnFamilyDescriptor>), StorageError> {
         let cache = rocksdb::Cache::new_lru_cache(options.block_cache_bytes)?;
-        let mut block = rocksdb::BlockBasedOptions::default();
+        let mut block = table_format();
         block.set_block_cache(&cache);
-        block.set_bloom_filter(10.0, false);
         let mut db_opts = Options::default();
         db_opts.create_if_missing(true);
         db_opts.create_missing_column_families(true);
         db_opts.set_max_background_jobs(2);
-        let cfs = Cf::ALL.iter().map(|cf| {
-            let mut o = Options::default();
-            o.set_write_buffer_size(options.write_buffer_size);
-            o.set_block_based_table_factory(&block);
-            ColumnFamilyDescriptor::new(cf.name(), o)
-        });
-        let db = DB::open_cf_descriptors(&db_opts, dir, cfs)?;
-        Ok(Self { db: Arc::new(db) })
+        let cfs = Cf::ALL
+            .iter()
+            .map(|cf| {
+                let mut o = Options::default();
+                o.set_write_buffer_size(options.write_buffer_size);
+                o.set_block_based_table_factory(&block);
+                ColumnFamilyDescriptor::new(cf.name(), o)
+            })
+            .collect();
+        Ok((db_opts, cfs))
     }
 
     fn cf(&self, cf: Cf) -> &rocksdb::ColumnFamily {
         self.db.cf_handle(cf.name()).expect("invariant: every Cf is created when the database is opened")
     }
+}
+
+/// The table format of every column family, and of the files a bulk load writes: bloom filters
+/// of 10 bits a key, so a point read skips the files that lack its key.
+fn table_format() -> rocksdb::BlockBasedOptions {
+    let mut block = rocksdb::BlockBasedOptions::default();
+    block.set_bloom_filter(10.0, false);
+    block
 }
 
 /// Largest sorted table file [`KvBackend::bulk_load_from`] writes before starting the next:
@@ -197,7 +224,8 @@ impl KvBackend for RocksBackend {
             _ => {}
         }
         std::fs::create_dir_all(staging)?;
-        let table_opts = Options::default();
+        let mut table_opts = Options::default();
+        table_opts.set_block_based_table_factory(&table_format());
         let mut ro = ReadOptions::default();
         // One pass over the source: caching its blocks would only push out the live ones.
         ro.fill_cache(false);
@@ -220,6 +248,66 @@ impl KvBackend for RocksBackend {
     }
 
     fn open_checkpoint(dir: &Path) -> Result<Self, StorageError> {
-        Self::open(dir, &RocksOptions::default())
+        Self::open_read_only(dir)
+    }
+
+    fn drop_range(&self, cf: Cf, start: &[u8], end: &[u8]) -> Result<(), StorageError> {
+        // Everything into files, then whole files dropped (no I/O). Files loaded into the range
+        // next then land in the bottom level and are never rewritten; a range tombstone, even
+        // compacted, stays in a file they would overlap, which puts them in level 0 and costs
+        // a compaction of everything they hold. The tombstone is only for what is left (files
+        // a compaction held on to).
+        let handle = self.cf(cf);
+        self.db.flush_cf(handle)?;
+        self.db.delete_file_in_range_cf(handle, start, end)?;
+        let mut left = false;
+        self.scan(cf, start, Some(end), ScanOrder::Forward, &mut |_, _| {
+            left = true;
+            false
+        })?;
+        if left {
+            let mut wb = rocksdb::WriteBatch::default();
+            wb.delete_range_cf(handle, start, end);
+            self.db.write(wb)?;
+            self.db.compact_range_cf(handle, Some(start), Some(end));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Files per level of `cf`, from RocksDB's `levelstats` table.
+    fn files_per_level(b: &RocksBackend, cf: Cf) -> Vec<u64> {
+        let stats = b.db.property_value_cf(b.cf(cf), "rocksdb.levelstats").expect("property").expect("levelstats");
+        stats.lines().skip(2).map(|l| l.split_whitespace().nth(1).expect("files").parse().expect("a count")).collect()
+    }
+
+    #[test]
+    fn a_bulk_load_into_a_dropped_range_lands_in_the_bottom_level() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let opts = RocksOptions::default();
+        let live = RocksBackend::open(&dir.path().join("live"), &opts).expect("open");
+        let src = RocksBackend::open(&dir.path().join("src"), &opts).expect("open");
+        let mut wb = WriteBatch::new();
+        for i in 0..5000u32 {
+            wb.put(Cf::Kv, format!("k{i:06}").into_bytes(), vec![7u8; 100]);
+        }
+        src.write(wb, WriteOpts::default()).expect("write");
+        let mut wb = WriteBatch::new();
+        wb.put(Cf::Kv, b"k000001".to_vec(), b"old".to_vec());
+        live.write(wb, WriteOpts::default()).expect("write");
+        live.compact_all().expect("the old key in a file");
+        let mut wb = WriteBatch::new();
+        wb.put(Cf::Kv, b"k000002".to_vec(), b"old".to_vec());
+        live.write(wb, WriteOpts::default()).expect("and one in the memtable");
+        live.drop_range(Cf::Kv, &[], &[0xff; 8]).expect("drop");
+        live.bulk_load_from(Cf::Kv, &src, &dir.path().join("staging")).expect("bulk load");
+        let levels = files_per_level(&live, Cf::Kv);
+        assert_eq!(levels.iter().sum::<u64>(), 1, "{levels:?}");
+        assert_eq!(levels.last(), Some(&1), "nothing above it to compact with: {levels:?}");
+        assert_eq!(live.get(Cf::Kv, b"k000002").expect("get"), Some(vec![7u8; 100]));
     }
 }
