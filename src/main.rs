@@ -229,6 +229,10 @@ struct EngineFlags {
     /// Milliseconds one shard round may run before the shard is reported as stalled.
     #[arg(long, default_value_t = 1000)]
     shard_stall_threshold_ms: u64,
+    /// Milliseconds a member whose shard stopped on an error keeps its health endpoints up
+    /// (they name the shard and the cause) before it exits non-zero.
+    #[arg(long, default_value_t = 2000)]
+    shard_error_exit_delay_ms: u64,
     /// Log format: text or json.
     #[arg(long, default_value = "text")]
     log_format: String,
@@ -306,6 +310,7 @@ fn config(flags: &EngineFlags) -> anyhow::Result<EngineConfig> {
         max_txn_ops: flags.max_txn_ops,
         request_timeout: Duration::from_secs(7),
         shards: flags.shards,
+        fatal_exit_delay: Duration::from_millis(flags.shard_error_exit_delay_ms),
         ..EngineConfig::default()
     };
     cfg.cluster.tls = peer_tls;
@@ -457,10 +462,18 @@ async fn run_all_in_one(engine_cfg: EngineConfig, flags: &ServeFlags) -> anyhow:
         kubeconfig.display()
     );
     let frontend_task = tokio::spawn(frontend.serve(stopped(stop_rx)));
-    shutdown_signal().await;
+    // The engine ends by itself when a shard stops on an error: the whole process then exits
+    // with that error, as a member alone would, rather than serve 500s until a signal.
+    let ended = tokio::select! {
+        () = shutdown_signal() => None,
+        ended = &mut engine_task => Some(ended),
+    };
     let _ = stop_tx.send(true);
     let _ = frontend_task.await;
-    engine_task.await.context("engine task")??;
+    match ended {
+        Some(ended) => ended.context("engine task")?.context("the engine stopped")?,
+        None => engine_task.await.context("engine task")??,
+    }
     tracing::info!("stopped");
     Ok(())
 }
@@ -486,6 +499,9 @@ fn main() -> anyhow::Result<()> {
         }
     };
     init_logs(log_format);
+    if let Err(e) = ballast_engine::fd_limit::raise_nofile() {
+        tracing::warn!(error = %e, "cannot read the open-file limit");
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("ballast-net").build()?;
     match &cli.command {
         Command::Engine(flags) => {

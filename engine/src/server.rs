@@ -98,6 +98,11 @@ pub struct EngineConfig {
     /// watch create on a fresh stream is one such frame, and at hyper's 1 MiB default a client
     /// opening a few thousand watch streams at once lost the whole connection.
     pub http2_connection_window: u32,
+    /// How long a member whose shard stopped on an error (a storage error such as running out
+    /// of file descriptors) keeps answering its health endpoints, which name the shard and the
+    /// cause, before it exits non-zero. 2 s lets a probe or an operator polling `/livez` see
+    /// why; etcd exits at once, and every request but the health endpoints already fails.
+    pub fatal_exit_delay: Duration,
 }
 
 impl Default for EngineConfig {
@@ -124,6 +129,7 @@ impl Default for EngineConfig {
             shard: ShardConfig::default(),
             shards: 1,
             http2_connection_window: 16 << 20,
+            fatal_exit_delay: Duration::from_secs(2),
         }
     }
 }
@@ -153,6 +159,7 @@ pub struct Engine {
     peer_tls: Option<PeerTls>,
     http2_connection_window: u32,
     resolved_interval: Duration,
+    fatal_exit_delay: Duration,
 }
 
 /// Records the shard count in a new data directory; refuses another count for an existing one
@@ -462,6 +469,7 @@ impl Engine {
             colocation,
             resolution: crate::cluster::resolved::Resolution::new(cfg.cluster.resolved_facts),
             backends,
+            beats: beats.clone(),
         });
         Ok(Self {
             api,
@@ -476,6 +484,7 @@ impl Engine {
             peer_tls: cfg.cluster.tls.clone(),
             http2_connection_window: cfg.http2_connection_window,
             resolved_interval: cfg.cluster.resolved_interval,
+            fatal_exit_delay: cfg.fatal_exit_delay,
         })
     }
 
@@ -523,7 +532,7 @@ impl Engine {
             // Our own listener bypasses tonic's socket options: without TCP_NODELAY, small
             // responses wait for delayed ACKs (about 40 ms per request). Each connection batches
             // the responses ready at once into one write (see `ballast_proto::coalesce`).
-            let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).map(|conn| {
+            let incoming = crate::api::accept::incoming(listener).map(|conn| {
                 conn.map(|tcp| {
                     let _ = tcp.set_nodelay(true);
                     AuthorityFix::new(CoalescingStream::new(tcp))
@@ -577,10 +586,20 @@ impl Engine {
             }
             first.unwrap_or(Ok(Ok(())))
         });
+        let mut shutdown = Box::pin(shutdown);
         let shard_result = tokio::select! {
-            () = shutdown => None,
+            () = &mut shutdown => None,
             r = &mut shard_done => Some(r),
         };
+        if matches!(shard_result, Some(Err(_) | Ok(Err(_)))) {
+            // The health endpoints say which shard stopped and why for a while before the
+            // member exits, so probes and operators see the cause, not only a closed port.
+            tracing::error!(
+                delay_ms = self.fatal_exit_delay.as_millis() as u64,
+                "a shard stopped on an error; the member exits after the delay"
+            );
+            let _ = tokio::time::timeout(self.fatal_exit_delay, &mut shutdown).await;
+        }
         let _ = stop_tx.send(());
         for s in servers {
             // A server still draining long streams (watches) is cut off after a grace period.

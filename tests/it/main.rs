@@ -19,6 +19,7 @@ mod cluster_shards;
 mod crash;
 mod deploy;
 mod etcdctl;
+mod fatal_storage;
 mod fault_proxy;
 mod gateway;
 mod health;

@@ -12,6 +12,7 @@
 //! (`watch_shards`); leases, compaction and alarms go to every shard, and shard 0 answers for
 //! the member.
 
+pub mod accept;
 pub mod authority;
 pub mod cluster;
 mod concurrency;
@@ -130,6 +131,9 @@ pub struct ApiContext {
     pub resolution: Resolution,
     /// Every shard's backend, for `/metrics` to read the database size without asking a shard.
     pub backends: Vec<crate::storage::rocks::RocksBackend>,
+    /// Every shard's heartbeat, in shard order: the health endpoints read a stopped shard's
+    /// cause from it.
+    pub beats: Vec<Arc<crate::shard::stall::Heartbeat>>,
 }
 
 impl ApiContext {
@@ -142,6 +146,15 @@ impl ApiContext {
             return Err(EngineError::RequestTooLarge);
         }
         Ok(())
+    }
+
+    /// Returns `shard N stopped: <cause>` for the first shard whose loop ended with an error
+    /// (the member is then on its way out), or None while every shard runs.
+    pub fn stopped_shard(&self) -> Option<String> {
+        self.beats
+            .iter()
+            .enumerate()
+            .find_map(|(n, beat)| beat.failure().map(|cause| format!("shard {n} stopped: {cause}")))
     }
 
     /// Returns shard `s`'s handle.

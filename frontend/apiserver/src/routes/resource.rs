@@ -126,16 +126,30 @@ fn content_type(parts: &http::request::Parts) -> String {
 /// # Errors
 ///
 /// Returns `BadRequest` with the parser's complaint for malformed YAML, as kube does.
-fn yaml_to_json(content_type: String, bytes: Bytes) -> Result<(String, Bytes), ApiError> {
+/// A document nested past kube's limit is refused by a linear scan before the parser (whose cost
+/// grows with the square of the nesting) sees it, and the parse runs on the blocking pool so a
+/// large document never holds up the I/O threads' other requests.
+async fn yaml_to_json(content_type: String, bytes: Bytes) -> Result<(String, Bytes), ApiError> {
     let media = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
     if media != "application/yaml" {
         return Ok((content_type, bytes));
     }
-    let value: Value = serde_yaml_ng::from_slice(&bytes)
-        .map_err(|e| ApiError::BadRequest(format!("error converting YAML to JSON: yaml: {e}")))?;
-    let json =
-        serde_json::to_vec(&value).map_err(|e| ApiError::BadRequest(format!("error converting YAML to JSON: {e}")))?;
-    Ok(("application/json".into(), Bytes::from(json)))
+    use ballast_apimachinery::yaml_depth;
+    if let Err(deep) = yaml_depth::check(&bytes, yaml_depth::MAX_DEPTH) {
+        return Err(ApiError::BadRequest(format!(
+            "error converting YAML to JSON: yaml: line {}: exceeded max depth of {}",
+            deep.line,
+            yaml_depth::MAX_DEPTH
+        )));
+    }
+    let parse = move || {
+        let value: Value = serde_yaml_ng::from_slice(&bytes)
+            .map_err(|e| ApiError::BadRequest(format!("error converting YAML to JSON: yaml: {e}")))?;
+        let json = serde_json::to_vec(&value)
+            .map_err(|e| ApiError::BadRequest(format!("error converting YAML to JSON: {e}")))?;
+        Ok(("application/json".into(), Bytes::from(json)))
+    };
+    tokio::task::spawn_blocking(parse).await.map_err(|e| ApiError::Internal(format!("decoding YAML: {e}")))?
 }
 
 /// How one request's answers are encoded (`Accept` and `includeObject`).
@@ -311,7 +325,7 @@ pub async fn handle(state: &AppState, info: RequestInfo, req: Request) -> Result
             let dry_run = query.dry_run()?;
             let validation = FieldValidation::parse(query.get("fieldValidation"))?;
             let (parts, bytes) = read_body(req).await?;
-            let (media, bytes) = yaml_to_json(content_type(&parts), bytes)?;
+            let (media, bytes) = yaml_to_json(content_type(&parts), bytes).await?;
             let (obj, warnings) = object::decode(&**state.store.kinds(), kind, &media, &bytes, validation)?;
             let created = store.create(kind, namespace, obj, dry_run).await?;
             Ok(respond(StatusCode::CREATED, &Value::Object(created), &warnings))
@@ -320,7 +334,7 @@ pub async fn handle(state: &AppState, info: RequestInfo, req: Request) -> Result
             let dry_run = query.dry_run()?;
             let validation = FieldValidation::parse(query.get("fieldValidation"))?;
             let (parts, bytes) = read_body(req).await?;
-            let (media, bytes) = yaml_to_json(content_type(&parts), bytes)?;
+            let (media, bytes) = yaml_to_json(content_type(&parts), bytes).await?;
             let (obj, warnings) = object::decode(&**state.store.kinds(), kind, &media, &bytes, validation)?;
             let updated = store.update(kind, namespace, &name_in_url, obj, dry_run).await?;
             Ok(respond(StatusCode::OK, &Value::Object(updated), &warnings))
