@@ -90,6 +90,18 @@ struct ChainFlags {
     /// Audit events queued for the writer; beyond it events are dropped and counted.
     #[arg(long, default_value_t = 10_000)]
     audit_log_batch_buffer_size: usize,
+    /// Most concurrent HTTP/2 streams per client connection (kube-apiserver's default 250).
+    #[arg(long, default_value_t = 250)]
+    http2_max_streams_per_connection: u32,
+    /// How long a client may take to send a request's headers (kube-apiserver's 32s).
+    #[arg(long, default_value = "32s", value_parser = parse_duration)]
+    http_header_read_timeout: std::time::Duration,
+    /// How long a connection with no request in flight stays open (kube-apiserver's 90s).
+    #[arg(long, default_value = "1m30s", value_parser = parse_duration)]
+    http_idle_timeout: std::time::Duration,
+    /// Most client connections open at once; past it new ones wait (and the log says so).
+    #[arg(long, default_value_t = 10_000)]
+    max_connections: usize,
 }
 
 fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
@@ -105,6 +117,10 @@ impl ChainFlags {
         config.audit_log_path = self.audit_log_path.clone();
         config.audit_policy_file = self.audit_policy_file.clone();
         config.audit_buffer_size = self.audit_log_batch_buffer_size;
+        config.connections.http2_max_concurrent_streams = self.http2_max_streams_per_connection;
+        config.connections.header_read_timeout = self.http_header_read_timeout;
+        config.connections.idle_timeout = self.http_idle_timeout;
+        config.connections.max_connections = self.max_connections;
     }
 }
 

@@ -30,6 +30,7 @@ mod lease;
 mod lock_election;
 mod maintenance;
 mod partition;
+mod security;
 mod sharded_model;
 mod shards;
 mod slow_watcher;

@@ -149,6 +149,14 @@ fn check_value(
             )))
         }
     }
+    // A value of the wrong JSON type fails decoding in kube before anything is validated.
+    if let Some(complaint) = kinds.type_mismatch(kind, &obj) {
+        return Err(ApiError::BadRequest(format!(
+            "{k} in version \"{v}\" cannot be handled as a {k}: {complaint}",
+            k = kind.kind,
+            v = kind.version,
+        )));
+    }
     let mut unknown = Vec::new();
     obj.retain(|k, _| {
         let known = matches!(k.as_str(), "apiVersion" | "kind" | "metadata") || kind.fields.contains(&k.as_str());
@@ -301,9 +309,16 @@ fn validate_meta(kind: &ResourceKind, obj: &Object, namespace: &str) -> Vec<Fiel
                         errs.push(FieldError::invalid("metadata.annotations", k.as_str(), p));
                     }
                 }
+                let size: usize = annotations.iter().map(|(k, v)| k.len() + v.as_str().map_or(0, str::len)).sum();
+                if size > validation::TOTAL_ANNOTATION_SIZE_LIMIT {
+                    errs.push(FieldError::too_long("metadata.annotations", validation::TOTAL_ANNOTATION_SIZE_LIMIT));
+                }
             }
             None => errs.push(FieldError::invalid("metadata.annotations", annotations.clone(), "must be an object")),
         }
+    }
+    if let Some(refs) = meta.and_then(|m| m.get("ownerReferences")) {
+        errs.extend(validation::owner_references(refs));
     }
     errs
 }
