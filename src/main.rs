@@ -249,6 +249,15 @@ struct EngineFlags {
     /// (they name the shard and the cause) before it exits non-zero.
     #[arg(long, default_value_t = 2000)]
     shard_error_exit_delay_ms: u64,
+    /// Most concurrent HTTP/2 streams per client connection (etcd's default: unlimited).
+    #[arg(long, default_value_t = u32::MAX)]
+    max_concurrent_streams: u32,
+    /// How often the client port pings a quiet connection (Go duration; etcd's 2h).
+    #[arg(long, default_value = "2h0m0s", value_parser = parse_duration)]
+    grpc_keepalive_interval: std::time::Duration,
+    /// How long a ping may go unanswered before the connection is closed (etcd's 20s).
+    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    grpc_keepalive_timeout: std::time::Duration,
     /// Log format: text or json.
     #[arg(long, default_value = "text")]
     log_format: String,
@@ -327,6 +336,12 @@ fn config(flags: &EngineFlags) -> anyhow::Result<EngineConfig> {
         request_timeout: Duration::from_secs(7),
         shards: flags.shards,
         fatal_exit_delay: Duration::from_millis(flags.shard_error_exit_delay_ms),
+        grpc_limits: ballast_engine::api::GrpcLimits {
+            max_concurrent_streams: flags.max_concurrent_streams,
+            keepalive_interval: flags.grpc_keepalive_interval,
+            keepalive_timeout: flags.grpc_keepalive_timeout,
+            ..ballast_engine::api::GrpcLimits::default()
+        },
         ..EngineConfig::default()
     };
     cfg.cluster.tls = peer_tls;

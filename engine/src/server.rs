@@ -103,6 +103,9 @@ pub struct EngineConfig {
     /// cause, before it exits non-zero. 2 s lets a probe or an operator polling `/livez` see
     /// why; etcd exits at once, and every request but the health endpoints already fails.
     pub fatal_exit_delay: Duration,
+    /// The client port's HTTP/2 limits (etcd's `--max-concurrent-streams`,
+    /// `--grpc-keepalive-interval`, `--grpc-keepalive-timeout`).
+    pub grpc_limits: crate::api::GrpcLimits,
 }
 
 impl Default for EngineConfig {
@@ -130,6 +133,7 @@ impl Default for EngineConfig {
             shards: 1,
             http2_connection_window: 16 << 20,
             fatal_exit_delay: Duration::from_secs(2),
+            grpc_limits: crate::api::GrpcLimits::default(),
         }
     }
 }
@@ -470,6 +474,7 @@ impl Engine {
             resolution: crate::cluster::resolved::Resolution::new(cfg.cluster.resolved_facts),
             backends,
             beats: beats.clone(),
+            grpc_limits: cfg.grpc_limits,
         });
         Ok(Self {
             api,
@@ -637,11 +642,17 @@ where
     // size up to gRPC's 2 GiB ceiling), so the send limit is stated explicitly rather than left
     // to tonic's default.
     let send = usize::MAX;
+    let grpc = api.grpc_limits;
     tokio::spawn(async move {
         tonic::transport::Server::builder()
             .initial_connection_window_size(window)
+            .max_concurrent_streams(grpc.max_concurrent_streams)
+            .http2_keepalive_interval(Some(grpc.keepalive_interval))
+            .http2_keepalive_timeout(Some(grpc.keepalive_timeout))
+            .http2_max_pending_accept_reset_streams(Some(grpc.max_pending_accept_reset_streams))
             // HTTP/1.1 for the plain HTTP endpoints (curl, probes); gRPC stays HTTP/2.
             .accept_http1(true)
+            .layer(crate::api::message_limit::MessageLimitLayer)
             .layer(HttpLayer::new(api.clone()))
             .layer(GrpcMetricsLayer)
             .layer(LearnerLayer::new(api.clone()))

@@ -6,7 +6,20 @@ use std::io::Write;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::harness::Server;
 use crate::kubectl_session::Serve;
+
+both_targets!(oversize_grpc_messages_are_resource_exhausted);
+
+/// A request message over `--max-request-bytes` plus gRPC's overhead is refused as etcd's gRPC
+/// server refuses it: ResourceExhausted, grpc-go's text.
+async fn oversize_grpc_messages_are_resource_exhausted(s: Server) {
+    let mut c = s.client().await;
+    let err = c.put("big", vec![b'x'; 3 << 20], None).await.expect_err("a 3 MiB put is refused");
+    let etcd_client::Error::GRpcStatus(status) = err else { panic!("not a gRPC status: {err}") };
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+    assert!(status.message().starts_with("grpc: received message larger than max ("), "{}", status.message());
+}
 
 /// Answers one HTTPS request to the Kubernetes API as the admin: (status, body).
 fn curl(s: &Serve, method: &str, path: &str, content_type: &str, body: &[u8]) -> (u16, String) {
@@ -247,4 +260,75 @@ async fn metadata_is_validated_as_kube_does() {
     // Nothing above was written.
     let (code, _) = curl(&s, "GET", &format!("{cms}/a"), "application/json", b"");
     assert_eq!(code, 404);
+}
+
+#[tokio::test]
+async fn query_parameters_are_validated_as_kube_does() {
+    let s = Box::pin(Serve::start_with(&[])).await;
+    let cms = "/api/v1/namespaces/default/configmaps";
+    must_refuse(
+        &s,
+        "GET",
+        &format!("{cms}?resourceVersion=abc"),
+        "application/json",
+        b"",
+        400,
+        "invalid resource version",
+    );
+    must_refuse(
+        &s,
+        "GET",
+        &format!("{cms}?resourceVersion=1&resourceVersionMatch=Sometimes"),
+        "application/json",
+        b"",
+        422,
+        "resourceVersionMatch: Unsupported value: \"Sometimes\": supported values: \"Exact\", \"NotOlderThan\", \"\"",
+    );
+    must_refuse(
+        &s,
+        "GET",
+        &format!("{cms}?watch=1&timeoutSeconds=soon"),
+        "application/json",
+        b"",
+        400,
+        "invalid syntax",
+    );
+    must_refuse(&s, "GET", &format!("{cms}?limit=many"), "application/json", b"", 400, "invalid limit");
+    // A list at a revision the store has not reached waits, then is told to come back.
+    let (code, body) = curl(&s, "GET", &format!("{cms}?resourceVersion=99999999"), "application/json", b"");
+    assert_eq!(code, 504, "{body}");
+    let status: serde_json::Value = serde_json::from_str(&body).expect("a Status");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("Timeout: Too large resource version: 99999999, current: "),
+        "{status}"
+    );
+    assert_eq!(status["details"]["causes"][0]["reason"], "ResourceVersionTooLarge");
+    assert_eq!(status["details"]["retryAfterSeconds"], 1);
+    // A body in a format no decoder takes: 415.
+    must_refuse(
+        &s,
+        "POST",
+        cms,
+        "text/x-unknown",
+        b"{}",
+        415,
+        "accepted media types include: application/json, application/yaml",
+    );
+    // Only protobuf answers asked for: 406 listing what is served.
+    let pki = s.dir.path().join("data").join("pki");
+    let out = Command::new("curl")
+        .args(["-sk", "--max-time", "30", "-H", "Accept: application/vnd.kubernetes.protobuf"])
+        .arg("--cert")
+        .arg(pki.join("admin.crt"))
+        .arg("--key")
+        .arg(pki.join("admin.key"))
+        .arg(format!("https://127.0.0.1:{}{cms}", s.secure))
+        .output()
+        .expect("curl");
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a Status");
+    assert_eq!(status["code"], 406, "{status}");
+    assert_eq!(status["message"], "only the following media types are accepted: application/json, application/yaml");
 }

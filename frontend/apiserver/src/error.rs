@@ -261,6 +261,14 @@ pub enum ApiError {
     /// 504 `Timeout`: the request did not finish within `--request-timeout`.
     #[error("Timeout: request did not complete within the allotted timeout")]
     Timeout,
+    /// 504 `Timeout`: a read at a resourceVersion the store has not reached within the wait.
+    #[error("Timeout: Too large resource version: {requested}, current: {current}")]
+    TooLargeResourceVersion {
+        /// The resourceVersion asked for.
+        requested: i64,
+        /// The store's revision.
+        current: i64,
+    },
     /// 500 `InternalError`.
     #[error("Internal error occurred: {0}")]
     Internal(String),
@@ -324,7 +332,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "UnsupportedMediaType"),
             ApiError::TooManyRequests { .. } => (StatusCode::TOO_MANY_REQUESTS, "TooManyRequests"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "InternalError"),
-            ApiError::Timeout => (StatusCode::GATEWAY_TIMEOUT, "Timeout"),
+            ApiError::Timeout | ApiError::TooLargeResourceVersion { .. } => (StatusCode::GATEWAY_TIMEOUT, "Timeout"),
             ApiError::Storage(StorageError::Compacted { .. }) => (StatusCode::GONE, "Expired"),
             ApiError::Storage(StorageError::RequestTooLarge) => {
                 (StatusCode::PAYLOAD_TOO_LARGE, "RequestEntityTooLarge")
@@ -370,6 +378,11 @@ impl ApiError {
                 Some(json!({"causes": [{"reason": "UnexpectedServerResponse", "message": message}]}))
             }
             ApiError::NoRoute | ApiError::Timeout => Some(json!({})),
+            // The client may retry in a second, by when the store has likely caught up.
+            ApiError::TooLargeResourceVersion { .. } => Some(json!({
+                "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                "retryAfterSeconds": 1,
+            })),
             _ => None,
         }
     }

@@ -181,7 +181,7 @@ mod tests {
 
     use super::*;
 
-    fn object(v: Value) -> Map<String, Value> {
+    fn object(v: &Value) -> Map<String, Value> {
         v.as_object().cloned().unwrap_or_default()
     }
 
@@ -211,16 +211,16 @@ mod tests {
             ),
         ];
         for (body, want) in cases {
-            assert_eq!(first_mismatch("", "v1", "ConfigMap", &object(body.clone())).as_deref(), Some(want), "{body}");
+            assert_eq!(first_mismatch("", "v1", "ConfigMap", &object(&body)).as_deref(), Some(want), "{body}");
         }
         let pod = json!({"spec": {"containers": [{"name": "c", "image": 5}]}});
         assert_eq!(
-            first_mismatch("", "v1", "Pod", &object(pod)).as_deref(),
+            first_mismatch("", "v1", "Pod", &object(&pod)).as_deref(),
             Some("json: cannot unmarshal number into Go struct field Container.spec.containers.image of type string")
         );
         let replicas = json!({"spec": {"replicas": 1.5}});
         assert_eq!(
-            first_mismatch("apps", "v1", "Deployment", &object(replicas)).as_deref(),
+            first_mismatch("apps", "v1", "Deployment", &object(&replicas)).as_deref(),
             Some("json: cannot unmarshal number 1.5 into Go struct field DeploymentSpec.spec.replicas of type int32")
         );
     }
@@ -231,11 +231,11 @@ mod tests {
             "metadata": {"name": "x", "labels": {"a": "b"}, "annotations": {"a": null}, "creationTimestamp": null},
             "immutable": true, "data": {"k": "v"},
         });
-        assert_eq!(first_mismatch("", "v1", "ConfigMap", &object(ok)), None);
+        assert_eq!(first_mismatch("", "v1", "ConfigMap", &object(&ok)), None);
         let pod = json!({"spec": {"containers": [{"name": "c", "image": "i",
             "resources": {"limits": {"cpu": 1, "memory": "1Gi"}},
             "ports": [{"containerPort": 80}],
             "livenessProbe": {"httpGet": {"port": "http"}}}]}});
-        assert_eq!(first_mismatch("", "v1", "Pod", &object(pod)), None);
+        assert_eq!(first_mismatch("", "v1", "Pod", &object(&pod)), None);
     }
 }

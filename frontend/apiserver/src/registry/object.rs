@@ -62,7 +62,7 @@ const OBJECT_META_FIELDS: &[&str] = &[
 ];
 
 /// The media types bodies may use.
-pub const ACCEPTED_BODY_TYPES: &str = "application/json, application/vnd.kubernetes.protobuf";
+pub const ACCEPTED_BODY_TYPES: &str = "application/json, application/yaml, application/vnd.kubernetes.protobuf";
 
 /// Decodes a request body as `kind`, defaulting `apiVersion` and `kind` from the URL (the Python
 /// client omits them) and dropping unknown fields per `validation`. Returns the object and the
