@@ -313,9 +313,11 @@ pub async fn handle(state: &AppState, info: RequestInfo, req: Request) -> Result
         // Streamed as storage is read (`list`).
         "get" | "list" => {
             let opts = query.list_options(kind)?;
-            if opts.continue_token.is_none() && !opts.resource_version.is_empty() {
-                let wait = state.watch_cache.config().fresh_wait;
-                wait_for_revision(store, parse_resource_version(&opts.resource_version)?, wait).await?;
+            // "0" (any revision) and no resourceVersion never wait.
+            let revision =
+                if opts.resource_version.is_empty() { 0 } else { parse_resource_version(&opts.resource_version)? };
+            if opts.continue_token.is_none() && revision > 0 {
+                wait_for_revision(store, revision, state.watch_cache.config().fresh_wait).await?;
             }
             list::serve(store, kind, namespace, &opts, enc.output, enc.include_object).await
         }
