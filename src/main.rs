@@ -90,6 +90,18 @@ struct ChainFlags {
     /// Audit events queued for the writer; beyond it events are dropped and counted.
     #[arg(long, default_value_t = 10_000)]
     audit_log_batch_buffer_size: usize,
+    /// Most concurrent HTTP/2 streams per client connection (kube-apiserver's default 250).
+    #[arg(long, default_value_t = 250)]
+    http2_max_streams_per_connection: u32,
+    /// How long a client may take to send a request's headers (kube-apiserver's 32s).
+    #[arg(long, default_value = "32s", value_parser = parse_duration)]
+    http_header_read_timeout: std::time::Duration,
+    /// How long a connection with no request in flight stays open (kube-apiserver's 90s).
+    #[arg(long, default_value = "1m30s", value_parser = parse_duration)]
+    http_idle_timeout: std::time::Duration,
+    /// Most client connections open at once; past it new ones wait (and the log says so).
+    #[arg(long, default_value_t = 10_000)]
+    max_connections: usize,
 }
 
 fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
@@ -105,6 +117,10 @@ impl ChainFlags {
         config.audit_log_path = self.audit_log_path.clone();
         config.audit_policy_file = self.audit_policy_file.clone();
         config.audit_buffer_size = self.audit_log_batch_buffer_size;
+        config.connections.http2_max_concurrent_streams = self.http2_max_streams_per_connection;
+        config.connections.header_read_timeout = self.http_header_read_timeout;
+        config.connections.idle_timeout = self.http_idle_timeout;
+        config.connections.max_connections = self.max_connections;
     }
 }
 
@@ -229,6 +245,19 @@ struct EngineFlags {
     /// Milliseconds one shard round may run before the shard is reported as stalled.
     #[arg(long, default_value_t = 1000)]
     shard_stall_threshold_ms: u64,
+    /// Milliseconds a member whose shard stopped on an error keeps its health endpoints up
+    /// (they name the shard and the cause) before it exits non-zero.
+    #[arg(long, default_value_t = 2000)]
+    shard_error_exit_delay_ms: u64,
+    /// Most concurrent HTTP/2 streams per client connection (etcd's default: unlimited).
+    #[arg(long, default_value_t = u32::MAX)]
+    max_concurrent_streams: u32,
+    /// How often the client port pings a quiet connection (Go duration; etcd's 2h).
+    #[arg(long, default_value = "2h0m0s", value_parser = parse_duration)]
+    grpc_keepalive_interval: std::time::Duration,
+    /// How long a ping may go unanswered before the connection is closed (etcd's 20s).
+    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    grpc_keepalive_timeout: std::time::Duration,
     /// Log format: text or json.
     #[arg(long, default_value = "text")]
     log_format: String,
@@ -306,6 +335,13 @@ fn config(flags: &EngineFlags) -> anyhow::Result<EngineConfig> {
         max_txn_ops: flags.max_txn_ops,
         request_timeout: Duration::from_secs(7),
         shards: flags.shards,
+        fatal_exit_delay: Duration::from_millis(flags.shard_error_exit_delay_ms),
+        grpc_limits: ballast_engine::api::GrpcLimits {
+            max_concurrent_streams: flags.max_concurrent_streams,
+            keepalive_interval: flags.grpc_keepalive_interval,
+            keepalive_timeout: flags.grpc_keepalive_timeout,
+            ..ballast_engine::api::GrpcLimits::default()
+        },
         ..EngineConfig::default()
     };
     cfg.cluster.tls = peer_tls;
@@ -457,10 +493,18 @@ async fn run_all_in_one(engine_cfg: EngineConfig, flags: &ServeFlags) -> anyhow:
         kubeconfig.display()
     );
     let frontend_task = tokio::spawn(frontend.serve(stopped(stop_rx)));
-    shutdown_signal().await;
+    // The engine ends by itself when a shard stops on an error: the whole process then exits
+    // with that error, as a member alone would, rather than serve 500s until a signal.
+    let ended = tokio::select! {
+        () = shutdown_signal() => None,
+        ended = &mut engine_task => Some(ended),
+    };
     let _ = stop_tx.send(true);
     let _ = frontend_task.await;
-    engine_task.await.context("engine task")??;
+    match ended {
+        Some(ended) => ended.context("engine task")?.context("the engine stopped")?,
+        None => engine_task.await.context("engine task")??,
+    }
     tracing::info!("stopped");
     Ok(())
 }
@@ -486,6 +530,9 @@ fn main() -> anyhow::Result<()> {
         }
     };
     init_logs(log_format);
+    if let Err(e) = ballast_engine::fd_limit::raise_nofile() {
+        tracing::warn!(error = %e, "cannot read the open-file limit");
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("ballast-net").build()?;
     match &cli.command {
         Command::Engine(flags) => {

@@ -20,6 +20,7 @@
 //!   [`api::watch_grpc`], to send pre-encoded events); [`api::status`] is the one mapping of [`EngineError`]
 //!   to gRPC status codes and etcd's message text.
 //! * [`metrics`]: the atomics behind `/metrics` (rendered by [`api::metrics`]).
+//! * [`fd_limit`]: the open-file limit, raised and checked at start-up.
 //! * [`server`]: opening a data directory and serving it; [`snapshot`]: the snapshot archive and
 //!   restoring one into a new data directory.
 //!
@@ -34,6 +35,7 @@ pub mod apply;
 pub mod clock;
 pub mod cluster;
 pub mod error;
+pub mod fd_limit;
 pub mod header;
 pub mod lease;
 pub mod metrics;

@@ -98,6 +98,14 @@ pub struct EngineConfig {
     /// watch create on a fresh stream is one such frame, and at hyper's 1 MiB default a client
     /// opening a few thousand watch streams at once lost the whole connection.
     pub http2_connection_window: u32,
+    /// How long a member whose shard stopped on an error (a storage error such as running out
+    /// of file descriptors) keeps answering its health endpoints, which name the shard and the
+    /// cause, before it exits non-zero. 2 s lets a probe or an operator polling `/livez` see
+    /// why; etcd exits at once, and every request but the health endpoints already fails.
+    pub fatal_exit_delay: Duration,
+    /// The client port's HTTP/2 limits (etcd's `--max-concurrent-streams`,
+    /// `--grpc-keepalive-interval`, `--grpc-keepalive-timeout`).
+    pub grpc_limits: crate::api::GrpcLimits,
 }
 
 impl Default for EngineConfig {
@@ -124,6 +132,8 @@ impl Default for EngineConfig {
             shard: ShardConfig::default(),
             shards: 1,
             http2_connection_window: 16 << 20,
+            fatal_exit_delay: Duration::from_secs(2),
+            grpc_limits: crate::api::GrpcLimits::default(),
         }
     }
 }
@@ -153,6 +163,7 @@ pub struct Engine {
     peer_tls: Option<PeerTls>,
     http2_connection_window: u32,
     resolved_interval: Duration,
+    fatal_exit_delay: Duration,
 }
 
 /// Records the shard count in a new data directory; refuses another count for an existing one
@@ -462,6 +473,8 @@ impl Engine {
             colocation,
             resolution: crate::cluster::resolved::Resolution::new(cfg.cluster.resolved_facts),
             backends,
+            beats: beats.clone(),
+            grpc_limits: cfg.grpc_limits,
         });
         Ok(Self {
             api,
@@ -476,6 +489,7 @@ impl Engine {
             peer_tls: cfg.cluster.tls.clone(),
             http2_connection_window: cfg.http2_connection_window,
             resolved_interval: cfg.cluster.resolved_interval,
+            fatal_exit_delay: cfg.fatal_exit_delay,
         })
     }
 
@@ -523,7 +537,7 @@ impl Engine {
             // Our own listener bypasses tonic's socket options: without TCP_NODELAY, small
             // responses wait for delayed ACKs (about 40 ms per request). Each connection batches
             // the responses ready at once into one write (see `ballast_proto::coalesce`).
-            let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).map(|conn| {
+            let incoming = crate::api::accept::incoming(listener).map(|conn| {
                 conn.map(|tcp| {
                     let _ = tcp.set_nodelay(true);
                     AuthorityFix::new(CoalescingStream::new(tcp))
@@ -577,10 +591,20 @@ impl Engine {
             }
             first.unwrap_or(Ok(Ok(())))
         });
+        let mut shutdown = Box::pin(shutdown);
         let shard_result = tokio::select! {
-            () = shutdown => None,
+            () = &mut shutdown => None,
             r = &mut shard_done => Some(r),
         };
+        if matches!(shard_result, Some(Err(_) | Ok(Err(_)))) {
+            // The health endpoints say which shard stopped and why for a while before the
+            // member exits, so probes and operators see the cause, not only a closed port.
+            tracing::error!(
+                delay_ms = self.fatal_exit_delay.as_millis() as u64,
+                "a shard stopped on an error; the member exits after the delay"
+            );
+            let _ = tokio::time::timeout(self.fatal_exit_delay, &mut shutdown).await;
+        }
         let _ = stop_tx.send(());
         for s in servers {
             // A server still draining long streams (watches) is cut off after a grace period.
@@ -618,11 +642,17 @@ where
     // size up to gRPC's 2 GiB ceiling), so the send limit is stated explicitly rather than left
     // to tonic's default.
     let send = usize::MAX;
+    let grpc = api.grpc_limits;
     tokio::spawn(async move {
         tonic::transport::Server::builder()
             .initial_connection_window_size(window)
+            .max_concurrent_streams(grpc.max_concurrent_streams)
+            .http2_keepalive_interval(Some(grpc.keepalive_interval))
+            .http2_keepalive_timeout(Some(grpc.keepalive_timeout))
+            .http2_max_pending_accept_reset_streams(Some(grpc.max_pending_accept_reset_streams))
             // HTTP/1.1 for the plain HTTP endpoints (curl, probes); gRPC stays HTTP/2.
             .accept_http1(true)
+            .layer(crate::api::message_limit::MessageLimitLayer)
             .layer(HttpLayer::new(api.clone()))
             .layer(GrpcMetricsLayer)
             .layer(LearnerLayer::new(api.clone()))

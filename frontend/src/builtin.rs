@@ -37,6 +37,10 @@ impl ServedKinds for BuiltinKinds {
         openapi::unknown_fields::prune(kind.group, kind.version, kind.kind, obj)
     }
 
+    fn type_mismatch(&self, kind: &ResourceKind, obj: &Map<String, Value>) -> Option<String> {
+        openapi::field_types::first_mismatch(kind.group, kind.version, kind.kind, obj)
+    }
+
     fn virtual_resources(&self) -> &'static [VirtualResource] {
         &crate::reviews::VIRTUAL_RESOURCES
     }

@@ -63,6 +63,10 @@ pub struct FrontendConfig {
     /// and its storage grows a filtered read's page up to 10000), and few enough Ranges that a
     /// 10k-object LIST costs ten round trips rather than a hundred.
     pub list_page_size: usize,
+    /// What one client connection may hold and for how long (header and idle timeouts, HTTP/2
+    /// streams and resets, concurrent connections); reasons on
+    /// [`ballast_apiserver::connection_limits::ConnectionLimits`].
+    pub connections: ballast_apiserver::connection_limits::ConnectionLimits,
 }
 
 impl Default for FrontendConfig {
@@ -87,6 +91,7 @@ impl Default for FrontendConfig {
             write_bootstrap_rbac: true,
             watch_cache: ballast_apiserver::watch_cache::WatchCacheConfig::default(),
             list_page_size: ballast_apiserver::registry::store::DEFAULT_LIST_PAGE_SIZE,
+            connections: ballast_apiserver::connection_limits::ConnectionLimits::default(),
         }
     }
 }

@@ -130,6 +130,7 @@ pub struct Frontend {
     chain: ChainService,
     local_addr: SocketAddr,
     kubeconfig: PathBuf,
+    connections: ballast_apiserver::connection_limits::ConnectionLimits,
 }
 
 /// How long start-up keeps retrying storage (the engine of `ballast serve` may still be
@@ -262,7 +263,8 @@ impl Frontend {
                 max_request_body_bytes: config.max_request_body_bytes,
             },
         );
-        Ok(Frontend { listener, tls: Arc::new(tls), chain, local_addr, kubeconfig })
+        let connections = config.connections;
+        Ok(Frontend { listener, tls: Arc::new(tls), chain, local_addr, kubeconfig, connections })
     }
 
     /// Returns the bound address of the secure port.
@@ -283,6 +285,6 @@ impl Frontend {
     /// Serves until `shutdown` resolves.
     pub async fn serve(self, shutdown: impl Future<Output = ()>) {
         tracing::info!(addr = %self.local_addr, kubeconfig = %self.kubeconfig.display(), "serving the Kubernetes API");
-        server::serve(self.listener, self.tls, self.chain, shutdown).await;
+        server::serve(self.listener, self.tls, self.chain, self.connections, shutdown).await;
     }
 }

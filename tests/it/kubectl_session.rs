@@ -18,13 +18,22 @@ const KUBECTL: &str = "/usr/bin/kubectl";
 const WAITER_START: Duration = Duration::from_secs(2);
 
 /// A `ballast serve` process on free loopback ports in its own directory.
-struct Serve {
-    dir: tempfile::TempDir,
+pub(crate) struct Serve {
+    pub(crate) dir: tempfile::TempDir,
     child: Child,
+    /// The Kubernetes API's port.
+    pub(crate) secure: u16,
+    /// The etcd API's port.
+    pub(crate) client: u16,
 }
 
 impl Serve {
     async fn start() -> Serve {
+        Self::start_with(&[]).await
+    }
+
+    /// Starts `ballast serve` with more flags and waits until its `/readyz` answers.
+    pub(crate) async fn start_with(args: &[&str]) -> Serve {
         let dir = tempfile::tempdir().expect("tempdir");
         let (client, peer, secure) = (free_port(), free_port(), free_port());
         let log = std::fs::File::create(dir.path().join("serve.log")).expect("log file");
@@ -35,12 +44,13 @@ impl Serve {
             .arg(format!("--advertise-client-urls=http://127.0.0.1:{client}"))
             .arg(format!("--listen-peer-urls=http://127.0.0.1:{peer}"))
             .arg(format!("--secure-port={secure}"))
+            .args(args)
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log file"))
             .stderr(log)
             .spawn()
             .expect("spawn ballast serve");
-        let s = Serve { dir, child };
+        let s = Serve { dir, child, secure, client };
         let ready = wait_for(Duration::from_secs(30), async || {
             s.kubeconfig().exists() && s.kubectl_async(&["--request-timeout=5s", "get", "--raw", "/readyz"]).await.ok
         })
@@ -53,7 +63,7 @@ impl Serve {
         self.dir.path().join("data").join("admin.kubeconfig")
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("serve.log")).unwrap_or_default()
     }
 
@@ -83,7 +93,7 @@ impl Serve {
     }
 
     /// Runs kubectl and returns its stdout, failing the test (with the server log) otherwise.
-    async fn ok(&self, args: &[&str]) -> String {
+    pub(crate) async fn ok(&self, args: &[&str]) -> String {
         let out = self.kubectl_async(args).await;
         assert!(out.ok, "kubectl {args:?} failed:\n{}{}\nserver log:\n{}", out.stdout, out.stderr, self.tail());
         out.stdout

@@ -1,7 +1,7 @@
 //! The gRPC health service (`grpc.health.v1.Health`), as etcd registers it: the server as a
-//! whole (service name "") is SERVING while this member knows a leader of its first shard, and
-//! any other service name is unknown. `Watch` sends the status at once and again whenever it
-//! changes, checked every [`HealthService::poll`].
+//! whole (service name "") is SERVING while this member knows a leader of its first shard and no
+//! shard has stopped on an error, and any other service name is unknown. `Watch` sends the
+//! status at once and again whenever it changes, checked every [`HealthService::poll`].
 
 use std::pin::Pin;
 use std::time::Duration;
@@ -33,7 +33,7 @@ impl HealthService {
         if !service.is_empty() {
             return ServingStatus::ServiceUnknown;
         }
-        if self.api.first().leader() != 0 {
+        if self.api.stopped_shard().is_none() && self.api.first().leader() != 0 {
             ServingStatus::Serving
         } else {
             ServingStatus::NotServing

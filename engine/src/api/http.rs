@@ -96,7 +96,10 @@ async fn serve(api: Api, req: http::Request<Body>) -> http::Response<Body> {
     }
     match (req.method() == http::Method::GET || req.method() == http::Method::HEAD, path.as_str()) {
         (true, "/health") => health(&api, &query).await,
-        (true, "/livez") => respond(200, "text/plain; charset=utf-8", "ok"),
+        (true, "/livez") => match api.stopped_shard() {
+            None => respond(200, "text/plain; charset=utf-8", "ok"),
+            Some(reason) => respond(503, "text/plain; charset=utf-8", format!("{reason}\n")),
+        },
         (true, "/readyz") => match check(&api, &query).await {
             Ok(()) => respond(200, "text/plain; charset=utf-8", "ok"),
             Err(reason) => respond(503, "text/plain; charset=utf-8", format!("{reason}\n")),
@@ -118,13 +121,18 @@ async fn serve(api: Api, req: http::Request<Body>) -> http::Response<Body> {
 async fn health(api: &Api, query: &str) -> http::Response<Body> {
     match check(api, query).await {
         Ok(()) => respond(200, "application/json", "{\"health\":\"true\",\"reason\":\"\"}"),
-        Err(reason) => respond(503, "application/json", format!("{{\"health\":\"false\",\"reason\":\"{reason}\"}}")),
+        Err(reason) => {
+            respond(503, "application/json", serde_json::json!({"health": "false", "reason": reason}).to_string())
+        }
     }
 }
 
 /// What etcd's health check checks: active alarms (but those `?exclude=` names), a leader
 /// (unless `?serializable=true`), and a read of the key `health` (serializable when asked).
 async fn check(api: &Api, query: &str) -> Result<(), String> {
+    if let Some(reason) = api.stopped_shard() {
+        return Err(reason);
+    }
     let mut exclude = Vec::new();
     let mut serializable = false;
     for pair in query.split('&') {

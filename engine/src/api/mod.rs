@@ -12,6 +12,7 @@
 //! (`watch_shards`); leases, compaction and alarms go to every shard, and shard 0 answers for
 //! the member.
 
+pub mod accept;
 pub mod authority;
 pub mod cluster;
 mod concurrency;
@@ -26,6 +27,7 @@ pub mod learner;
 pub mod lease;
 pub mod lock;
 pub mod maintenance;
+pub mod message_limit;
 pub mod metrics;
 pub mod pbjson;
 pub mod peer;
@@ -130,6 +132,41 @@ pub struct ApiContext {
     pub resolution: Resolution,
     /// Every shard's backend, for `/metrics` to read the database size without asking a shard.
     pub backends: Vec<crate::storage::rocks::RocksBackend>,
+    /// Every shard's heartbeat, in shard order: the health endpoints read a stopped shard's
+    /// cause from it.
+    pub beats: Vec<Arc<crate::shard::stall::Heartbeat>>,
+    /// The client port's HTTP/2 limits.
+    pub grpc_limits: GrpcLimits,
+}
+
+/// The client port's HTTP/2 limits, with etcd's flags and defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GrpcLimits {
+    /// Most concurrent streams per client connection (`--max-concurrent-streams`). etcd's
+    /// default is unlimited (2^32 - 1): a client multiplexes all its watches over one
+    /// connection and etcd does not cap them; lower it to bound one client's share.
+    pub max_concurrent_streams: u32,
+    /// How often the server pings a connection that has been quiet (`--grpc-keepalive-interval`,
+    /// etcd's 2 h): finds peers that vanished without closing.
+    pub keepalive_interval: Duration,
+    /// How long a ping may go unanswered before the connection is closed
+    /// (`--grpc-keepalive-timeout`, etcd's 20 s).
+    pub keepalive_timeout: Duration,
+    /// Streams a client may reset before the server took them, after which the connection is
+    /// closed with ENHANCE_YOUR_CALM (the HTTP/2 rapid-reset attack, CVE-2023-44487). 20 is
+    /// hyper's default; grpc-go bounds such resets similarly.
+    pub max_pending_accept_reset_streams: usize,
+}
+
+impl Default for GrpcLimits {
+    fn default() -> Self {
+        GrpcLimits {
+            max_concurrent_streams: u32::MAX,
+            keepalive_interval: Duration::from_secs(2 * 60 * 60),
+            keepalive_timeout: Duration::from_secs(20),
+            max_pending_accept_reset_streams: 20,
+        }
+    }
 }
 
 impl ApiContext {
@@ -142,6 +179,15 @@ impl ApiContext {
             return Err(EngineError::RequestTooLarge);
         }
         Ok(())
+    }
+
+    /// Returns `shard N stopped: <cause>` for the first shard whose loop ended with an error
+    /// (the member is then on its way out), or None while every shard runs.
+    pub fn stopped_shard(&self) -> Option<String> {
+        self.beats
+            .iter()
+            .enumerate()
+            .find_map(|(n, beat)| beat.failure().map(|cause| format!("shard {n} stopped: {cause}")))
     }
 
     /// Returns shard `s`'s handle.

@@ -68,7 +68,14 @@ pub fn spawn<B: KvBackend + Clone + Send + 'static>(
             if !ok {
                 return Ok(()); // the spawner reports the failure
             }
-            shard.run(&beat)
+            let result = shard.run(&beat);
+            if let Err(e) = &result {
+                // Said at once, at error level, with the cause: every request to this shard fails
+                // from now on and the member exits (as etcd does on a fatal storage error).
+                tracing::error!(shard = index, error = %e, "shard stopped on an error; the member exits");
+                beat.fail(e.to_string());
+            }
+            result
         })
         .map_err(|e| fail(e.to_string()))?;
     match pinned_rx.recv() {

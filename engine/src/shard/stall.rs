@@ -20,13 +20,26 @@ pub struct Heartbeat {
     busy_since: AtomicU64,
     /// Stalls reported so far.
     stalls: AtomicU64,
+    /// Why the shard's loop ended with an error, set once when it did: the health endpoints
+    /// report it (which shard, and the storage or raft error) while the member exits.
+    failure: std::sync::OnceLock<String>,
 }
 
 impl Heartbeat {
     /// A heartbeat whose times count from `epoch` (shared by every shard of a member so one
     /// watch thread can compare them with its own clock).
     pub fn new(epoch: Instant) -> Self {
-        Self { epoch, busy_since: AtomicU64::new(0), stalls: AtomicU64::new(0) }
+        Self { epoch, busy_since: AtomicU64::new(0), stalls: AtomicU64::new(0), failure: std::sync::OnceLock::new() }
+    }
+
+    /// Records that the shard's loop ended with `reason`; the first reason stays.
+    pub fn fail(&self, reason: String) {
+        let _ = self.failure.set(reason);
+    }
+
+    /// Returns why the shard's loop ended with an error, if it did.
+    pub fn failure(&self) -> Option<&str> {
+        self.failure.get().map(String::as_str)
     }
 
     /// The loop starts a round.

@@ -10,6 +10,7 @@
 //! * [`patch`]: JSON patch, merge patch and strategic merge patch, pure functions on JSON values.
 //! * [`clock`]: the one place the frontend reads the clocks, and `metav1.Time` formatting.
 //! * [`uid`]: object UIDs.
+//! * [`yaml_depth`]: the linear nesting check YAML bodies pass before they are parsed.
 //!
 //! Layering inside: `clock` ← `protobuf` ← `schema` (tables of `protobuf` types) ← `patch`.
 //! Nothing here knows of storage, HTTP or the registry; errors are this crate's own
@@ -22,3 +23,4 @@ pub mod patch;
 pub mod protobuf;
 pub mod schema;
 pub mod uid;
+pub mod yaml_depth;

@@ -184,7 +184,16 @@ pub enum DecodeError {
     /// A RawExtension or JSON field does not hold JSON.
     #[error("embedded raw object is not JSON")]
     RawNotJson,
+    /// Messages nested deeper than [`MAX_DEPTH`].
+    #[error("protobuf messages nested deeper than {MAX_DEPTH}")]
+    TooDeep,
 }
+
+/// How deep messages may nest in a body. Only self-referential schemas (a CRD's
+/// `JSONSchemaProps`) nest without bound, and each level costs stack: 100 is protobuf's own
+/// default recursion limit, far beyond any real schema's nesting, and keeps a 3 MiB body of
+/// nested messages from overflowing the stack of the thread that decodes it.
+pub const MAX_DEPTH: usize = 100;
 
 /// The envelope's type information and payload.
 #[derive(Debug)]
@@ -381,7 +390,7 @@ fn go_duration(nanos: i64) -> String {
     }
 }
 
-fn scalar(ty: FieldType, wire: Wire<'_>) -> Result<Option<Value>, DecodeError> {
+fn scalar(ty: FieldType, wire: Wire<'_>, depth: usize) -> Result<Option<Value>, DecodeError> {
     Ok(Some(match (ty, wire) {
         (FieldType::String, Wire::Bytes(b)) => Value::String(utf8(b)?),
         (FieldType::Bytes, Wire::Bytes(b)) => b64(b),
@@ -390,7 +399,7 @@ fn scalar(ty: FieldType, wire: Wire<'_>) -> Result<Option<Value>, DecodeError> {
         (FieldType::Double, Wire::Fixed64(v)) => {
             serde_json::Number::from_f64(f64::from_bits(v)).map_or(Value::Null, Value::Number)
         }
-        (FieldType::Message(m), Wire::Bytes(b)) => decode_message(b, m)?,
+        (FieldType::Message(m), Wire::Bytes(b)) => decode_at(b, m, depth + 1)?,
         (FieldType::Time, Wire::Bytes(b)) => time(b, false)?,
         (FieldType::MicroTime, Wire::Bytes(b)) => time(b, true)?,
         (FieldType::Duration, Wire::Bytes(b)) => {
@@ -425,12 +434,12 @@ fn scalar(ty: FieldType, wire: Wire<'_>) -> Result<Option<Value>, DecodeError> {
             let items: Vec<Value> = f
                 .iter()
                 .filter_map(|(n, w)| match (n, w) {
-                    (2, Wire::Bytes(item)) => Some(decode_message(item, m)),
+                    (2, Wire::Bytes(item)) => Some(decode_at(item, m, depth + 1)),
                     _ => None,
                 })
                 .collect::<Result<_, _>>()?;
             if items.is_empty() {
-                bytes_field(&f, 1).map(|s| decode_message(s, m)).transpose()?.unwrap_or(Value::Null)
+                bytes_field(&f, 1).map(|s| decode_at(s, m, depth + 1)).transpose()?.unwrap_or(Value::Null)
             } else {
                 Value::Array(items)
             }
@@ -438,14 +447,14 @@ fn scalar(ty: FieldType, wire: Wire<'_>) -> Result<Option<Value>, DecodeError> {
         (FieldType::SchemaOrBool(m), Wire::Bytes(b)) => {
             let f = fields_of(b)?;
             match bytes_field(&f, 2) {
-                Some(schema) => decode_message(schema, m)?,
+                Some(schema) => decode_at(schema, m, depth + 1)?,
                 None => Value::Bool(varint_field(&f, 1).unwrap_or(0) != 0),
             }
         }
         (FieldType::SchemaOrStringArray(m), Wire::Bytes(b)) => {
             let f = fields_of(b)?;
             match bytes_field(&f, 1) {
-                Some(schema) => decode_message(schema, m)?,
+                Some(schema) => decode_at(schema, m, depth + 1)?,
                 None => Value::Array(
                     f.iter()
                         .filter_map(|(n, w)| match (n, w) {
@@ -463,7 +472,7 @@ fn scalar(ty: FieldType, wire: Wire<'_>) -> Result<Option<Value>, DecodeError> {
             for (n, w) in fields_of(b)? {
                 match (n, w) {
                     (1, Wire::Bytes(k)) => key = utf8(k)?,
-                    (2, w) => value = scalar(*value_ty, w)?,
+                    (2, w) => value = scalar(*value_ty, w, depth)?,
                     _ => {}
                 }
             }
@@ -495,11 +504,19 @@ fn empty_of(ty: FieldType) -> Value {
 ///
 /// Returns a wire-format error.
 pub fn decode_message(bytes: &[u8], schema: &Message) -> Result<Value, DecodeError> {
+    decode_at(bytes, schema, 0)
+}
+
+/// Decodes a message nested `depth` messages deep, refusing one deeper than [`MAX_DEPTH`].
+fn decode_at(bytes: &[u8], schema: &Message, depth: usize) -> Result<Value, DecodeError> {
+    if depth > MAX_DEPTH {
+        return Err(DecodeError::TooDeep);
+    }
     let mut out = Map::new();
     let mut r = Reader { buf: bytes };
     while let Some((number, wire)) = r.next()? {
         let Some(field) = schema.fields.iter().find(|f| f.number == number) else { continue };
-        let Some(v) = scalar(field.ty, wire)? else { continue };
+        let Some(v) = scalar(field.ty, wire, depth)? else { continue };
         match (field.ty, v) {
             (FieldType::Message(_), Value::Object(embedded)) if field.json.is_empty() => {
                 out.extend(embedded);
@@ -565,15 +582,50 @@ mod tests {
         assert_eq!(go_duration(2_000_000), "2ms");
         assert_eq!(go_duration(-5_000_000_000), "-5s");
         // IntOrString {type: 1, strVal: "25%"} and {intVal: 1}; Quantity {string: "100m"}.
-        assert_eq!(scalar(FieldType::IntOrString, Wire::Bytes(b"\x08\x01\x1a\x0325%")), Ok(Some(json!("25%"))));
-        assert_eq!(scalar(FieldType::IntOrString, Wire::Bytes(b"\x10\x01")), Ok(Some(json!(1))));
-        assert_eq!(scalar(FieldType::Quantity, Wire::Bytes(b"\n\x04100m")), Ok(Some(json!("100m"))));
+        assert_eq!(scalar(FieldType::IntOrString, Wire::Bytes(b"\x08\x01\x1a\x0325%"), 0), Ok(Some(json!("25%"))));
+        assert_eq!(scalar(FieldType::IntOrString, Wire::Bytes(b"\x10\x01"), 0), Ok(Some(json!(1))));
+        assert_eq!(scalar(FieldType::Quantity, Wire::Bytes(b"\n\x04100m"), 0), Ok(Some(json!("100m"))));
         // MicroTime {seconds: 1, nanos: 5000}; RawExtension {raw: {"a":1}}.
         assert_eq!(
-            scalar(FieldType::MicroTime, Wire::Bytes(b"\x08\x01\x10\x88\x27")),
+            scalar(FieldType::MicroTime, Wire::Bytes(b"\x08\x01\x10\x88\x27"), 0),
             Ok(Some(json!("1970-01-01T00:00:01.000005Z")))
         );
-        assert_eq!(scalar(FieldType::RawJson, Wire::Bytes(b"\n\x07{\"a\":1}")), Ok(Some(json!({"a": 1}))));
-        assert_eq!(scalar(FieldType::RawJson, Wire::Bytes(b"\n\x02{x")), Err(DecodeError::RawNotJson));
+        assert_eq!(scalar(FieldType::RawJson, Wire::Bytes(b"\n\x07{\"a\":1}"), 0), Ok(Some(json!({"a": 1}))));
+        assert_eq!(scalar(FieldType::RawJson, Wire::Bytes(b"\n\x02{x"), 0), Err(DecodeError::RawNotJson));
+    }
+
+    /// A CRD schema nested a million levels deep (a few MB of bytes) is refused, not followed
+    /// until the stack overflows.
+    #[test]
+    fn nesting_past_the_limit_is_refused() {
+        // A schema that refers to itself as JSONSchemaProps does: items (24) is a
+        // JSONSchemaPropsOrArray whose field 1 is the schema again.
+        static PROPS: Message = Message { fields: &[field(24, "items", FieldType::SchemaOrArray(&PROPS))] };
+        let (props, items) = (&PROPS, 24u32);
+        let nest = |levels: usize| {
+            let mut msg = Vec::new();
+            for _ in 0..levels {
+                // items: JSONSchemaPropsOrArray { schema (1): msg }
+                let mut wrapper = vec![0x0a];
+                push_varint(&mut wrapper, msg.len() as u64);
+                wrapper.extend_from_slice(&msg);
+                let mut outer = Vec::new();
+                push_varint(&mut outer, u64::from(items) << 3 | 2);
+                push_varint(&mut outer, wrapper.len() as u64);
+                outer.extend_from_slice(&wrapper);
+                msg = outer;
+            }
+            msg
+        };
+        assert!(decode_message(&nest(MAX_DEPTH / 2), props).is_ok());
+        assert_eq!(decode_message(&nest(200_000), props), Err(DecodeError::TooDeep));
+    }
+
+    fn push_varint(out: &mut Vec<u8>, mut v: u64) {
+        while v >= 0x80 {
+            out.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
     }
 }

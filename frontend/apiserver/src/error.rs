@@ -51,6 +51,11 @@ pub enum FieldErrorKind {
         /// The repeated value.
         value: Value,
     },
+    /// The value is longer than allowed (kube's `field.TooLong`; the value is not repeated).
+    TooLong {
+        /// The most bytes allowed.
+        max: usize,
+    },
     /// The value is not one of an enumeration.
     NotSupported {
         /// The offending value.
@@ -81,6 +86,11 @@ impl FieldError {
         FieldError { field: field.into(), kind: FieldErrorKind::Duplicate { value: value.into() } }
     }
 
+    /// Returns a `Too long` error: at most `max` bytes are allowed.
+    pub fn too_long(field: impl Into<String>, max: usize) -> Self {
+        FieldError { field: field.into(), kind: FieldErrorKind::TooLong { max } }
+    }
+
     /// Returns an `Unsupported value` error.
     pub fn not_supported(field: impl Into<String>, value: impl Into<Value>, supported: &[&str]) -> Self {
         FieldError {
@@ -100,6 +110,7 @@ impl FieldError {
             FieldErrorKind::Forbidden { .. } => "FieldValueForbidden",
             FieldErrorKind::Duplicate { .. } => "FieldValueDuplicate",
             FieldErrorKind::NotSupported { .. } => "FieldValueNotSupported",
+            FieldErrorKind::TooLong { .. } => "FieldValueTooLong",
         }
     }
 
@@ -117,6 +128,9 @@ impl FieldError {
             FieldErrorKind::Required { detail } => with_detail("Required value".into(), detail),
             FieldErrorKind::Forbidden { detail } => with_detail("Forbidden".into(), detail),
             FieldErrorKind::Duplicate { value } => format!("Duplicate value: {value}"),
+            FieldErrorKind::TooLong { max } => {
+                format!("Too long: must have at most {max} {}", if *max == 1 { "byte" } else { "bytes" })
+            }
             FieldErrorKind::NotSupported { value, supported } => {
                 format!("Unsupported value: {value}: supported values: {}", supported.join(", "))
             }
@@ -247,6 +261,14 @@ pub enum ApiError {
     /// 504 `Timeout`: the request did not finish within `--request-timeout`.
     #[error("Timeout: request did not complete within the allotted timeout")]
     Timeout,
+    /// 504 `Timeout`: a read at a resourceVersion the store has not reached within the wait.
+    #[error("Timeout: Too large resource version: {requested}, current: {current}")]
+    TooLargeResourceVersion {
+        /// The resourceVersion asked for.
+        requested: i64,
+        /// The store's revision.
+        current: i64,
+    },
     /// 500 `InternalError`.
     #[error("Internal error occurred: {0}")]
     Internal(String),
@@ -310,8 +332,11 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "UnsupportedMediaType"),
             ApiError::TooManyRequests { .. } => (StatusCode::TOO_MANY_REQUESTS, "TooManyRequests"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "InternalError"),
-            ApiError::Timeout => (StatusCode::GATEWAY_TIMEOUT, "Timeout"),
+            ApiError::Timeout | ApiError::TooLargeResourceVersion { .. } => (StatusCode::GATEWAY_TIMEOUT, "Timeout"),
             ApiError::Storage(StorageError::Compacted { .. }) => (StatusCode::GONE, "Expired"),
+            ApiError::Storage(StorageError::RequestTooLarge) => {
+                (StatusCode::PAYLOAD_TOO_LARGE, "RequestEntityTooLarge")
+            }
             ApiError::Storage(_) => (StatusCode::INTERNAL_SERVER_ERROR, "InternalError"),
         }
     }
@@ -353,6 +378,11 @@ impl ApiError {
                 Some(json!({"causes": [{"reason": "UnexpectedServerResponse", "message": message}]}))
             }
             ApiError::NoRoute | ApiError::Timeout => Some(json!({})),
+            // The client may retry in a second, by when the store has likely caught up.
+            ApiError::TooLargeResourceVersion { .. } => Some(json!({
+                "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                "retryAfterSeconds": 1,
+            })),
             _ => None,
         }
     }

@@ -9,7 +9,7 @@
 //! A request flows top to bottom:
 //!
 //! * [`server`]: the secure port: TLS (rustls, ring), HTTP/1.1 and HTTP/2 (hyper-util auto),
-//!   client certificates handed to the chain; [`certs`]: the generated CA, serving and admin
+//!   client certificates handed to the chain, each connection held to [`connection_limits`]; [`certs`]: the generated CA, serving and admin
 //!   certificates, and `admin.kubeconfig`.
 //! * [`chain`]: `build_handler_chain`, the one place that orders the [`filters`]: audit init →
 //!   panic recovery → request info → metrics → timeout → authentication → audit →
@@ -47,6 +47,7 @@ pub mod authz;
 pub mod body;
 pub mod certs;
 pub mod chain;
+pub mod connection_limits;
 pub mod delegation;
 pub mod error;
 pub mod filters;

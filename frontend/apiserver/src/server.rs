@@ -6,8 +6,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::TryFutureExt;
 use http_body_util::BodyExt;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rustls::ServerConfig;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
@@ -16,6 +17,7 @@ use tower::ServiceExt;
 use crate::authn::PeerCertificates;
 use crate::body::BodyError;
 use crate::chain::ChainService;
+use crate::connection_limits::{idle_check_interval, Activity, ConnectionLimits};
 
 /// How long a client may take to finish the TLS handshake before the connection is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -45,17 +47,36 @@ pub fn tls_config(
     Ok(config)
 }
 
-/// Accepts connections until `shutdown` resolves. Each connection runs in its own task;
-/// in-flight connections are left to finish (or to die with the runtime).
+/// Accepts connections until `shutdown` resolves, each held to `limits` (see
+/// [`ConnectionLimits`]). Each connection runs in its own task; in-flight connections are left
+/// to finish (or to die with the runtime).
 pub async fn serve(
     listener: TcpListener,
     tls: Arc<ServerConfig>,
     chain: ChainService,
+    limits: ConnectionLimits,
     shutdown: impl Future<Output = ()>,
 ) {
     let acceptor = TlsAcceptor::from(tls);
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
     tokio::pin!(shutdown);
     loop {
+        let slot = match slots.clone().try_acquire_owned() {
+            Ok(slot) => slot,
+            Err(_) => {
+                tracing::warn!(
+                    max_connections = limits.max_connections,
+                    "connection limit reached: new connections wait until one closes"
+                );
+                tokio::select! {
+                    _ = &mut shutdown => return,
+                    slot = slots.clone().acquire_owned() => match slot {
+                        Ok(slot) => slot,
+                        Err(_) => return, // the semaphore is never closed
+                    },
+                }
+            }
+        };
         let (tcp, remote) = tokio::select! {
             _ = &mut shutdown => return,
             accepted = listener.accept() => match accepted {
@@ -78,6 +99,7 @@ pub async fn serve(
         let acceptor = acceptor.clone();
         let chain = chain.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                 Ok(Ok(stream)) => stream,
                 Ok(Err(e)) => {
@@ -93,16 +115,55 @@ pub async fn serve(
                     .peer_certificates()
                     .map(|c| Arc::new(c.iter().map(|c| c.clone().into_owned()).collect())),
             );
+            let activity = Activity::default();
+            let requests = activity.clone();
             let service = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                // The request counts as in flight until its response body is dropped.
+                let in_flight = requests.start();
                 let mut req = req.map(|b| b.map_err(|e| BodyError(Box::new(e))).boxed_unsync());
                 req.extensions_mut().insert(peer.clone());
                 req.extensions_mut().insert(crate::audit::RemoteAddr(remote));
-                chain.clone().oneshot(req)
+                chain.clone().oneshot(req).map_ok(move |resp| {
+                    resp.map(move |body| {
+                        body.map_frame(move |frame| {
+                            let _ = &in_flight;
+                            frame
+                        })
+                    })
+                })
             });
-            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            if let Err(e) = builder.serve_connection(TokioIo::new(stream), service).await {
-                tracing::debug!(%remote, error = %e, "connection ended with an error");
+            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
+            builder
+                .http2()
+                .timer(TokioTimer::new())
+                .max_concurrent_streams(limits.http2_max_concurrent_streams)
+                .max_pending_accept_reset_streams(limits.http2_max_pending_accept_reset_streams);
+            let conn = builder.serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(conn);
+            let every = idle_check_interval(&limits);
+            let mut idle_for = Duration::ZERO;
+            loop {
+                tokio::select! {
+                    done = conn.as_mut() => {
+                        if let Err(e) = done {
+                            tracing::debug!(%remote, error = %e, "connection ended with an error");
+                        }
+                        return;
+                    }
+                    () = tokio::time::sleep(every) => {
+                        idle_for = if activity.idle() { idle_for + every } else { Duration::ZERO };
+                        if idle_for >= limits.idle_timeout {
+                            break;
+                        }
+                    }
+                }
             }
+            // Idle too long: HTTP/2 gets a GOAWAY, HTTP/1.1 is closed; a client that does not
+            // finish closing within one more check is cut off.
+            tracing::debug!(%remote, "closing an idle connection");
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(every, conn).await;
         });
     }
 }

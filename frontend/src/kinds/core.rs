@@ -249,6 +249,23 @@ fn validate_data(obj: &Object, field: &str, bytes_base64: bool, errs: &mut Vec<F
     }
 }
 
+/// kube's bound on a ConfigMap's or Secret's data (`MaxSecretSize`, 1 MiB): they are mounted
+/// into pods whole, and the store's request limit (etcd's 1.5 MiB) must hold the object.
+const MAX_DATA_BYTES: usize = 1024 * 1024;
+
+/// The bytes of the values of `obj[field]`: strings as they are, or (for `base64`) decoded.
+fn data_bytes(obj: &Object, field: &str, base64: bool) -> usize {
+    let values = map_field(obj, field).into_iter().flatten().filter_map(|(_, v)| v.as_str());
+    if base64 {
+        // Decoded size of valid base64; an invalid value is reported by `validate_data`.
+        values
+            .map(|s| (s.len() / 4 * 3).saturating_sub(s.bytes().rev().take_while(|&b| b == b'=').count().min(2)))
+            .sum()
+    } else {
+        values.map(str::len).sum()
+    }
+}
+
 fn immutable_violations(new: &Object, old: &Object, fields: &[&str]) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if !immutable(old) {
@@ -274,6 +291,10 @@ impl Strategy for ConfigMapStrategy {
         let mut errs = Vec::new();
         validate_data(obj, "data", false, &mut errs);
         validate_data(obj, "binaryData", true, &mut errs);
+        if data_bytes(obj, "data", false) + data_bytes(obj, "binaryData", true) > MAX_DATA_BYTES {
+            // kube names no field: the limit is on the object's data as a whole.
+            errs.push(FieldError::too_long("", MAX_DATA_BYTES));
+        }
         if let (Some(data), Some(binary)) = (map_field(obj, "data"), map_field(obj, "binaryData")) {
             for key in binary.keys().filter(|k| data.contains_key(*k)) {
                 errs.push(FieldError::invalid(
@@ -319,6 +340,9 @@ impl Strategy for SecretStrategy {
     fn validate(&self, obj: &Object) -> Vec<FieldError> {
         let mut errs = Vec::new();
         validate_data(obj, "data", true, &mut errs);
+        if data_bytes(obj, "data", true) > MAX_DATA_BYTES {
+            errs.push(FieldError::too_long("data", MAX_DATA_BYTES));
+        }
         errs
     }
 

@@ -4,7 +4,7 @@
 //! * [`schemas`]: definitions from k8s-openapi's schemas, fixed up to match upstream (with the
 //!   strategic-merge-patch tags of the generated object schemas), and the schema walk strict
 //!   decoding uses
-//!   ([`unknown_fields`]);
+//!   ([`unknown_fields`]) and the check of values' JSON types ([`field_types`]);
 //! * [`operations`]: the REST operations of a group version, from the built-in kinds table and
 //!   discovery's subresource list, so the documents and discovery never disagree;
 //! * [`v3`]: one OpenAPI 3.0 document per group version; [`v2`]: one Swagger 2.0 document over
@@ -14,6 +14,7 @@
 //! and kept as bytes with its hash; requests only copy a reference. Nothing here touches
 //! storage or HTTP (that is `ballast_apiserver::routes::openapi`).
 
+pub mod field_types;
 pub mod operations;
 pub mod schemas;
 pub mod unknown_fields;

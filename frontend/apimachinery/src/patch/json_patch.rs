@@ -9,6 +9,11 @@ use super::error::PatchError;
 /// 413, since each operation may copy the document.
 pub const MAX_OPERATIONS: usize = 10_000;
 
+/// kube-apiserver's bound on the bytes all `copy` operations of one JSON patch may add
+/// (`JSONPatchMaxCopyBytes`, 3 MiB, the request body limit): without it each copy of an object
+/// into itself doubles the document, and a 2 KB patch asks for gigabytes.
+pub const MAX_COPY_BYTES: usize = 3 * 1024 * 1024;
+
 /// Parses `patch` and applies it to `doc`.
 ///
 /// # Errors
@@ -26,13 +31,43 @@ pub fn apply(doc: &Value, patch: &[u8]) -> Result<Value, PatchError> {
         return Err(PatchError::TooManyOperations(ops.len()));
     }
     let mut doc = doc.clone();
+    let mut copied = 0;
     for op in &ops {
-        apply_op(&mut doc, op)?;
+        apply_op(&mut doc, op, &mut copied)?;
     }
     Ok(doc)
 }
 
-fn apply_op(doc: &mut Value, op: &Value) -> Result<(), PatchError> {
+/// Counts the bytes of a value's compact JSON without building it.
+struct ByteCount(usize);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Adds the encoded size of `v` to `copied` (what the patch's copies have added so far) and
+/// refuses the copy once that passes [`MAX_COPY_BYTES`], before anything is cloned.
+fn account_copy(v: &Value, copied: &mut usize) -> Result<(), PatchError> {
+    let mut count = ByteCount(0);
+    // Writing to a counter cannot fail; a value serde_json cannot encode counts as nothing.
+    let _ = serde_json::to_writer(&mut count, v);
+    *copied = copied.saturating_add(count.0);
+    if *copied > MAX_COPY_BYTES {
+        return Err(PatchError::Failed(format!(
+            "Unable to complete the copy, the accumulated size increase of copy is {copied}, exceeding the limit {MAX_COPY_BYTES}"
+        )));
+    }
+    Ok(())
+}
+
+fn apply_op(doc: &mut Value, op: &Value, copied: &mut usize) -> Result<(), PatchError> {
     let Value::Object(fields) = op else {
         return Err(PatchError::Malformed("a JSON patch operation must be an object".into()));
     };
@@ -70,9 +105,11 @@ fn apply_op(doc: &mut Value, op: &Value) -> Result<(), PatchError> {
         }
         "copy" => {
             let from = from()?;
-            let v = lookup(doc, from).cloned().ok_or_else(|| {
+            let v = lookup(doc, from).ok_or_else(|| {
                 PatchError::Failed(format!("copy operation does not apply: doc is missing from path: {from}"))
             })?;
+            account_copy(v, copied)?;
+            let v = v.clone();
             add(doc, path, v)
         }
         "test" => {
@@ -237,6 +274,23 @@ mod tests {
             run(&json!({"a": {"b": 1}}), &json!([{"op": "move", "from": "/a", "path": "/a/c"}])),
             Err(PatchError::Failed(_))
         ));
+    }
+
+    #[test]
+    fn copies_stop_at_the_accumulated_copy_limit() {
+        // An object copied into itself doubles at every step: 32 steps would be 4 GiB.
+        let mut ops = vec![json!({"op": "add", "path": "/a", "value": {"x": "y".repeat(1000)}})];
+        for n in 0..32 {
+            ops.push(json!({"op": "copy", "from": "/a", "path": format!("/a/b{n}")}));
+        }
+        let Err(PatchError::Failed(m)) = run(&json!({}), &Value::Array(ops)) else {
+            panic!("the patch was not refused")
+        };
+        assert!(m.starts_with("Unable to complete the copy, the accumulated size increase of copy is "), "{m}");
+        assert!(m.ends_with(&format!("exceeding the limit {MAX_COPY_BYTES}")), "{m}");
+        // Copies within the limit apply.
+        let ops = json!([{"op": "add", "path": "/a", "value": [1]}, {"op": "copy", "from": "/a", "path": "/b"}]);
+        assert_eq!(run(&json!({}), &ops).expect("applies"), json!({"a": [1], "b": [1]}));
     }
 
     #[test]

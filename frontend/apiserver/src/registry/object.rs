@@ -62,7 +62,7 @@ const OBJECT_META_FIELDS: &[&str] = &[
 ];
 
 /// The media types bodies may use.
-pub const ACCEPTED_BODY_TYPES: &str = "application/json, application/vnd.kubernetes.protobuf";
+pub const ACCEPTED_BODY_TYPES: &str = "application/json, application/yaml, application/vnd.kubernetes.protobuf";
 
 /// Decodes a request body as `kind`, defaulting `apiVersion` and `kind` from the URL (the Python
 /// client omits them) and dropping unknown fields per `validation`. Returns the object and the
@@ -148,6 +148,14 @@ fn check_value(
                 kind.kind
             )))
         }
+    }
+    // A value of the wrong JSON type fails decoding in kube before anything is validated.
+    if let Some(complaint) = kinds.type_mismatch(kind, &obj) {
+        return Err(ApiError::BadRequest(format!(
+            "{k} in version \"{v}\" cannot be handled as a {k}: {complaint}",
+            k = kind.kind,
+            v = kind.version,
+        )));
     }
     let mut unknown = Vec::new();
     obj.retain(|k, _| {
@@ -301,9 +309,16 @@ fn validate_meta(kind: &ResourceKind, obj: &Object, namespace: &str) -> Vec<Fiel
                         errs.push(FieldError::invalid("metadata.annotations", k.as_str(), p));
                     }
                 }
+                let size: usize = annotations.iter().map(|(k, v)| k.len() + v.as_str().map_or(0, str::len)).sum();
+                if size > validation::TOTAL_ANNOTATION_SIZE_LIMIT {
+                    errs.push(FieldError::too_long("metadata.annotations", validation::TOTAL_ANNOTATION_SIZE_LIMIT));
+                }
             }
             None => errs.push(FieldError::invalid("metadata.annotations", annotations.clone(), "must be an object")),
         }
+    }
+    if let Some(refs) = meta.and_then(|m| m.get("ownerReferences")) {
+        errs.extend(validation::owner_references(refs));
     }
     errs
 }

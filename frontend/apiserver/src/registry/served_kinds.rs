@@ -85,6 +85,13 @@ pub trait ServedKinds: Send + Sync + std::fmt::Debug {
     /// returns their paths, sorted (`spec.foo`, `spec.containers[0].bar`).
     fn prune_unknown_fields(&self, kind: &ResourceKind, obj: &mut Map<String, Value>) -> Vec<String>;
 
+    /// Returns the decoder's complaint about the first value of `obj` whose JSON type its Go
+    /// type cannot take (`json: cannot unmarshal object into Go struct field ...`), or None.
+    /// Kinds without a schema are not checked.
+    fn type_mismatch(&self, _kind: &ResourceKind, _obj: &Map<String, Value>) -> Option<String> {
+        None
+    }
+
     /// The resources answered without storage by the same server (the built-in API's access
     /// reviews), for discovery to list next to the kinds.
     fn virtual_resources(&self) -> &'static [VirtualResource];

@@ -223,6 +223,57 @@ pub fn label_value(value: &str) -> Vec<String> {
     errs
 }
 
+/// kube's bound on the total size of an object's annotations (keys and values): 256 KiB.
+pub const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;
+
+/// Validates `metadata.ownerReferences` as kube does: each names its owner completely
+/// (apiVersion with a version, kind, name, uid), no Event owns anything, and at most one is the
+/// controller. kube reports these at `metadata.ownerReferences` without the element's index.
+pub fn owner_references(refs: &Value) -> Vec<FieldError> {
+    const PATH: &str = "metadata.ownerReferences";
+    let mut errs = Vec::new();
+    let mut controller: Option<String> = None;
+    for r in refs.as_array().into_iter().flatten() {
+        let text = |f: &str| r.get(f).and_then(Value::as_str).unwrap_or("");
+        let (api_version, kind, name) = (text("apiVersion"), text("kind"), text("name"));
+        // kube's FromAPIVersionAndKind: "v1" is the core group, "g/v" a group; more slashes
+        // leave no version.
+        let version = match api_version.split('/').collect::<Vec<_>>().as_slice() {
+            [v] => *v,
+            [_, v] => *v,
+            _ => "",
+        };
+        let group = api_version.split_once('/').map_or("", |(g, _)| g);
+        if version.is_empty() {
+            errs.push(FieldError::invalid(format!("{PATH}.apiVersion"), api_version, "version must not be empty"));
+        }
+        if kind.is_empty() {
+            errs.push(FieldError::invalid(format!("{PATH}.kind"), kind, "must not be empty"));
+        }
+        if name.is_empty() {
+            errs.push(FieldError::invalid(format!("{PATH}.name"), name, "must not be empty"));
+        }
+        if text("uid").is_empty() {
+            errs.push(FieldError::invalid(format!("{PATH}.uid"), text("uid"), "must not be empty"));
+        }
+        if group.is_empty() && version == "v1" && kind == "Event" {
+            errs.push(FieldError::invalid(PATH, r.clone(), "/v1, Kind=Event is disallowed from being an owner"));
+        }
+        if r.get("controller") == Some(&Value::Bool(true)) {
+            let this = format!("{kind}/{name}");
+            match &controller {
+                Some(first) => errs.push(FieldError::invalid(
+                    PATH,
+                    refs.clone(),
+                    format!("Only one reference can have Controller set to true. Found \"true\" in references for {first} and {this}"),
+                )),
+                None => controller = Some(this),
+            }
+        }
+    }
+    errs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,6 +307,30 @@ mod tests {
         let other = serde_json::json!({"app": "y", "tier": "a"});
         assert!(!selector_matches(&sel, other.as_object().expect("map")));
         assert_eq!(selector_string(&serde_json::json!({"app": "x"})), "app=x");
+    }
+
+    #[test]
+    fn owner_references_must_be_complete() {
+        let errs = owner_references(&serde_json::json!([{"apiVersion": "", "kind": "", "name": "", "uid": ""}]));
+        let text: Vec<String> = errs.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            text,
+            vec![
+                r#"metadata.ownerReferences.apiVersion: Invalid value: "": version must not be empty"#,
+                r#"metadata.ownerReferences.kind: Invalid value: "": must not be empty"#,
+                r#"metadata.ownerReferences.name: Invalid value: "": must not be empty"#,
+                r#"metadata.ownerReferences.uid: Invalid value: "": must not be empty"#,
+            ]
+        );
+        let ok = serde_json::json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "r", "uid": "u", "controller": true}]);
+        assert!(owner_references(&ok).is_empty());
+        let two = serde_json::json!([
+            {"apiVersion": "v1", "kind": "A", "name": "a", "uid": "1", "controller": true},
+            {"apiVersion": "v1", "kind": "B", "name": "b", "uid": "2", "controller": true},
+        ]);
+        let errs = owner_references(&two);
+        assert_eq!(errs.len(), 1);
+        assert!(errs[0].to_string().ends_with(r#"Found "true" in references for A/a and B/b"#), "{}", errs[0]);
     }
 
     #[test]

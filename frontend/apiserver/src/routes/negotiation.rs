@@ -106,11 +106,15 @@ pub fn negotiate(headers: &HeaderMap, watch: bool) -> Result<Output, crate::erro
             _ => {}
         }
     }
-    Err(crate::error::ApiError::NotAcceptable(SUPPORTED.into()))
+    Err(crate::error::ApiError::NotAcceptable(if watch { SUPPORTED_WATCH } else { SUPPORTED }.into()))
 }
 
-/// The media types listed in a 406 answer.
-pub const SUPPORTED: &str = "application/json, application/yaml, application/vnd.kubernetes.protobuf";
+/// The media types listed in a 406 answer: the ones answers are served in (protobuf answers
+/// are not built, so a client asking only for protobuf is told what it can have).
+pub const SUPPORTED: &str = "application/json, application/yaml";
+
+/// The media types a watch is served in (406 for a watch).
+pub const SUPPORTED_WATCH: &str = "application/json";
 
 #[cfg(test)]
 mod tests {

@@ -22,7 +22,7 @@ use crate::registry::deletion::DeleteOptions;
 use crate::registry::object::{self, FieldValidation};
 use crate::registry::patch::{PatchRequest, PatchTarget};
 use crate::registry::selectors::{FieldSelector, LabelSelector};
-use crate::registry::store::ListOptions;
+use crate::registry::store::{parse_resource_version, ListOptions};
 use crate::registry::table::{self, IncludeObject, Printer, TableOptions};
 use crate::registry::ResourceKind;
 use crate::request_info::{query_pairs, query_param, RequestInfo};
@@ -39,8 +39,21 @@ impl Query {
         query_param(&self.pairs, key).filter(|v| !v.is_empty())
     }
 
+    /// A boolean parameter as kube converts it: present and not `false` or `0` (any case) is
+    /// true, whatever else it says.
     fn flag(&self, key: &str) -> bool {
-        matches!(self.get(key), Some("true" | "1"))
+        query_param(&self.pairs, key).is_some_and(|v| !matches!(v.to_ascii_lowercase().as_str(), "false" | "0"))
+    }
+
+    /// `timeoutSeconds`, refused (400) when it is not a number.
+    fn timeout_seconds(&self) -> Result<Option<u64>, ApiError> {
+        self.get("timeoutSeconds")
+            .map(|t| {
+                t.parse::<i64>()
+                    .map(|t| t.max(0) as u64)
+                    .map_err(|_| ApiError::BadRequest(format!("strconv.ParseInt: parsing {t:?}: invalid syntax")))
+            })
+            .transpose()
     }
 
     fn dry_run(&self) -> Result<bool, ApiError> {
@@ -71,6 +84,16 @@ impl Query {
         }
         let resource_version_match = self.get("resourceVersionMatch").unwrap_or("").to_string();
         let resource_version = self.get("resourceVersion").unwrap_or("").to_string();
+        if !resource_version.is_empty() {
+            parse_resource_version(&resource_version)?;
+        }
+        if !matches!(resource_version_match.as_str(), "" | "Exact" | "NotOlderThan") {
+            return Err(list_options_cause(crate::error::FieldError::not_supported(
+                "resourceVersionMatch",
+                resource_version_match.as_str(),
+                &["Exact", "NotOlderThan", ""],
+            )));
+        }
         if !resource_version_match.is_empty() && resource_version.is_empty() {
             return Err(invalid_list_options(
                 "resourceVersionMatch",
@@ -95,11 +118,16 @@ impl Query {
 }
 
 fn invalid_list_options(field: &str, detail: &str) -> ApiError {
+    list_options_cause(crate::error::FieldError::forbidden(field, detail))
+}
+
+/// A 422 on `ListOptions.meta.k8s.io` with one cause.
+fn list_options_cause(cause: crate::error::FieldError) -> ApiError {
     ApiError::Invalid {
         group: "meta.k8s.io".into(),
         kind: "ListOptions".into(),
         name: String::new(),
-        causes: vec![crate::error::FieldError::forbidden(field, detail)],
+        causes: vec![cause],
     }
 }
 
@@ -126,16 +154,30 @@ fn content_type(parts: &http::request::Parts) -> String {
 /// # Errors
 ///
 /// Returns `BadRequest` with the parser's complaint for malformed YAML, as kube does.
-fn yaml_to_json(content_type: String, bytes: Bytes) -> Result<(String, Bytes), ApiError> {
+/// A document nested past kube's limit is refused by a linear scan before the parser (whose cost
+/// grows with the square of the nesting) sees it, and the parse runs on the blocking pool so a
+/// large document never holds up the I/O threads' other requests.
+async fn yaml_to_json(content_type: String, bytes: Bytes) -> Result<(String, Bytes), ApiError> {
     let media = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
     if media != "application/yaml" {
         return Ok((content_type, bytes));
     }
-    let value: Value = serde_yaml_ng::from_slice(&bytes)
-        .map_err(|e| ApiError::BadRequest(format!("error converting YAML to JSON: yaml: {e}")))?;
-    let json =
-        serde_json::to_vec(&value).map_err(|e| ApiError::BadRequest(format!("error converting YAML to JSON: {e}")))?;
-    Ok(("application/json".into(), Bytes::from(json)))
+    use ballast_apimachinery::yaml_depth;
+    if let Err(deep) = yaml_depth::check(&bytes, yaml_depth::MAX_DEPTH) {
+        return Err(ApiError::BadRequest(format!(
+            "error converting YAML to JSON: yaml: line {}: exceeded max depth of {}",
+            deep.line,
+            yaml_depth::MAX_DEPTH
+        )));
+    }
+    let parse = move || {
+        let value: Value = serde_yaml_ng::from_slice(&bytes)
+            .map_err(|e| ApiError::BadRequest(format!("error converting YAML to JSON: yaml: {e}")))?;
+        let json = serde_json::to_vec(&value)
+            .map_err(|e| ApiError::BadRequest(format!("error converting YAML to JSON: {e}")))?;
+        Ok(("application/json".into(), Bytes::from(json)))
+    };
+    tokio::task::spawn_blocking(parse).await.map_err(|e| ApiError::Internal(format!("decoding YAML: {e}")))?
 }
 
 /// How one request's answers are encoded (`Accept` and `includeObject`).
@@ -271,6 +313,12 @@ pub async fn handle(state: &AppState, info: RequestInfo, req: Request) -> Result
         // Streamed as storage is read (`list`).
         "get" | "list" => {
             let opts = query.list_options(kind)?;
+            // "0" (any revision) and no resourceVersion never wait.
+            let revision =
+                if opts.resource_version.is_empty() { 0 } else { parse_resource_version(&opts.resource_version)? };
+            if opts.continue_token.is_none() && revision > 0 {
+                wait_for_revision(store, revision, state.watch_cache.config().fresh_wait).await?;
+            }
             list::serve(store, kind, namespace, &opts, enc.output, enc.include_object).await
         }
         "watch" => {
@@ -298,7 +346,7 @@ pub async fn handle(state: &AppState, info: RequestInfo, req: Request) -> Result
                 send_initial_events,
                 allow_bookmarks: query.flag("allowWatchBookmarks"),
             };
-            let timeout = query.get("timeoutSeconds").and_then(|t| t.parse::<u64>().ok());
+            let timeout = query.timeout_seconds()?;
             watch::serve(state, kind, namespace, opts, timeout, enc.output, enc.include_object).await
         }
         "create" if kind.create_binds => {
@@ -311,7 +359,7 @@ pub async fn handle(state: &AppState, info: RequestInfo, req: Request) -> Result
             let dry_run = query.dry_run()?;
             let validation = FieldValidation::parse(query.get("fieldValidation"))?;
             let (parts, bytes) = read_body(req).await?;
-            let (media, bytes) = yaml_to_json(content_type(&parts), bytes)?;
+            let (media, bytes) = yaml_to_json(content_type(&parts), bytes).await?;
             let (obj, warnings) = object::decode(&**state.store.kinds(), kind, &media, &bytes, validation)?;
             let created = store.create(kind, namespace, obj, dry_run).await?;
             Ok(respond(StatusCode::CREATED, &Value::Object(created), &warnings))
@@ -320,7 +368,7 @@ pub async fn handle(state: &AppState, info: RequestInfo, req: Request) -> Result
             let dry_run = query.dry_run()?;
             let validation = FieldValidation::parse(query.get("fieldValidation"))?;
             let (parts, bytes) = read_body(req).await?;
-            let (media, bytes) = yaml_to_json(content_type(&parts), bytes)?;
+            let (media, bytes) = yaml_to_json(content_type(&parts), bytes).await?;
             let (obj, warnings) = object::decode(&**state.store.kinds(), kind, &media, &bytes, validation)?;
             let updated = store.update(kind, namespace, &name_in_url, obj, dry_run).await?;
             Ok(respond(StatusCode::OK, &Value::Object(updated), &warnings))
@@ -344,6 +392,29 @@ pub async fn handle(state: &AppState, info: RequestInfo, req: Request) -> Result
             Ok(respond(StatusCode::OK, &answer, &[]))
         }
         _ => Err(method_not_supported()),
+    }
+}
+
+/// Waits, up to `wait`, until the store has reached `revision` (a LIST's resourceVersion);
+/// answers 504 "Too large resource version" if it does not, as kube's cacher does.
+async fn wait_for_revision(
+    store: &crate::registry::Store,
+    revision: i64,
+    wait: std::time::Duration,
+) -> Result<(), ApiError> {
+    // How often the store's revision is read while waiting: a tenth of the wait.
+    let every = (wait / 10).max(std::time::Duration::from_millis(10));
+    let mut waited = std::time::Duration::ZERO;
+    loop {
+        let (_, current) = store.storage().get(b"/registry/health").await?;
+        if revision <= current {
+            return Ok(());
+        }
+        if waited >= wait {
+            return Err(ApiError::TooLargeResourceVersion { requested: revision, current });
+        }
+        tokio::time::sleep(every).await;
+        waited += every;
     }
 }
 

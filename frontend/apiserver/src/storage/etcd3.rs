@@ -110,7 +110,7 @@ fn compacted_or(err: etcd_client::Error, requested: i64) -> StorageError {
             return StorageError::Compacted { requested, compacted: 0 };
         }
     }
-    StorageError::Etcd(err)
+    StorageError::from(err)
 }
 
 /// Returns the gRPC endpoint for `url`: `http://` unless it names a scheme, as etcd-client's
@@ -156,7 +156,7 @@ impl Etcd3Storage {
             async move { range.range(request).await.map(tonic::Response::into_inner) }
         })
         .await
-        .map_err(|s| StorageError::Etcd(etcd_client::Error::GRpcStatus(s)))?;
+        .map_err(|s| StorageError::from(etcd_client::Error::GRpcStatus(s)))?;
         let header = resp.header.ok_or(StorageError::Protocol("response without header"))?;
         Ok((resp.kvs.into_iter().next().map(key_value), header.revision))
     }

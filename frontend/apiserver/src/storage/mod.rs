@@ -265,12 +265,28 @@ pub enum StorageError {
         /// The store's compaction revision (0 when the store did not say).
         compacted: i64,
     },
+    /// The store refused a write larger than its request limit (etcd's `--max-request-bytes`):
+    /// the client's fault, answered 413 rather than 500.
+    #[error("Request entity too large: etcdserver: request is too large")]
+    RequestTooLarge,
     /// The etcd client failed (transport, gRPC status).
     #[error("etcd request failed")]
-    Etcd(#[from] etcd_client::Error),
+    Etcd(#[source] etcd_client::Error),
     /// The store answered with something the protocol does not allow here.
     #[error("unexpected etcd response: {0}")]
     Protocol(&'static str),
+}
+
+/// etcd's text for a request over its `--max-request-bytes` (gRPC InvalidArgument).
+const ETCD_REQUEST_TOO_LARGE: &str = "etcdserver: request is too large";
+
+impl From<etcd_client::Error> for StorageError {
+    fn from(e: etcd_client::Error) -> Self {
+        match &e {
+            etcd_client::Error::GRpcStatus(s) if s.message() == ETCD_REQUEST_TOO_LARGE => StorageError::RequestTooLarge,
+            _ => StorageError::Etcd(e),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -65,11 +65,21 @@ pub struct WatchCacheConfig {
     /// How often each upstream watch asks etcd for a progress notification, which is what
     /// bookmarks are made from. kube sends bookmarks about once a minute.
     pub progress_interval: Duration,
+    /// How long a LIST at a resourceVersion newer than the store's waits for the store to
+    /// reach it before it is answered 504 "Too large resource version" (kube's cacher waits
+    /// 3 s): a client that read a newer revision from another server gets its answer once this
+    /// one catches up, and one asking for a revision that does not exist yet is not held long.
+    pub fresh_wait: Duration,
 }
 
 impl Default for WatchCacheConfig {
     fn default() -> Self {
-        WatchCacheConfig { capacity: 1024, client_queue: 256, progress_interval: Duration::from_secs(60) }
+        WatchCacheConfig {
+            capacity: 1024,
+            client_queue: 256,
+            progress_interval: Duration::from_secs(60),
+            fresh_wait: Duration::from_secs(3),
+        }
     }
 }
 
@@ -469,7 +479,12 @@ mod tests {
                 alive: true,
             }),
             terminated: AtomicU64::new(0),
-            config: WatchCacheConfig { capacity, client_queue, progress_interval: Duration::from_secs(60) },
+            config: WatchCacheConfig {
+                capacity,
+                client_queue,
+                progress_interval: Duration::from_secs(60),
+                ..WatchCacheConfig::default()
+            },
         }
     }
 

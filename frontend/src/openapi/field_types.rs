@@ -1,0 +1,241 @@
+//! JSON value types checked against the kinds' OpenAPI schemas: what kube-apiserver's decoder
+//! refuses when a body puts an object where its Go type has a string (`metadata.annotations`
+//! values), a string where it has a bool (`immutable`), and so on. kube answers 400 with the
+//! Go decoder's text, `json: cannot unmarshal object into Go struct field
+//! ObjectMeta.metadata.annotations of type string`, which [`first_mismatch`] reproduces: the
+//! innermost struct, the path of struct fields from the top (map keys and list indexes are not
+//! part of it), and the Go type.
+//!
+//! `null` is never a mismatch (Go leaves the zero value), and types Go decodes from several
+//! JSON forms (`Quantity` from a string or a number, `IntOrString`, raw and free-form fields)
+//! are not checked, so a schema gap can only make the check laxer than upstream.
+
+use serde_json::{Map, Value};
+
+use super::schemas::{definitions, Definitions};
+
+/// How deep the walk goes (as `unknown_fields`): real bodies nest far less, and it bounds the
+/// work a hostile body can cause.
+const MAX_DEPTH: usize = 64;
+
+/// Definitions whose Go types decode more than one JSON form.
+const LENIENT: [&str; 3] = [
+    "io.k8s.apimachinery.pkg.api.resource.Quantity",
+    "io.k8s.apimachinery.pkg.util.intstr.IntOrString",
+    "io.k8s.apimachinery.pkg.runtime.RawExtension",
+];
+
+/// Returns the Go decoder's complaint about the first value of `obj` (an object of
+/// `group/version/kind`) whose JSON type is not its schema's, or None. Kinds without a schema
+/// are not checked.
+pub fn first_mismatch(group: &str, version: &str, kind: &str, obj: &Map<String, Value>) -> Option<String> {
+    let defs = definitions();
+    let name = defs.kind_schema(group, version, kind)?;
+    let schema = defs.schemas.get(name)?;
+    let at = Place { structure: go_name(name), path: String::new() };
+    check_object(defs, schema, obj, &at, 0)
+}
+
+/// Where a value sits, in the terms of Go's error: the innermost struct and the field path.
+struct Place {
+    structure: String,
+    path: String,
+}
+
+impl Place {
+    fn field(&self, name: &str) -> Place {
+        let path = if self.path.is_empty() { name.to_string() } else { format!("{}.{name}", self.path) };
+        Place { structure: self.structure.clone(), path }
+    }
+}
+
+/// `io.k8s.api.core.v1.ConfigMap` → `ConfigMap`.
+fn go_name(definition: &str) -> String {
+    definition.rsplit('.').next().unwrap_or(definition).to_string()
+}
+
+/// `io.k8s.api.core.v1.Container` → `v1.Container` (Go's package-qualified type name).
+fn go_qualified(definition: &str) -> String {
+    let mut parts = definition.rsplit('.');
+    match (parts.next(), parts.next()) {
+        (Some(t), Some(p)) => format!("{p}.{t}"),
+        _ => definition.to_string(),
+    }
+}
+
+fn ref_name(schema: &Value) -> Option<&str> {
+    schema.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/definitions/"))
+}
+
+/// Go's name for the type a schema decodes into.
+fn go_type(defs: &Definitions, schema: &Value) -> String {
+    if let Some(name) = ref_name(schema) {
+        return go_qualified(name);
+    }
+    let schema = defs.resolve(schema);
+    match schema.get("type").and_then(Value::as_str).unwrap_or("") {
+        "string" => "string".into(),
+        "boolean" => "bool".into(),
+        "number" => "float64".into(),
+        "integer" => match schema.get("format").and_then(Value::as_str) {
+            Some("int32") => "int32".into(),
+            _ => "int64".into(),
+        },
+        "array" => format!("[]{}", schema.get("items").map_or_else(|| "interface {}".into(), |i| go_type(defs, i))),
+        "object" => match schema.get("additionalProperties").filter(|a| a.is_object()) {
+            Some(values) => format!("map[string]{}", go_type(defs, values)),
+            None => "map[string]interface {}".into(),
+        },
+        _ => "interface {}".into(),
+    }
+}
+
+/// Go's word for a JSON value in its error (a fraction into an integer says `number 1.5`).
+fn json_word(value: &Value) -> &'static str {
+    match value {
+        Value::String(_) => "string",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+        Value::Null => "null",
+    }
+}
+
+fn mismatch(defs: &Definitions, schema: &Value, at: &Place, word: &str) -> Option<String> {
+    Some(format!(
+        "json: cannot unmarshal {word} into Go struct field {}.{} of type {}",
+        at.structure,
+        at.path,
+        go_type(defs, schema)
+    ))
+}
+
+fn check_object(
+    defs: &Definitions,
+    schema: &Value,
+    obj: &Map<String, Value>,
+    at: &Place,
+    depth: usize,
+) -> Option<String> {
+    let properties = schema.get("properties").and_then(Value::as_object)?;
+    obj.iter().find_map(|(key, child)| {
+        let field = properties.get(key)?;
+        check(defs, field, child, &at.field(key), depth + 1)
+    })
+}
+
+fn check(defs: &Definitions, schema: &Value, value: &Value, at: &Place, depth: usize) -> Option<String> {
+    if depth > MAX_DEPTH || value.is_null() {
+        return None;
+    }
+    // allOf wrappers around a reference, as k8s-openapi writes fields with descriptions.
+    let schema = match schema.get("allOf").and_then(Value::as_array).map(Vec::as_slice) {
+        Some([inner]) => inner,
+        _ => schema,
+    };
+    if ref_name(schema).is_some_and(|n| LENIENT.contains(&n)) {
+        return None;
+    }
+    let structure = ref_name(schema).map(go_name);
+    let resolved = defs.resolve(schema);
+    if resolved.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true))
+        || resolved.get("format").and_then(Value::as_str) == Some("int-or-string")
+    {
+        return None;
+    }
+    let ty = resolved.get("type").and_then(Value::as_str).unwrap_or("");
+    let fits = match (ty, value) {
+        ("string", Value::String(_)) | ("boolean", Value::Bool(_)) | ("number", Value::Number(_)) => true,
+        ("integer", Value::Number(n)) => {
+            if n.is_i64() || n.is_u64() {
+                true
+            } else {
+                return mismatch(defs, schema, at, &format!("number {n}"));
+            }
+        }
+        ("array", Value::Array(items)) => {
+            let item = resolved.get("items")?;
+            return items.iter().find_map(|v| check(defs, item, v, at, depth + 1));
+        }
+        ("object", Value::Object(fields)) | ("", Value::Object(fields)) => {
+            if let Some(values) = resolved.get("additionalProperties").filter(|a| a.is_object()) {
+                return fields.values().find_map(|v| check(defs, values, v, at, depth + 1));
+            }
+            let inner = Place { structure: structure.unwrap_or_else(|| at.structure.clone()), path: at.path.clone() };
+            return check_object(defs, resolved, fields, &inner, depth);
+        }
+        ("", _) => true,
+        _ => false,
+    };
+    if fits {
+        None
+    } else {
+        mismatch(defs, schema, at, json_word(value))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn object(v: &Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn wrong_types_get_the_go_decoders_text() {
+        let cases = [
+            (
+                json!({"metadata": {"name": "x", "annotations": {"a": {"b": 1}}}}),
+                "json: cannot unmarshal object into Go struct field ObjectMeta.metadata.annotations of type string",
+            ),
+            (
+                json!({"metadata": {"name": "x", "labels": {"a": ["b"]}}}),
+                "json: cannot unmarshal array into Go struct field ObjectMeta.metadata.labels of type string",
+            ),
+            (json!({"immutable": "yes"}), "json: cannot unmarshal string into Go struct field ConfigMap.immutable of type bool"),
+            (
+                json!({"metadata": {"finalizers": [1]}}),
+                "json: cannot unmarshal number into Go struct field ObjectMeta.metadata.finalizers of type string",
+            ),
+            (
+                json!({"metadata": {"ownerReferences": [{"uid": 7}]}}),
+                "json: cannot unmarshal number into Go struct field OwnerReference.metadata.ownerReferences.uid of type string",
+            ),
+            (
+                json!({"data": {"k": 1}}),
+                "json: cannot unmarshal number into Go struct field ConfigMap.data of type string",
+            ),
+        ];
+        for (body, want) in cases {
+            assert_eq!(first_mismatch("", "v1", "ConfigMap", &object(&body)).as_deref(), Some(want), "{body}");
+        }
+        let pod = json!({"spec": {"containers": [{"name": "c", "image": 5}]}});
+        assert_eq!(
+            first_mismatch("", "v1", "Pod", &object(&pod)).as_deref(),
+            Some("json: cannot unmarshal number into Go struct field Container.spec.containers.image of type string")
+        );
+        let replicas = json!({"spec": {"replicas": 1.5}});
+        assert_eq!(
+            first_mismatch("apps", "v1", "Deployment", &object(&replicas)).as_deref(),
+            Some("json: cannot unmarshal number 1.5 into Go struct field DeploymentSpec.spec.replicas of type int32")
+        );
+    }
+
+    #[test]
+    fn right_types_nulls_and_lenient_types_pass() {
+        let ok = json!({
+            "metadata": {"name": "x", "labels": {"a": "b"}, "annotations": {"a": null}, "creationTimestamp": null},
+            "immutable": true, "data": {"k": "v"},
+        });
+        assert_eq!(first_mismatch("", "v1", "ConfigMap", &object(&ok)), None);
+        let pod = json!({"spec": {"containers": [{"name": "c", "image": "i",
+            "resources": {"limits": {"cpu": 1, "memory": "1Gi"}},
+            "ports": [{"containerPort": 80}],
+            "livenessProbe": {"httpGet": {"port": "http"}}}]}});
+        assert_eq!(first_mismatch("", "v1", "Pod", &object(&pod)), None);
+    }
+}

@@ -1,0 +1,334 @@
+//! The security review's findings replayed against `ballast serve` (real process, real
+//! clients: curl, openssl s_client, etcdctl): connections that never close, unbounded work per
+//! request, metadata kube refuses, and writes over the store's limit.
+
+use std::io::Write;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::harness::Server;
+use crate::kubectl_session::Serve;
+
+both_targets!(oversize_grpc_messages_are_resource_exhausted);
+
+/// A request message over `--max-request-bytes` plus gRPC's overhead is refused as etcd's gRPC
+/// server refuses it: ResourceExhausted, grpc-go's text.
+async fn oversize_grpc_messages_are_resource_exhausted(s: Server) {
+    let mut c = s.client().await;
+    let err = c.put("big", vec![b'x'; 3 << 20], None).await.expect_err("a 3 MiB put is refused");
+    let etcd_client::Error::GRpcStatus(status) = err else { panic!("not a gRPC status: {err}") };
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+    assert!(status.message().starts_with("grpc: received message larger than max ("), "{}", status.message());
+}
+
+/// Answers one HTTPS request to the Kubernetes API as the admin: (status, body).
+fn curl(s: &Serve, method: &str, path: &str, content_type: &str, body: &[u8]) -> (u16, String) {
+    let pki = s.dir.path().join("data").join("pki");
+    let file = s.dir.path().join("request.body");
+    std::fs::write(&file, body).expect("request body file");
+    let out = Command::new("curl")
+        .args(["-sk", "--max-time", "60", "-w", "\n%{http_code}", "-X", method])
+        .arg("--cert")
+        .arg(pki.join("admin.crt"))
+        .arg("--key")
+        .arg(pki.join("admin.key"))
+        .args(["-H", &format!("Content-Type: {content_type}")])
+        .arg("--data-binary")
+        .arg(format!("@{}", file.display()))
+        .arg(format!("https://127.0.0.1:{}{path}", s.secure))
+        .output()
+        .expect("run curl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.trim().parse().unwrap_or(0), body.to_string())
+}
+
+/// The Status's message and its causes' messages (a failed patch says why in its cause).
+fn message(body: &str) -> String {
+    let Ok(status) = serde_json::from_str::<serde_json::Value>(body) else { return body.to_string() };
+    let causes = status["details"]["causes"].as_array().into_iter().flatten().filter_map(|c| c["message"].as_str());
+    std::iter::once(status["message"].as_str().unwrap_or("")).chain(causes).collect::<Vec<_>>().join("; ")
+}
+
+/// Asserts a request is answered `status` with `text` in its Status message.
+fn must_refuse(s: &Serve, method: &str, path: &str, content_type: &str, body: &[u8], status: u16, text: &str) {
+    let (code, answer) = curl(s, method, path, content_type, body);
+    let msg = message(&answer);
+    assert_eq!(code, status, "{method} {path}: {msg}");
+    assert!(msg.contains(text), "{method} {path}: {msg:?} lacks {text:?}");
+}
+
+/// An `openssl s_client` connection that sends `first` (if anything) and then stays silent,
+/// its standard input held open so only the server can end it.
+struct Silent {
+    child: Child,
+    _stdin: std::process::ChildStdin,
+}
+
+impl Silent {
+    fn open(port: u16, alpn: &str, first: &[u8]) -> Silent {
+        let mut child = Command::new("openssl")
+            .args(["s_client", "-quiet", "-alpn", alpn, "-connect", &format!("127.0.0.1:{port}")])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn openssl s_client");
+        let mut stdin = child.stdin.take().expect("s_client stdin");
+        stdin.write_all(first).expect("write to s_client");
+        stdin.flush().expect("flush s_client");
+        Silent { child, _stdin: stdin }
+    }
+
+    /// Waits until the server closed the connection (s_client exits); false after `bound`.
+    fn closed_within(&mut self, bound: Duration) -> bool {
+        let deadline = Instant::now() + bound;
+        while Instant::now() < deadline {
+            if self.child.try_wait().expect("s_client status").is_some() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+}
+
+impl Drop for Silent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The HTTP/2 client preface and an empty SETTINGS frame: a connection that speaks HTTP/2 and
+/// then opens no stream.
+const H2_PREFACE_AND_SETTINGS: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+
+#[tokio::test]
+async fn idle_slow_and_surplus_connections_are_closed() {
+    let s = Box::pin(Serve::start_with(&[
+        "--http-header-read-timeout=1s",
+        "--http-idle-timeout=2s",
+        "--max-connections=3",
+    ]))
+    .await;
+    // Far above the configured timeouts; kube-apiserver would close these too.
+    let bound = Duration::from_secs(30);
+    let mut idle_h1 = Silent::open(s.secure, "http/1.1", b"");
+    let mut idle_h2 = Silent::open(s.secure, "h2", H2_PREFACE_AND_SETTINGS);
+    let mut slowloris = Silent::open(s.secure, "http/1.1", b"GET /livez HTTP/1.1\r\nHost: x\r\nX-Slow: ");
+    assert!(idle_h1.closed_within(bound), "an idle HTTP/1.1 connection stayed open");
+    assert!(idle_h2.closed_within(bound), "an idle HTTP/2 connection stayed open");
+    assert!(slowloris.closed_within(bound), "a connection sending its headers slowly stayed open");
+    assert!(
+        s.log().contains("connection limit reached"),
+        "three connections at --max-connections=3 left no log line:\n{}",
+        s.log()
+    );
+    // The port serves again once they are gone.
+    assert_eq!(curl(&s, "GET", "/livez", "text/plain", b"").0, 200);
+}
+
+#[tokio::test]
+async fn heavy_bodies_are_refused_with_bounded_work() {
+    let s = Box::pin(Serve::start_with(&["--max-request-bytes=262144"])).await;
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let (code, _) = curl(&s, "POST", cms, "application/json", br#"{"metadata":{"name":"target"}}"#);
+    assert_eq!(code, 201);
+
+    // One add and 32 copies of an object into itself would double it 32 times.
+    let mut ops = vec![serde_json::json!({"op": "add", "path": "/data", "value": {"k": "x".repeat(1000)}})];
+    for n in 0..32 {
+        ops.push(serde_json::json!({"op": "copy", "from": "/data", "path": format!("/data/c{n}")}));
+    }
+    let patch = serde_json::to_vec(&ops).expect("patch");
+    must_refuse(
+        &s,
+        "PATCH",
+        &format!("{cms}/target"),
+        "application/json-patch+json",
+        &patch,
+        422,
+        "Unable to complete the copy, the accumulated size increase of copy is",
+    );
+
+    // 100,000 nested flow sequences (200 KB) are refused before the YAML parser sees them.
+    let deep = format!("metadata: {}", "[".repeat(100_000));
+    must_refuse(&s, "POST", cms, "application/yaml", deep.as_bytes(), 400, "exceeded max depth of 10000");
+    // And the member still answers etcd clients.
+    let put = Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args([&format!("--endpoints=127.0.0.1:{}", s.client), "put", "after-yaml", "v"])
+        .output()
+        .expect("etcdctl");
+    assert!(put.status.success(), "{}", String::from_utf8_lossy(&put.stderr));
+
+    // A write over the store's request limit (here 256 KiB) is the client's fault: 413.
+    let big = serde_json::json!({"metadata": {"name": "big"}, "data": {"k": "x".repeat(300_000)}});
+    must_refuse(
+        &s,
+        "POST",
+        cms,
+        "application/json",
+        big.to_string().as_bytes(),
+        413,
+        "etcdserver: request is too large",
+    );
+}
+
+#[tokio::test]
+async fn metadata_is_validated_as_kube_does() {
+    let s = Box::pin(Serve::start_with(&[])).await;
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let post = |body: serde_json::Value| body.to_string().into_bytes();
+    must_refuse(
+        &s,
+        "POST",
+        cms,
+        "application/json",
+        &post(serde_json::json!({"metadata": {"name": "a", "annotations": {"k": {"nested": 1}}}})),
+        400,
+        "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: cannot unmarshal object into Go struct \
+         field ObjectMeta.metadata.annotations of type string",
+    );
+    must_refuse(
+        &s,
+        "POST",
+        cms,
+        "application/json",
+        &post(serde_json::json!({"metadata": {"name": "a", "labels": {"k": ["v"]}}})),
+        400,
+        "cannot unmarshal array into Go struct field ObjectMeta.metadata.labels of type string",
+    );
+    must_refuse(
+        &s,
+        "POST",
+        cms,
+        "application/json",
+        &post(serde_json::json!({"metadata": {"name": "a"}, "immutable": "yes"})),
+        400,
+        "cannot unmarshal string into Go struct field ConfigMap.immutable of type bool",
+    );
+    must_refuse(
+        &s,
+        "POST",
+        cms,
+        "application/json",
+        &post(serde_json::json!({"metadata": {"name": "a", "annotations": {"k": "v".repeat(300_000)}}})),
+        422,
+        "metadata.annotations: Too long: must have at most 262144 bytes",
+    );
+    must_refuse(
+        &s,
+        "POST",
+        cms,
+        "application/json",
+        &post(serde_json::json!({"metadata": {"name": "a"}, "data": {"k": "v".repeat(1_100_000)}})),
+        422,
+        "Too long: must have at most 1048576 bytes",
+    );
+    let secret = serde_json::json!({"metadata": {"name": "a"}, "stringData": {"k": "v".repeat(1_100_000)}});
+    must_refuse(
+        &s,
+        "POST",
+        "/api/v1/namespaces/default/secrets",
+        "application/json",
+        &post(secret),
+        422,
+        "data: Too long: must have at most 1048576 bytes",
+    );
+    must_refuse(
+        &s,
+        "POST",
+        cms,
+        "application/json",
+        &post(
+            serde_json::json!({"metadata": {"name": "a", "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p"}]}}),
+        ),
+        422,
+        "metadata.ownerReferences.uid: Invalid value: \"\": must not be empty",
+    );
+    must_refuse(
+        &s,
+        "POST",
+        cms,
+        "application/json",
+        &post(serde_json::json!({"metadata": {"name": "a", "finalizers": ["not a name!"]}})),
+        422,
+        "metadata.finalizers[0]",
+    );
+    // Nothing above was written.
+    let (code, _) = curl(&s, "GET", &format!("{cms}/a"), "application/json", b"");
+    assert_eq!(code, 404);
+}
+
+#[tokio::test]
+async fn query_parameters_are_validated_as_kube_does() {
+    let s = Box::pin(Serve::start_with(&[])).await;
+    let cms = "/api/v1/namespaces/default/configmaps";
+    must_refuse(
+        &s,
+        "GET",
+        &format!("{cms}?resourceVersion=abc"),
+        "application/json",
+        b"",
+        400,
+        "invalid resource version",
+    );
+    must_refuse(
+        &s,
+        "GET",
+        &format!("{cms}?resourceVersion=1&resourceVersionMatch=Sometimes"),
+        "application/json",
+        b"",
+        422,
+        "resourceVersionMatch: Unsupported value: \"Sometimes\": supported values: \"Exact\", \"NotOlderThan\", \"\"",
+    );
+    must_refuse(
+        &s,
+        "GET",
+        &format!("{cms}?watch=1&timeoutSeconds=soon"),
+        "application/json",
+        b"",
+        400,
+        "invalid syntax",
+    );
+    must_refuse(&s, "GET", &format!("{cms}?limit=many"), "application/json", b"", 400, "invalid limit");
+    // A list at a revision the store has not reached waits, then is told to come back.
+    let (code, body) = curl(&s, "GET", &format!("{cms}?resourceVersion=99999999"), "application/json", b"");
+    assert_eq!(code, 504, "{body}");
+    let status: serde_json::Value = serde_json::from_str(&body).expect("a Status");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("Timeout: Too large resource version: 99999999, current: "),
+        "{status}"
+    );
+    assert_eq!(status["details"]["causes"][0]["reason"], "ResourceVersionTooLarge");
+    assert_eq!(status["details"]["retryAfterSeconds"], 1);
+    // A body in a format no decoder takes: 415.
+    must_refuse(
+        &s,
+        "POST",
+        cms,
+        "text/x-unknown",
+        b"{}",
+        415,
+        "accepted media types include: application/json, application/yaml",
+    );
+    // Only protobuf answers asked for: 406 listing what is served.
+    let pki = s.dir.path().join("data").join("pki");
+    let out = Command::new("curl")
+        .args(["-sk", "--max-time", "30", "-H", "Accept: application/vnd.kubernetes.protobuf"])
+        .arg("--cert")
+        .arg(pki.join("admin.crt"))
+        .arg("--key")
+        .arg(pki.join("admin.key"))
+        .arg(format!("https://127.0.0.1:{}{cms}", s.secure))
+        .output()
+        .expect("curl");
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a Status");
+    assert_eq!(status["code"], 406, "{status}");
+    assert_eq!(status["message"], "only the following media types are accepted: application/json, application/yaml");
+}
