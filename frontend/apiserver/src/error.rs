@@ -58,6 +58,25 @@ pub enum FieldErrorKind {
         /// The allowed values, quoted as kube quotes them.
         supported: Vec<String>,
     },
+    /// The value has the wrong type (`Invalid value` with kube's `FieldValueTypeInvalid`).
+    TypeInvalid {
+        /// The offending value (kube shows the value's type name).
+        value: Value,
+        /// Why it is invalid.
+        detail: String,
+    },
+    /// A string is too long.
+    TooLong {
+        /// The longest allowed, in bytes.
+        max: i64,
+    },
+    /// A list or map has too many entries.
+    TooMany {
+        /// How many it has.
+        actual: i64,
+        /// The most allowed.
+        max: i64,
+    },
 }
 
 impl FieldError {
@@ -100,6 +119,9 @@ impl FieldError {
             FieldErrorKind::Forbidden { .. } => "FieldValueForbidden",
             FieldErrorKind::Duplicate { .. } => "FieldValueDuplicate",
             FieldErrorKind::NotSupported { .. } => "FieldValueNotSupported",
+            FieldErrorKind::TypeInvalid { .. } => "FieldValueTypeInvalid",
+            FieldErrorKind::TooLong { .. } => "FieldValueTooLong",
+            FieldErrorKind::TooMany { .. } => "FieldValueTooMany",
         }
     }
 
@@ -120,6 +142,9 @@ impl FieldError {
             FieldErrorKind::NotSupported { value, supported } => {
                 format!("Unsupported value: {value}: supported values: {}", supported.join(", "))
             }
+            FieldErrorKind::TypeInvalid { value, detail } => with_detail(format!("Invalid value: {value}"), detail),
+            FieldErrorKind::TooLong { max } => format!("Too long: may not be more than {max} bytes"),
+            FieldErrorKind::TooMany { actual, max } => format!("Too many: {actual}: must have at most {max} items"),
         }
     }
 }
