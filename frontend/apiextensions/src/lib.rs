@@ -68,6 +68,7 @@ use crate::registry::{CrdKinds, Registry};
 pub fn server(context: DelegateContext, delegate: Handler) -> Delegate {
     let registry = Arc::new(Registry::default());
     let store = context.store.with_kinds(Arc::new(CrdKinds(registry.clone())));
+    let stores = controller::Stores::new(context.store.clone(), store.clone());
     let state = Arc::new(AppState {
         watch_cache: WatchCaches::new(store.storage().clone(), context.watch_cache),
         store,
@@ -77,7 +78,7 @@ pub fn server(context: DelegateContext, delegate: Handler) -> Delegate {
         delegated: None,
     });
     if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-        runtime.spawn(controller::run(context.store.clone(), registry.clone()));
+        runtime.spawn(controller::run(stores, registry.clone()));
     }
     Delegate {
         handler: in_front_of(server::ApiextensionsServer::new(state, registry.clone()), delegate),

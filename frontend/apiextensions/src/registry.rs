@@ -68,21 +68,39 @@ impl Strategy for CustomResourceStrategy {
     }
 }
 
-/// Rewrites `apiVersion` between a served version and the storage version (conversion
-/// strategy `None`).
+/// The served form of a stored custom resource: `apiVersion` rewritten between the served
+/// version and the storage version (conversion strategy `None`), and the served version's
+/// defaults applied on read, as kube defaults on read.
 #[derive(Debug)]
-struct ApiVersionRewrite {
+struct ServedForm {
     stored: String,
     served: String,
+    schema: Option<Value>,
 }
 
-impl VersionConverter for ApiVersionRewrite {
+impl VersionConverter for ServedForm {
     fn to_stored(&self, obj: &mut Object) {
         obj.insert("apiVersion".into(), self.stored.clone().into());
     }
 
     fn to_served(&self, obj: &mut Object) {
         obj.insert("apiVersion".into(), self.served.clone().into());
+        if let Some(schema) = &self.schema {
+            let mut v = Value::Object(std::mem::take(obj));
+            schema::apply_defaults(schema, &mut v);
+            if let Value::Object(m) = v {
+                *obj = m;
+            }
+        }
+    }
+}
+
+/// Whether a schema sets a default anywhere.
+fn has_defaults(schema: &Value) -> bool {
+    match schema {
+        Value::Object(m) => m.contains_key("default") || m.values().any(has_defaults),
+        Value::Array(a) => a.iter().any(has_defaults),
+        _ => false,
     }
 }
 
@@ -265,10 +283,14 @@ fn build(
         }))
     });
     let storage = def.storage_version().unwrap_or(&version.name);
-    let converter: Option<&'static dyn VersionConverter> = (def.versions.len() > 1).then(|| {
-        &*Box::leak(Box::new(ApiVersionRewrite {
+    // Objects are read through a converter only when their served form differs from the
+    // stored one (another version, or defaults to apply): the rest are served as stored.
+    let defaults = version.schema.as_ref().is_some_and(has_defaults);
+    let converter: Option<&'static dyn VersionConverter> = (def.versions.len() > 1 || defaults).then(|| {
+        &*Box::leak(Box::new(ServedForm {
             stored: format!("{}/{storage}", def.group),
             served: format!("{}/{}", def.group, version.name),
+            schema: version.schema.clone().filter(|_| defaults),
         })) as &'static dyn VersionConverter
     });
     let strategy: &'static dyn Strategy =

@@ -33,7 +33,14 @@ impl Admission for DefinitionAdmission {
     fn validate_update(&self, new: &Object, old: &Object) -> Vec<FieldError> {
         validate(&Value::Object(new.clone()), Some(&Value::Object(old.clone())))
     }
+
+    fn finalizers_on_delete(&self, _obj: &Object) -> Vec<String> {
+        vec![CLEANUP_FINALIZER.to_string()]
+    }
 }
+
+/// The finalizer a deleted definition keeps until its custom resources are gone.
+pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
 
 fn is_protected(group: &str) -> bool {
     group == "k8s.io" || group.ends_with(".k8s.io") || group == "kubernetes.io" || group.ends_with(".kubernetes.io")

@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::harness::{both_backends, in_memory, wait_for, Backend, Cluster, Credentials, Options};
+use crate::harness::{both_backends, wait_for, Backend, Cluster, Credentials, Options};
 
-both_backends!(custom_resources_are_served_with_every_verb);
-in_memory!(
+both_backends!(
+    custom_resources_are_served_with_every_verb,
+    versions_are_served_from_one_storage_version,
     definitions_are_validated_as_kube_does,
     writes_go_through_the_schema,
     definitions_come_and_go_without_restart,
@@ -373,7 +374,20 @@ async fn definitions_come_and_go_without_restart(backend: Backend) {
     let index = c.request(Credentials::Admin, "GET", "/openapi/v3", None, "").await.json();
     assert!(index["paths"].get("apis/example.com/v1").is_some(), "{index}");
 
-    c.must_kubectl(&["delete", "crd", "widgets.example.com"]).await;
+    // Deleting the definition deletes its resources first (the cleanup finalizer), then it.
+    let w = write(
+        &c,
+        "w.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w, namespace: default}\nspec: {color: red}\n",
+    );
+    c.must_kubectl(&["create", "-f", &w]).await;
+    assert!(c.storage_get("/registry/example.com/widgets/default/w").await.is_some());
+    c.must_kubectl(&["delete", "crd", "widgets.example.com", "--timeout=30s"]).await;
+    assert!(c.storage_get("/registry/example.com/widgets/default/w").await.is_none(), "the resources went first");
+    assert!(c
+        .storage_get("/registry/apiextensions.k8s.io/customresourcedefinitions/widgets.example.com")
+        .await
+        .is_none());
     let gone = wait_for(Duration::from_secs(10), async || {
         c.request(Credentials::Admin, "GET", "/apis/example.com/v1/widgets", None, "").await.status == 404
     })
@@ -416,4 +430,55 @@ async fn conflicting_names_are_not_accepted(backend: Backend) {
     assert_eq!(established, "NotAccepted");
     let resp = c.request(Credentials::Admin, "GET", "/apis/example.com/v1/gizmos", None, "").await;
     assert_eq!(resp.status, 404, "a definition whose names are not accepted is not served");
+}
+
+async fn versions_are_served_from_one_storage_version(backend: Backend) {
+    let c = cluster(backend).await;
+    let two = WIDGETS.replace(
+        "  versions:\n  - name: v1\n",
+        "  versions:\n  - name: v1beta1\n    served: true\n    storage: false\n    deprecated: true\n    \
+         deprecationWarning: example.com/v1beta1 Widget is old\n    schema:\n      openAPIV3Schema:\n        \
+         type: object\n        x-kubernetes-preserve-unknown-fields: true\n  - name: v1\n",
+    );
+    let file = write(&c, "two.yaml", &two);
+    c.must_kubectl(&["create", "-f", &file]).await;
+    c.must_kubectl(&["wait", "--for", "condition=established", "--timeout=30s", "crd/widgets.example.com"]).await;
+
+    // Written through the deprecated version: a warning, stored in the storage version.
+    let body = json!({"apiVersion": "example.com/v1beta1", "kind": "Widget", "metadata": {"name": "old"},
+        "spec": {"color": "red"}});
+    let resp = c
+        .request(
+            Credentials::Admin,
+            "POST",
+            "/apis/example.com/v1beta1/namespaces/default/widgets",
+            Some("application/json"),
+            body.to_string(),
+        )
+        .await;
+    assert_eq!(resp.status, 201, "{}", String::from_utf8_lossy(&resp.body));
+    let warning = resp.headers.get("warning").and_then(|v| v.to_str().ok()).unwrap_or("");
+    assert_eq!(warning, "299 - \"example.com/v1beta1 Widget is old\"");
+    assert_eq!(resp.json()["apiVersion"], "example.com/v1beta1");
+    let stored: Value =
+        serde_json::from_slice(&c.storage_get("/registry/example.com/widgets/default/old").await.expect("stored"))
+            .expect("json");
+    assert_eq!(stored["apiVersion"], "example.com/v1");
+
+    // Read in either version; the preferred (v1) one is what kubectl uses.
+    let v1 =
+        c.request(Credentials::Admin, "GET", "/apis/example.com/v1/namespaces/default/widgets/old", None, "").await;
+    assert_eq!(v1.json()["apiVersion"], "example.com/v1");
+    let group = c.request(Credentials::Admin, "GET", "/apis/example.com", None, "").await.json();
+    assert_eq!(group["preferredVersion"]["version"], "v1");
+    assert_eq!(group["versions"].as_array().map(Vec::len), Some(2));
+
+    // Defaults apply on read too: an object stored without one is served with it.
+    let mut raw = stored.clone();
+    raw["metadata"]["name"] = "raw".into();
+    raw["spec"] = json!({"color": "blue"});
+    c.storage_put("/registry/example.com/widgets/default/raw", serde_json::to_vec(&raw).expect("json")).await;
+    let read =
+        c.request(Credentials::Admin, "GET", "/apis/example.com/v1/namespaces/default/widgets/raw", None, "").await;
+    assert_eq!(read.json()["spec"]["replicas"], 1);
 }

@@ -20,6 +20,13 @@ pub trait Admission: Send + Sync + std::fmt::Debug {
 
     /// Validates an update of `old` to `new`; empty admits it.
     fn validate_update(&self, new: &Object, old: &Object) -> Vec<FieldError>;
+
+    /// The finalizers the first DELETE of `obj` adds, so the object stays (marked for
+    /// deletion) until the plugin's owner has cleaned up after it (kube's definitions get
+    /// `customresourcecleanup.apiextensions.k8s.io`).
+    fn finalizers_on_delete(&self, _obj: &Object) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// Folds admission findings into the strategy's outcome: one `Invalid` with every cause.

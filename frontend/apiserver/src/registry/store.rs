@@ -365,6 +365,11 @@ impl Store {
         Store { kinds, ..self.clone() }
     }
 
+    /// The finalizers admission adds to the first DELETE of `obj`.
+    pub(crate) fn finalizers_on_delete(&self, kind: &ResourceKind, obj: &Object) -> Vec<String> {
+        self.admission.iter().filter(|a| a.handles(kind)).flat_map(|a| a.finalizers_on_delete(obj)).collect()
+    }
+
     /// Runs admission over a prepared create (`old` = `None`) or update, joining its findings
     /// to the preparation's outcome.
     pub(crate) fn admit(
