@@ -14,8 +14,10 @@ use serde_json::{Map, Value};
 use ballast_apiserver::error::{FieldError, FieldErrorKind};
 
 /// The deepest schema a definition may have: deeper ones are refused at admission, so the
-/// recursive walks here never exhaust the stack. Kubernetes objects nest a dozen levels.
-pub const MAX_SCHEMA_DEPTH: usize = 64;
+/// recursive walks here never exhaust the stack. Kubernetes objects nest a dozen levels (a pod
+/// template inside a custom resource about twenty); the JSON parser's own limit (128 levels,
+/// two per schema level) would stop a body at about 60.
+pub const MAX_SCHEMA_DEPTH: usize = 48;
 
 fn join(path: &str, key: &str) -> String {
     if path.is_empty() {

@@ -310,6 +310,33 @@ async fn definitions_are_validated_as_kube_does(backend: Backend) {
         "{}",
         out.stderr
     );
+    // A schema nested deeper than any object needs is refused, not walked.
+    let mut deep = json!({"type": "string"});
+    for _ in 0..55 {
+        deep = json!({"type": "object", "properties": {"a": deep}});
+    }
+    let body = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "deeps.example.com"},
+        "spec": {"group": "example.com", "scope": "Cluster", "names": {"plural": "deeps", "kind": "Deep"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": deep}}]}});
+    let resp = c
+        .request(
+            Credentials::Admin,
+            "POST",
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            Some("application/json"),
+            body.to_string(),
+        )
+        .await;
+    assert_eq!(resp.status, 422, "{}", String::from_utf8_lossy(&resp.body));
+    let message = resp.json()["message"].as_str().unwrap_or("").to_string();
+    assert!(
+        message.contains(
+            "spec.versions[0].schema.openAPIV3Schema: Forbidden: must not be nested more than 48 levels deep"
+        ),
+        "{message}"
+    );
+
     // Nothing was written.
     let crds = c.must_kubectl(&["get", "crd", "-o", "name"]).await;
     assert!(crds.trim().is_empty(), "{crds}");
