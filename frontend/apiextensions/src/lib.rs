@@ -29,7 +29,8 @@
 //!   `/status`, `/scale`, selectable fields and version rewriting;
 //!   [`registry::Registry::openapi_schema`] hands out a version's schema as written.
 //! * [`schema`]: pruning, defaulting and validation of custom resources by a version's
-//!   OpenAPI v3 schema; [`formats`]: string formats; [`jsonpath`]: the JSONPath subset of
+//!   OpenAPI v3 schema; [`rules`]: its CEL `x-kubernetes-validations`; [`formats`]: string
+//!   formats; [`jsonpath`]: the JSONPath subset of
 //!   printer columns and selectable fields; [`printer`]: Table columns from
 //!   `additionalPrinterColumns`.
 //! * [`server`]: the chain's server (REST, group discovery, OpenAPI v3 documents of
@@ -51,6 +52,7 @@ pub mod jsonpath;
 pub mod openapi;
 pub mod printer;
 pub mod registry;
+pub mod rules;
 pub mod schema;
 pub mod server;
 pub mod validation;

@@ -21,7 +21,7 @@ use ballast_apiserver::registry::{
 use ballast_apiserver::served::VirtualResource;
 
 use crate::definition::{Definition, Version};
-use crate::{printer, schema};
+use crate::{printer, rules, schema};
 
 fn leak(s: &str) -> &'static str {
     Box::leak(s.to_string().into_boxed_str())
@@ -46,6 +46,17 @@ impl CustomResourceStrategy {
     }
 }
 
+impl CustomResourceStrategy {
+    /// Schema validation, then the schema's CEL rules (with the stored object on update).
+    fn check(&self, obj: &Object, old: Option<&Object>) -> Vec<FieldError> {
+        let Some(schema) = &self.schema else { return Vec::new() };
+        let mut errs = schema::validate_root(schema, obj);
+        let old = old.map(|o| Value::Object(o.clone()));
+        rules::validate(schema, &Value::Object(obj.clone()), old.as_ref(), "", &mut errs);
+        errs
+    }
+}
+
 impl Strategy for CustomResourceStrategy {
     fn prepare_for_create(&self, obj: &mut Object) {
         // kube drops a new object's status when `/status` owns it.
@@ -56,11 +67,15 @@ impl Strategy for CustomResourceStrategy {
     }
 
     fn validate(&self, obj: &Object) -> Vec<FieldError> {
-        self.schema.as_ref().map(|s| schema::validate_root(s, obj)).unwrap_or_default()
+        self.check(obj, None)
     }
 
     fn prepare_for_update(&self, new: &mut Object, _old: &Object) {
         self.default_root(new);
+    }
+
+    fn validate_update(&self, new: &Object, old: &Object) -> Vec<FieldError> {
+        self.check(new, Some(old))
     }
 
     fn reset_status_on_create(&self) -> bool {

@@ -277,6 +277,7 @@ fn validate_version(v: &Version, path: &str, errs: &mut Vec<FieldError>) {
 /// kube's structural-schema rules that matter most: every specified field and item has a type;
 /// arrays have items; list-map keys are item properties.
 fn structural(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
+    crate::rules::compile_errors(schema, path, errs);
     if let Some(props) = schema["properties"].as_object() {
         if schema.get("additionalProperties").is_some_and(|a| a.is_object()) {
             errs.push(FieldError::forbidden(

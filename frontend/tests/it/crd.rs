@@ -71,6 +71,12 @@ spec:
           spec:
             type: object
             description: What the widget should be.
+            x-kubernetes-validations:
+            - rule: "!has(self.size) || self.size != '0cm'"
+              message: a widget cannot have zero size
+            - rule: "!has(oldSelf.size) || has(self.size)"
+              messageExpression: "'size ' + oldSelf.size + ' cannot be removed'"
+              reason: FieldValueForbidden
             required: [color]
             properties:
               color:
@@ -302,6 +308,15 @@ async fn definitions_are_validated_as_kube_does(backend: Backend) {
         out.stderr
     );
 
+    let bad_rule = WIDGETS.replace("rule: \"!has(self.size) || self.size != '0cm'\"", "rule: \"self.size >\"");
+    let file = write(&c, "bad-rule.yaml", &bad_rule);
+    let out = c.kubectl(&["create", "-f", &file]).await;
+    assert!(
+        out.stderr.contains("spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: \"self.size >\": compilation failed"),
+        "{}",
+        out.stderr
+    );
+
     let protected = WIDGETS.replace("example.com", "things.k8s.io");
     let file = write(&c, "protected.yaml", &protected);
     let out = c.kubectl(&["create", "-f", &file]).await;
@@ -364,6 +379,18 @@ async fn writes_go_through_the_schema(backend: Backend) {
     ] {
         assert!(err.contains(cause), "missing {cause:?} in {err}");
     }
+
+    // CEL rules, transition rules included.
+    let zero = write(&c, "zero.yaml", "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: z, namespace: default}\nspec: {color: red, size: 0cm}\n");
+    let out = c.kubectl(&["create", "-f", &zero]).await;
+    assert!(out.stderr.contains("spec: Invalid value: \"object\": a widget cannot have zero size"), "{}", out.stderr);
+    let sized = write(&c, "sized.yaml", "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: s, namespace: default}\nspec: {color: red, size: 1m}\n");
+    c.must_kubectl(&["create", "-f", &sized]).await;
+    let out =
+        c.kubectl(&["patch", "widget", "s", "--type", "json", "-p", r#"[{"op":"remove","path":"/spec/size"}]"#]).await;
+    assert!(!out.ok);
+    assert!(out.stderr.contains("spec: Forbidden: size 1m cannot be removed"), "{}", out.stderr);
+    c.must_kubectl(&["patch", "widget", "s", "--type", "merge", "-p", r#"{"spec":{"size":"2m"}}"#]).await;
 
     // Unknown fields: refused with Strict (kubectl's default), dropped with a warning
     // otherwise, kept under x-kubernetes-preserve-unknown-fields.
