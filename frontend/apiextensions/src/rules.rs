@@ -146,14 +146,6 @@ fn check_node(schema: &Value, v: &Value, old: Option<&Value>, path: &str, errs: 
     }
 }
 
-fn join(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_string()
-    } else {
-        format!("{path}.{key}")
-    }
-}
-
 /// Checks every rule of `schema` and below against `v` (and `old`, the stored value, on an
 /// update), appending failures to `errs`. `metadata` at the root is skipped.
 pub fn validate(schema: &Value, v: &Value, old: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
@@ -170,18 +162,13 @@ pub fn validate(schema: &Value, v: &Value, old: Option<&Value>, path: &str, errs
                 }
                 if let Some(sub) = props.and_then(|p| p.get(key)).or(additional) {
                     let old_value = old.and_then(|o| o.get(key));
-                    validate(sub, value, old_value, &join(path, key), errs);
+                    validate(sub, value, old_value, &crate::schema::join(path, key), errs);
                 }
             }
         }
         Value::Array(items) => {
             if let Some(item_schema) = schema.get("items").filter(|i| i.is_object()) {
-                let keys: Vec<&str> = schema["x-kubernetes-list-map-keys"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str)
-                    .collect();
+                let keys = crate::schema::list_map_keys(schema);
                 let old_items = old.and_then(Value::as_array);
                 for (i, item) in items.iter().enumerate() {
                     // Items of a list-map correlate with the stored item of the same keys; others

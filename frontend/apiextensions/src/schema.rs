@@ -19,12 +19,18 @@ use ballast_apiserver::error::{FieldError, FieldErrorKind};
 /// two per schema level) would stop a body at about 60.
 pub const MAX_SCHEMA_DEPTH: usize = 48;
 
-fn join(path: &str, key: &str) -> String {
+/// Joins a field path and a key (`spec` + `replicas` = `spec.replicas`).
+pub(crate) fn join(path: &str, key: &str) -> String {
     if path.is_empty() {
         key.to_string()
     } else {
         format!("{path}.{key}")
     }
+}
+
+/// The `x-kubernetes-list-map-keys` of a list schema.
+pub(crate) fn list_map_keys(schema: &Value) -> Vec<&str> {
+    schema["x-kubernetes-list-map-keys"].as_array().into_iter().flatten().filter_map(Value::as_str).collect()
 }
 
 fn preserves_unknown(schema: &Value) -> bool {
@@ -328,8 +334,7 @@ fn array(schema: &Value, v: &Value, items: &[Value], path: &str, errs: &mut Vec<
         }
     }
     if list_type == Some("map") {
-        let keys: Vec<&str> =
-            schema["x-kubernetes-list-map-keys"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        let keys = list_map_keys(schema);
         let key_of = |item: &Value| -> Vec<Value> { keys.iter().map(|k| item[*k].clone()).collect() };
         for (i, item) in items.iter().enumerate() {
             let key = key_of(item);

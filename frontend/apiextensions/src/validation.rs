@@ -324,12 +324,7 @@ fn structural(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
     match schema["x-kubernetes-list-type"].as_str() {
         None | Some("atomic" | "set") => {}
         Some("map") => {
-            let keys: Vec<&str> = schema["x-kubernetes-list-map-keys"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect();
+            let keys = crate::schema::list_map_keys(schema);
             if keys.is_empty() {
                 errs.push(FieldError::required(
                     format!("{path}.x-kubernetes-list-map-keys"),

@@ -62,13 +62,14 @@ impl Server for Router {
         let top = path.split('/').nth(1).unwrap_or("");
         if let Some(delegated) = &self.state.delegated {
             // `/apis/<group>[/<version>]` and `/openapi/v3/apis/<group>/<version>` of a group
-            // served behind this server are that server's to answer.
+            // served behind this server (and not by this one) are that server's to answer.
             let group = match (top, path.split('/').nth(2), path.split('/').nth(3)) {
                 ("apis", Some(group), _) => group,
                 ("openapi", Some("v3"), Some("apis")) => path.split('/').nth(4).unwrap_or(""),
                 _ => "",
             };
-            if !group.is_empty() && delegated.serves_group(group) {
+            let own = self.state.store.kinds().groups().iter().any(|g| g.name == group);
+            if !group.is_empty() && !own && delegated.serves_group(group) {
                 return false;
             }
         }
