@@ -443,7 +443,7 @@ async fn run_engine(cfg: EngineConfig) -> anyhow::Result<()> {
 fn server_chain() -> Delegation {
     Delegation {
         in_front: Box::new(ballast_aggregator::server),
-        behind: ballast_apiextensions::server(NotFound::handler()),
+        behind: Box::new(|context| ballast_apiextensions::server(context, NotFound::handler())),
     }
 }
 

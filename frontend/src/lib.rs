@@ -49,7 +49,7 @@ use ballast_apiserver::authn::token_file::{TokenFile, TokenFileError};
 use ballast_apiserver::authn::x509::{X509Authenticator, X509Error};
 use ballast_apiserver::authn::Authenticator;
 use ballast_apiserver::chain::{build_handler_chain, ChainConfig, ChainService};
-use ballast_apiserver::delegation::{in_front_of, Handler, NotFound};
+use ballast_apiserver::delegation::{in_front_of, Delegate, DelegateContext, Handler, NotFound};
 use ballast_apiserver::registry::Store;
 use ballast_apiserver::routes::{AppState, Router};
 use ballast_apiserver::storage::{Etcd3Storage, SharedStorage, StorageError};
@@ -106,19 +106,20 @@ pub enum FrontendError {
 pub struct Delegation {
     /// Builds the servers in front of the built-in API around it (the aggregator).
     pub in_front: Box<dyn FnOnce(Handler) -> Handler + Send>,
-    /// The server behind the built-in API (apiextensions, in front of the 404).
-    pub behind: Handler,
+    /// Builds the server behind the built-in API (apiextensions, in front of the 404) on the
+    /// built-in API's storage and settings.
+    pub behind: Box<dyn FnOnce(DelegateContext) -> Delegate + Send>,
 }
 
 impl std::fmt::Debug for Delegation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Delegation").field("behind", &self.behind).finish_non_exhaustive()
+        f.debug_struct("Delegation").finish_non_exhaustive()
     }
 }
 
 impl Default for Delegation {
     fn default() -> Self {
-        Delegation { in_front: Box::new(|builtin| builtin), behind: NotFound::handler() }
+        Delegation { in_front: Box::new(|builtin| builtin), behind: Box::new(|_| Delegate::plain(NotFound::handler())) }
     }
 }
 
@@ -201,6 +202,20 @@ impl Frontend {
         Self::start_with(config, Some(storage), Delegation::default()).await
     }
 
+    /// As [`Frontend::start_in_chain`], on `storage` when given (the in-memory twin, for
+    /// tests) instead of `config.etcd_servers`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Frontend::start`].
+    pub async fn start_in_chain_on(
+        config: FrontendConfig,
+        storage: Option<SharedStorage>,
+        delegation: Delegation,
+    ) -> Result<Frontend, FrontendError> {
+        Self::start_with(config, storage, delegation).await
+    }
+
     async fn start_with(
         config: FrontendConfig,
         storage: Option<SharedStorage>,
@@ -240,6 +255,14 @@ impl Frontend {
         let local_addr = listener.local_addr().map_err(|source| FrontendError::Bind { addr, source })?;
         let kubeconfig = certs.write_admin_kubeconfig(local_addr, config.admin_kubeconfig.as_deref())?;
 
+        let behind = (delegation.behind)(DelegateContext {
+            store: store.clone(),
+            metrics: metrics.clone(),
+            watch_cache: config.watch_cache,
+            version: kinds::KUBERNETES_VERSION,
+            advertise_address: local_addr.to_string(),
+        });
+        let store = behind.admission.iter().fold(store, |store, plugin| store.with_admission(plugin.clone()));
         let watch_cache = watch_cache::WatchCaches::new(store.storage().clone(), config.watch_cache);
         let state = Arc::new(AppState {
             store,
@@ -247,8 +270,9 @@ impl Frontend {
             advertise_address: local_addr.to_string(),
             metrics: metrics.clone(),
             watch_cache,
+            delegated: behind.apis,
         });
-        let kinds = in_front_of(Router::new(state), delegation.behind);
+        let kinds = in_front_of(Router::new(state), behind.handler);
         let builtin = in_front_of(reviews::ReviewServer::new(authorizer.clone()), kinds);
         let chain = build_handler_chain(
             (delegation.in_front)(builtin),

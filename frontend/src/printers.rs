@@ -135,12 +135,12 @@ fn has_condition(obj: &Value, type_: &str) -> bool {
 
 static NAMESPACES: Printer = Printer {
     columns: &[NAME, col("Status", "string", "The phase of the namespace."), AGE],
-    cells: |o, now| vec![name(o).into(), str_at(o, "status.phase").into(), age_of(o, now)],
+    cells: &|o, now| vec![name(o).into(), str_at(o, "status.phase").into(), age_of(o, now)],
 };
 
 static CONFIGMAPS: Printer = Printer {
     columns: &[NAME, col("Data", "string", "How many keys the config map holds."), AGE],
-    cells: |o, now| vec![name(o).into(), (len_at(o, "data") + len_at(o, "binaryData")).into(), age_of(o, now)],
+    cells: &|o, now| vec![name(o).into(), (len_at(o, "data") + len_at(o, "binaryData")).into(), age_of(o, now)],
 };
 
 static SECRETS: Printer = Printer {
@@ -150,22 +150,22 @@ static SECRETS: Printer = Printer {
         col("Data", "string", "How many keys the secret holds."),
         AGE,
     ],
-    cells: |o, now| vec![name(o).into(), str_at(o, "type").into(), len_at(o, "data").into(), age_of(o, now)],
+    cells: &|o, now| vec![name(o).into(), str_at(o, "type").into(), len_at(o, "data").into(), age_of(o, now)],
 };
 
 static SERVICEACCOUNTS: Printer = Printer {
     columns: &[NAME, col("Secrets", "string", "How many secrets the service account lists."), AGE],
-    cells: |o, now| vec![name(o).into(), len_at(o, "secrets").into(), age_of(o, now)],
+    cells: &|o, now| vec![name(o).into(), len_at(o, "secrets").into(), age_of(o, now)],
 };
 
 static LEASES: Printer = Printer {
     columns: &[NAME, col("Holder", "string", "The identity holding the lease."), AGE],
-    cells: |o, now| vec![name(o).into(), str_at(o, "spec.holderIdentity").into(), age_of(o, now)],
+    cells: &|o, now| vec![name(o).into(), str_at(o, "spec.holderIdentity").into(), age_of(o, now)],
 };
 
 static ROLES: Printer = Printer {
     columns: &[NAME, col("Created At", "string", "When the object was created.")],
-    cells: |o, _| vec![name(o).into(), created_at(o).into()],
+    cells: &|o, _| vec![name(o).into(), created_at(o).into()],
 };
 
 static ROLEBINDINGS: Printer = Printer {
@@ -177,7 +177,7 @@ static ROLEBINDINGS: Printer = Printer {
         wide("Groups", "string", "Groups the binding names."),
         wide("ServiceAccounts", "string", "Service accounts the binding names, as namespace/name."),
     ],
-    cells: |o, now| {
+    cells: &|o, now| {
         let subjects = items(o, "subjects");
         let of_kind = |kind: &str| {
             subjects
@@ -216,7 +216,7 @@ static PODS: Printer = Printer {
         wide("Nominated Node", "string", "The node nominated by preemption."),
         wide("Readiness Gates", "string", "Readiness gates that are true, out of all."),
     ],
-    cells: pod_cells,
+    cells: &pod_cells,
 };
 
 /// A container status's display reason, if it overrides the pod's.
@@ -346,7 +346,7 @@ static DEPLOYMENTS: Printer = Printer {
         IMAGES,
         SELECTOR,
     ],
-    cells: |o, now| {
+    cells: &|o, now| {
         let (containers, images) = containers_and_images(at(o, "spec.template.spec"));
         let desired = at(o, "spec.replicas").as_i64().unwrap_or(1);
         vec![
@@ -373,7 +373,7 @@ static REPLICASETS: Printer = Printer {
         IMAGES,
         SELECTOR,
     ],
-    cells: |o, now| {
+    cells: &|o, now| {
         let (containers, images) = containers_and_images(at(o, "spec.template.spec"));
         vec![
             name(o).into(),
@@ -390,7 +390,7 @@ static REPLICASETS: Printer = Printer {
 
 static STATEFULSETS: Printer = Printer {
     columns: &[NAME, col("Ready", "string", "Ready replicas out of desired replicas."), AGE, CONTAINERS, IMAGES],
-    cells: |o, now| {
+    cells: &|o, now| {
         let (containers, images) = containers_and_images(at(o, "spec.template.spec"));
         let desired = at(o, "spec.replicas").as_i64().unwrap_or(1);
         vec![
@@ -417,7 +417,7 @@ static DAEMONSETS: Printer = Printer {
         IMAGES,
         SELECTOR,
     ],
-    cells: |o, now| {
+    cells: &|o, now| {
         let (containers, images) = containers_and_images(at(o, "spec.template.spec"));
         vec![
             name(o).into(),
@@ -446,7 +446,7 @@ static JOBS: Printer = Printer {
         IMAGES,
         SELECTOR,
     ],
-    cells: |o, now| {
+    cells: &|o, now| {
         let succeeded = int_at(o, "status.succeeded");
         let completions = match at(o, "spec.completions").as_i64() {
             Some(c) => format!("{succeeded}/{c}"),
@@ -504,7 +504,7 @@ static CRONJOBS: Printer = Printer {
         IMAGES,
         SELECTOR,
     ],
-    cells: |o, now| {
+    cells: &|o, now| {
         let suspend = match at(o, "spec.suspend").as_bool() {
             Some(true) => "True",
             Some(false) => "False",
@@ -541,7 +541,7 @@ static SERVICES: Printer = Printer {
         AGE,
         wide("Selector", "string", "The labels of the pods the service routes to."),
     ],
-    cells: |o, now| {
+    cells: &|o, now| {
         let cluster_ip = items(o, "spec.clusterIPs")
             .first()
             .and_then(Value::as_str)
@@ -591,7 +591,7 @@ static SERVICES: Printer = Printer {
 
 static ENDPOINTS: Printer = Printer {
     columns: &[NAME, col("Endpoints", "string", "Addresses and ports of the endpoints."), AGE],
-    cells: |o, now| {
+    cells: &|o, now| {
         const SHOWN: usize = 3;
         let mut all = Vec::new();
         for subset in items(o, "subsets") {
@@ -628,7 +628,7 @@ static NODES: Printer = Printer {
         wide("Kernel-Version", "string", "The node's kernel version."),
         wide("Container-Runtime", "string", "The node's container runtime and version."),
     ],
-    cells: |o, now| {
+    cells: &|o, now| {
         let mut status = Vec::new();
         if let Some(c) = items(o, "status.conditions").iter().find(|c| c["type"] == "Ready") {
             status.push(if c["status"] == "True" { "Ready" } else { "NotReady" });
@@ -691,7 +691,7 @@ static EVENTS: Printer = Printer {
         wide("Count", "string", "How many times the event happened."),
         Column { priority: 1, ..NAME },
     ],
-    cells: |o, now| {
+    cells: &|o, now| {
         let micro_age = |path: &str| age(at(o, path).as_str(), now);
         let first = match at(o, "firstTimestamp").as_str() {
             Some(_) => micro_age("firstTimestamp"),

@@ -1,5 +1,5 @@
-//! The apiextensions server (kube's `k8s.io/apiextensions-apiserver`): serves the REST of the
-//! resources that CustomResourceDefinitions declare. Empty so far: CRD serving is built here.
+//! The apiextensions server (kube's `k8s.io/apiextensions-apiserver`): serves the resources that
+//! CustomResourceDefinitions declare, and validates and maintains the definitions themselves.
 //!
 //! # Place in the delegation chain
 //!
@@ -8,33 +8,83 @@
 //! ```text
 //! aggregator (ballast-aggregator)         /apis/<group>/<version> of an APIService -> proxy
 //!   -> built-in API (ballast-frontend)    the 59 built-in resources, discovery, OpenAPI
-//!     -> apiextensions (this crate)       /apis/<crd group>/<version>/...
-//!       -> 404
+//!     -> apiextensions (this crate)       /apis/<crd group>/<version>/..., their discovery
+//!       -> 404                            and OpenAPI v3 documents
 //! ```
 //!
-//! Today [`server`] is its delegate: CustomResourceDefinition objects are stored by the
-//! built-in API without their resources being served, so what the built-in server does not
-//! serve goes on to the 404. The binary already builds the chain through it.
+//! CustomResourceDefinition objects stay a built-in kind (the built-in API stores, prints and
+//! describes them); this server adds what only it knows, through the generic server's seams:
+//! their validation ([`validation::DefinitionAdmission`], an admission plugin on the built-in
+//! store), their status (the [`controller`]), and the entries of their groups in the built-in
+//! API's `/apis` and `/openapi/v3` index ([`server::Apis`], a `DelegatedApis`).
 //!
-//! # What will live here
+//! # Map
 //!
-//! * A watch on `customresourcedefinitions` that keeps the set of served CRD versions current
-//!   (any frontend rebuilds it from storage: frontends hold no authoritative state).
-//! * REST handlers for custom resources on the frontend's generic registry store, with the
-//!   CRD's structural schema for defaulting, pruning and validation, `/status` and `/scale`.
-//! * Discovery and OpenAPI contributions for the served CRDs.
+//! * [`definition`]: a definition read from its JSON ([`definition::Definition`]).
+//! * [`validation`]: kube's checks of definitions, as admission.
+//! * [`controller`]: one watch on the definitions per frontend; keeps the [`registry`] current
+//!   and writes `acceptedNames`, `NamesAccepted`, `Established` and `storedVersions`.
+//! * [`registry`]: what is served now ([`registry::Snapshot`]), built into generic-server rows
+//!   ([`registry::CrdKinds`]) with each version's strategy (defaulting, validation), printer,
+//!   `/status`, `/scale`, selectable fields and version rewriting;
+//!   [`registry::Registry::openapi_schema`] hands out a version's schema as written.
+//! * [`schema`]: pruning, defaulting and validation of custom resources by a version's
+//!   OpenAPI v3 schema; [`rules`]: its CEL `x-kubernetes-validations`; [`formats`]: string
+//!   formats; [`jsonpath`]: the JSONPath subset of
+//!   printer columns and selectable fields; [`printer`]: Table columns from
+//!   `additionalPrinterColumns`.
+//! * [`server`]: the chain's server (REST, group discovery, OpenAPI v3 documents of
+//!   [`openapi`]).
 //!
 //! # Layering
 //!
-//! May depend on `ballast-apimachinery` and on the generic server's registry and storage seam;
-//! must not depend on the built-in API's kinds or on the aggregator (the chain delegates
-//! downwards only). Today it depends only on `ballast-apiserver`, for the delegation chain's
-//! [`Handler`].
+//! Depends on `ballast-apiserver` (the generic server's registry, routes and seams) and
+//! `ballast-apimachinery` through it; never on the built-in API's crate or on the aggregator
+//! (the chain delegates downwards only). Inside: `server` → `registry` → `schema`, `printer` →
+//! `jsonpath`; `controller` → `registry`, `definition`; `validation` → `definition`, `schema`.
+//!
+//! Reading order: [`server`], [`registry`], [`controller`].
 
-use ballast_apiserver::delegation::Handler;
+pub mod controller;
+pub mod definition;
+pub mod formats;
+pub mod jsonpath;
+pub mod openapi;
+pub mod printer;
+pub mod registry;
+pub mod rules;
+pub mod schema;
+pub mod server;
+pub mod validation;
 
-/// The apiextensions server in front of `delegate` (the 404). It serves no custom resource
-/// yet, so it is `delegate` itself.
-pub fn server(delegate: Handler) -> Handler {
-    delegate
+use std::sync::Arc;
+
+use ballast_apiserver::delegation::{in_front_of, Delegate, DelegateContext, Handler};
+use ballast_apiserver::routes::AppState;
+use ballast_apiserver::watch_cache::WatchCaches;
+
+use crate::registry::{CrdKinds, Registry};
+
+/// The apiextensions server in front of `delegate` (the 404), on the built-in API's storage
+/// and settings. Starts the definition controller on the current runtime.
+pub fn server(context: DelegateContext, delegate: Handler) -> Delegate {
+    let registry = Arc::new(Registry::default());
+    let store = context.store.with_kinds(Arc::new(CrdKinds(registry.clone())));
+    let stores = controller::Stores::new(context.store.clone(), store.clone());
+    let state = Arc::new(AppState {
+        watch_cache: WatchCaches::new(store.storage().clone(), context.watch_cache),
+        store,
+        version: context.version,
+        advertise_address: context.advertise_address,
+        metrics: context.metrics,
+        delegated: None,
+    });
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(controller::run(stores, registry.clone()));
+    }
+    Delegate {
+        handler: in_front_of(server::ApiextensionsServer::new(state, registry.clone()), delegate),
+        apis: Some(Arc::new(server::Apis(registry))),
+        admission: vec![Arc::new(validation::DefinitionAdmission)],
+    }
 }

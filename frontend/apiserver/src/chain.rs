@@ -148,6 +148,7 @@ mod tests {
             advertise_address: "127.0.0.1:6443".into(),
             metrics: metrics.clone(),
             watch_cache: WatchCaches::new(storage, WatchCacheConfig::default()),
+            delegated: None,
         });
         let tokens = TokenFile::parse(TOKENS).expect("token file");
         build_handler_chain(

@@ -12,16 +12,76 @@
 
 use std::convert::Infallible;
 use std::future::{ready, Ready};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use serde_json::Value;
 use tower::util::BoxCloneSyncService;
 
 use crate::body::{Request, Response};
 use crate::error::ApiError;
 use crate::filters::{call_next, Filter, Filtered, Inner, ResponseFuture};
+use crate::registry::admission::Admission;
+use crate::registry::Store;
+
+/// What a server behind the built-in API is built from (kube's generic server configuration,
+/// handed down the chain): the storage it shares and the settings every server follows.
+#[derive(Debug, Clone)]
+pub struct DelegateContext {
+    /// The front server's store: its storage, key prefix and LIST page size (a server behind
+    /// serves its own kinds on it with [`Store::with_kinds`]).
+    pub store: Store,
+    /// The metric registry.
+    pub metrics: Arc<crate::metrics::Metrics>,
+    /// The watch cache settings.
+    pub watch_cache: crate::watch_cache::WatchCacheConfig,
+    /// The version `/version` reports.
+    pub version: crate::served::Version,
+    /// `host:port` advertised in discovery.
+    pub advertise_address: String,
+}
+
+/// A server behind the built-in API, built: its handler, what it adds to the front server's
+/// discovery and OpenAPI index, and the validation it adds to the front server's writes.
+#[derive(Debug)]
+pub struct Delegate {
+    /// The server (in front of the rest of the chain).
+    pub handler: Handler,
+    /// Its APIs, for the front server's documents.
+    pub apis: Option<Arc<dyn DelegatedApis>>,
+    /// Admission plugins for the front server's kinds.
+    pub admission: Vec<Arc<dyn Admission>>,
+}
+
+impl Delegate {
+    /// A server that adds nothing to the front server's documents or writes.
+    pub fn plain(handler: Handler) -> Delegate {
+        Delegate { handler, apis: None, admission: Vec::new() }
+    }
+}
 
 /// One server of the chain with its type erased: what servers hand requests to.
 pub type Handler = BoxCloneSyncService<Request, Response, Infallible>;
+
+/// What a server behind the built-in API serves, for the documents the built-in API answers
+/// for every server of the chain (kube's discovery and OpenAPI aggregation): the group list
+/// at `/apis` in both forms and the `/openapi/v3` index. The server behind answers
+/// `/apis/<group>[/<version>]` and `/openapi/v3/apis/<group>/<version>` of its own groups,
+/// which the server in front hands on to it. What it reports may change at any time (a
+/// CustomResourceDefinition created), so it is asked on every request.
+pub trait DelegatedApis: Send + Sync + std::fmt::Debug {
+    /// Whether `group` is served behind.
+    fn serves_group(&self, group: &str) -> bool;
+
+    /// The legacy `APIGroup` entries of `/apis` (`APIGroupList`).
+    fn legacy_groups(&self) -> Vec<Value>;
+
+    /// The `APIGroupDiscovery` items of `/apis` (`APIGroupDiscoveryList`).
+    fn aggregated_groups(&self) -> Vec<Value>;
+
+    /// The `/openapi/v3` index entries: (key such as `apis/example.com/v1`, document hash).
+    fn openapi_v3_paths(&self) -> Vec<(String, String)>;
+}
 
 /// A server of the chain: which requests it answers, and how.
 pub trait Server: Clone + Send + Sync + 'static {

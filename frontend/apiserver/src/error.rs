@@ -63,6 +63,26 @@ pub enum FieldErrorKind {
         /// The allowed values, quoted as kube quotes them.
         supported: Vec<String>,
     },
+    /// The value has the wrong type (`Invalid value` with kube's `FieldValueTypeInvalid`).
+    TypeInvalid {
+        /// The offending value (kube shows the value's type name).
+        value: Value,
+        /// Why it is invalid.
+        detail: String,
+    },
+    /// A string is longer than a schema's `maxLength` (the message kube's schema validation
+    /// gives, which differs from [`FieldErrorKind::TooLong`]'s).
+    TooLongString {
+        /// The longest allowed, in bytes.
+        max: i64,
+    },
+    /// A list or map has too many entries.
+    TooMany {
+        /// How many it has.
+        actual: i64,
+        /// The most allowed.
+        max: i64,
+    },
 }
 
 impl FieldError {
@@ -110,7 +130,9 @@ impl FieldError {
             FieldErrorKind::Forbidden { .. } => "FieldValueForbidden",
             FieldErrorKind::Duplicate { .. } => "FieldValueDuplicate",
             FieldErrorKind::NotSupported { .. } => "FieldValueNotSupported",
-            FieldErrorKind::TooLong { .. } => "FieldValueTooLong",
+            FieldErrorKind::TooLong { .. } | FieldErrorKind::TooLongString { .. } => "FieldValueTooLong",
+            FieldErrorKind::TypeInvalid { .. } => "FieldValueTypeInvalid",
+            FieldErrorKind::TooMany { .. } => "FieldValueTooMany",
         }
     }
 
@@ -134,6 +156,9 @@ impl FieldError {
             FieldErrorKind::NotSupported { value, supported } => {
                 format!("Unsupported value: {value}: supported values: {}", supported.join(", "))
             }
+            FieldErrorKind::TypeInvalid { value, detail } => with_detail(format!("Invalid value: {value}"), detail),
+            FieldErrorKind::TooLongString { max } => format!("Too long: may not be more than {max} bytes"),
+            FieldErrorKind::TooMany { actual, max } => format!("Too many: {actual}: must have at most {max} items"),
         }
     }
 }

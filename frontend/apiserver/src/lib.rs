@@ -14,7 +14,10 @@
 //! * [`chain`]: `build_handler_chain`, the one place that orders the [`filters`]: audit init →
 //!   panic recovery → request info → metrics → timeout → authentication → audit →
 //!   impersonation → max-in-flight → authorization → body limit, in front of the
-//!   [`delegation`] chain of servers (aggregator → built-in API → apiextensions → 404).
+//!   [`delegation`] chain of servers (aggregator → built-in API → apiextensions → 404). A
+//!   server behind another is built from a [`delegation::DelegateContext`] and adds its groups
+//!   to the front server's discovery and OpenAPI index ([`delegation::DelegatedApis`]) and
+//!   admission to its writes ([`registry::admission`]).
 //! * [`audit`]: audit policy, events and the bounded log writer; [`metrics`]: the metric
 //!   registry that filters and audit count into and `/metrics` renders.
 //! * [`request_info`] parses URLs like kube's `RequestInfoFactory`; [`authn`] (x509, token

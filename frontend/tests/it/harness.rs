@@ -310,6 +310,9 @@ pub(crate) struct Options {
     /// The in-memory storage unless set.
     pub(crate) backend: Option<Backend>,
     pub(crate) watch_cache: Option<ballast_apiserver::watch_cache::WatchCacheConfig>,
+    /// Serves CustomResourceDefinitions: the apiextensions server behind the built-in API, as
+    /// the binary chains it.
+    pub(crate) crds: bool,
 }
 
 /// etcd plus an in-process frontend, with an admin kubeconfig and a token file.
@@ -385,10 +388,21 @@ impl Cluster {
         if let Some(configure) = options.configure {
             configure(&mut config, dir.path());
         }
-        let frontend = match &etcd {
-            StorageServer::Memory(mem) => Frontend::start_on_storage(config, Arc::new(mem.clone())).await,
-            _ => Frontend::start(config).await,
+        let storage: Option<ballast_apiserver::storage::SharedStorage> = match &etcd {
+            StorageServer::Memory(mem) => Some(Arc::new(mem.clone())),
+            _ => None,
         };
+        let delegation = if options.crds {
+            ballast_frontend::Delegation {
+                in_front: Box::new(|builtin| builtin),
+                behind: Box::new(|context| {
+                    ballast_apiextensions::server(context, ballast_apiserver::delegation::NotFound::handler())
+                }),
+            }
+        } else {
+            ballast_frontend::Delegation::default()
+        };
+        let frontend = Frontend::start_in_chain_on(config, storage, delegation).await;
         let frontend = frontend.expect("frontend starts");
         let addr = frontend.local_addr();
         let kubeconfig = frontend.admin_kubeconfig().to_path_buf();

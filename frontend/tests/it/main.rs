@@ -8,6 +8,7 @@
 
 mod auth;
 mod chain;
+mod crd;
 mod harness;
 mod kinds;
 mod kube_rs;

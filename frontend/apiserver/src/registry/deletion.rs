@@ -182,6 +182,13 @@ impl Store {
             if let Some(f) = gc.filter(|f| !deleting && !finalizers.iter().any(|x| x == f)) {
                 finalizers.push(f.to_string());
             }
+            if !deleting {
+                for f in self.finalizers_on_delete(kind, &old) {
+                    if !finalizers.contains(&f) {
+                        finalizers.push(f);
+                    }
+                }
+            }
             let grace = kind.strategy.graceful_delete(&old, opts.grace_period_seconds).unwrap_or(0);
             if finalizers.is_empty() && grace == 0 {
                 if opts.dry_run {

@@ -95,6 +95,19 @@ impl Subresources {
     }
 }
 
+/// Where a kind's `/scale` subresource reads and writes (kube's `CustomResourceSubresourceScale`):
+/// dot-separated paths into the object. Workloads use [`ScalePaths::WORKLOAD`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScalePaths {
+    /// The desired replicas, which a Scale write sets (`spec.replicas`).
+    pub spec_replicas: String,
+    /// The observed replicas (`status.replicas`).
+    pub status_replicas: String,
+    /// The selector: a `LabelSelector` object for workloads, a selector string for custom
+    /// resources (`status.selector`); `None` leaves the Scale's selector empty.
+    pub label_selector: Option<String>,
+}
+
 /// Converts between the version a kind is served in and the version its objects are stored in,
 /// for kinds served under several group versions with one storage (events, HPAs).
 pub trait VersionConverter: Send + Sync + std::fmt::Debug {
@@ -146,6 +159,16 @@ pub struct ResourceKind {
     /// The top-level fields whose change bumps `metadata.generation`; empty for kinds without
     /// a generation. Create sets it to 1.
     pub generation: &'static [&'static str],
+    /// Where `/scale` reads and writes; `None` is a workload's `spec.replicas`,
+    /// `status.replicas` and `spec.selector`.
+    pub scale_paths: Option<&'static ScalePaths>,
+    /// Whether the top-level fields are the schema's business too: `fields` is not consulted
+    /// and [`ServedKinds::prune_unknown_fields`](super::ServedKinds::prune_unknown_fields)
+    /// decides at every level (custom resources, whose schema may keep any field).
+    pub fields_from_schema: bool,
+    /// Whether strategic merge patches are accepted (kube refuses them for custom resources,
+    /// which have no patch strategy tags).
+    pub strategic_merge: bool,
     /// The conversion to the stored version, when the served version is not the stored one.
     pub converter: Option<&'static dyn VersionConverter>,
     /// The kind's rules.
@@ -200,6 +223,9 @@ impl ResourceKind {
             schema: None,
             subresources: Subresources::NONE,
             generation: &[],
+            scale_paths: None,
+            fields_from_schema: false,
+            strategic_merge: true,
             converter: None,
             strategy: &strategy::DefaultStrategy,
             binder: None,

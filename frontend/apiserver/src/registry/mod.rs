@@ -17,6 +17,8 @@
 //!   delete and deletecollection with finalizers, grace periods and the namespace lifecycle;
 //!   [`scale`]: the `/scale` subresource; [`binding`]: `/binding` and creates that bind (the
 //!   generic part; a row's [`strategy::Binder`] binds).
+//! * [`admission`]: validation another server adds to a kind's writes (the apiextensions
+//!   server's checks of CustomResourceDefinitions, which the built-in API stores).
 //! * [`table`]: server-side printing (Table and PartialObjectMetadata forms) with a kind's
 //!   [`table::Printer`].
 //! * `testing` (tests only): a two-kind `ServedKinds` for this crate's own tests; `store_tests`:
@@ -26,6 +28,7 @@
 //!
 //! Layering: `routes` → `registry` → `storage`. The registry never sees HTTP.
 
+pub mod admission;
 pub mod binding;
 pub mod deletion;
 pub mod json_scan;
@@ -46,7 +49,7 @@ pub mod table;
 pub(crate) mod testing;
 pub mod validation;
 
-pub use kind::{NameRule, ResourceKind, Subresources, Verbs, VersionConverter, CRUD, META_SELECTORS};
+pub use kind::{NameRule, ResourceKind, ScalePaths, Subresources, Verbs, VersionConverter, CRUD, META_SELECTORS};
 pub use served_kinds::{ApiGroup, ServedKinds};
 pub use store::Store;
 pub use strategy::Strategy;

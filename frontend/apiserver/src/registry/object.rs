@@ -159,7 +159,9 @@ fn check_value(
     }
     let mut unknown = Vec::new();
     obj.retain(|k, _| {
-        let known = matches!(k.as_str(), "apiVersion" | "kind" | "metadata") || kind.fields.contains(&k.as_str());
+        let known = matches!(k.as_str(), "apiVersion" | "kind" | "metadata")
+            || kind.fields_from_schema
+            || kind.fields.contains(&k.as_str());
         if !known {
             unknown.push(k.clone());
         }
@@ -364,7 +366,7 @@ pub fn prepare_create(kind: &ResourceKind, obj: &mut Object, namespace: &str) ->
     meta.insert("uid".into(), new_uid().into());
     meta.insert("creationTimestamp".into(), crate::clock::now_rfc3339().into());
     meta.remove("generation");
-    if !kind.generation.is_empty() {
+    if !kind.generation.is_empty() || kind.fields_from_schema {
         meta.insert("generation".into(), 1.into());
     }
     if kind.has_status() && kind.strategy.reset_status_on_create() {
@@ -427,12 +429,20 @@ pub fn prepare_update(kind: &ResourceKind, new: &mut Object, old: &Object, names
 }
 
 /// Sets `metadata.generation` to the stored one, plus one when a generation field changed.
+/// Kinds whose fields come from a schema (custom resources) have a generation too, bumped by
+/// a change of anything but `metadata` (and `status` when `/status` owns it), as kube's custom
+/// resource strategy does.
 fn bump_generation(kind: &ResourceKind, new: &mut Object, old: &Object) {
-    if kind.generation.is_empty() {
+    if kind.generation.is_empty() && !kind.fields_from_schema {
         return;
     }
     let old_generation = map_field(old, "metadata").and_then(|m| m.get("generation")).and_then(Value::as_i64);
-    let changed = kind.generation.iter().any(|f| new.get(*f) != old.get(*f));
+    let changed = if kind.fields_from_schema {
+        let counted = |k: &String| k != "metadata" && !(k == "status" && kind.has_status());
+        new.keys().chain(old.keys()).filter(|k| counted(k)).any(|k| new.get(k) != old.get(k))
+    } else {
+        kind.generation.iter().any(|f| new.get(*f) != old.get(*f))
+    };
     let generation = old_generation.unwrap_or(1) + i64::from(changed);
     map_field_mut(new, "metadata").insert("generation".into(), generation.into());
 }

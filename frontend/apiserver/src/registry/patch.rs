@@ -9,11 +9,16 @@
 use serde_json::Value;
 
 use super::object::{self, meta_str, FieldValidation};
-use super::scale::scale_of;
-use super::strategy::{get_path, map_field_mut, Object};
+use super::scale::{scale_of, set_replicas};
+use super::strategy::{get_path, Object};
 use super::{ResourceKind, Store};
 use crate::error::{ApiError, FieldError, OPTIMISTIC_LOCK_MESSAGE};
 use crate::patch::{self, PatchType};
+
+/// The patch types kube lists when it refuses a strategic merge patch of a kind that has no
+/// patch strategy (custom resources).
+pub const NON_STRATEGIC_PATCH_TYPES: &str =
+    "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml";
 
 /// What a PATCH addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +86,9 @@ impl Store {
         name: &str,
         req: PatchRequest<'_>,
     ) -> Result<(Value, Vec<String>), ApiError> {
+        if req.patch_type == PatchType::Strategic && !kind.strategic_merge && req.target != PatchTarget::Scale {
+            return Err(ApiError::UnsupportedMediaType(NON_STRATEGIC_PATCH_TYPES.into()));
+        }
         let mut warnings = Vec::new();
         let mut out = self
             .guaranteed_update(kind, namespace, name, None, req.dry_run, |old| {
@@ -88,7 +96,7 @@ impl Store {
                 object::to_served_version(kind, &mut current);
                 match req.target {
                     PatchTarget::Scale => {
-                        let scale = scale_of(old);
+                        let scale = scale_of(kind, old);
                         let patched = patch::apply(req.patch_type, &scale, req.body, None)?;
                         let Value::Object(patched) = patched else {
                             return Err(ApiError::BadRequest("the patched Scale is not an object".into()));
@@ -108,7 +116,7 @@ impl Store {
                             })?,
                         };
                         let mut new = old.clone();
-                        map_field_mut(&mut new, "spec").insert("replicas".into(), replicas.into());
+                        set_replicas(kind, &mut new, replicas);
                         object::prepare_update(kind, &mut new, old, namespace)?;
                         Ok(new)
                     }
@@ -122,14 +130,15 @@ impl Store {
                         if req.target == PatchTarget::Status {
                             return object::prepare_status_update(kind, &patched, old, namespace);
                         }
-                        object::prepare_update(kind, &mut patched, old, namespace)?;
+                        let prepared = object::prepare_update(kind, &mut patched, old, namespace);
+                        self.admit(kind, prepared, &patched, Some(old))?;
                         Ok(patched)
                     }
                 }
             })
             .await?;
         if req.target == PatchTarget::Scale {
-            return Ok((scale_of(&out), warnings));
+            return Ok((scale_of(kind, &out), warnings));
         }
         object::to_served_version(kind, &mut out);
         Ok((Value::Object(out), warnings))

@@ -1,20 +1,51 @@
 //! The `/scale` subresource: an `autoscaling/v1` `Scale` view of a workload's
-//! `spec.replicas`, `status.replicas` and selector. Writes change only `spec.replicas` (which
-//! bumps the generation like any spec change) and honour the Scale's `resourceVersion`.
+//! `spec.replicas`, `status.replicas` and selector (or of the paths a kind's
+//! [`ScalePaths`] name). Writes change only the desired replicas (which bumps the generation
+//! like any spec change) and honour the Scale's `resourceVersion`.
 
 use serde_json::{json, Value};
 
 use super::object::{self, meta_str};
-use super::strategy::{get_path, map_field_mut, Object};
+use super::strategy::{get_path, path_mut, Object};
 use super::validation::selector_string;
-use super::{ResourceKind, Store};
+use super::{ResourceKind, ScalePaths, Store};
 use crate::error::{ApiError, FieldError};
 
-/// Returns the `Scale` of a (stored) workload object.
-pub fn scale_of(obj: &Object) -> Value {
+/// The value at a dot-separated path.
+fn at<'a>(obj: &'a Object, path: &str) -> Option<&'a Value> {
+    let parts: Vec<&str> = path.split('.').filter(|p| !p.is_empty()).collect();
+    get_path(obj, &parts)
+}
+
+/// Returns (desired replicas path, observed replicas path, selector path) of `kind`.
+fn paths(kind: &ResourceKind) -> (&str, &str, Option<&str>) {
+    match kind.scale_paths {
+        Some(ScalePaths { spec_replicas, status_replicas, label_selector }) => {
+            (spec_replicas, status_replicas, label_selector.as_deref())
+        }
+        None => ("spec.replicas", "status.replicas", Some("spec.selector")),
+    }
+}
+
+/// Sets the desired replicas of `obj` (a stored object of `kind`) to `replicas`.
+pub fn set_replicas(kind: &ResourceKind, obj: &mut Object, replicas: i64) {
+    let (spec, _, _) = paths(kind);
+    let parts: Vec<&str> = spec.split('.').filter(|p| !p.is_empty()).collect();
+    if let Some((last, parents)) = parts.split_last() {
+        path_mut(obj, parents).insert((*last).to_string(), replicas.into());
+    }
+}
+
+/// Returns the `Scale` of a (stored) object of `kind`.
+pub fn scale_of(kind: &ResourceKind, obj: &Object) -> Value {
     let meta = &obj["metadata"];
-    let selector = get_path(obj, &["spec", "selector"]).map(selector_string).unwrap_or_default();
-    let mut status = json!({"replicas": get_path(obj, &["status", "replicas"]).and_then(Value::as_i64).unwrap_or(0)});
+    let (spec_path, status_path, selector_path) = paths(kind);
+    let selector = match selector_path.and_then(|p| at(obj, p)) {
+        Some(Value::String(s)) => s.clone(),
+        Some(v) => selector_string(v),
+        None => String::new(),
+    };
+    let mut status = json!({"replicas": at(obj, status_path).and_then(Value::as_i64).unwrap_or(0)});
     if !selector.is_empty() {
         status["selector"] = selector.into();
     }
@@ -28,7 +59,7 @@ pub fn scale_of(obj: &Object) -> Value {
             "resourceVersion": meta["resourceVersion"],
             "creationTimestamp": meta["creationTimestamp"],
         },
-        "spec": {"replicas": get_path(obj, &["spec", "replicas"]).and_then(Value::as_i64).unwrap_or(0)},
+        "spec": {"replicas": at(obj, spec_path).and_then(Value::as_i64).unwrap_or(0)},
         "status": status,
     })
 }
@@ -45,7 +76,7 @@ impl Store {
     /// Returns `NotFound` when absent.
     pub async fn get_scale(&self, kind: &ResourceKind, namespace: &str, name: &str) -> Result<Value, ApiError> {
         let (obj, _) = self.read(kind, namespace, name).await?;
-        Ok(scale_of(&obj))
+        Ok(scale_of(kind, &obj))
     }
 
     /// Writes a `Scale` (PUT on `/scale`): sets the workload's `spec.replicas`.
@@ -91,12 +122,12 @@ impl Store {
         let out = self
             .guaranteed_update(kind, namespace, name, precondition, dry_run, |old| {
                 let mut new = old.clone();
-                map_field_mut(&mut new, "spec").insert("replicas".into(), replicas.into());
+                set_replicas(kind, &mut new, replicas);
                 object::prepare_update(kind, &mut new, old, namespace)?;
                 Ok(new)
             })
             .await?;
-        Ok(scale_of(&out))
+        Ok(scale_of(kind, &out))
     }
 }
 
@@ -108,7 +139,8 @@ mod tests {
     fn scale_view_of_a_deployment() {
         let d = json!({"metadata": {"name": "web", "namespace": "ns", "uid": "u", "resourceVersion": "7"},
             "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}}, "status": {"replicas": 1}});
-        let s = scale_of(d.as_object().expect("object"));
+        let kind = ResourceKind::row("apps", "v1", "deployments", "Deployment", "deployment", true);
+        let s = scale_of(&kind, d.as_object().expect("object"));
         assert_eq!(s["spec"]["replicas"], 2);
         assert_eq!(s["status"], json!({"replicas": 1, "selector": "app=web"}));
         assert_eq!(s["metadata"]["resourceVersion"], "7");

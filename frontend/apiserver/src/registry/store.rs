@@ -18,6 +18,7 @@ use std::sync::Arc;
 use base64::Engine as _;
 use serde_json::{json, Value};
 
+use super::admission::{self, Admission};
 use super::object::{self, meta_str};
 use super::raw_object::RawObject;
 use super::selectors::{FieldSelector, LabelSelector};
@@ -57,6 +58,8 @@ pub struct Store {
     /// Keys per storage Range when a LIST walks a collection: the answer is written page by
     /// page, so this bounds a LIST's memory.
     list_page_size: i64,
+    /// Validation other servers add to the kinds' writes.
+    admission: Arc<[Arc<dyn Admission>]>,
 }
 
 /// The default of [`Store::with_list_page_size`]: about 4 MiB of typical 4 KiB pods, close to
@@ -344,7 +347,53 @@ impl Store {
             kinds,
             prefix: prefix.trim_end_matches('/').to_string(),
             list_page_size: DEFAULT_LIST_PAGE_SIZE as i64,
+            admission: Arc::new([]),
         }
+    }
+
+    /// Adds `plugin` to the validation run on every create and update of the kinds it handles.
+    pub fn with_admission(mut self, plugin: Arc<dyn Admission>) -> Self {
+        let mut plugins: Vec<Arc<dyn Admission>> = self.admission.iter().cloned().collect();
+        plugins.push(plugin);
+        self.admission = plugins.into();
+        self
+    }
+
+    /// Returns the same store serving `kinds` instead (a server built on this one's storage,
+    /// prefix and page size).
+    pub fn with_kinds(&self, kinds: Arc<dyn ServedKinds>) -> Store {
+        Store { kinds, ..self.clone() }
+    }
+
+    /// The finalizers admission adds to the first DELETE of `obj`.
+    pub(crate) fn finalizers_on_delete(&self, kind: &ResourceKind, obj: &Object) -> Vec<String> {
+        self.admission.iter().filter(|a| a.handles(kind)).flat_map(|a| a.finalizers_on_delete(obj)).collect()
+    }
+
+    /// Runs admission over a prepared create (`old` = `None`) or update, joining its findings
+    /// to the preparation's outcome.
+    pub(crate) fn admit(
+        &self,
+        kind: &ResourceKind,
+        prepared: Result<(), ApiError>,
+        new: &Object,
+        old: Option<&Object>,
+    ) -> Result<(), ApiError> {
+        if let Err(ref e) = prepared {
+            if !matches!(e, ApiError::Invalid { .. }) {
+                return prepared;
+            }
+        }
+        let findings: Vec<_> = self
+            .admission
+            .iter()
+            .filter(|a| a.handles(kind))
+            .flat_map(|a| match old {
+                None => a.validate_create(new),
+                Some(old) => a.validate_update(new, old),
+            })
+            .collect();
+        admission::join(kind, meta_str(new, "name"), prepared, findings)
     }
 
     /// Sets how many keys one storage Range reads while a LIST walks a collection (at least 1).
@@ -517,7 +566,8 @@ impl Store {
         dry_run: bool,
     ) -> Result<Object, ApiError> {
         object::to_stored_version(kind, &mut obj);
-        object::prepare_create(kind, &mut obj, namespace)?;
+        let prepared = object::prepare_create(kind, &mut obj, namespace);
+        self.admit(kind, prepared, &obj, None)?;
         let name = meta_str(&obj, "name").to_string();
         if kind.namespaced {
             self.check_namespace(kind, namespace, &name).await?;
@@ -561,7 +611,8 @@ impl Store {
         let mut out = self
             .guaranteed_update(kind, namespace, name, precondition, dry_run, |old| {
                 let mut new = obj.clone();
-                object::prepare_update(kind, &mut new, old, namespace)?;
+                let prepared = object::prepare_update(kind, &mut new, old, namespace);
+                self.admit(kind, prepared, &new, Some(old))?;
                 Ok(new)
             })
             .await?;

@@ -21,7 +21,12 @@ use crate::served::{subresources, VirtualResource};
 /// The aggregated discovery media type (v2).
 pub const AGGREGATED_V2: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
 
-fn wants_aggregated(headers: &HeaderMap) -> Result<bool, ApiError> {
+/// Returns whether `Accept` asks for aggregated discovery.
+///
+/// # Errors
+///
+/// Returns `NotAcceptable` when neither form fits.
+pub fn wants_aggregated(headers: &HeaderMap) -> Result<bool, ApiError> {
     let ranges = accept(headers);
     for r in &ranges {
         let aggregated = r.media == "application/json"
@@ -68,7 +73,8 @@ fn aggregated_resource(k: &ResourceKind) -> Value {
     r
 }
 
-fn aggregated_group(kinds: &dyn ServedKinds, g: &ApiGroup) -> Value {
+/// Returns the aggregated-discovery `APIGroupDiscovery` of one group of `kinds`.
+pub fn aggregated_group(kinds: &dyn ServedKinds, g: &ApiGroup) -> Value {
     let versions: Vec<Value> = g
         .versions
         .iter()
@@ -84,7 +90,8 @@ fn aggregated_group(kinds: &dyn ServedKinds, g: &ApiGroup) -> Value {
     json!({"metadata": metadata, "versions": versions})
 }
 
-fn aggregated(items: &[Value]) -> Response {
+/// Answers an `APIGroupDiscoveryList` of `items`.
+pub fn aggregated(items: &[Value]) -> Response {
     let list = json!({
         "kind": "APIGroupDiscoveryList",
         "apiVersion": "apidiscovery.k8s.io/v2",
@@ -133,13 +140,22 @@ pub fn resource_list(kinds: &dyn ServedKinds, group: &str, version: &str) -> Val
     json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources})
 }
 
-fn legacy_group(g: &ApiGroup) -> Value {
+/// Returns the legacy `APIGroup` entry of one group.
+pub fn legacy_group(g: &ApiGroup) -> Value {
     let gv = |v: &str| json!({"groupVersion": format!("{}/{v}", g.name), "version": v});
     json!({
         "name": g.name,
         "versions": g.versions.iter().map(|v| gv(v)).collect::<Vec<_>>(),
         "preferredVersion": gv(g.versions[0]),
     })
+}
+
+/// Returns the `APIGroup` document of `/apis/<group>`.
+pub fn group_document(g: &ApiGroup) -> Value {
+    let mut doc = legacy_group(g);
+    doc["kind"] = "APIGroup".into();
+    doc["apiVersion"] = "v1".into();
+    doc
 }
 
 fn named_groups(kinds: &dyn ServedKinds) -> impl Iterator<Item = &'static ApiGroup> {
@@ -254,14 +270,15 @@ pub fn handle(state: &AppState, path: &str, headers: &HeaderMap) -> Result<Respo
         "/apis" => {
             if wants_aggregated(headers)? {
                 let items: Vec<Value> = named_groups(kinds).map(|g| aggregated_group(kinds, g)).collect();
-                return Ok(aggregated(&with_review_groups(
-                    items,
-                    virtual_aggregated_groups(kinds.virtual_resources()),
-                    aggregated_name,
-                )));
+                let mut items =
+                    with_review_groups(items, virtual_aggregated_groups(kinds.virtual_resources()), aggregated_name);
+                // The groups of the servers behind come last, as kube's aggregator orders them.
+                items.extend(state.delegated.iter().flat_map(|d| d.aggregated_groups()));
+                return Ok(aggregated(&items));
             }
             let groups: Vec<Value> = named_groups(kinds).map(legacy_group).collect();
-            let groups = with_review_groups(groups, virtual_legacy_groups(kinds.virtual_resources()), legacy_name);
+            let mut groups = with_review_groups(groups, virtual_legacy_groups(kinds.virtual_resources()), legacy_name);
+            groups.extend(state.delegated.iter().flat_map(|d| d.legacy_groups()));
             Ok(body::json(StatusCode::OK, &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})))
         }
         "/api/v1" => {
@@ -283,12 +300,7 @@ pub fn handle(state: &AppState, path: &str, headers: &HeaderMap) -> Result<Respo
                 return virtual_group(kinds.virtual_resources(), group, version);
             };
             match version {
-                None => {
-                    let mut doc = legacy_group(g);
-                    doc["kind"] = "APIGroup".into();
-                    doc["apiVersion"] = "v1".into();
-                    Ok(body::json(StatusCode::OK, &doc))
-                }
+                None => Ok(body::json(StatusCode::OK, &group_document(g))),
                 Some(v) if g.versions.contains(&v) => Ok(body::json(StatusCode::OK, &resource_list(kinds, group, v))),
                 Some(_) => Err(ApiError::NoRoute),
             }

@@ -58,7 +58,21 @@ impl Server for Router {
         if info.is_resource_request {
             return self.state.store.kinds().find(&info.api_group, &info.api_version, &info.resource).is_some();
         }
-        let top = req.uri().path().split('/').nth(1).unwrap_or("");
+        let path = req.uri().path();
+        let top = path.split('/').nth(1).unwrap_or("");
+        if let Some(delegated) = &self.state.delegated {
+            // `/apis/<group>[/<version>]` and `/openapi/v3/apis/<group>/<version>` of a group
+            // served behind this server (and not by this one) are that server's to answer.
+            let group = match (top, path.split('/').nth(2), path.split('/').nth(3)) {
+                ("apis", Some(group), _) => group,
+                ("openapi", Some("v3"), Some("apis")) => path.split('/').nth(4).unwrap_or(""),
+                _ => "",
+            };
+            let own = self.state.store.kinds().groups().iter().any(|g| g.name == group);
+            if !group.is_empty() && !own && delegated.serves_group(group) {
+                return false;
+            }
+        }
         matches!(top, "version" | "healthz" | "livez" | "readyz" | "api" | "apis" | "metrics" | "openapi")
     }
 
@@ -84,7 +98,10 @@ async fn route(state: Arc<AppState>, req: Request) -> Result<Response, ApiError>
         "metrics" if path == "/metrics" => Ok(metrics::handle(&state)),
         "healthz" | "livez" | "readyz" => health::check(&state, path, req.uri().query()).await,
         "api" | "apis" => discovery::handle(&state, path, req.headers()),
-        "openapi" => openapi::handle(state.store.kinds(), path, req.uri().query(), req.headers()).await,
+        "openapi" => {
+            let delegated = state.delegated.as_deref();
+            openapi::handle(state.store.kinds(), delegated, path, req.uri().query(), req.headers()).await
+        }
         _ => Err(ApiError::NoRoute),
     }
 }

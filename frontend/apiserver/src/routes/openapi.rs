@@ -22,6 +22,7 @@ use http::{header, HeaderMap, HeaderValue, StatusCode};
 use super::negotiation::{accept, MediaRange};
 use crate::body::{self, Response};
 use crate::clock;
+use crate::delegation::DelegatedApis;
 use crate::error::ApiError;
 use crate::registry::served_kinds::{Document, Documents};
 use crate::registry::ServedKinds;
@@ -50,6 +51,7 @@ fn not_acceptable() -> ApiError {
 /// offered form fits `Accept`.
 pub async fn handle(
     kinds: &Arc<dyn ServedKinds>,
+    delegated: Option<&dyn DelegatedApis>,
     path: &str,
     query: Option<&str>,
     headers: &HeaderMap,
@@ -64,7 +66,28 @@ pub async fn handle(
                 .map_err(|e| ApiError::Internal(format!("building the OpenAPI documents: {e}")))?
         }
     };
+    if path == "/openapi/v3" {
+        if let Some(delegated) = delegated {
+            let index = with_delegated_paths(&docs.v3_index, delegated.openapi_v3_paths());
+            return Ok(answer(headers, index.json, "application/json", &index.hash));
+        }
+    }
     serve(docs, path, query, headers)
+}
+
+/// The `/openapi/v3` index with the documents of the servers behind this one added.
+fn with_delegated_paths(index: &Document, paths: Vec<(String, String)>) -> Document {
+    if paths.is_empty() {
+        return index.clone();
+    }
+    let mut doc: serde_json::Value = serde_json::from_slice(&index.json).unwrap_or_default();
+    if let Some(map) = doc.get_mut("paths").and_then(serde_json::Value::as_object_mut) {
+        for (key, hash) in paths {
+            let url = format!("/openapi/v3/{key}?hash={hash}");
+            map.insert(key, serde_json::json!({ "serverRelativeURL": url }));
+        }
+    }
+    Document::new(serde_json::to_vec(&doc).unwrap_or_default())
 }
 
 /// Answers an OpenAPI path from `docs`.
@@ -100,7 +123,14 @@ fn serve(docs: &Documents, path: &str, query: Option<&str>, headers: &HeaderMap)
     }
 }
 
-fn group_version(key: &str, doc: &Document, query: Option<&str>, headers: &HeaderMap) -> Result<Response, ApiError> {
+/// Answers one `/openapi/v3/<key>` document, honouring `?hash=` (a redirect to the current
+/// hash, or an immutable answer) and `If-None-Match`.
+pub fn group_version(
+    key: &str,
+    doc: &Document,
+    query: Option<&str>,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
     let hash = query.into_iter().flat_map(|q| q.split('&')).find_map(|kv| kv.strip_prefix("hash="));
     let mut resp = match hash {
         Some(h) if !h.is_empty() && h != doc.hash => {

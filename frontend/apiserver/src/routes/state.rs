@@ -17,4 +17,7 @@ pub struct AppState {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// The per-resource watch caches.
     pub watch_cache: crate::watch_cache::WatchCaches,
+    /// What the servers behind this one serve, listed in this one's discovery and OpenAPI
+    /// index; `None` when nothing behind it serves APIs.
+    pub delegated: Option<Arc<dyn crate::delegation::DelegatedApis>>,
 }

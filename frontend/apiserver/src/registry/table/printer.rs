@@ -38,20 +38,30 @@ pub const NAME: Column = Column {
 };
 /// The age column.
 pub const AGE: Column = col("Age", "string", "How long ago the object was created.");
+/// Computes the cells of one object at time `now` (seconds since the epoch), one per column.
+/// A closure rather than a `fn`, so printers built at run time (a CustomResourceDefinition's
+/// columns) carry their column paths.
+pub type Cells = dyn Fn(&Value, i64) -> Vec<Value> + Send + Sync;
+
 /// A kind's printer: its columns and the function computing one row's cells at time `now`
 /// (seconds since the epoch).
-#[derive(Debug)]
 pub struct Printer {
     /// The columns, in print order.
     pub columns: &'static [Column],
     /// Computes the cells of one object, one per column.
-    pub cells: fn(&Value, i64) -> Vec<Value>,
+    pub cells: &'static Cells,
+}
+
+impl std::fmt::Debug for Printer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Printer").field("columns", &self.columns).finish_non_exhaustive()
+    }
 }
 
 /// The printer of kinds that have none of their own (kube's default table convertor).
 pub static DEFAULT: Printer = Printer {
     columns: &[NAME, col("Created At", "date", "When the object was created.")],
-    cells: |o, _| vec![o["metadata"]["name"].as_str().unwrap_or("").into(), created_at(o).into()],
+    cells: &|o, _| vec![o["metadata"]["name"].as_str().unwrap_or("").into(), created_at(o).into()],
 };
 
 /// `metadata.creationTimestamp` re-formatted in UTC, as the default convertor prints it.

@@ -1,0 +1,399 @@
+//! [`Registry`]: the served custom resources of one frontend, rebuilt from the definitions in
+//! storage whenever one changes, and [`CrdKinds`], the generic server's `ServedKinds` over it.
+//!
+//! The generic server takes kinds as `&'static ResourceKind` rows (the built-in table is
+//! static), so a served version's row, printer and strategy are built once per distinct
+//! definition content and kept for the life of the process ([`Registry::intern`]): memory grows
+//! with the number of distinct definition specs this frontend has seen, not with requests.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use serde_json::{Map, Value};
+
+use ballast_apiserver::error::FieldError;
+use ballast_apiserver::registry::served_kinds::{ApiGroup, Document, Documents};
+use ballast_apiserver::registry::strategy::{Object, Strategy};
+use ballast_apiserver::registry::table::Printer;
+use ballast_apiserver::registry::{
+    ResourceKind, ScalePaths, ServedKinds, Subresources, VersionConverter, META_SELECTORS,
+};
+use ballast_apiserver::served::VirtualResource;
+
+use crate::definition::{Definition, Version};
+use crate::{printer, rules, schema};
+
+fn leak(s: &str) -> &'static str {
+    Box::leak(s.to_string().into_boxed_str())
+}
+
+/// The rules of one served version's custom resources: defaulting and schema validation.
+#[derive(Debug)]
+struct CustomResourceStrategy {
+    schema: Option<Value>,
+    status: bool,
+}
+
+impl CustomResourceStrategy {
+    fn default_root(&self, obj: &mut Object) {
+        if let Some(schema) = &self.schema {
+            let mut v = Value::Object(std::mem::take(obj));
+            schema::apply_defaults(schema, &mut v);
+            if let Value::Object(m) = v {
+                *obj = m;
+            }
+        }
+    }
+}
+
+impl CustomResourceStrategy {
+    /// Schema validation, then the schema's CEL rules (with the stored object on update).
+    fn check(&self, obj: &Object, old: Option<&Object>) -> Vec<FieldError> {
+        let Some(schema) = &self.schema else { return Vec::new() };
+        let mut errs = schema::validate_root(schema, obj);
+        let old = old.map(|o| Value::Object(o.clone()));
+        rules::validate(schema, &Value::Object(obj.clone()), old.as_ref(), "", &mut errs);
+        errs
+    }
+}
+
+impl Strategy for CustomResourceStrategy {
+    fn prepare_for_create(&self, obj: &mut Object) {
+        // kube drops a new object's status when `/status` owns it.
+        if self.status {
+            obj.remove("status");
+        }
+        self.default_root(obj);
+    }
+
+    fn validate(&self, obj: &Object) -> Vec<FieldError> {
+        self.check(obj, None)
+    }
+
+    fn prepare_for_update(&self, new: &mut Object, _old: &Object) {
+        self.default_root(new);
+    }
+
+    fn validate_update(&self, new: &Object, old: &Object) -> Vec<FieldError> {
+        self.check(new, Some(old))
+    }
+
+    fn reset_status_on_create(&self) -> bool {
+        false
+    }
+}
+
+/// The served form of a stored custom resource: `apiVersion` rewritten between the served
+/// version and the storage version (conversion strategy `None`), and the served version's
+/// defaults applied on read, as kube defaults on read.
+#[derive(Debug)]
+struct ServedForm {
+    stored: String,
+    served: String,
+    schema: Option<Value>,
+}
+
+impl VersionConverter for ServedForm {
+    fn to_stored(&self, obj: &mut Object) {
+        obj.insert("apiVersion".into(), self.stored.clone().into());
+    }
+
+    fn to_served(&self, obj: &mut Object) {
+        obj.insert("apiVersion".into(), self.served.clone().into());
+        if let Some(schema) = &self.schema {
+            let mut v = Value::Object(std::mem::take(obj));
+            schema::apply_defaults(schema, &mut v);
+            if let Value::Object(m) = v {
+                *obj = m;
+            }
+        }
+    }
+}
+
+/// Whether a schema sets a default anywhere.
+fn has_defaults(schema: &Value) -> bool {
+    match schema {
+        Value::Object(m) => m.contains_key("default") || m.values().any(has_defaults),
+        Value::Array(a) => a.iter().any(has_defaults),
+        _ => false,
+    }
+}
+
+/// One served version of one definition.
+#[derive(Debug, Clone)]
+pub struct ServedVersion {
+    /// The row the generic server serves.
+    pub kind: &'static ResourceKind,
+    /// Its Table printer.
+    pub printer: &'static Printer,
+    /// The version's OpenAPI v3 schema as written.
+    pub schema: Option<Arc<Value>>,
+    /// The definition's name.
+    pub definition: String,
+    /// The warning sent with every request, for deprecated versions.
+    pub warning: Option<String>,
+}
+
+/// What is served at one moment.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    /// Every served row.
+    pub kinds: &'static [&'static ResourceKind],
+    /// The served groups, preferred version first.
+    pub groups: &'static [ApiGroup],
+    /// The served versions, in `kinds` order.
+    pub served: Vec<ServedVersion>,
+    /// Every definition in storage, by name.
+    pub definitions: BTreeMap<String, Definition>,
+}
+
+impl Snapshot {
+    /// Returns the served version of `kind`.
+    pub fn served(&self, kind: &ResourceKind) -> Option<&ServedVersion> {
+        self.served.iter().find(|s| std::ptr::eq(s.kind, kind) || s.kind.is(kind))
+    }
+}
+
+/// The served custom resources.
+#[derive(Debug, Default)]
+pub struct Registry {
+    current: RwLock<Arc<Snapshot>>,
+    /// Rows and printers built so far, by the content they were built from.
+    interned: Mutex<HashMap<String, (&'static ResourceKind, &'static Printer)>>,
+}
+
+/// kube's version priority order: GA before beta before alpha, higher numbers first, then
+/// other names alphabetically.
+pub fn version_priority(name: &str) -> (u8, i64, i64, String) {
+    let parse = || -> Option<(u8, i64, i64)> {
+        let rest = name.strip_prefix('v')?;
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        let major: i64 = digits.parse().ok()?;
+        let tail = &rest[digits.len()..];
+        if tail.is_empty() {
+            return Some((0, -major, 0));
+        }
+        for (rank, stage) in [(1, "beta"), (2, "alpha")] {
+            if let Some(n) = tail.strip_prefix(stage) {
+                let minor: i64 = n.parse().ok()?;
+                return Some((rank, -major, -minor));
+            }
+        }
+        None
+    };
+    match parse() {
+        Some((rank, major, minor)) => (rank, major, minor, String::new()),
+        None => (3, 0, 0, name.to_string()),
+    }
+}
+
+impl Registry {
+    /// Returns what is served now.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.current.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Returns the OpenAPI v3 schema (`openAPIV3Schema`, `x-kubernetes-*` extensions intact)
+    /// of the custom resource `group/version` `kind`, if served: what merge semantics of a
+    /// patch read.
+    pub fn openapi_schema(&self, group: &str, version: &str, kind: &str) -> Option<Arc<Value>> {
+        let snap = self.snapshot();
+        let found =
+            snap.served.iter().find(|s| s.kind.group == group && s.kind.version == version && s.kind.kind == kind);
+        found.and_then(|s| s.schema.clone())
+    }
+
+    /// Rebuilds what is served from every definition in storage.
+    pub fn replace(&self, definitions: BTreeMap<String, Definition>) {
+        let mut served = Vec::new();
+        let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for def in definitions.values() {
+            let Some(names) = &def.accepted else { continue };
+            if !def.condition_true("Established") {
+                continue;
+            }
+            for version in def.versions.iter().filter(|v| v.served) {
+                let (kind, printer) = self.intern(def, names, version);
+                groups.entry(def.group.clone()).or_default().push(version.name.clone());
+                let warning = version.deprecated.then(|| {
+                    version
+                        .deprecation_warning
+                        .clone()
+                        .unwrap_or_else(|| format!("{}/{} {} is deprecated", def.group, version.name, names.kind))
+                });
+                served.push(ServedVersion {
+                    kind,
+                    printer,
+                    schema: version.schema.clone().map(Arc::new),
+                    definition: def.name.clone(),
+                    warning,
+                });
+            }
+        }
+        let groups: Vec<ApiGroup> = groups
+            .into_iter()
+            .map(|(name, mut versions)| {
+                versions.sort_by_key(|v| version_priority(v));
+                versions.dedup();
+                let versions: Vec<&'static str> = versions.iter().map(|v| leak(v)).collect();
+                ApiGroup { name: leak(&name), versions: Box::leak(versions.into_boxed_slice()) }
+            })
+            .collect();
+        let kinds: Vec<&'static ResourceKind> = served.iter().map(|s| s.kind).collect();
+        let snapshot = Snapshot {
+            kinds: Box::leak(kinds.into_boxed_slice()),
+            groups: Box::leak(groups.into_boxed_slice()),
+            served,
+            definitions,
+        };
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(snapshot);
+    }
+
+    /// Returns the row and printer of one served version, building them on first sight of
+    /// this content.
+    fn intern(
+        &self,
+        def: &Definition,
+        names: &crate::definition::Names,
+        version: &Version,
+    ) -> (&'static ResourceKind, &'static Printer) {
+        let key = format!("{}\n{}\n{}\n{:?}", def.uid, version.name, def.object["spec"], names);
+        let mut interned = self.interned.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(found) = interned.get(&key) {
+            return *found;
+        }
+        let built = build(def, names, version);
+        interned.insert(key, built);
+        built
+    }
+}
+
+/// Strips a JSONPath's leading dot: `.spec.replicas` -> `spec.replicas`.
+fn dotted(path: &str) -> String {
+    path.trim_start_matches('.').to_string()
+}
+
+fn build(
+    def: &Definition,
+    names: &crate::definition::Names,
+    version: &Version,
+) -> (&'static ResourceKind, &'static Printer) {
+    let short: Vec<&'static str> = names.short_names.iter().map(|s| leak(s)).collect();
+    let categories: Vec<&'static str> = names.categories.iter().map(|s| leak(s)).collect();
+    let mut selectors: Vec<(&'static str, &'static str)> = META_SELECTORS.to_vec();
+    for f in &version.selectable_fields {
+        let path = leak(&dotted(f));
+        selectors.push((path, path));
+    }
+    let mut subresources = Subresources::NONE;
+    if version.status {
+        subresources = subresources.with(Subresources::STATUS);
+    }
+    let scale_paths = version.scale.as_ref().map(|s| {
+        subresources = subresources.with(Subresources::SCALE);
+        &*Box::leak(Box::new(ScalePaths {
+            spec_replicas: dotted(&s.spec_replicas_path),
+            status_replicas: dotted(&s.status_replicas_path),
+            label_selector: s.label_selector_path.as_deref().map(dotted),
+        }))
+    });
+    let storage = def.storage_version().unwrap_or(&version.name);
+    // Objects are read through a converter only when their served form differs from the
+    // stored one (another version, or defaults to apply): the rest are served as stored.
+    let defaults = version.schema.as_ref().is_some_and(has_defaults);
+    let converter: Option<&'static dyn VersionConverter> = (def.versions.len() > 1 || defaults).then(|| {
+        &*Box::leak(Box::new(ServedForm {
+            stored: format!("{}/{storage}", def.group),
+            served: format!("{}/{}", def.group, version.name),
+            schema: version.schema.clone().filter(|_| defaults),
+        })) as &'static dyn VersionConverter
+    });
+    let strategy: &'static dyn Strategy =
+        Box::leak(Box::new(CustomResourceStrategy { schema: version.schema.clone(), status: version.status }));
+    let mut kind = ResourceKind::row(
+        leak(&def.group),
+        leak(&version.name),
+        leak(&names.plural),
+        leak(&names.kind),
+        leak(&names.singular),
+        def.namespaced,
+    )
+    .short(Box::leak(short.into_boxed_slice()))
+    .categories(Box::leak(categories.into_boxed_slice()))
+    .stored_as(leak(&format!("{}/{}", def.group, names.plural)))
+    .with_fields(&[])
+    .selectors(Box::leak(selectors.into_boxed_slice()))
+    .returns_deleted()
+    .sub(subresources)
+    .rules(strategy);
+    kind.scale_paths = scale_paths;
+    kind.fields_from_schema = true;
+    kind.strategic_merge = false;
+    kind.converter = converter;
+    let cols = if version.columns.is_empty() { printer::default_columns() } else { version.columns.clone() };
+    let columns: &'static [_] = Box::leak(printer::columns(&cols).into_boxed_slice());
+    let cells = printer::cells(&cols);
+    let printer = &*Box::leak(Box::new(Printer { columns, cells: Box::leak(Box::new(cells)) }));
+    (&*Box::leak(Box::new(kind)), printer)
+}
+
+/// The namespaces kind, read to check that a namespace exists before creating in it.
+static NAMESPACES: ResourceKind = ResourceKind::row("", "v1", "namespaces", "Namespace", "namespace", false);
+
+/// No OpenAPI documents through the generic route: the apiextensions server answers its own.
+static NO_DOCUMENTS: std::sync::OnceLock<Documents> = std::sync::OnceLock::new();
+
+fn no_documents() -> &'static Documents {
+    NO_DOCUMENTS.get_or_init(|| Documents {
+        v3_index: Document::new(b"{\"paths\":{}}".to_vec()),
+        v3: BTreeMap::new(),
+        v2: Document::new(b"{}".to_vec()),
+        v2_protobuf: bytes::Bytes::new(),
+    })
+}
+
+/// The generic server's view of the [`Registry`].
+#[derive(Debug, Clone)]
+pub struct CrdKinds(pub Arc<Registry>);
+
+impl ServedKinds for CrdKinds {
+    fn groups(&self) -> &'static [ApiGroup] {
+        self.0.snapshot().groups
+    }
+
+    fn kinds(&self) -> &[&'static ResourceKind] {
+        self.0.snapshot().kinds
+    }
+
+    fn namespaces(&self) -> &'static ResourceKind {
+        &NAMESPACES
+    }
+
+    fn printer(&self, kind: &ResourceKind) -> &'static Printer {
+        self.0.snapshot().served(kind).map_or(&ballast_apiserver::registry::table::printer::DEFAULT, |s| s.printer)
+    }
+
+    fn prune_unknown_fields(&self, kind: &ResourceKind, obj: &mut Map<String, Value>) -> Vec<String> {
+        let snap = self.0.snapshot();
+        match snap.served(kind).and_then(|s| s.schema.clone()) {
+            Some(schema) => {
+                let mut pruned = schema::prune_root(&schema, obj);
+                pruned.sort();
+                pruned
+            }
+            None => Vec::new(),
+        }
+    }
+
+    fn virtual_resources(&self) -> &'static [VirtualResource] {
+        &[]
+    }
+
+    fn openapi(&self) -> &'static Documents {
+        no_documents()
+    }
+
+    fn openapi_if_built(&self) -> Option<&'static Documents> {
+        Some(no_documents())
+    }
+}

@@ -1,0 +1,429 @@
+//! [`DefinitionAdmission`]: the checks kube's CustomResourceDefinition strategy makes, run on
+//! the built-in API's writes of definitions through the generic server's admission seam. Every
+//! finding is reported at once, with kube's paths and texts.
+
+use serde_json::Value;
+
+use ballast_apiserver::error::FieldError;
+use ballast_apiserver::registry::admission::Admission;
+use ballast_apiserver::registry::strategy::Object;
+use ballast_apiserver::registry::validation::{dns1035_label, dns1123_label, dns1123_subdomain};
+use ballast_apiserver::registry::ResourceKind;
+
+use crate::definition::{Definition, Version};
+use crate::jsonpath::Path;
+use crate::schema::{depth, MAX_SCHEMA_DEPTH};
+
+/// The annotation protected groups need.
+pub const API_APPROVED: &str = "api-approved.kubernetes.io";
+
+/// Validation of CustomResourceDefinitions.
+#[derive(Debug, Default)]
+pub struct DefinitionAdmission;
+
+impl Admission for DefinitionAdmission {
+    fn handles(&self, kind: &ResourceKind) -> bool {
+        kind.group == "apiextensions.k8s.io" && kind.resource == "customresourcedefinitions"
+    }
+
+    fn validate_create(&self, obj: &Object) -> Vec<FieldError> {
+        validate(&Value::Object(obj.clone()), None)
+    }
+
+    fn validate_update(&self, new: &Object, old: &Object) -> Vec<FieldError> {
+        validate(&Value::Object(new.clone()), Some(&Value::Object(old.clone())))
+    }
+
+    fn finalizers_on_delete(&self, _obj: &Object) -> Vec<String> {
+        vec![CLEANUP_FINALIZER.to_string()]
+    }
+}
+
+/// The finalizer a deleted definition keeps until its custom resources are gone.
+pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
+
+fn is_protected(group: &str) -> bool {
+    group == "k8s.io" || group.ends_with(".k8s.io") || group == "kubernetes.io" || group.ends_with(".kubernetes.io")
+}
+
+/// (state, finding) of the approval annotation: `None` when approved or bypassed.
+fn approval(obj: &Value) -> Option<FieldError> {
+    let field = format!("metadata.annotations[{API_APPROVED}]");
+    let annotation = obj["metadata"]["annotations"][API_APPROVED].as_str().unwrap_or("");
+    if annotation.is_empty() {
+        return Some(FieldError::required(
+            field,
+            format!("protected groups must have approval annotation {API_APPROVED:?}, see https://github.com/kubernetes/enhancements/pull/1111"),
+        ));
+    }
+    if annotation.starts_with("unapproved") {
+        return None;
+    }
+    let url_ok = annotation
+        .split_once("://")
+        .is_some_and(|(scheme, rest)| !scheme.is_empty() && !rest.split('/').next().unwrap_or("").is_empty());
+    (!url_ok).then(|| {
+        FieldError::invalid(
+            field,
+            annotation,
+            format!("protected groups must have approval annotation {API_APPROVED:?} with either a URL or a reason starting with \"unapproved\", see https://github.com/kubernetes/enhancements/pull/1111"),
+        )
+    })
+}
+
+/// Validates a definition (`old` is the stored one on update).
+pub fn validate(obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+    let def = Definition::from_json(obj);
+    let mut errs = Vec::new();
+    let required_name = format!("{}.{}", def.names.plural, def.group);
+    if !def.name.is_empty() && def.name != required_name {
+        errs.push(FieldError::invalid("metadata.name", def.name.clone(), "must be spec.names.plural+\".\"+spec.group"));
+    }
+    let spec = &obj["spec"];
+    match spec["group"].as_str().unwrap_or("") {
+        "" => errs.push(FieldError::required("spec.group", "")),
+        g => {
+            let bad = dns1123_subdomain(g);
+            if !bad.is_empty() {
+                errs.push(FieldError::invalid("spec.group", g, bad.join(",")));
+            } else if !g.contains('.') {
+                errs.push(FieldError::invalid("spec.group", g, "should be a domain with at least one dot"));
+            }
+        }
+    }
+    match spec["scope"].as_str().unwrap_or("") {
+        "" => errs.push(FieldError::required("spec.scope", "")),
+        "Cluster" | "Namespaced" => {}
+        other => errs.push(FieldError::not_supported("spec.scope", other, &["Cluster", "Namespaced"])),
+    }
+    let versions_json = spec["versions"].clone();
+    let mut storage = 0;
+    let mut seen: Vec<&str> = Vec::new();
+    let mut unique = true;
+    for (i, v) in def.versions.iter().enumerate() {
+        if v.storage {
+            storage += 1;
+        }
+        if seen.contains(&v.name.as_str()) {
+            unique = false;
+        }
+        seen.push(&v.name);
+        let bad = dns1035_label(&v.name);
+        if !bad.is_empty() {
+            errs.push(FieldError::invalid(format!("spec.versions[{i}].name"), v.name.clone(), bad.join(",")));
+        }
+        validate_version(v, &format!("spec.versions[{i}]"), &mut errs);
+    }
+    if def.versions.is_empty() {
+        errs.push(FieldError::invalid(
+            "spec.versions",
+            versions_json.clone(),
+            "must have exactly one version marked as storage version",
+        ));
+    } else {
+        if !unique {
+            errs.push(FieldError::invalid("spec.versions", versions_json.clone(), "must contain unique version names"));
+        }
+        if storage != 1 {
+            errs.push(FieldError::invalid(
+                "spec.versions",
+                versions_json,
+                "must have exactly one version marked as storage version",
+            ));
+        }
+    }
+    validate_names(&spec["names"], &def, &mut errs);
+    if let Some(old) = old {
+        // Names and scope may change only while not yet accepted; kube refuses a scope change.
+        if old["spec"]["scope"] != spec["scope"] {
+            errs.push(FieldError::invalid("spec.scope", spec["scope"].clone(), "field is immutable"));
+        }
+    }
+    if is_protected(&def.group) {
+        let was = old.map(approval);
+        let now = approval(obj);
+        // An unchanged approval state never fails an update (kube).
+        let unchanged = was.as_ref().is_some_and(|w| w.as_ref().map(|e| &e.kind) == now.as_ref().map(|e| &e.kind));
+        if !unchanged {
+            errs.extend(now);
+        }
+    }
+    errs
+}
+
+fn validate_names(names: &Value, def: &Definition, errs: &mut Vec<FieldError>) {
+    let n = &def.names;
+    if n.plural.is_empty() {
+        errs.push(FieldError::required("spec.names.plural", ""));
+    } else {
+        let bad = dns1123_label(&n.plural);
+        if !bad.is_empty() {
+            errs.push(FieldError::invalid("spec.names.plural", n.plural.clone(), bad.join(",")));
+        }
+    }
+    if names["singular"].as_str().is_some_and(|s| !s.is_empty()) {
+        let bad = dns1123_label(&n.singular);
+        if !bad.is_empty() {
+            errs.push(FieldError::invalid("spec.names.singular", n.singular.clone(), bad.join(",")));
+        }
+    }
+    if n.kind.is_empty() {
+        errs.push(FieldError::required("spec.names.kind", ""));
+    } else {
+        let bad = dns1035_label(&n.kind.to_lowercase());
+        if !bad.is_empty() {
+            errs.push(FieldError::invalid(
+                "spec.names.kind",
+                n.kind.clone(),
+                format!("may have mixed case, but should otherwise match: {}", bad.join(",")),
+            ));
+        }
+    }
+    if !n.kind.is_empty() && n.kind == n.list_kind {
+        errs.push(FieldError::invalid(
+            "spec.names.listKind",
+            n.list_kind.clone(),
+            "kind and listKind may not be the same",
+        ));
+    }
+    for (i, s) in n.short_names.iter().enumerate() {
+        let bad = dns1123_label(s);
+        if !bad.is_empty() {
+            errs.push(FieldError::invalid(format!("spec.names.shortNames[{i}]"), s.clone(), bad.join(",")));
+        }
+    }
+    for (i, c) in n.categories.iter().enumerate() {
+        let bad = dns1123_label(c);
+        if !bad.is_empty() {
+            errs.push(FieldError::invalid(format!("spec.names.categories[{i}]"), c.clone(), bad.join(",")));
+        }
+    }
+}
+
+const COLUMN_TYPES: &str = "boolean,date,integer,number,string";
+const COLUMN_FORMATS: &str = "byte,date,date-time,double,float,int32,int64,name,password";
+
+fn validate_version(v: &Version, path: &str, errs: &mut Vec<FieldError>) {
+    let Some(schema) = &v.schema else {
+        errs.push(FieldError::required(format!("{path}.schema.openAPIV3Schema"), ""));
+        return;
+    };
+    let schema_path = format!("{path}.schema.openAPIV3Schema");
+    if depth(schema) > MAX_SCHEMA_DEPTH {
+        errs.push(FieldError::forbidden(
+            schema_path,
+            format!("must not be nested more than {MAX_SCHEMA_DEPTH} levels deep"),
+        ));
+        return;
+    }
+    match schema["type"].as_str() {
+        None | Some("") => {
+            errs.push(FieldError::required(format!("{schema_path}.type"), "must not be empty at the root"))
+        }
+        Some("object") => {}
+        Some(other) => {
+            errs.push(FieldError::invalid(format!("{schema_path}.type"), other, "must be object at the root"))
+        }
+    }
+    if schema["nullable"] == true {
+        errs.push(FieldError::forbidden(format!("{schema_path}.nullable"), "nullable cannot be true at the root"));
+    }
+    structural(schema, &schema_path, errs);
+    for (i, c) in v.columns.iter().enumerate() {
+        let col = format!("{path}.additionalPrinterColumns[{i}]");
+        if c.name.is_empty() {
+            errs.push(FieldError::required(format!("{col}.name"), ""));
+        }
+        if c.type_.is_empty() {
+            errs.push(FieldError::required(format!("{col}.type"), format!("must be one of {COLUMN_TYPES}")));
+        } else if !COLUMN_TYPES.split(',').any(|t| t == c.type_) {
+            errs.push(FieldError::invalid(
+                format!("{col}.type"),
+                c.type_.clone(),
+                format!("must be one of {COLUMN_TYPES}"),
+            ));
+        }
+        if !c.format.is_empty() && !COLUMN_FORMATS.split(',').any(|f| f == c.format) {
+            errs.push(FieldError::invalid(
+                format!("{col}.format"),
+                c.format.clone(),
+                format!("must be one of {COLUMN_FORMATS}"),
+            ));
+        }
+        if c.json_path.is_empty() {
+            errs.push(FieldError::required(format!("{col}.JSONPath"), ""));
+        } else if let Err(e) = Path::parse(&c.json_path) {
+            errs.push(FieldError::invalid(
+                format!("{col}.JSONPath"),
+                c.json_path.clone(),
+                format!("must be a simple json path: {e}"),
+            ));
+        }
+    }
+    for (i, f) in v.selectable_fields.iter().enumerate() {
+        let field = format!("{path}.selectableFields[{i}].jsonPath");
+        let simple =
+            Path::parse(f).ok().and_then(|p| p.fields().map(|f| f.iter().map(|s| s.to_string()).collect::<Vec<_>>()));
+        match simple {
+            None => errs.push(FieldError::invalid(field, f.clone(), "is an invalid path: must be a simple path")),
+            Some(parts) if parts.first().is_some_and(|p| p == "metadata") => {
+                errs.push(FieldError::invalid(field, f.clone(), "must not point to fields in metadata"));
+            }
+            Some(_) => {}
+        }
+    }
+}
+
+/// kube's structural-schema rules that matter most: every specified field and item has a type;
+/// arrays have items; list-map keys are item properties.
+fn structural(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
+    crate::rules::compile_errors(schema, path, errs);
+    if let Some(props) = schema["properties"].as_object() {
+        if schema.get("additionalProperties").is_some_and(|a| a.is_object()) {
+            errs.push(FieldError::forbidden(
+                format!("{path}.additionalProperties"),
+                "additionalProperties and properties are mutual exclusive",
+            ));
+        }
+        for (key, sub) in props {
+            let sub_path = format!("{path}.properties[{key}]");
+            let untyped = sub["type"].as_str().is_none_or(str::is_empty);
+            if untyped
+                && sub["x-kubernetes-int-or-string"] != true
+                && sub["x-kubernetes-preserve-unknown-fields"] != true
+            {
+                errs.push(FieldError::required(
+                    format!("{sub_path}.type"),
+                    "must not be empty for specified object fields",
+                ));
+            }
+            structural(sub, &sub_path, errs);
+        }
+    }
+    if let Some(additional) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+        structural(additional, &format!("{path}.additionalProperties"), errs);
+    }
+    if schema["type"] == "array" {
+        match schema.get("items").filter(|i| i.is_object()) {
+            None => errs.push(FieldError::required(format!("{path}.items"), "must be specified")),
+            Some(items) => {
+                let untyped = items["type"].as_str().is_none_or(str::is_empty);
+                if untyped
+                    && items["x-kubernetes-int-or-string"] != true
+                    && items["x-kubernetes-preserve-unknown-fields"] != true
+                {
+                    errs.push(FieldError::required(
+                        format!("{path}.items.type"),
+                        "must not be empty for specified array items",
+                    ));
+                }
+                structural(items, &format!("{path}.items"), errs);
+            }
+        }
+    }
+    match schema["x-kubernetes-list-type"].as_str() {
+        None | Some("atomic" | "set") => {}
+        Some("map") => {
+            let keys = crate::schema::list_map_keys(schema);
+            if keys.is_empty() {
+                errs.push(FieldError::required(
+                    format!("{path}.x-kubernetes-list-map-keys"),
+                    "must not be empty if x-kubernetes-list-type is map",
+                ));
+            }
+            let item_props = schema["items"]["properties"].as_object();
+            if !keys.iter().all(|k| item_props.is_some_and(|p| p.contains_key(*k))) {
+                errs.push(FieldError::invalid(
+                    format!("{path}.x-kubernetes-list-map-keys"),
+                    schema["x-kubernetes-list-map-keys"].clone(),
+                    "entries must all be names of item properties",
+                ));
+            }
+        }
+        Some(other) => errs.push(FieldError::not_supported(
+            format!("{path}.x-kubernetes-list-type"),
+            other,
+            &["atomic", "set", "map"],
+        )),
+    }
+    if let Some(pattern) = schema["pattern"].as_str() {
+        if let Err(e) = regex::Regex::new(pattern) {
+            errs.push(FieldError::invalid(
+                format!("{path}.pattern"),
+                pattern,
+                format!("must be a valid regular expression, but isn't: {e}"),
+            ));
+        }
+    }
+    for combinator in ["allOf", "anyOf", "oneOf"] {
+        for (i, sub) in schema[combinator].as_array().into_iter().flatten().enumerate() {
+            structural_value_validation(sub, &format!("{path}.{combinator}[{i}]"), errs);
+        }
+    }
+}
+
+/// Inside `allOf`/`anyOf`/`oneOf`/`not` only value validations are allowed (kube's
+/// `validateValueValidation`): no types, defaults or descriptions.
+fn structural_value_validation(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
+    for (field, text) in [
+        ("type", "must be empty to be structural"),
+        ("default", "must be undefined to be structural"),
+        ("description", "must be empty to be structural"),
+    ] {
+        if schema.get(field).is_some() {
+            errs.push(FieldError::forbidden(format!("{path}.{field}"), text));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn crd() -> Value {
+        json!({"metadata": {"name": "widgets.example.com"}, "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object", "properties": {"spec": {"type": "object", "properties": {"size": {}}}}}}}]}})
+    }
+
+    #[test]
+    fn reports_every_finding_in_kube_form() {
+        let mut bad = crd();
+        bad["metadata"]["name"] = "wrong.example.com".into();
+        bad["spec"]["scope"] = "Galaxy".into();
+        bad["spec"]["versions"][0]["storage"] = false.into();
+        let errs: Vec<String> = validate(&bad, None).iter().map(ToString::to_string).collect();
+        assert!(
+            errs.contains(
+                &"metadata.name: Invalid value: \"wrong.example.com\": must be spec.names.plural+\".\"+spec.group"
+                    .to_string()
+            ),
+            "{errs:?}"
+        );
+        assert!(
+            errs.contains(
+                &"spec.scope: Unsupported value: \"Galaxy\": supported values: \"Cluster\", \"Namespaced\"".to_string()
+            ),
+            "{errs:?}"
+        );
+        assert!(
+            errs.iter().any(|e| e.ends_with("must have exactly one version marked as storage version")),
+            "{errs:?}"
+        );
+        assert!(errs.contains(&"spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[size].type: Required value: must not be empty for specified object fields".to_string()), "{errs:?}");
+    }
+
+    #[test]
+    fn protected_groups_need_approval() {
+        let mut c = crd();
+        c["metadata"]["name"] = "widgets.x.k8s.io".into();
+        c["spec"]["group"] = "x.k8s.io".into();
+        c["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = json!({"type": "object"});
+        let errs: Vec<String> = validate(&c, None).iter().map(ToString::to_string).collect();
+        assert_eq!(errs, vec!["metadata.annotations[api-approved.kubernetes.io]: Required value: protected groups must have approval annotation \"api-approved.kubernetes.io\", see https://github.com/kubernetes/enhancements/pull/1111"]);
+        c["metadata"]["annotations"] = json!({API_APPROVED: "https://github.com/kubernetes/kubernetes/pull/1"});
+        assert!(validate(&c, None).is_empty());
+    }
+}
