@@ -17,6 +17,8 @@
 //!   delete and deletecollection with finalizers, grace periods and the namespace lifecycle;
 //!   [`scale`]: the `/scale` subresource; [`binding`]: `/binding` and creates that bind (the
 //!   generic part; a row's [`strategy::Binder`] binds).
+//! * [`managed`]: managedFields on every write (the manager of a request, the kind's
+//!   server-side-apply schema); [`apply`]: server-side apply PATCHes, which may create.
 //! * [`table`]: server-side printing (Table and PartialObjectMetadata forms) with a kind's
 //!   [`table::Printer`].
 //! * `testing` (tests only): a two-kind `ServedKinds` for this crate's own tests; `store_tests`:
@@ -26,10 +28,12 @@
 //!
 //! Layering: `routes` → `registry` → `storage`. The registry never sees HTTP.
 
+pub mod apply;
 pub mod binding;
 pub mod deletion;
 pub mod json_scan;
 pub mod kind;
+pub mod managed;
 pub mod object;
 pub mod patch;
 pub mod raw_object;
