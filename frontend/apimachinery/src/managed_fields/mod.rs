@@ -456,3 +456,6 @@ fn set_last_applied(obj: &mut Value, config: &Value) {
         annotations.insert(LAST_APPLIED.into(), text.into());
     }
 }
+
+#[cfg(test)]
+mod tests;
