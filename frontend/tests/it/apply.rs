@@ -225,6 +225,33 @@ async fn updates_record_managers(backend: Backend) {
     let cm = get(&c, &["cm", "v"]).await;
     let names: Vec<String> = managers(&cm).into_iter().map(|m| m.0).collect();
     assert_eq!(names, ["kubectl-create", "kubectl-patch"]);
+    // Without fieldManager the manager is the User-Agent up to its first '/'.
+    let r = c
+        .request_with_headers(
+            Credentials::Admin,
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            &[("user-agent", "my-controller/v1.2.3 (linux/amd64) kubernetes/abc")],
+            Some("application/json"),
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"ua"},"data":{"a":"1"}}"#,
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(managers(&r.json())[0].0, "my-controller");
+    let r = c
+        .request(
+            Credentials::Admin,
+            "POST",
+            "/api/v1/namespaces/default/configmaps?fieldManager=a%0Ab",
+            Some("application/json"),
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"bad-manager"}}"#,
+        )
+        .await;
+    assert_eq!(r.status, 422, "{}", String::from_utf8_lossy(&r.body));
+    assert!(r.json()["message"]
+        .as_str()
+        .unwrap_or("")
+        .starts_with("CreateOptions.meta.k8s.io \"\" is invalid: fieldManager"));
     // Past ten update managers the oldest merge into ancient-changes.
     for i in 0..11 {
         let key = format!(r#"{{"data":{{"k{i}":"v"}}}}"#);

@@ -10,7 +10,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::managed::{self, group_version, type_schema};
+use super::managed::{self, group_version};
 use super::object::{self, meta_str};
 use super::patch::{check_identity, PatchRequest, PatchTarget};
 use super::scale::scale_of;
@@ -227,7 +227,7 @@ impl Store {
         config: &Value,
         req: PatchRequest<'_>,
     ) -> Result<(Object, Vec<String>), ApiError> {
-        let schema = type_schema(kind);
+        let schema = self.kinds().apply_schema(kind);
         let gv = group_version(kind);
         let subresource = match req.target {
             PatchTarget::Object => "",

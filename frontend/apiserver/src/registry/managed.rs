@@ -9,7 +9,7 @@ use std::sync::{Arc, LazyLock, Mutex};
 use serde_json::Value;
 
 use super::strategy::{map_field_mut, Object};
-use super::ResourceKind;
+use super::{ResourceKind, ServedKinds};
 use crate::error::{ApiError, FieldError};
 use ballast_apimachinery::managed_fields::FieldManager;
 use ballast_apimachinery::typed::TypeSchema;
@@ -23,7 +23,8 @@ pub const SERVER_MANAGER: &str = "kube-apiserver";
 /// Each kind's types, built once per schema table (kinds without a table are deduced).
 static SCHEMAS: LazyLock<Mutex<HashMap<usize, Arc<TypeSchema>>>> = LazyLock::new(Default::default);
 
-/// The server-side-apply schema of `kind`.
+/// The server-side-apply schema of `kind` from its generated tables (what
+/// [`ServedKinds::apply_schema`] answers unless a server says otherwise).
 pub fn type_schema(kind: &ResourceKind) -> Arc<TypeSchema> {
     let Some(message) = kind.object_schema() else { return Arc::new(TypeSchema::deduced()) };
     let key = message as *const _ as usize;
@@ -100,6 +101,7 @@ pub fn take_requested(obj: &mut Object) -> Option<Value> {
 /// Records a create (`live` = `None`) or an update of `new` by `manager` through `subresource`,
 /// setting `new`'s managedFields.
 pub fn track(
+    kinds: &dyn ServedKinds,
     kind: &ResourceKind,
     live: Option<&Object>,
     new: &mut Object,
@@ -107,7 +109,7 @@ pub fn track(
     manager: &str,
     subresource: &str,
 ) {
-    let schema = type_schema(kind);
+    let schema = kinds.apply_schema(kind);
     let gv = group_version(kind);
     let fm = FieldManager { schema: &schema, api_version: &gv, subresource };
     let live_value = live.map(|l| Value::Object(l.clone()));

@@ -115,7 +115,7 @@ impl Store {
                         let mut new = old.clone();
                         map_field_mut(&mut new, "spec").insert("replicas".into(), replicas.into());
                         object::prepare_update(kind, &mut new, old, namespace)?;
-                        managed::track(kind, Some(old), &mut new, None, req.manager, "scale");
+                        managed::track(&**self.kinds(), kind, Some(old), &mut new, None, req.manager, "scale");
                         Ok(new)
                     }
                     PatchTarget::Object | PatchTarget::Status => {
@@ -128,11 +128,19 @@ impl Store {
                         object::to_stored_version(kind, &mut patched);
                         if req.target == PatchTarget::Status {
                             let mut new = object::prepare_status_update(kind, &patched, old, namespace)?;
-                            managed::track(kind, Some(old), &mut new, None, req.manager, "status");
+                            managed::track(&**self.kinds(), kind, Some(old), &mut new, None, req.manager, "status");
                             return Ok(new);
                         }
                         object::prepare_update(kind, &mut patched, old, namespace)?;
-                        managed::track(kind, Some(old), &mut patched, requested.as_ref(), req.manager, "");
+                        managed::track(
+                            &**self.kinds(),
+                            kind,
+                            Some(old),
+                            &mut patched,
+                            requested.as_ref(),
+                            req.manager,
+                            "",
+                        );
                         Ok(patched)
                     }
                 }

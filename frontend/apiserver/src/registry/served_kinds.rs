@@ -96,6 +96,13 @@ pub trait ServedKinds: Send + Sync + std::fmt::Debug {
     /// The OpenAPI documents if they have been built.
     fn openapi_if_built(&self) -> Option<&'static Documents>;
 
+    /// The server-side-apply schema of `kind`: by default from its generated tables (deduced
+    /// without them); a server serving custom resources answers from their OpenAPI v3
+    /// schemas (`TypeSchema::from_openapi_v3`).
+    fn apply_schema(&self, kind: &ResourceKind) -> std::sync::Arc<ballast_apimachinery::typed::TypeSchema> {
+        super::managed::type_schema(kind)
+    }
+
     /// Returns the kind served at `group/version/resource`.
     fn find(&self, group: &str, version: &str, resource: &str) -> Option<&'static ResourceKind> {
         self.kinds().iter().copied().find(|k| k.group == group && k.version == version && k.resource == resource)

@@ -536,7 +536,7 @@ impl Store {
         let requested = managed::take_requested(&mut obj);
         object::to_stored_version(kind, &mut obj);
         object::prepare_create(kind, &mut obj, namespace)?;
-        managed::track(kind, None, &mut obj, requested.as_ref(), manager, "");
+        managed::track(&**self.kinds(), kind, None, &mut obj, requested.as_ref(), manager, "");
         self.create_prepared(kind, namespace, obj, dry_run).await
     }
 
@@ -610,7 +610,7 @@ impl Store {
             .guaranteed_update(kind, namespace, name, precondition, dry_run, |old| {
                 let mut new = obj.clone();
                 object::prepare_update(kind, &mut new, old, namespace)?;
-                managed::track(kind, Some(old), &mut new, requested.as_ref(), manager, "");
+                managed::track(&**self.kinds(), kind, Some(old), &mut new, requested.as_ref(), manager, "");
                 Ok(new)
             })
             .await?;
@@ -653,7 +653,7 @@ impl Store {
         let mut out = self
             .guaranteed_update(kind, namespace, name, precondition, dry_run, |old| {
                 let mut new = object::prepare_status_update(kind, &obj, old, namespace)?;
-                managed::track(kind, Some(old), &mut new, None, manager, "status");
+                managed::track(&**self.kinds(), kind, Some(old), &mut new, None, manager, "status");
                 Ok(new)
             })
             .await?;
