@@ -166,14 +166,6 @@ pub struct Message {
     pub fields: &'static [Field],
 }
 
-impl Message {
-    /// Whether the upstream type is marked `+structType=atomic` (owned and replaced whole by
-    /// server-side apply).
-    pub fn is_atomic_struct(&'static self) -> bool {
-        crate::schema::ATOMIC_STRUCTS.iter().any(|m| std::ptr::eq(*m, self))
-    }
-}
-
 /// Shorthand for a singular field in schema tables.
 pub const fn field(number: u32, json: &'static str, ty: FieldType) -> Field {
     Field { number, json, ty, repeated: false, patch: PatchMeta::NONE, merge: MergeMeta::NONE }

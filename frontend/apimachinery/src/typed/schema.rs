@@ -132,7 +132,9 @@ impl TypeSchema {
             return *id;
         }
         // Reserve the id first: types may be recursive (JSONSchemaProps).
-        let id = self.push(Node::Struct { fields: HashMap::new(), atomic: message.is_atomic_struct() });
+        // `+structType=atomic` types are owned and replaced whole.
+        let atomic = crate::schema::ATOMIC_STRUCTS.iter().any(|m| std::ptr::eq(*m, message));
+        let id = self.push(Node::Struct { fields: HashMap::new(), atomic });
         memo.insert(addr, id);
         let mut fields = HashMap::new();
         self.collect_fields(message, memo, &mut fields);

@@ -1,10 +1,7 @@
 //! managedFields on every write: the glue between the generic store and
 //! `ballast_apimachinery::managed_fields` (the rules live there). Resolves a kind's
-//! [`TypeSchema`] once, names the manager of a request, and sets `metadata.managedFields` on
+//! `TypeSchema` once, names the manager of a request, and sets `metadata.managedFields` on
 //! the object about to be stored.
-
-use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex};
 
 use serde_json::Value;
 
@@ -12,25 +9,12 @@ use super::strategy::{map_field_mut, Object};
 use super::{ResourceKind, ServedKinds};
 use crate::error::{ApiError, FieldError};
 use ballast_apimachinery::managed_fields::FieldManager;
-use ballast_apimachinery::typed::TypeSchema;
 
 /// kube's limit on a manager name (`FieldManagerMaxLength`).
 pub const FIELD_MANAGER_MAX_LENGTH: usize = 128;
 
 /// The manager of writes the server makes itself (kube-apiserver's own loopback client).
 pub const SERVER_MANAGER: &str = "kube-apiserver";
-
-/// Each kind's types, built once per schema table (kinds without a table are deduced).
-static SCHEMAS: LazyLock<Mutex<HashMap<usize, Arc<TypeSchema>>>> = LazyLock::new(Default::default);
-
-/// The server-side-apply schema of `kind` from its generated tables (what
-/// [`ServedKinds::apply_schema`] answers unless a server says otherwise).
-pub fn type_schema(kind: &ResourceKind) -> Arc<TypeSchema> {
-    let Some(message) = kind.object_schema() else { return Arc::new(TypeSchema::deduced()) };
-    let key = message as *const _ as usize;
-    let mut cache = SCHEMAS.lock().unwrap_or_else(|p| p.into_inner());
-    cache.entry(key).or_insert_with(|| Arc::new(TypeSchema::from_message(message))).clone()
-}
 
 /// `group/version` as managedFields record it (`v1`, `apps/v1`).
 pub fn group_version(kind: &ResourceKind) -> String {
