@@ -19,7 +19,8 @@
 //!   `metadata` (k8s-openapi's schemas do);
 //! * strategic-merge-patch tags (`x-kubernetes-patch-strategy`, `x-kubernetes-patch-merge-key`),
 //!   which k8s-openapi drops, come from the generated object schemas ([`ballast_apimachinery::schema`]), so
-//!   kubectl's client-side apply merges lists like upstream.
+//!   kubectl's client-side apply merges lists like upstream; so do the server-side-apply
+//!   markers (`x-kubernetes-list-type`, `x-kubernetes-list-map-keys`, `x-kubernetes-map-type`).
 //!
 //! This module must not know about HTTP or the registry's storage; it only reads the registry's
 //! tables.

@@ -180,18 +180,14 @@ impl FieldManager<'_> {
     }
 
     /// kube's zero value of the kind, what a create is compared against: the object's
-    /// identity and the structs Go always serialises (`metadata`, `spec`, `status`), so that
-    /// a create owns their fields but not the structs themselves.
+    /// identity and the structs Go always serialises, even empty (`metadata`, `spec`,
+    /// `status`, and the templates and strategies within), so that a create owns their fields
+    /// but not the structs themselves.
     fn empty_object(&self, new: &Value) -> Value {
-        let mut m = Map::new();
+        let mut m = zero_structs(new);
         for k in ["apiVersion", "kind"] {
             if let Some(v) = new.get(k) {
                 m.insert(k.into(), v.clone());
-            }
-        }
-        for k in ["metadata", "spec", "status"] {
-            if new.get(k).is_some_and(Value::is_object) {
-                m.insert(k.into(), Value::Object(Map::new()));
             }
         }
         Value::Object(m)
@@ -388,6 +384,30 @@ fn release_changed(managers: &mut Managers, cmp: &Comparison, applier: Option<(&
     }
     managers.entries.retain(|_, e| !e.set.is_empty());
     Vec::new()
+}
+
+/// The fields of Kubernetes types that are Go structs rather than pointers: their zero value is
+/// an empty object, present in every object kube converts.
+const NON_POINTER_STRUCTS: &[&str] =
+    &["metadata", "spec", "status", "template", "strategy", "updateStrategy", "jobTemplate"];
+
+/// Lists Go serialises as `null` when empty (no `omitempty`): a pod's `containers`.
+const NULL_LISTS: &[&str] = &["containers"];
+
+/// The non-pointer structs of `v` (as empty objects, nested ones kept) and its null lists.
+fn zero_structs(v: &Value) -> Map<String, Value> {
+    let mut m = Map::new();
+    for k in NON_POINTER_STRUCTS {
+        if let Some(child) = v.get(*k).filter(|c| c.is_object()) {
+            m.insert((*k).into(), Value::Object(zero_structs(child)));
+        }
+    }
+    for k in NULL_LISTS {
+        if v.get(*k).is_some_and(Value::is_array) {
+            m.insert((*k).into(), Value::Null);
+        }
+    }
+    m
 }
 
 /// kube's cap: past [`MAX_UPDATE_MANAGERS`] update entries, the oldest merge, per apiVersion,

@@ -239,3 +239,39 @@ fn managed_fields_decode_errors_are_kubes() {
         Err("apiVersion must not be empty".into())
     );
 }
+
+#[test]
+fn create_of_a_defaulted_deployment_records_what_kube_records() {
+    // `kubectl create deployment nginx --image=nginx` after defaulting, and the entry kube
+    // writes for it: no `.` on the structs Go always holds (spec.strategy, spec.template),
+    // `.` on the maps, pointer structs and list elements the create added.
+    let s = schema("apps", "Deployment");
+    let fm = FieldManager { schema: &s, api_version: "apps/v1", subresource: "" };
+    let new = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "nginx", "namespace": "default", "uid": "u", "labels": {"app": "nginx"}},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "nginx"}}, "progressDeadlineSeconds": 600,
+                 "revisionHistoryLimit": 10,
+                 "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}},
+                 "template": {"metadata": {"labels": {"app": "nginx"}},
+                              "spec": {"containers": [{"name": "nginx", "image": "nginx", "imagePullPolicy": "Always",
+                                                       "resources": {}, "terminationMessagePath": "/dev/termination-log",
+                                                       "terminationMessagePolicy": "File"}],
+                                       "dnsPolicy": "ClusterFirst", "restartPolicy": "Always",
+                                       "schedulerName": "default-scheduler", "securityContext": {},
+                                       "terminationGracePeriodSeconds": 30}}},
+        "status": {}});
+    let managed = fm.update(None, &new, None, "kubectl-create", NOW).expect("tracked");
+    assert_eq!(
+        managed[0]["fieldsV1"],
+        json!({"f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+               "f:spec": {"f:progressDeadlineSeconds": {}, "f:replicas": {}, "f:revisionHistoryLimit": {}, "f:selector": {},
+                          "f:strategy": {"f:rollingUpdate": {".": {}, "f:maxSurge": {}, "f:maxUnavailable": {}}, "f:type": {}},
+                          "f:template": {"f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+                                         "f:spec": {"f:containers": {r#"k:{"name":"nginx"}"#: {
+                                                        ".": {}, "f:image": {}, "f:imagePullPolicy": {}, "f:name": {},
+                                                        "f:resources": {}, "f:terminationMessagePath": {},
+                                                        "f:terminationMessagePolicy": {}}},
+                                                    "f:dnsPolicy": {}, "f:restartPolicy": {}, "f:schedulerName": {},
+                                                    "f:securityContext": {}, "f:terminationGracePeriodSeconds": {}}}}})
+    );
+}

@@ -38,11 +38,17 @@ enum Shape<'s> {
     List(TypeId, &'s ListKind),
 }
 
+/// The shape `v` takes under type `id`. A null takes its type's shape, empty (kube's typed
+/// values treat a nil slice or map as one with nothing in it).
 fn shape<'s>(schema: &'s TypeSchema, id: TypeId, v: &Value) -> Shape<'s> {
     match (schema.node(id), v) {
-        (Node::Struct { atomic: false, .. } | Node::Map { atomic: false, .. }, Value::Object(_)) => Shape::Granular(id),
+        (Node::Struct { atomic: false, .. } | Node::Map { atomic: false, .. }, Value::Object(_) | Value::Null) => {
+            Shape::Granular(id)
+        }
         (Node::Deduced, Value::Object(_)) => Shape::Granular(DEDUCED),
-        (Node::List { items, kind }, Value::Array(_)) if *kind != ListKind::Atomic => Shape::List(*items, kind),
+        (Node::List { items, kind }, Value::Array(_) | Value::Null) if *kind != ListKind::Atomic => {
+            Shape::List(*items, kind)
+        }
         _ => Shape::Leaf,
     }
 }
