@@ -70,12 +70,13 @@ def sh(c):
 def med(results, key):
     vals = [x[key] for x in results if key in x]
     return statistics.median(vals) if vals else None
+mem = sh("free -g | awk '/Mem:/ {print $2}'")
 def fmt(v, p=0):
     return "n/a" if v is None else f"{v:,.{p}f}"
 lines = [
     f"# Server-side apply and managedFields, commit {commit}",
     "",
-    f"* Machine: {sh('nproc')} cores, {sh(\"free -g | awk '/Mem:/ {print $2}'\")} GiB, kernel {sh('uname -r')}; shared and noisy, so read medians.",
+    f"* Machine: {sh('nproc')} cores, {mem} GiB, kernel {sh('uname -r')}; shared and noisy, so read medians.",
     f"* Storage: {sh('etcd --version | head -1')} (Debian etcd-server), fresh per build. Frontends: `{baseline}` (baseline, without managedFields) and this commit's release build, one after the other.",
     f"* Command: `{command}`; figures are medians over repeats; CPU is the frontend process's only.",
     "* Client: `ballast-kube-load` (HTTP/2 over TLS, 16 requests in flight over 4 connections) on the same 2 cores.",

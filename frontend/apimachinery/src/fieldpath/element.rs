@@ -29,8 +29,44 @@ impl Eq for PathElement {}
 
 impl std::hash::Hash for PathElement {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        // Keys and values hash by their JSON text: equal elements have equal text.
-        self.fields_v1_key().hash(state);
+        use std::hash::Hash;
+        match self {
+            PathElement::Field(name) => {
+                0u8.hash(state);
+                name.hash(state);
+            }
+            PathElement::Key(fields) => {
+                1u8.hash(state);
+                for (name, value) in fields {
+                    name.hash(state);
+                    hash_value(value, state);
+                }
+            }
+            PathElement::Value(v) => {
+                2u8.hash(state);
+                hash_value(v, state);
+            }
+            PathElement::Index(i) => {
+                3u8.hash(state);
+                i.hash(state);
+            }
+        }
+    }
+}
+
+/// Hashes a JSON value consistently with its equality.
+fn hash_value<H: std::hash::Hasher>(v: &Value, state: &mut H) {
+    use std::hash::Hash;
+    match v {
+        Value::Null => 0u8.hash(state),
+        Value::Bool(b) => b.hash(state),
+        Value::Number(n) => n.to_string().hash(state),
+        Value::String(s) => s.hash(state),
+        Value::Array(items) => items.iter().for_each(|i| hash_value(i, state)),
+        Value::Object(m) => m.iter().for_each(|(k, i)| {
+            k.hash(state);
+            hash_value(i, state);
+        }),
     }
 }
 

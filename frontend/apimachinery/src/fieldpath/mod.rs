@@ -99,6 +99,27 @@ fn write_contents(out: &mut String, set: &Set, include_self: bool) {
     }
 }
 
+/// Encodes a set as its FieldsV1 JSON value (the form stored inside an object).
+pub fn to_fields_v1_value(set: &Set) -> Value {
+    Value::Object(level_value(set, false))
+}
+
+fn level_value(set: &Set, include_self: bool) -> Map<String, Value> {
+    let mut out = Map::new();
+    if include_self && !set.is_empty() {
+        out.insert(".".into(), Value::Object(Map::new()));
+    }
+    for m in &set.members {
+        if !set.children.contains_key(m) {
+            out.insert(m.fields_v1_key(), Value::Object(Map::new()));
+        }
+    }
+    for (pe, child) in &set.children {
+        out.insert(pe.fields_v1_key(), Value::Object(level_value(child, set.members.contains(pe))));
+    }
+    out
+}
+
 /// Decodes FieldsV1 JSON (as a parsed value) into a set.
 ///
 /// # Errors
@@ -154,6 +175,7 @@ mod tests {
         let text = r#"{"f:metadata":{"f:labels":{".":{},"f:app":{}}},"f:spec":{"f:containers":{"k:{\"name\":\"c\"}":{".":{},"f:image":{},"f:name":{}}},"f:finalizers":{"v:\"a\"":{}}}}"#;
         let set = from_fields_v1(&serde_json::from_str(text).expect("json")).expect("set");
         assert_eq!(to_fields_v1(&set), text);
+        assert_eq!(to_fields_v1_value(&set), serde_json::from_str::<Value>(text).expect("json"));
         let labels = [PathElement::Field("metadata".into()), PathElement::Field("labels".into())];
         assert!(set.has(&labels));
         let image = [

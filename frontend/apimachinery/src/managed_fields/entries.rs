@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
-use crate::fieldpath::{from_fields_v1, to_fields_v1, Set};
+use crate::fieldpath::{from_fields_v1, to_fields_v1_value, Set};
 
 /// `operation` of an entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -188,8 +188,7 @@ impl Managers {
                     m.insert("time".into(), t.clone().into());
                 }
                 m.insert("fieldsType".into(), "FieldsV1".into());
-                let fields: Value = serde_json::from_str(&to_fields_v1(&e.set)).unwrap_or_else(|_| json!({}));
-                m.insert("fieldsV1".into(), fields);
+                m.insert("fieldsV1".into(), to_fields_v1_value(&e.set));
                 if !e.id.subresource.is_empty() {
                     m.insert("subresource".into(), e.id.subresource.clone().into());
                 }

@@ -254,7 +254,9 @@ impl FieldManager<'_> {
                 .map_err(typed("failed to create manager for existing fields", describe))?;
         }
         let id = ManagerId::new(manager, Operation::Apply, self.api_version, self.subresource);
-        let attempt = self.apply_once(&live, config, managers.clone(), &id, force, describe);
+        // kubectl may retry forced (below), so it keeps a copy of the managers.
+        let retry = (manager == "kubectl").then(|| managers.clone());
+        let attempt = self.apply_once(&live, config, managers, &id, force, describe);
         let (object, mut managers) = match attempt {
             Err(ApplyError::Conflicts(conflicts)) if manager == "kubectl" => {
                 // kubectl moving from client-side apply: fields its last-applied annotation
@@ -264,7 +266,7 @@ impl FieldManager<'_> {
                 if !rest.is_empty() {
                     return Err(ApplyError::Conflicts(rest));
                 }
-                self.apply_once(&live, config, managers, &id, true, describe)?
+                self.apply_once(&live, config, retry.unwrap_or_default(), &id, true, describe)?
             }
             other => other?,
         };
@@ -309,7 +311,9 @@ impl FieldManager<'_> {
         managers
             .entries
             .insert(key.clone(), Entry { id: id.clone(), api_version: self.api_version.into(), time, set: config_set });
-        let merged = self.prune(merged, &managers, &last_set).map_err(typed("failed to prune fields", describe))?;
+        let current = managers.entries.get(&key).map(|e| e.set.clone()).unwrap_or_default();
+        let merged =
+            self.prune(merged, &managers, &last_set, &current).map_err(typed("failed to prune fields", describe))?;
         let cmp = compare(self.schema, live, &merged).map_err(typed("failed to compare objects", describe))?;
         let conflicts = release_changed(&mut managers, &cmp, Some((&key, force)));
         if !conflicts.is_empty() {
@@ -320,8 +324,11 @@ impl FieldManager<'_> {
 
     /// Removes from `merged` what the applier set last time and no longer does, unless
     /// another manager owns it (kube's `prune` with its two add-backs).
-    fn prune(&self, merged: Value, managers: &Managers, last_set: &Set) -> Result<Value, TypedError> {
-        if last_set.is_empty() {
+    fn prune(&self, merged: Value, managers: &Managers, last_set: &Set, current: &Set) -> Result<Value, TypedError> {
+        // Nothing to prune when the applier still sets every path it set last time (the usual
+        // re-apply): pruning would take out only what its new set adds back, and what
+        // defaulting restores.
+        if last_set.is_empty() || last_set.difference(current).is_empty() {
             return Ok(merged);
         }
         let s = self.schema;

@@ -312,19 +312,21 @@ fn index_list<'v>(
 /// As [`to_set`], and duplicate elements in the configuration.
 pub fn merge(schema: &TypeSchema, lhs: &Value, rhs: &Value) -> Result<Value, TypedError> {
     let mut path = Vec::new();
-    Ok(merge_at(schema, schema.root(), Some(lhs), Some(rhs), &mut path)?.unwrap_or(Value::Null))
+    Ok(merge_at(schema, schema.root(), Some(lhs.clone()), Some(rhs), &mut path)?.unwrap_or(Value::Null))
 }
 
+/// Merges `rhs` into `lhs`, which it takes (the live object is moved, not copied, into the
+/// result).
 fn merge_at(
     schema: &TypeSchema,
     id: TypeId,
-    lhs: Option<&Value>,
+    lhs: Option<Value>,
     rhs: Option<&Value>,
     path: &mut Path,
 ) -> Result<Option<Value>, TypedError> {
     let (l, r) = match (lhs, rhs) {
         (None, None) => return Ok(None),
-        (Some(l), None) => return Ok(Some(l.clone())),
+        (Some(l), None) => return Ok(Some(l)),
         (None, Some(r)) => {
             // Validates the configuration's own lists (keys, duplicates) on the way.
             check_config(schema, id, r, path)?;
@@ -332,7 +334,7 @@ fn merge_at(
         }
         (Some(l), Some(r)) => (l, r),
     };
-    let (ls, rs) = (shape(schema, id, l), shape(schema, id, r));
+    let (ls, rs) = (shape(schema, id, &l), shape(schema, id, r));
     if !same_shape(&ls, &rs) {
         check_config(schema, id, r, path)?;
         return Ok(Some(r.clone()));
@@ -340,14 +342,14 @@ fn merge_at(
     match rs {
         Shape::Leaf => Ok(Some(r.clone())),
         Shape::Granular(id) => {
-            let (Value::Object(lm), Value::Object(rm)) = (l, r) else { return Ok(Some(r.clone())) };
-            if lm.is_empty() && rm.is_empty() {
+            let (Value::Object(mut out), Value::Object(rm)) = (l, r) else { return Ok(Some(r.clone())) };
+            if out.is_empty() && rm.is_empty() {
                 return Ok(Some(r.clone()));
             }
-            let mut out = lm.clone();
             for (k, rv) in rm {
                 path.push(PathElement::Field(k.clone()));
-                if let Some(v) = merge_at(schema, schema.field(id, k), lm.get(k), Some(rv), path)? {
+                let lv = out.remove(k);
+                if let Some(v) = merge_at(schema, schema.field(id, k), lv, Some(rv), path)? {
                     out.insert(k.clone(), v);
                 }
                 path.pop();
@@ -400,12 +402,12 @@ fn merge_list(
     schema: &TypeSchema,
     items: TypeId,
     kind: &ListKind,
-    lhs: &[Value],
+    lhs: Vec<Value>,
     rhs: &[Value],
     path: &mut Path,
 ) -> Result<Value, TypedError> {
     let mut rpes = Vec::with_capacity(rhs.len());
-    let mut robserved: HashMap<PathElement, &Value> = HashMap::new();
+    let mut robserved: HashMap<PathElement, &Value> = HashMap::with_capacity(rhs.len());
     for (i, item) in rhs.iter().enumerate() {
         let pe = element_of(kind, item, path, i)?;
         if robserved.insert(pe.clone(), item).is_some() {
@@ -414,35 +416,40 @@ fn merge_list(
         rpes.push(pe);
     }
     let mut lpes = Vec::with_capacity(lhs.len());
-    let mut lobserved: HashMap<PathElement, Option<&Value>> = HashMap::new();
+    // The index of each live element; `None` for a duplicated one, which merges as absent
+    // (kube keeps no value for it).
+    let mut lobserved: HashMap<PathElement, Option<usize>> = HashMap::with_capacity(lhs.len());
     for (i, item) in lhs.iter().enumerate() {
         let pe = element_of(kind, item, path, i)?;
-        // A duplicated live element merges as absent (kube keeps no value for it).
-        lobserved.entry(pe.clone()).and_modify(|v| *v = None).or_insert(Some(item));
+        lobserved.entry(pe.clone()).and_modify(|v| *v = None).or_insert(Some(i));
         lpes.push(pe);
     }
+    let mut litems: Vec<Option<Value>> = lhs.into_iter().map(Some).collect();
     let mut shared: std::collections::VecDeque<&PathElement> =
         rpes.iter().filter(|pe| lobserved.contains_key(*pe)).collect();
     let mut next_shared = shared.pop_front();
     let mut merged_rhs = std::collections::HashSet::new();
-    let mut out = Vec::with_capacity(lhs.len().max(rhs.len()));
+    let mut out = Vec::with_capacity(litems.len().max(rhs.len()));
     let (mut li, mut ri) = (0, 0);
-    let mut item =
-        |pe: &PathElement, l: Option<&Value>, r: Option<&Value>, path: &mut Path| -> Result<(), TypedError> {
-            path.push(pe.clone());
-            let v = merge_at(schema, items, l, r, path)?;
-            path.pop();
-            if let Some(v) = v {
-                out.push(v);
-            }
-            Ok(())
-        };
+    let mut item = |pe: &PathElement, l: Option<Value>, r: Option<&Value>, path: &mut Path| -> Result<(), TypedError> {
+        path.push(pe.clone());
+        let v = merge_at(schema, items, l, r, path)?;
+        path.pop();
+        if let Some(v) = v {
+            out.push(v);
+        }
+        Ok(())
+    };
+    let take_live = |litems: &mut Vec<Option<Value>>, pe: &PathElement| -> Option<Value> {
+        lobserved.get(pe).copied().flatten().and_then(|i| litems[i].take())
+    };
     while li < lpes.len() || ri < rpes.len() {
         if li < lpes.len() && ri < rpes.len() {
             let pe = &lpes[li];
             if *pe == rpes[ri] {
                 merged_rhs.insert(pe.clone());
-                item(pe, lobserved.get(pe).copied().flatten(), robserved.get(pe).copied(), path)?;
+                let l = take_live(&mut litems, pe);
+                item(pe, l, robserved.get(pe).copied(), path)?;
                 li += 1;
                 ri += 1;
                 next_shared = shared.pop_front();
@@ -456,7 +463,8 @@ fn merge_list(
         if li < lpes.len() {
             let pe = &lpes[li];
             if !robserved.contains_key(pe) {
-                item(pe, Some(&lhs[li]), None, path)?;
+                let l = litems[li].take();
+                item(pe, l, None, path)?;
                 li += 1;
                 continue;
             } else if merged_rhs.contains(pe) {
@@ -466,7 +474,8 @@ fn merge_list(
         if ri < rpes.len() {
             let pe = &rpes[ri];
             merged_rhs.insert(pe.clone());
-            item(pe, lobserved.get(pe).copied().flatten(), robserved.get(pe).copied(), path)?;
+            let l = take_live(&mut litems, pe);
+            item(pe, l, robserved.get(pe).copied(), path)?;
             ri += 1;
             if next_shared == Some(pe) {
                 next_shared = shared.pop_front();
