@@ -29,7 +29,6 @@ impl Eq for PathElement {}
 
 impl std::hash::Hash for PathElement {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        use std::hash::Hash;
         match self {
             PathElement::Field(name) => {
                 0u8.hash(state);
