@@ -99,18 +99,38 @@ pub(crate) struct Answer {
 
 impl Conn {
     fn request(method: &str, path: &str, body: Bytes) -> anyhow::Result<http::Request<Full<Bytes>>> {
+        Self::request_typed(method, path, "application/json", body)
+    }
+
+    fn request_typed(
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: Bytes,
+    ) -> anyhow::Result<http::Request<Full<Bytes>>> {
         let mut req = http::Request::builder().method(method).uri(format!("https://localhost{path}"));
         if !body.is_empty() {
-            req = req.header("content-type", "application/json");
+            req = req.header("content-type", content_type);
         }
         Ok(req.header("accept", "application/json").body(Full::new(body))?)
     }
 
     /// Sends one request and reads the whole answer.
     pub(crate) async fn call(&self, method: &str, path: &str, body: Bytes) -> anyhow::Result<Answer> {
+        self.call_typed(method, path, "application/json", body).await
+    }
+
+    /// Sends one request with a body of `content_type` (a PATCH's patch type).
+    pub(crate) async fn call_typed(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: Bytes,
+    ) -> anyhow::Result<Answer> {
         let mut send = self.send.clone();
         send.ready().await?;
-        let resp = send.send_request(Self::request(method, path, body)?).await?;
+        let resp = send.send_request(Self::request_typed(method, path, content_type, body)?).await?;
         let status = resp.status().as_u16();
         let body = resp.into_body().collect().await?.to_bytes();
         Ok(Answer { status, body })

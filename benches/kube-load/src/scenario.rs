@@ -3,6 +3,12 @@
 //!
 //! * `get_c16`: GET of one of 1,000 configmaps, 16 in flight over 4 connections.
 //! * `create_c16`: POST of new configmaps, 16 in flight over 4 connections.
+//! * `apply_deploy_c16`: server-side apply (`application/apply-patch+yaml`, JSON body) of a
+//!   typical Deployment (two containers with ports, env, resources, probes) to one of 100
+//!   deployments, each apply a new image tag, 16 in flight over 4 connections: with
+//!   `--server-pid`, the server CPU per apply.
+//! * `update_c16`: PUT of one of 1,000 configmaps with a changed value, 16 in flight over 4
+//!   connections (a managedFields entry is recorded on every write).
 //! * `list_pods10k_c1`: LIST of 10,000 pods in one namespace without a limit, one at a time;
 //!   also the frontend's resident memory sampled every 2 ms (peak minus the level before).
 //! * `watch_w{W}_r{R}`: W watches on one namespace's pods (100 HTTP/2 streams per connection,
@@ -23,8 +29,16 @@ use crate::client::{Conn, Target};
 use crate::stats::{status_kb, CpuMark, Outcome, Samples};
 
 /// Every scenario id, in run order.
-pub(crate) const ALL: &[&str] =
-    &["get_c16", "create_c16", "list_pods10k_c1", "watch_w1000_r100", "watch_w10000_r10", "watch_w10000_r100"];
+pub(crate) const ALL: &[&str] = &[
+    "get_c16",
+    "create_c16",
+    "update_c16",
+    "apply_deploy_c16",
+    "list_pods10k_c1",
+    "watch_w1000_r100",
+    "watch_w10000_r10",
+    "watch_w10000_r100",
+];
 
 const STAMP: &str = "bench.ballast/sent-ns";
 
@@ -38,6 +52,8 @@ pub(crate) async fn run(t: &Target, id: &str, duration: Duration, pid: Option<u3
     let mut out = match id {
         "get_c16" => get(t, 16, duration).await?,
         "create_c16" => create(t, 16, duration).await?,
+        "update_c16" => update(t, 16, duration).await?,
+        "apply_deploy_c16" => apply_deployments(t, 16, duration).await?,
         "list_pods10k_c1" => list(t, 10_000, duration, pid).await?,
         _ => match parse_watch(id) {
             Some((w, r)) => watch(t, w, r, duration, pid).await?,
@@ -364,4 +380,57 @@ async fn watch(
     out.extra.push(("rss_after_writes_mib", rss_peak as f64 / 1024.0));
     out.extra.push(("sample_count", out.latency.len() as f64));
     Ok(out)
+}
+
+async fn update(t: &Target, workers: usize, duration: Duration) -> anyhow::Result<Outcome> {
+    let conns = t.connect_many(4).await?;
+    let objects = 1000;
+    let bodies = (0..objects)
+        .map(|i| ("/api/v1/namespaces/default/configmaps".to_string(), configmap(&format!("update-{i}"))))
+        .collect();
+    preload(&conns, bodies, 32).await?;
+    Ok(closed_loop(&conns, workers, duration, move |c, w, seq| async move {
+        let i = rand::thread_rng().gen_range(0..objects);
+        let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("update-{i}"), "labels": {"app": "bench"}},
+            "data": {"key": "v".repeat(256), "seq": format!("{w}-{seq}")}});
+        let t0 = Instant::now();
+        let a = c
+            .call("PUT", &format!("/api/v1/namespaces/default/configmaps/update-{i}"), Bytes::from(body.to_string()))
+            .await;
+        a.is_ok_and(|a| a.status == 200).then(|| t0.elapsed())
+    })
+    .await)
+}
+
+/// A typical Deployment's applied configuration: what `kubectl apply --server-side` sends.
+fn deployment(name: &str, tag: &str) -> Bytes {
+    let container = |n: &str, port: u32| {
+        json!({"name": n, "image": format!("registry.k8s.io/{n}:{tag}"),
+            "ports": [{"containerPort": port, "name": "http"}],
+            "env": [{"name": "MODE", "value": "bench"}, {"name": "LOG", "value": "info"}],
+            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}},
+            "readinessProbe": {"httpGet": {"path": "/healthz", "port": port}, "periodSeconds": 5}})
+    };
+    let body = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "labels": {"app": name, "tier": "web"}},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name, "tier": "web"}},
+                "spec": {"containers": [container("web", 8080), container("sidecar", 9090)]}}}});
+    Bytes::from(body.to_string())
+}
+
+async fn apply_deployments(t: &Target, workers: usize, duration: Duration) -> anyhow::Result<Outcome> {
+    let conns = t.connect_many(4).await?;
+    let objects = 100;
+    let run: u32 = rand::thread_rng().gen();
+    Ok(closed_loop(&conns, workers, duration, move |c, w, seq| async move {
+        let i = rand::thread_rng().gen_range(0..objects);
+        let body = deployment(&format!("apply-{i}"), &format!("{run:x}-{w}-{seq}"));
+        let t0 = Instant::now();
+        let path = format!("/apis/apps/v1/namespaces/default/deployments/apply-{i}?fieldManager=bench&force=true");
+        let a = c.call_typed("PATCH", &path, "application/apply-patch+yaml", body).await;
+        a.is_ok_and(|a| a.status == 200 || a.status == 201).then(|| t0.elapsed())
+    })
+    .await)
 }

@@ -107,6 +107,30 @@ pub struct Field {
     /// How a strategic merge patch treats the field (the upstream type's `patchStrategy` and
     /// `patchMergeKey` tags).
     pub patch: PatchMeta,
+    /// How server-side apply merges the field (the upstream type's `listType`, `listMapKey`
+    /// and `mapType` markers).
+    pub merge: MergeMeta,
+}
+
+/// The server-side-apply markers of one field. Empty strings mean "no marker": a list then
+/// follows its [`PatchMeta`] (a `merge` list is keyed by its merge key, or a set without one)
+/// and is otherwise atomic; a map is granular.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MergeMeta {
+    /// `listType`: "atomic", "set" or "map".
+    pub list_type: &'static str,
+    /// `listMapKey`s of a `map` list, in declaration order.
+    pub list_keys: &'static [&'static str],
+    /// Defaults of key fields an element may omit, as (field, JSON text), e.g.
+    /// `("protocol", "\"TCP\"")` for container ports.
+    pub key_defaults: &'static [(&'static str, &'static str)],
+    /// `mapType`: "atomic" or "granular".
+    pub map_type: &'static str,
+}
+
+impl MergeMeta {
+    /// No markers.
+    pub const NONE: MergeMeta = MergeMeta { list_type: "", list_keys: &[], key_defaults: &[], map_type: "" };
 }
 
 /// The strategic-merge-patch tags of one field. Lists without them are replaced whole; maps
@@ -144,12 +168,12 @@ pub struct Message {
 
 /// Shorthand for a singular field in schema tables.
 pub const fn field(number: u32, json: &'static str, ty: FieldType) -> Field {
-    Field { number, json, ty, repeated: false, patch: PatchMeta::NONE }
+    Field { number, json, ty, repeated: false, patch: PatchMeta::NONE, merge: MergeMeta::NONE }
 }
 
 /// Shorthand for an embedded struct whose fields are the parent's in JSON.
 pub const fn inline(number: u32, ty: FieldType) -> Field {
-    Field { number, json: "", ty, repeated: false, patch: PatchMeta::NONE }
+    Field { number, json: "", ty, repeated: false, patch: PatchMeta::NONE, merge: MergeMeta::NONE }
 }
 
 /// Adds strategic-merge-patch tags to a field.
@@ -157,9 +181,24 @@ pub const fn tagged(field: Field, strategy: &'static str, merge_key: &'static st
     Field { patch: PatchMeta { strategy, merge_key }, ..field }
 }
 
+/// Adds server-side-apply list markers to a field.
+pub const fn listed(
+    field: Field,
+    list_type: &'static str,
+    list_keys: &'static [&'static str],
+    key_defaults: &'static [(&'static str, &'static str)],
+) -> Field {
+    Field { merge: MergeMeta { list_type, list_keys, key_defaults, map_type: field.merge.map_type }, ..field }
+}
+
+/// Adds the server-side-apply map marker to a field.
+pub const fn map_typed(field: Field, map_type: &'static str) -> Field {
+    Field { merge: MergeMeta { map_type, ..field.merge }, ..field }
+}
+
 /// Shorthand for a repeated field in schema tables.
 pub const fn repeated(number: u32, json: &'static str, ty: FieldType) -> Field {
-    Field { number, json, ty, repeated: true, patch: PatchMeta::NONE }
+    Field { number, json, ty, repeated: true, patch: PatchMeta::NONE, merge: MergeMeta::NONE }
 }
 
 /// Decoding failures; all become 400 BadRequest.

@@ -208,6 +208,15 @@ pub enum ApiError {
         /// Which precondition failed; usually [`OPTIMISTIC_LOCK_MESSAGE`].
         reason: String,
     },
+    /// 409 `Conflict` from server-side apply: fields other managers own would change. One
+    /// `FieldManagerConflict` cause per field.
+    #[error("{message}")]
+    ApplyConflict {
+        /// kube's message (`Apply failed with 1 conflict: conflict with "kubectl": .data.a`).
+        message: String,
+        /// (cause message, field) pairs, e.g. (`conflict with "kubectl"`, `.data.a`).
+        causes: Vec<(String, String)>,
+    },
     /// 422 `Invalid`: validation failed.
     #[error("{} \"{name}\" is invalid: {}", qualified_kind(kind, group), aggregate(causes))]
     Invalid {
@@ -343,7 +352,7 @@ impl ApiError {
         match self {
             ApiError::NotFound { .. } | ApiError::NoRoute => (StatusCode::NOT_FOUND, "NotFound"),
             ApiError::AlreadyExists { .. } => (StatusCode::CONFLICT, "AlreadyExists"),
-            ApiError::Conflict { .. } => (StatusCode::CONFLICT, "Conflict"),
+            ApiError::Conflict { .. } | ApiError::ApplyConflict { .. } => (StatusCode::CONFLICT, "Conflict"),
             ApiError::Invalid { .. } | ApiError::PatchFailed(_) => (StatusCode::UNPROCESSABLE_ENTITY, "Invalid"),
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "BadRequest"),
             ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, "Unauthorized"),
@@ -394,6 +403,13 @@ impl ApiError {
                     .collect();
                 d.insert("causes".into(), causes.into());
                 Some(Value::Object(d))
+            }
+            ApiError::ApplyConflict { causes, .. } => {
+                let causes: Vec<Value> = causes
+                    .iter()
+                    .map(|(message, field)| json!({"reason": "FieldManagerConflict", "message": message, "field": field}))
+                    .collect();
+                Some(json!({"causes": causes}))
             }
             ApiError::TooManyRequests { retry_after_seconds } => {
                 Some(json!({"retryAfterSeconds": retry_after_seconds}))

@@ -28,7 +28,8 @@
 //! * [`served`]: what is served besides the kinds (the shape of resources answered without
 //!   storage, subresources, the reported version), for routes and OpenAPI alike.
 //! * [`registry`]: the generic store (metadata, validation, optimistic concurrency, selectors,
-//!   pages, watches, patches) over rows of [`registry::ResourceKind`], and the
+//!   pages, watches, patches, server-side apply and managedFields) over rows of
+//!   [`registry::ResourceKind`], and the
 //!   [`registry::ServedKinds`] seam the kinds come in through.
 //! * [`watch`]: a client's watch: selector transitions, bookmarks, watch-list initial events,
 //!   from the [`watch_cache`] (one upstream etcd watch per resource, fanned out to every client

@@ -19,7 +19,8 @@
 //!   `metadata` (k8s-openapi's schemas do);
 //! * strategic-merge-patch tags (`x-kubernetes-patch-strategy`, `x-kubernetes-patch-merge-key`),
 //!   which k8s-openapi drops, come from the generated object schemas ([`ballast_apimachinery::schema`]), so
-//!   kubectl's client-side apply merges lists like upstream.
+//!   kubectl's client-side apply merges lists like upstream; so do the server-side-apply
+//!   markers (`x-kubernetes-list-type`, `x-kubernetes-list-map-keys`, `x-kubernetes-map-type`).
 //!
 //! This module must not know about HTTP or the registry's storage; it only reads the registry's
 //! tables.
@@ -34,7 +35,7 @@ use serde_json::{json, Map, Value};
 
 use crate::kinds;
 use crate::reviews::VIRTUAL_RESOURCES;
-use ballast_apimachinery::protobuf::{FieldType, Message};
+use ballast_apimachinery::protobuf::{Field, FieldType, Message};
 use ballast_apiserver::registry::ResourceKind;
 
 /// The neutral reference prefix.
@@ -383,6 +384,23 @@ fn set_patch_tags(schemas: &mut BTreeMap<String, Value>, definition: &str, prope
     }
 }
 
+/// Sets the server-side-apply extensions kube publishes (`x-kubernetes-list-type`,
+/// `x-kubernetes-list-map-keys`, `x-kubernetes-map-type`) on one property, from the field's
+/// upstream markers.
+fn set_merge_markers(schemas: &mut BTreeMap<String, Value>, definition: &str, field: &Field) {
+    let target = schemas.get_mut(definition).and_then(|d| d.get_mut("properties")).and_then(|p| p.get_mut(field.json));
+    let Some(Value::Object(target)) = target else { return };
+    if !field.merge.list_type.is_empty() {
+        target.insert("x-kubernetes-list-type".into(), field.merge.list_type.into());
+        if !field.merge.list_keys.is_empty() {
+            target.insert("x-kubernetes-list-map-keys".into(), json!(field.merge.list_keys));
+        }
+    }
+    if !field.merge.map_type.is_empty() {
+        target.insert("x-kubernetes-map-type".into(), field.merge.map_type.into());
+    }
+}
+
 /// Follows a registry object schema and the OpenAPI definition `name` side by side, copying the
 /// strategic-merge-patch tags onto the definition's properties. Each (definition, message) pair
 /// is walked once: the schemas are recursive (JSONSchemaProps) and shared (ObjectMeta), and a
@@ -408,6 +426,7 @@ fn copy_patch_tags(
         if !field.patch.strategy.is_empty() {
             set_patch_tags(schemas, name, field.json, field.patch.strategy, field.patch.merge_key);
         }
+        set_merge_markers(schemas, name, field);
         let FieldType::Message(inner) = field.ty else { continue };
         let element = if field.repeated { property.get("items").unwrap_or(property) } else { property };
         let Some(child) = element.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix(REF_PREFIX)) else {
@@ -543,10 +562,17 @@ mod tests {
 
     #[test]
     fn patch_tags_come_from_the_object_schemas() {
-        use ballast_apimachinery::protobuf::{Field, PatchMeta};
+        use ballast_apimachinery::protobuf::{MergeMeta, PatchMeta};
         const MERGE_BY_NAME: PatchMeta = PatchMeta { strategy: "merge", merge_key: "name" };
         static CONTAINER: Message = Message {
-            fields: &[Field { number: 7, json: "env", ty: FieldType::String, repeated: true, patch: MERGE_BY_NAME }],
+            fields: &[Field {
+                number: 7,
+                json: "env",
+                ty: FieldType::String,
+                repeated: true,
+                patch: MERGE_BY_NAME,
+                merge: MergeMeta::NONE,
+            }],
         };
         static POD_SPEC: Message = Message {
             fields: &[Field {
@@ -555,6 +581,7 @@ mod tests {
                 ty: FieldType::Message(&CONTAINER),
                 repeated: true,
                 patch: MERGE_BY_NAME,
+                merge: MergeMeta { list_type: "map", list_keys: &["name"], key_defaults: &[], map_type: "" },
             }],
         };
         let mut schemas = definitions().schemas.clone();
@@ -563,6 +590,8 @@ mod tests {
         let containers = &schemas["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"];
         assert_eq!(containers["x-kubernetes-patch-strategy"], "merge");
         assert_eq!(containers["x-kubernetes-patch-merge-key"], "name");
+        assert_eq!(containers["x-kubernetes-list-type"], "map");
+        assert_eq!(containers["x-kubernetes-list-map-keys"], json!(["name"]));
         let env = &schemas["io.k8s.api.core.v1.Container"]["properties"]["env"];
         assert_eq!(env["x-kubernetes-patch-merge-key"], "name");
     }

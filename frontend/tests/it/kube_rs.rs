@@ -9,13 +9,14 @@ use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams, WatchEvent, WatchParams};
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::runtime::{reflector, watcher};
 
 use crate::harness::{both_backends, wait_for, Backend, Cluster, Options};
 use ballast_apiserver::watch_cache::WatchCacheConfig;
 
 both_backends!(typed_crud_pages_and_watch, reflector_relists_after_410, streaming_list_watcher);
+crate::harness::in_memory!(server_side_apply);
 
 async fn client(c: &Cluster) -> kube::Client {
     let kubeconfig = kube::config::Kubeconfig::read_from(c.kubeconfig_path()).expect("kubeconfig");
@@ -218,4 +219,30 @@ async fn streaming_list_watcher(backend: Backend) {
         watcher::Event::Apply(cm) => assert_eq!(cm.metadata.name.as_deref(), Some("d")),
         other => panic!("expected the new object, got {other:?}"),
     }
+}
+
+/// kube-rs `Patch::Apply`: creates, then merges with ownership; a second manager conflicts
+/// unless it forces, and the 409 reaches the client as kube's Status.
+async fn server_side_apply(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
+    let client = client(&c).await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let params = PatchParams::apply("kube-rs-app");
+    let applied = api.patch("ssa", &params, &Patch::Apply(cm("ssa", "1"))).await.expect("apply creates");
+    assert_eq!(applied.data.as_ref().and_then(|d| d.get("k")).map(String::as_str), Some("1"));
+    let entries = applied.metadata.managed_fields.expect("managedFields");
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0].manager.as_deref(), Some("kube-rs-app"));
+    assert_eq!(entries[0].operation.as_deref(), Some("Apply"));
+    let other = PatchParams::apply("other");
+    let err = api.patch("ssa", &other, &Patch::Apply(cm("ssa", "2"))).await.expect_err("conflict");
+    match err {
+        kube::Error::Api(status) => {
+            assert_eq!(status.code, 409);
+            assert_eq!(status.message, r#"Apply failed with 1 conflict: conflict with "kube-rs-app": .data.k"#);
+        }
+        other => panic!("not a Status: {other:?}"),
+    }
+    let forced = api.patch("ssa", &other.force(), &Patch::Apply(cm("ssa", "2"))).await.expect("forced apply");
+    assert_eq!(forced.data.as_ref().and_then(|d| d.get("k")).map(String::as_str), Some("2"));
 }

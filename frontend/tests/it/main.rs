@@ -6,6 +6,7 @@
 // These tests drive real processes and measure real elapsed time (deadlines, timeouts).
 #![allow(clippy::disallowed_methods)]
 
+mod apply;
 mod auth;
 mod chain;
 mod crd;

@@ -184,6 +184,12 @@ async fn patch_refusals_write_nothing(backend: Backend) {
     let r = send("application/merge-patch+json", r#"{"metadata":{"name":"other"}}"#).await;
     assert_eq!(r.status, 400);
     let r = send("application/apply-patch+yaml", "data: {a: '3'}").await;
+    assert_eq!(r.status, 422, "an apply needs a fieldManager");
+    assert_eq!(
+        r.json()["message"],
+        r#"PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch"#
+    );
+    let r = send("application/apply-patch+cbor", "data: {a: '3'}").await;
     assert_eq!(r.status, 415);
     assert_eq!(r.json()["reason"], "UnsupportedMediaType");
     let r = c

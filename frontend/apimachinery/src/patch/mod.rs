@@ -6,8 +6,9 @@
 //!   driven by the kind's schema tags; what `kubectl apply`, `label`, `annotate` and
 //!   `set image` send for built-in kinds.
 //!
-//! Server-side apply (`application/apply-patch+yaml`) is not built: it answers 415 like any
-//! other unsupported patch type, listing the three that are.
+//! Server-side apply (`application/apply-patch+yaml`, [`PatchType::Apply`]) is not a patch of
+//! a document: the server merges it with field ownership (`crate::managed_fields`), so
+//! [`apply`] refuses it.
 //!
 //! Applying a patch is pure (value in, value out); the server's registry reads the object,
 //! applies the patch and writes the result through the same path as an update.
@@ -24,8 +25,7 @@ use serde_json::Value;
 use crate::protobuf::Message;
 
 /// The patch formats served, as kube lists them in a 415 answer.
-pub const SUPPORTED: &str =
-    "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json";
+pub const SUPPORTED: &str = "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml";
 
 /// A patch format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +36,8 @@ pub enum PatchType {
     Merge,
     /// kube's strategic merge patch.
     Strategic,
+    /// Server-side apply: a YAML (or JSON) object, the applier's configuration.
+    Apply,
 }
 
 impl PatchType {
@@ -46,6 +48,7 @@ impl PatchType {
             "application/json-patch+json" => Some(PatchType::Json),
             "application/merge-patch+json" => Some(PatchType::Merge),
             "application/strategic-merge-patch+json" => Some(PatchType::Strategic),
+            "application/apply-patch+yaml" => Some(PatchType::Apply),
             _ => None,
         }
     }
@@ -61,6 +64,7 @@ pub fn apply(ty: PatchType, doc: &Value, patch: &[u8], schema: Option<&'static M
         PatchType::Json => json_patch::apply(doc, patch),
         PatchType::Merge => merge_patch::apply(doc, patch),
         PatchType::Strategic => strategic::apply(doc, patch, schema),
+        PatchType::Apply => Err(PatchError::Malformed("an apply patch is merged by the field manager".into())),
     }
 }
 
@@ -73,7 +77,8 @@ mod tests {
         assert_eq!(PatchType::from_content_type("application/merge-patch+json; charset=utf-8"), Some(PatchType::Merge));
         assert_eq!(PatchType::from_content_type("application/json-patch+json"), Some(PatchType::Json));
         assert_eq!(PatchType::from_content_type("application/strategic-merge-patch+json"), Some(PatchType::Strategic));
-        for other in ["application/apply-patch+yaml", "application/json", ""] {
+        assert_eq!(PatchType::from_content_type("application/apply-patch+yaml"), Some(PatchType::Apply));
+        for other in ["application/apply-patch+cbor", "application/json", ""] {
             assert_eq!(PatchType::from_content_type(other), None, "{other}");
         }
     }

@@ -11,7 +11,7 @@
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 pub mod generated;
 
-pub use generated::lookup;
+pub use generated::{lookup, ATOMIC_STRUCTS};
 
 #[cfg(test)]
 mod tests {

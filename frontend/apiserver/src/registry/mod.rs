@@ -19,6 +19,8 @@
 //!   generic part; a row's [`strategy::Binder`] binds).
 //! * [`admission`]: validation another server adds to a kind's writes (the apiextensions
 //!   server's checks of CustomResourceDefinitions, which the built-in API stores).
+//! * [`managed`]: managedFields on every write (the manager of a request, the kind's
+//!   server-side-apply schema); [`apply`]: server-side apply PATCHes, which may create.
 //! * [`table`]: server-side printing (Table and PartialObjectMetadata forms) with a kind's
 //!   [`table::Printer`].
 //! * `testing` (tests only): a two-kind `ServedKinds` for this crate's own tests; `store_tests`:
@@ -29,10 +31,12 @@
 //! Layering: `routes` → `registry` → `storage`. The registry never sees HTTP.
 
 pub mod admission;
+pub mod apply;
 pub mod binding;
 pub mod deletion;
 pub mod json_scan;
 pub mod kind;
+pub mod managed;
 pub mod object;
 pub mod patch;
 pub mod raw_object;

@@ -8,6 +8,7 @@
 
 use serde_json::Value;
 
+use super::managed;
 use super::object::{self, meta_str, FieldValidation};
 use super::scale::{scale_of, set_replicas};
 use super::strategy::{get_path, Object};
@@ -44,6 +45,10 @@ pub struct PatchRequest<'a> {
     pub validation: FieldValidation,
     /// `dryRun=All`.
     pub dry_run: bool,
+    /// Who patches (`fieldManager`, else from the User-Agent).
+    pub manager: &'a str,
+    /// `force=true` (apply patches only).
+    pub force: bool,
 }
 
 fn conflict(kind: &ResourceKind, name: &str) -> ApiError {
@@ -57,7 +62,7 @@ fn conflict(kind: &ResourceKind, name: &str) -> ApiError {
 
 /// Checks the patched object still names the object patched and that a resourceVersion it
 /// carries is the current one.
-fn check_identity(kind: &ResourceKind, patched: &Object, old: &Object, name: &str) -> Result<(), ApiError> {
+pub(crate) fn check_identity(kind: &ResourceKind, patched: &Object, old: &Object, name: &str) -> Result<(), ApiError> {
     let patched_name = meta_str(patched, "name");
     if patched_name != name {
         return Err(ApiError::BadRequest(format!(
@@ -118,6 +123,7 @@ impl Store {
                         let mut new = old.clone();
                         set_replicas(kind, &mut new, replicas);
                         object::prepare_update(kind, &mut new, old, namespace)?;
+                        managed::track(&**self.kinds(), kind, Some(old), &mut new, None, req.manager, "scale");
                         Ok(new)
                     }
                     PatchTarget::Object | PatchTarget::Status => {
@@ -126,12 +132,24 @@ impl Store {
                         let (mut patched, w) = object::decode_value(&**self.kinds(), kind, patched, req.validation)?;
                         warnings = w;
                         check_identity(kind, &patched, old, name)?;
+                        let requested = managed::take_requested(&mut patched);
                         object::to_stored_version(kind, &mut patched);
                         if req.target == PatchTarget::Status {
-                            return object::prepare_status_update(kind, &patched, old, namespace);
+                            let mut new = object::prepare_status_update(kind, &patched, old, namespace)?;
+                            managed::track(&**self.kinds(), kind, Some(old), &mut new, None, req.manager, "status");
+                            return Ok(new);
                         }
                         let prepared = object::prepare_update(kind, &mut patched, old, namespace);
                         self.admit(kind, prepared, &patched, Some(old))?;
+                        managed::track(
+                            &**self.kinds(),
+                            kind,
+                            Some(old),
+                            &mut patched,
+                            requested.as_ref(),
+                            req.manager,
+                            "",
+                        );
                         Ok(patched)
                     }
                 }

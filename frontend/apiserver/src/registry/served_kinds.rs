@@ -8,11 +8,14 @@
 //! `printer(row)`; a create with `fieldValidation=Strict` is refused when
 //! `prune_unknown_fields(row, body)` returns a path.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use bytes::Bytes;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha512};
+
+use ballast_apimachinery::typed::TypeSchema;
 
 use super::kind::ResourceKind;
 use super::table::Printer;
@@ -103,6 +106,13 @@ pub trait ServedKinds: Send + Sync + std::fmt::Debug {
     /// The OpenAPI documents if they have been built.
     fn openapi_if_built(&self) -> Option<&'static Documents>;
 
+    /// The server-side-apply schema of `kind`: by default from its generated tables (deduced
+    /// without them); a server serving custom resources answers from their OpenAPI v3
+    /// schemas (`TypeSchema::from_openapi_v3`).
+    fn apply_schema(&self, kind: &ResourceKind) -> Arc<TypeSchema> {
+        generated_apply_schema(kind)
+    }
+
     /// Returns the kind served at `group/version/resource`.
     fn find(&self, group: &str, version: &str, resource: &str) -> Option<&'static ResourceKind> {
         self.kinds().iter().copied().find(|k| k.group == group && k.version == version && k.resource == resource)
@@ -112,4 +122,16 @@ pub trait ServedKinds: Send + Sync + std::fmt::Debug {
     fn of<'a>(&'a self, group: &'a str, version: &'a str) -> Box<dyn Iterator<Item = &'static ResourceKind> + 'a> {
         Box::new(self.kinds().iter().copied().filter(move |k| k.group == group && k.version == version))
     }
+}
+
+/// Each kind's types, built once per schema table (kinds without a table are deduced).
+static SCHEMAS: LazyLock<Mutex<HashMap<usize, Arc<TypeSchema>>>> = LazyLock::new(Default::default);
+
+/// The server-side-apply schema of `kind` from its generated tables (what
+/// [`ServedKinds::apply_schema`] answers unless a server says otherwise).
+pub fn generated_apply_schema(kind: &ResourceKind) -> Arc<TypeSchema> {
+    let Some(message) = kind.object_schema() else { return Arc::new(TypeSchema::deduced()) };
+    let key = message as *const _ as usize;
+    let mut cache = SCHEMAS.lock().unwrap_or_else(|p| p.into_inner());
+    cache.entry(key).or_insert_with(|| Arc::new(TypeSchema::from_message(message))).clone()
 }

@@ -19,6 +19,7 @@ use base64::Engine as _;
 use serde_json::{json, Value};
 
 use super::admission::{self, Admission};
+use super::managed;
 use super::object::{self, meta_str};
 use super::raw_object::RawObject;
 use super::selectors::{FieldSelector, LabelSelector};
@@ -562,12 +563,41 @@ impl Store {
         &self,
         kind: &ResourceKind,
         namespace: &str,
-        mut obj: Object,
+        obj: Object,
         dry_run: bool,
     ) -> Result<Object, ApiError> {
+        self.create_by(kind, namespace, obj, dry_run, managed::SERVER_MANAGER).await
+    }
+
+    /// [`Store::create`] on behalf of `manager`, who then owns the fields it set.
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::create`].
+    pub async fn create_by(
+        &self,
+        kind: &ResourceKind,
+        namespace: &str,
+        mut obj: Object,
+        dry_run: bool,
+        manager: &str,
+    ) -> Result<Object, ApiError> {
+        let requested = managed::take_requested(&mut obj);
         object::to_stored_version(kind, &mut obj);
         let prepared = object::prepare_create(kind, &mut obj, namespace);
         self.admit(kind, prepared, &obj, None)?;
+        managed::track(&**self.kinds(), kind, None, &mut obj, requested.as_ref(), manager, "");
+        self.create_prepared(kind, namespace, obj, dry_run).await
+    }
+
+    /// Stores an object already prepared for creation (checks its namespace first).
+    pub(crate) async fn create_prepared(
+        &self,
+        kind: &ResourceKind,
+        namespace: &str,
+        mut obj: Object,
+        dry_run: bool,
+    ) -> Result<Object, ApiError> {
         let name = meta_str(&obj, "name").to_string();
         if kind.namespaced {
             self.check_namespace(kind, namespace, &name).await?;
@@ -603,16 +633,35 @@ impl Store {
         kind: &ResourceKind,
         namespace: &str,
         name: &str,
-        mut obj: Object,
+        obj: Object,
         dry_run: bool,
     ) -> Result<Object, ApiError> {
+        self.update_by(kind, namespace, name, obj, dry_run, managed::SERVER_MANAGER).await
+    }
+
+    /// [`Store::update`] on behalf of `manager`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::update`].
+    pub async fn update_by(
+        &self,
+        kind: &ResourceKind,
+        namespace: &str,
+        name: &str,
+        mut obj: Object,
+        dry_run: bool,
+        manager: &str,
+    ) -> Result<Object, ApiError> {
         let precondition = body_precondition(&obj, name)?;
+        let requested = managed::take_requested(&mut obj);
         object::to_stored_version(kind, &mut obj);
         let mut out = self
             .guaranteed_update(kind, namespace, name, precondition, dry_run, |old| {
                 let mut new = obj.clone();
                 let prepared = object::prepare_update(kind, &mut new, old, namespace);
                 self.admit(kind, prepared, &new, Some(old))?;
+                managed::track(&**self.kinds(), kind, Some(old), &mut new, requested.as_ref(), manager, "");
                 Ok(new)
             })
             .await?;
@@ -630,14 +679,33 @@ impl Store {
         kind: &ResourceKind,
         namespace: &str,
         name: &str,
+        obj: Object,
+        dry_run: bool,
+    ) -> Result<Object, ApiError> {
+        self.update_status_by(kind, namespace, name, obj, dry_run, managed::SERVER_MANAGER).await
+    }
+
+    /// [`Store::update_status`] on behalf of `manager`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::update`].
+    pub async fn update_status_by(
+        &self,
+        kind: &ResourceKind,
+        namespace: &str,
+        name: &str,
         mut obj: Object,
         dry_run: bool,
+        manager: &str,
     ) -> Result<Object, ApiError> {
         let precondition = body_precondition(&obj, name)?;
         object::to_stored_version(kind, &mut obj);
         let mut out = self
             .guaranteed_update(kind, namespace, name, precondition, dry_run, |old| {
-                object::prepare_status_update(kind, &obj, old, namespace)
+                let mut new = object::prepare_status_update(kind, &obj, old, namespace)?;
+                managed::track(&**self.kinds(), kind, Some(old), &mut new, None, manager, "status");
+                Ok(new)
             })
             .await?;
         object::to_served_version(kind, &mut out);

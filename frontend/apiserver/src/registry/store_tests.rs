@@ -94,6 +94,8 @@ async fn patches_apply_and_refusals_write_nothing() {
         body,
         validation: FieldValidation::Strict,
         dry_run: false,
+        manager: "tests",
+        force: false,
     };
     let (merged, _) =
         s.patch(&CONFIGMAPS, "default", "a", patch(PatchType::Merge, br#"{"data":{"x":"y"}}"#)).await.expect("merge");

@@ -15,10 +15,11 @@ use super::negotiation::{negotiate, Output};
 use super::state::AppState;
 use super::watch;
 use crate::body::{self, Request, Response};
-use crate::error::ApiError;
+use crate::error::{ApiError, FieldError};
 use crate::filters::body_limit::BodyLimitBytes;
 use crate::patch::PatchType;
 use crate::registry::deletion::DeleteOptions;
+use crate::registry::managed;
 use crate::registry::object::{self, FieldValidation};
 use crate::registry::patch::{PatchRequest, PatchTarget};
 use crate::registry::selectors::{FieldSelector, LabelSelector};
@@ -64,6 +65,15 @@ impl Query {
                 Err(ApiError::BadRequest(format!("dryRun: Unsupported value: \"{other}\": supported values: \"All\"")))
             }
         }
+    }
+
+    /// The request's manager (`fieldManager`, else from the User-Agent), checked as kube
+    /// checks `fieldManager` on `options` (`CreateOptions`, `UpdateOptions`).
+    fn manager(&self, options: &str, headers: &http::HeaderMap) -> Result<String, ApiError> {
+        let field_manager = self.get("fieldManager").unwrap_or("");
+        managed::validate_field_manager(options, field_manager, Vec::new())?;
+        let user_agent = headers.get(http::header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("");
+        Ok(managed::manager_or_user_agent(field_manager, user_agent))
     }
 
     fn selectors(&self, kind: &ResourceKind) -> Result<(LabelSelector, FieldSelector), ApiError> {
@@ -145,7 +155,11 @@ async fn read_body(req: Request) -> Result<(http::request::Parts, Bytes), ApiErr
 }
 
 fn content_type(parts: &http::request::Parts) -> String {
-    parts.headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string()
+    content_type_of(&parts.headers)
+}
+
+fn content_type_of(headers: &http::HeaderMap) -> String {
+    headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string()
 }
 
 /// Turns a YAML body into JSON so the one decoder (`object::decode`) handles both; other
@@ -358,25 +372,28 @@ pub async fn handle(state: &AppState, info: RequestInfo, req: Request) -> Result
         "create" => {
             let dry_run = query.dry_run()?;
             let validation = FieldValidation::parse(query.get("fieldValidation"))?;
+            let manager = query.manager("CreateOptions", req.headers())?;
             let (parts, bytes) = read_body(req).await?;
             let (media, bytes) = yaml_to_json(content_type(&parts), bytes).await?;
             let (obj, warnings) = object::decode(&**state.store.kinds(), kind, &media, &bytes, validation)?;
-            let created = store.create(kind, namespace, obj, dry_run).await?;
+            let created = store.create_by(kind, namespace, obj, dry_run, &manager).await?;
             Ok(respond(StatusCode::CREATED, &Value::Object(created), &warnings))
         }
         "update" => {
             let dry_run = query.dry_run()?;
             let validation = FieldValidation::parse(query.get("fieldValidation"))?;
+            let manager = query.manager("UpdateOptions", req.headers())?;
             let (parts, bytes) = read_body(req).await?;
             let (media, bytes) = yaml_to_json(content_type(&parts), bytes).await?;
             let (obj, warnings) = object::decode(&**state.store.kinds(), kind, &media, &bytes, validation)?;
-            let updated = store.update(kind, namespace, &name_in_url, obj, dry_run).await?;
+            let updated = store.update_by(kind, namespace, &name_in_url, obj, dry_run, &manager).await?;
             Ok(respond(StatusCode::OK, &Value::Object(updated), &warnings))
         }
         "patch" => {
-            let (answer, warnings) =
+            let (answer, warnings, created) =
                 patch(store, kind, namespace, &name_in_url, PatchTarget::Object, &query, req).await?;
-            Ok(respond(StatusCode::OK, &answer, &warnings))
+            let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+            Ok(respond(status, &answer, &warnings))
         }
         "delete" => {
             let (_, bytes) = read_body(req).await?;
@@ -427,7 +444,8 @@ fn decode_binding(bytes: &[u8]) -> Result<crate::registry::strategy::Object, Api
     }
 }
 
-/// Runs a PATCH on `target` of the named object.
+/// Runs a PATCH on `target` of the named object; returns the answer, the warnings and
+/// whether an apply created the object.
 async fn patch(
     store: &crate::registry::Store,
     kind: &ResourceKind,
@@ -436,14 +454,38 @@ async fn patch(
     target: PatchTarget,
     query: &Query,
     req: Request,
-) -> Result<(Value, Vec<String>), ApiError> {
+) -> Result<(Value, Vec<String>, bool), ApiError> {
+    let patch_type = PatchType::from_content_type(&content_type_of(req.headers()))
+        .ok_or_else(|| ApiError::UnsupportedMediaType(crate::patch::SUPPORTED.into()))?;
+    let field_manager = query.get("fieldManager").unwrap_or("");
+    let force = query.get("force");
+    let mut causes = Vec::new();
+    if patch_type == PatchType::Apply {
+        if field_manager.is_empty() {
+            causes.push(FieldError::required("fieldManager", "is required for apply patch"));
+        }
+    } else if force.is_some() {
+        causes.push(FieldError::forbidden("force", "may not be specified for non-apply patch"));
+    }
+    managed::validate_field_manager("PatchOptions", field_manager, causes)?;
+    let manager = query.manager("PatchOptions", req.headers())?;
     let dry_run = query.dry_run()?;
     let validation = FieldValidation::parse(query.get("fieldValidation"))?;
-    let (parts, bytes) = read_body(req).await?;
-    let patch_type = PatchType::from_content_type(&content_type(&parts))
-        .ok_or_else(|| ApiError::UnsupportedMediaType(crate::patch::SUPPORTED.into()))?;
-    let request = PatchRequest { target, patch_type, body: &bytes, validation, dry_run };
-    store.patch(kind, namespace, name, request).await
+    let (_, bytes) = read_body(req).await?;
+    let request = PatchRequest {
+        target,
+        patch_type,
+        body: &bytes,
+        validation,
+        dry_run,
+        manager: &manager,
+        force: force == Some("true"),
+    };
+    if patch_type == PatchType::Apply {
+        return store.apply(kind, namespace, name, request).await;
+    }
+    let (answer, warnings) = store.patch(kind, namespace, name, request).await?;
+    Ok((answer, warnings, false))
 }
 
 /// Serves `/status`, `/scale` (get, update, patch), `/binding` and `/finalize` where the kind
@@ -479,10 +521,11 @@ async fn handle_subresource(
         ("status", "update") => {
             let dry_run = query.dry_run()?;
             let validation = FieldValidation::parse(query.get("fieldValidation"))?;
+            let manager = query.manager("UpdateOptions", req.headers())?;
             let (parts, bytes) = read_body(req).await?;
             let (obj, warnings) =
                 object::decode(&**state.store.kinds(), kind, &content_type(&parts), &bytes, validation)?;
-            let updated = store.update_status(kind, namespace, &name, obj, dry_run).await?;
+            let updated = store.update_status_by(kind, namespace, &name, obj, dry_run, &manager).await?;
             Ok(respond(StatusCode::OK, &Value::Object(updated), &warnings))
         }
         ("finalize", "update") => {
@@ -502,11 +545,11 @@ async fn handle_subresource(
             Ok(respond(StatusCode::CREATED, &answer, &[]))
         }
         ("status", "patch") => {
-            let (answer, warnings) = patch(store, kind, namespace, &name, PatchTarget::Status, &query, req).await?;
+            let (answer, warnings, _) = patch(store, kind, namespace, &name, PatchTarget::Status, &query, req).await?;
             Ok(respond(StatusCode::OK, &answer, &warnings))
         }
         ("scale", "patch") => {
-            let (answer, warnings) = patch(store, kind, namespace, &name, PatchTarget::Scale, &query, req).await?;
+            let (answer, warnings, _) = patch(store, kind, namespace, &name, PatchTarget::Scale, &query, req).await?;
             Ok(respond(StatusCode::OK, &answer, &warnings))
         }
         ("scale", "get") => Ok(respond(StatusCode::OK, &store.get_scale(kind, namespace, &name).await?, &[])),

@@ -1,0 +1,277 @@
+//! The field manager on built-in kinds: FieldsV1 encodings as kube writes them (lists by key,
+//! sets, atomic lists and structs, nested maps), and the apply rules (prune, shared ownership,
+//! conflicts, caps).
+
+use serde_json::{json, Value};
+
+use super::*;
+use crate::typed::TypeSchema;
+
+fn schema(group: &str, kind: &str) -> TypeSchema {
+    let version = "v1";
+    TypeSchema::from_message(crate::schema::lookup(group, version, kind).expect("built-in kind"))
+}
+
+const NOW: &str = "2026-11-26T10:00:00Z";
+
+/// Applies `config` to `live` as `manager`; returns (object, managedFields).
+fn apply(s: &TypeSchema, gv: &str, live: &Value, config: &Value, manager: &str) -> Result<(Value, Value), ApplyError> {
+    let fm = FieldManager { schema: s, api_version: gv, subresource: "" };
+    let (obj, managed) = fm.apply(live, config, manager, false, NOW, "test")?;
+    let mut obj = obj.unwrap_or_else(|| live.clone());
+    let managed = managed.unwrap_or(Value::Null);
+    obj["metadata"]["managedFields"] = managed.clone();
+    Ok((obj, managed))
+}
+
+fn fields_of(managed: &Value, manager: &str) -> Value {
+    managed
+        .as_array()
+        .and_then(|l| l.iter().find(|e| e["manager"] == manager))
+        .map(|e| e["fieldsV1"].clone())
+        .unwrap_or(Value::Null)
+}
+
+#[test]
+fn apply_encodings_of_built_in_kinds() {
+    let cases = [
+        // kube's documented ConfigMap example.
+        (
+            "",
+            "v1",
+            "ConfigMap",
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "test-cm", "namespace": "default", "labels": {"test-label": "test"}},
+                   "data": {"key": "some value"}}),
+            json!({"f:data": {"f:key": {}}, "f:metadata": {"f:labels": {"f:test-label": {}}}}),
+        ),
+        // Containers by name, ports by containerPort and protocol (defaulted to TCP), env by
+        // name; atomic lists (args, tolerations), an atomic struct (the label selector) and an
+        // atomic map (nodeSelector) are leaves; resource maps are granular.
+        (
+            "apps",
+            "apps/v1",
+            "Deployment",
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                   "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "d"}},
+                            "template": {"metadata": {"labels": {"app": "d"}},
+                                         "spec": {"containers": [{"name": "nginx", "image": "nginx", "args": ["-g"],
+                                                                  "ports": [{"containerPort": 80}],
+                                                                  "env": [{"name": "A", "value": "1"}],
+                                                                  "resources": {"limits": {"cpu": "1"}}}],
+                                                  "tolerations": [{"key": "k", "operator": "Exists"}],
+                                                  "nodeSelector": {"disk": "ssd"}}}}}),
+            json!({"f:spec": {"f:replicas": {}, "f:selector": {}, "f:template": {
+                "f:metadata": {"f:labels": {"f:app": {}}},
+                "f:spec": {
+                    "f:containers": {r#"k:{"name":"nginx"}"#: {
+                        ".": {}, "f:args": {}, "f:env": {r#"k:{"name":"A"}"#: {".": {}, "f:name": {}, "f:value": {}}},
+                        "f:image": {}, "f:name": {},
+                        "f:ports": {r#"k:{"containerPort":80,"protocol":"TCP"}"#: {".": {}, "f:containerPort": {}}},
+                        "f:resources": {"f:limits": {"f:cpu": {}}}}},
+                    "f:nodeSelector": {},
+                    "f:tolerations": {}}}}}),
+        ),
+        // Service ports by port and protocol; finalizers are a set; owner references by uid (an
+        // atomic struct, so the element has nothing below it); the selector map is atomic.
+        (
+            "",
+            "v1",
+            "Service",
+            json!({"apiVersion": "v1", "kind": "Service",
+                   "metadata": {"name": "s", "finalizers": ["example.com/a"],
+                                "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u-1"}]},
+                   "spec": {"ports": [{"port": 80, "protocol": "UDP", "targetPort": 8080}], "selector": {"app": "s"}}}),
+            json!({"f:metadata": {"f:finalizers": {r#"v:"example.com/a""#: {}},
+                                  "f:ownerReferences": {r#"k:{"uid":"u-1"}"#: {}}},
+                   "f:spec": {"f:ports": {r#"k:{"port":80,"protocol":"UDP"}"#: {".": {}, "f:port": {}, "f:protocol": {}, "f:targetPort": {}}},
+                              "f:selector": {}}}),
+        ),
+        // Volumes by name, with a nested granular struct; an empty struct is a leaf.
+        (
+            "",
+            "v1",
+            "Pod",
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                   "spec": {"containers": [{"name": "c", "image": "i", "command": ["sh"],
+                                            "volumeMounts": [{"name": "data", "mountPath": "/d"}]}],
+                            "volumes": [{"name": "data", "emptyDir": {}}, {"name": "cfg", "configMap": {"name": "x"}}]}}),
+            json!({"f:spec": {
+                "f:containers": {r#"k:{"name":"c"}"#: {".": {}, "f:command": {}, "f:image": {}, "f:name": {},
+                    "f:volumeMounts": {r#"k:{"mountPath":"/d"}"#: {".": {}, "f:mountPath": {}, "f:name": {}}}}},
+                "f:volumes": {
+                    r#"k:{"name":"cfg"}"#: {".": {}, "f:configMap": {"f:name": {}}, "f:name": {}},
+                    r#"k:{"name":"data"}"#: {".": {}, "f:emptyDir": {}, "f:name": {}}}}}),
+        ),
+    ];
+    for (group, gv, kind, config, want) in cases {
+        let s = schema(group, kind);
+        let live = json!({"apiVersion": gv, "kind": kind, "metadata": {"name": config["metadata"]["name"]}});
+        let (_, managed) = apply(&s, gv, &live, &config, "kubectl").expect("apply");
+        assert_eq!(fields_of(&managed, "kubectl"), want, "{kind}");
+        // The encoding is the wire text kube writes: keys in element order, "." first.
+        let set = crate::fieldpath::from_fields_v1(&want).expect("decodes");
+        let text = crate::fieldpath::to_fields_v1(&set);
+        assert_eq!(serde_json::from_str::<Value>(&text).expect("json"), want);
+    }
+}
+
+#[test]
+fn update_on_create_marks_new_maps_and_elements() {
+    let s = schema("", "ConfigMap");
+    let fm = FieldManager { schema: &s, api_version: "v1", subresource: "" };
+    let new = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "uid": "x", "labels": {"a": "b"}},
+                     "data": {"k": "v"}});
+    let managed = fm.update(None, &new, None, "kubectl-create", NOW).expect("tracked");
+    assert_eq!(
+        managed,
+        json!([{"manager": "kubectl-create", "operation": "Update", "apiVersion": "v1", "time": NOW, "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:data": {".": {}, "f:k": {}}, "f:metadata": {"f:labels": {".": {}, "f:a": {}}}}}])
+    );
+    // The wire text of the set is kube's, byte for byte.
+    let set = crate::fieldpath::from_fields_v1(&managed[0]["fieldsV1"]).expect("set");
+    assert_eq!(
+        crate::fieldpath::to_fields_v1(&set),
+        r#"{"f:data":{".":{},"f:k":{}},"f:metadata":{"f:labels":{".":{},"f:a":{}}}}"#
+    );
+    // An update that changes nothing leaves the entry (and its time) alone.
+    let mut live = new.clone();
+    live["metadata"]["managedFields"] = managed.clone();
+    assert_eq!(fm.update(Some(&live), &new, None, "other", "2030-01-01T00:00:00Z"), Some(managed));
+}
+
+#[test]
+fn apply_prunes_only_what_no_one_else_owns() {
+    let s = schema("", "ConfigMap");
+    let live = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+    let v1 = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1", "b": "2", "c": "3"}});
+    let (obj, _) = apply(&s, "v1", &live, &v1, "one").expect("first apply");
+    // Another manager shares `b`.
+    let share = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"b": "2"}});
+    let (obj, _) = apply(&s, "v1", &obj, &share, "two").expect("shared");
+    let v2 = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"c": "3"}});
+    let (obj, managed) = apply(&s, "v1", &obj, &v2, "one").expect("second apply");
+    assert_eq!(obj["data"], json!({"b": "2", "c": "3"}));
+    assert_eq!(fields_of(&managed, "one"), json!({"f:data": {"f:c": {}}}));
+    assert_eq!(fields_of(&managed, "two"), json!({"f:data": {"f:b": {}}}));
+}
+
+#[test]
+fn conflicts_name_each_field_and_manager() {
+    let s = schema("", "ConfigMap");
+    let live = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+    let mine =
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1", "b": "2"}});
+    let (obj, _) = apply(&s, "v1", &live, &mine, "kubectl").expect("apply");
+    let theirs =
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "9", "b": "9"}});
+    let err = apply(&s, "v1", &obj, &theirs, "other").expect_err("conflicts");
+    assert_eq!(err.to_string(), "Apply failed with 2 conflicts: conflicts with \"kubectl\":\n- .data.a\n- .data.b");
+    let one = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "9"}});
+    let err = apply(&s, "v1", &obj, &one, "other").expect_err("conflict");
+    assert_eq!(err.to_string(), r#"Apply failed with 1 conflict: conflict with "kubectl": .data.a"#);
+    // An updater is named with its apiVersion.
+    let id = ManagerId::new("kube-controller-manager", Operation::Update, "apps/v1", "");
+    assert_eq!(id.describe(), r#""kube-controller-manager" using apps/v1"#);
+    assert_eq!(ManagerId::new("m", Operation::Apply, "v1", "status").describe(), r#""m" with subresource "status""#);
+}
+
+#[test]
+fn apply_refuses_bad_lists_and_managed_fields() {
+    let s = schema("apps", "Deployment");
+    let live = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}});
+    let no_key = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                        "spec": {"template": {"spec": {"containers": [{"image": "x"}]}}}});
+    let err = apply(&s, "apps/v1", &live, &no_key, "m").expect_err("no key");
+    assert_eq!(
+        err.to_string(),
+        "failed to create typed patch object (test): .spec.template.spec.containers: element 0: associative list with keys has an element that omits all key fields [\"name\"] (and doesn't have default values for any key fields)"
+    );
+    let dup = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                     "spec": {"template": {"spec": {"containers": [{"name": "a"}, {"name": "a"}]}}}});
+    let err = apply(&s, "apps/v1", &live, &dup, "m").expect_err("duplicate");
+    assert!(
+        err.to_string().ends_with(r#".spec.template.spec.containers: duplicate entries for key [name="a"]"#),
+        "{err}"
+    );
+    let managed =
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "managedFields": []}});
+    assert_eq!(
+        apply(&s, "apps/v1", &live, &managed, "m"),
+        Err(ApplyError::BadRequest("metadata.managedFields must be nil".into()))
+    );
+}
+
+#[test]
+fn update_entries_are_capped_into_ancient_changes() {
+    let s = schema("", "ConfigMap");
+    let fm = FieldManager { schema: &s, api_version: "v1", subresource: "" };
+    let mut obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "uid": "u"}, "data": {}});
+    obj["metadata"]["managedFields"] = fm.update(None, &obj, None, "creator", "2026-01-01T00:00:00Z").expect("tracked");
+    for i in 0..12 {
+        let mut new = obj.clone();
+        new["data"][format!("k{i}")] = json!("v");
+        new["metadata"].as_object_mut().expect("meta").remove("managedFields");
+        let time = format!("2026-01-01T00:00:{:02}Z", i + 1);
+        let managed = fm.update(Some(&obj), &new, None, &format!("m{i:02}"), &time).expect("tracked");
+        new["metadata"]["managedFields"] = managed;
+        obj = new;
+    }
+    let entries = obj["metadata"]["managedFields"].as_array().expect("entries");
+    assert_eq!(entries.len(), MAX_UPDATE_MANAGERS);
+    let ancient = entries.iter().find(|e| e["manager"] == ANCIENT_CHANGES).expect("ancient-changes");
+    assert!(ancient["fieldsV1"]["f:data"].get("f:k0").is_some(), "{ancient}");
+    assert!(entries.iter().any(|e| e["manager"] == "m11"));
+}
+
+#[test]
+fn managed_fields_decode_errors_are_kubes() {
+    assert_eq!(
+        Managers::decode(&json!([{"manager": "m", "operation": "Bogus", "apiVersion": "v1"}])),
+        Err("operation must be `Apply` or `Update`".into())
+    );
+    assert_eq!(
+        Managers::decode(&json!([{"manager": "m", "operation": "Update", "apiVersion": "v1"}])),
+        Err("missing fieldsType in managed fields entry 0".into())
+    );
+    assert_eq!(
+        Managers::decode(&json!([{"manager": "m", "operation": "Update"}])),
+        Err("apiVersion must not be empty".into())
+    );
+}
+
+#[test]
+fn create_of_a_defaulted_deployment_records_what_kube_records() {
+    // `kubectl create deployment nginx --image=nginx` after defaulting, and the entry kube
+    // writes for it: no `.` on the structs Go always holds (spec.strategy, spec.template),
+    // `.` on the maps, pointer structs and list elements the create added.
+    let s = schema("apps", "Deployment");
+    let fm = FieldManager { schema: &s, api_version: "apps/v1", subresource: "" };
+    let new = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "nginx", "namespace": "default", "uid": "u", "labels": {"app": "nginx"}},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "nginx"}}, "progressDeadlineSeconds": 600,
+                 "revisionHistoryLimit": 10,
+                 "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}},
+                 "template": {"metadata": {"labels": {"app": "nginx"}},
+                              "spec": {"containers": [{"name": "nginx", "image": "nginx", "imagePullPolicy": "Always",
+                                                       "resources": {}, "terminationMessagePath": "/dev/termination-log",
+                                                       "terminationMessagePolicy": "File"}],
+                                       "dnsPolicy": "ClusterFirst", "restartPolicy": "Always",
+                                       "schedulerName": "default-scheduler", "securityContext": {},
+                                       "terminationGracePeriodSeconds": 30}}},
+        "status": {}});
+    let managed = fm.update(None, &new, None, "kubectl-create", NOW).expect("tracked");
+    assert_eq!(
+        managed[0]["fieldsV1"],
+        json!({"f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+               "f:spec": {"f:progressDeadlineSeconds": {}, "f:replicas": {}, "f:revisionHistoryLimit": {}, "f:selector": {},
+                          "f:strategy": {"f:rollingUpdate": {".": {}, "f:maxSurge": {}, "f:maxUnavailable": {}}, "f:type": {}},
+                          "f:template": {"f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+                                         "f:spec": {"f:containers": {r#"k:{"name":"nginx"}"#: {
+                                                        ".": {}, "f:image": {}, "f:imagePullPolicy": {}, "f:name": {},
+                                                        "f:resources": {}, "f:terminationMessagePath": {},
+                                                        "f:terminationMessagePolicy": {}}},
+                                                    "f:dnsPolicy": {}, "f:restartPolicy": {}, "f:schedulerName": {},
+                                                    "f:securityContext": {}, "f:terminationGracePeriodSeconds": {}}}}})
+    );
+}

@@ -1,0 +1,447 @@
+//! Server-side apply and managedFields with kubectl and raw HTTPS: ownership recorded on every
+//! write, apply merging by the kinds' list and map types, conflicts, force, dry runs, diff,
+//! status, the move from client-side apply, and refusals that write nothing.
+
+use serde_json::{json, Value};
+
+use crate::harness::{both_backends, in_memory, Backend, Cluster, Credentials};
+
+both_backends!(configmap_apply_session, two_appliers_share_a_deployment);
+in_memory!(updates_record_managers, client_side_then_server_side, status_and_scale_apply, apply_refusals_write_nothing);
+
+fn json_of(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+async fn get(c: &Cluster, args: &[&str]) -> Value {
+    let mut full = vec!["get"];
+    full.extend_from_slice(args);
+    full.extend(["-o", "json", "--show-managed-fields"]);
+    json_of(&c.must_kubectl(&full).await)
+}
+
+/// The managedFields entries as (manager, operation, subresource, fieldsV1).
+fn managers(obj: &Value) -> Vec<(String, String, String, Value)> {
+    obj["metadata"]["managedFields"]
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .map(|e| {
+                    let s = |k: &str| e[k].as_str().unwrap_or("").to_string();
+                    (s("manager"), s("operation"), s("subresource"), e["fieldsV1"].clone())
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn fields_of(obj: &Value, manager: &str) -> Value {
+    managers(obj).into_iter().find(|m| m.0 == manager).map(|m| m.3).unwrap_or(Value::Null)
+}
+
+fn write(c: &Cluster, name: &str, text: &str) -> String {
+    let file = c.dir().join(name);
+    std::fs::write(&file, text).expect("write manifest");
+    file.display().to_string()
+}
+
+const CM: &str =
+    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  labels: {app: web}\ndata:\n  a: '1'\n  b: '2'\n";
+
+async fn configmap_apply_session(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
+    let path = write(&c, "cm.yaml", CM);
+    assert_eq!(
+        c.must_kubectl(&["apply", "--server-side", "-f", &path]).await.trim(),
+        "configmap/cm serverside-applied"
+    );
+    let cm = get(&c, &["cm", "cm"]).await;
+    assert_eq!(cm["data"], json!({"a": "1", "b": "2"}));
+    let entry = &cm["metadata"]["managedFields"][0];
+    assert_eq!(entry["manager"], "kubectl");
+    assert_eq!(entry["operation"], "Apply");
+    assert_eq!(entry["apiVersion"], "v1");
+    assert_eq!(entry["fieldsType"], "FieldsV1");
+    assert!(entry["time"].as_str().is_some_and(|t| t.len() == 20 && t.ends_with('Z')), "{entry}");
+    assert_eq!(entry["fieldsV1"], json!({"f:data": {"f:a": {}, "f:b": {}}, "f:metadata": {"f:labels": {"f:app": {}}}}));
+    let rv = cm["metadata"]["resourceVersion"].clone();
+
+    // Another manager changing `a` conflicts, and nothing is written.
+    let other = write(&c, "other.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {a: '9'}\n");
+    let refused = c.kubectl(&["apply", "--server-side", "--field-manager=other", "-f", &other]).await;
+    assert!(!refused.ok);
+    assert!(
+        refused.stderr.contains(r#"Apply failed with 1 conflict: conflict with "kubectl": .data.a"#),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(get(&c, &["cm", "cm"]).await["metadata"]["resourceVersion"], rv);
+    // Setting the same value is shared ownership, not a conflict.
+    let same = write(&c, "same.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {b: '2'}\n");
+    c.must_kubectl(&["apply", "--server-side", "--field-manager=sharer", "-f", &same]).await;
+    let cm = get(&c, &["cm", "cm"]).await;
+    assert_eq!(fields_of(&cm, "sharer"), json!({"f:data": {"f:b": {}}}));
+    assert_eq!(fields_of(&cm, "kubectl")["f:data"], json!({"f:a": {}, "f:b": {}}));
+    // Forced, `a` changes hands.
+    let forced =
+        c.must_kubectl(&["apply", "--server-side", "--field-manager=other", "--force-conflicts", "-f", &other]).await;
+    assert_eq!(forced.trim(), "configmap/cm serverside-applied");
+    let cm = get(&c, &["cm", "cm"]).await;
+    assert_eq!(cm["data"], json!({"a": "9", "b": "2"}));
+    assert_eq!(fields_of(&cm, "other"), json!({"f:data": {"f:a": {}}}));
+    assert_eq!(fields_of(&cm, "kubectl"), json!({"f:data": {"f:b": {}}, "f:metadata": {"f:labels": {"f:app": {}}}}));
+
+    // kubectl stops sending `b` and the label: the label goes (only kubectl owned it), `b`
+    // stays (the sharer owns it too), `a` stays (other's).
+    let path = write(&c, "cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {c: '3'}\n");
+    // A server-side dry run and diff show the change and write nothing.
+    let rv = get(&c, &["cm", "cm"]).await["metadata"]["resourceVersion"].clone();
+    let dry = c.must_kubectl(&["apply", "--server-side", "--dry-run=server", "-f", &path, "-o", "json"]).await;
+    assert_eq!(json_of(&dry)["data"], json!({"a": "9", "b": "2", "c": "3"}));
+    let diff = c.kubectl(&["diff", "--server-side", "-f", &path]).await;
+    assert!(diff.stdout.contains("+  c: \"3\""), "{}\n{}", diff.stdout, diff.stderr);
+    assert_eq!(get(&c, &["cm", "cm"]).await["metadata"]["resourceVersion"], rv);
+    c.must_kubectl(&["apply", "--server-side", "-f", &path]).await;
+    let cm = get(&c, &["cm", "cm"]).await;
+    assert_eq!(cm["data"], json!({"a": "9", "b": "2", "c": "3"}));
+    assert_eq!(cm["metadata"].get("labels"), None);
+    assert_eq!(fields_of(&cm, "kubectl"), json!({"f:data": {"f:c": {}}}));
+    // Re-applying the same configuration writes nothing.
+    let rv = cm["metadata"]["resourceVersion"].clone();
+    c.must_kubectl(&["apply", "--server-side", "-f", &path]).await;
+    assert_eq!(get(&c, &["cm", "cm"]).await["metadata"]["resourceVersion"], rv);
+}
+
+const DEPLOY_A: &str = r"apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: a
+        image: nginx:1
+        ports: [{containerPort: 80}]
+        env: [{name: X, value: '1'}]
+";
+
+const DEPLOY_B: &str = r"apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  template:
+    spec:
+      containers:
+      - name: b
+        image: busybox:1
+        args: [sleep, '3600']
+";
+
+async fn two_appliers_share_a_deployment(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
+    let a = write(&c, "a.yaml", DEPLOY_A);
+    let b = write(&c, "b.yaml", DEPLOY_B);
+    c.must_kubectl(&["apply", "--server-side", "--field-manager=team-a", "-f", &a]).await;
+    c.must_kubectl(&["apply", "--server-side", "--field-manager=team-b", "-f", &b]).await;
+    let d = get(&c, &["deploy", "web"]).await;
+    let names: Vec<&str> = d["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .expect("containers")
+        .iter()
+        .map(|c| c["name"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(names, ["a", "b"]);
+    let a_fields = fields_of(&d, "team-a");
+    let a_containers = &a_fields["f:spec"]["f:template"]["f:spec"]["f:containers"];
+    assert_eq!(
+        a_containers[r#"k:{"name":"a"}"#],
+        json!({".": {}, "f:env": {r#"k:{"name":"X"}"#: {".": {}, "f:name": {}, "f:value": {}}}, "f:image": {}, "f:name": {},
+               "f:ports": {r#"k:{"containerPort":80,"protocol":"TCP"}"#: {".": {}, "f:containerPort": {}}}})
+    );
+    assert_eq!(a_fields["f:spec"]["f:selector"], json!({}), "a label selector is atomic");
+    let b_fields = fields_of(&d, "team-b");
+    assert_eq!(
+        b_fields,
+        json!({"f:spec": {"f:template": {"f:spec": {"f:containers": {r#"k:{"name":"b"}"#: {".": {}, "f:args": {}, "f:image": {}, "f:name": {}}}}}}})
+    );
+    // team-b asking for replicas team-a set conflicts; team-a changing its image does not.
+    let b_replicas = write(&c, "b2.yaml", &DEPLOY_B.replace("spec:\n  template:", "spec:\n  replicas: 5\n  template:"));
+    let refused = c.kubectl(&["apply", "--server-side", "--field-manager=team-b", "-f", &b_replicas]).await;
+    assert!(
+        refused.stderr.contains(r#"Apply failed with 1 conflict: conflict with "team-a": .spec.replicas"#),
+        "{}",
+        refused.stderr
+    );
+    let a2 = write(&c, "a2.yaml", &DEPLOY_A.replace("nginx:1", "nginx:2"));
+    c.must_kubectl(&["apply", "--server-side", "--field-manager=team-a", "-f", &a2]).await;
+    // team-b withdraws its container: it goes, team-a's stays.
+    let b3 = write(&c, "b3.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n");
+    c.must_kubectl(&["apply", "--server-side", "--field-manager=team-b", "-f", &b3]).await;
+    let d = get(&c, &["deploy", "web"]).await;
+    let containers = &d["spec"]["template"]["spec"]["containers"];
+    assert_eq!(containers.as_array().map(Vec::len), Some(1), "{containers}");
+    assert_eq!(containers[0]["image"], "nginx:2");
+    assert!(managers(&d).iter().all(|m| m.0 != "team-b"), "{:?}", managers(&d));
+}
+
+async fn updates_record_managers(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
+    c.must_kubectl(&["create", "configmap", "u", "--from-literal=a=1"]).await;
+    let cm = get(&c, &["cm", "u"]).await;
+    let entries = managers(&cm);
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert_eq!((entries[0].0.as_str(), entries[0].1.as_str()), ("kubectl-create", "Update"));
+    assert_eq!(entries[0].3, json!({"f:data": {".": {}, "f:a": {}}}));
+    assert_eq!(cm["metadata"]["managedFields"][0]["apiVersion"], "v1");
+    // A patch by another manager adds its entry; the same manager's next patch merges into it.
+    c.must_kubectl(&["patch", "cm", "u", "--type=merge", "-p", r#"{"data":{"b":"2"}}"#]).await;
+    c.must_kubectl(&["patch", "cm", "u", "--type=merge", "-p", r#"{"data":{"c":"3"}}"#]).await;
+    let cm = get(&c, &["cm", "u"]).await;
+    assert_eq!(fields_of(&cm, "kubectl-patch"), json!({"f:data": {"f:b": {}, "f:c": {}}}));
+    // A changed value moves to its new writer (the creator keeps the map it created).
+    c.must_kubectl(&["patch", "cm", "u", "--type=merge", "-p", r#"{"data":{"a":"9"}}"#]).await;
+    let cm = get(&c, &["cm", "u"]).await;
+    assert_eq!(fields_of(&cm, "kubectl-create"), json!({"f:data": {}}), "{:?}", managers(&cm));
+    assert_eq!(fields_of(&cm, "kubectl-patch"), json!({"f:data": {"f:a": {}, "f:b": {}, "f:c": {}}}));
+    // `managedFields: []` clears them; an update then records none.
+    c.must_kubectl(&["patch", "cm", "u", "--type=merge", "-p", r#"{"metadata":{"managedFields":[]}}"#]).await;
+    assert_eq!(get(&c, &["cm", "u"]).await["metadata"].get("managedFields"), None);
+    c.must_kubectl(&["label", "cm", "u", "x=y"]).await;
+    assert_eq!(get(&c, &["cm", "u"]).await["metadata"].get("managedFields"), None);
+    // Invalid managedFields in a request are ignored (the stored ones stay).
+    c.must_kubectl(&["create", "configmap", "v", "--from-literal=a=1"]).await;
+    c.must_kubectl(&[
+        "patch",
+        "cm",
+        "v",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"managedFields":[{"manager":"x","operation":"Bogus"}]},"data":{"b":"2"}}"#,
+    ])
+    .await;
+    let cm = get(&c, &["cm", "v"]).await;
+    let names: Vec<String> = managers(&cm).into_iter().map(|m| m.0).collect();
+    assert_eq!(names, ["kubectl-create", "kubectl-patch"]);
+    // Without fieldManager the manager is the User-Agent up to its first '/'.
+    let r = c
+        .request_with_headers(
+            Credentials::Admin,
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            &[("user-agent", "my-controller/v1.2.3 (linux/amd64) kubernetes/abc")],
+            Some("application/json"),
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"ua"},"data":{"a":"1"}}"#,
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(managers(&r.json())[0].0, "my-controller");
+    let r = c
+        .request(
+            Credentials::Admin,
+            "POST",
+            "/api/v1/namespaces/default/configmaps?fieldManager=a%0Ab",
+            Some("application/json"),
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"bad-manager"}}"#,
+        )
+        .await;
+    assert_eq!(r.status, 422, "{}", String::from_utf8_lossy(&r.body));
+    assert!(r.json()["message"]
+        .as_str()
+        .unwrap_or("")
+        .starts_with("CreateOptions.meta.k8s.io \"\" is invalid: fieldManager"));
+    // Past ten update managers the oldest merge into ancient-changes.
+    for i in 0..11 {
+        let key = format!(r#"{{"data":{{"k{i}":"v"}}}}"#);
+        c.must_kubectl(&["patch", "cm", "v", "--type=merge", "--field-manager", &format!("m{i:02}"), "-p", &key]).await;
+    }
+    let cm = get(&c, &["cm", "v"]).await;
+    let entries = managers(&cm);
+    assert_eq!(entries.len(), 10, "{entries:?}");
+    assert!(entries.iter().any(|m| m.0 == "ancient-changes"), "{entries:?}");
+}
+
+async fn client_side_then_server_side(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
+    let path = write(&c, "cm.yaml", CM);
+    assert_eq!(c.must_kubectl(&["apply", "-f", &path]).await.trim(), "configmap/cm created");
+    let cm = get(&c, &["cm", "cm"]).await;
+    assert_eq!(managers(&cm)[0].0, "kubectl-client-side-apply");
+    c.must_kubectl(&["apply", "-f", &write(&c, "cm.yaml", &CM.replace("b: '2'", "b: '3'"))]).await;
+    // kubectl moves ownership to its apply manager, and then owns what it applies.
+    let out = c.must_kubectl(&["apply", "--server-side", "-f", &path]).await;
+    assert_eq!(out.trim(), "configmap/cm serverside-applied");
+    let cm = get(&c, &["cm", "cm"]).await;
+    assert_eq!(cm["data"], json!({"a": "1", "b": "3"}));
+    let names: Vec<(String, String)> = managers(&cm).into_iter().map(|m| (m.0, m.1)).collect();
+    assert!(names.contains(&("kubectl".into(), "Apply".into())), "{names:?}");
+    // The next server-side apply that drops `b` removes it: kubectl owns it now.
+    let path = write(
+        &c,
+        "cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm, labels: {app: web}}\ndata: {a: '1'}\n",
+    );
+    c.must_kubectl(&["apply", "--server-side", "-f", &path]).await;
+    assert_eq!(get(&c, &["cm", "cm"]).await["data"], json!({"a": "1"}));
+}
+
+async fn status_and_scale_apply(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
+    let a = write(&c, "a.yaml", DEPLOY_A);
+    c.must_kubectl(&["apply", "--server-side", "-f", &a]).await;
+    let status = write(
+        &c,
+        "status.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nstatus: {observedGeneration: 1, replicas: 2}\n",
+    );
+    c.must_kubectl(&["apply", "--server-side", "--subresource=status", "--field-manager=ctrl", "-f", &status]).await;
+    let d = get(&c, &["deploy", "web"]).await;
+    assert_eq!(d["status"]["replicas"], 2);
+    let ctrl = managers(&d).into_iter().find(|m| m.0 == "ctrl").expect("ctrl entry");
+    assert_eq!((ctrl.1.as_str(), ctrl.2.as_str()), ("Apply", "status"));
+    assert_eq!(ctrl.3, json!({"f:status": {"f:observedGeneration": {}, "f:replicas": {}}}));
+    // Status applied to the object itself is ignored, as kube resets it.
+    c.must_kubectl(&["apply", "--server-side", "--field-manager=other", "-f", &status]).await;
+    assert_eq!(fields_of(&get(&c, &["deploy", "web"]).await, "other"), Value::Null);
+    // /scale: kubectl scale is an update of the scale subresource.
+    c.must_kubectl(&["scale", "deploy", "web", "--replicas=3"]).await;
+    let d = get(&c, &["deploy", "web"]).await;
+    let scale = managers(&d).into_iter().find(|m| m.2 == "scale").expect("scale entry");
+    assert_eq!(scale.3, json!({"f:spec": {"f:replicas": {}}}));
+    assert_eq!(fields_of(&d, "kubectl")["f:spec"].get("f:replicas"), None, "replicas moved to the scaler");
+    let r = c
+        .request(
+            Credentials::Admin,
+            "PATCH",
+            "/apis/apps/v1/namespaces/default/deployments/web/scale?fieldManager=hpa",
+            Some("application/apply-patch+yaml"),
+            "apiVersion: autoscaling/v1\nkind: Scale\nmetadata: {name: web}\nspec: {replicas: 4}\n",
+        )
+        .await;
+    assert_eq!(r.status, 409, "{}", String::from_utf8_lossy(&r.body));
+    let r = c
+        .request(
+            Credentials::Admin,
+            "PATCH",
+            "/apis/apps/v1/namespaces/default/deployments/web/scale?fieldManager=hpa&force=true",
+            Some("application/apply-patch+yaml"),
+            "apiVersion: autoscaling/v1\nkind: Scale\nmetadata: {name: web}\nspec: {replicas: 4}\n",
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["spec"]["replicas"], 4);
+}
+
+async fn apply_refusals_write_nothing(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
+    c.must_kubectl(&["apply", "--server-side", "-f", &write(&c, "cm.yaml", CM)]).await;
+    let rv = get(&c, &["cm", "cm"]).await["metadata"]["resourceVersion"].clone();
+    let path = "/api/v1/namespaces/default/configmaps/cm";
+    let cases: Vec<(&str, String, u16, &str)> = vec![
+        ("?fieldManager=m", "[1, 2]".into(), 400, "error decoding YAML"),
+        ("?fieldManager=m", "{not: yaml: at all".into(), 400, "error decoding YAML"),
+        ("?fieldManager=m", "metadata: {name: cm}\ndata: {a: x}\n".into(), 400, "invalid object type: /, Kind="),
+        (
+            "?fieldManager=m",
+            "apiVersion: v1\nkind: Secret\nmetadata: {name: cm}\n".into(),
+            400,
+            "invalid object type: /v1, Kind=Secret",
+        ),
+        (
+            "?fieldManager=m",
+            "apiVersion: v2\nkind: ConfigMap\nmetadata: {name: cm}\n".into(),
+            400,
+            "Incorrect version specified in apply patch. Specified patch version: v2, expected: v1",
+        ),
+        (
+            "?fieldManager=m",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\n".into(),
+            400,
+            "the name of the object (other) does not match the name on the URL (cm)",
+        ),
+        (
+            "?fieldManager=m",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm, managedFields: [{manager: x}]}\n".into(),
+            400,
+            "metadata.managedFields must be nil",
+        ),
+        (
+            "?fieldManager=m",
+            format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cm}}\ndata: {}\n", "[".repeat(5000)),
+            400,
+            "error decoding YAML",
+        ),
+        (
+            "?fieldManager=m",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {a: '7'}\n".into(),
+            409,
+            "Apply failed with 1 conflict: conflict with \"kubectl\": .data.a",
+        ),
+        (
+            "?fieldManager=m&dryRun=All&force=true",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {a: '7'}\n".into(),
+            200,
+            "",
+        ),
+        (
+            "?fieldManager=m&fieldValidation=Strict",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndatum: {a: '7'}\n".into(),
+            400,
+            "unknown field \"datum\"",
+        ),
+        (
+            "?fieldManager=m&dryRun=Bogus",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\n".into(),
+            400,
+            "dryRun",
+        ),
+    ];
+    for (query, body, status, message) in cases {
+        let full = format!("{path}{query}");
+        let r = c.request(Credentials::Admin, "PATCH", &full, Some("application/apply-patch+yaml"), body.clone()).await;
+        assert_eq!(r.status, status, "{query} {}: {}", &body[..body.len().min(80)], String::from_utf8_lossy(&r.body));
+        if status != 200 {
+            let got = r.json()["message"].as_str().unwrap_or("").to_string();
+            assert!(got.contains(message), "{query}: {got}");
+        }
+        if status == 409 {
+            assert_eq!(
+                r.json()["details"]["causes"],
+                json!([{"reason": "FieldManagerConflict", "message": "conflict with \"kubectl\"", "field": ".data.a"}])
+            );
+        }
+    }
+    let r = c
+        .request(Credentials::Admin, "PATCH", &format!("{path}?force=true"), Some("application/merge-patch+json"), "{}")
+        .await;
+    assert_eq!(r.status, 422);
+    assert_eq!(
+        r.json()["message"],
+        r#"PatchOptions.meta.k8s.io "" is invalid: force: Forbidden: may not be specified for non-apply patch"#
+    );
+    assert_eq!(get(&c, &["cm", "cm"]).await["metadata"]["resourceVersion"], rv);
+    // An apply creates what is missing (201), on the object only.
+    let r = c
+        .request(
+            Credentials::Admin,
+            "PATCH",
+            "/api/v1/namespaces/default/configmaps/fresh?fieldManager=m",
+            Some("application/apply-patch+yaml"),
+            "{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"metadata\": {\"name\": \"fresh\"}, \"data\": {\"k\": \"v\"}}",
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(fields_of(&r.json(), "m"), json!({"f:data": {"f:k": {}}}));
+    let r = c
+        .request(
+            Credentials::Admin,
+            "PATCH",
+            "/apis/apps/v1/namespaces/default/deployments/absent/status?fieldManager=m",
+            Some("application/apply-patch+yaml"),
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: absent}\nstatus: {replicas: 1}\n",
+        )
+        .await;
+    assert_eq!(r.status, 404);
+}
