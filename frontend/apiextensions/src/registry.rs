@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use serde_json::{Map, Value};
 
+use ballast_apimachinery::typed::TypeSchema;
 use ballast_apiserver::error::FieldError;
 use ballast_apiserver::registry::served_kinds::{ApiGroup, Document, Documents};
 use ballast_apiserver::registry::strategy::{Object, Strategy};
@@ -128,6 +129,9 @@ pub struct ServedVersion {
     pub printer: &'static Printer,
     /// The version's OpenAPI v3 schema as written.
     pub schema: Option<Arc<Value>>,
+    /// The schema server-side apply merges and tracks ownership by (list and map types from
+    /// the schema's `x-kubernetes-*` markers; deduced where there is no schema).
+    pub apply: Arc<TypeSchema>,
     /// The definition's name.
     pub definition: String,
     /// The warning sent with every request, for deprecated versions.
@@ -221,9 +225,14 @@ impl Registry {
                         .clone()
                         .unwrap_or_else(|| format!("{}/{} {} is deprecated", def.group, version.name, names.kind))
                 });
+                let apply = Arc::new(match &version.schema {
+                    Some(s) => TypeSchema::from_openapi_v3(s, &Map::new()),
+                    None => TypeSchema::deduced(),
+                });
                 served.push(ServedVersion {
                     kind,
                     printer,
+                    apply,
                     schema: version.schema.clone().map(Arc::new),
                     definition: def.name.clone(),
                     warning,
@@ -387,6 +396,11 @@ impl ServedKinds for CrdKinds {
 
     fn virtual_resources(&self) -> &'static [VirtualResource] {
         &[]
+    }
+
+    fn apply_schema(&self, kind: &ResourceKind) -> Arc<TypeSchema> {
+        let snap = self.0.snapshot();
+        snap.served(kind).map_or_else(|| Arc::new(TypeSchema::deduced()), |s| s.apply.clone())
     }
 
     fn openapi(&self) -> &'static Documents {
