@@ -164,6 +164,16 @@ struct EngineFlags {
     /// Clients must present a certificate signed by `--trusted-ca-file`.
     #[arg(long, default_value_t = false)]
     client_cert_auth: bool,
+    /// Kind of auth token: `simple`, or
+    /// `jwt,pub-key=<file>,priv-key=<file>,sign-method=<RS256|ES256|HS256|...>[,ttl=5m]`.
+    #[arg(long, default_value = "simple")]
+    auth_token: String,
+    /// Seconds a simple token lives after its last use.
+    #[arg(long, default_value_t = 300)]
+    auth_token_ttl: u64,
+    /// bcrypt cost of stored passwords (4 to 31; others fall back to 10, as etcd does).
+    #[arg(long, default_value_t = 10)]
+    bcrypt_cost: u32,
     /// Comma-separated client URLs advertised to clients (default: the listen URLs).
     #[arg(long)]
     advertise_client_urls: Option<String>,
@@ -309,6 +319,15 @@ fn config(flags: &EngineFlags) -> anyhow::Result<EngineConfig> {
         ..EngineConfig::default()
     };
     cfg.cluster.tls = peer_tls;
+    cfg.auth = ballast_engine::auth::AuthConfig {
+        token: ballast_engine::auth::token::parse_token_option(&flags.auth_token)?,
+        simple_ttl: Duration::from_secs(flags.auth_token_ttl),
+        bcrypt_cost: if (4..=31).contains(&flags.bcrypt_cost) {
+            flags.bcrypt_cost
+        } else {
+            ballast_engine::auth::DEFAULT_BCRYPT_COST
+        },
+    };
     cfg.shard.quota_backend_bytes = flags.quota_backend_bytes;
     cfg.shard.placement =
         if flags.shard_placement == "per-core" { ShardPlacement::PerCore } else { ShardPlacement::Unbound };

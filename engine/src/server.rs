@@ -29,6 +29,7 @@ use crate::api::{election::ElectionService, lock::LockService};
 use crate::api::{health::HealthService, http::HttpLayer, metrics::GrpcMetricsLayer};
 use crate::api::{learner::LearnerLayer, peer::PeerService, unary::KvUnaryLayer, watch::WatchService};
 use crate::api::{Api, ApiContext, MemberInfo};
+use crate::auth::{AuthConfig, AuthShared, AuthState};
 use crate::clock::{Clock, SystemClock};
 use crate::cluster::{members, ClusterConfig, ClusterView, Member, Membership, PeerRouter, PeerTls, PeerTransport};
 use crate::error::{EngineError, Result};
@@ -41,6 +42,7 @@ use crate::shard_map::ShardMap;
 use crate::storage::rocks::{RocksBackend, RocksOptions};
 use crate::storage::{Cf, KvBackend, StorageError, WriteBatch, WriteOpts};
 use ballast_proto::coalesce::CoalescingStream;
+use ballast_proto::etcdserverpb::auth_server::AuthServer;
 use ballast_proto::healthpb::health_server::HealthServer;
 use ballast_proto::v3electionpb::election_server::ElectionServer;
 use ballast_proto::v3lockpb::lock_server::LockServer;
@@ -98,6 +100,8 @@ pub struct EngineConfig {
     /// watch create on a fresh stream is one such frame, and at hyper's 1 MiB default a client
     /// opening a few thousand watch streams at once lost the whole connection.
     pub http2_connection_window: u32,
+    /// Authentication (etcd's `--auth-token`, `--auth-token-ttl`, `--bcrypt-cost`).
+    pub auth: AuthConfig,
 }
 
 impl Default for EngineConfig {
@@ -124,6 +128,7 @@ impl Default for EngineConfig {
             shard: ShardConfig::default(),
             shards: 1,
             http2_connection_window: 16 << 20,
+            auth: AuthConfig::default(),
         }
     }
 }
@@ -372,13 +377,16 @@ impl Engine {
         };
         let learner = Arc::new(std::sync::atomic::AtomicBool::new(me.is_learner));
         let membership = Arc::new(parking_lot::RwLock::new(membership));
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        // Filled by shard 0 as it opens (the store is in its data).
+        let auth = Arc::new(AuthShared::new(AuthState::default(), cfg.auth.clone(), Arc::clone(&clock)));
         let view = ClusterView {
             membership: Arc::clone(&membership),
             router: Arc::clone(&router),
             me: member_id,
             learner: Arc::clone(&learner),
+            auth: Arc::clone(&auth),
         };
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let mut shard_cfg = cfg.shard.clone();
         shard_cfg.watch.max_response_bytes = cfg.max_request_bytes;
         shard_cfg.raft.id = me.raft_id;
@@ -462,6 +470,8 @@ impl Engine {
             colocation,
             resolution: crate::cluster::resolved::Resolution::new(cfg.cluster.resolved_facts),
             backends,
+            auth,
+            client_cert_auth: cfg.client_tls.as_ref().is_some_and(|t| t.client_cert_auth),
         });
         Ok(Self {
             api,
@@ -640,6 +650,11 @@ where
             )
             .add_service(
                 ClusterServer::new(ClusterService::new(api.clone()))
+                    .max_decoding_message_size(limit)
+                    .max_encoding_message_size(send),
+            )
+            .add_service(
+                AuthServer::new(crate::api::auth::AuthService::new(api.clone()))
                     .max_decoding_message_size(limit)
                     .max_encoding_message_size(send),
             )

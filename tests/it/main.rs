@@ -12,6 +12,7 @@ mod harness;
 #[macro_use]
 mod cluster_harness;
 
+mod auth;
 mod authority;
 mod cluster;
 mod cluster_frontend;

@@ -12,6 +12,7 @@
 //! (`watch_shards`); leases, compaction and alarms go to every shard, and shard 0 answers for
 //! the member.
 
+pub mod auth;
 pub mod authority;
 pub mod cluster;
 mod concurrency;
@@ -130,6 +131,11 @@ pub struct ApiContext {
     pub resolution: Resolution,
     /// Every shard's backend, for `/metrics` to read the database size without asking a shard.
     pub backends: Vec<crate::storage::rocks::RocksBackend>,
+    /// The cluster's auth store (published by shard 0) and this member's tokens.
+    pub auth: Arc<crate::auth::AuthShared>,
+    /// etcd's `--client-cert-auth`: a request without a token is from the user its verified
+    /// client certificate names (its subject's common name).
+    pub client_cert_auth: bool,
 }
 
 impl ApiContext {
@@ -216,6 +222,7 @@ impl ApiContext {
             forward_response::Response::LeaseGrant(r) => Ok(WriteResponse::LeaseGrant(r)),
             forward_response::Response::LeaseRevoke(r) => Ok(WriteResponse::LeaseRevoke(r)),
             forward_response::Response::Alarm(r) => Ok(WriteResponse::Alarm(r)),
+            forward_response::Response::Auth(r) => Ok(WriteResponse::Auth(r)),
             _ => Err(EngineError::Remote(unexpected("a forwarded write"))),
         }
     }
@@ -369,6 +376,7 @@ impl ApiContext {
                     WriteResponse::LeaseGrant(r) => R::LeaseGrant(r),
                     WriteResponse::LeaseRevoke(r) => R::LeaseRevoke(r),
                     WriteResponse::Alarm(r) => R::Alarm(r),
+                    WriteResponse::Auth(r) => R::Auth(r),
                 }
             }
             forward_request::Request::LeaseKeepAlive(id) => {
@@ -516,7 +524,7 @@ fn set_member(answer: &mut forward_response::Response, member: u64) {
         R::Alarm(r) => r.header.as_mut(),
         R::LeaseTimeToLive(r) => r.header.as_mut(),
         R::Range(r) => r.header.as_mut(),
-        R::LeaseKeepAliveTtl(_) | R::Member(_) => None,
+        R::LeaseKeepAliveTtl(_) | R::Member(_) | R::Auth(_) => None,
     };
     if let Some(h) = header {
         h.member_id = member;
