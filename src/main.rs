@@ -114,6 +114,18 @@ struct FrontendFlags {
     /// Comma-separated etcd v3 endpoints (stock etcd or Ballast engine members).
     #[arg(long, default_value = "http://127.0.0.1:2379")]
     etcd_servers: String,
+    /// CA bundle (PEM) that `https://` etcd servers' certificates are checked against.
+    #[arg(long)]
+    etcd_cafile: Option<PathBuf>,
+    /// Client certificate (PEM) presented to `https://` etcd servers.
+    #[arg(long)]
+    etcd_certfile: Option<PathBuf>,
+    /// Private key (PEM) of `--etcd-certfile`.
+    #[arg(long)]
+    etcd_keyfile: Option<PathBuf>,
+    /// Prefix of every key the frontend stores in etcd.
+    #[arg(long, default_value = "/registry")]
+    etcd_prefix: String,
     /// Port of the Kubernetes API (HTTPS).
     #[arg(long, default_value_t = 6443)]
     secure_port: u16,
@@ -398,9 +410,22 @@ async fn shutdown_signal() {
     tracing::info!("shutting down");
 }
 
-fn frontend_config(flags: &FrontendFlags) -> FrontendConfig {
+fn frontend_config(flags: &FrontendFlags) -> anyhow::Result<FrontendConfig> {
+    let read = |p: &Option<PathBuf>| -> anyhow::Result<Option<Vec<u8>>> {
+        p.as_ref().map(|p| std::fs::read(p).with_context(|| format!("reading {}", p.display()))).transpose()
+    };
+    let etcd_tls = ballast_apiserver::storage::etcd3::EtcdTls {
+        ca_pem: read(&flags.etcd_cafile)?,
+        cert_pem: read(&flags.etcd_certfile)?,
+        key_pem: read(&flags.etcd_keyfile)?,
+    };
+    if etcd_tls.cert_pem.is_some() != etcd_tls.key_pem.is_some() {
+        bail!("--etcd-certfile and --etcd-keyfile go together");
+    }
     let mut config = FrontendConfig {
         etcd_servers: split(&flags.etcd_servers),
+        etcd_tls,
+        storage_prefix: flags.etcd_prefix.clone(),
         bind_address: flags.bind_address,
         secure_port: flags.secure_port,
         cert_dir: flags.cert_dir.clone(),
@@ -410,7 +435,7 @@ fn frontend_config(flags: &FrontendFlags) -> FrontendConfig {
         ..FrontendConfig::default()
     };
     flags.chain.apply(&mut config);
-    config
+    Ok(config)
 }
 
 /// Runs one engine member until a signal.
@@ -511,7 +536,7 @@ fn main() -> anyhow::Result<()> {
             let cfg = config(flags)?;
             runtime.block_on(run_engine(cfg))
         }
-        Command::Frontend(flags) => runtime.block_on(run_frontend(frontend_config(flags))),
+        Command::Frontend(flags) => runtime.block_on(run_frontend(frontend_config(flags)?)),
         Command::Serve(flags) => {
             let cfg = config(&flags.engine)?;
             runtime.block_on(run_all_in_one(cfg, flags))

@@ -21,6 +21,7 @@ mod crash;
 mod deploy;
 mod etcdctl;
 mod fault_proxy;
+mod frontend_tls;
 mod gateway;
 mod health;
 mod http;

@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 use crate::harness::{fails, free_port, ok, openssl, Server, Target};
 
 /// Makes a CA `<ca>.crt/.key` in `dir`.
-fn ca(dir: &Path, ca: &str) {
+pub(crate) fn ca(dir: &Path, ca: &str) {
     let (key, crt, subj) = (format!("{ca}.key"), format!("{ca}.crt"), format!("/CN={ca}"));
     openssl(
         dir,
@@ -18,7 +18,7 @@ fn ca(dir: &Path, ca: &str) {
 }
 
 /// Makes `<name>.crt/.key` in `dir`, signed by CA `ca`, valid for 127.0.0.1.
-fn cert(dir: &Path, ca: &str, name: &str) {
+pub(crate) fn cert(dir: &Path, ca: &str, name: &str) {
     let (key, csr, crt, subj) =
         (format!("{name}.key"), format!("{name}.csr"), format!("{name}.crt"), format!("/CN={name}"));
     openssl(dir, &["req", "-newkey", "rsa:2048", "-nodes", "-keyout", &key, "-out", &csr, "-subj", &subj]);
@@ -47,7 +47,8 @@ fn cert(dir: &Path, ca: &str, name: &str) {
     );
 }
 
-fn etcdctl(dir: &Path, endpoint: &str, tls: &[String], args: &[&str]) -> Output {
+/// Runs etcdctl in `dir` against `endpoint` with the TLS flags `tls`.
+pub(crate) fn etcdctl(dir: &Path, endpoint: &str, tls: &[String], args: &[&str]) -> Output {
     Command::new("etcdctl")
         .env("ETCDCTL_API", "3")
         .current_dir(dir)
