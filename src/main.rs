@@ -294,10 +294,16 @@ fn config(flags: &EngineFlags) -> anyhow::Result<EngineConfig> {
         "",
     )?;
     let (mut listen_client, mut listen_client_tls, mut listen_client_unix) = (Vec::new(), Vec::new(), Vec::new());
+    let mut listen_client_unix_tls = Vec::new();
     for url in &listen_urls {
         match url.split_once("://") {
             Some(("unix", path)) => listen_client_unix.push(PathBuf::from(path)),
-            Some(("unixs", _)) => bail!("{url}: TLS over a Unix socket is not supported; use unix:// or https://"),
+            Some(("unixs", path)) => {
+                if client_tls.is_none() {
+                    bail!("{url}: unixs:// needs --cert-file and --key-file");
+                }
+                listen_client_unix_tls.push(PathBuf::from(path));
+            }
             Some(("https", _)) => listen_client_tls.push(listen_addr_of(url, client_tls.is_some())?),
             _ => listen_client.push(listen_addr(url)?),
         }
@@ -316,6 +322,7 @@ fn config(flags: &EngineFlags) -> anyhow::Result<EngineConfig> {
         listen_client,
         listen_client_tls,
         listen_client_unix,
+        listen_client_unix_tls,
         client_tls,
         listen_metrics: split(&flags.listen_metrics_urls)
             .iter()

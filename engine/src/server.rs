@@ -60,6 +60,8 @@ pub struct EngineConfig {
     pub listen_client_tls: Vec<SocketAddr>,
     /// Unix socket paths the client port serves on (`unix://` listen URLs).
     pub listen_client_unix: Vec<PathBuf>,
+    /// Unix socket paths the client port serves with TLS on (`unixs://` listen URLs).
+    pub listen_client_unix_tls: Vec<PathBuf>,
     /// The client port's TLS material (etcd `--cert-file`, `--key-file`, `--trusted-ca-file`,
     /// `--client-cert-auth`); needed by `listen_client_tls`.
     pub client_tls: Option<PeerTls>,
@@ -113,6 +115,7 @@ impl Default for EngineConfig {
             listen_metrics: Vec::new(),
             listen_client_tls: Vec::new(),
             listen_client_unix: Vec::new(),
+            listen_client_unix_tls: Vec::new(),
             client_tls: None,
             advertise_client_urls: vec!["http://127.0.0.1:2379".into()],
             advertise_peer_urls: vec!["http://127.0.0.1:2380".into()],
@@ -153,6 +156,7 @@ pub struct Engine {
     listen_metrics: Vec<SocketAddr>,
     listen_tls: Vec<SocketAddr>,
     listen_unix: Vec<PathBuf>,
+    listen_unix_tls: Vec<PathBuf>,
     client_tls: Option<PeerTls>,
     listen_peer: Vec<SocketAddr>,
     peer_tls: Option<PeerTls>,
@@ -481,6 +485,7 @@ impl Engine {
             listen_metrics: cfg.listen_metrics.clone(),
             listen_tls: cfg.listen_client_tls.clone(),
             listen_unix: cfg.listen_client_unix.clone(),
+            listen_unix_tls: cfg.listen_client_unix_tls.clone(),
             client_tls: cfg.client_tls.clone(),
             listen_peer: cfg.listen_peer.clone(),
             peer_tls: cfg.cluster.tls.clone(),
@@ -541,11 +546,19 @@ impl Engine {
             });
             servers.push(serve_client(self.api.clone(), incoming, window, stop_tx.subscribe()));
         }
-        if !self.listen_tls.is_empty() {
+        if !self.listen_tls.is_empty() || !self.listen_unix_tls.is_empty() {
             let Some(tls) = &self.client_tls else { return Err(ServeError::NoClientTls) };
             let cfg = crate::api::tls::server_config(tls).map_err(ServeError::Tls)?;
             for addr in &self.listen_tls {
                 let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| ServeError::Bind(*addr, e))?;
+                let incoming = crate::api::tls::incoming(listener, Arc::clone(&cfg))
+                    .map(|conn| conn.map(|tls| AuthorityFix::new(CoalescingStream::new(tls))));
+                servers.push(serve_client(self.api.clone(), incoming, window, stop_tx.subscribe()));
+            }
+            for path in &self.listen_unix_tls {
+                let _ = std::fs::remove_file(path);
+                let listener =
+                    tokio::net::UnixListener::bind(path).map_err(|e| ServeError::BindUnix(path.clone(), e))?;
                 let incoming = crate::api::tls::incoming(listener, Arc::clone(&cfg))
                     .map(|conn| conn.map(|tls| AuthorityFix::new(CoalescingStream::new(tls))));
                 servers.push(serve_client(self.api.clone(), incoming, window, stop_tx.subscribe()));

@@ -332,3 +332,104 @@ async fn json_gateway_auth_matches_etcd() {
     }
     assert!(etcd[1].contains("user name is empty"), "{etcd:?}");
 }
+
+/// JWT tokens (`--auth-token jwt,...`) and, with `--client-cert-auth`, the client
+/// certificate's common name as the user when no token is given; the same steps on both
+/// servers give the same outcomes.
+async fn jwt_and_certificate_users(target: Target) -> Vec<String> {
+    use crate::tls::{ca, cert, etcdctl};
+    let pki = tempfile::tempdir().expect("tempdir");
+    let d = pki.path();
+    crate::harness::openssl(d, &["genrsa", "-out", "jwt.key", "2048"]);
+    crate::harness::openssl(d, &["rsa", "-in", "jwt.key", "-pubout", "-out", "jwt.pub"]);
+    ca(d, "ca");
+    for name in ["server", "u", "root", "nobody"] {
+        cert(d, "ca", name);
+    }
+    let path = |f: &str| d.join(f).display().to_string();
+    let https = format!("https://127.0.0.1:{}", crate::harness::free_port());
+    let flags = vec![
+        format!("--cert-file={}", path("server.crt")),
+        format!("--key-file={}", path("server.key")),
+        format!("--trusted-ca-file={}", path("ca.crt")),
+        "--client-cert-auth".to_string(),
+        format!("--auth-token=jwt,pub-key={},priv-key={},sign-method=RS256,ttl=5m", path("jwt.pub"), path("jwt.key")),
+    ];
+    let s = Server::start_args(target, &flags, std::slice::from_ref(&https)).await;
+    enable(&s);
+    let as_cert = |name: &str, args: &[&str]| {
+        let tls = [
+            format!("--cacert={}", path("ca.crt")),
+            format!("--cert={}", path(&format!("{name}.crt"))),
+            format!("--key={}", path(&format!("{name}.key"))),
+        ];
+        outcome(&etcdctl(d, &https, &tls, args))
+    };
+    let mut seen = vec![
+        outcome(&s.etcdctl(&["--user=u:pw", "put", "/a/jwt", "1"])),
+        outcome(&s.etcdctl(&["--user=u:pw", "put", "/b", "1"])),
+        as_cert("u", &["put", "/a/cn", "2"]),
+        as_cert("u", &["get", "/b"]),
+        as_cert("nobody", &["get", "/a/cn"]),
+        as_cert("root", &["get", "/a/", "--prefix", "--keys-only"]),
+        // A token wins over the certificate.
+        as_cert("root", &["--user=u:pw", "get", "/b"]),
+    ];
+    // The token is a JWT (three parts), accepted by the member that signed it.
+    let client = s.client().await;
+    let token =
+        client.auth_client().authenticate("u".into(), "pw".into()).await.expect("authenticate").token().to_string();
+    seen.push(format!("parts {}", token.split('.').count()));
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jwt_tokens_and_certificate_users_match_etcd() {
+    let etcd = Box::pin(jwt_and_certificate_users(Target::Etcd)).await;
+    let ballast = Box::pin(jwt_and_certificate_users(Target::Ballast)).await;
+    assert_eq!(ballast, etcd);
+    assert_eq!(etcd[0], "OK\n");
+    assert!(etcd[1].contains("permission denied"), "{etcd:?}");
+    assert_eq!(etcd[2], "OK\n", "{etcd:?}");
+    assert_eq!(etcd[7], "parts 3");
+}
+
+/// Lock and Election check the caller's permissions on `<name>/`, then work on its behalf.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_needs_permission_on_its_name() {
+    for target in [Target::Ballast, Target::Etcd] {
+        let s = Server::start(target).await;
+        enable(&s);
+        let out = Command::new("timeout")
+            .args([
+                "10",
+                "etcdctl",
+                &format!("--endpoints={}", s.endpoint()),
+                "--user=u:pw",
+                "lock",
+                "/a/l",
+                "echo",
+                "held",
+            ])
+            .env("ETCDCTL_API", "3")
+            .output()
+            .expect("etcdctl lock");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "held\n", "{target:?}");
+        let denied = Command::new("timeout")
+            .args([
+                "10",
+                "etcdctl",
+                &format!("--endpoints={}", s.endpoint()),
+                "--user=u:pw",
+                "lock",
+                "/b",
+                "echo",
+                "held",
+            ])
+            .env("ETCDCTL_API", "3")
+            .output()
+            .expect("etcdctl lock");
+        assert!(!denied.status.success(), "{target:?}");
+        assert!(String::from_utf8_lossy(&denied.stderr).contains("etcdserver: permission denied"), "{target:?}");
+    }
+}

@@ -1,5 +1,5 @@
 //! The client port with TLS (`--cert-file`, `--key-file`, `--trusted-ca-file`,
-//! `--client-cert-auth`, `https://` listen URLs) and on a Unix socket, through etcdctl and
+//! `--client-cert-auth`, `https://` listen URLs) and on Unix sockets (plain and `unixs://`), through etcdctl and
 //! curl, against both servers: the same session works, a client certificate from another CA
 //! or none at all is refused.
 
@@ -22,8 +22,11 @@ pub(crate) fn cert(dir: &Path, ca: &str, name: &str) {
     let (key, csr, crt, subj) =
         (format!("{name}.key"), format!("{name}.csr"), format!("{name}.crt"), format!("/CN={name}"));
     openssl(dir, &["req", "-newkey", "rsa:2048", "-nodes", "-keyout", &key, "-out", &csr, "-subj", &subj]);
-    std::fs::write(dir.join("ext"), "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n")
-        .expect("ext");
+    std::fs::write(
+        dir.join("ext"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n",
+    )
+    .expect("ext");
     let (ca_crt, ca_key) = (format!("{ca}.crt"), format!("{ca}.key"));
     openssl(
         dir,
@@ -73,13 +76,14 @@ async fn client_tls(target: Target) {
     let port = free_port();
     let https = format!("https://127.0.0.1:{port}");
     let unix = format!("unix://localhost:{}", free_port());
+    let unixs = format!("unixs://localhost:{}", free_port());
     let flags = vec![
         format!("--cert-file={}", path("server.crt")),
         format!("--key-file={}", path("server.key")),
         format!("--trusted-ca-file={}", path("ca.crt")),
         "--client-cert-auth".to_string(),
     ];
-    let s = Server::start_args(target, &flags, &[https.clone(), unix.clone()]).await;
+    let s = Server::start_args(target, &flags, &[https.clone(), unix.clone(), unixs.clone()]).await;
     let with = |name: &str| {
         vec![
             format!("--cacert={}", path("ca.crt")),
@@ -114,6 +118,9 @@ async fn client_tls(target: Target) {
     // The Unix socket: `unix://host:port` is a socket file of that name in the server's
     // directory, as etcd makes it.
     assert_eq!(ok(&etcdctl(s.dir(), &unix, &[], &["get", "k", "--print-value-only"])), "v\n");
+    // TLS over a Unix socket (`unixs://`), with the same certificate rules as https.
+    assert_eq!(ok(&etcdctl(s.dir(), &unixs, &client, &["get", "k", "--print-value-only"])), "v\n");
+    fails(&etcdctl(s.dir(), &unixs, &with("stranger"), &["get", "k"]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

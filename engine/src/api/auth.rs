@@ -71,9 +71,11 @@ impl Credentials {
 
 /// Returns the subject common name of the client certificate the handshake verified.
 fn common_name(extensions: &http::Extensions) -> Option<String> {
-    use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
-    let info = extensions.get::<TlsConnectInfo<TcpConnectInfo>>()?;
-    let certs = info.peer_certs()?;
+    use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo, UdsConnectInfo};
+    let certs = match extensions.get::<TlsConnectInfo<TcpConnectInfo>>() {
+        Some(tcp) => tcp.peer_certs()?,
+        None => extensions.get::<TlsConnectInfo<UdsConnectInfo>>()?.peer_certs()?,
+    };
     let (_, cert) = x509_parser::parse_x509_certificate(certs.first()?.as_ref()).ok()?;
     let cn = cert.subject().iter_common_name().next()?.as_str().ok()?.to_string();
     Some(cn)
@@ -85,7 +87,7 @@ impl ApiContext {
     /// # Errors
     /// `InvalidAuthToken` for a token that is unknown, expired or malformed.
     pub async fn caller<T>(&self, req: &Request<T>) -> Result<Option<AuthInfo>> {
-        if !self.auth.enabled() {
+        if !self.auth.enabled() || req.extensions().get::<Internal>().is_some() {
             return Ok(None);
         }
         let creds = Credentials::of(req.metadata(), req.extensions(), self.client_cert_auth);
@@ -157,6 +159,34 @@ impl ApiContext {
         let probe = RangeRequest { key: vec![0].into(), count_only: true, ..Default::default() };
         self.range(probe).await.map(|_| ())
     }
+}
+
+/// Marks a request the member makes of its own services on a caller's behalf (Lock and
+/// Election build on KV, Lease and Watch), after checking the caller itself.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Internal;
+
+/// Returns `m` as a request the member makes of itself ([`Internal`]).
+pub(crate) fn internal<T>(m: T) -> Request<T> {
+    let mut req = Request::new(m);
+    req.extensions_mut().insert(Internal);
+    req
+}
+
+/// Checks read and, when `write`, write on every key under `<name>/` (the keys the Lock and
+/// Election services make, read and watch for a lock or election `name`).
+pub(crate) fn check_name(state: &AuthState, who: &AuthInfo, name: &[u8], write: bool) -> Result<()> {
+    let mut prefix = name.to_vec();
+    prefix.push(b'/');
+    let mut end = prefix.clone();
+    if let Some(last) = end.last_mut() {
+        *last += 1; // "/" + 1 = "0": the end of the prefix
+    }
+    state.check_range(&who.user, who.revision, &prefix, &end, PermType::Read)?;
+    if write {
+        state.check_range(&who.user, who.revision, &prefix, &end, PermType::Write)?;
+    }
+    Ok(())
 }
 
 /// Serves the Auth RPCs.
