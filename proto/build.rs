@@ -16,6 +16,7 @@ fn main() {
         .compile_protos(
             &[
                 "proto/rpc.proto",
+                "proto/auth.proto",
                 "proto/kv.proto",
                 "proto/raftcmd.proto",
                 "proto/peer.proto",

@@ -130,6 +130,18 @@ struct FrontendFlags {
     /// Comma-separated etcd v3 endpoints (stock etcd or Ballast engine members).
     #[arg(long, default_value = "http://127.0.0.1:2379")]
     etcd_servers: String,
+    /// CA bundle (PEM) that `https://` etcd servers' certificates are checked against.
+    #[arg(long)]
+    etcd_cafile: Option<PathBuf>,
+    /// Client certificate (PEM) presented to `https://` etcd servers.
+    #[arg(long)]
+    etcd_certfile: Option<PathBuf>,
+    /// Private key (PEM) of `--etcd-certfile`.
+    #[arg(long)]
+    etcd_keyfile: Option<PathBuf>,
+    /// Prefix of every key the frontend stores in etcd.
+    #[arg(long, default_value = "/registry")]
+    etcd_prefix: String,
     /// Port of the Kubernetes API (HTTPS).
     #[arg(long, default_value_t = 6443)]
     secure_port: u16,
@@ -180,6 +192,16 @@ struct EngineFlags {
     /// Clients must present a certificate signed by `--trusted-ca-file`.
     #[arg(long, default_value_t = false)]
     client_cert_auth: bool,
+    /// Kind of auth token: `simple`, or
+    /// `jwt,pub-key=<file>,priv-key=<file>,sign-method=<RS256|ES256|HS256|...>[,ttl=5m]`.
+    #[arg(long, default_value = "simple")]
+    auth_token: String,
+    /// Seconds a simple token lives after its last use.
+    #[arg(long, default_value_t = 300)]
+    auth_token_ttl: u64,
+    /// bcrypt cost of stored passwords (4 to 31; others fall back to 10, as etcd does).
+    #[arg(long, default_value_t = 10)]
+    bcrypt_cost: u32,
     /// Comma-separated client URLs advertised to clients (default: the listen URLs).
     #[arg(long)]
     advertise_client_urls: Option<String>,
@@ -301,10 +323,16 @@ fn config(flags: &EngineFlags) -> anyhow::Result<EngineConfig> {
         "",
     )?;
     let (mut listen_client, mut listen_client_tls, mut listen_client_unix) = (Vec::new(), Vec::new(), Vec::new());
+    let mut listen_client_unix_tls = Vec::new();
     for url in &listen_urls {
         match url.split_once("://") {
             Some(("unix", path)) => listen_client_unix.push(PathBuf::from(path)),
-            Some(("unixs", _)) => bail!("{url}: TLS over a Unix socket is not supported; use unix:// or https://"),
+            Some(("unixs", path)) => {
+                if client_tls.is_none() {
+                    bail!("{url}: unixs:// needs --cert-file and --key-file");
+                }
+                listen_client_unix_tls.push(PathBuf::from(path));
+            }
             Some(("https", _)) => listen_client_tls.push(listen_addr_of(url, client_tls.is_some())?),
             _ => listen_client.push(listen_addr(url)?),
         }
@@ -323,6 +351,7 @@ fn config(flags: &EngineFlags) -> anyhow::Result<EngineConfig> {
         listen_client,
         listen_client_tls,
         listen_client_unix,
+        listen_client_unix_tls,
         client_tls,
         listen_metrics: split(&flags.listen_metrics_urls)
             .iter()
@@ -345,6 +374,15 @@ fn config(flags: &EngineFlags) -> anyhow::Result<EngineConfig> {
         ..EngineConfig::default()
     };
     cfg.cluster.tls = peer_tls;
+    cfg.auth = ballast_engine::auth::AuthConfig {
+        token: ballast_engine::auth::token::parse_token_option(&flags.auth_token)?,
+        simple_ttl: Duration::from_secs(flags.auth_token_ttl),
+        bcrypt_cost: if (4..=31).contains(&flags.bcrypt_cost) {
+            flags.bcrypt_cost
+        } else {
+            ballast_engine::auth::DEFAULT_BCRYPT_COST
+        },
+    };
     cfg.shard.quota_backend_bytes = flags.quota_backend_bytes;
     cfg.shard.placement =
         if flags.shard_placement == "per-core" { ShardPlacement::PerCore } else { ShardPlacement::Unbound };
@@ -415,9 +453,22 @@ async fn shutdown_signal() {
     tracing::info!("shutting down");
 }
 
-fn frontend_config(flags: &FrontendFlags) -> FrontendConfig {
+fn frontend_config(flags: &FrontendFlags) -> anyhow::Result<FrontendConfig> {
+    let read = |p: &Option<PathBuf>| -> anyhow::Result<Option<Vec<u8>>> {
+        p.as_ref().map(|p| std::fs::read(p).with_context(|| format!("reading {}", p.display()))).transpose()
+    };
+    let etcd_tls = ballast_apiserver::storage::etcd3::EtcdTls {
+        ca_pem: read(&flags.etcd_cafile)?,
+        cert_pem: read(&flags.etcd_certfile)?,
+        key_pem: read(&flags.etcd_keyfile)?,
+    };
+    if etcd_tls.cert_pem.is_some() != etcd_tls.key_pem.is_some() {
+        bail!("--etcd-certfile and --etcd-keyfile go together");
+    }
     let mut config = FrontendConfig {
         etcd_servers: split(&flags.etcd_servers),
+        etcd_tls,
+        storage_prefix: flags.etcd_prefix.clone(),
         bind_address: flags.bind_address,
         secure_port: flags.secure_port,
         cert_dir: flags.cert_dir.clone(),
@@ -427,7 +478,7 @@ fn frontend_config(flags: &FrontendFlags) -> FrontendConfig {
         ..FrontendConfig::default()
     };
     flags.chain.apply(&mut config);
-    config
+    Ok(config)
 }
 
 /// Runs one engine member until a signal.
@@ -539,7 +590,7 @@ fn main() -> anyhow::Result<()> {
             let cfg = config(flags)?;
             runtime.block_on(run_engine(cfg))
         }
-        Command::Frontend(flags) => runtime.block_on(run_frontend(frontend_config(flags))),
+        Command::Frontend(flags) => runtime.block_on(run_frontend(frontend_config(flags)?)),
         Command::Serve(flags) => {
             let cfg = config(&flags.engine)?;
             runtime.block_on(run_all_in_one(cfg, flags))

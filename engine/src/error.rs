@@ -155,6 +155,54 @@ pub enum EngineError {
     /// the client unchanged (it is already etcd's code and text).
     #[error("{}", .0.message())]
     Remote(tonic::Status),
+    /// AuthEnable without a root user.
+    #[error("root user does not exist")]
+    RootUserNotExist,
+    /// AuthEnable while the root user lacks the root role.
+    #[error("root user does not have root role")]
+    RootRoleNotExist,
+    /// UserAdd of an existing user.
+    #[error("user name already exists")]
+    UserAlreadyExist,
+    /// A user name was empty, or a request needing credentials had none.
+    #[error("user name is empty")]
+    UserEmpty,
+    /// The named user does not exist.
+    #[error("user name not found")]
+    UserNotFound,
+    /// RoleAdd of an existing role.
+    #[error("role name already exists")]
+    RoleAlreadyExist,
+    /// The named role does not exist.
+    #[error("role name not found")]
+    RoleNotFound,
+    /// RoleAdd with an empty name.
+    #[error("role name is empty")]
+    RoleEmpty,
+    /// Authenticate with an unknown user, a wrong password, or a user without password.
+    #[error("authentication failed, invalid user ID or password")]
+    AuthFailed,
+    /// The user's roles do not grant the request.
+    #[error("permission denied")]
+    PermissionDenied,
+    /// UserRevokeRole of a role the user does not have.
+    #[error("role is not granted to the user")]
+    RoleNotGranted,
+    /// RoleRevokePermission of a permission the role does not have.
+    #[error("permission is not granted to the role")]
+    PermissionNotGranted,
+    /// Authenticate while auth is disabled.
+    #[error("authentication is not enabled")]
+    AuthNotEnabled,
+    /// The token is unknown, expired or malformed.
+    #[error("invalid auth token")]
+    InvalidAuthToken,
+    /// A change that would lock out root (delete root, revoke its root role, delete the root role) while auth is on.
+    #[error("invalid auth management")]
+    InvalidAuthMgmt,
+    /// Credentials checked at an auth revision older than the store's.
+    #[error("revision of auth store is old")]
+    AuthOldRevision,
     /// A snapshot of several shards could not stop them all at one revision in time (a shard
     /// was busy or could not take the request); nothing was copied, and a retry may succeed.
     #[error("snapshot: the shards could not all be stopped at one revision; try again")]

@@ -7,6 +7,8 @@
 //!   any revision, compaction.
 //! * [`apply`]: what each request means: validation before proposing ([`apply::check`]) and the
 //!   applier ([`apply::kv`]) for Range, Put, DeleteRange and Txn.
+//! * [`auth`]: etcd's auth store (users, roles, permissions; kept by shard 0's state machine,
+//!   changed through shard 0's raft log), permission checks and tokens.
 //! * [`lease`]: the lease table; [`watch`]: watch streams, the event ring, slow-consumer policy,
 //!   events encoded once for every watcher ([`watch::wire`]).
 //! * [`raft_log`]: the raft log on the storage seam; [`raft_snapshot`]: how a follower too far
@@ -25,13 +27,14 @@
 //!   restoring one into a new data directory.
 //!
 //! # Layering
-//! `storage` <- `mvcc` <- `apply`/`lease`/`watch` <- `cluster` <- `shard` <- `api` <- `server`. Lower layers
+//! `storage` <- `mvcc` <- `apply`/`auth`/`lease`/`watch` <- `cluster` <- `shard` <- `api` <- `server`. Lower layers
 //! never call upward. The network plane (tonic on tokio) reaches a shard only through its message
 //! channel ([`shard::ShardHandle`]); the shard's executor thread owns its state and never blocks
 //! on the network.
 
 pub mod api;
 pub mod apply;
+pub mod auth;
 pub mod clock;
 pub mod cluster;
 pub mod error;

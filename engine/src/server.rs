@@ -29,6 +29,7 @@ use crate::api::{election::ElectionService, lock::LockService};
 use crate::api::{health::HealthService, http::HttpLayer, metrics::GrpcMetricsLayer};
 use crate::api::{learner::LearnerLayer, peer::PeerService, unary::KvUnaryLayer, watch::WatchService};
 use crate::api::{Api, ApiContext, MemberInfo};
+use crate::auth::{AuthConfig, AuthShared, AuthState};
 use crate::clock::{Clock, SystemClock};
 use crate::cluster::{members, ClusterConfig, ClusterView, Member, Membership, PeerRouter, PeerTls, PeerTransport};
 use crate::error::{EngineError, Result};
@@ -41,6 +42,7 @@ use crate::shard_map::ShardMap;
 use crate::storage::rocks::{RocksBackend, RocksOptions};
 use crate::storage::{Cf, KvBackend, StorageError, WriteBatch, WriteOpts};
 use ballast_proto::coalesce::CoalescingStream;
+use ballast_proto::etcdserverpb::auth_server::AuthServer;
 use ballast_proto::healthpb::health_server::HealthServer;
 use ballast_proto::v3electionpb::election_server::ElectionServer;
 use ballast_proto::v3lockpb::lock_server::LockServer;
@@ -58,6 +60,8 @@ pub struct EngineConfig {
     pub listen_client_tls: Vec<SocketAddr>,
     /// Unix socket paths the client port serves on (`unix://` listen URLs).
     pub listen_client_unix: Vec<PathBuf>,
+    /// Unix socket paths the client port serves with TLS on (`unixs://` listen URLs).
+    pub listen_client_unix_tls: Vec<PathBuf>,
     /// The client port's TLS material (etcd `--cert-file`, `--key-file`, `--trusted-ca-file`,
     /// `--client-cert-auth`); needed by `listen_client_tls`.
     pub client_tls: Option<PeerTls>,
@@ -106,6 +110,8 @@ pub struct EngineConfig {
     /// The client port's HTTP/2 limits (etcd's `--max-concurrent-streams`,
     /// `--grpc-keepalive-interval`, `--grpc-keepalive-timeout`).
     pub grpc_limits: crate::api::GrpcLimits,
+    /// Authentication (etcd's `--auth-token`, `--auth-token-ttl`, `--bcrypt-cost`).
+    pub auth: AuthConfig,
 }
 
 impl Default for EngineConfig {
@@ -117,6 +123,7 @@ impl Default for EngineConfig {
             listen_metrics: Vec::new(),
             listen_client_tls: Vec::new(),
             listen_client_unix: Vec::new(),
+            listen_client_unix_tls: Vec::new(),
             client_tls: None,
             advertise_client_urls: vec!["http://127.0.0.1:2379".into()],
             advertise_peer_urls: vec!["http://127.0.0.1:2380".into()],
@@ -134,6 +141,7 @@ impl Default for EngineConfig {
             http2_connection_window: 16 << 20,
             fatal_exit_delay: Duration::from_secs(2),
             grpc_limits: crate::api::GrpcLimits::default(),
+            auth: AuthConfig::default(),
         }
     }
 }
@@ -158,6 +166,7 @@ pub struct Engine {
     listen_metrics: Vec<SocketAddr>,
     listen_tls: Vec<SocketAddr>,
     listen_unix: Vec<PathBuf>,
+    listen_unix_tls: Vec<PathBuf>,
     client_tls: Option<PeerTls>,
     listen_peer: Vec<SocketAddr>,
     peer_tls: Option<PeerTls>,
@@ -383,13 +392,16 @@ impl Engine {
         };
         let learner = Arc::new(std::sync::atomic::AtomicBool::new(me.is_learner));
         let membership = Arc::new(parking_lot::RwLock::new(membership));
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        // Filled by shard 0 as it opens (the store is in its data).
+        let auth = Arc::new(AuthShared::new(AuthState::default(), cfg.auth.clone(), Arc::clone(&clock)));
         let view = ClusterView {
             membership: Arc::clone(&membership),
             router: Arc::clone(&router),
             me: member_id,
             learner: Arc::clone(&learner),
+            auth: Arc::clone(&auth),
         };
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let mut shard_cfg = cfg.shard.clone();
         shard_cfg.watch.max_response_bytes = cfg.max_request_bytes;
         shard_cfg.raft.id = me.raft_id;
@@ -475,6 +487,8 @@ impl Engine {
             backends,
             beats: beats.clone(),
             grpc_limits: cfg.grpc_limits,
+            auth,
+            client_cert_auth: cfg.client_tls.as_ref().is_some_and(|t| t.client_cert_auth),
         });
         Ok(Self {
             api,
@@ -484,6 +498,7 @@ impl Engine {
             listen_metrics: cfg.listen_metrics.clone(),
             listen_tls: cfg.listen_client_tls.clone(),
             listen_unix: cfg.listen_client_unix.clone(),
+            listen_unix_tls: cfg.listen_client_unix_tls.clone(),
             client_tls: cfg.client_tls.clone(),
             listen_peer: cfg.listen_peer.clone(),
             peer_tls: cfg.cluster.tls.clone(),
@@ -545,11 +560,19 @@ impl Engine {
             });
             servers.push(serve_client(self.api.clone(), incoming, window, stop_tx.subscribe()));
         }
-        if !self.listen_tls.is_empty() {
+        if !self.listen_tls.is_empty() || !self.listen_unix_tls.is_empty() {
             let Some(tls) = &self.client_tls else { return Err(ServeError::NoClientTls) };
             let cfg = crate::api::tls::server_config(tls).map_err(ServeError::Tls)?;
             for addr in &self.listen_tls {
                 let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| ServeError::Bind(*addr, e))?;
+                let incoming = crate::api::tls::incoming(listener, Arc::clone(&cfg))
+                    .map(|conn| conn.map(|tls| AuthorityFix::new(CoalescingStream::new(tls))));
+                servers.push(serve_client(self.api.clone(), incoming, window, stop_tx.subscribe()));
+            }
+            for path in &self.listen_unix_tls {
+                let _ = std::fs::remove_file(path);
+                let listener =
+                    tokio::net::UnixListener::bind(path).map_err(|e| ServeError::BindUnix(path.clone(), e))?;
                 let incoming = crate::api::tls::incoming(listener, Arc::clone(&cfg))
                     .map(|conn| conn.map(|tls| AuthorityFix::new(CoalescingStream::new(tls))));
                 servers.push(serve_client(self.api.clone(), incoming, window, stop_tx.subscribe()));
@@ -670,6 +693,11 @@ where
             )
             .add_service(
                 ClusterServer::new(ClusterService::new(api.clone()))
+                    .max_decoding_message_size(limit)
+                    .max_encoding_message_size(send),
+            )
+            .add_service(
+                AuthServer::new(crate::api::auth::AuthService::new(api.clone()))
                     .max_decoding_message_size(limit)
                     .max_encoding_message_size(send),
             )

@@ -38,6 +38,9 @@ pub struct FrontendConfig {
     pub max_request_body_bytes: usize,
     /// `--etcd-prefix`: kube's `/registry`.
     pub storage_prefix: String,
+    /// `--etcd-cafile`, `--etcd-certfile`, `--etcd-keyfile`: client TLS to `https://`
+    /// `etcd_servers`.
+    pub etcd_tls: ballast_apiserver::storage::etcd3::EtcdTls,
     /// `--audit-log-path`: where audit events go as JSON lines (`-` = standard output); `None`
     /// disables auditing, as in kube.
     pub audit_log_path: Option<PathBuf>,
@@ -85,6 +88,7 @@ impl Default for FrontendConfig {
             request_timeout: Duration::from_secs(60),
             max_request_body_bytes: ballast_apiserver::filters::body_limit::DEFAULT_MAX_BODY_BYTES,
             storage_prefix: "/registry".into(),
+            etcd_tls: ballast_apiserver::storage::etcd3::EtcdTls::default(),
             audit_log_path: None,
             audit_policy_file: None,
             audit_buffer_size: 10_000,

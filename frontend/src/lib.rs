@@ -149,7 +149,7 @@ async fn connect_and_bootstrap(
         let attempt = async {
             let storage: SharedStorage = match storage {
                 Some(storage) => storage.clone(),
-                None => Arc::new(Etcd3Storage::connect(&config.etcd_servers).await?),
+                None => Arc::new(Etcd3Storage::connect(&config.etcd_servers, &config.etcd_tls).await?),
             };
             let store = Store::new(storage, &config.storage_prefix, Arc::new(builtin::BuiltinKinds))
                 .with_list_page_size(config.list_page_size);

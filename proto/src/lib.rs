@@ -1,5 +1,5 @@
 //! The etcd v3 wire protocol as Rust types: `etcdserverpb` (requests, responses, the KV, Watch,
-//! Lease, Cluster and Maintenance services, with tonic server and client stubs) and `mvccpb`
+//! Lease, Cluster, Maintenance and Auth services, with tonic server and client stubs) and `mvccpb`
 //! (`KeyValue`, `Event`).
 //!
 //! The `.proto` files in `proto/` are written from etcd's published field numbers and service
@@ -19,6 +19,11 @@ pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "
 /// Storage types: `KeyValue` and `Event`.
 pub mod mvccpb {
     tonic::include_proto!("mvccpb");
+}
+
+/// etcd's auth records: `User`, `Role`, `Permission`.
+pub mod authpb {
+    tonic::include_proto!("authpb");
 }
 
 /// Requests, responses and services of the etcd v3 API.

@@ -12,22 +12,29 @@ use crate::harness::{free_port, wait_for, Target};
 
 const KUBECTL: &str = "/usr/bin/kubectl";
 
-/// A `ballast frontend` process pointed at every member of a cluster.
-struct Frontend {
+/// A `ballast frontend` process (here pointed at every member of a cluster).
+pub(crate) struct Frontend {
     dir: tempfile::TempDir,
     child: Child,
 }
 
 impl Frontend {
     async fn start(c: &Cluster) -> Frontend {
-        let dir = tempfile::tempdir().expect("tempdir");
         let servers = c.members.iter().map(|m| m.url()).collect::<Vec<_>>().join(",");
+        Self::start_args(&servers, &[]).await
+    }
+
+    /// Starts `ballast frontend --etcd-servers=<servers>` with more flags, and waits until it
+    /// is ready.
+    pub(crate) async fn start_args(servers: &str, args: &[String]) -> Frontend {
+        let dir = tempfile::tempdir().expect("tempdir");
         let log = std::fs::File::create(dir.path().join("frontend.log")).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_ballast"))
             .arg("frontend")
             .arg(format!("--etcd-servers={servers}"))
             .arg(format!("--secure-port={}", free_port()))
             .arg(format!("--cert-dir={}", dir.path().join("pki").display()))
+            .args(args)
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log file"))
             .stderr(log)
@@ -46,12 +53,12 @@ impl Frontend {
         self.dir.path().join("pki").join("admin.kubeconfig")
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("frontend.log")).unwrap_or_default()
     }
 
     /// Runs kubectl; answers (success, stdout, stderr).
-    fn kubectl(&self, args: &[&str]) -> (bool, String, String) {
+    pub(crate) fn kubectl(&self, args: &[&str]) -> (bool, String, String) {
         let out = Command::new(KUBECTL)
             .arg(format!("--kubeconfig={}", self.kubeconfig().display()))
             .arg(format!("--cache-dir={}", self.dir.path().join("kube-cache").display()))

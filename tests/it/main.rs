@@ -12,6 +12,7 @@ mod harness;
 #[macro_use]
 mod cluster_harness;
 
+mod auth;
 mod authority;
 mod cluster;
 mod cluster_frontend;
@@ -21,6 +22,7 @@ mod deploy;
 mod etcdctl;
 mod fatal_storage;
 mod fault_proxy;
+mod frontend_tls;
 mod gateway;
 mod health;
 mod http;

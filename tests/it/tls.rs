@@ -1,5 +1,5 @@
 //! The client port with TLS (`--cert-file`, `--key-file`, `--trusted-ca-file`,
-//! `--client-cert-auth`, `https://` listen URLs) and on a Unix socket, through etcdctl and
+//! `--client-cert-auth`, `https://` listen URLs) and on Unix sockets (plain and `unixs://`), through etcdctl and
 //! curl, against both servers: the same session works, a client certificate from another CA
 //! or none at all is refused.
 
@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 use crate::harness::{fails, free_port, ok, openssl, Server, Target};
 
 /// Makes a CA `<ca>.crt/.key` in `dir`.
-fn ca(dir: &Path, ca: &str) {
+pub(crate) fn ca(dir: &Path, ca: &str) {
     let (key, crt, subj) = (format!("{ca}.key"), format!("{ca}.crt"), format!("/CN={ca}"));
     openssl(
         dir,
@@ -18,12 +18,15 @@ fn ca(dir: &Path, ca: &str) {
 }
 
 /// Makes `<name>.crt/.key` in `dir`, signed by CA `ca`, valid for 127.0.0.1.
-fn cert(dir: &Path, ca: &str, name: &str) {
+pub(crate) fn cert(dir: &Path, ca: &str, name: &str) {
     let (key, csr, crt, subj) =
         (format!("{name}.key"), format!("{name}.csr"), format!("{name}.crt"), format!("/CN={name}"));
     openssl(dir, &["req", "-newkey", "rsa:2048", "-nodes", "-keyout", &key, "-out", &csr, "-subj", &subj]);
-    std::fs::write(dir.join("ext"), "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n")
-        .expect("ext");
+    std::fs::write(
+        dir.join("ext"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n",
+    )
+    .expect("ext");
     let (ca_crt, ca_key) = (format!("{ca}.crt"), format!("{ca}.key"));
     openssl(
         dir,
@@ -47,7 +50,8 @@ fn cert(dir: &Path, ca: &str, name: &str) {
     );
 }
 
-fn etcdctl(dir: &Path, endpoint: &str, tls: &[String], args: &[&str]) -> Output {
+/// Runs etcdctl in `dir` against `endpoint` with the TLS flags `tls`.
+pub(crate) fn etcdctl(dir: &Path, endpoint: &str, tls: &[String], args: &[&str]) -> Output {
     Command::new("etcdctl")
         .env("ETCDCTL_API", "3")
         .current_dir(dir)
@@ -72,13 +76,14 @@ async fn client_tls(target: Target) {
     let port = free_port();
     let https = format!("https://127.0.0.1:{port}");
     let unix = format!("unix://localhost:{}", free_port());
+    let unixs = format!("unixs://localhost:{}", free_port());
     let flags = vec![
         format!("--cert-file={}", path("server.crt")),
         format!("--key-file={}", path("server.key")),
         format!("--trusted-ca-file={}", path("ca.crt")),
         "--client-cert-auth".to_string(),
     ];
-    let s = Server::start_args(target, &flags, &[https.clone(), unix.clone()]).await;
+    let s = Server::start_args(target, &flags, &[https.clone(), unix.clone(), unixs.clone()]).await;
     let with = |name: &str| {
         vec![
             format!("--cacert={}", path("ca.crt")),
@@ -113,6 +118,9 @@ async fn client_tls(target: Target) {
     // The Unix socket: `unix://host:port` is a socket file of that name in the server's
     // directory, as etcd makes it.
     assert_eq!(ok(&etcdctl(s.dir(), &unix, &[], &["get", "k", "--print-value-only"])), "v\n");
+    // TLS over a Unix socket (`unixs://`), with the same certificate rules as https.
+    assert_eq!(ok(&etcdctl(s.dir(), &unixs, &client, &["get", "k", "--print-value-only"])), "v\n");
+    fails(&etcdctl(s.dir(), &unixs, &with("stranger"), &["get", "k"]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

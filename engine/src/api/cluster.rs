@@ -3,7 +3,8 @@
 //! as etcd shows an unstarted one: no name, no client URLs). MemberAdd, MemberRemove,
 //! MemberUpdate and MemberPromote are raft conf changes of shard 0's group, carrying the
 //! member's record, made by its leader ([`change_membership`]) with etcd's checks and errors;
-//! a member asked that does not lead sends the change on. A member running several shards
+//! a member asked that does not lead sends the change on. With auth enabled the changes need
+//! the root role, as etcd's do. A member running several shards
 //! answers "not capable" (clusters run one shard).
 
 use ballast_proto::ballastpb::{forward_request, MemberRecord};
@@ -63,6 +64,7 @@ fn to_member(r: MemberRecord) -> Member {
 #[tonic::async_trait]
 impl Cluster for ClusterService {
     async fn member_add(&self, req: Request<MemberAddRequest>) -> Result<Response<MemberAddResponse>, Status> {
+        self.api.permit_admin(&req).await?;
         let added = self.api.member_change(forward_request::Request::MemberAdd(req.into_inner())).await?;
         Ok(Response::new(MemberAddResponse {
             header: self.header(),
@@ -72,11 +74,13 @@ impl Cluster for ClusterService {
     }
 
     async fn member_remove(&self, req: Request<MemberRemoveRequest>) -> Result<Response<MemberRemoveResponse>, Status> {
+        self.api.permit_admin(&req).await?;
         self.api.member_change(forward_request::Request::MemberRemove(req.into_inner())).await?;
         Ok(Response::new(MemberRemoveResponse { header: self.header(), members: self.members() }))
     }
 
     async fn member_update(&self, req: Request<MemberUpdateRequest>) -> Result<Response<MemberUpdateResponse>, Status> {
+        self.api.permit_admin(&req).await?;
         self.api.member_change(forward_request::Request::MemberUpdate(req.into_inner())).await?;
         Ok(Response::new(MemberUpdateResponse { header: self.header(), members: self.members() }))
     }
@@ -89,6 +93,7 @@ impl Cluster for ClusterService {
         &self,
         req: Request<MemberPromoteRequest>,
     ) -> Result<Response<MemberPromoteResponse>, Status> {
+        self.api.permit_admin(&req).await?;
         self.api.member_change(forward_request::Request::MemberPromote(req.into_inner())).await?;
         Ok(Response::new(MemberPromoteResponse { header: self.header(), members: self.members() }))
     }

@@ -20,7 +20,7 @@ use ballast_proto::mvccpb::event::EventType;
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use prost::Message;
-use tonic::{Request, Status};
+use tonic::Status;
 
 use super::watch::send_reliably;
 use super::{kv::KvService, lease::LeaseService, Api};
@@ -57,11 +57,11 @@ impl Client {
     }
 
     pub(crate) async fn txn(&self, t: TxnRequest) -> Result<TxnResponse, Status> {
-        Ok(self.kv.txn(Request::new(t)).await?.into_inner())
+        Ok(self.kv.txn(super::auth::internal(t)).await?.into_inner())
     }
 
     pub(crate) async fn range(&self, r: RangeRequest) -> Result<RangeResponse, Status> {
-        Ok(self.kv.range(Request::new(r)).await?.into_inner())
+        Ok(self.kv.range(super::auth::internal(r)).await?.into_inner())
     }
 
     /// The session's lease: `lease` itself, or a new one of [`SESSION_TTL`] when it is 0.
@@ -70,7 +70,7 @@ impl Client {
             return Ok(lease);
         }
         let leases = LeaseService::new(self.api.clone());
-        let r = leases.lease_grant(Request::new(LeaseGrantRequest { ttl: SESSION_TTL, id: 0 })).await?;
+        let r = leases.lease_grant(super::auth::internal(LeaseGrantRequest { ttl: SESSION_TTL, id: 0 })).await?;
         Ok(r.into_inner().id)
     }
 

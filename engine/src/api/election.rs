@@ -77,6 +77,7 @@ type ObserveStream = Pin<Box<dyn Stream<Item = Result<LeaderResponse, Status>> +
 #[tonic::async_trait]
 impl Election for ElectionService {
     async fn campaign(&self, req: Request<CampaignRequest>) -> Result<Response<CampaignResponse>, Status> {
+        self.client.api.permit(&req, |s, who| super::auth::check_name(s, who, &req.get_ref().name, true)).await?;
         let req = req.into_inner();
         let lease = self.client.session(req.lease).await?;
         let prefix = prefix(&req.name);
@@ -90,7 +91,7 @@ impl Election for ElectionService {
                 if kv.value != req.value {
                     let me = LeaderKey { name: req.name.clone(), key: key.clone(), rev, lease };
                     if let Err(e) = self.proclaim_as(&me, &req.value).await {
-                        let _ = self.resign(Request::new(ResignRequest { leader: Some(me) })).await;
+                        let _ = self.resign(super::auth::internal(ResignRequest { leader: Some(me) })).await;
                         return Err(e);
                     }
                 }
@@ -104,12 +105,15 @@ impl Election for ElectionService {
     }
 
     async fn proclaim(&self, req: Request<ProclaimRequest>) -> Result<Response<ProclaimResponse>, Status> {
+        let name = req.get_ref().leader.as_ref().map(|l| l.name.clone()).unwrap_or_default();
+        self.client.api.permit(&req, |s, who| super::auth::check_name(s, who, &name, true)).await?;
         let req = req.into_inner();
         let leader = req.leader.ok_or_else(missing_leader)?;
         Ok(Response::new(self.proclaim_as(&leader, &req.value).await?))
     }
 
     async fn leader(&self, req: Request<LeaderRequest>) -> Result<Response<LeaderResponse>, Status> {
+        self.client.api.permit(&req, |s, who| super::auth::check_name(s, who, &req.get_ref().name, false)).await?;
         let r = self.client.first_created(&prefix(&req.get_ref().name)).await?;
         let kv = r.kvs.into_iter().next().ok_or_else(no_leader)?;
         Ok(Response::new(LeaderResponse { header: r.header, kv: Some(kv) }))
@@ -118,6 +122,7 @@ impl Election for ElectionService {
     type ObserveStream = ObserveStream;
 
     async fn observe(&self, req: Request<LeaderRequest>) -> Result<Response<ObserveStream>, Status> {
+        self.client.api.permit(&req, |s, who| super::auth::check_name(s, who, &req.get_ref().name, false)).await?;
         let client = self.client.clone();
         let prefix = prefix(&req.into_inner().name);
         let (tx, rx) = tokio::sync::mpsc::channel(1);
@@ -128,6 +133,8 @@ impl Election for ElectionService {
     }
 
     async fn resign(&self, req: Request<ResignRequest>) -> Result<Response<ResignResponse>, Status> {
+        let name = req.get_ref().leader.as_ref().map(|l| l.name.clone()).unwrap_or_default();
+        self.client.api.permit(&req, |s, who| super::auth::check_name(s, who, &name, true)).await?;
         let leader = req.into_inner().leader.ok_or_else(missing_leader)?;
         let key = leader.key.clone();
         let delete = RequestOp {

@@ -3,12 +3,15 @@
 //! message as JSON, or with etcd's gateway error `{"error":..,"message":..,"code":..}` and the
 //! HTTP status grpc-gateway gives the gRPC code. `/v3/watch` streams one JSON line
 //! `{"result":<WatchResponse>}` per response. Every call goes through the same service code
-//! as over gRPC.
+//! as over gRPC, with the token of the `Authorization` header (or `Grpc-Metadata-Token`) as
+//! its `authorization` (`token`) metadata, as grpc-gateway passes them; a client certificate
+//! never names the user of a gateway request, as in etcd.
 
 use std::future::Future;
 
 use ballast_proto::etcdserverpb::{
-    kv_server::Kv, lease_server::Lease, maintenance_server::Maintenance, watch_request::RequestUnion, WatchRequest,
+    auth_server::Auth, kv_server::Kv, lease_server::Lease, maintenance_server::Maintenance,
+    watch_request::RequestUnion, WatchRequest,
 };
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
@@ -18,7 +21,7 @@ use tonic::body::Body;
 
 use super::http::respond;
 use super::watch::send_reliably;
-use super::{kv::KvService, lease::LeaseService, maintenance::MaintenanceService, pbjson, Api};
+use super::{auth::AuthService, kv::KvService, lease::LeaseService, maintenance::MaintenanceService, pbjson, Api};
 use crate::shard::ShardMsg;
 
 /// grpc-gateway's HTTP status for a gRPC code (its v1 mapping, which etcd 3.4 and 3.5 use).
@@ -69,6 +72,7 @@ async fn read_json(api: &Api, body: Body) -> Result<serde_json::Value, http::Res
 /// `resp_type`.
 async fn unary<Req, Resp, F, Fut>(
     json: &serde_json::Value,
+    metadata: &tonic::metadata::MetadataMap,
     req_type: &str,
     resp_type: &str,
     handler: F,
@@ -84,7 +88,8 @@ where
         Ok(Err(e)) => return error(tonic::Code::InvalidArgument, &e.to_string()),
         Err(e) => return error(tonic::Code::InvalidArgument, &e),
     };
-    match handler(tonic::Request::new(req)).await {
+    let req = tonic::Request::from_parts(metadata.clone(), http::Extensions::new(), req);
+    match handler(req).await {
         Ok(resp) => match pbjson::to_json(resp_type, &resp.into_inner().encode_to_vec()) {
             Ok(text) => {
                 let mut r = respond(200, "application/json", text);
@@ -102,7 +107,7 @@ where
 
 /// Answers `POST /v3/<path>`.
 pub(crate) async fn serve(api: Api, path: &str, req: http::Request<Body>) -> http::Response<Body> {
-    const KNOWN: [&str; 11] = [
+    const KNOWN: [&str; 28] = [
         "kv/range",
         "kv/put",
         "kv/deleterange",
@@ -114,12 +119,35 @@ pub(crate) async fn serve(api: Api, path: &str, req: http::Request<Body>) -> htt
         "lease/leases",
         "maintenance/status",
         "watch",
+        "auth/enable",
+        "auth/disable",
+        "auth/status",
+        "auth/authenticate",
+        "auth/user/add",
+        "auth/user/get",
+        "auth/user/list",
+        "auth/user/delete",
+        "auth/user/changepw",
+        "auth/user/grant",
+        "auth/user/revoke",
+        "auth/role/add",
+        "auth/role/get",
+        "auth/role/list",
+        "auth/role/delete",
+        "auth/role/grant",
+        "auth/role/revoke",
     ];
     if !KNOWN.contains(&path) {
         return respond(404, "text/plain; charset=utf-8", "Not Found\n");
     }
     if req.method() != http::Method::POST {
         return respond(405, "text/plain; charset=utf-8", "Method Not Allowed\n");
+    }
+    let mut metadata = tonic::metadata::MetadataMap::new();
+    for (header, key) in [("authorization", "authorization"), ("grpc-metadata-token", "token")] {
+        if let Some(v) = req.headers().get(header).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok()) {
+            metadata.insert(key, v);
+        }
     }
     let json = match read_json(&api, req.into_body()).await {
         Ok(j) => j,
@@ -130,7 +158,7 @@ pub(crate) async fn serve(api: Api, path: &str, req: http::Request<Body>) -> htt
     let m = MaintenanceService::new(api.clone());
     macro_rules! call {
         ($req:literal, $resp:literal, $f:expr) => {
-            unary(&json, concat!(".etcdserverpb.", $req), concat!(".etcdserverpb.", $resp), $f).await
+            unary(&json, &metadata, concat!(".etcdserverpb.", $req), concat!(".etcdserverpb.", $resp), $f).await
         };
     }
     match path {
@@ -146,13 +174,54 @@ pub(crate) async fn serve(api: Api, path: &str, req: http::Request<Body>) -> htt
         }
         "lease/leases" => call!("LeaseLeasesRequest", "LeaseLeasesResponse", |r| lease.lease_leases(r)),
         "maintenance/status" => call!("StatusRequest", "StatusResponse", |r| m.status(r)),
-        _ => watch(api, &json).await,
+        "watch" => watch(api, &json, &metadata).await,
+        _ => auth_call(&AuthService::new(api), path, &json, &metadata).await,
+    }
+}
+
+/// `/v3/auth/...`.
+async fn auth_call(
+    a: &AuthService,
+    path: &str,
+    json: &serde_json::Value,
+    metadata: &tonic::metadata::MetadataMap,
+) -> http::Response<Body> {
+    macro_rules! call {
+        ($req:literal, $resp:literal, $f:expr) => {
+            unary(json, metadata, concat!(".etcdserverpb.", $req), concat!(".etcdserverpb.", $resp), $f).await
+        };
+    }
+    match path {
+        "auth/enable" => call!("AuthEnableRequest", "AuthEnableResponse", |r| a.auth_enable(r)),
+        "auth/disable" => call!("AuthDisableRequest", "AuthDisableResponse", |r| a.auth_disable(r)),
+        "auth/status" => call!("AuthStatusRequest", "AuthStatusResponse", |r| a.auth_status(r)),
+        "auth/authenticate" => call!("AuthenticateRequest", "AuthenticateResponse", |r| a.authenticate(r)),
+        "auth/user/add" => call!("AuthUserAddRequest", "AuthUserAddResponse", |r| a.user_add(r)),
+        "auth/user/get" => call!("AuthUserGetRequest", "AuthUserGetResponse", |r| a.user_get(r)),
+        "auth/user/list" => call!("AuthUserListRequest", "AuthUserListResponse", |r| a.user_list(r)),
+        "auth/user/delete" => call!("AuthUserDeleteRequest", "AuthUserDeleteResponse", |r| a.user_delete(r)),
+        "auth/user/changepw" => {
+            call!("AuthUserChangePasswordRequest", "AuthUserChangePasswordResponse", |r| a.user_change_password(r))
+        }
+        "auth/user/grant" => call!("AuthUserGrantRoleRequest", "AuthUserGrantRoleResponse", |r| a.user_grant_role(r)),
+        "auth/user/revoke" => {
+            call!("AuthUserRevokeRoleRequest", "AuthUserRevokeRoleResponse", |r| a.user_revoke_role(r))
+        }
+        "auth/role/add" => call!("AuthRoleAddRequest", "AuthRoleAddResponse", |r| a.role_add(r)),
+        "auth/role/get" => call!("AuthRoleGetRequest", "AuthRoleGetResponse", |r| a.role_get(r)),
+        "auth/role/list" => call!("AuthRoleListRequest", "AuthRoleListResponse", |r| a.role_list(r)),
+        "auth/role/delete" => call!("AuthRoleDeleteRequest", "AuthRoleDeleteResponse", |r| a.role_delete(r)),
+        "auth/role/grant" => {
+            call!("AuthRoleGrantPermissionRequest", "AuthRoleGrantPermissionResponse", |r| a.role_grant_permission(r))
+        }
+        _ => call!("AuthRoleRevokePermissionRequest", "AuthRoleRevokePermissionResponse", |r| a
+            .role_revoke_permission(r)),
     }
 }
 
 /// `/v3/watch`: the body's one WatchRequest opens a watcher; every response of the stream is
 /// written as a line `{"result":...}` until the client goes away.
-async fn watch(api: Api, json: &serde_json::Value) -> http::Response<Body> {
+async fn watch(api: Api, json: &serde_json::Value, metadata: &tonic::metadata::MetadataMap) -> http::Response<Body> {
     let req =
         match pbjson::encode_object(".etcdserverpb.WatchRequest", json).map(|b| WatchRequest::decode(b.as_slice())) {
             Ok(Ok(r)) => r,
@@ -162,6 +231,21 @@ async fn watch(api: Api, json: &serde_json::Value) -> http::Response<Body> {
     let Some(RequestUnion::CreateRequest(create)) = req.request_union else {
         return error(tonic::Code::InvalidArgument, "a watch over HTTP starts with a create_request");
     };
+    if api.auth.enabled() {
+        let creds = super::auth::Credentials::of(metadata, &http::Extensions::new(), false);
+        if let Err(reason) = api.watch_permitted(&creds, &create).await {
+            let refused = ballast_proto::etcdserverpb::WatchResponse {
+                header: api.header(),
+                watch_id: -1,
+                created: true,
+                canceled: true,
+                cancel_reason: reason.to_string(),
+                ..Default::default()
+            };
+            let text = pbjson::to_json(".etcdserverpb.WatchResponse", &refused.encode_to_vec()).unwrap_or_default();
+            return respond(200, "application/json", format!("{{\"result\":{text}}}\n"));
+        }
+    }
     let shard = api.shard(api.map.shard_of(&create.key)).clone();
     let id = api.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let (tx, rx, credits) = crate::watch::stream_channel(api.watch_stream_buffer);

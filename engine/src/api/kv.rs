@@ -10,6 +10,7 @@ use tonic::{Request, Response, Status};
 
 use super::{route, unexpected, Api};
 use crate::apply::check;
+use crate::auth::checks;
 use crate::error::EngineError;
 use crate::shard::WriteResponse;
 
@@ -29,6 +30,7 @@ impl KvService {
 #[tonic::async_trait]
 impl Kv for KvService {
     async fn range(&self, req: Request<RangeRequest>) -> Result<Response<RangeResponse>, Status> {
+        self.api.permit(&req, |s, who| checks::range(s, who, req.get_ref())).await?;
         let r = req.into_inner();
         if !r.serializable && self.api.is_learner() {
             return Err(EngineError::NotSupportedForLearner.into());
@@ -38,6 +40,15 @@ impl Kv for KvService {
     }
 
     async fn put(&self, req: Request<PutRequest>) -> Result<Response<PutResponse>, Status> {
+        if let Some(who) = self.api.caller(&req).await? {
+            let state = self.api.auth.state();
+            checks::put(&state, &who, req.get_ref())?;
+            if req.get_ref().lease != 0 {
+                // etcd checks write on the keys the lease holds already.
+                let keys = self.api.lease_keys(req.get_ref().lease).await?;
+                checks::lease_keys(&state, &who, &keys, ballast_proto::authpb::permission::Type::Write)?;
+            }
+        }
         let r = req.into_inner();
         check::check_put(&r)?;
         self.api.check_size(&r)?;
@@ -49,6 +60,7 @@ impl Kv for KvService {
     }
 
     async fn delete_range(&self, req: Request<DeleteRangeRequest>) -> Result<Response<DeleteRangeResponse>, Status> {
+        self.api.permit(&req, |s, who| checks::delete(s, who, req.get_ref())).await?;
         let r = req.into_inner();
         check::check_delete(&r)?;
         self.api.check_size(&r)?;
@@ -60,6 +72,7 @@ impl Kv for KvService {
     }
 
     async fn txn(&self, req: Request<TxnRequest>) -> Result<Response<TxnResponse>, Status> {
+        self.api.permit(&req, |s, who| checks::txn(s, who, req.get_ref())).await?;
         let r = req.into_inner();
         check::check_txn(&r, self.api.max_txn_ops)?;
         let s = route::txn_shard(&self.api.map, &r)?;

@@ -13,10 +13,13 @@ use futures::{Stream, StreamExt};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
+use super::ApiContext;
 use super::{unexpected, Api};
-use crate::error::EngineError;
+use crate::auth::checks;
+use crate::error::{EngineError, Result as EngineResult};
 use crate::lease::MAX_LEASE_TTL;
 use crate::shard::{ShardMsg, WriteResponse};
+use ballast_proto::authpb::permission::Type as PermType;
 
 /// Serves the lease RPCs.
 #[derive(Debug, Clone)]
@@ -50,6 +53,11 @@ impl Lease for LeaseService {
     }
 
     async fn lease_revoke(&self, req: Request<LeaseRevokeRequest>) -> Result<Response<LeaseRevokeResponse>, Status> {
+        if let Some(who) = self.api.caller(&req).await? {
+            // etcd: revoking deletes the lease's keys, so it needs write on each of them.
+            let keys = self.api.lease_keys(req.get_ref().id).await?;
+            checks::lease_keys(&self.api.auth.state(), &who, &keys, PermType::Write)?;
+        }
         // Each shard deletes its own keys of the lease, at its own revision; etcd deletes them
         // all at one revision (see `engine/SHARDING.md`).
         match self.api.write_all(Command::LeaseRevoke(req.into_inner())).await? {
@@ -100,28 +108,50 @@ impl Lease for LeaseService {
         &self,
         req: Request<LeaseTimeToLiveRequest>,
     ) -> Result<Response<LeaseTimeToLiveResponse>, Status> {
-        let r = req.into_inner();
-        if self.api.shards.len() == 1 {
-            return Ok(Response::new(self.api.time_to_live(0, r).await?));
+        if let Some(who) = self.api.caller(&req).await? {
+            // etcd 3.5: the answer names the lease's keys, so it needs read on each of them.
+            let keys = self.api.lease_keys(req.get_ref().id).await?;
+            checks::lease_keys(&self.api.auth.state(), &who, &keys, PermType::Read)?;
         }
-        // Shard 0 answers for the lease; the keys attached to it are on every shard (asked of
-        // each shard's leader in a cluster).
-        let mut answers = if self.api.router.has_peers() {
-            let asks = (0..self.api.shards.len() as u32).map(|s| self.api.time_to_live(s, r));
-            futures::future::join_all(asks).await.into_iter().collect::<Result<Vec<_>, _>>()?.into_iter()
-        } else {
-            self.api.call_all(|tx| ShardMsg::LeaseTimeToLive(r, tx)).await?.into_iter()
-        };
-        let mut resp = answers.next().expect("invariant: a member has at least one shard");
-        for other in answers {
-            resp.keys.extend(other.keys);
-        }
-        resp.header = self.api.header();
-        Ok(Response::new(resp))
+        Ok(Response::new(self.api.lease_time_to_live(req.into_inner()).await?))
     }
 
     async fn lease_leases(&self, _req: Request<LeaseLeasesRequest>) -> Result<Response<LeaseLeasesResponse>, Status> {
         let resp = self.api.call(0, ShardMsg::LeaseLeases).await?;
         Ok(Response::new(resp))
+    }
+}
+
+impl ApiContext {
+    /// Answers LeaseTimeToLive: shard 0 answers for the lease; the keys attached to it are on
+    /// every shard (asked of each shard's leader in a cluster).
+    ///
+    /// # Errors
+    /// A shard or transport error.
+    pub async fn lease_time_to_live(&self, r: LeaseTimeToLiveRequest) -> EngineResult<LeaseTimeToLiveResponse> {
+        if self.shards.len() == 1 {
+            return self.time_to_live(0, r).await;
+        }
+        let mut answers = if self.router.has_peers() {
+            let asks = (0..self.shards.len() as u32).map(|s| self.time_to_live(s, r));
+            futures::future::join_all(asks).await.into_iter().collect::<EngineResult<Vec<_>>>()?.into_iter()
+        } else {
+            self.call_all(|tx| ShardMsg::LeaseTimeToLive(r, tx)).await?.into_iter()
+        };
+        let mut resp = answers.next().expect("invariant: a member has at least one shard");
+        for other in answers {
+            resp.keys.extend(other.keys);
+        }
+        resp.header = self.header();
+        Ok(resp)
+    }
+
+    /// Returns the keys attached to lease `id` (none for an unknown lease).
+    ///
+    /// # Errors
+    /// A shard or transport error.
+    pub async fn lease_keys(&self, id: i64) -> EngineResult<Vec<bytes::Bytes>> {
+        let r = LeaseTimeToLiveRequest { id, keys: true };
+        Ok(self.lease_time_to_live(r).await?.keys)
     }
 }

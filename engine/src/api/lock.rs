@@ -3,6 +3,7 @@
 //! before it is deleted, so owners follow in create-revision order; `Unlock` deletes the key.
 //! A caller whose wait is cut short (deadline, cancel) has its key deleted, as etcd does.
 
+use ballast_proto::authpb::permission::Type as PermType;
 use ballast_proto::etcdserverpb::{kv_server::Kv, DeleteRangeRequest};
 use ballast_proto::v3lockpb::{lock_server::Lock, LockRequest, LockResponse, UnlockRequest, UnlockResponse};
 use bytes::Bytes;
@@ -36,7 +37,7 @@ impl Drop for DeleteOnDrop {
             let key = self.key.clone();
             tokio::spawn(async move {
                 let kv = super::kv::KvService::new(api);
-                let _ = kv.delete_range(Request::new(DeleteRangeRequest { key, ..Default::default() })).await;
+                let _ = kv.delete_range(super::auth::internal(DeleteRangeRequest { key, ..Default::default() })).await;
             });
         }
     }
@@ -45,6 +46,8 @@ impl Drop for DeleteOnDrop {
 #[tonic::async_trait]
 impl Lock for LockService {
     async fn lock(&self, req: Request<LockRequest>) -> Result<Response<LockResponse>, Status> {
+        let api = &self.client.api;
+        api.permit(&req, |s, who| super::auth::check_name(s, who, &req.get_ref().name, true)).await?;
         let req = req.into_inner();
         let lease = self.client.session(req.lease).await?;
         let mut prefix = req.name.to_vec();
@@ -68,9 +71,15 @@ impl Lock for LockService {
     }
 
     async fn unlock(&self, req: Request<UnlockRequest>) -> Result<Response<UnlockResponse>, Status> {
+        let api = &self.client.api;
+        api.permit(&req, |s, who| crate::auth::checks::lease_keys(s, who, &[&req.get_ref().key], PermType::Write))
+            .await?;
         let kv = super::kv::KvService::new(self.client.api.clone());
         let key = req.into_inner().key;
-        let r = kv.delete_range(Request::new(DeleteRangeRequest { key, ..Default::default() })).await?.into_inner();
+        let r = kv
+            .delete_range(super::auth::internal(DeleteRangeRequest { key, ..Default::default() }))
+            .await?
+            .into_inner();
         Ok(Response::new(UnlockResponse { header: r.header }))
     }
 }

@@ -137,18 +137,21 @@ impl Maintenance for MaintenanceService {
         }))
     }
 
-    async fn defragment(&self, _req: Request<DefragmentRequest>) -> Result<Response<DefragmentResponse>, Status> {
+    async fn defragment(&self, req: Request<DefragmentRequest>) -> Result<Response<DefragmentResponse>, Status> {
+        self.api.permit_admin(&req).await.map_err(super::status::unconverted_auth)?;
         self.api.call_all(ShardMsg::Defragment).await?;
         Ok(Response::new(DefragmentResponse { header: self.header(0) }))
     }
 
-    async fn hash(&self, _req: Request<HashRequest>) -> Result<Response<HashResponse>, Status> {
+    async fn hash(&self, req: Request<HashRequest>) -> Result<Response<HashResponse>, Status> {
+        self.api.permit_admin(&req).await.map_err(super::status::unconverted_auth)?;
         let hashes = self.api.call_all(ShardMsg::Hash).await?;
         let hash = combine_hashes(&hashes);
         Ok(Response::new(HashResponse { header: self.header(self.api.revs.last()), hash }))
     }
 
     async fn hash_kv(&self, req: Request<HashKvRequest>) -> Result<Response<HashKvResponse>, Status> {
+        self.api.permit_admin(&req).await.map_err(super::status::unconverted_auth)?;
         let rev = req.into_inner().revision;
         let mut parts = self.api.call_all(|tx| ShardMsg::HashKv(rev, tx)).await?;
         if parts.len() == 1 {
@@ -163,7 +166,8 @@ impl Maintenance for MaintenanceService {
 
     type SnapshotStream = SnapshotChunks;
 
-    async fn snapshot(&self, _req: Request<SnapshotRequest>) -> Result<Response<Self::SnapshotStream>, Status> {
+    async fn snapshot(&self, req: Request<SnapshotRequest>) -> Result<Response<Self::SnapshotStream>, Status> {
+        self.api.permit_admin(&req).await.map_err(super::status::unconverted_auth)?;
         if !self.api.evaluates() {
             // This member's shards apply their logs on their own schedules, so no moment holds
             // one revision's state of every shard here: the member that orders every write takes

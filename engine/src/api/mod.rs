@@ -13,6 +13,7 @@
 //! the member.
 
 pub mod accept;
+pub mod auth;
 pub mod authority;
 pub mod cluster;
 mod concurrency;
@@ -137,6 +138,11 @@ pub struct ApiContext {
     pub beats: Vec<Arc<crate::shard::stall::Heartbeat>>,
     /// The client port's HTTP/2 limits.
     pub grpc_limits: GrpcLimits,
+    /// The cluster's auth store (published by shard 0) and this member's tokens.
+    pub auth: Arc<crate::auth::AuthShared>,
+    /// etcd's `--client-cert-auth`: a request without a token is from the user its verified
+    /// client certificate names (its subject's common name).
+    pub client_cert_auth: bool,
 }
 
 /// The client port's HTTP/2 limits, with etcd's flags and defaults.
@@ -262,6 +268,7 @@ impl ApiContext {
             forward_response::Response::LeaseGrant(r) => Ok(WriteResponse::LeaseGrant(r)),
             forward_response::Response::LeaseRevoke(r) => Ok(WriteResponse::LeaseRevoke(r)),
             forward_response::Response::Alarm(r) => Ok(WriteResponse::Alarm(r)),
+            forward_response::Response::Auth(r) => Ok(WriteResponse::Auth(r)),
             _ => Err(EngineError::Remote(unexpected("a forwarded write"))),
         }
     }
@@ -415,6 +422,7 @@ impl ApiContext {
                     WriteResponse::LeaseGrant(r) => R::LeaseGrant(r),
                     WriteResponse::LeaseRevoke(r) => R::LeaseRevoke(r),
                     WriteResponse::Alarm(r) => R::Alarm(r),
+                    WriteResponse::Auth(r) => R::Auth(r),
                 }
             }
             forward_request::Request::LeaseKeepAlive(id) => {
@@ -562,7 +570,7 @@ fn set_member(answer: &mut forward_response::Response, member: u64) {
         R::Alarm(r) => r.header.as_mut(),
         R::LeaseTimeToLive(r) => r.header.as_mut(),
         R::Range(r) => r.header.as_mut(),
-        R::LeaseKeepAliveTtl(_) | R::Member(_) => None,
+        R::LeaseKeepAliveTtl(_) | R::Member(_) | R::Auth(_) => None,
     };
     if let Some(h) = header {
         h.member_id = member;

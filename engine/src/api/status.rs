@@ -56,12 +56,41 @@ pub fn code_and_message(e: &EngineError) -> (Code, String) {
         E::NotSupportedForLearner => fixed(Code::Unavailable, "etcdserver: rpc not supported for learner"),
         E::MemberBadUrls => fixed(Code::InvalidArgument, "etcdserver: given member URLs are invalid"),
         E::BadLeaderTransferee => fixed(Code::FailedPrecondition, "etcdserver: bad leader transferee"),
+        E::RootUserNotExist => fixed(Code::FailedPrecondition, "etcdserver: root user does not exist"),
+        E::RootRoleNotExist => fixed(Code::FailedPrecondition, "etcdserver: root user does not have root role"),
+        E::UserAlreadyExist => fixed(Code::FailedPrecondition, "etcdserver: user name already exists"),
+        E::UserEmpty => fixed(Code::InvalidArgument, "etcdserver: user name is empty"),
+        E::UserNotFound => fixed(Code::FailedPrecondition, "etcdserver: user name not found"),
+        E::RoleAlreadyExist => fixed(Code::FailedPrecondition, "etcdserver: role name already exists"),
+        E::RoleNotFound => fixed(Code::FailedPrecondition, "etcdserver: role name not found"),
+        E::RoleEmpty => fixed(Code::InvalidArgument, "etcdserver: role name is empty"),
+        E::AuthFailed => fixed(Code::InvalidArgument, "etcdserver: authentication failed, invalid user ID or password"),
+        E::PermissionDenied => fixed(Code::PermissionDenied, "etcdserver: permission denied"),
+        E::RoleNotGranted => fixed(Code::FailedPrecondition, "etcdserver: role is not granted to the user"),
+        E::PermissionNotGranted => fixed(Code::FailedPrecondition, "etcdserver: permission is not granted to the role"),
+        E::AuthNotEnabled => fixed(Code::FailedPrecondition, "etcdserver: authentication is not enabled"),
+        E::InvalidAuthToken => fixed(Code::Unauthenticated, "etcdserver: invalid auth token"),
+        E::InvalidAuthMgmt => fixed(Code::InvalidArgument, "etcdserver: invalid auth management"),
+        E::AuthOldRevision => fixed(Code::InvalidArgument, "etcdserver: revision of auth store is old"),
         E::ClusterIdMismatch { .. } => (Code::FailedPrecondition, e.to_string()),
         E::Remote(status) => (status.code(), status.message().to_string()),
         // etcd has no error for a failing disk (it panics); these end the member, and the
         // client sees a retryable code while it restarts.
         E::Storage(_) | E::Raft(_) => (Code::Unavailable, format!("etcdserver: {e}")),
     }
+}
+
+/// etcd's maintenance service (Defragment, Hash, HashKV, Snapshot) returns its auth store's
+/// errors unconverted, so clients see gRPC code Unknown and the store's own text.
+pub fn unconverted_auth(e: EngineError) -> Status {
+    let text = match e {
+        EngineError::UserEmpty => "auth: user name is empty",
+        EngineError::UserNotFound => "auth: user not found",
+        EngineError::PermissionDenied => "auth: permission denied",
+        EngineError::InvalidAuthToken => "auth: invalid auth token",
+        other => return other.into(),
+    };
+    Status::unknown(text)
 }
 
 impl From<EngineError> for Status {
@@ -121,6 +150,30 @@ mod tests {
             (EngineError::MemberBadUrls, Code::InvalidArgument, "etcdserver: given member URLs are invalid"),
             (EngineError::Unhealthy, Code::Unavailable, "etcdserver: unhealthy cluster"),
             (EngineError::NotSupportedForLearner, Code::Unavailable, "etcdserver: rpc not supported for learner"),
+            (EngineError::RootUserNotExist, Code::FailedPrecondition, "etcdserver: root user does not exist"),
+            (EngineError::RootRoleNotExist, Code::FailedPrecondition, "etcdserver: root user does not have root role"),
+            (EngineError::UserAlreadyExist, Code::FailedPrecondition, "etcdserver: user name already exists"),
+            (EngineError::UserEmpty, Code::InvalidArgument, "etcdserver: user name is empty"),
+            (EngineError::UserNotFound, Code::FailedPrecondition, "etcdserver: user name not found"),
+            (EngineError::RoleAlreadyExist, Code::FailedPrecondition, "etcdserver: role name already exists"),
+            (EngineError::RoleNotFound, Code::FailedPrecondition, "etcdserver: role name not found"),
+            (EngineError::RoleEmpty, Code::InvalidArgument, "etcdserver: role name is empty"),
+            (
+                EngineError::AuthFailed,
+                Code::InvalidArgument,
+                "etcdserver: authentication failed, invalid user ID or password",
+            ),
+            (EngineError::PermissionDenied, Code::PermissionDenied, "etcdserver: permission denied"),
+            (EngineError::RoleNotGranted, Code::FailedPrecondition, "etcdserver: role is not granted to the user"),
+            (
+                EngineError::PermissionNotGranted,
+                Code::FailedPrecondition,
+                "etcdserver: permission is not granted to the role",
+            ),
+            (EngineError::AuthNotEnabled, Code::FailedPrecondition, "etcdserver: authentication is not enabled"),
+            (EngineError::InvalidAuthToken, Code::Unauthenticated, "etcdserver: invalid auth token"),
+            (EngineError::InvalidAuthMgmt, Code::InvalidArgument, "etcdserver: invalid auth management"),
+            (EngineError::AuthOldRevision, Code::InvalidArgument, "etcdserver: revision of auth store is old"),
             (
                 EngineError::SnapshotCut,
                 Code::Unavailable,

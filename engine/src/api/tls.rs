@@ -1,5 +1,6 @@
 //! TLS on the client port (etcd's `--cert-file`, `--key-file`, `--trusted-ca-file`,
-//! `--client-cert-auth` with `https://` listen URLs), with rustls: TLS 1.2 and 1.3, ALPN `h2`
+//! `--client-cert-auth` with `https://` listen URLs, and `unixs://` for TLS over a Unix
+//! socket), with rustls: TLS 1.2 and 1.3, ALPN `h2`
 //! for gRPC and `http/1.1` for the HTTP endpoints. Handshakes run on their own tasks, so a
 //! slow or silent client never holds up the accept loop; the decrypted stream is what the
 //! authority fix and the gRPC server read.
@@ -68,24 +69,51 @@ pub fn server_config(tls: &PeerTls) -> Result<Arc<rustls::ServerConfig>, TlsErro
     Ok(Arc::new(cfg))
 }
 
-/// Accepts TCP connections from `listener`, completes their handshakes on tasks of their own
+/// A socket listener TLS connections arrive on: TCP (`https://`) or a Unix socket (`unixs://`).
+pub trait Listener: Send + 'static {
+    /// The accepted connection.
+    type Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static;
+
+    /// Accepts the next connection; answers it and the peer's name for logs.
+    fn accept_one(&self) -> impl std::future::Future<Output = std::io::Result<(Self::Io, String)>> + Send;
+}
+
+impl Listener for tokio::net::TcpListener {
+    type Io = TcpStream;
+
+    async fn accept_one(&self) -> std::io::Result<(TcpStream, String)> {
+        let (tcp, peer) = self.accept().await?;
+        let _ = tcp.set_nodelay(true);
+        Ok((tcp, peer.to_string()))
+    }
+}
+
+impl Listener for tokio::net::UnixListener {
+    type Io = tokio::net::UnixStream;
+
+    async fn accept_one(&self) -> std::io::Result<(tokio::net::UnixStream, String)> {
+        let (unix, _) = self.accept().await?;
+        Ok((unix, "unix socket".to_string()))
+    }
+}
+
+/// Accepts connections from `listener`, completes their handshakes on tasks of their own
 /// and yields the ones that succeed; a failed handshake (a certificate the CA did not sign,
 /// none where one is required, a timeout) closes that connection only.
-pub fn incoming(
-    listener: tokio::net::TcpListener,
+pub fn incoming<L: Listener>(
+    listener: L,
     cfg: Arc<rustls::ServerConfig>,
-) -> tokio_stream::wrappers::ReceiverStream<std::io::Result<TlsStream<TcpStream>>> {
+) -> tokio_stream::wrappers::ReceiverStream<std::io::Result<TlsStream<L::Io>>> {
     // A handful of finished handshakes waiting for the server to take them.
     let (tx, rx) = tokio::sync::mpsc::channel(64);
     let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
     tokio::spawn(async move {
         loop {
             let tcp = tokio::select! {
-                accepted = listener.accept() => accepted,
+                accepted = listener.accept_one() => accepted,
                 () = tx.closed() => return,
             };
             let Ok((tcp, peer)) = tcp else { continue };
-            let _ = tcp.set_nodelay(true);
             let (acceptor, tx) = (acceptor.clone(), tx.clone());
             tokio::spawn(async move {
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {

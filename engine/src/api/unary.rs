@@ -123,11 +123,14 @@ where
                 }
                 Err(status) => return Ok(status.into_http()),
             };
+            // The handlers read credentials from the metadata (the auth token) and the
+            // extensions (the client certificate), as they would from tonic's request.
+            let ctx = (tonic::metadata::MetadataMap::from_headers(parts.headers), parts.extensions);
             Ok(match method {
-                Method::Range => serve(message, |r| kv.range(r)).await,
-                Method::Put => serve(message, |r| kv.put(r)).await,
-                Method::DeleteRange => serve(message, |r| kv.delete_range(r)).await,
-                Method::Txn => serve(message, |r| kv.txn(r)).await,
+                Method::Range => serve(message, ctx, |r| kv.range(r)).await,
+                Method::Put => serve(message, ctx, |r| kv.put(r)).await,
+                Method::DeleteRange => serve(message, ctx, |r| kv.delete_range(r)).await,
+                Method::Txn => serve(message, ctx, |r| kv.txn(r)).await,
             })
         })
     }
@@ -194,8 +197,12 @@ fn one_message(bytes: &Bytes, max_request: usize) -> Option<Bytes> {
 }
 
 /// Decodes `message` as tonic's codec does (a message that does not parse is INTERNAL), runs
-/// `handler` on it and encodes its answer.
-async fn serve<M, R, F, Fut>(message: Bytes, handler: F) -> http::Response<Body>
+/// `handler` on it (with the request's metadata and extensions) and encodes its answer.
+async fn serve<M, R, F, Fut>(
+    message: Bytes,
+    (metadata, extensions): (tonic::metadata::MetadataMap, http::Extensions),
+    handler: F,
+) -> http::Response<Body>
 where
     M: Message + Default,
     R: Message,
@@ -203,7 +210,7 @@ where
     Fut: Future<Output = Result<tonic::Response<R>, Status>>,
 {
     match M::decode(message) {
-        Ok(m) => answer(handler(tonic::Request::new(m)).await),
+        Ok(m) => answer(handler(tonic::Request::from_parts(metadata, extensions, m)).await),
         Err(e) => Status::internal(e.to_string()).into_http(),
     }
 }

@@ -9,8 +9,9 @@ use std::sync::atomic::Ordering;
 use ballast_proto::etcdserverpb::{watch_request::RequestUnion, WatchRequest};
 use tonic::{Request, Response, Status, Streaming};
 
+use super::auth::{watch_check, watch_refusal, Credentials};
 use super::watch_grpc::ResponseStream;
-use super::Api;
+use super::{Api, ApiContext};
 use crate::error::EngineError;
 use crate::shard::{ShardHandle, ShardMsg};
 use crate::watch;
@@ -51,14 +52,18 @@ impl WatchService {
             return Err(EngineError::NoLeader.into());
         }
         let id = self.api.next_id.fetch_add(1, Ordering::Relaxed);
+        // Each create is checked against the stream's credentials as they stand then (a
+        // simple token may expire while the stream lives), as etcd's watch server does.
+        let creds = Credentials::of(req.metadata(), req.extensions(), self.api.client_cert_auth);
         if self.api.shards.len() > 1 {
-            let Some(merged) = super::watch_shards::open(self.api.clone(), id, req.into_inner()).await else {
+            let Some(merged) = super::watch_shards::open(self.api.clone(), id, req.into_inner(), creds).await else {
                 return Err(EngineError::Stopped.into());
             };
             return Ok(Response::new(responses(merged)));
         }
         let (tx, rx, credits) = watch::stream_channel(self.api.watch_stream_buffer);
         let shard = self.api.first().clone();
+        let api = self.api.clone();
         // Opening waits for room like the requests after it: a busy mailbox (say, many other
         // streams registering watchers at once) is back-pressure, not a reason to refuse a stream.
         if !send_reliably(&shard, || ShardMsg::WatchOpen(id, tx.clone())).await {
@@ -82,9 +87,10 @@ impl WatchService {
                 };
                 let forwarded = paid
                     && match request {
-                        RequestUnion::CreateRequest(c) => {
-                            send_reliably(&shard, || ShardMsg::WatchCreate(id, c.clone())).await
-                        }
+                        RequestUnion::CreateRequest(c) => match api.watch_permitted(&creds, &c).await {
+                            Ok(()) => send_reliably(&shard, || ShardMsg::WatchCreate(id, c.clone())).await,
+                            Err(reason) => send_reliably(&shard, || ShardMsg::WatchRefuse(id, reason)).await,
+                        },
                         RequestUnion::CancelRequest(c) => {
                             send_reliably(&shard, || ShardMsg::WatchCancel(id, c.watch_id)).await
                         }
@@ -100,6 +106,24 @@ impl WatchService {
             send_reliably(&shard, || ShardMsg::WatchClose(id)).await;
         });
         Ok(Response::new(responses(rx)))
+    }
+}
+
+impl ApiContext {
+    /// Checks a watch create from a stream with `creds`; answers the reason of a refusal.
+    pub(super) async fn watch_permitted(
+        &self,
+        creds: &Credentials,
+        c: &ballast_proto::etcdserverpb::WatchCreateRequest,
+    ) -> Result<(), &'static str> {
+        if !self.auth.enabled() {
+            return Ok(());
+        }
+        let checked = match self.resolve(creds).await {
+            Ok(who) => watch_check(&self.auth.state(), &who, &c.key, &c.range_end),
+            Err(e) => Err(e),
+        };
+        checked.map_err(|e| watch_refusal(&e))
     }
 }
 

@@ -40,6 +40,7 @@ use tokio::sync::{mpsc, Notify};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
 
+use super::auth::Credentials;
 use super::watch::send_reliably;
 use super::{route, Api};
 use crate::shard::ShardMsg;
@@ -84,6 +85,7 @@ pub(crate) async fn open(
     api: Api,
     id: u64,
     inbound: Streaming<WatchRequest>,
+    creds: Credentials,
 ) -> Option<impl Stream<Item = Outgoing> + Send + 'static> {
     let mut senders = Vec::new();
     let mut tagged: Tagged = SelectAll::new();
@@ -115,15 +117,16 @@ pub(crate) async fn open(
         answer: None,
     };
     tokio::spawn(merge.run(tagged, out));
-    tokio::spawn(serve_requests(api, id, inbound, senders, credits, ids, answered));
+    tokio::spawn(serve_requests(api, id, (inbound, creds), senders, credits, ids, answered));
     Some(ReceiverStream::new(client))
 }
 
-/// Reads the client's requests and forwards each to its shard or shards.
+/// Reads the client's requests and forwards each to its shard or shards; a create its
+/// credentials do not allow is refused.
 async fn serve_requests(
     api: Api,
     id: u64,
-    mut inbound: Streaming<WatchRequest>,
+    (mut inbound, creds): (Streaming<WatchRequest>, Credentials),
     senders: Vec<WatchSender>,
     credits: Vec<ControlCredits>,
     ids: SharedIds,
@@ -152,6 +155,15 @@ async fn serve_requests(
                     }
                 }
                 creates_sent += 1;
+                if let Err(reason) = api.watch_permitted(&creds, &c).await {
+                    // Refused by shard 0 as etcd refuses it: `created` and `canceled`, ID -1.
+                    if !(credits[0].spend().await
+                        && send_reliably(api.shard(0), || ShardMsg::WatchRefuse(id, reason)).await)
+                    {
+                        break;
+                    }
+                    continue;
+                }
                 let place = match route::one_shard(&api.map, "a watch", &c.key, &c.range_end) {
                     Ok(s) => Placement::One(s),
                     Err(_) => Placement::All { fragment: c.fragment },

@@ -36,6 +36,9 @@ pub struct ClusterView {
     /// Whether this member is a learner, kept with every change: the client port checks it on
     /// every request, which must not take the membership's lock.
     pub learner: Arc<std::sync::atomic::AtomicBool>,
+    /// The cluster's auth store as the client port reads it; shard 0 applies auth changes,
+    /// which are cluster-wide records like the membership, and publishes them here.
+    pub auth: Arc<crate::auth::AuthShared>,
 }
 
 /// A membership change as raft carries it: the conf change's type and node, with the member's

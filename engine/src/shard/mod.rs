@@ -368,6 +368,7 @@ impl<B: KvBackend + Clone> Shard<B> {
         let hub = WatchHub::new(cfg.watch.clone(), own_rev);
         let mut sm = sm;
         if let Some(view) = cluster {
+            sm.set_auth(Arc::clone(&view.auth));
             sm.set_cluster_view(view);
         }
         if let Some(snap) = snapshots {
@@ -689,6 +690,9 @@ impl<B: KvBackend + Clone> Shard<B> {
             ShardMsg::WatchOpen(stream, tx) => self.hub.open_stream(stream, tx),
             ShardMsg::WatchCreate(stream, req) => {
                 self.hub.create(stream, &req, self.node.state_machine().store(), &hdr)
+            }
+            ShardMsg::WatchRefuse(stream, reason) => {
+                self.hub.refuse(stream, reason, self.node.state_machine().store().current_rev(), &hdr)
             }
             ShardMsg::WatchCancel(stream, id) => {
                 self.hub.cancel(stream, id, self.node.state_machine().store().current_rev(), &hdr)
@@ -1165,5 +1169,6 @@ fn complete(r: WriteResponse, hdr: &HeaderInfo) -> WriteResponse {
             r.header = hdr.complete(r.header);
             WriteResponse::Alarm(r)
         }
+        WriteResponse::Auth(r) => WriteResponse::Auth(r),
     }
 }

@@ -32,6 +32,8 @@ pub enum WriteResponse {
     LeaseRevoke(LeaseRevokeResponse),
     /// Answer to an Alarm activation or deactivation.
     Alarm(AlarmResponse),
+    /// Answer to an auth store change (shard 0): the auth revision after it.
+    Auth(ballast_proto::ballastpb::AuthApplied),
 }
 
 /// What a shard reports for `Status`.
@@ -81,6 +83,10 @@ pub enum ShardMsg {
     WatchOpen(StreamId, WatchSender),
     /// A watch create request on a stream.
     WatchCreate(StreamId, WatchCreateRequest),
+    /// Refuse a watch create on the stream, for this reason (its credentials do not allow it):
+    /// answered `created` and `canceled` with watch ID -1, in order with the stream's other
+    /// answers.
+    WatchRefuse(StreamId, &'static str),
     /// A watch cancel request on a stream.
     WatchCancel(StreamId, i64),
     /// A progress request on a stream.

@@ -94,6 +94,13 @@ pub struct ShardStateMachine<B: KvBackend> {
     /// The member's revision counter is shared with shards led in the same rounds (see
     /// `shard::colocate`): a discard leaves it where it is instead of setting it back.
     counter_shared: bool,
+    /// The auth store as applied (and, on the leader, evaluated) so far; kept by every shard,
+    /// changed on shard 0 only.
+    auth: crate::auth::AuthState,
+    /// Shard 0: where applied rounds publish the auth store and token changes go.
+    auth_shared: Option<Arc<crate::auth::AuthShared>>,
+    /// The auth store changed since it was last published.
+    auth_dirty: bool,
 }
 
 impl<B: KvBackend + Clone> ShardStateMachine<B> {
@@ -128,6 +135,7 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
                 true
             },
         )?;
+        let auth = crate::auth::AuthState::load(&backend)?;
         let (store, live) = MvccStore::open_with(backend, value_cache_bytes, revs)?;
         let lessor = Lessor::restore(store.backend(), live, min_lease_ttl, clock.now())?;
         Ok(Self {
@@ -145,7 +153,17 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
             snapshots: None,
             removed: false,
             counter_shared: false,
+            auth,
+            auth_shared: None,
+            auth_dirty: false,
         })
+    }
+
+    /// Makes this state machine keep the cluster's auth store (shard 0): auth changes apply
+    /// here, and each round that changed it publishes it to `shared`.
+    pub fn set_auth(&mut self, shared: Arc<crate::auth::AuthShared>) {
+        shared.publish(&self.auth);
+        self.auth_shared = Some(shared);
     }
 
     /// Lets this state machine fetch and install snapshots its leader sends.
@@ -264,10 +282,15 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
             Arc::clone(&self.clock),
         )?;
         let (cluster, snapshots, shared) = (self.cluster.take(), self.snapshots.take(), self.counter_shared);
+        let auth_shared = self.auth_shared.take();
         *self = fresh;
         self.cluster = cluster;
         self.snapshots = snapshots;
         self.counter_shared = shared;
+        if let Some(auth) = auth_shared {
+            // What was evaluated but not applied is gone; so is any auth change in it.
+            self.set_auth(auth);
+        }
         Ok(())
     }
 
@@ -309,7 +332,11 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
         // need an entry even without a revision.
         let always_logged = matches!(
             cmd,
-            Command::Compaction(_) | Command::LeaseGrant(_) | Command::LeaseRevoke(_) | Command::Alarm(_)
+            Command::Compaction(_)
+                | Command::LeaseGrant(_)
+                | Command::LeaseRevoke(_)
+                | Command::Alarm(_)
+                | Command::Auth(_)
         );
         let result = self.apply_command(&cmd);
         if let Err(EngineError::Storage(e)) = result {
@@ -379,6 +406,13 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
         );
         // Unsynced: the raft log entries behind this round were synced before they committed.
         out.events = self.store.flush(WriteOpts { sync: false })?;
+        if std::mem::take(&mut self.auth_dirty) {
+            // Only now are the round's auth changes committed (a leader evaluates a round only
+            // once the previous one committed), so only now may requests be checked against them.
+            if let Some(shared) = &self.auth_shared {
+                shared.publish(&self.auth);
+            }
+        }
         Ok(out)
     }
 
@@ -473,6 +507,13 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
                 Ok(WriteResponse::LeaseRevoke(LeaseRevokeResponse { header: header(self.store.current_rev()) }))
             }
             Command::Alarm(r) => Ok(WriteResponse::Alarm(self.apply_alarm(r))),
+            Command::Auth(c) => {
+                let Some(shared) = &self.auth_shared else { return Err(EngineError::NotCapable) };
+                let effect = self.auth.apply(c, self.store.pending_batch())?;
+                shared.apply_effect(effect);
+                self.auth_dirty = true;
+                Ok(WriteResponse::Auth(ballast_proto::ballastpb::AuthApplied { auth_revision: self.auth.revision }))
+            }
         }
     }
 

@@ -582,6 +582,15 @@ impl WatchHub {
         self.streams.values().map(|s| s.watchers.len()).sum()
     }
 
+    /// Refuses a create request for `reason` (the caller may not watch its range): answers
+    /// `created` + `canceled` with `watch_id = -1` and the reason, as etcd does.
+    pub fn refuse(&mut self, stream: StreamId, reason: &'static str, current: i64, hdr: &HeaderInfo) {
+        let Some(s) = self.streams.get_mut(&stream) else { return };
+        if !s.send_control(Control::Refused { rev: current, reason }, hdr) {
+            self.close_stream(stream);
+        }
+    }
+
     /// Handles a create request: answers `created` and registers the watcher, or answers
     /// `created` + `canceled` with `watch_id = -1` for a duplicate ID (or a stream whose
     /// watchers' keys are full, see [`WATCH_KEYS_FULL`]).

@@ -58,7 +58,9 @@ impl Subject {
         let server = StorageServer::start(backend).await;
         let storage: SharedStorage = match &server {
             StorageServer::Memory(mem) => Arc::new(mem.clone()),
-            real => Arc::new(Etcd3Storage::connect(&[real.endpoint().to_string()]).await.expect("connect")),
+            real => Arc::new(
+                Etcd3Storage::connect(&[real.endpoint().to_string()], &Default::default()).await.expect("connect"),
+            ),
         };
         Subject { storage, server }
     }

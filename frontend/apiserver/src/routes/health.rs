@@ -40,7 +40,8 @@ const CHECKS: [&str; 3] = ["ping", "log", "etcd"];
 
 async fn run(state: &AppState, check: &str) -> bool {
     match check {
-        "etcd" => state.store.storage().get(b"/registry/health").await.is_ok(),
+        // kube-apiserver's etcd check reads `<--etcd-prefix>/health`.
+        "etcd" => state.store.storage().get(format!("{}/health", state.store.prefix()).as_bytes()).await.is_ok(),
         _ => true,
     }
 }

@@ -18,7 +18,7 @@ use bytes::Bytes;
 use etcd_client::{
     Client, Compare, CompareOp, EventType, KvClient, Txn, TxnOp, TxnOpResponse, WatchClient, WatchOptions,
 };
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 pub use super::prefix_end;
 use super::{BoxFuture, KeyValue, ListPage, Storage, StorageError, StorageEvent, WatchEvents, WatchItem, WatchStream};
@@ -113,28 +113,59 @@ fn compacted_or(err: etcd_client::Error, requested: i64) -> StorageError {
     StorageError::from(err)
 }
 
+/// Client TLS to etcd, as kube-apiserver's `--etcd-cafile`, `--etcd-certfile` and
+/// `--etcd-keyfile` give it (PEM contents): used on `https://` endpoints.
+#[derive(Clone, Debug, Default)]
+pub struct EtcdTls {
+    /// The CA bundle the servers' certificates are checked against.
+    pub ca_pem: Option<Vec<u8>>,
+    /// The client certificate (with `key_pem`), for servers with `--client-cert-auth`.
+    pub cert_pem: Option<Vec<u8>>,
+    /// The client certificate's private key.
+    pub key_pem: Option<Vec<u8>>,
+}
+
+impl EtcdTls {
+    fn client_config(&self) -> ClientTlsConfig {
+        let mut cfg = ClientTlsConfig::new();
+        if let Some(ca) = &self.ca_pem {
+            cfg = cfg.ca_certificate(Certificate::from_pem(ca));
+        }
+        if let (Some(cert), Some(key)) = (&self.cert_pem, &self.key_pem) {
+            cfg = cfg.identity(Identity::from_pem(cert, key));
+        }
+        cfg
+    }
+}
+
 /// Returns the gRPC endpoint for `url`: `http://` unless it names a scheme, as etcd-client's
-/// `connect` reads it, and [`MAX_FRAME_BYTES`].
-fn endpoint(url: &str) -> Result<Endpoint, etcd_client::Error> {
+/// `connect` reads it, with TLS for `https://`, and [`MAX_FRAME_BYTES`].
+fn endpoint(url: &str, tls: &EtcdTls) -> Result<Endpoint, etcd_client::Error> {
     let endpoint = match url.contains("://") {
         true => Endpoint::from_shared(url.to_string()),
         false => Endpoint::from_shared(format!("http://{url}")),
     };
-    Ok(endpoint?.max_frame_size(MAX_FRAME_BYTES))
+    let mut endpoint = endpoint?.max_frame_size(MAX_FRAME_BYTES);
+    if url.starts_with("https://") {
+        endpoint = endpoint.tls_config(tls.client_config())?;
+    }
+    Ok(endpoint)
 }
 
 impl Etcd3Storage {
-    /// Connects to the etcd v3 endpoints (`http://host:port`, comma lists already split). As
-    /// with etcd-client's own `connect`, connections are made on first use.
+    /// Connects to the etcd v3 endpoints (`http://host:port`, or `https://` with `tls`; comma
+    /// lists already split). As with etcd-client's own `connect`, connections are made on
+    /// first use.
     ///
     /// # Errors
     ///
-    /// Returns `Etcd` for an empty list or an endpoint that is not a URI.
-    pub async fn connect(endpoints: &[String]) -> Result<Self, StorageError> {
+    /// Returns `Etcd` for an empty list, an endpoint that is not a URI, or TLS material tonic
+    /// cannot use.
+    pub async fn connect(endpoints: &[String], tls: &EtcdTls) -> Result<Self, StorageError> {
         if endpoints.is_empty() {
             return Err(etcd_client::Error::InvalidArgs("empty endpoints".into()).into());
         }
-        let endpoints = endpoints.iter().map(|url| endpoint(url)).collect::<Result<Vec<_>, _>>()?;
+        let endpoints = endpoints.iter().map(|url| endpoint(url, tls)).collect::<Result<Vec<_>, _>>()?;
         let channel = Channel::balance_list(endpoints.into_iter());
         let client = Client::from_channel(etcd_client::Channel::Tonic(channel.clone()), None).await?;
         Ok(Etcd3Storage {
