@@ -11,6 +11,7 @@
 
 pub mod members;
 pub mod resolved;
+pub mod revision_group;
 pub mod transport;
 
 use std::sync::Arc;

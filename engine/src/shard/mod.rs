@@ -18,6 +18,7 @@
 //! leader evaluated is uncommitted. The leader evaluates a round's writes only when its previous
 //! round has committed, and proposes them as one entry, so that moment comes once per round.
 
+pub mod balance;
 pub mod colocate;
 pub mod cut;
 pub mod executor;
