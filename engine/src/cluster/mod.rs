@@ -9,6 +9,7 @@
 //! shards, one member leads them all (`shard::colocate`) and tells the others how far every
 //! shard's writes reach ([`resolved`]).
 
+pub mod allocation;
 pub mod members;
 pub mod resolved;
 pub mod revision_group;
@@ -209,6 +210,13 @@ pub struct ClusterConfig {
     /// Facts of [`resolved`] a member keeps while its shards apply up to them. 1,024 is several
     /// seconds of facts at `resolved_interval`; a member further behind keeps the newest.
     pub resolved_facts: usize,
+    /// The revision allocator of a cluster whose shard leaders are spread (see
+    /// [`revision_group`]).
+    pub allocator: revision_group::AllocatorConfig,
+    /// How often a linearizable read on a cluster with spread shard leaders looks whether this
+    /// member's shards hold the revision the allocator gave it. They reach it within about a
+    /// round of each shard; 1 ms adds little to that without spinning.
+    pub read_poll: Duration,
 }
 
 impl ClusterConfig {
@@ -240,6 +248,8 @@ impl Default for ClusterConfig {
             tls: None,
             resolved_interval: Duration::from_millis(5),
             resolved_facts: 1_024,
+            allocator: revision_group::AllocatorConfig::default(),
+            read_poll: Duration::from_millis(1),
         }
     }
 }

@@ -68,6 +68,9 @@ pub struct Request<W> {
     /// How many revisions the round may take (its write count); 0 asks only where the cluster
     /// stands.
     pub want: i64,
+    /// With `want` 0: hold the counter until released, as a round does (a snapshot taken at
+    /// one revision while no shard takes any).
+    pub hold: bool,
     /// Where the grant goes.
     pub waiter: W,
 }
@@ -236,7 +239,9 @@ impl<W> Allocator<W> {
     pub fn tick(&mut self, now: Instant) -> Vec<(W, Grant)> {
         if let Some((held, deadline)) = self.holder {
             if now >= deadline {
-                self.abandoned.push(held);
+                if held.count > 0 {
+                    self.abandoned.push(held);
+                }
                 self.next = held.start + held.count;
                 self.holder = None;
             }
@@ -298,12 +303,13 @@ impl<W> Allocator<W> {
         while self.holder.is_none() {
             let Some(front) = self.queue.front() else { break };
             let want = front.want.max(0);
+            let hold = want > 0 || front.hold;
             if self.next + want > self.ceiling {
                 break;
             }
             let Some(req) = self.queue.pop_front() else { break };
             let grant = Grant { epoch: self.epoch, id: req.id, start: self.next, count: want };
-            if want > 0 {
+            if hold {
                 self.holder = Some((grant, now + self.cfg.grant_timeout));
             }
             out.push((req.waiter, grant));
@@ -322,7 +328,7 @@ mod tests {
     }
 
     fn ask(a: &mut Allocator<&'static str>, who: &'static str, rid: RoundId, want: i64, now: Instant) -> Vec<Grant> {
-        a.request(Request { id: rid, want, waiter: who }, now).into_iter().map(|(_, g)| g).collect()
+        a.request(Request { id: rid, want, hold: false, waiter: who }, now).into_iter().map(|(_, g)| g).collect()
     }
 
     fn open(shards: usize, ceiling: i64, last: i64) -> (Allocator<&'static str>, Instant) {
@@ -431,5 +437,15 @@ mod tests {
         assert_eq!(a.next(), 2_001);
         assert!(ask(&mut a, "s1", id(1, 3, 5), 2, now).len() == 1);
         assert_eq!(a.drain(), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn a_hold_for_no_revisions_stops_every_grant_until_released() {
+        let (mut a, now) = open(1, 0, 10);
+        let g = a.request(Request { id: id(0, 1, 1), want: 0, hold: true, waiter: "snapshot" }, now);
+        assert_eq!(g[0].1.start, 11, "the snapshot is taken at 10");
+        assert!(ask(&mut a, "s0", id(0, 1, 2), 1, now).is_empty());
+        let g = a.release(Release { epoch: 7, id: id(0, 1, 1), used: 0, index: 0 }, now);
+        assert_eq!(g[0].1.start, 11);
     }
 }

@@ -49,6 +49,8 @@ use crate::storage::{Cf, KvBackend, StorageError, WriteOpts};
 
 pub use crate::raft_log::META_APPLIED_INDEX;
 const META_ALARM_PREFIX: &[u8] = b"alarm/";
+/// Shard 0's highest committed revision ceiling (see `cluster::revision_group`).
+const META_REVISION_CEILING: &[u8] = b"revision_ceiling";
 
 /// What one applied round produced.
 #[derive(Debug, Default)]
@@ -94,6 +96,10 @@ pub struct ShardStateMachine<B: KvBackend> {
     /// The member's revision counter is shared with shards led in the same rounds (see
     /// `shard::colocate`): a discard leaves it where it is instead of setting it back.
     counter_shared: bool,
+    /// Shard 0: the highest revision ceiling applied (0: none).
+    ceiling: i64,
+    /// The shards' leaders may live on different members (see `cluster::revision_group`).
+    spread: bool,
 }
 
 impl<B: KvBackend + Clone> ShardStateMachine<B> {
@@ -128,6 +134,12 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
                 true
             },
         )?;
+        let ceiling = match backend.get(Cf::Meta, META_REVISION_CEILING)? {
+            Some(v) => i64::from_be_bytes(
+                v.as_slice().try_into().map_err(|_| StorageError::Corrupt { cf: "meta", what: "revision ceiling" })?,
+            ),
+            None => 0,
+        };
         let (store, live) = MvccStore::open_with(backend, value_cache_bytes, revs)?;
         let lessor = Lessor::restore(store.backend(), live, min_lease_ttl, clock.now())?;
         Ok(Self {
@@ -145,6 +157,8 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
             snapshots: None,
             removed: false,
             counter_shared: false,
+            ceiling,
+            spread: false,
         })
     }
 
@@ -207,6 +221,13 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
         self.counter_shared = true;
     }
 
+    /// Marks the shard as one of several whose leaders may live on different members: a
+    /// compaction raises the member's counter to its revision, which the network plane sent only
+    /// once every shard committed it.
+    pub fn set_spread(&mut self) {
+        self.spread = true;
+    }
+
     /// Makes this state machine apply membership changes to `view` (shard 0 of a member).
     pub fn set_cluster_view(&mut self, view: ClusterView) {
         self.cluster = Some(view);
@@ -255,11 +276,13 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
             self.member_id,
             Arc::clone(&self.clock),
         )?;
-        let (cluster, snapshots, shared) = (self.cluster.take(), self.snapshots.take(), self.counter_shared);
+        let (cluster, snapshots, shared, spread) =
+            (self.cluster.take(), self.snapshots.take(), self.counter_shared, self.spread);
         *self = fresh;
         self.cluster = cluster;
         self.snapshots = snapshots;
         self.counter_shared = shared;
+        self.spread = spread;
         Ok(())
     }
 
@@ -313,8 +336,28 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
             command: Some(cmd),
             revision,
             batch: Vec::new(),
+            revision_ceiling: 0,
         });
         Ok(Evaluated { result, entry })
+    }
+
+    /// Returns the highest revision ceiling applied (shard 0; see `cluster::revision_group`).
+    pub fn ceiling(&self) -> i64 {
+        self.ceiling
+    }
+
+    /// Evaluates a raise of the revision ceiling to `ceiling` (shard 0's leader, for the
+    /// revision allocator) and returns the entry to propose.
+    pub fn evaluate_ceiling(&mut self, ceiling: i64) -> RaftCommand {
+        self.apply_ceiling(ceiling);
+        RaftCommand { revision_ceiling: ceiling, ..Default::default() }
+    }
+
+    fn apply_ceiling(&mut self, ceiling: i64) {
+        if ceiling > self.ceiling {
+            self.ceiling = ceiling;
+            self.store.pending_batch().put(Cf::Meta, META_REVISION_CEILING.to_vec(), ceiling.to_be_bytes().to_vec());
+        }
     }
 
     /// Records that the entry of the writes evaluated last was proposed at `index` in `term`.
@@ -414,6 +457,9 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
     /// Applies one recorded request of an entry this member did not evaluate, at the revision
     /// the entry records.
     fn replay(&mut self, index: u64, cmd: RaftCommand) -> Result<()> {
+        if cmd.revision_ceiling != 0 {
+            self.apply_ceiling(cmd.revision_ceiling);
+        }
         let Some(c) = cmd.command else { return Ok(()) };
         if cmd.revision != 0 {
             self.store.expect_revision(cmd.revision);
@@ -440,6 +486,11 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
             }
             Command::Txn(r) => kv::apply_txn(&mut self.store, &mut self.lessor, r).map(WriteResponse::Txn),
             Command::Compaction(r) => {
+                if self.spread {
+                    // Another shard's revision at `r.revision` may not be applied here yet; the
+                    // network plane sent the compaction only once it was committed.
+                    self.store.revisions().observe(r.revision);
+                }
                 self.store.compact(r.revision)?;
                 Ok(WriteResponse::Compaction(CompactionResponse { header: header(self.store.current_rev()) }))
             }
