@@ -385,10 +385,11 @@ impl Engine {
         let ids = HeaderInfo { cluster_id, member_id, raft_term: 0 };
         let revs = Arc::new(RevisionCounter::default());
         let colocation = (cfg.shards > 1).then(|| Arc::new(Colocation::new(cfg.shards as usize)));
-        // Spread shard leaders in a cluster bootstrapped with several members. A cluster grown
+        // Spread shard leaders (when asked for) in a cluster bootstrapped with several members. A cluster grown
         // from a member bootstrapped alone (its groups keep raft ID 1) keeps every leadership on
         // one member, as every member of it must agree on that.
-        let spread = cfg.shards > 1
+        let spread = cfg.cluster.spread_leaders
+            && cfg.shards > 1
             && membership.read().members.len() > 1
             && !membership.read().members.iter().any(|m| m.raft_id == 1);
         let revisions = match tokio::runtime::Handle::try_current() {

@@ -73,9 +73,13 @@ async fn keys_of_several_shards_through_every_member(c: Cluster) {
     assert_watch_saw_all(&seen, &acked);
     check_acknowledged(&c, &acked).await;
     if c.target.is_ballast() {
-        // The shards' leaderships spread: four shards over three members, two and one and one.
-        assert_leaders_spread(&c, 4).await;
+        // The member etcd's Status names as leader leads every shard (`/metrics`), and the
+        // others lead none.
         let leader = c.leader().await;
+        let led = leaderships(&c, 4);
+        for (i, n) in led.iter().enumerate() {
+            assert_eq!(*n, if i == leader { 4 } else { 0 }, "member {i}: {led:?}");
+        }
         // A member joining with another shard count than the cluster's does not start.
         let peer = crate::harness::free_port();
         let add = ok(&c.members[leader].etcdctl(&[
@@ -177,11 +181,14 @@ async fn assert_leaders_spread(c: &Cluster, shards: usize) -> Vec<usize> {
     led
 }
 
-/// Six shards over three members: once the cluster settles each member leads two, and writes
-/// to keys of every shard through every member take dense revisions.
+/// The flags of a cluster whose shard leaders spread over the members.
+const SPREAD: [&str; 1] = ["--experimental-spread-shard-leaders"];
+
+/// Six shards over three members with spread leaders: once the cluster settles each member
+/// leads two, and writes to keys of every shard through every member take dense revisions.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn six_shards_spread_two_leaders_per_member() {
-    let c = Cluster::start_with_args(Target::Ballast, 3, &["--shards", "6"]).await;
+    let c = Cluster::start_with_args(Target::Ballast, 3, &["--shards", "6", SPREAD[0]]).await;
     assert_eq!(assert_leaders_spread(&c, 6).await, vec![2, 2, 2]);
     let mut revs = Vec::new();
     for i in 0..24 {
@@ -198,6 +205,26 @@ async fn six_shards_spread_two_leaders_per_member() {
         assert!(r.header().expect("header").revision() >= revs[23]);
     }
     assert_eq!(leaderships(&c, 6).iter().sum::<usize>(), 6);
+}
+
+/// Writers and watchers on every member (as above) with spread shard leaders.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writers_and_watchers_on_every_member_spread() {
+    let c = Cluster::start_with_args(Target::Ballast, 3, &["--shards", "4", SPREAD[0]]).await;
+    assert_leaders_spread(&c, 4).await;
+    Box::pin(writers_and_watchers_on_every_member(c)).await;
+}
+
+/// A snapshot asked of any member of a cluster with spread leaders under writes holds exactly a
+/// prefix of the writes: the allocator grants nothing while the member copies its shards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_of_spread_leaders_streams_a_snapshot_at_one_revision() {
+    let c = Cluster::start_with_args(Target::Ballast, 3, &["--shards", "8", SPREAD[0]]).await;
+    assert_leaders_spread(&c, 8).await;
+    let leader = c.leader().await;
+    let follower = (leader + 1) % 3;
+    Box::pin(crate::snapshot_restore::snapshots_hold_a_prefix_of_the_writes(&c.members[leader], &c.members[follower]))
+        .await;
 }
 
 /// Serializable reads over every shard on member `m` while member `w` writes: every key read has
@@ -256,9 +283,9 @@ async fn a_returning_follower_shows_consistent_views(target: Target) {
     let away = (leader + 1) % 3;
     c.members[away].kill9();
     if target.is_ballast() {
-        // The shards' leaders are spread, so the member going away led some: the writes below
-        // start once the two others lead every shard (a write in flight to a leader that dies
-        // may fail, as with etcd; that is another test's subject).
+        // The writes below start once the two others lead every shard (with spread leaders the
+        // member going away led some, and a write in flight to a leader that dies may fail, as
+        // with etcd; that is another test's subject).
         let taken_over =
             wait_for(Duration::from_secs(20), async || leaderships(&c, 4).iter().sum::<usize>() == 4).await;
         assert!(taken_over, "the survivors never led every shard: {:?}", leaderships(&c, 4));

@@ -1,5 +1,6 @@
 //! [`RevisionGroup`]: a member's way to the revision allocator of a cluster whose shard leaders
-//! live on different members (`engine/SHARDING.md`, "Leader spread").
+//! live on different members (`engine/SHARDING.md`, "Multi-member clusters with several
+//! shards").
 //!
 //! The allocator ([`revision_group::Allocator`]) runs on the member that leads shard 0, from
 //! the moment that shard has applied every entry of its earlier terms (its **epoch** is shard
@@ -15,7 +16,6 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use ballast_proto::ballastpb::{self, ReleaseRequest, ReportRequest, ReserveRequest, ReserveResponse};
 use parking_lot::{Mutex, RwLock};
@@ -38,10 +38,6 @@ pub struct Granted {
 /// Where a grant goes; returns false when its round is gone (the grant is then released
 /// unused). Called with None when the request could not be placed or the epoch ended.
 pub type Deliver = Box<dyn FnOnce(Option<Granted>) -> bool + Send>;
-
-/// How long a remote call to the allocator may take before it is given up; the shard asks
-/// again. A grant waits at most for the holder before it (`grant_timeout`), so twice that.
-const CALL_SLACK: Duration = Duration::from_secs(1);
 
 /// A member's side of the revision group (see the module doc).
 pub struct RevisionGroup {
@@ -124,6 +120,11 @@ impl RevisionGroup {
     pub fn note_anchor(&self, leader: u64, term: u64) {
         self.anchor.store(leader, Ordering::SeqCst);
         self.anchor_term.store(term, Ordering::SeqCst);
+    }
+
+    /// The allocator's tunables.
+    pub fn config(&self) -> &AllocatorConfig {
+        &self.cfg
     }
 
     /// The allocator's epoch as this member sees it: shard 0's term while it has a leader.
@@ -212,7 +213,7 @@ impl RevisionGroup {
         };
         let msg = ReserveRequest { cluster_id: self.cluster_id, epoch, id: Some(round_to_wire(id)), want, hold };
         let group = Arc::clone(self);
-        let limit = self.cfg.grant_timeout * 2 + CALL_SLACK;
+        let limit = self.cfg.grant_timeout * 2 + self.cfg.call_slack;
         self.runtime.spawn(async move {
             let answer = tokio::time::timeout(limit, client.reserve(msg)).await;
             let granted = match answer {
@@ -243,8 +244,9 @@ impl RevisionGroup {
             used: rel.used,
             index: rel.index,
         };
+        let slack = self.cfg.call_slack;
         self.runtime.spawn(async move {
-            let _ = tokio::time::timeout(CALL_SLACK, client.release(msg)).await;
+            let _ = tokio::time::timeout(slack, client.release(msg)).await;
         });
     }
 
@@ -264,8 +266,9 @@ impl RevisionGroup {
             done_through: rep.done_through,
             index: rep.index,
         };
+        let slack = self.cfg.call_slack;
         self.runtime.spawn(async move {
-            let _ = tokio::time::timeout(CALL_SLACK, client.report(msg)).await;
+            let _ = tokio::time::timeout(slack, client.report(msg)).await;
         });
     }
 

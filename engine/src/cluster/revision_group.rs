@@ -1,6 +1,6 @@
 //! [`Allocator`]: the revision counter of a cluster whose shard leaders live on different
 //! members, kept by shard 0's leader; a shard leader takes revisions from it one round at a time
-//! (`engine/SHARDING.md`, "Leader spread").
+//! (`engine/SHARDING.md`, "Multi-member clusters with several shards").
 //!
 //! Sans-IO: the caller (the network plane for remote shard leaders, the member's own shards
 //! in-process) feeds requests, releases, reports, the committed ceiling and the clock, and
@@ -130,11 +130,33 @@ pub struct AllocatorConfig {
     /// log; 1,000 revisions keep that below one entry per thousand writes, and bound the gap a
     /// change of shard 0's leader leaves.
     pub ceiling_step: i64,
+    /// How long a remote call to the allocator may take beyond the waits the allocator itself
+    /// makes (a grant waits for the holder before it, up to `grant_timeout`). 1 s covers a busy
+    /// peer; a call given up is asked again.
+    pub call_slack: Duration,
+    /// How soon a round asks again after a request that was not granted (no allocator known,
+    /// another epoch, a transport failure). 10 ms is about a heartbeat's tenth, as the network
+    /// plane's wait for a leader.
+    pub retry_after: Duration,
+}
+
+impl AllocatorConfig {
+    /// How long a round waits for the answer to its request before it gives it up and asks
+    /// again (the answer was lost: a full mailbox drops it): longer than any wait the allocator
+    /// makes (twice the grant timeout) plus a call's slack.
+    pub fn give_up_after(&self) -> Duration {
+        self.grant_timeout * 2 + self.call_slack * 2
+    }
 }
 
 impl Default for AllocatorConfig {
     fn default() -> Self {
-        Self { grant_timeout: Duration::from_secs(1), ceiling_step: 1_000 }
+        Self {
+            grant_timeout: Duration::from_secs(1),
+            ceiling_step: 1_000,
+            call_slack: Duration::from_secs(1),
+            retry_after: Duration::from_millis(10),
+        }
     }
 }
 

@@ -1,6 +1,6 @@
 //! Which shard leadership a member hands to another so that the shards' leaders spread over the
 //! members: with `N` members and `S` shards, each ends up leading `S / N` shards, give or take
-//! one (see `engine/SHARDING.md`, "Leader spread").
+//! one (see `engine/SHARDING.md`, "Multi-member clusters with several shards").
 //!
 //! Every member decides for the shards it leads only, from its own view of every shard's leader
 //! (it replicates every shard, so it hears every leader's heartbeats). A member that leads at

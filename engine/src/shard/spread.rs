@@ -22,16 +22,6 @@ use crate::cluster::revision_group::{Release, Report, RoundId};
 use crate::error::Result;
 use crate::storage::KvBackend;
 
-/// A request for a grant is given up (and asked again) when no answer came in this long: the
-/// answer was lost (a full mailbox drops it). Longer than any wait the allocator makes a
-/// request (twice the grant timeout) plus a call's slack.
-const ASKED_GIVE_UP: Duration = Duration::from_secs(4);
-
-/// After a request was not granted (no allocator known, another epoch, a transport failure),
-/// the round asks again this much later: about a heartbeat's tenth, as the network plane's wait
-/// for a leader (`ApiContext::leader_poll`).
-const RETRY_AFTER: Duration = Duration::from_millis(10);
-
 /// Where a shard's round stands with the allocator.
 #[derive(Debug)]
 enum GrantState {
@@ -103,9 +93,17 @@ impl<B: KvBackend + Clone> Shard<B> {
         let now = self.clock.now();
         let want = self.writes.len() as i64;
         let (shard, term) = (self.shard_number(), self.node.term());
+        let leader = self.node.is_leader();
         let sp = self.spread.as_mut()?;
         match std::mem::replace(&mut sp.state, GrantState::Idle) {
-            GrantState::Held(g) => return Some(g),
+            // Taken in the round it arrived unless the shard could not evaluate then; one for
+            // an earlier term is returned unused (its revisions may be below ones this shard
+            // applied since).
+            GrantState::Held(g) if leader && g.grant.id.term == term => return Some(g),
+            GrantState::Held(g) => {
+                sp.done_through = sp.done_through.max(g.grant.id.round);
+                sp.group.release(Release { epoch: g.grant.epoch, id: g.grant.id, used: 0, index: 0 });
+            }
             GrantState::Asked(round, at) => {
                 sp.state = GrantState::Asked(round, at);
                 return None;
@@ -158,7 +156,7 @@ impl<B: KvBackend + Clone> Shard<B> {
             None if asked => {
                 sp.state = GrantState::Idle;
                 sp.done_through = sp.done_through.max(round);
-                sp.retry_at = Some(now + RETRY_AFTER);
+                sp.retry_at = Some(now + sp.group.config().retry_after);
             }
             None => {}
         }
@@ -181,6 +179,14 @@ impl<B: KvBackend + Clone> Shard<B> {
         let last = self.node.state_machine().store().revisions().last();
         let in_flight_term = self.spread.as_ref().and_then(|sp| sp.ceiling).and_then(|(i, ..)| self.node.log_term(i));
         let Some(sp) = self.spread.as_mut() else { return };
+        if !ready {
+            // A grant held by a shard that can no longer evaluate goes back at once rather than
+            // holding every other round until the allocator gives up on it.
+            if let GrantState::Held(g) = std::mem::replace(&mut sp.state, GrantState::Idle) {
+                sp.done_through = sp.done_through.max(g.grant.id.round);
+                sp.group.release(Release { epoch: g.grant.epoch, id: g.grant.id, used: 0, index: 0 });
+            }
+        }
         if s == 0 {
             sp.group.note_anchor(leader, term);
             match sp.group.epoch() {
@@ -232,7 +238,7 @@ impl<B: KvBackend + Clone> Shard<B> {
         let ready = self.node.is_leader() && applied >= self.term_start;
         if let Some(sp) = self.spread.as_mut() {
             if let GrantState::Asked(round, at) = sp.state {
-                if now.saturating_duration_since(at) > ASKED_GIVE_UP {
+                if now.saturating_duration_since(at) > sp.group.config().give_up_after() {
                     sp.state = GrantState::Idle;
                     sp.done_through = sp.done_through.max(round);
                 }
