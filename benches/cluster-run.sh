@@ -9,7 +9,10 @@
 #   SCENARIOS="" FAILOVERS=5 bash benches/cluster-run.sh     # failover only
 #   LOG_DIR=/tmp/cluster-logs bash benches/cluster-run.sh    # keep every member's log
 #   SHARDS=4 SCENARIOS="put_ns64_c100_v256" FAILOVERS=0 bash benches/cluster-run.sh
-#                                          # Ballast members with --shards 4 (one member leads all)
+#                                          # Ballast members with --shards 4 (leaders spread)
+#   BALLAST_BIN=/path/to/other/ballast ... # run another build (for an A/B); no cargo build then
+#
+# Binaries come from $CARGO_TARGET_DIR/release (target/release when unset).
 #
 # A scenario runs against the leader's client endpoint (`etcdctl endpoint status`), or against
 # a follower's with `@follower` (writes forwarded to the leader). Server CPU per op is the user +
@@ -28,14 +31,18 @@ if [[ "${1:-}" == "--quick" ]]; then
 fi
 default_scenarios="put_c1_v256 put_c16_v256 put_c16_v256@follower put_c100_v256 txn_cas_c16_k1000 txn_cas_c100_k1000 get_linearizable_c100 list_page500_of100k_c1 watch_fanout_w1000_r100_prevkv"
 scenarios=${SCENARIOS-$default_scenarios}
-cargo build --release -p ballast -p ballast-load
+target_dir=${CARGO_TARGET_DIR:-target}
+if [[ -z "${BALLAST_BIN:-}" ]]; then
+  cargo build --release -p ballast -p ballast-load
+fi
 # The commit, the uncommitted changes and the binaries as built now: others working in the same
 # checkout may commit or rebuild during the run.
 commit=$(git rev-parse --short HEAD)
 work=$(mktemp -d)
 git --no-optional-locks status --porcelain >"$work/dirty"
 mkdir "$work/bin"
-cp target/release/ballast target/release/ballast-load "$work/bin/"
+cp "${BALLAST_BIN:-$target_dir/release/ballast}" "$work/bin/ballast"
+cp "$target_dir/release/ballast-load" "$work/bin/"
 load=$work/bin/ballast-load
 ballast=$work/bin/ballast
 logs=${LOG_DIR:-$work/logs}
@@ -199,11 +206,12 @@ command="bash benches/cluster-run.sh $*"
 [[ -n "${FAILOVERS:-}" ]] && command="FAILOVERS=$FAILOVERS $command"
 [[ -n "${DURATION:-}" ]] && command="DURATION=$DURATION $command"
 [[ -n "${SHARDS:-}" ]] && command="SHARDS=$SHARDS $command"
+[[ -n "${BALLAST_BIN:-}" ]] && command="BALLAST_BIN=$BALLAST_BIN $command"
 printf '%s\n' "$load_before" "$top_before" >"$work/load-before"
 printf '%s\n' "$load_after" "$top_after" >"$work/load-after"
-python3 - "$raw" "$out" "$commit" "$duration" "$command" "$work/load-before" "$work/load-after" "$work/dirty" "$shards" <<'PY'
+python3 - "$raw" "$out" "$commit" "$duration" "$command" "$work/load-before" "$work/load-after" "$work/dirty" "$shards" "${BALLAST_BIN:-}" <<'PY'
 import json, statistics, subprocess, sys
-raw, out, commit, duration, args, before, after, dirty_file, shards = sys.argv[1:10]
+raw, out, commit, duration, args, before, after, dirty_file, shards, other_bin = sys.argv[1:11]
 rows = [json.loads(l) for l in open(raw)]
 def sh(c):
     return subprocess.run(c, shell=True, capture_output=True, text=True).stdout.strip()
@@ -219,8 +227,9 @@ lines = [
     f"disk {disk}; shared and noisy, so read medians and ratios.",
     f"* Reference: {sh('etcd --version | head -1')} (Debian etcd-server), three members, default flags "
     "(heartbeat 100 ms, election timeout 1 s), same machine, same run.",
-    f"* Ballast: three `ballast engine` members with the same etcd flags and `--shards {shards}`, built from "
-    + (f"the working tree: commit {commit} plus uncommitted changes in {', '.join(dirty)}." if dirty else f"commit {commit}."),
+    f"* Ballast: three `ballast engine` members with the same etcd flags and `--shards {shards}`, "
+    + (f"the binary {other_bin} (not built from this checkout)." if other_bin else "built from "
+       + (f"the working tree: commit {commit} plus uncommitted changes in {', '.join(dirty)}." if dirty else f"commit {commit}.")),
     f"* Command: `{args}`; {duration} s per scenario, fresh members and data directories per scenario, "
     "all six processes, the load client and both clusters' disks on the same machine.",
     "",

@@ -408,6 +408,28 @@ impl Engine {
         let ids = HeaderInfo { cluster_id, member_id, raft_term: 0 };
         let revs = Arc::new(RevisionCounter::default());
         let colocation = (cfg.shards > 1).then(|| Arc::new(Colocation::new(cfg.shards as usize)));
+        // Spread shard leaders (when asked for) in a cluster bootstrapped with several members. A cluster grown
+        // from a member bootstrapped alone (its groups keep raft ID 1) keeps every leadership on
+        // one member, as every member of it must agree on that.
+        let spread = cfg.cluster.spread_leaders
+            && cfg.shards > 1
+            && membership.read().members.len() > 1
+            && !membership.read().members.iter().any(|m| m.raft_id == 1);
+        let revisions = match tokio::runtime::Handle::try_current() {
+            Ok(runtime) if spread => Some(Arc::new(crate::cluster::allocation::RevisionGroup::new(
+                cfg.shards as usize,
+                cfg.cluster.allocator,
+                Arc::clone(&clock),
+                crate::cluster::allocation::GroupMembers {
+                    me: me.raft_id,
+                    cluster_id,
+                    router: Arc::clone(&router),
+                    membership: Arc::clone(&membership),
+                    runtime,
+                },
+            ))),
+            _ => None,
+        };
         // Every shard replays its log before any runs, so the counter starts above every
         // revision any shard recorded.
         let mut opened = Vec::new();
@@ -434,6 +456,7 @@ impl Engine {
                         fetch: snapshot_fetch(Arc::clone(&router), cluster_id),
                     }),
                     colocation: colocation.as_ref().map(|c| (s, Arc::clone(c))),
+                    revisions: revisions.clone(),
                 },
             )?);
         }
@@ -446,6 +469,12 @@ impl Engine {
             let beat = Arc::new(stall::Heartbeat::new(epoch));
             beats.push(Arc::clone(&beat));
             shard_threads.push(executor::spawn(shard, s, &shard_cfg, beat)?);
+        }
+        if let (Some(group), Some(first)) = (&revisions, handles.first()) {
+            let first = first.clone();
+            group.set_waker(Box::new(move || {
+                let _ = first.send(crate::shard::ShardMsg::Wake);
+            }));
         }
         let unreachable: Vec<ShardHandle> = handles.clone();
         router.on_unreachable(Box::new(move |peer| {
@@ -483,6 +512,8 @@ impl Engine {
             router,
             leader_poll: Duration::from_millis(10),
             colocation,
+            revisions,
+            read_poll: cfg.cluster.read_poll,
             resolution: crate::cluster::resolved::Resolution::new(cfg.cluster.resolved_facts),
             backends,
             beats: beats.clone(),

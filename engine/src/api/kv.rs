@@ -91,7 +91,17 @@ impl Kv for KvService {
     async fn compact(&self, req: Request<CompactionRequest>) -> Result<Response<CompactionResponse>, Status> {
         // Compaction is applied synchronously, so `physical` needs no extra wait. Every shard
         // compacts its own history at the same revision.
-        match self.api.write_all(Command::Compaction(req.into_inner())).await? {
+        let req = req.into_inner();
+        if self.api.revisions.is_some() && self.api.shards_replicated() {
+            // Spread leaders: a shard's leader may not hold other shards' revisions, so the
+            // revision is checked against the cluster's and sent once every shard committed it.
+            let at = self.api.cluster_revision(false).await?.grant.start - 1;
+            if req.revision > at {
+                return Err(crate::error::EngineError::FutureRev.into());
+            }
+            self.api.wait_resolved(req.revision).await?;
+        }
+        match self.api.write_all(Command::Compaction(req)).await? {
             WriteResponse::Compaction(resp) => Ok(Response::new(resp)),
             _ => Err(unexpected("compact")),
         }

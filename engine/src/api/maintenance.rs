@@ -168,7 +168,7 @@ impl Maintenance for MaintenanceService {
 
     async fn snapshot(&self, req: Request<SnapshotRequest>) -> Result<Response<Self::SnapshotStream>, Status> {
         self.api.permit_admin(&req).await.map_err(super::status::unconverted_auth)?;
-        if !self.api.evaluates() {
+        if !self.api.evaluates() && self.api.revisions.is_none() {
             // This member's shards apply their logs on their own schedules, so no moment holds
             // one revision's state of every shard here: the member that orders every write takes
             // the snapshot, and this one passes its stream on.
@@ -183,6 +183,9 @@ impl Maintenance for MaintenanceService {
         // `shard-<n>/`, all taken at one revision (see `shard::cut`).
         let revision = if self.api.shards.len() == 1 {
             self.api.call(0, |tx| ShardMsg::Checkpoint(dir.clone(), None, tx)).await
+        } else if !self.api.evaluates() {
+            std::fs::create_dir_all(&dir).map_err(|e| Status::unavailable(format!("etcdserver: snapshot: {e}")))?;
+            self.checkpoint_while_held(&dir).await
         } else {
             std::fs::create_dir_all(&dir).map_err(|e| Status::unavailable(format!("etcdserver: snapshot: {e}")))?;
             self.checkpoint_at_one_revision(&dir).await
@@ -219,9 +222,18 @@ impl Maintenance for MaintenanceService {
         if transferee == self.api.raft_id() {
             return Ok(Response::new(MoveLeaderResponse { header: self.header(0) }));
         }
-        self.api.call_all(|tx| ShardMsg::TransferLeader(transferee, tx)).await?;
+        // Led together, every shard moves. Spread, shard 0's leadership moves (the leader
+        // Status names, and the revision allocator); the other shards keep their leaders, and
+        // the balance moves some of the target's to others if it now leads too many.
+        let moved: Vec<&crate::shard::ShardHandle> = match self.api.revisions {
+            Some(_) => vec![self.api.first()],
+            None => self.api.shards.iter().collect(),
+        };
+        let calls =
+            moved.iter().map(|sh| sh.call(self.api.request_timeout, |tx| ShardMsg::TransferLeader(transferee, tx)));
+        futures::future::join_all(calls).await.into_iter().collect::<Result<Vec<()>, _>>()?;
         let deadline = tokio::time::Instant::now() + self.api.request_timeout;
-        while self.api.shards.iter().any(|sh| sh.leader() != transferee) {
+        while moved.iter().any(|sh| sh.leader() != transferee) {
             if tokio::time::Instant::now() >= deadline {
                 return Err(EngineError::Timeout.into());
             }
@@ -232,6 +244,32 @@ impl Maintenance for MaintenanceService {
 }
 
 impl MaintenanceService {
+    /// Copies every shard's state into `dir/shard-<n>` at one revision where the shards'
+    /// leaders are spread: the revision allocator grants nothing while the copies are made (a
+    /// hold), this member waits until it holds every revision up to the hold's, and every copy
+    /// then holds exactly those. A hold the allocator gave up on (it lasted longer than the
+    /// grant timeout) shows as a shard past the revision, and the client gets a retryable
+    /// Unavailable.
+    async fn checkpoint_while_held(&self, dir: &Path) -> Result<i64, EngineError> {
+        let hold = self.api.cluster_revision(true).await?;
+        let at = hold.grant.start - 1;
+        let copies = async {
+            self.api.wait_resolved(at).await?;
+            let calls = self.api.shards.iter().enumerate().map(|(s, shard)| {
+                let target = dir.join(format!("shard-{s}"));
+                shard.call(self.api.request_timeout, |tx| ShardMsg::Checkpoint(target, None, tx))
+            });
+            futures::future::join_all(calls).await.into_iter().collect::<Result<Vec<i64>, _>>()
+        }
+        .await;
+        self.api.release_hold(&hold);
+        copies?;
+        if self.api.shards.iter().any(|sh| sh.own_rev() > at) {
+            return Err(EngineError::SnapshotCut);
+        }
+        Ok(at)
+    }
+
     /// Copies every shard's state into `dir/shard-<n>` at one revision, which it returns: every
     /// shard is asked at once and copies only when all stand still (see `shard::cut`).
     async fn checkpoint_at_one_revision(&self, dir: &Path) -> Result<i64, EngineError> {

@@ -51,7 +51,9 @@ use ballast_proto::ballastpb::{forward_request, forward_response, ForwardRequest
 use ballast_proto::etcdserverpb::{LeaseTimeToLiveRequest, LeaseTimeToLiveResponse};
 use parking_lot::RwLock;
 
+use crate::cluster::allocation::{Granted, RevisionGroup};
 use crate::cluster::resolved::{Fact, Resolution};
+use crate::cluster::revision_group::{Release, RoundId};
 use crate::cluster::{Membership, PeerRouter};
 use crate::error::{EngineError, Result};
 use crate::mvcc::RevisionCounter;
@@ -128,8 +130,14 @@ pub struct ApiContext {
     pub leader_poll: Duration,
     /// What the member's shards share about their leadership (several shards only).
     pub colocation: Option<Arc<Colocation>>,
-    /// Up to which revision every shard here holds every write, as the evaluating member
-    /// reported it (`cluster::resolved`).
+    /// The revision group, where the shards' leaders are spread over the members (see
+    /// `cluster::revision_group`); None where one member orders every write.
+    pub revisions: Option<Arc<RevisionGroup>>,
+    /// How often a linearizable read waits for this member to hold its revision
+    /// (`ClusterConfig::read_poll`).
+    pub read_poll: Duration,
+    /// Up to which revision every shard here holds every write, as the evaluating member (or
+    /// the revision allocator) reported it (`cluster::resolved`).
     pub resolution: Resolution,
     /// Every shard's backend, for `/metrics` to read the database size without asking a shard.
     pub backends: Vec<crate::storage::rocks::RocksBackend>,
@@ -449,7 +457,8 @@ impl ApiContext {
     /// Returns true when this member answers reads from its own shards: it is alone, its
     /// cluster has one shard, or it leads every shard (`shard::colocate`).
     pub fn evaluates(&self) -> bool {
-        !self.shards_replicated() || self.colocation.as_ref().is_none_or(|c| c.all_ready())
+        !self.shards_replicated()
+            || (self.revisions.is_none() && self.colocation.as_ref().is_none_or(|c| c.all_ready()))
     }
 
     /// True for a member of a cluster of several members and several shards.
@@ -470,6 +479,9 @@ impl ApiContext {
     /// On the member that evaluates a cluster's writes, returns what it knows: every revision
     /// up to the returned one is applied, at or below each shard's applied index.
     pub fn local_fact(&self) -> Option<Fact> {
+        if let Some(group) = &self.revisions {
+            return group.fact();
+        }
         if !self.shards_replicated() || !self.evaluates() {
             return None;
         }
@@ -479,6 +491,61 @@ impl ApiContext {
         // pending mark that held the revision back.
         let applied = self.shards.iter().map(ShardHandle::applied).collect();
         Some(Fact { revision, applied })
+    }
+
+    /// Asks the revision allocator where the cluster stands (spread shard leaders): returns a
+    /// revision at least that of every write acknowledged before the call, after taking the
+    /// allocator's fact; with `hold`, the allocator grants nothing until the returned grant is
+    /// released ([`ApiContext::release_hold`]). Retried while the allocator moves, up to the
+    /// request timeout.
+    ///
+    /// # Errors
+    /// `Timeout` when no allocator answered in time.
+    pub async fn cluster_revision(&self, hold: bool) -> Result<Granted> {
+        let Some(group) = &self.revisions else { return Err(EngineError::NotCapable) };
+        let deadline = tokio::time::Instant::now() + self.request_timeout;
+        let round = self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // A round of no shard: reads and holds are never reported on or abandoned with a gap.
+        let id = RoundId { shard: u32::MAX, term: 0, round };
+        loop {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            group.request(id, 0, hold, Box::new(move |g| tx.send(g).is_ok()));
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if let Ok(Ok(Some(granted))) = tokio::time::timeout(left, rx).await {
+                self.resolution.offer(granted.fact.clone());
+                return Ok(granted);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(EngineError::Timeout);
+            }
+            tokio::time::sleep(self.leader_poll).await;
+        }
+    }
+
+    /// Releases a hold taken with [`ApiContext::cluster_revision`].
+    pub fn release_hold(&self, g: &Granted) {
+        if let Some(group) = &self.revisions {
+            group.release(Release { epoch: g.grant.epoch, id: g.grant.id, used: 0, index: 0 });
+        }
+    }
+
+    /// Waits until this member's shards hold every revision up to `at` (its resolved revision
+    /// reaches it), up to the request timeout.
+    ///
+    /// # Errors
+    /// `Timeout`.
+    pub async fn wait_resolved(&self, at: i64) -> Result<i64> {
+        let deadline = tokio::time::Instant::now() + self.request_timeout;
+        loop {
+            let resolved = self.cross_shard_last();
+            if resolved >= at {
+                return Ok(resolved);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(EngineError::Timeout);
+            }
+            tokio::time::sleep(self.read_poll).await;
+        }
     }
 
     /// Streams a snapshot taken by the member that leads every shard (see `maintenance`).

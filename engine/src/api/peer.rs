@@ -9,6 +9,8 @@
 //!   member that does not; answered with etcd's status on failure, which the caller passes to
 //!   its client.
 //! * `Members`: the membership, for a member joining the cluster.
+//! * `Reserve`, `Release`, `Report`: the revision allocator's side of a cluster whose shard
+//!   leaders are spread (`cluster::allocation`).
 //!
 //! Every call carries the caller's cluster ID; a caller of another cluster is refused with
 //! FailedPrecondition "cluster ID mismatch" and logged, as etcd refuses such peers.
@@ -19,7 +21,8 @@ use std::pin::Pin;
 
 use ballast_proto::ballastpb::{
     peer_server::Peer, ForwardRequest, ForwardResponse, HelloRequest, HelloResponse, MembershipRecord, RaftBatch,
-    RaftBatchAck, ResolvedRevision, SnapshotFetchRequest,
+    RaftBatchAck, ReleaseRequest, ReportRequest, ReserveRequest, ReserveResponse, ResolvedRevision,
+    SnapshotFetchRequest,
 };
 use ballast_proto::etcdserverpb::SnapshotResponse;
 use ballast_raft::Message;
@@ -165,6 +168,34 @@ impl Peer for PeerService {
         self.check_cluster(r.cluster_id, 0)?;
         if r.applied_index.len() == self.api.shards.len() {
             self.api.resolution.offer(Fact { revision: r.revision, applied: r.applied_index });
+        }
+        Ok(Response::new(RaftBatchAck {}))
+    }
+
+    async fn reserve(&self, req: Request<ReserveRequest>) -> Result<Response<ReserveResponse>, Status> {
+        let r = req.into_inner();
+        self.check_cluster(r.cluster_id, 0)?;
+        let Some(group) = &self.api.revisions else { return Err(EngineError::NotCapable.into()) };
+        match group.serve_reserve(r).await {
+            Some(resp) => Ok(Response::new(resp)),
+            None => Err(EngineError::NotLeader.into()),
+        }
+    }
+
+    async fn release(&self, req: Request<ReleaseRequest>) -> Result<Response<RaftBatchAck>, Status> {
+        let r = req.into_inner();
+        self.check_cluster(r.cluster_id, 0)?;
+        if let Some(group) = &self.api.revisions {
+            group.serve_release(&r);
+        }
+        Ok(Response::new(RaftBatchAck {}))
+    }
+
+    async fn report(&self, req: Request<ReportRequest>) -> Result<Response<RaftBatchAck>, Status> {
+        let r = req.into_inner();
+        self.check_cluster(r.cluster_id, 0)?;
+        if let Some(group) = &self.api.revisions {
+            group.serve_report(&r);
         }
         Ok(Response::new(RaftBatchAck {}))
     }

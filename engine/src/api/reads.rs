@@ -34,7 +34,12 @@ impl ApiContext {
         if self.evaluates() {
             return self.range_here(r).await;
         }
-        if !r.serializable {
+        if !r.serializable && self.revisions.is_some() {
+            // Spread leaders: the allocator's revision is at least every acknowledged write's;
+            // once this member holds it, the serializable answer below reads at or above it.
+            let at = self.cluster_revision(false).await?.grant.start - 1;
+            self.wait_resolved(at).await?;
+        } else if !r.serializable {
             let deadline = tokio::time::Instant::now() + self.request_timeout;
             return match self.on_leader(0, deadline, forward_request::Request::Range(r)).await? {
                 forward_response::Response::Range(resp) => Ok(resp),
@@ -73,6 +78,18 @@ impl ApiContext {
     pub async fn read_txn(&self, s: u32, r: TxnRequest) -> Result<TxnResponse> {
         if self.evaluates() {
             return self.call(s, |tx| ShardMsg::ReadTxn(r, tx)).await;
+        }
+        if self.revisions.is_some() {
+            // As a linearizable Range (above): at or above the allocator's revision, reported
+            // as the revision up to which this shard holds all of its own.
+            let at = self.cluster_revision(false).await?.grant.start - 1;
+            self.wait_resolved(at).await?;
+            let holds = self.shard(s).own_rev().max(self.cross_shard_last());
+            let mut resp = self.call(s, |tx| ShardMsg::ReadTxn(r, tx)).await?;
+            if let Some(h) = resp.header.as_mut() {
+                h.revision = holds;
+            }
+            return Ok(resp);
         }
         let deadline = tokio::time::Instant::now() + self.request_timeout;
         match self.on_leader(0, deadline, forward_request::Request::ReadTxn(r)).await? {

@@ -28,8 +28,16 @@ pub async fn announce(api: Api, interval: Duration) {
     let busy: Arc<parking_lot::Mutex<std::collections::HashMap<u64, Arc<AtomicBool>>>> = Arc::default();
     loop {
         ticker.tick().await;
+        if let Some(group) = &api.revisions {
+            group.tick();
+        }
         let Some(fact) = api.local_fact() else { continue };
-        api.resolution.raise(fact.revision);
+        if api.revisions.is_some() {
+            // The allocator's member holds every revision only once its own shards applied them.
+            api.resolution.offer(fact.clone());
+        } else {
+            api.resolution.raise(fact.revision);
+        }
         idle += 1;
         if fact.revision == last_sent && idle < RESEND_EVERY {
             continue;

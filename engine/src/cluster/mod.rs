@@ -6,11 +6,15 @@
 //! The peer port serves `ballastpb.Peer` (`proto/peer.proto`, served by `api::peer`): a
 //! stream of raft message batches per pair of members, a hello that checks both are in one
 //! cluster, and the forwarding of writes and lease calls to a shard's leader. With several
-//! shards, one member leads them all (`shard::colocate`) and tells the others how far every
-//! shard's writes reach ([`resolved`]).
+//! shards, one member leads them all (`shard::colocate`), or (experimental, `spread_leaders`) the
+//! shards' leaders spread over the members and take revisions from the revision
+//! allocator on shard 0's leader ([`revision_group`], reached through [`allocation`]), which tells
+//! every member how far every shard's writes reach ([`resolved`]).
 
+pub mod allocation;
 pub mod members;
 pub mod resolved;
+pub mod revision_group;
 pub mod transport;
 
 use std::sync::Arc;
@@ -211,6 +215,17 @@ pub struct ClusterConfig {
     /// Facts of [`resolved`] a member keeps while its shards apply up to them. 1,024 is several
     /// seconds of facts at `resolved_interval`; a member further behind keeps the newest.
     pub resolved_facts: usize,
+    /// The revision allocator of a cluster whose shard leaders are spread (see
+    /// [`revision_group`]).
+    pub allocator: revision_group::AllocatorConfig,
+    /// Spread the shards' leaders over the members of a cluster of several shards (see
+    /// [`revision_group`]); off: one member leads every shard (`shard::colocate`). Experimental:
+    /// every member must be started with the same setting.
+    pub spread_leaders: bool,
+    /// How often a linearizable read on a cluster with spread shard leaders looks whether this
+    /// member's shards hold the revision the allocator gave it. They reach it within about a
+    /// round of each shard; 1 ms adds little to that without spinning.
+    pub read_poll: Duration,
 }
 
 impl ClusterConfig {
@@ -242,6 +257,9 @@ impl Default for ClusterConfig {
             tls: None,
             resolved_interval: Duration::from_millis(5),
             resolved_facts: 1_024,
+            allocator: revision_group::AllocatorConfig::default(),
+            read_poll: Duration::from_millis(1),
+            spread_leaders: false,
         }
     }
 }

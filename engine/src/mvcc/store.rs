@@ -66,6 +66,9 @@ pub struct MvccStore<B: KvBackend> {
     expected: Option<i64>,
     /// The revision taken since [`MvccStore::revision_taken`] was last asked.
     taken: Option<i64>,
+    /// While a round of a cluster with spread shard leaders evaluates: the first revision of
+    /// its grant, the next one to take, and the end of the grant (see [`MvccStore::set_grant`]).
+    grant: Option<(i64, i64, i64)>,
     compact_rev: i64,
     /// Encoded records written this round and not yet flushed, by revision.
     overlay: HashMap<Revision, Bytes>,
@@ -141,6 +144,7 @@ impl<B: KvBackend> MvccStore<B> {
             revs,
             expected: None,
             taken: None,
+            grant: None,
             compact_rev,
             overlay: HashMap::new(),
             cache,
@@ -191,10 +195,33 @@ impl<B: KvBackend> MvccStore<B> {
                 self.revs.observe(rev);
                 rev
             }
-            None => self.revs.allocate(),
+            None => match self.grant.as_mut() {
+                Some((_, next, end)) => {
+                    let rev = *next;
+                    debug_assert!(rev < *end, "invariant: a round takes at most one revision per write");
+                    *next += 1;
+                    self.revs.observe(rev);
+                    rev
+                }
+                None => self.revs.allocate(),
+            },
         };
         self.taken = Some(rev);
         rev
+    }
+
+    /// Makes the following changes take revisions from `[start, start + count)`, the grant of
+    /// the revision allocator, instead of the member's counter (a round of a shard whose leader
+    /// shares no counter with the other shards' leaders). The caller evaluates at most `count`
+    /// writes: each takes at most one revision.
+    pub fn set_grant(&mut self, start: i64, count: i64) {
+        self.grant = Some((start, start, start + count));
+    }
+
+    /// Ends the grant set by [`MvccStore::set_grant`]; returns how many of its revisions were
+    /// taken.
+    pub fn end_grant(&mut self) -> i64 {
+        self.grant.take().map_or(0, |(start, next, _)| next - start)
     }
 
     /// Returns the compacted revision (0 before any compaction).

@@ -141,6 +141,11 @@ impl Colocation {
         self.leaders.first().map_or(0, |l| l.load(Ordering::SeqCst))
     }
 
+    /// Every shard's leader as last seen (0: none), by shard.
+    pub fn leaders(&self) -> Vec<u64> {
+        self.leaders.iter().map(|l| l.load(Ordering::SeqCst)).collect()
+    }
+
     /// The number of shards.
     pub fn shards(&self) -> usize {
         self.ready.len()

@@ -18,11 +18,13 @@
 //! leader evaluated is uncommitted. The leader evaluates a round's writes only when its previous
 //! round has committed, and proposes them as one entry, so that moment comes once per round.
 
+pub mod balance;
 pub mod colocate;
 pub mod cut;
 pub mod executor;
 pub mod msg;
 mod reads;
+mod spread;
 pub mod stall;
 pub mod state_machine;
 
@@ -161,6 +163,10 @@ pub struct ShardGroup {
     /// For a member of several shards: this shard's number and what the member's shards share
     /// about their leadership (see [`colocate`]). None for a member of one shard.
     pub colocation: Option<(u32, Arc<Colocation>)>,
+    /// For a member of a cluster of several members and several shards: the revision group its
+    /// rounds take revisions from, so the shards' leaders may live on different members (see
+    /// `cluster::revision_group`). None otherwise.
+    pub revisions: Option<Arc<crate::cluster::allocation::RevisionGroup>>,
 }
 
 impl ShardGroup {
@@ -172,6 +178,7 @@ impl ShardGroup {
             cluster: None,
             snapshots: None,
             colocation: None,
+            revisions: None,
         }
     }
 }
@@ -318,6 +325,8 @@ pub struct Shard<B: KvBackend + Clone> {
     /// The group's voters or learners may have changed since they were last recorded in the
     /// colocation (set at open, by an applied conf change or snapshot).
     conf_changed: bool,
+    /// This shard's dealings with the revision group (see [`ShardGroup::revisions`]).
+    spread: Option<spread::Spread>,
     /// A checkpoint asked for while a round was in flight, taken once it is applied.
     deferred_checkpoint: Option<(std::path::PathBuf, Option<Arc<cut::Cut>>, Reply<i64>)>,
 }
@@ -346,7 +355,7 @@ impl<B: KvBackend + Clone> Shard<B> {
         clock: Arc<dyn Clock>,
         group: ShardGroup,
     ) -> Result<(Self, ShardHandle)> {
-        let ShardGroup { conf, transport, cluster, snapshots, colocation } = group;
+        let ShardGroup { conf, transport, cluster, snapshots, colocation, revisions } = group;
         // An install of a snapshot that a crash cut short is finished before anything reads.
         {
             let log = BackendLogStore::open(backend.clone(), cfg.raft_log_tail)?;
@@ -377,6 +386,9 @@ impl<B: KvBackend + Clone> Shard<B> {
         if colocation.is_some() {
             sm.set_counter_shared();
         }
+        if revisions.is_some() {
+            sm.set_spread();
+        }
         let mut node = RaftNode::with_conf_state(&cfg.raft, &conf, log, sm, transport)?;
         let single = node.is_single_voter();
         if single {
@@ -404,6 +416,7 @@ impl<B: KvBackend + Clone> Shard<B> {
             gauges: Arc::default(),
         };
         let gauges = Arc::clone(&handle.gauges);
+        let spread = revisions.map(|group| spread::Spread::new(group, handle.tx.downgrade()));
         let mut shard = Self {
             gauges,
             node,
@@ -430,6 +443,7 @@ impl<B: KvBackend + Clone> Shard<B> {
             last_transfer: None,
             own_rev,
             published_rev,
+            spread,
             deferred_checkpoint: None,
             conf_changed: true,
         };
@@ -476,6 +490,8 @@ impl<B: KvBackend + Clone> Shard<B> {
                 wait = Duration::ZERO;
             } else if !self.writes.is_empty() && !self.leads_every_shard() {
                 wait = wait.min(self.cfg.colocation_poll);
+            } else if let Some(until) = self.spread_wait(now) {
+                wait = wait.min(until);
             }
             let first = match self.rx.try_recv() {
                 Ok(msg) => Some(msg),
@@ -506,6 +522,7 @@ impl<B: KvBackend + Clone> Shard<B> {
             if !self.single {
                 self.reads.request_index(&mut self.node, self.clock.now());
             }
+            self.propose_ceiling()?;
             self.evaluate_round()?;
             let now = self.clock.now();
             if now >= next_tick {
@@ -527,11 +544,15 @@ impl<B: KvBackend + Clone> Shard<B> {
 
     fn on_tick(&mut self, now: Instant) -> Result<()> {
         self.node.tick();
-        self.follow_anchor(now);
+        if self.spread.is_some() {
+            self.spread_tick(now);
+        } else {
+            self.follow_anchor(now);
+        }
         self.follow_shard0_conf();
         self.gauges.watchers.store(self.hub.watcher_count() as u64, Ordering::Relaxed);
         self.gauges.slow_watch_streams.store(self.hub.lagging_streams() as u64, Ordering::Relaxed);
-        if self.can_evaluate() {
+        if self.ready_to_evaluate() {
             let expired = self.node.state_machine_mut().lessor_mut().take_expired(now, self.cfg.lease_revokes_per_tick);
             for id in expired {
                 self.writes.push_back((Command::LeaseRevoke(LeaseRevokeRequest { id }), None));
@@ -739,6 +760,8 @@ impl<B: KvBackend + Clone> Shard<B> {
                     self.checkpoint(&dir, cut.as_deref(), reply);
                 }
             }
+            ShardMsg::Granted(round, granted) => self.on_granted(round, granted),
+            ShardMsg::Wake => {}
             ShardMsg::Shutdown => self.stopping = true,
         }
         Ok(())
@@ -808,6 +831,12 @@ impl<B: KvBackend + Clone> Shard<B> {
     /// applied, and nothing it evaluated is still uncommitted (so a round commits whole, and
     /// reads get a moment with only committed state each round).
     fn can_evaluate(&self) -> bool {
+        self.ready_to_evaluate() && self.spread.as_ref().is_none_or(spread::Spread::holds_grant)
+    }
+
+    /// [`Shard::can_evaluate`] but for the revision group's grant, which a shard whose leaders
+    /// are spread asks for once this holds.
+    fn ready_to_evaluate(&self) -> bool {
         let sm = self.node.state_machine();
         let applied = ballast_raft::StateMachine::applied_index(sm);
         self.node.is_leader()
@@ -816,10 +845,10 @@ impl<B: KvBackend + Clone> Shard<B> {
             && self.leads_every_shard()
     }
 
-    /// True unless this is one of several shards and this member does not lead them all (see
-    /// [`colocate`]).
+    /// True unless this is one of several shards, led together, and this member does not lead
+    /// them all (see [`colocate`]); always true where leaders are spread.
     fn leads_every_shard(&self) -> bool {
-        self.colo.as_ref().is_none_or(|(_, c)| c.all_ready())
+        self.spread.is_some() || self.colo.as_ref().is_none_or(|(_, c)| c.all_ready())
     }
 
     /// Records this shard's configuration for the member and, on the leader of a shard other
@@ -829,7 +858,9 @@ impl<B: KvBackend + Clone> Shard<B> {
         let Some((s, colo)) = &self.colo else { return };
         let have = colo.conf(*s);
         let me = self.cfg.raft.id;
-        if *s == 0 || !self.node.is_leader() || colo.anchor() != me {
+        // With spread leaders the shard's own leader follows; led together, the member that
+        // leads shard 0 does.
+        if *s == 0 || !self.node.is_leader() || (self.spread.is_none() && colo.anchor() != me) {
             return;
         }
         let want = colo.conf(0);
@@ -890,15 +921,30 @@ impl<B: KvBackend + Clone> Shard<B> {
             }
             return Ok(());
         }
-        if !self.can_evaluate() {
+        if !self.ready_to_evaluate() {
             return Ok(());
+        }
+        let granted = match self.spread.is_some() {
+            true => match self.take_grant() {
+                Some(g) => Some(g),
+                None => return Ok(()),
+            },
+            false => None,
+        };
+        let limit = granted.as_ref().map_or(usize::MAX, |g| g.grant.count.max(0) as usize);
+        if let Some(g) = &granted {
+            self.node.state_machine_mut().store_and_leases().0.set_grant(g.grant.start, g.grant.count);
+            // The round's first revision, for `published_through` (see below).
+            self.pending.store(g.grant.start, Ordering::SeqCst);
         }
         let nospace = self.node.state_machine().alarms().contains(&(AlarmType::Nospace as i32));
         let mut batch: Vec<RaftCommand> = Vec::new();
         let mut bytes = 0;
         let mut answers = Vec::new();
-        while bytes < self.cfg.max_round_entry_bytes {
+        let mut taken = 0;
+        while bytes < self.cfg.max_round_entry_bytes && taken < limit {
             let Some((cmd, reply)) = self.writes.pop_front() else { break };
+            taken += 1;
             if nospace && matches!(cmd, Command::Put(_) | Command::Txn(_) | Command::LeaseGrant(_)) {
                 if let Some(reply) = reply {
                     let _ = reply.send(Err(EngineError::NoSpace));
@@ -920,6 +966,10 @@ impl<B: KvBackend + Clone> Shard<B> {
                 answers.push((reply, evaluated.result));
             }
         }
+        let used = match granted {
+            Some(_) => self.node.state_machine_mut().store_and_leases().0.end_grant(),
+            None => 0,
+        };
         if !batch.is_empty() {
             let data = match batch.len() {
                 1 => batch.swap_remove(0).encode_to_vec(),
@@ -931,6 +981,9 @@ impl<B: KvBackend + Clone> Shard<B> {
                 tracing::info!(error = %e, "round not proposed; its writes are refused");
                 self.node.state_machine_mut().discard_unapplied()?;
                 self.pending.store(NOTHING_PENDING, Ordering::SeqCst);
+                if let Some(g) = &granted {
+                    self.return_grant(g, 0, 0);
+                }
                 for (reply, _) in answers {
                     let _ = reply.send(Err(EngineError::LeaderChanged));
                 }
@@ -938,6 +991,11 @@ impl<B: KvBackend + Clone> Shard<B> {
             }
             let (index, term) = (self.node.last_index(), self.node.term());
             self.node.state_machine_mut().proposed(index, term);
+            if let Some(g) = &granted {
+                self.return_grant(g, used, index);
+            }
+        } else if let Some(g) = &granted {
+            self.return_grant(g, 0, 0);
         }
         // Every answer of the round waits for the round's entry: an answer that changed nothing
         // may still depend on a write evaluated before it in the round.
@@ -1024,6 +1082,9 @@ impl<B: KvBackend + Clone> Shard<B> {
             let ready = self.node.is_leader() && applied >= self.term_start;
             colo.note(*s, self.node.leader_id(), ready);
         }
+        if self.spread.is_some() {
+            self.spread_after_ready(applied);
+        }
         self.compact_log()?;
         self.serve_reads();
         Ok(())
@@ -1054,6 +1115,12 @@ impl<B: KvBackend + Clone> Shard<B> {
     /// shard among several: its own last revision (another shard may have applied later ones
     /// while this one has not yet applied its own below them). Never below what it published.
     fn watch_rev(&self) -> i64 {
+        if self.spread.is_some() {
+            // Leader or not, this shard's next revision comes from a grant above every revision
+            // granted so far, and its own are applied in order: nothing at or below its last
+            // applied one is still to come. The member's counter says nothing of this shard.
+            return self.own_rev;
+        }
         let last = self.node.state_machine().store().current_rev();
         let counted = match &self.colo {
             // Below every shard's round in flight (see `Colocation::published_through`).

@@ -121,6 +121,11 @@ pub enum ShardMsg {
     Progress(Reply<GroupProgress>),
     /// The member with this raft ID fetched the snapshot it was sent (true) or failed to.
     SnapshotStatus(u64, bool),
+    /// The revision allocator's answer to this shard's request for its round with this number
+    /// (None: not granted; the shard asks again). See `cluster::allocation`.
+    Granted(u64, Option<crate::cluster::allocation::Granted>),
+    /// Wakes the loop: shard 0's revision allocator wants a higher ceiling committed.
+    Wake,
     /// Stops the shard loop after answering what is in flight.
     Shutdown,
 }

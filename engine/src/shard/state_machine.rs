@@ -49,6 +49,8 @@ use crate::storage::{Cf, KvBackend, StorageError, WriteOpts};
 
 pub use crate::raft_log::META_APPLIED_INDEX;
 const META_ALARM_PREFIX: &[u8] = b"alarm/";
+/// Shard 0's highest committed revision ceiling (see `cluster::revision_group`).
+const META_REVISION_CEILING: &[u8] = b"revision_ceiling";
 
 /// What one applied round produced.
 #[derive(Debug, Default)]
@@ -101,6 +103,10 @@ pub struct ShardStateMachine<B: KvBackend> {
     auth_shared: Option<Arc<crate::auth::AuthShared>>,
     /// The auth store changed since it was last published.
     auth_dirty: bool,
+    /// Shard 0: the highest revision ceiling applied (0: none).
+    ceiling: i64,
+    /// The shards' leaders may live on different members (see `cluster::revision_group`).
+    spread: bool,
 }
 
 impl<B: KvBackend + Clone> ShardStateMachine<B> {
@@ -136,6 +142,12 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
             },
         )?;
         let auth = crate::auth::AuthState::load(&backend)?;
+        let ceiling = match backend.get(Cf::Meta, META_REVISION_CEILING)? {
+            Some(v) => i64::from_be_bytes(
+                v.as_slice().try_into().map_err(|_| StorageError::Corrupt { cf: "meta", what: "revision ceiling" })?,
+            ),
+            None => 0,
+        };
         let (store, live) = MvccStore::open_with(backend, value_cache_bytes, revs)?;
         let lessor = Lessor::restore(store.backend(), live, min_lease_ttl, clock.now())?;
         Ok(Self {
@@ -156,6 +168,8 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
             auth,
             auth_shared: None,
             auth_dirty: false,
+            ceiling,
+            spread: false,
         })
     }
 
@@ -233,6 +247,13 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
         self.counter_shared = true;
     }
 
+    /// Marks the shard as one of several whose leaders may live on different members: a
+    /// compaction raises the member's counter to its revision, which the network plane sent only
+    /// once every shard committed it.
+    pub fn set_spread(&mut self) {
+        self.spread = true;
+    }
+
     /// Makes this state machine apply membership changes to `view` (shard 0 of a member).
     pub fn set_cluster_view(&mut self, view: ClusterView) {
         self.cluster = Some(view);
@@ -281,7 +302,8 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
             self.member_id,
             Arc::clone(&self.clock),
         )?;
-        let (cluster, snapshots, shared) = (self.cluster.take(), self.snapshots.take(), self.counter_shared);
+        let (cluster, snapshots, shared, spread) =
+            (self.cluster.take(), self.snapshots.take(), self.counter_shared, self.spread);
         let auth_shared = self.auth_shared.take();
         *self = fresh;
         self.cluster = cluster;
@@ -291,6 +313,7 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
             // What was evaluated but not applied is gone; so is any auth change in it.
             self.set_auth(auth);
         }
+        self.spread = spread;
         Ok(())
     }
 
@@ -348,8 +371,28 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
             command: Some(cmd),
             revision,
             batch: Vec::new(),
+            revision_ceiling: 0,
         });
         Ok(Evaluated { result, entry })
+    }
+
+    /// Returns the highest revision ceiling applied (shard 0; see `cluster::revision_group`).
+    pub fn ceiling(&self) -> i64 {
+        self.ceiling
+    }
+
+    /// Evaluates a raise of the revision ceiling to `ceiling` (shard 0's leader, for the
+    /// revision allocator) and returns the entry to propose.
+    pub fn evaluate_ceiling(&mut self, ceiling: i64) -> RaftCommand {
+        self.apply_ceiling(ceiling);
+        RaftCommand { revision_ceiling: ceiling, ..Default::default() }
+    }
+
+    fn apply_ceiling(&mut self, ceiling: i64) {
+        if ceiling > self.ceiling {
+            self.ceiling = ceiling;
+            self.store.pending_batch().put(Cf::Meta, META_REVISION_CEILING.to_vec(), ceiling.to_be_bytes().to_vec());
+        }
     }
 
     /// Records that the entry of the writes evaluated last was proposed at `index` in `term`.
@@ -456,6 +499,9 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
     /// Applies one recorded request of an entry this member did not evaluate, at the revision
     /// the entry records.
     fn replay(&mut self, index: u64, cmd: RaftCommand) -> Result<()> {
+        if cmd.revision_ceiling != 0 {
+            self.apply_ceiling(cmd.revision_ceiling);
+        }
         let Some(c) = cmd.command else { return Ok(()) };
         if cmd.revision != 0 {
             self.store.expect_revision(cmd.revision);
@@ -482,6 +528,11 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
             }
             Command::Txn(r) => kv::apply_txn(&mut self.store, &mut self.lessor, r).map(WriteResponse::Txn),
             Command::Compaction(r) => {
+                if self.spread {
+                    // Another shard's revision at `r.revision` may not be applied here yet; the
+                    // network plane sent the compaction only once it was committed.
+                    self.store.revisions().observe(r.revision);
+                }
                 self.store.compact(r.revision)?;
                 Ok(WriteResponse::Compaction(CompactionResponse { header: header(self.store.current_rev()) }))
             }
