@@ -124,7 +124,7 @@ impl Store {
             match updated {
                 Ok(mut out) => {
                     if req.target == PatchTarget::Scale {
-                        return Ok((scale_of(&out), warnings, false));
+                        return Ok((scale_of(kind, &out), warnings, false));
                     }
                     object::to_served_version(kind, &mut out);
                     return Ok((Value::Object(out), warnings, false));
@@ -206,7 +206,10 @@ impl Store {
                             causes: vec![FieldError::invalid("spec.replicas", r, "must be greater than or equal to 0")],
                         });
                     }
-                    out["spec"] = json!({"replicas": r});
+                    // Where the kind keeps its replicas (a custom resource's `specReplicasPath`).
+                    if let (Value::Object(o), Some(r)) = (&mut out, r.as_i64()) {
+                        super::scale::set_replicas(kind, o, r);
+                    }
                 }
                 return Ok(out);
             }
