@@ -18,11 +18,17 @@ use super::schemas::{definitions, Definitions};
 /// work a hostile body can cause.
 const MAX_DEPTH: usize = 64;
 
-/// Definitions whose Go types decode more than one JSON form.
-const LENIENT: [&str; 3] = [
+/// Definitions whose Go types decode more than one JSON form (a CRD schema's `enum`,
+/// `default` and `example` are any JSON; `items`, `additionalProperties` and a dependency take
+/// a schema or an array, a bool or a list of strings).
+const LENIENT: [&str; 7] = [
     "io.k8s.apimachinery.pkg.api.resource.Quantity",
     "io.k8s.apimachinery.pkg.util.intstr.IntOrString",
     "io.k8s.apimachinery.pkg.runtime.RawExtension",
+    "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSON",
+    "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrArray",
+    "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrBool",
+    "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrStringArray",
 ];
 
 /// Returns the Go decoder's complaint about the first value of `obj` (an object of
