@@ -583,12 +583,8 @@ impl Engine {
             // Our own listener bypasses tonic's socket options: without TCP_NODELAY, small
             // responses wait for delayed ACKs (about 40 ms per request). Each connection batches
             // the responses ready at once into one write (see `ballast_proto::coalesce`).
-            let incoming = crate::api::accept::incoming(listener).map(|conn| {
-                conn.map(|tcp| {
-                    let _ = tcp.set_nodelay(true);
-                    AuthorityFix::new(CoalescingStream::new(tcp))
-                })
-            });
+            let incoming = crate::api::accept::incoming(listener)
+                .map(|conn| conn.map(|tcp| AuthorityFix::new(CoalescingStream::new(tcp))));
             servers.push(serve_client(self.api.clone(), incoming, window, stop_tx.subscribe()));
         }
         if !self.listen_tls.is_empty() || !self.listen_unix_tls.is_empty() {
@@ -613,7 +609,7 @@ impl Engine {
             // A socket file left by an earlier run is replaced, as etcd does.
             let _ = std::fs::remove_file(path);
             let listener = tokio::net::UnixListener::bind(path).map_err(|e| ServeError::BindUnix(path.clone(), e))?;
-            let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener)
+            let incoming = crate::api::accept::incoming(listener)
                 .map(|conn| conn.map(|unix| AuthorityFix::new(CoalescingStream::new(unix))));
             servers.push(serve_client(self.api.clone(), incoming, window, stop_tx.subscribe()));
         }

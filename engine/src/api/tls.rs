@@ -11,8 +11,9 @@ use std::time::Duration;
 use rustls::server::WebPkiClientVerifier;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
+
+use super::accept::{Backoff, Listener};
 
 use crate::cluster::PeerTls;
 
@@ -69,34 +70,6 @@ pub fn server_config(tls: &PeerTls) -> Result<Arc<rustls::ServerConfig>, TlsErro
     Ok(Arc::new(cfg))
 }
 
-/// A socket listener TLS connections arrive on: TCP (`https://`) or a Unix socket (`unixs://`).
-pub trait Listener: Send + 'static {
-    /// The accepted connection.
-    type Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static;
-
-    /// Accepts the next connection; answers it and the peer's name for logs.
-    fn accept_one(&self) -> impl std::future::Future<Output = std::io::Result<(Self::Io, String)>> + Send;
-}
-
-impl Listener for tokio::net::TcpListener {
-    type Io = TcpStream;
-
-    async fn accept_one(&self) -> std::io::Result<(TcpStream, String)> {
-        let (tcp, peer) = self.accept().await?;
-        let _ = tcp.set_nodelay(true);
-        Ok((tcp, peer.to_string()))
-    }
-}
-
-impl Listener for tokio::net::UnixListener {
-    type Io = tokio::net::UnixStream;
-
-    async fn accept_one(&self) -> std::io::Result<(tokio::net::UnixStream, String)> {
-        let (unix, _) = self.accept().await?;
-        Ok((unix, "unix socket".to_string()))
-    }
-}
-
 /// Accepts connections from `listener`, completes their handshakes on tasks of their own
 /// and yields the ones that succeed; a failed handshake (a certificate the CA did not sign,
 /// none where one is required, a timeout) closes that connection only.
@@ -108,12 +81,22 @@ pub fn incoming<L: Listener>(
     let (tx, rx) = tokio::sync::mpsc::channel(64);
     let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
     tokio::spawn(async move {
+        let mut backoff = Backoff::default();
         loop {
             let tcp = tokio::select! {
                 accepted = listener.accept_one() => accepted,
                 () = tx.closed() => return,
             };
-            let Ok((tcp, peer)) = tcp else { continue };
+            let (tcp, peer) = match tcp {
+                Ok(accepted) => {
+                    backoff.succeeded();
+                    accepted
+                }
+                Err(e) => {
+                    backoff.failed(&listener, &e).await;
+                    continue;
+                }
+            };
             let (acceptor, tx) = (acceptor.clone(), tx.clone());
             tokio::spawn(async move {
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
