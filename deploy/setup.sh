@@ -3,11 +3,13 @@
 # (linked instead of compiled, which saves ~25 minutes per cold build), clang for bindgen, protoc
 # for the raft and etcd protos with libprotobuf-dev (the well-known types etcd-client's protos
 # import, which an install without recommends leaves out), and the real etcd server and etcdctl
-# the tests compare against.
+# the tests compare against, and the openssl command the TLS, auth and security tests make
+# certificates and slow TLS clients with (util-linux's prlimit, which the file-descriptor test
+# uses, is in every Debian install).
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 
-packages=(librocksdb-dev libclang-dev protobuf-compiler libprotobuf-dev etcd-server etcd-client pkg-config build-essential)
+packages=(librocksdb-dev libclang-dev protobuf-compiler libprotobuf-dev etcd-server etcd-client pkg-config build-essential openssl)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
