@@ -400,35 +400,18 @@ async fn lock_needs_permission_on_its_name() {
     for target in [Target::Ballast, Target::Etcd] {
         let s = Server::start(target).await;
         enable(&s);
-        let out = Command::new("timeout")
-            .args([
-                "10",
-                "etcdctl",
-                &format!("--endpoints={}", s.endpoint()),
-                "--user=u:pw",
-                "lock",
-                "/a/l",
-                "echo",
-                "held",
-            ])
-            .env("ETCDCTL_API", "3")
-            .output()
-            .expect("etcdctl lock");
+        // `etcdctl lock` waits for the lock without a deadline of its own: bounded from outside.
+        let lock = |name: &str| {
+            Command::new("timeout")
+                .args(["10", "etcdctl", &format!("--endpoints={}", s.endpoint()), "--user=u:pw", "lock", name])
+                .args(["echo", "held"])
+                .env("ETCDCTL_API", "3")
+                .output()
+                .expect("etcdctl lock")
+        };
+        let out = lock("/a/l");
         assert_eq!(String::from_utf8_lossy(&out.stdout), "held\n", "{target:?}");
-        let denied = Command::new("timeout")
-            .args([
-                "10",
-                "etcdctl",
-                &format!("--endpoints={}", s.endpoint()),
-                "--user=u:pw",
-                "lock",
-                "/b",
-                "echo",
-                "held",
-            ])
-            .env("ETCDCTL_API", "3")
-            .output()
-            .expect("etcdctl lock");
+        let denied = lock("/b");
         assert!(!denied.status.success(), "{target:?}");
         assert!(String::from_utf8_lossy(&denied.stderr).contains("etcdserver: permission denied"), "{target:?}");
     }
