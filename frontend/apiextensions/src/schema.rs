@@ -335,10 +335,13 @@ fn array(schema: &Value, v: &Value, items: &[Value], path: &str, errs: &mut Vec<
     }
     if list_type == Some("map") {
         let keys = list_map_keys(schema);
-        let key_of = |item: &Value| -> Vec<Value> { keys.iter().map(|k| item[*k].clone()).collect() };
+        // Each item's key once, and a set of the keys seen: a long list costs linear time, not
+        // a comparison (and a copy of the keys) for every pair of items. Key values are
+        // scalars, whose JSON text is equal exactly when they are.
+        let mut seen = std::collections::HashSet::new();
         for (i, item) in items.iter().enumerate() {
-            let key = key_of(item);
-            if items[..i].iter().any(|other| key_of(other) == key) {
+            let key: Vec<Value> = keys.iter().map(|k| item[*k].clone()).collect();
+            if !seen.insert(Value::Array(key.clone()).to_string()) {
                 let shown: Map<String, Value> =
                     keys.iter().zip(key).filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.to_string(), v)).collect();
                 errs.push(FieldError::duplicate(format!("{path}[{i}]"), Value::Object(shown)));
