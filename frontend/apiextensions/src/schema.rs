@@ -322,8 +322,12 @@ fn array(schema: &Value, v: &Value, items: &[Value], path: &str, errs: &mut Vec<
     }
     let list_type = schema["x-kubernetes-list-type"].as_str();
     if schema["uniqueItems"] == true || list_type == Some("set") {
+        // The JSON text of each item seen, in a set: linear in the list, where comparing each
+        // item with every earlier one is quadratic. Objects' keys are sorted, so equal values
+        // have equal texts.
+        let mut seen = std::collections::HashSet::new();
         for (i, item) in items.iter().enumerate() {
-            if items[..i].contains(item) {
+            if !seen.insert(item.to_string()) {
                 if list_type == Some("set") {
                     errs.push(FieldError::duplicate(format!("{path}[{i}]"), item.clone()));
                 } else {
