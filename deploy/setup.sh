@@ -5,7 +5,9 @@
 # import, which an install without recommends leaves out), and the real etcd server and etcdctl
 # the tests compare against, and the openssl command the TLS, auth and security tests make
 # certificates and slow TLS clients with (util-linux's prlimit, which the file-descriptor test
-# uses, is in every Debian install).
+# uses, is in every Debian install), and a Python virtual environment with the Kubernetes Python
+# client (deploy/requirements-test.txt) at $BALLAST_TEST_VENV (default ~/.cache/ballast/venv),
+# which the frontend's Python-client tests run.
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 
@@ -32,4 +34,14 @@ command -v etcd >/dev/null && command -v etcdctl >/dev/null && command -v protoc
 if ! command -v kubectl >/dev/null; then
   echo "setup: kubectl not found on PATH; the frontend tests need kubectl 1.32 (/usr/bin/kubectl)" >&2
   exit 1
+fi
+# The Python client the frontend tests drive, in its own virtual environment (the system Python
+# is left alone). Reinstalled only when the pinned requirements change.
+venv=${BALLAST_TEST_VENV:-$HOME/.cache/ballast/venv}
+requirements="$(dirname "$0")/requirements-test.txt"
+if ! cmp -s "$requirements" "$venv/requirements-test.txt" 2>/dev/null; then
+  echo "setup: installing the Python test clients into $venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$requirements"
+  cp "$requirements" "$venv/requirements-test.txt"
 fi

@@ -19,6 +19,7 @@ mod list;
 mod openapi;
 mod patch;
 mod protobuf;
+mod python_client;
 mod raw;
 mod storage;
 mod table;
