@@ -33,3 +33,9 @@ if ! command -v kubectl >/dev/null; then
   echo "setup: kubectl not found on PATH; the frontend tests need kubectl 1.32 (/usr/bin/kubectl)" >&2
   exit 1
 fi
+# cargo-fuzz runs the fuzz targets (.ci/fuzz); it is a crates.io tool, built once. It drives the
+# machine's own (stable) toolchain, see .ci/fuzz; libFuzzer's C++ is built by build-essential.
+if ! cargo fuzz --version >/dev/null 2>&1; then
+  echo "setup: installing cargo-fuzz"
+  cargo install cargo-fuzz --locked --version 0.13.2 --quiet
+fi
