@@ -192,10 +192,34 @@ fn must_refuse(s: &Serve, method: &str, path: &str, content_type: &str, body: &[
     assert!(msg.contains(text), "{method} {path}: {msg:?} lacks {text:?}");
 }
 
+/// An `openssl s_client` process, killed when dropped.
+struct SClient(Child);
+
+impl SClient {
+    /// Waits until s_client exits (the server closed the connection); false after `bound`.
+    fn exited_within(&mut self, bound: Duration) -> bool {
+        let deadline = Instant::now() + bound;
+        while Instant::now() < deadline {
+            if self.0.try_wait().expect("s_client status").is_some() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+}
+
+impl Drop for SClient {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// An `openssl s_client` connection that sends `first` (if anything) and then stays silent,
 /// its standard input held open so only the server can end it.
 struct Silent {
-    child: Child,
+    client: SClient,
     _stdin: std::process::ChildStdin,
 }
 
@@ -211,26 +235,12 @@ impl Silent {
         let mut stdin = child.stdin.take().expect("s_client stdin");
         stdin.write_all(first).expect("write to s_client");
         stdin.flush().expect("flush s_client");
-        Silent { child, _stdin: stdin }
+        Silent { client: SClient(child), _stdin: stdin }
     }
 
-    /// Waits until the server closed the connection (s_client exits); false after `bound`.
+    /// Waits until the server closed the connection; false after `bound`.
     fn closed_within(&mut self, bound: Duration) -> bool {
-        let deadline = Instant::now() + bound;
-        while Instant::now() < deadline {
-            if self.child.try_wait().expect("s_client status").is_some() {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        false
-    }
-}
-
-impl Drop for Silent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.client.exited_within(bound)
     }
 }
 
@@ -266,7 +276,7 @@ async fn idle_slow_and_surplus_connections_are_closed() {
 /// An HTTP/1.1 connection through `openssl s_client` (with the admin's certificate) whose
 /// replies are read as they come.
 struct Http1 {
-    child: Child,
+    client: SClient,
     stdin: std::process::ChildStdin,
     replies: std::sync::mpsc::Receiver<Vec<u8>>,
     seen: Vec<u8>,
@@ -297,7 +307,7 @@ impl Http1 {
                 }
             }
         });
-        Http1 { child, stdin, replies, seen: Vec::new() }
+        Http1 { client: SClient(child), stdin, replies, seen: Vec::new() }
     }
 
     fn send(&mut self, bytes: &[u8]) {
@@ -320,23 +330,9 @@ impl Http1 {
         }
     }
 
-    /// Waits until the server closed the connection (s_client exits); false after `bound`.
+    /// Waits until the server closed the connection; false after `bound`.
     fn closed_within(&mut self, bound: Duration) -> bool {
-        let deadline = Instant::now() + bound;
-        while Instant::now() < deadline {
-            if self.child.try_wait().expect("s_client status").is_some() {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        false
-    }
-}
-
-impl Drop for Http1 {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.client.exited_within(bound)
     }
 }
 
