@@ -45,3 +45,9 @@ if ! cmp -s "$requirements" "$venv/requirements-test.txt" 2>/dev/null; then
   "$venv/bin/pip" install -q --disable-pip-version-check -r "$requirements"
   cp "$requirements" "$venv/requirements-test.txt"
 fi
+# cargo-fuzz runs the fuzz targets (.ci/fuzz); it is a crates.io tool, built once. It drives the
+# machine's own (stable) toolchain, see .ci/fuzz; libFuzzer's C++ is built by build-essential.
+if ! cargo fuzz --version >/dev/null 2>&1; then
+  echo "setup: installing cargo-fuzz"
+  cargo install cargo-fuzz --locked --version 0.13.2 --quiet
+fi

@@ -285,6 +285,10 @@ struct EngineFlags {
     /// How long a ping may go unanswered before the connection is closed (etcd's 20s).
     #[arg(long, default_value = "20s", value_parser = parse_duration)]
     grpc_keepalive_timeout: std::time::Duration,
+    /// Least time a client must leave between pings; more often gets GOAWAY too_many_pings
+    /// (etcd's 5s).
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    grpc_keepalive_min_time: std::time::Duration,
     /// Log format: text or json.
     #[arg(long, default_value = "text")]
     log_format: String,
@@ -374,6 +378,7 @@ fn config(flags: &EngineFlags) -> anyhow::Result<EngineConfig> {
             max_concurrent_streams: flags.max_concurrent_streams,
             keepalive_interval: flags.grpc_keepalive_interval,
             keepalive_timeout: flags.grpc_keepalive_timeout,
+            keepalive_min_time: flags.grpc_keepalive_min_time,
             ..ballast_engine::api::GrpcLimits::default()
         },
         ..EngineConfig::default()

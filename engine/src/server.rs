@@ -23,6 +23,7 @@ use ballast_proto::etcdserverpb::{
 use futures::StreamExt;
 
 use crate::api::authority::AuthorityFix;
+use crate::api::ping_policy::PingPolicy;
 use crate::api::watch_grpc::WatchServer;
 use crate::api::{cluster::ClusterService, kv::KvService, lease::LeaseService, maintenance::MaintenanceService};
 use crate::api::{election::ElectionService, lock::LockService};
@@ -579,12 +580,13 @@ impl Engine {
             tokio::spawn(crate::api::resolved::announce(self.api.clone(), self.resolved_interval));
         }
         let window = self.http2_connection_window;
+        let min_ping = self.api.grpc_limits.keepalive_min_time;
         for listener in listeners {
             // Our own listener bypasses tonic's socket options: without TCP_NODELAY, small
             // responses wait for delayed ACKs (about 40 ms per request). Each connection batches
             // the responses ready at once into one write (see `ballast_proto::coalesce`).
-            let incoming = crate::api::accept::incoming(listener)
-                .map(|conn| conn.map(|tcp| AuthorityFix::new(CoalescingStream::new(tcp))));
+            let incoming =
+                crate::api::accept::incoming(listener).map(move |conn| conn.map(|tcp| client_conn(tcp, min_ping)));
             servers.push(serve_client(self.api.clone(), incoming, window, stop_tx.subscribe()));
         }
         if !self.listen_tls.is_empty() || !self.listen_unix_tls.is_empty() {
@@ -593,7 +595,7 @@ impl Engine {
             for addr in &self.listen_tls {
                 let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| ServeError::Bind(*addr, e))?;
                 let incoming = crate::api::tls::incoming(listener, Arc::clone(&cfg))
-                    .map(|conn| conn.map(|tls| AuthorityFix::new(CoalescingStream::new(tls))));
+                    .map(move |conn| conn.map(|tls| client_conn(tls, min_ping)));
                 servers.push(serve_client(self.api.clone(), incoming, window, stop_tx.subscribe()));
             }
             for path in &self.listen_unix_tls {
@@ -601,7 +603,7 @@ impl Engine {
                 let listener =
                     tokio::net::UnixListener::bind(path).map_err(|e| ServeError::BindUnix(path.clone(), e))?;
                 let incoming = crate::api::tls::incoming(listener, Arc::clone(&cfg))
-                    .map(|conn| conn.map(|tls| AuthorityFix::new(CoalescingStream::new(tls))));
+                    .map(move |conn| conn.map(|tls| client_conn(tls, min_ping)));
                 servers.push(serve_client(self.api.clone(), incoming, window, stop_tx.subscribe()));
             }
         }
@@ -609,8 +611,8 @@ impl Engine {
             // A socket file left by an earlier run is replaced, as etcd does.
             let _ = std::fs::remove_file(path);
             let listener = tokio::net::UnixListener::bind(path).map_err(|e| ServeError::BindUnix(path.clone(), e))?;
-            let incoming = crate::api::accept::incoming(listener)
-                .map(|conn| conn.map(|unix| AuthorityFix::new(CoalescingStream::new(unix))));
+            let incoming =
+                crate::api::accept::incoming(listener).map(move |conn| conn.map(|unix| client_conn(unix, min_ping)));
             servers.push(serve_client(self.api.clone(), incoming, window, stop_tx.subscribe()));
         }
         tracing::info!(name = %self.api.member.name, member_id = format_args!("{:x}", self.api.member.id), listen = ?self.listen, "serving etcd v3 API");
@@ -673,6 +675,13 @@ impl Engine {
             Err(_) => Err(ServeError::Shard(EngineError::Stopped)),
         }
     }
+}
+
+/// Wraps an accepted client connection: responses batched into one write, etcd's keepalive
+/// enforcement (pings more often than `min_ping` allows end the connection), and the
+/// `:authority` fix.
+fn client_conn<T>(conn: T, min_ping: Duration) -> AuthorityFix<PingPolicy<CoalescingStream<T>>> {
+    AuthorityFix::new(PingPolicy::new(CoalescingStream::new(conn), min_ping, Arc::new(SystemClock)))
 }
 
 /// Serves the client port's services (gRPC and the HTTP endpoints) on the connections of

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::harness::Server;
 use crate::kubectl_session::Serve;
 
-both_targets!(oversize_grpc_messages_are_resource_exhausted);
+both_targets!(oversize_grpc_messages_are_resource_exhausted, client_ping_floods_get_goaway_too_many_pings);
 
 /// A request message over `--max-request-bytes` plus gRPC's overhead is refused as etcd's gRPC
 /// server refuses it: ResourceExhausted, grpc-go's text.
@@ -19,6 +19,140 @@ async fn oversize_grpc_messages_are_resource_exhausted(s: Server) {
     let etcd_client::Error::GRpcStatus(status) = err else { panic!("not a gRPC status: {err}") };
     assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
     assert!(status.message().starts_with("grpc: received message larger than max ("), "{}", status.message());
+}
+
+/// A raw HTTP/2 connection to the client port, frame by frame.
+struct RawH2 {
+    conn: tokio::net::TcpStream,
+}
+
+/// What ended a raw connection: a GOAWAY's error code and debug data, or the end of the stream.
+#[derive(Debug, PartialEq, Eq)]
+enum Ended {
+    GoAway(u32, String),
+    Closed,
+}
+
+impl RawH2 {
+    const PING: u8 = 0x6;
+    const GOAWAY: u8 = 0x7;
+
+    /// Connects, sends the preface and SETTINGS, and acknowledges the server's SETTINGS.
+    async fn open(s: &Server) -> RawH2 {
+        let conn = tokio::net::TcpStream::connect(s.endpoint()).await.expect("connect");
+        let mut h2 = RawH2 { conn };
+        h2.send(&[b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".as_slice(), &Self::frame(0x4, 0, 0, &[])].concat()).await;
+        loop {
+            let (kind, flags, _, _) = h2.next().await.expect("the server's SETTINGS");
+            if kind == 0x4 && flags & 1 == 0 {
+                break;
+            }
+        }
+        h2.send(&Self::frame(0x4, 1, 0, &[])).await;
+        h2
+    }
+
+    fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+        let len = u32::try_from(payload.len()).expect("small frame").to_be_bytes();
+        [&len[1..], &[kind, flags], &stream.to_be_bytes(), payload].concat()
+    }
+
+    async fn send(&mut self, bytes: &[u8]) {
+        use tokio::io::AsyncWriteExt;
+        self.conn.write_all(bytes).await.expect("write to the server");
+    }
+
+    /// Opens a Watch stream (its request never ends, so the stream stays open).
+    async fn open_watch_stream(&mut self) {
+        // HPACK: `:method POST` and `:scheme http` indexed, the rest literals without indexing.
+        let mut block = vec![0x83, 0x86];
+        for (index, value) in [(4u8, "/etcdserverpb.Watch/Watch"), (1, "localhost")] {
+            block.extend_from_slice(&[index, u8::try_from(value.len()).expect("short")]);
+            block.extend_from_slice(value.as_bytes());
+        }
+        for (name, value) in [("content-type", "application/grpc"), ("te", "trailers")] {
+            block.push(0);
+            block.push(u8::try_from(name.len()).expect("short"));
+            block.extend_from_slice(name.as_bytes());
+            block.push(u8::try_from(value.len()).expect("short"));
+            block.extend_from_slice(value.as_bytes());
+        }
+        self.send(&Self::frame(0x1, 0x4, 1, &block)).await;
+    }
+
+    async fn ping(&mut self, n: u8) {
+        self.send(&Self::frame(Self::PING, 0, 0, &[n; 8])).await;
+    }
+
+    /// The next frame (type, flags, stream, payload); None at the end of the stream or after
+    /// ten seconds of silence.
+    async fn next(&mut self) -> Option<(u8, u8, u32, Vec<u8>)> {
+        use tokio::io::AsyncReadExt;
+        let read = async {
+            let mut header = [0u8; 9];
+            self.conn.read_exact(&mut header).await.ok()?;
+            let len = usize::from(header[0]) << 16 | usize::from(header[1]) << 8 | usize::from(header[2]);
+            let mut payload = vec![0; len];
+            self.conn.read_exact(&mut payload).await.ok()?;
+            let stream = u32::from_be_bytes([header[5], header[6], header[7], header[8]]);
+            Some((header[3], header[4], stream, payload))
+        };
+        tokio::time::timeout(Duration::from_secs(10), read).await.ok().flatten()
+    }
+
+    /// Waits for the ACK of ping `n`; what ended the connection if it ended first.
+    async fn acked(&mut self, n: u8) -> Result<(), Ended> {
+        loop {
+            match self.next().await {
+                Some((Self::PING, 1, _, payload)) if payload == [n; 8] => return Ok(()),
+                Some((Self::GOAWAY, _, _, payload)) => return Err(Self::goaway(&payload)),
+                Some(_) => {}
+                None => return Err(Ended::Closed),
+            }
+        }
+    }
+
+    /// Reads until the connection ends; what ended it.
+    async fn ended(&mut self) -> Ended {
+        loop {
+            match self.next().await {
+                Some((Self::GOAWAY, _, _, payload)) => return Self::goaway(&payload),
+                Some(_) => {}
+                None => return Ended::Closed,
+            }
+        }
+    }
+
+    fn goaway(payload: &[u8]) -> Ended {
+        let code = u32::from_be_bytes([payload[4], payload[5], payload[6], payload[7]]);
+        Ended::GoAway(code, String::from_utf8_lossy(&payload[8..]).into_owned())
+    }
+}
+
+/// etcd's keepalive enforcement (`--grpc-keepalive-min-time`, 5 s; etcd permits no pings on a
+/// connection without a stream more often than every two hours): a client that pings more often
+/// is sent GOAWAY ENHANCE_YOUR_CALM (0xb) `too_many_pings` after its third strike, and pings
+/// spaced as allowed on an open stream are answered.
+async fn client_ping_floods_get_goaway_too_many_pings(s: Server) {
+    let too_many = Ended::GoAway(0xb, "too_many_pings".into());
+    // No stream open: four pings in a row.
+    let mut h2 = RawH2::open(&s).await;
+    for n in 0..4 {
+        h2.ping(n).await;
+    }
+    assert_eq!(h2.ended().await, too_many, "no stream open");
+    // A stream open: pings spaced by the minimum time are fine; four in a row are not.
+    let mut h2 = RawH2::open(&s).await;
+    h2.open_watch_stream().await;
+    h2.ping(0).await;
+    h2.acked(0).await.expect("the first ping is answered");
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    h2.ping(1).await;
+    h2.acked(1).await.expect("a ping after the minimum time is answered");
+    for n in 2..6 {
+        h2.ping(n).await;
+    }
+    assert_eq!(h2.ended().await, too_many, "a stream open");
 }
 
 /// Answers one HTTPS request to the Kubernetes API as the admin: (status, body).
@@ -58,10 +192,34 @@ fn must_refuse(s: &Serve, method: &str, path: &str, content_type: &str, body: &[
     assert!(msg.contains(text), "{method} {path}: {msg:?} lacks {text:?}");
 }
 
+/// An `openssl s_client` process, killed when dropped.
+struct SClient(Child);
+
+impl SClient {
+    /// Waits until s_client exits (the server closed the connection); false after `bound`.
+    fn exited_within(&mut self, bound: Duration) -> bool {
+        let deadline = Instant::now() + bound;
+        while Instant::now() < deadline {
+            if self.0.try_wait().expect("s_client status").is_some() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+}
+
+impl Drop for SClient {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// An `openssl s_client` connection that sends `first` (if anything) and then stays silent,
 /// its standard input held open so only the server can end it.
 struct Silent {
-    child: Child,
+    client: SClient,
     _stdin: std::process::ChildStdin,
 }
 
@@ -77,26 +235,12 @@ impl Silent {
         let mut stdin = child.stdin.take().expect("s_client stdin");
         stdin.write_all(first).expect("write to s_client");
         stdin.flush().expect("flush s_client");
-        Silent { child, _stdin: stdin }
+        Silent { client: SClient(child), _stdin: stdin }
     }
 
-    /// Waits until the server closed the connection (s_client exits); false after `bound`.
+    /// Waits until the server closed the connection; false after `bound`.
     fn closed_within(&mut self, bound: Duration) -> bool {
-        let deadline = Instant::now() + bound;
-        while Instant::now() < deadline {
-            if self.child.try_wait().expect("s_client status").is_some() {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        false
-    }
-}
-
-impl Drop for Silent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.client.exited_within(bound)
     }
 }
 
@@ -127,6 +271,89 @@ async fn idle_slow_and_surplus_connections_are_closed() {
     );
     // The port serves again once they are gone.
     assert_eq!(curl(&s, "GET", "/livez", "text/plain", b"").0, 200);
+}
+
+/// An HTTP/1.1 connection through `openssl s_client` (with the admin's certificate) whose
+/// replies are read as they come.
+struct Http1 {
+    client: SClient,
+    stdin: std::process::ChildStdin,
+    replies: std::sync::mpsc::Receiver<Vec<u8>>,
+    seen: Vec<u8>,
+}
+
+impl Http1 {
+    fn open(s: &Serve) -> Http1 {
+        let pki = s.dir.path().join("data").join("pki");
+        let mut child = Command::new("openssl")
+            .args(["s_client", "-quiet", "-alpn", "http/1.1", "-connect", &format!("127.0.0.1:{}", s.secure)])
+            .arg("-cert")
+            .arg(pki.join("admin.crt"))
+            .arg("-key")
+            .arg(pki.join("admin.key"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn openssl s_client");
+        let stdin = child.stdin.take().expect("s_client stdin");
+        let mut stdout = child.stdout.take().expect("s_client stdout");
+        let (tx, replies) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = std::io::Read::read(&mut stdout, &mut buf) {
+                if tx.send(buf[..n].to_vec()).is_err() {
+                    break;
+                }
+            }
+        });
+        Http1 { client: SClient(child), stdin, replies, seen: Vec::new() }
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        self.stdin.write_all(bytes).expect("write to s_client");
+        self.stdin.flush().expect("flush s_client");
+    }
+
+    /// Waits until `n` responses with status 200 arrived in all; false after `bound`.
+    fn oks_within(&mut self, n: usize, bound: Duration) -> bool {
+        let deadline = Instant::now() + bound;
+        loop {
+            if String::from_utf8_lossy(&self.seen).matches("HTTP/1.1 200 OK").count() >= n {
+                return true;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.replies.recv_timeout(left) {
+                Ok(chunk) => self.seen.extend_from_slice(&chunk),
+                Err(_) => return false,
+            }
+        }
+    }
+
+    /// Waits until the server closed the connection; false after `bound`.
+    fn closed_within(&mut self, bound: Duration) -> bool {
+        self.client.exited_within(bound)
+    }
+}
+
+/// As Go's HTTP server (so kube-apiserver): a keep-alive connection between requests waits the
+/// idle timeout (90 s by default), not the header read timeout (32 s), which counts only while a
+/// request's headers are coming in. Here the header timeout is 1 s and the idle timeout far
+/// longer than the test: a second request three header timeouts after the first is served on the
+/// same connection, and a request whose headers stop halfway is cut off by the header timeout.
+#[tokio::test]
+async fn keep_alive_waits_the_idle_timeout_and_headers_the_header_timeout() {
+    let s = Box::pin(Serve::start_with(&["--http-header-read-timeout=1s", "--http-idle-timeout=10m"])).await;
+    let bound = Duration::from_secs(30);
+    let request = b"GET /livez HTTP/1.1\r\nHost: x\r\n\r\n";
+    let mut conn = Http1::open(&s);
+    conn.send(request);
+    assert!(conn.oks_within(1, bound), "no answer to the first request");
+    std::thread::sleep(Duration::from_secs(3));
+    conn.send(request);
+    assert!(conn.oks_within(2, bound), "the keep-alive connection was closed at the header read timeout");
+    conn.send(b"GET /livez HTTP/1.1\r\nHost: x\r\n");
+    assert!(conn.closed_within(bound), "a request's unfinished headers held the connection open");
 }
 
 #[tokio::test]
@@ -174,6 +401,34 @@ async fn heavy_bodies_are_refused_with_bounded_work() {
         413,
         "etcdserver: request is too large",
     );
+
+    // A patch nested past the parser's limit (here 500,000 levels) is refused as it is read,
+    // and the member goes on answering.
+    let deep = "[".repeat(500_000);
+    for ty in ["application/merge-patch+json", "application/strategic-merge-patch+json", "application/json-patch+json"]
+    {
+        must_refuse(&s, "PATCH", &format!("{cms}/target"), ty, deep.as_bytes(), 400, "exceeded max depth of 127");
+    }
+    let put = Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args([&format!("--endpoints=127.0.0.1:{}", s.client), "put", "after-patch", "v"])
+        .output()
+        .expect("etcdctl");
+    assert!(put.status.success(), "{}", String::from_utf8_lossy(&put.stderr));
+    // A JSON patch whose parts each parse can still build an object too deep to read back (a
+    // deep value at a deep path): refused, and the object stays readable.
+    let value = (0..120).fold(serde_json::json!("x"), |v, _| serde_json::json!({ "a": v }));
+    let patch = serde_json::json!([{"op": "add", "path": "/metadata/annotations", "value": {"k": value}}]);
+    must_refuse(
+        &s,
+        "PATCH",
+        &format!("{cms}/target"),
+        "application/json-patch+json",
+        patch.to_string().as_bytes(),
+        422,
+        "the patched object nests 123 levels deep, more than the 120 allowed",
+    );
+    assert_eq!(curl(&s, "GET", &format!("{cms}/target"), "application/json", b"").0, 200);
 }
 
 #[tokio::test]
@@ -260,6 +515,16 @@ async fn metadata_is_validated_as_kube_does() {
     // Nothing above was written.
     let (code, _) = curl(&s, "GET", &format!("{cms}/a"), "application/json", b"");
     assert_eq!(code, 404);
+    // A null label or annotation value is stored as "", as Go decodes null into a
+    // map[string]string.
+    let nulls = serde_json::json!({"metadata": {"name": "nulls", "labels": {"l": null}, "annotations": {"a": null}}});
+    let (code, body) = curl(&s, "POST", cms, "application/json", nulls.to_string().as_bytes());
+    assert_eq!(code, 201, "{body}");
+    let (code, body) = curl(&s, "GET", &format!("{cms}/nulls"), "application/json", b"");
+    assert_eq!(code, 200, "{body}");
+    let stored: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(stored["metadata"]["labels"], serde_json::json!({"l": ""}));
+    assert_eq!(stored["metadata"]["annotations"], serde_json::json!({"a": ""}));
 }
 
 #[tokio::test]

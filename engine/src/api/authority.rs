@@ -35,9 +35,9 @@ use tonic::transport::server::Connected;
 use super::hpack::{self, Decoder, Field};
 
 /// The client connection preface (RFC 9113 §3.4).
-const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-const FRAME_HEADER: usize = 9;
-const HEADERS: u8 = 0x1;
+pub(super) const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+pub(super) const FRAME_HEADER: usize = 9;
+pub(super) const HEADERS: u8 = 0x1;
 const CONTINUATION: u8 = 0x9;
 const END_STREAM: u8 = 0x1;
 const END_HEADERS: u8 = 0x4;

@@ -32,6 +32,7 @@ pub mod message_limit;
 pub mod metrics;
 pub mod pbjson;
 pub mod peer;
+pub mod ping_policy;
 mod reads;
 pub mod resolved;
 pub mod route;
@@ -166,6 +167,11 @@ pub struct GrpcLimits {
     /// How long a ping may go unanswered before the connection is closed
     /// (`--grpc-keepalive-timeout`, etcd's 20 s).
     pub keepalive_timeout: Duration,
+    /// The least time a client must leave between its pings while it has a stream open
+    /// (`--grpc-keepalive-min-time`, etcd's 5 s); with none open, two hours. A client pinging
+    /// more often is sent GOAWAY `too_many_pings` ([`ping_policy`]): pings cost the server a
+    /// write each, and a client that floods them is broken or hostile.
+    pub keepalive_min_time: Duration,
     /// Streams a client may reset before the server took them, after which the connection is
     /// closed with ENHANCE_YOUR_CALM (the HTTP/2 rapid-reset attack, CVE-2023-44487). 20 is
     /// hyper's default; grpc-go bounds such resets similarly.
@@ -178,6 +184,7 @@ impl Default for GrpcLimits {
             max_concurrent_streams: u32::MAX,
             keepalive_interval: Duration::from_secs(2 * 60 * 60),
             keepalive_timeout: Duration::from_secs(20),
+            keepalive_min_time: Duration::from_secs(5),
             max_pending_accept_reset_streams: 20,
         }
     }

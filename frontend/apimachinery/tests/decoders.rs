@@ -1,8 +1,7 @@
 //! Property tests of every decoder a request body reaches (YAML nesting check, protobuf
 //! bodies, the three patch formats): arbitrary input never panics, and nesting or copying past
-//! the limits is refused rather than followed. `cargo fuzz` needs a nightly toolchain and the
-//! cargo-fuzz tool, which CI does not have; these bounded runs cover the same entry points on
-//! stable and run with the rest of the suite.
+//! the limits is refused rather than followed. The `fuzz/` targets search the same entry points
+//! with coverage feedback; these bounded runs go with the rest of the unit tests.
 
 use ballast_apimachinery::patch::{self, json_patch, PatchType};
 use ballast_apimachinery::{protobuf, schema, yaml_depth};

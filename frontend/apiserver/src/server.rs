@@ -17,7 +17,7 @@ use tower::ServiceExt;
 use crate::authn::PeerCertificates;
 use crate::body::BodyError;
 use crate::chain::ChainService;
-use crate::connection_limits::{idle_check_interval, Activity, ConnectionLimits};
+use crate::connection_limits::{check_interval, Activity, ConnectionLimits, CountReads, Deadlines};
 
 /// How long a client may take to finish the TLS handshake before the connection is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -132,18 +132,23 @@ pub async fn serve(
                     })
                 })
             });
+            // HTTP/2 is chosen by ALPN (every HTTP/2 client of the port negotiates it over TLS).
+            let http1 = stream.get_ref().1.alpn_protocol() != Some(b"h2");
             let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
+            // hyper's own header timeout also runs while a keep-alive connection waits for its
+            // next request, which would close it at the header timeout instead of the idle
+            // one; `Deadlines` keeps the two apart.
+            builder.http1().timer(TokioTimer::new()).header_read_timeout(None);
             builder
                 .http2()
                 .timer(TokioTimer::new())
                 .max_concurrent_streams(limits.http2_max_concurrent_streams)
                 .max_pending_accept_reset_streams(limits.http2_max_pending_accept_reset_streams);
-            let conn = builder.serve_connection(TokioIo::new(stream), service);
+            let conn = builder.serve_connection(TokioIo::new(CountReads::new(stream, activity.clone())), service);
             tokio::pin!(conn);
-            let every = idle_check_interval(&limits);
-            let mut idle_for = Duration::ZERO;
-            loop {
+            let every = check_interval(&limits);
+            let mut deadlines = Deadlines::new(limits, http1);
+            let expired = loop {
                 tokio::select! {
                     done = conn.as_mut() => {
                         if let Err(e) = done {
@@ -152,16 +157,15 @@ pub async fn serve(
                         return;
                     }
                     () = tokio::time::sleep(every) => {
-                        idle_for = if activity.idle() { idle_for + every } else { Duration::ZERO };
-                        if idle_for >= limits.idle_timeout {
-                            break;
+                        if let Some(expired) = deadlines.tick(&activity, every) {
+                            break expired;
                         }
                     }
                 }
-            }
-            // Idle too long: HTTP/2 gets a GOAWAY, HTTP/1.1 is closed; a client that does not
-            // finish closing within one more check is cut off.
-            tracing::debug!(%remote, "closing an idle connection");
+            };
+            // HTTP/2 gets a GOAWAY, HTTP/1.1 is closed; a client that does not finish closing
+            // within one more check is cut off.
+            tracing::debug!(%remote, ?expired, "closing a connection that waited too long");
             conn.as_mut().graceful_shutdown();
             let _ = tokio::time::timeout(every, conn).await;
         });

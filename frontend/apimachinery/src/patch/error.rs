@@ -13,4 +13,7 @@ pub enum PatchError {
     /// The patch is well formed but does not apply to this object.
     #[error("{0}")]
     Failed(String),
+    /// The patched object would nest deeper than [`super::MAX_RESULT_DEPTH`] levels.
+    #[error("the patched object nests {0} levels deep, more than the {max} allowed", max = super::MAX_RESULT_DEPTH)]
+    TooDeep(usize),
 }

@@ -11,7 +11,7 @@ use super::error::PatchError;
 ///
 /// `Malformed` when the body is not JSON.
 pub fn apply(doc: &Value, patch: &[u8]) -> Result<Value, PatchError> {
-    let patch: Value = serde_json::from_slice(patch).map_err(|e| PatchError::Malformed(e.to_string()))?;
+    let patch: Value = super::parse(patch)?;
     let mut out = doc.clone();
     merge(&mut out, &patch);
     Ok(out)

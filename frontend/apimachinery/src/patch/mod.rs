@@ -54,23 +54,96 @@ impl PatchType {
     }
 }
 
+/// How deep a patched object may nest. Every JSON the server reads (bodies, patches, stored
+/// objects) is parsed with serde_json's nesting limit of 127 levels; kube's decoder allows
+/// 10,000, which Ballast does not reach. A JSON patch can build deeper than either of its inputs
+/// (a deep value added at a deep path), and what the server stores must read back, with its
+/// `metadata.managedFields` (whose `fieldsV1` mirror the object's fields three levels further
+/// down): 120 leaves that room.
+pub const MAX_RESULT_DEPTH: usize = 120;
+
 /// Applies `patch` of type `ty` to `doc`; strategic merges follow `schema`.
 ///
 /// # Errors
 ///
-/// As [`PatchError`].
+/// As [`PatchError`]; `TooDeep` when the result nests deeper than [`MAX_RESULT_DEPTH`].
 pub fn apply(ty: PatchType, doc: &Value, patch: &[u8], schema: Option<&'static Message>) -> Result<Value, PatchError> {
-    match ty {
+    let out = match ty {
         PatchType::Json => json_patch::apply(doc, patch),
         PatchType::Merge => merge_patch::apply(doc, patch),
         PatchType::Strategic => strategic::apply(doc, patch, schema),
         PatchType::Apply => Err(PatchError::Malformed("an apply patch is merged by the field manager".into())),
+    }?;
+    match depth(&out) {
+        d if d > MAX_RESULT_DEPTH => Err(PatchError::TooDeep(d)),
+        _ => Ok(out),
     }
+}
+
+/// Parses a patch body. A body nested past serde_json's limit is refused as it is read (in
+/// time linear in the limit, not the body), with the limit named.
+fn parse(patch: &[u8]) -> Result<Value, PatchError> {
+    serde_json::from_slice(patch).map_err(|e| {
+        let text = e.to_string();
+        match text.strip_prefix("recursion limit exceeded") {
+            Some(at) => PatchError::Malformed(format!("error decoding patch: exceeded max depth of 127{at}")),
+            None => PatchError::Malformed(text),
+        }
+    })
+}
+
+/// How deep `value` nests (a scalar is 0, `[]` and `{}` are 1), walked without recursion so a
+/// deep value cannot overflow the stack.
+pub fn depth(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(value, 1)];
+    while let Some((v, d)) = stack.pop() {
+        match v {
+            Value::Array(items) => {
+                deepest = deepest.max(d);
+                stack.extend(items.iter().map(|c| (c, d + 1)));
+            }
+            Value::Object(map) => {
+                deepest = deepest.max(d);
+                stack.extend(map.values().map(|c| (c, d + 1)));
+            }
+            _ => {}
+        }
+    }
+    deepest
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `levels` nested objects `{"a":{"a":...}}` around `inner`.
+    fn nested(levels: usize, inner: Value) -> Value {
+        (0..levels).fold(inner, |v, _| serde_json::json!({ "a": v }))
+    }
+
+    #[test]
+    fn a_patch_cannot_build_an_object_deeper_than_the_store_reads() {
+        // A 100-deep value added at the bottom of a 100-deep object: each alone is fine.
+        let doc = nested(100, Value::Null);
+        let path = "/a".repeat(100);
+        let body = serde_json::json!([{"op": "add", "path": path, "value": nested(100, Value::Null)}]).to_string();
+        assert_eq!(apply(PatchType::Json, &doc, body.as_bytes(), None), Err(PatchError::TooDeep(200)));
+        let shallow = serde_json::json!([{"op": "add", "path": path, "value": nested(10, Value::Null)}]).to_string();
+        let out = apply(PatchType::Json, &doc, shallow.as_bytes(), None).expect("110 levels apply");
+        assert_eq!(depth(&out), 110);
+        assert_eq!(depth(&serde_json::json!({"a": [1, {}], "b": 2})), 3);
+    }
+
+    #[test]
+    fn a_patch_nested_past_the_parsers_limit_is_refused_by_name() {
+        let deep = format!("{}{}", "{\"a\":".repeat(5000), "}".repeat(5000));
+        for ty in [PatchType::Json, PatchType::Merge, PatchType::Strategic] {
+            let err = apply(ty, &serde_json::json!({}), deep.as_bytes(), None).expect_err("too deep");
+            let PatchError::Malformed(text) = err else { panic!("{ty:?}: {err:?}") };
+            assert!(text.starts_with("error decoding patch: exceeded max depth of 127 at line 1 column "), "{text}");
+        }
+    }
 
     #[test]
     fn content_types_pick_the_format() {

@@ -157,6 +157,7 @@ fn check_value(
             v = kind.version,
         )));
     }
+    null_labels_and_annotations_to_empty(&mut obj);
     let mut unknown = Vec::new();
     obj.retain(|k, _| {
         let known = matches!(k.as_str(), "apiVersion" | "kind" | "metadata")
@@ -203,6 +204,18 @@ fn check_value(
         ))),
         FieldValidation::Warn => Ok((obj, messages)),
         _ => Ok((obj, Vec::new())),
+    }
+}
+
+/// Go decodes a JSON `null` in a `map[string]string` as the map's zero value, the empty
+/// string, so kube stores `"a": ""` for a label or annotation sent as `"a": null` (of every
+/// kind: custom resources' metadata goes through the same Go type).
+fn null_labels_and_annotations_to_empty(obj: &mut Object) {
+    let Some(Value::Object(meta)) = obj.get_mut("metadata") else { return };
+    for field in ["labels", "annotations"] {
+        if let Some(Value::Object(map)) = meta.get_mut(field) {
+            map.values_mut().filter(|v| v.is_null()).for_each(|v| *v = Value::String(String::new()));
+        }
     }
 }
 
@@ -598,6 +611,19 @@ mod tests {
         assert!(matches!(err, ApiError::BadRequest(_)));
         let err = decode(&TestKinds, &CONFIGMAPS, "application/json", br#"{"kind":"Secret"}"#, FieldValidation::Warn);
         assert!(err.is_err());
+    }
+
+    #[test]
+    fn null_labels_and_annotations_decode_as_empty_strings() {
+        let body = br#"{"metadata":{"name":"a","labels":{"l":null,"m":"x"},"annotations":{"a":null}}}"#;
+        let (obj, _) =
+            decode(&TestKinds, &CONFIGMAPS, "application/json", body, FieldValidation::Strict).expect("decode");
+        assert_eq!(obj["metadata"]["labels"], json!({"l": "", "m": "x"}));
+        assert_eq!(obj["metadata"]["annotations"], json!({"a": ""}));
+        // A patch's result is decoded the same way.
+        let patched = json!({"metadata": {"name": "a", "annotations": {"b": null}}});
+        let (obj, _) = decode_value(&TestKinds, &CONFIGMAPS, patched, FieldValidation::Strict).expect("decode");
+        assert_eq!(obj["metadata"]["annotations"], json!({"b": ""}));
     }
 
     #[test]

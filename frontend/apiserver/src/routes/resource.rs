@@ -163,35 +163,40 @@ fn content_type_of(headers: &http::HeaderMap) -> String {
 }
 
 /// Turns a YAML body into JSON so the one decoder (`object::decode`) handles both; other
-/// bodies pass through. Returns the content type and bytes to decode.
+/// bodies pass through. Returns the content type and bytes to decode. The parse runs on the
+/// blocking pool so a large document never holds up the I/O threads' other requests.
 ///
 /// # Errors
 ///
-/// Returns `BadRequest` with the parser's complaint for malformed YAML, as kube does.
-/// A document nested past kube's limit is refused by a linear scan before the parser (whose cost
-/// grows with the square of the nesting) sees it, and the parse runs on the blocking pool so a
-/// large document never holds up the I/O threads' other requests.
+/// As [`yaml_body_to_json`].
 async fn yaml_to_json(content_type: String, bytes: Bytes) -> Result<(String, Bytes), ApiError> {
     let media = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
     if media != "application/yaml" {
         return Ok((content_type, bytes));
     }
+    let parse = move || Ok(("application/json".into(), Bytes::from(yaml_body_to_json(&bytes)?)));
+    tokio::task::spawn_blocking(parse).await.map_err(|e| ApiError::Internal(format!("decoding YAML: {e}")))?
+}
+
+/// Converts a YAML request body to JSON text.
+///
+/// # Errors
+///
+/// Returns `BadRequest` with the parser's complaint for malformed YAML, as kube does. A
+/// document nested past kube's limit is refused by a linear scan before the parser (whose cost
+/// grows with the square of the nesting) sees it.
+pub fn yaml_body_to_json(bytes: &[u8]) -> Result<Vec<u8>, ApiError> {
     use ballast_apimachinery::yaml_depth;
-    if let Err(deep) = yaml_depth::check(&bytes, yaml_depth::MAX_DEPTH) {
+    if let Err(deep) = yaml_depth::check(bytes, yaml_depth::MAX_DEPTH) {
         return Err(ApiError::BadRequest(format!(
             "error converting YAML to JSON: yaml: line {}: exceeded max depth of {}",
             deep.line,
             yaml_depth::MAX_DEPTH
         )));
     }
-    let parse = move || {
-        let value: Value = serde_yaml_ng::from_slice(&bytes)
-            .map_err(|e| ApiError::BadRequest(format!("error converting YAML to JSON: yaml: {e}")))?;
-        let json = serde_json::to_vec(&value)
-            .map_err(|e| ApiError::BadRequest(format!("error converting YAML to JSON: {e}")))?;
-        Ok(("application/json".into(), Bytes::from(json)))
-    };
-    tokio::task::spawn_blocking(parse).await.map_err(|e| ApiError::Internal(format!("decoding YAML: {e}")))?
+    let value: Value = serde_yaml_ng::from_slice(bytes)
+        .map_err(|e| ApiError::BadRequest(format!("error converting YAML to JSON: yaml: {e}")))?;
+    serde_json::to_vec(&value).map_err(|e| ApiError::BadRequest(format!("error converting YAML to JSON: {e}")))
 }
 
 /// How one request's answers are encoded (`Accept` and `includeObject`).
