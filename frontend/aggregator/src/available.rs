@@ -46,12 +46,14 @@ impl Outcome {
 
 /// Runs the controller until the process ends.
 pub async fn run(shared: Arc<Shared>, store: Store, kind: &'static ResourceKind) {
-    let mut apiservices = shared.apiservices.clone();
+    // The routes, not the raw objects: they are derived from them, and a round must see the
+    // APIService whose change woke it.
+    let mut routes_changed = shared.routes.clone();
     let mut services = shared.services.clone();
     let mut slices = shared.endpoint_slices.clone();
     loop {
-        let routes = shared.routes();
-        let ready = apiservices.borrow().is_some() && services.borrow().is_some();
+        let routes = routes_changed.borrow_and_update().clone().unwrap_or_default();
+        let ready = shared.apiservices.borrow().is_some() && services.borrow().is_some();
         if ready {
             let checks = routes.by_group_version.values().map(|api| {
                 let shared = shared.clone();
@@ -71,7 +73,7 @@ pub async fn run(shared: Arc<Shared>, store: Store, kind: &'static ResourceKind)
             }
         };
         tokio::select! {
-            changed = apiservices.changed() => if changed.is_err() { return },
+            changed = routes_changed.changed() => if changed.is_err() { return },
             changed = services.changed() => if changed.is_err() { return },
             _ = slices_changed => {}
             () = tokio::time::sleep(shared.config.availability_interval) => {}

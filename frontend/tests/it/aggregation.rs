@@ -23,9 +23,9 @@ fn config(dir: &std::path::Path) -> ballast_aggregator::AggregatorConfig {
     ballast_aggregator::AggregatorConfig {
         proxy_client_cert_pem: Some(read(&files.client_cert)),
         proxy_client_key_pem: Some(read(&files.client_key)),
-        // Short, so a stopped server is noticed while the test waits; the test never relies
-        // on how soon.
-        availability_interval: Duration::from_millis(200),
+        // Longer than the test: every check it waits for is triggered by a change (of an
+        // APIService or a Service), as the controller promises.
+        availability_interval: Duration::from_secs(3600),
         response_header_timeout: Duration::from_secs(2),
         ..ballast_aggregator::AggregatorConfig::default()
     }
@@ -261,6 +261,7 @@ async fn aggregation(backend: Backend) {
 
     // The server stops: unavailable, and requests get kube's 503.
     drop(server);
+    c.must_kubectl(&["label", "service", SERVICE, "-n", NS, "checked=again"]).await;
     let down = wait_condition(&c, APISERVICE, "False", "FailedDiscoveryCheck").await;
     assert!(
         down["message"].as_str().is_some_and(|m| m.starts_with("failing or missing response from https://")),
