@@ -16,6 +16,7 @@ use http_body_util::{BodyExt, Empty, Limited};
 use serde_json::{json, Value};
 
 use ballast_apiserver::authn::user::{UserInfo, MASTERS_GROUP};
+use ballast_apiserver::registry::served_kinds::Document;
 use ballast_apiserver::registry::{ResourceKind, Store};
 
 use crate::apiservice::ApiService;
@@ -97,6 +98,9 @@ pub async fn check_one(shared: &Shared, api: &ApiService) -> Outcome {
     match discover(shared, api).await {
         Ok(resources) => {
             shared.record_document(&api.name, Some(resources));
+            if !api.group.is_empty() {
+                fetch_openapi(shared, api).await;
+            }
             Outcome::new("True", "Passed", "all checks passed")
         }
         Err(message) => {
@@ -108,49 +112,74 @@ pub async fn check_one(shared: &Shared, api: &ApiService) -> Outcome {
 
 /// GETs the group version's discovery document from its server.
 async fn discover(shared: &Shared, api: &ApiService) -> Result<Value, String> {
+    let path = if api.group.is_empty() {
+        format!("/api/{}", api.version)
+    } else {
+        format!("/apis/{}/{}", api.group, api.version)
+    };
+    let fetch = fetch(shared, api, &path, shared.config.max_discovery_bytes);
+    let (url, body) = match tokio::time::timeout(shared.config.discovery_timeout, fetch).await {
+        Ok(result) => result?,
+        Err(_) => {
+            let url = shared.target(api).map(|t| format!("{}{path}", t.url())).unwrap_or(path);
+            return Err(format!("timed out waiting for {url}"));
+        }
+    };
+    let doc: Value = serde_json::from_slice(&body)
+        .map_err(|e| format!("failing or missing response from {url}: the body is not JSON: {e}"))?;
+    if doc["resources"].as_array().is_none() {
+        return Err(format!("failing or missing response from {url}: the body is not an APIResourceList"));
+    }
+    Ok(doc)
+}
+
+/// Fetches the group version's OpenAPI v3 document, for `/openapi/v3` (kubectl explain). A
+/// server that has none, or sends a bad one, keeps its previous one and stays available.
+async fn fetch_openapi(shared: &Shared, api: &ApiService) {
+    let path = format!("/openapi/v3/apis/{}/{}", api.group, api.version);
+    let fetch = fetch(shared, api, &path, shared.config.max_openapi_bytes);
+    match tokio::time::timeout(shared.config.discovery_timeout, fetch).await {
+        Ok(Ok((_, body))) if serde_json::from_slice::<Value>(&body).is_ok_and(|d| d["openapi"].is_string()) => {
+            let changed = shared.openapi(&api.name).is_none_or(|d| d.json != body);
+            if changed {
+                shared.record_openapi(&api.name, Document::new(body.to_vec()));
+            }
+        }
+        Ok(Ok(_)) => tracing::debug!(apiservice = %api.name, "extension server's OpenAPI v3 document is not one"),
+        Ok(Err(e)) => tracing::debug!(apiservice = %api.name, error = %e, "fetching an OpenAPI v3 document"),
+        Err(_) => tracing::debug!(apiservice = %api.name, "fetching an OpenAPI v3 document timed out"),
+    }
+}
+
+/// GETs `path` from `api`'s server as `system:kube-aggregator`; returns the URL and a 2xx
+/// answer's body of at most `limit` bytes.
+async fn fetch(shared: &Shared, api: &ApiService, path: &str, limit: usize) -> Result<(String, Bytes), String> {
     let target = match shared.target(api) {
         Ok(t) => t,
         Err(TargetError::Unresolved(u)) => return Err(u.message),
         Err(TargetError::Backend(e)) => return Err(e.to_string()),
         Err(TargetError::NotReady) => return Err("services are not listed yet".into()),
     };
-    let path = if api.group.is_empty() {
-        format!("/api/{}", api.version)
-    } else {
-        format!("/apis/{}/{}", api.group, api.version)
-    };
     let url = format!("{}{path}", target.url());
     let mut req = http::Request::new(Empty::<Bytes>::new());
-    *req.uri_mut() = path.parse().map_err(|e| format!("invalid discovery path {path:?}: {e}"))?;
+    *req.uri_mut() = path.parse().map_err(|e| format!("invalid path {path:?}: {e}"))?;
     req.headers_mut().insert(http::header::ACCEPT, http::HeaderValue::from_static("application/json"));
-    if let Ok(host) = http::HeaderValue::from_str(url.trim_start_matches("https://").split('/').next().unwrap_or("")) {
+    if let Ok(host) = http::HeaderValue::from_str(target.url().trim_start_matches("https://")) {
         req.headers_mut().insert(http::header::HOST, host);
     }
     set_identity(req.headers_mut(), &UserInfo::new(CHECK_USER, "", vec![MASTERS_GROUP.into()]));
-    let exchange = async {
-        let resp = send(&target, req, &shared.config)
-            .await
-            .map_err(|e| format!("failing or missing response from {url}: {e}"))?;
-        let code = resp.status();
-        if !code.is_success() {
-            return Err(format!("failing or missing response from {url}: bad status from {url}: {}", code.as_u16()));
-        }
-        let body = Limited::new(resp.into_body(), shared.config.max_discovery_bytes)
-            .collect()
-            .await
-            .map_err(|e| format!("failing or missing response from {url}: reading the body: {e}"))?
-            .to_bytes();
-        let doc: Value = serde_json::from_slice(&body)
-            .map_err(|e| format!("failing or missing response from {url}: the body is not JSON: {e}"))?;
-        if doc["resources"].as_array().is_none() {
-            return Err(format!("failing or missing response from {url}: the body is not an APIResourceList"));
-        }
-        Ok(doc)
-    };
-    match tokio::time::timeout(shared.config.discovery_timeout, exchange).await {
-        Ok(result) => result,
-        Err(_) => Err(format!("timed out waiting for {url}")),
+    let resp =
+        send(&target, req, &shared.config).await.map_err(|e| format!("failing or missing response from {url}: {e}"))?;
+    let code = resp.status();
+    if !code.is_success() {
+        return Err(format!("failing or missing response from {url}: bad status from {url}: {}", code.as_u16()));
     }
+    let body = Limited::new(resp.into_body(), limit)
+        .collect()
+        .await
+        .map_err(|e| format!("failing or missing response from {url}: reading the body: {e}"))?
+        .to_bytes();
+    Ok((url, body))
 }
 
 /// Writes `outcome` as `api`'s `Available` condition unless it already says so.

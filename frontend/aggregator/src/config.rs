@@ -36,6 +36,9 @@ pub struct AggregatorConfig {
     /// 4 MiB, a hundred times a large real one; a server sending more is marked unavailable
     /// instead of filling memory.
     pub max_discovery_bytes: usize,
+    /// Largest OpenAPI v3 document read from an extension server: 16 MiB, five times the
+    /// largest of kube's own (its core group's); a larger one is not merged (and logged).
+    pub max_openapi_bytes: usize,
     /// How long the controllers wait after storage failed them before listing again: long
     /// enough not to hammer a storage that is down, short enough to resume about when it does.
     pub retry_interval: Duration,
@@ -52,6 +55,7 @@ impl Default for AggregatorConfig {
             availability_interval: Duration::from_secs(30),
             discovery_timeout: Duration::from_secs(5),
             max_discovery_bytes: 4 << 20,
+            max_openapi_bytes: 16 << 20,
             retry_interval: Duration::from_millis(500),
         }
     }

@@ -6,41 +6,32 @@
 //! come from the documents the availability checks fetched; a version whose last check failed
 //! is marked `Stale`, as kube marks it.
 
-use http::header;
 use http::StatusCode;
-use http_body_util::BodyExt;
 use serde_json::{json, Value};
-use tower::ServiceExt;
 
 use ballast_apiserver::body::{self, Request, Response};
 use ballast_apiserver::delegation::Handler;
 
 use crate::apiservice::compare_versions;
+use crate::merge::{delegate_document, merged, unchanged};
 use crate::state::{Routes, Shared};
 
 /// Answers `/apis`: the delegate's document with the remote groups merged in and reordered.
 pub async fn apis(shared: &Shared, delegate: Handler, req: Request) -> Response {
-    let Ok(resp) = delegate.oneshot(req).await;
-    if resp.status() != StatusCode::OK {
-        return resp;
-    }
-    let (mut parts, body) = resp.into_parts();
-    let Ok(bytes) = body.collect().await.map(|b| b.to_bytes());
-    let Ok(mut doc) = serde_json::from_slice::<Value>(&bytes) else {
-        return http::Response::from_parts(parts, body::full(bytes));
+    let (parts, mut doc, bytes) = match delegate_document(delegate, req).await {
+        Ok(d) => d,
+        Err(resp) => return resp,
     };
     let routes = shared.routes();
     if routes.by_group_version.is_empty() {
-        return http::Response::from_parts(parts, body::full(bytes));
+        return unchanged(parts, bytes);
     }
     match doc["kind"].as_str() {
         Some("APIGroupList") => merge_legacy(&mut doc, &routes),
         Some("APIGroupDiscoveryList") => merge_aggregated(&mut doc, &routes, shared),
-        _ => return http::Response::from_parts(parts, body::full(bytes)),
+        _ => return unchanged(parts, bytes),
     }
-    let text = serde_json::to_vec(&doc).unwrap_or_default();
-    parts.headers.remove(header::CONTENT_LENGTH);
-    http::Response::from_parts(parts, body::full(text))
+    merged(parts, &doc)
 }
 
 /// The legacy `APIGroup` of a group served only remotely (`/apis/<group>`).

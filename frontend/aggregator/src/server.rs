@@ -10,7 +10,7 @@ use ballast_apiserver::filters::ResponseFuture;
 
 use crate::apiservice::ApiService;
 use crate::state::{Routes, Shared};
-use crate::{discovery, proxy};
+use crate::{discovery, openapi, proxy};
 
 /// What the aggregator does with a request.
 #[derive(Debug)]
@@ -21,6 +21,10 @@ enum Route {
     Group(String),
     /// A request for a remote APIService's group version.
     Proxy(ApiService),
+    /// `/openapi/v3`: the delegate's index, merged.
+    OpenApiIndex,
+    /// `/openapi/v3/apis/<group>/<version>` of a remote APIService.
+    OpenApiDocument(ApiService),
     /// Everything else.
     Delegate,
 }
@@ -37,6 +41,11 @@ fn route(method: &http::Method, path: &str, routes: &Routes) -> Route {
                 Route::Delegate
             }
         }
+        ["openapi", "v3"] if method == http::Method::GET => Route::OpenApiIndex,
+        ["openapi", "v3", "apis", group, version] => match routes.get(group, version) {
+            Some(api) if !api.is_local() => Route::OpenApiDocument(api.clone()),
+            _ => Route::Delegate,
+        },
         ["apis", group, version, ..] => match routes.get(group, version) {
             Some(api) if !api.is_local() => Route::Proxy(api.clone()),
             _ => Route::Delegate,
@@ -72,6 +81,8 @@ impl Server for AggregatorServer {
                 Route::Apis => discovery::apis(&shared, delegate, req).await,
                 Route::Group(group) => discovery::group_document(&routes, &group),
                 Route::Proxy(api) => proxy::proxy(&shared, &api, req).await,
+                Route::OpenApiIndex => openapi::index(&shared, delegate, req).await,
+                Route::OpenApiDocument(api) => openapi::document(&shared, &api, &req),
                 Route::Delegate => {
                     use tower::ServiceExt;
                     let Ok(resp) = delegate.oneshot(req).await;
@@ -113,5 +124,8 @@ mod tests {
         assert!(matches!(route(&get, "/apis/", &routes), Route::Apis));
         assert!(matches!(route(&http::Method::POST, "/apis", &routes), Route::Delegate));
         assert!(matches!(route(&get, "/api/v1/pods", &routes), Route::Delegate));
+        assert!(matches!(route(&get, "/openapi/v3", &routes), Route::OpenApiIndex));
+        assert!(matches!(route(&get, "/openapi/v3/apis/x.io/v1", &routes), Route::OpenApiDocument(_)));
+        assert!(matches!(route(&get, "/openapi/v3/apis/apps/v1", &routes), Route::Delegate));
     }
 }

@@ -8,6 +8,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde_json::Value;
 use tokio::sync::watch;
 
+use ballast_apiserver::registry::served_kinds::Document;
+
 use crate::apiservice::ApiService;
 use crate::backend::{tls_config, BackendError, ClientIdentity, Target};
 use crate::config::AggregatorConfig;
@@ -66,6 +68,8 @@ pub struct Shared {
     pub endpoint_slices: Option<Snapshots>,
     /// Discovery documents of remote APIServices, by APIService name.
     documents: Mutex<HashMap<String, RemoteDocument>>,
+    /// OpenAPI v3 documents of remote APIServices, by APIService name.
+    openapi: Mutex<HashMap<String, Document>>,
 }
 
 /// Why a request cannot be sent to an APIService's server.
@@ -101,7 +105,16 @@ impl Shared {
                 }
             }
         });
-        Shared { config, identity, routes, apiservices, services, endpoint_slices, documents: Mutex::default() }
+        Shared {
+            config,
+            identity,
+            routes,
+            apiservices,
+            services,
+            endpoint_slices,
+            documents: Mutex::default(),
+            openapi: Mutex::default(),
+        }
     }
 
     /// The current routes (empty until the APIServices are listed).
@@ -145,9 +158,20 @@ impl Shared {
         }
     }
 
+    /// The OpenAPI v3 document last fetched for APIService `name`.
+    pub fn openapi(&self, name: &str) -> Option<Document> {
+        self.openapi.lock().unwrap_or_else(PoisonError::into_inner).get(name).cloned()
+    }
+
+    /// Keeps `doc` as APIService `name`'s OpenAPI v3 document.
+    pub fn record_openapi(&self, name: &str, doc: Document) {
+        self.openapi.lock().unwrap_or_else(PoisonError::into_inner).insert(name.to_string(), doc);
+    }
+
     /// Forgets the documents of APIServices that are gone or local.
     pub fn retain_documents(&self, routes: &Routes) {
         let keep: std::collections::HashSet<&str> = routes.remote().map(|a| a.name.as_str()).collect();
         self.documents.lock().unwrap_or_else(PoisonError::into_inner).retain(|k, _| keep.contains(k.as_str()));
+        self.openapi.lock().unwrap_or_else(PoisonError::into_inner).retain(|k, _| keep.contains(k.as_str()));
     }
 }

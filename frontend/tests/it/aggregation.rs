@@ -148,6 +148,15 @@ async fn aggregation(backend: Backend) {
     let group = c.request(Credentials::Admin, "GET", &format!("/apis/{GROUP}"), None, "").await.json();
     assert_eq!(group["preferredVersion"]["groupVersion"], format!("{GROUP}/{VERSION}"));
 
+    // The server's OpenAPI v3 document, for kubectl explain.
+    let index = c.request(Credentials::Admin, "GET", "/openapi/v3", None, "").await.json();
+    let url =
+        index["paths"][format!("apis/{GROUP}/{VERSION}")]["serverRelativeURL"].as_str().expect("listed").to_string();
+    assert!(url.contains("?hash="), "{url}");
+    assert!(index["paths"]["apis/apps/v1"].is_object(), "the built-in documents stay listed");
+    let explained = c.must_kubectl(&["explain", "flunders.spec"]).await;
+    assert!(explained.contains("What the server saw of the caller.") && explained.contains("user"), "{explained}");
+
     // Proxied get and list with the admin's identity; the caller's credentials stay here.
     let list = c.must_kubectl(&["get", "flunders", "-n", "default", "-o", "json"]).await;
     let list: Value = serde_json::from_str(&list).expect("json");

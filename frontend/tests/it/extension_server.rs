@@ -5,7 +5,8 @@
 //! `--requestheader-client-ca-file` does. It serves one group version,
 //! `wardle.example.com/v1alpha1` with namespaced `flunders`, and answers each request with the
 //! identity headers it received, so tests see what the aggregator forwarded. Every request is
-//! also recorded. A flunder named `hang` never gets an answer (a server that stalls).
+//! also recorded, and it publishes an OpenAPI v3 document of Flunder. A flunder named `hang`
+//! never gets an answer (a server that stalls).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -135,6 +136,31 @@ fn flunder(namespace: &str, name: &str, headers: &http::HeaderMap) -> Value {
            "spec": identity(headers)})
 }
 
+/// The OpenAPI v3 document of the group version (what `kubectl explain` reads).
+fn openapi() -> Value {
+    let get = json!({"get": {
+        "x-kubernetes-action": "get",
+        "x-kubernetes-group-version-kind": {"group": GROUP, "version": VERSION, "kind": "Flunder"},
+        "responses": {"200": {"description": "OK", "content": {"application/json": {"schema":
+            {"$ref": "#/components/schemas/com.example.wardle.v1alpha1.Flunder"}}}}},
+    }});
+    let path = format!("/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/flunders/{{name}}");
+    json!({"openapi": "3.0.0", "info": {"title": "Wardle", "version": VERSION}, "paths": {path: get},
+    "components": {"schemas": {"com.example.wardle.v1alpha1.Flunder": {
+        "type": "object",
+        "description": "A Flunder echoes the identity its server received.",
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": {"type": "object", "description": "What the server saw of the caller.",
+                     "properties": {"user": {"type": "array", "items": {"type": "string"},
+                                             "description": "The X-Remote-User values received."}}},
+        },
+        "x-kubernetes-group-version-kind": [{"group": GROUP, "version": VERSION, "kind": "Flunder"}],
+    }}}})
+}
+
 async fn answer(
     req: http::Request<hyper::body::Incoming>,
     seen: Arc<Mutex<Vec<Seen>>>,
@@ -160,6 +186,7 @@ async fn answer(
                                    "kind": "Flunder", "verbs": ["get", "list", "watch", "create"],
                                    "shortNames": ["fl"]}]}),
         ),
+        ("GET", _) if path == format!("/openapi/v3/apis/{GROUP}/{VERSION}") => json_response(200, &openapi()),
         ("GET", ["namespaces", ns, "flunders"]) if query.contains("watch=") => {
             // One event now, then the stream stays open as a real watch does.
             let event = format!("{}\n", json!({"type": "ADDED", "object": flunder(ns, "watched", h)}));
