@@ -268,6 +268,34 @@ async fn aggregation(backend: Backend) {
     assert_eq!(hung.json()["reason"], "ServiceUnavailable");
     assert!(hung.json()["message"].as_str().is_some_and(|m| m.contains("timeout awaiting response headers")));
 
+    // An APIService whose server does not speak TLS (it answers garbage and hangs up): marked
+    // unavailable with the failure, its requests refused, the other group unaffected.
+    let garbage = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let garbage_port = garbage.local_addr().expect("addr").port();
+    let garbage_task = tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt;
+        while let Ok((mut tcp, _)) = garbage.accept().await {
+            let _ = tcp.write_all(b"HTTP/9.9 garbage\r\n\r\n\x00\xff").await;
+        }
+    });
+    let broken = format!(
+        "apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata:\n  name: v1.garbage.example.com\nspec:\n  \
+         group: garbage.example.com\n  version: v1\n  groupPriorityMinimum: 1000\n  versionPriority: 15\n  \
+         insecureSkipTLSVerify: true\n  service:\n    namespace: {NS}\n    name: {SERVICE}\n    port: {garbage_port}\n"
+    );
+    let out = apply(&c, &broken).await;
+    assert!(out.ok, "{}", out.stderr);
+    let failed = wait_condition(&c, "v1.garbage.example.com", "False", "FailedDiscoveryCheck").await;
+    let expected =
+        format!("failing or missing response from https://localhost:{garbage_port}/apis/garbage.example.com/v1: ");
+    assert!(failed["message"].as_str().is_some_and(|m| m.starts_with(&expected)), "{failed}");
+    let refused = c.request(Credentials::Admin, "GET", "/apis/garbage.example.com/v1/things", None, "").await;
+    assert_eq!(refused.status, 503);
+    let fine = c.request(Credentials::Admin, "GET", &flunders("default"), None, "").await;
+    assert_eq!(fine.status, 200, "the other group is affected");
+    c.must_kubectl(&["delete", "apiservice", "v1.garbage.example.com"]).await;
+    garbage_task.abort();
+
     // The server stops: unavailable, and requests get kube's 503.
     drop(server);
     c.must_kubectl(&["label", "service", SERVICE, "-n", NS, "checked=again"]).await;
