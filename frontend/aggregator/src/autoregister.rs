@@ -34,6 +34,9 @@ pub async fn run(
     mut definitions: Snapshots,
 ) {
     let built_in = built_in_group_versions(&delegate).await;
+    // Without the delegate's groups (its `/apis` failed) the built-in APIServices are kept:
+    // removing them would take every built-in group out of discovery.
+    let know_built_in = built_in.len() > 1;
     loop {
         let current = apiservices.borrow_and_update().clone();
         let crds = definitions.borrow_and_update().clone();
@@ -67,7 +70,11 @@ pub async fn run(
             }
             for (name, obj) in current.iter() {
                 let managed = obj["metadata"]["labels"][AUTOMANAGED_LABEL].as_str();
-                let ours = matches!(managed, Some(ON_START | FROM_DEFINITION));
+                let ours = match managed {
+                    Some(ON_START) => know_built_in,
+                    Some(FROM_DEFINITION) => true,
+                    _ => false,
+                };
                 let local = obj["spec"]["service"].is_null();
                 if ours && local && !wanted.contains_key(name) {
                     if let Err(e) = store.delete(kind, "", name, &DeleteOptions::default()).await {
