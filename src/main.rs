@@ -24,6 +24,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once at start: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run everything in one process with a default data directory (the embedded default).
@@ -67,6 +69,46 @@ struct ServeFlags {
     token_auth_file: Option<PathBuf>,
     #[command(flatten)]
     chain: ChainFlags,
+    #[command(flatten)]
+    aggregator: AggregatorFlags,
+}
+
+/// kube-apiserver's API aggregation flags, shared by `serve` and `frontend`.
+#[derive(Args, Debug)]
+struct AggregatorFlags {
+    /// Client certificate (PEM) the aggregator presents to extension API servers, which trust
+    /// the identity headers of its holder (`ballast serve` generates one).
+    #[arg(long)]
+    proxy_client_cert_file: Option<PathBuf>,
+    /// Private key (PEM) of `--proxy-client-cert-file`.
+    #[arg(long)]
+    proxy_client_key_file: Option<PathBuf>,
+    /// Proxy to an endpoint address of the Service's EndpointSlices instead of its cluster IP.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set)]
+    enable_aggregator_routing: bool,
+}
+
+impl AggregatorFlags {
+    /// The aggregator, with the front-proxy files of the flags or else `generated`.
+    fn aggregator(
+        &self,
+        generated: Option<&ballast_aggregator::front_proxy::FrontProxyFiles>,
+    ) -> anyhow::Result<ballast_aggregator::Aggregator> {
+        let read = |p: &PathBuf| std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()));
+        let (cert, key) = match (&self.proxy_client_cert_file, &self.proxy_client_key_file, generated) {
+            (Some(c), Some(k), _) => (Some(read(c)?), Some(read(k)?)),
+            (None, None, Some(files)) => (Some(read(&files.client_cert)?), Some(read(&files.client_key)?)),
+            (None, None, None) => (None, None),
+            _ => bail!("--proxy-client-cert-file and --proxy-client-key-file go together"),
+        };
+        let config = ballast_aggregator::AggregatorConfig {
+            proxy_client_cert_pem: cert,
+            proxy_client_key_pem: key,
+            enable_aggregator_routing: self.enable_aggregator_routing,
+            ..ballast_aggregator::AggregatorConfig::default()
+        };
+        ballast_aggregator::Aggregator::new(config).context("the front-proxy client certificate")
+    }
 }
 
 /// kube-apiserver's request-handling flags, shared by `serve` and `frontend`.
@@ -162,6 +204,8 @@ struct FrontendFlags {
     anonymous_auth: bool,
     #[command(flatten)]
     chain: ChainFlags,
+    #[command(flatten)]
+    aggregator: AggregatorFlags,
     /// Log format: text or json.
     #[arg(long, default_value = "text")]
     log_format: String,
@@ -502,17 +546,19 @@ async fn run_engine(cfg: EngineConfig) -> anyhow::Result<()> {
 
 /// The Kubernetes API servers as kube-apiserver chains them: the aggregator in front of the
 /// built-in API, apiextensions behind it, then the 404.
-fn server_chain() -> Delegation {
+fn server_chain(aggregator: ballast_aggregator::Aggregator) -> Delegation {
     Delegation {
-        in_front: Box::new(ballast_aggregator::server),
+        in_front: Box::new(|context, builtin| aggregator.server(context, builtin)),
+        in_front_admission: ballast_aggregator::admission(),
         behind: Box::new(|context| ballast_apiextensions::server(context, NotFound::handler())),
     }
 }
 
 /// Runs one frontend until a signal.
-async fn run_frontend(cfg: FrontendConfig) -> anyhow::Result<()> {
-    let frontend =
-        Frontend::start_in_chain(cfg, server_chain()).await.context("starting the Kubernetes API frontend")?;
+async fn run_frontend(cfg: FrontendConfig, aggregator: ballast_aggregator::Aggregator) -> anyhow::Result<()> {
+    let frontend = Frontend::start_in_chain(cfg, server_chain(aggregator))
+        .await
+        .context("starting the Kubernetes API frontend")?;
     println!("admin kubeconfig: {}", frontend.admin_kubeconfig().display());
     frontend.serve(shutdown_signal()).await;
     tracing::info!("stopped");
@@ -543,8 +589,12 @@ async fn run_all_in_one(engine_cfg: EngineConfig, flags: &ServeFlags) -> anyhow:
         ..FrontendConfig::default()
     };
     flags.chain.apply(&mut frontend_cfg);
+    // The front-proxy CA and client certificate, next to the cluster's: the CA is what
+    // extension servers are given to check the aggregator's client certificate.
+    let front_proxy = ballast_aggregator::front_proxy::ensure(&frontend_cfg.cert_dir)?;
+    let aggregator = flags.aggregator.aggregator(Some(&front_proxy))?;
     let frontend = tokio::select! {
-        started = Frontend::start_in_chain(frontend_cfg, server_chain()) => started.context("starting the Kubernetes API frontend")?,
+        started = Frontend::start_in_chain(frontend_cfg, server_chain(aggregator)) => started.context("starting the Kubernetes API frontend")?,
         ended = &mut engine_task => bail!("the engine stopped before the frontend started: {:?}", ended),
     };
     let kubeconfig =
@@ -554,6 +604,7 @@ async fn run_all_in_one(engine_cfg: EngineConfig, flags: &ServeFlags) -> anyhow:
         frontend.local_addr(),
         kubeconfig.display()
     );
+    println!("front-proxy CA (for extension API servers): {}", front_proxy.front_proxy_ca.display());
     let frontend_task = tokio::spawn(frontend.serve(stopped(stop_rx)));
     // The engine ends by itself when a shard stops on an error: the whole process then exits
     // with that error, as a member alone would, rather than serve 500s until a signal.
@@ -601,7 +652,9 @@ fn main() -> anyhow::Result<()> {
             let cfg = config(flags)?;
             runtime.block_on(run_engine(cfg))
         }
-        Command::Frontend(flags) => runtime.block_on(run_frontend(frontend_config(flags)?)),
+        Command::Frontend(flags) => {
+            runtime.block_on(run_frontend(frontend_config(flags)?, flags.aggregator.aggregator(None)?))
+        }
         Command::Serve(flags) => {
             let cfg = config(&flags.engine)?;
             runtime.block_on(run_all_in_one(cfg, flags))

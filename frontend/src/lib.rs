@@ -50,6 +50,7 @@ use ballast_apiserver::authn::x509::{X509Authenticator, X509Error};
 use ballast_apiserver::authn::Authenticator;
 use ballast_apiserver::chain::{build_handler_chain, ChainConfig, ChainService};
 use ballast_apiserver::delegation::{in_front_of, Delegate, DelegateContext, Handler, NotFound};
+use ballast_apiserver::registry::admission::Admission;
 use ballast_apiserver::registry::Store;
 use ballast_apiserver::routes::{AppState, Router};
 use ballast_apiserver::storage::{Etcd3Storage, SharedStorage, StorageError};
@@ -104,8 +105,12 @@ pub enum FrontendError {
 /// the servers in front of it and the server it hands the requests it does not serve.
 /// [`Delegation::default`] is the built-in API alone, in front of a 404.
 pub struct Delegation {
-    /// Builds the servers in front of the built-in API around it (the aggregator).
-    pub in_front: Box<dyn FnOnce(Handler) -> Handler + Send>,
+    /// Builds the servers in front of the built-in API around it (the aggregator), on the
+    /// built-in API's storage and settings.
+    pub in_front: Box<dyn FnOnce(DelegateContext, Handler) -> Handler + Send>,
+    /// Admission plugins the servers in front add to the built-in API's writes (the
+    /// aggregator's APIService checks).
+    pub in_front_admission: Vec<Arc<dyn Admission>>,
     /// Builds the server behind the built-in API (apiextensions, in front of the 404) on the
     /// built-in API's storage and settings.
     pub behind: Box<dyn FnOnce(DelegateContext) -> Delegate + Send>,
@@ -119,7 +124,11 @@ impl std::fmt::Debug for Delegation {
 
 impl Default for Delegation {
     fn default() -> Self {
-        Delegation { in_front: Box::new(|builtin| builtin), behind: Box::new(|_| Delegate::plain(NotFound::handler())) }
+        Delegation {
+            in_front: Box::new(|_, builtin| builtin),
+            in_front_admission: Vec::new(),
+            behind: Box::new(|_| Delegate::plain(NotFound::handler())),
+        }
     }
 }
 
@@ -255,14 +264,19 @@ impl Frontend {
         let local_addr = listener.local_addr().map_err(|source| FrontendError::Bind { addr, source })?;
         let kubeconfig = certs.write_admin_kubeconfig(local_addr, config.admin_kubeconfig.as_deref())?;
 
-        let behind = (delegation.behind)(DelegateContext {
+        let context = DelegateContext {
             store: store.clone(),
             metrics: metrics.clone(),
             watch_cache: config.watch_cache,
             version: kinds::KUBERNETES_VERSION,
             advertise_address: local_addr.to_string(),
-        });
-        let store = behind.admission.iter().fold(store, |store, plugin| store.with_admission(plugin.clone()));
+        };
+        let behind = (delegation.behind)(context.clone());
+        let store = behind
+            .admission
+            .iter()
+            .chain(&delegation.in_front_admission)
+            .fold(store, |store, plugin| store.with_admission(plugin.clone()));
         let watch_cache = watch_cache::WatchCaches::new(store.storage().clone(), config.watch_cache);
         let state = Arc::new(AppState {
             store,
@@ -275,7 +289,7 @@ impl Frontend {
         let kinds = in_front_of(Router::new(state), behind.handler);
         let builtin = in_front_of(reviews::ReviewServer::new(authorizer.clone()), kinds);
         let chain = build_handler_chain(
-            (delegation.in_front)(builtin),
+            (delegation.in_front)(context, builtin),
             ChainConfig {
                 authenticator: Arc::new(authenticator),
                 authorizer,

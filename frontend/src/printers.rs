@@ -37,6 +37,7 @@ pub fn printer(group: &str, resource: &str) -> &'static Printer {
         ("batch", "jobs") => &JOBS,
         ("batch", "cronjobs") => &CRONJOBS,
         ("coordination.k8s.io", "leases") => &LEASES,
+        ("apiregistration.k8s.io", "apiservices") => &APISERVICES,
         ("rbac.authorization.k8s.io", "roles" | "clusterroles") => &ROLES,
         ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => &ROLEBINDINGS,
         _ => &DEFAULT,
@@ -161,6 +162,33 @@ static SERVICEACCOUNTS: Printer = Printer {
 static LEASES: Printer = Printer {
     columns: &[NAME, col("Holder", "string", "The identity holding the lease."), AGE],
     cells: &|o, now| vec![name(o).into(), str_at(o, "spec.holderIdentity").into(), age_of(o, now)],
+};
+
+static APISERVICES: Printer = Printer {
+    columns: &[
+        NAME,
+        col("Service", "string", "The reference to the service that hosts this API endpoint."),
+        col("Available", "string", "Whether this service is available."),
+        AGE,
+    ],
+    cells: &|o, now| {
+        let service = match (str_at(o, "spec.service.namespace"), str_at(o, "spec.service.name")) {
+            (_, "") if at(o, "spec.service").is_null() => "Local".to_string(),
+            (ns, svc) => format!("{ns}/{svc}"),
+        };
+        let available = at(o, "status.conditions")
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == "Available"))
+            .map_or_else(
+                || "Unknown".to_string(),
+                |c| match (c["status"].as_str().unwrap_or(""), c["reason"].as_str().unwrap_or("")) {
+                    ("True", _) => "True".to_string(),
+                    (status, "") => status.to_string(),
+                    (status, reason) => format!("{status} ({reason})"),
+                },
+            );
+        vec![name(o).into(), service.into(), available.into(), age_of(o, now)]
+    },
 };
 
 static ROLES: Printer = Printer {

@@ -73,7 +73,12 @@ fn read(dir: &Path, name: &str) -> Result<String, CertError> {
     std::fs::read_to_string(&path).map_err(|source| CertError::Io { path, source })
 }
 
-fn write(dir: &Path, name: &str, contents: &str, private: bool) -> Result<(), CertError> {
+/// Writes `contents` to `dir/name`, readable by the owner only when `private` (keys).
+///
+/// # Errors
+///
+/// `Io` when the file cannot be written.
+pub fn write(dir: &Path, name: &str, contents: &str, private: bool) -> Result<(), CertError> {
     let path = dir.join(name);
     let io = |source| CertError::Io { path: path.clone(), source };
     std::fs::write(&path, contents).map_err(io)?;

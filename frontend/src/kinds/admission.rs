@@ -56,6 +56,8 @@ pub static ROWS: &[&ResourceKind] = &[
     .with_fields(&["webhooks"])
     .generation(&["webhooks"]),
     &ResourceKind::row("apiregistration.k8s.io", "v1", "apiservices", "APIService", "apiservice", false)
+        // `v1.` (the core group's) is a name, not a DNS subdomain.
+        .names(NameRule::PathSegment)
         .categories(API_EXTENSIONS)
         .stored_as("apiregistration.k8s.io/apiservices")
         .sub(Subresources::STATUS),

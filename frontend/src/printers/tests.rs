@@ -236,3 +236,20 @@ fn table_shapes() {
     assert_eq!(pl["items"][0]["metadata"]["name"], "a");
     assert!(pl["items"][0].get("data").is_none());
 }
+
+#[test]
+fn apiservices() {
+    let g = "apiregistration.k8s.io";
+    assert_eq!(headers(g, "apiservices"), [("Name", 0), ("Service", 0), ("Available", 0), ("Age", 0)]);
+    let local = json!({"metadata": meta("v1.apps"), "spec": {"group": "apps", "version": "v1"},
+        "status": {"conditions": [{"type": "Available", "status": "True", "reason": "Local"}]}});
+    assert_eq!(
+        cells(g, "apiservices", &local, T0 + 60),
+        [json!("v1.apps"), json!("Local"), json!("True"), json!("60s")]
+    );
+    let down = json!({"metadata": meta("v1.x.io"), "spec": {"service": {"namespace": "ns", "name": "api"}},
+        "status": {"conditions": [{"type": "Available", "status": "False", "reason": "ServiceNotFound"}]}});
+    assert_eq!(cells(g, "apiservices", &down, T0)[1..3], [json!("ns/api"), json!("False (ServiceNotFound)")]);
+    let unchecked = json!({"metadata": meta("v1.y.io"), "spec": {"service": {"namespace": "ns", "name": "api"}}});
+    assert_eq!(cells(g, "apiservices", &unchecked, T0)[2], json!("Unknown"));
+}

@@ -313,6 +313,9 @@ pub(crate) struct Options {
     /// Serves CustomResourceDefinitions: the apiextensions server behind the built-in API, as
     /// the binary chains it.
     pub(crate) crds: bool,
+    /// Puts the aggregator in front of the built-in API (and apiextensions behind it), as the
+    /// binary chains them, with these settings.
+    pub(crate) aggregator: Option<ballast_aggregator::AggregatorConfig>,
 }
 
 /// etcd plus an in-process frontend, with an admin kubeconfig and a token file.
@@ -392,9 +395,19 @@ impl Cluster {
             StorageServer::Memory(mem) => Some(Arc::new(mem.clone())),
             _ => None,
         };
-        let delegation = if options.crds {
+        let delegation = if let Some(config) = options.aggregator {
+            let aggregator = ballast_aggregator::Aggregator::new(config).expect("front-proxy identity");
             ballast_frontend::Delegation {
-                in_front: Box::new(|builtin| builtin),
+                in_front: Box::new(|context, builtin| aggregator.server(context, builtin)),
+                in_front_admission: ballast_aggregator::admission(),
+                behind: Box::new(|context| {
+                    ballast_apiextensions::server(context, ballast_apiserver::delegation::NotFound::handler())
+                }),
+            }
+        } else if options.crds {
+            ballast_frontend::Delegation {
+                in_front: Box::new(|_, builtin| builtin),
+                in_front_admission: Vec::new(),
                 behind: Box::new(|context| {
                     ballast_apiextensions::server(context, ballast_apiserver::delegation::NotFound::handler())
                 }),

@@ -6,10 +6,12 @@
 // These tests drive real processes and measure real elapsed time (deadlines, timeouts).
 #![allow(clippy::disallowed_methods)]
 
+mod aggregation;
 mod apply;
 mod auth;
 mod chain;
 mod crd;
+mod extension_server;
 mod harness;
 mod kinds;
 mod kube_rs;
