@@ -8,6 +8,7 @@
 #
 #   bash benches/tls-run.sh                  # 10 s per run, 3 repeats
 #   DURATION=5 REPEATS=1 SCENARIOS="put_c16_v256" bash benches/tls-run.sh
+#   REPORT_FROM=raw.jsonl ... bash benches/tls-run.sh   # only writes the report of earlier runs' lines
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration=${DURATION:-10}
@@ -38,6 +39,7 @@ mkdir -p "$certs"
 )
 
 raw="$work/raw.jsonl"
+[[ -n "${REPORT_FROM:-}" ]] && grep '^{"target"' "$REPORT_FROM" >"$raw"
 port=24800
 run_one() { # target transport scenario repeat
   local target=$1 transport=$2 s=$3 r=$4 scheme=http
@@ -57,7 +59,8 @@ run_one() { # target transport scenario repeat
   sync
   sleep 2
 }
-for s in $scenarios; do
+[[ -n "${REPORT_FROM:-}" ]] && scenarios_to_run= || scenarios_to_run=$scenarios
+for s in $scenarios_to_run; do
   for r in $(seq "$repeats"); do
     for target in etcd ballast; do
       for transport in plain tls; do
@@ -66,7 +69,7 @@ for s in $scenarios; do
     done
   done
 done
-for r in $(seq "$repeats"); do
+for r in $(seq "$([[ -n "${REPORT_FROM:-}" ]] && echo 0 || echo "$repeats")"); do
   for target in etcd ballast; do
     run_one "$target" plain metrics_scrape_s100_w100000 "$r"
   done
@@ -89,10 +92,11 @@ def med(scenario, target, transport, key):
     vals = [v for v in vals if v is not None]
     return statistics.median(vals) if vals else None
 mem = sh("free -g | awk '/Mem:/ {print $2}'")
+cpu = sh("lscpu | sed -n 's/^Model name: *//p'")
 lines = [
     f"# Client TLS vs plaintext, and /metrics with 100k watchers, commit {commit}",
     "",
-    f"* Machine: {sh('nproc')} cores, {mem} GiB, kernel {sh('uname -r')}, {sh('lscpu | grep \"Model name\" | sed \"s/.*: *//\"')}; shared and noisy, so read medians and ratios.",
+    f"* Machine: {sh('nproc')} cores, {mem} GiB, kernel {sh('uname -r')}, {cpu}; shared and noisy, so read medians and ratios.",
     f"* Reference: {sh('etcd --version | head -1')} (Debian etcd-server), same machine, same run.",
     f"* Command: `{command}`; fresh server and data directory per run; plaintext and TLS runs alternate.",
     "* TLS: `--cert-file`/`--key-file` with an RSA 2048 server certificate from a self-signed CA; the",
