@@ -6,12 +6,19 @@
 # port + 1; an 8 GiB quota so preloading never trips etcd's default 2 GiB alarm), logging to
 # <data-dir>.log, sets `store_pid`, and returns once etcdctl finds it healthy (at most 20 s).
 # BALLAST_SHARDS (default 1) is Ballast's `--shards`; BALLAST_PLACEMENT (default unbound) its
-# `--shard-placement`.
+# `--shard-placement`. With STORE_TLS_DIR (holding server.crt, server.key, ca.crt) the client
+# URL is https:// with those files (`--cert-file`, `--key-file`), the same flags for both.
 start_store() {
   local target=$1 port=$2 dir=$3 ballast=$4 peer=$(($2 + 1))
-  local common=(--name b --data-dir "$dir" --listen-client-urls "http://127.0.0.1:$port"
-    --advertise-client-urls "http://127.0.0.1:$port" --listen-peer-urls "http://127.0.0.1:$peer"
-    --initial-advertise-peer-urls "http://127.0.0.1:$peer" --quota-backend-bytes 8589934592)
+  local scheme=http tls=() ctl=()
+  if [[ -n "${STORE_TLS_DIR:-}" ]]; then
+    scheme=https
+    tls=(--cert-file "$STORE_TLS_DIR/server.crt" --key-file "$STORE_TLS_DIR/server.key")
+    ctl=(--cacert "$STORE_TLS_DIR/ca.crt")
+  fi
+  local common=(--name b --data-dir "$dir" --listen-client-urls "$scheme://127.0.0.1:$port"
+    --advertise-client-urls "$scheme://127.0.0.1:$port" --listen-peer-urls "http://127.0.0.1:$peer"
+    --initial-advertise-peer-urls "http://127.0.0.1:$peer" --quota-backend-bytes 8589934592 "${tls[@]}")
   if [[ $target == etcd ]]; then
     etcd "${common[@]}" --initial-cluster "b=http://127.0.0.1:$peer" >"$dir.log" 2>&1 &
   else
@@ -20,7 +27,7 @@ start_store() {
   fi
   store_pid=$!
   for _ in $(seq 200); do
-    ETCDCTL_API=3 etcdctl --endpoints="127.0.0.1:$port" endpoint health >/dev/null 2>&1 && return 0
+    ETCDCTL_API=3 etcdctl --endpoints="$scheme://127.0.0.1:$port" "${ctl[@]}" endpoint health >/dev/null 2>&1 && return 0
     sleep 0.1
   done
   echo "$target did not start" >&2

@@ -308,6 +308,16 @@ async fn gateway(target: Target) -> Vec<String> {
     seen.push(strip(post("/v3/auth/user/grant", r#"{"user":"w","role":"r"}"#, Some(&root))));
     seen.push(strip(post("/v3/auth/user/get", r#"{"name":"w"}"#, Some(&root))));
     seen.push(strip(post("/v3/auth/user/list", "{}", Some(&token))));
+    // Streams and the Lock service: a snapshot needs root (the refusal is the stream's error
+    // line), a lock needs write on its name (the Lock service's errors have code Unknown), a
+    // watch outside the user's range is created canceled.
+    seen.push(strip(post("/v3/maintenance/snapshot", "{}", Some(&token))));
+    seen.push(strip(post("/v3/lock/lock", &format!(r#"{{"name":"{}"}}"#, b64("/b")), Some(&token))));
+    seen.push(strip(post("/v3/lock/lock", &format!(r#"{{"name":"{}"}}"#, b64("/b")), None)));
+    let watch = format!(r#"{{"create_request":{{"key":"{}"}}}}"#, b64("/b"));
+    let mut refused = post("/v3/watch", &watch, Some(&token));
+    refused["result"].as_object_mut().map(|o| o.remove("header"));
+    seen.push(refused.to_string());
     seen.push(strip(post("/v3/auth/disable", "{}", Some(&root))));
     seen
 }
@@ -333,6 +343,9 @@ fn base64_encode(bytes: &[u8]) -> String {
 async fn json_gateway_auth_matches_etcd() {
     let etcd = same_on_both(gateway).await;
     assert!(etcd[1].contains("user name is empty"), "{etcd:?}");
+    assert!(etcd[11].contains(r#""grpc_code":2"#) && etcd[11].contains("permission denied"), "{etcd:?}");
+    assert!(etcd[12].contains(r#""code":2"#), "{etcd:?}");
+    assert!(etcd[14].contains(r#""canceled":true"#), "{etcd:?}");
 }
 
 /// JWT tokens (`--auth-token jwt,...`) and, with `--client-cert-auth`, the client

@@ -1,12 +1,14 @@
 //! etcd's gRPC-JSON gateway through curl: the `/v3/` paths, base64 bytes and 64-bit integers as
-//! strings, etcd's error bodies, and the `/v3/watch` stream, against both servers.
+//! strings, etcd's error bodies, and the `/v3/watch` stream, against both servers; and every
+//! other path (cluster, maintenance, lock, election, the streams) as one transcript that must
+//! read the same on Ballast as on stock etcd.
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::harness::Server;
+use crate::harness::{Server, Target};
 
 both_targets!(gateway_kv_lease_status, gateway_errors, gateway_watch);
 
@@ -85,13 +87,33 @@ async fn gateway_errors(s: Server) {
     let (code, e) = error_of(&s, "kv/range", r#"{"key":"Zm9v","revision":"2"}"#);
     assert_eq!((code, e["code"].as_i64()), (400, Some(11)), "{e}");
     assert_eq!(e["error"], "etcdserver: mvcc: required revision has been compacted");
-    for bad in ["notjson", r#"{"key":123}"#, "[1,2"] {
+    // Unknown fields are skipped and what follows the first JSON value is not read, as by
+    // etcd's gateway.
+    let (code, e) = error_of(&s, "kv/range", r#"{"nope":1}"#);
+    assert_eq!((code, e["error"].as_str()), (400, Some("etcdserver: key is not provided")), "{e}");
+    let (code, text) = post(&s, "kv/range", r#"{"key":"Zm9v","nope":{"deep":[1]}} trailing"#);
+    assert_eq!(code, 200, "{text}");
+    for bad in ["notjson", r#"{"key":123}"#, "[1,2", r#"{"key":"!!!"}"#, r#""x""#] {
         let (code, e) = error_of(&s, "kv/range", bad);
         assert_eq!((code, e["code"].as_i64()), (400, Some(3)), "{bad}: {e}");
         assert!(e["error"].as_str().is_some_and(|m| !m.is_empty()) && e["error"] == e["message"], "{bad}: {e}");
     }
     let (code, _) = post(&s, "nope/x", "{}");
     assert_eq!(code, 404);
+    // Only POST; etcd 3.4's `/v3beta/` prefix too.
+    let get = Command::new("curl")
+        .args(["-s", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code}"])
+        .arg(format!("{}/v3/kv/range", s.url()))
+        .output()
+        .expect("curl");
+    assert_eq!(String::from_utf8_lossy(&get.stdout), "405");
+    let beta = Command::new("curl")
+        .args(["-s", "--max-time", "10", "-X", "POST", "-d", r#"{"key":"Zm9v"}"#])
+        .arg(format!("{}/v3beta/kv/range", s.url()))
+        .output()
+        .expect("curl");
+    let beta: Value = serde_json::from_slice(&beta.stdout).expect("json from /v3beta/");
+    assert_eq!(beta["kvs"][0]["value"], "Yw==", "{beta}");
 }
 
 fn base64_of(s: &str) -> String {
@@ -131,4 +153,199 @@ async fn gateway_watch(s: Server) {
     assert_eq!((ev["kv"]["version"].as_str(), ev["prev_kv"]["value"].as_str()), (Some("2"), Some("MQ==")), "{second}");
     let _ = curl.kill();
     let _ = curl.wait();
+}
+
+/// Fields whose values differ between two servers (IDs, revisions, sizes, versions, hashes,
+/// snapshot bytes): a transcript keeps that they are there, not what they hold.
+const VARYING: [&str; 20] = [
+    "ID",
+    "lease",
+    "key",
+    "rev",
+    "create_revision",
+    "mod_revision",
+    "version",
+    "hash",
+    "dbSize",
+    "dbSizeInUse",
+    "leader",
+    "raftIndex",
+    "raftTerm",
+    "raftAppliedIndex",
+    "blob",
+    "remaining_bytes",
+    "peerURLs",
+    "clientURLs",
+    "TTL",
+    "name",
+];
+
+/// Drops response headers and blanks the values of [`VARYING`] fields, recursively.
+fn normalize(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            o.remove("header");
+            // Members are in ID order, and IDs differ between servers: compare them as a set.
+            if let Some(Value::Array(members)) = o.get_mut("members") {
+                members.iter_mut().for_each(normalize);
+                members.sort_by_key(Value::to_string);
+            }
+            for (k, val) in o.iter_mut() {
+                if VARYING.contains(&k.as_str()) && !val.is_object() {
+                    *val = Value::String("<v>".into());
+                } else {
+                    normalize(val);
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(normalize),
+        _ => {}
+    }
+}
+
+/// One transcript line: the HTTP status and the normalized body (each line of a stream).
+fn line(code: u16, body: &str) -> String {
+    let parts: Vec<String> = body
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| match serde_json::from_str::<Value>(l) {
+            Ok(mut v) => {
+                normalize(&mut v);
+                v.to_string()
+            }
+            Err(_) => l.to_string(),
+        })
+        .collect();
+    format!("{code} {}", parts.join(" | "))
+}
+
+/// The first line of a stream that does not end by itself (`/v3/election/observe`).
+fn first_stream_line(s: &Server, path: &str, body: &str) -> Value {
+    let mut curl = Command::new("curl")
+        .args(["-s", "-N", "--max-time", "10", "-X", "POST", "-d", body])
+        .arg(format!("{}/v3/{path}", s.url()))
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("curl");
+    let rx = crate::harness::stdout_lines(&mut curl);
+    let first = rx.recv_timeout(Duration::from_secs(10)).expect("a stream line");
+    let _ = curl.kill();
+    let _ = curl.wait();
+    serde_json::from_str(&first).unwrap_or_else(|e| panic!("{path}: {e}: {first}"))
+}
+
+/// POSTs `body` to `/v3/<path>`, records the answer in `seen` and returns its (first) JSON.
+fn call(s: &Server, seen: &mut Vec<String>, path: &str, body: &str) -> Value {
+    let (code, text) = post(s, path, body);
+    seen.push(format!("{path}: {}", line(code, &text)));
+    serde_json::from_str::<Value>(text.lines().next().unwrap_or("")).unwrap_or(Value::Null)
+}
+
+/// Every gateway path beyond KV, Lease basics and Auth, on a fresh `target`: cluster membership
+/// (a learner added, listed and removed), maintenance (status, alarm, defragment, hash,
+/// leadership transfer, the snapshot stream), the keep-alive stream, Lock and Election (with
+/// the observe stream), and their errors. Returns the transcript.
+async fn paths_transcript(target: Target) -> Vec<String> {
+    let s = Server::start(target).await;
+    let mut seen = Vec::new();
+    // Cluster: a learner (the single voter keeps its quorum) added, listed, refused promotion
+    // while it has never caught up, and removed; unknown members.
+    let list = call(&s, &mut seen, "cluster/member/list", "{}");
+    assert_eq!(list["members"].as_array().map(Vec::len), Some(1), "{list}");
+    let peer = format!("http://127.0.0.1:{}", crate::harness::free_port());
+    let added = call(&s, &mut seen, "cluster/member/add", &json!({"peerURLs": [peer], "isLearner": true}).to_string());
+    let learner = added["member"]["ID"].as_str().expect("the new member's ID").to_string();
+    assert_eq!(added["member"]["isLearner"], true, "{added}");
+    // Listed in ID order, as etcd lists members.
+    let list = call(&s, &mut seen, "cluster/member/list", "{}");
+    let ids: Vec<u64> = list["members"]
+        .as_array()
+        .expect("members")
+        .iter()
+        .map(|m| m["ID"].as_str().and_then(|id| id.parse().ok()).expect("a member ID"))
+        .collect();
+    assert!(ids.len() == 2 && ids[0] < ids[1], "{list}");
+    call(&s, &mut seen, "cluster/member/promote", &json!({"ID": learner}).to_string());
+    call(&s, &mut seen, "cluster/member/remove", &json!({"ID": learner}).to_string());
+    call(&s, &mut seen, "cluster/member/add", r#"{"peerURLs":["not a url"]}"#);
+    call(&s, &mut seen, "cluster/member/remove", r#"{"ID":"12345"}"#);
+    call(&s, &mut seen, "cluster/member/update", r#"{"ID":"12345","peerURLs":["http://127.0.0.1:1"]}"#);
+    call(&s, &mut seen, "cluster/member/promote", r#"{"ID":"12345"}"#);
+    // Maintenance (a key first: Ballast's hash of an empty store is 0, which JSON leaves out).
+    call(&s, &mut seen, "kv/put", &json!({"key": base64_of("h"), "value": base64_of("v")}).to_string());
+    call(&s, &mut seen, "maintenance/status", "{}");
+    call(&s, &mut seen, "maintenance/alarm", "{}");
+    call(&s, &mut seen, "maintenance/alarm", r#"{"action":"GET","alarm":"NOSPACE"}"#);
+    call(&s, &mut seen, "maintenance/defragment", "{}");
+    let hash = call(&s, &mut seen, "maintenance/hash", "{}");
+    assert!(hash["hash"].is_u64(), "a uint32 is a JSON number: {hash}");
+    call(&s, &mut seen, "maintenance/transfer-leadership", r#"{"targetID":"12345"}"#);
+    // The snapshot stream: `{"result":...}` lines, each with a piece of the snapshot (its layout
+    // is each server's own, so not compared further).
+    let (code, text) = post(&s, "maintenance/snapshot", "{}");
+    let blobs: Vec<usize> = text
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+            decode_base64(v["result"]["blob"].as_str().unwrap_or_else(|| panic!("a blob: {l}"))).len()
+        })
+        .collect();
+    assert!(blobs.iter().all(|&n| n > 0) && blobs.iter().sum::<usize>() > 1024, "{blobs:?}");
+    seen.push(format!("maintenance/snapshot: {code}, every line a result with a blob"));
+    // Leases: the keep-alive stream answers each request and ends with the body; 3.4's aliases.
+    let grant = call(&s, &mut seen, "lease/grant", r#"{"TTL":60}"#);
+    let lease = grant["ID"].as_str().expect("lease ID").to_string();
+    let (code, text) = post(&s, "lease/keepalive", &json!({"ID": lease}).to_string());
+    let kept: Value = serde_json::from_str(text.lines().next().unwrap_or("")).expect("a keep-alive line");
+    assert_eq!((code, kept["result"]["ID"].as_str()), (200, Some(lease.as_str())), "{text}");
+    seen.push(format!("lease/keepalive: {}", line(code, &text)));
+    call(&s, &mut seen, "kv/lease/timetolive", &json!({"ID": lease}).to_string());
+    call(&s, &mut seen, "kv/lease/leases", "{}");
+    // Lock: `<name>/<lease in hex>` on the caller's lease.
+    let locked = call(&s, &mut seen, "lock/lock", &json!({"name": base64_of("lk"), "lease": lease}).to_string());
+    let key = locked["key"].as_str().expect("the lock's key").to_string();
+    let id: i64 = lease.parse().expect("numeric lease");
+    assert_eq!(decode_base64(&key), format!("lk/{id:x}").into_bytes());
+    call(&s, &mut seen, "lock/unlock", &json!({"key": key}).to_string());
+    call(&s, &mut seen, "lock/unlock", "{}");
+    // Election: campaign, leader, proclaim, observe, resign.
+    let name = base64_of("el");
+    let won = call(
+        &s,
+        &mut seen,
+        "election/campaign",
+        &json!({"name": name, "lease": lease, "value": base64_of("v1")}).to_string(),
+    );
+    let leader = won["leader"].clone();
+    assert_eq!(leader["name"], name.as_str(), "{won}");
+    let now = call(&s, &mut seen, "election/leader", &json!({"name": name}).to_string());
+    assert_eq!(now["kv"]["value"], base64_of("v1"), "{now}");
+    call(&s, &mut seen, "election/proclaim", &json!({"leader": leader, "value": base64_of("v2")}).to_string());
+    let observed = first_stream_line(&s, "election/observe", &json!({"name": name}).to_string());
+    assert_eq!(observed["result"]["kv"]["value"], base64_of("v2"), "{observed}");
+    let mut observed = observed;
+    normalize(&mut observed);
+    seen.push(format!("election/observe first line: {observed}"));
+    call(&s, &mut seen, "election/resign", &json!({"leader": leader}).to_string());
+    call(&s, &mut seen, "election/leader", &json!({"name": name}).to_string());
+    call(&s, &mut seen, "election/proclaim", "{}");
+    call(&s, &mut seen, "election/resign", "{}");
+    seen
+}
+
+fn decode_base64(s: &str) -> Vec<u8> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.decode(s).unwrap_or_else(|e| panic!("{e}: {s}"))
+}
+
+/// The paths' transcript on Ballast reads as on stock etcd, line by line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gateway_paths_match_etcd() {
+    let etcd = Box::pin(paths_transcript(Target::Etcd)).await;
+    let ballast = Box::pin(paths_transcript(Target::Ballast)).await;
+    for (e, b) in etcd.iter().zip(&ballast) {
+        assert_eq!(b, e, "Ballast differs from etcd\netcd:\n{}\nBallast:\n{}", etcd.join("\n"), ballast.join("\n"));
+    }
+    assert_eq!(ballast.len(), etcd.len());
 }

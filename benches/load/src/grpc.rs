@@ -9,13 +9,56 @@
 //! task only does the socket I/O. The requests on the wire are the same gRPC requests
 //! (HTTP/2 POST, `application/grpc`, `te: trailers`, one length-prefixed protobuf message) with
 //! the flow-control settings hyper's client uses, so etcd and Ballast are measured alike.
+//! An `https://` endpoint is reached over TLS (rustls, ALPN h2), its certificate checked against
+//! the CA of `--cacert` ([`CA_FILE`]).
 
 use ballast_proto::coalesce::CoalescingStream;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{HeaderValue, Method, Request, Uri};
 use prost::Message;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
+
+/// The CA certificate (PEM) `https://` endpoints are checked against (`--cacert`).
+pub(crate) static CA_FILE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// Returns a TLS connector trusting [`CA_FILE`], offering HTTP/2 only, as etcd's Go client does.
+fn tls_connector() -> anyhow::Result<tokio_rustls::TlsConnector> {
+    use rustls_pki_types::pem::PemObject;
+    let path = CA_FILE.get().ok_or_else(|| anyhow::anyhow!("an https:// endpoint needs --cacert"))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pki_types::CertificateDer::pem_file_iter(path)? {
+        roots.add(cert?)?;
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(tokio_rustls::TlsConnector::from(std::sync::Arc::new(config)))
+}
+
+/// Starts HTTP/2 with hyper's client settings on `io`; the connection runs on a task of its own.
+async fn handshake<T>(io: T) -> anyhow::Result<h2::client::SendRequest<Bytes>>
+where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (send, connection) = h2::client::Builder::new()
+        .initial_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW)
+        .max_send_buffer_size(MAX_SEND_BUFFER)
+        .max_header_list_size(MAX_HEADER_LIST)
+        .initial_max_send_streams(INITIAL_MAX_SEND_STREAMS)
+        .enable_push(false)
+        .handshake::<_, Bytes>(CoalescingStream::new(io))
+        .await?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(send)
+}
 
 /// hyper's client defaults (which tonic's channel uses): windows of 2 MiB per stream and 5 MiB
 /// per connection, 1 MiB of queued send data per stream, 16 KiB of headers, 100 streams
@@ -38,31 +81,27 @@ pub(crate) const TXN: &str = "/etcdserverpb.KV/Txn";
 #[derive(Clone, Debug)]
 pub(crate) struct Unary {
     send: h2::client::SendRequest<Bytes>,
+    scheme: Scheme,
     authority: Authority,
     /// Largest response accepted, as tonic's `max_decoding_message_size`.
     max_response: usize,
 }
 
 impl Unary {
-    /// Connects to `url` (`http://host:port`).
+    /// Connects to `url` (`http://host:port`, or `https://` with [`CA_FILE`]).
     pub(crate) async fn connect(url: &str) -> anyhow::Result<Self> {
         let uri: Uri = url.parse()?;
         let authority = uri.authority().cloned().ok_or_else(|| anyhow::anyhow!("no host in {url}"))?;
         let tcp = TcpStream::connect((authority.host(), authority.port_u16().unwrap_or(2379))).await?;
         tcp.set_nodelay(true)?;
-        let (send, connection) = h2::client::Builder::new()
-            .initial_window_size(STREAM_WINDOW)
-            .initial_connection_window_size(CONNECTION_WINDOW)
-            .max_send_buffer_size(MAX_SEND_BUFFER)
-            .max_header_list_size(MAX_HEADER_LIST)
-            .initial_max_send_streams(INITIAL_MAX_SEND_STREAMS)
-            .enable_push(false)
-            .handshake::<_, Bytes>(CoalescingStream::new(tcp))
-            .await?;
-        tokio::spawn(async move {
-            let _ = connection.await;
-        });
-        Ok(Self { send, authority, max_response: 64 << 20 })
+        let (send, scheme) = if uri.scheme() == Some(&Scheme::HTTPS) {
+            let name = rustls_pki_types::ServerName::try_from(authority.host().to_string())?;
+            let tls = tls_connector()?.connect(name, tcp).await?;
+            (handshake(tls).await?, Scheme::HTTPS)
+        } else {
+            (handshake(tcp).await?, Scheme::HTTP)
+        };
+        Ok(Self { send, scheme, authority, max_response: 64 << 20 })
     }
 
     /// Calls the unary method at `path` with `req`.
@@ -75,7 +114,7 @@ impl Unary {
         req: &Req,
     ) -> anyhow::Result<Resp> {
         let mut parts = http::uri::Parts::default();
-        parts.scheme = Some(Scheme::HTTP);
+        parts.scheme = Some(self.scheme.clone());
         parts.authority = Some(self.authority.clone());
         parts.path_and_query = Some(PathAndQuery::from_static(path));
         let mut request = Request::new(());

@@ -39,6 +39,9 @@ enum Command {
         /// CPU times are summed in the result instead of `--server-pid`'s alone.
         #[arg(long, value_delimiter = ',')]
         server_pids: Vec<u32>,
+        /// CA certificate (PEM) an `https://` endpoint's certificate is checked against.
+        #[arg(long)]
+        cacert: Option<std::path::PathBuf>,
     },
     /// Leader failover: puts in a loop through every endpoint, kills `--kill-pid` with SIGKILL
     /// once writes flow, and prints one JSON line with the time from the kill to the first
@@ -74,7 +77,10 @@ async fn main() -> anyhow::Result<()> {
             print_scenarios(scenario::ALL);
             Ok(())
         }
-        Command::Run { endpoint, seed, run, server_pids } => {
+        Command::Run { endpoint, seed, run, server_pids, cacert } => {
+            if let Some(ca) = cacert {
+                let _ = grpc::CA_FILE.set(ca);
+            }
             if let Some(pid) = run.server_pid {
                 let _ = stats::SERVER_PID.set(pid);
             }

@@ -37,10 +37,12 @@ impl ClusterService {
         self.api.header().map(|h| ResponseHeader { revision: 0, ..h })
     }
 
+    /// The members in ID order, as etcd lists them.
     fn members(&self) -> Vec<Member> {
         let me = &self.api.member;
         let attributes = self.api.peer_attributes.read();
-        self.api
+        let mut members: Vec<Member> = self
+            .api
             .membership
             .read()
             .members
@@ -53,7 +55,9 @@ impl ClusterService {
                 };
                 Member { id: m.id, name, peer_ur_ls: m.peer_urls.clone(), client_ur_ls, is_learner: m.is_learner }
             })
-            .collect()
+            .collect();
+        members.sort_by_key(|m| m.id);
+        members
     }
 }
 

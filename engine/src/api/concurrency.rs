@@ -44,6 +44,16 @@ pub(crate) fn prefix_end(prefix: &[u8]) -> Bytes {
     Bytes::from_static(&[0])
 }
 
+/// Returns `s` as etcd's Lock and Election services answer it: they return their client
+/// library's errors as they are, and the library turns every error etcd knows by its text
+/// (`etcdserver: ...`) into a plain error, which gRPC sends with code Unknown and the same text.
+pub(crate) fn as_client_error(s: Status) -> Status {
+    if s.code() != tonic::Code::Unknown && s.message().starts_with("etcdserver: ") {
+        return Status::unknown(s.message());
+    }
+    s
+}
+
 /// The member's KV and Lease services, called in-process.
 #[derive(Debug, Clone)]
 pub(crate) struct Client {

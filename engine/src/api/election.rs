@@ -17,7 +17,7 @@ use bytes::Bytes;
 use futures::Stream;
 use tonic::{Request, Response, Status};
 
-use super::concurrency::{create_revision_is, prefix_end, range_of, Client};
+use super::concurrency::{as_client_error, create_revision_is, prefix_end, range_of, Client};
 use super::Api;
 
 /// Serves Election.
@@ -77,6 +77,31 @@ type ObserveStream = Pin<Box<dyn Stream<Item = Result<LeaderResponse, Status>> +
 #[tonic::async_trait]
 impl Election for ElectionService {
     async fn campaign(&self, req: Request<CampaignRequest>) -> Result<Response<CampaignResponse>, Status> {
+        self.campaign_as_etcd(req).await.map_err(as_client_error)
+    }
+
+    async fn proclaim(&self, req: Request<ProclaimRequest>) -> Result<Response<ProclaimResponse>, Status> {
+        self.proclaim_as_etcd(req).await.map_err(as_client_error)
+    }
+
+    async fn leader(&self, req: Request<LeaderRequest>) -> Result<Response<LeaderResponse>, Status> {
+        self.leader_as_etcd(req).await.map_err(as_client_error)
+    }
+
+    type ObserveStream = ObserveStream;
+
+    async fn observe(&self, req: Request<LeaderRequest>) -> Result<Response<ObserveStream>, Status> {
+        self.observe_as_etcd(req).await.map_err(as_client_error)
+    }
+
+    async fn resign(&self, req: Request<ResignRequest>) -> Result<Response<ResignResponse>, Status> {
+        self.resign_as_etcd(req).await.map_err(as_client_error)
+    }
+}
+
+/// The methods' bodies; their errors go out through `as_client_error`.
+impl ElectionService {
+    async fn campaign_as_etcd(&self, req: Request<CampaignRequest>) -> Result<Response<CampaignResponse>, Status> {
         self.client.api.permit(&req, |s, who| super::auth::check_name(s, who, &req.get_ref().name, true)).await?;
         let req = req.into_inner();
         let lease = self.client.session(req.lease).await?;
@@ -91,7 +116,7 @@ impl Election for ElectionService {
                 if kv.value != req.value {
                     let me = LeaderKey { name: req.name.clone(), key: key.clone(), rev, lease };
                     if let Err(e) = self.proclaim_as(&me, &req.value).await {
-                        let _ = self.resign(super::auth::internal(ResignRequest { leader: Some(me) })).await;
+                        let _ = self.resign_as_etcd(super::auth::internal(ResignRequest { leader: Some(me) })).await;
                         return Err(e);
                     }
                 }
@@ -104,7 +129,7 @@ impl Election for ElectionService {
         }))
     }
 
-    async fn proclaim(&self, req: Request<ProclaimRequest>) -> Result<Response<ProclaimResponse>, Status> {
+    async fn proclaim_as_etcd(&self, req: Request<ProclaimRequest>) -> Result<Response<ProclaimResponse>, Status> {
         let name = req.get_ref().leader.as_ref().map(|l| l.name.clone()).unwrap_or_default();
         self.client.api.permit(&req, |s, who| super::auth::check_name(s, who, &name, true)).await?;
         let req = req.into_inner();
@@ -112,16 +137,14 @@ impl Election for ElectionService {
         Ok(Response::new(self.proclaim_as(&leader, &req.value).await?))
     }
 
-    async fn leader(&self, req: Request<LeaderRequest>) -> Result<Response<LeaderResponse>, Status> {
+    async fn leader_as_etcd(&self, req: Request<LeaderRequest>) -> Result<Response<LeaderResponse>, Status> {
         self.client.api.permit(&req, |s, who| super::auth::check_name(s, who, &req.get_ref().name, false)).await?;
         let r = self.client.first_created(&prefix(&req.get_ref().name)).await?;
         let kv = r.kvs.into_iter().next().ok_or_else(no_leader)?;
         Ok(Response::new(LeaderResponse { header: r.header, kv: Some(kv) }))
     }
 
-    type ObserveStream = ObserveStream;
-
-    async fn observe(&self, req: Request<LeaderRequest>) -> Result<Response<ObserveStream>, Status> {
+    async fn observe_as_etcd(&self, req: Request<LeaderRequest>) -> Result<Response<ObserveStream>, Status> {
         self.client.api.permit(&req, |s, who| super::auth::check_name(s, who, &req.get_ref().name, false)).await?;
         let client = self.client.clone();
         let prefix = prefix(&req.into_inner().name);
@@ -132,7 +155,7 @@ impl Election for ElectionService {
         Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))))
     }
 
-    async fn resign(&self, req: Request<ResignRequest>) -> Result<Response<ResignResponse>, Status> {
+    async fn resign_as_etcd(&self, req: Request<ResignRequest>) -> Result<Response<ResignResponse>, Status> {
         let name = req.get_ref().leader.as_ref().map(|l| l.name.clone()).unwrap_or_default();
         self.client.api.permit(&req, |s, who| super::auth::check_name(s, who, &name, true)).await?;
         let leader = req.into_inner().leader.ok_or_else(missing_leader)?;

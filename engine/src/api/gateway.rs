@@ -1,28 +1,134 @@
-//! etcd's gRPC-JSON gateway on the client port: `POST /v3/<service>/<method>` with the request
-//! message as JSON (see [`pbjson`](super::pbjson) for the mapping), answered with the response
-//! message as JSON, or with etcd's gateway error `{"error":..,"message":..,"code":..}` and the
-//! HTTP status grpc-gateway gives the gRPC code. `/v3/watch` streams one JSON line
-//! `{"result":<WatchResponse>}` per response. Every call goes through the same service code
-//! as over gRPC, with the token of the `Authorization` header (or `Grpc-Metadata-Token`) as
-//! its `authorization` (`token`) metadata, as grpc-gateway passes them; a client certificate
-//! never names the user of a gateway request, as in etcd.
+//! etcd's gRPC-JSON gateway on the client port: `POST /v3/<service>/<method>` (and `/v3beta/`,
+//! which etcd 3.4 still serves) with the request message as JSON (see [`pbjson`](super::pbjson)
+//! for the mapping), answered with the response message as JSON.
+//!
+//! Like etcd's gateway (grpc-gateway, a gRPC client of its own server), each call is made as a
+//! gRPC call of the client port's service stack, in process: it takes the same path as a call
+//! from etcdctl (auth, learner refusals, `grpc_server_handled_total`, the services' own errors),
+//! with the `Authorization` header as `authorization` metadata and each `Grpc-Metadata-<key>`
+//! header as `<key>`, as grpc-gateway passes them. A client certificate never names the user of
+//! a gateway call.
+//!
+//! Answers as grpc-gateway v1 (etcd 3.4 and 3.5) writes them:
+//! * unary: the response as JSON, or `{"error":..,"message":..,"code":..}` with the HTTP status
+//!   grpc-gateway gives the gRPC code;
+//! * server and bidirectional streams (`/v3/watch`, `/v3/lease/keepalive`,
+//!   `/v3/maintenance/snapshot`, `/v3/election/observe`): one line `{"result":<message>}` per
+//!   message, and an error as `{"error":{"grpc_code":..,"http_code":..,"message":..,
+//!   "http_status":..}}` (with that HTTP status when it comes before any message). The request
+//!   body of a bidirectional stream is read as a sequence of JSON messages, each sent as it is
+//!   complete; its end half-closes the call (a watch goes on; keep-alives end).
+//!
+//! As grpc-gateway does, unknown JSON fields are ignored, the first JSON value of a body is
+//! read and anything after it is not, and an empty body is the empty message.
 
-use std::future::Future;
+use std::convert::Infallible;
 
-use ballast_proto::etcdserverpb::{
-    auth_server::Auth, kv_server::Kv, lease_server::Lease, maintenance_server::Maintenance,
-    watch_request::RequestUnion, WatchRequest,
-};
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use futures::StreamExt;
+use http_body::Frame;
 use http_body_util::BodyExt;
-use prost::Message;
 use tonic::body::Body;
+use tower::{Service, ServiceExt};
 
 use super::http::respond;
-use super::watch::send_reliably;
-use super::{auth::AuthService, kv::KvService, lease::LeaseService, maintenance::MaintenanceService, pbjson, Api};
-use crate::shard::ShardMsg;
+use super::{pbjson, Api};
+
+/// How a method's messages flow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shape {
+    /// One request, one response.
+    Unary,
+    /// One request, a stream of responses.
+    ServerStream,
+    /// A stream each way.
+    Bidi,
+}
+
+/// One gateway path: the gRPC method it calls and the message types it maps.
+#[derive(Debug)]
+struct Route {
+    /// Under `/v3/`.
+    path: &'static str,
+    /// `<package>.<Service>/<Method>`.
+    method: &'static str,
+    /// Request and response types, `<package>.<Message>`.
+    request: &'static str,
+    response: &'static str,
+    shape: Shape,
+}
+
+macro_rules! routes {
+    ($($path:literal => $pkg:literal $service:literal $method:literal ($req:literal, $resp:literal) $shape:ident;)*) => {
+        [$(Route {
+            path: $path,
+            method: concat!("/", $pkg, ".", $service, "/", $method),
+            request: concat!(".", $pkg, ".", $req),
+            response: concat!(".", $pkg, ".", $resp),
+            shape: Shape::$shape,
+        }),*]
+    };
+}
+
+/// Every path etcd's gateway serves (etcd 3.5's `rpc.proto`, `v3lock.proto` and
+/// `v3election.proto` HTTP bindings), with 3.4's `/v3/kv/lease/*` aliases.
+static ROUTES: [Route; 50] = routes! {
+    "kv/range" => "etcdserverpb" "KV" "Range" ("RangeRequest", "RangeResponse") Unary;
+    "kv/put" => "etcdserverpb" "KV" "Put" ("PutRequest", "PutResponse") Unary;
+    "kv/deleterange" => "etcdserverpb" "KV" "DeleteRange" ("DeleteRangeRequest", "DeleteRangeResponse") Unary;
+    "kv/txn" => "etcdserverpb" "KV" "Txn" ("TxnRequest", "TxnResponse") Unary;
+    "kv/compaction" => "etcdserverpb" "KV" "Compact" ("CompactionRequest", "CompactionResponse") Unary;
+    "watch" => "etcdserverpb" "Watch" "Watch" ("WatchRequest", "WatchResponse") Bidi;
+    "lease/grant" => "etcdserverpb" "Lease" "LeaseGrant" ("LeaseGrantRequest", "LeaseGrantResponse") Unary;
+    "lease/revoke" => "etcdserverpb" "Lease" "LeaseRevoke" ("LeaseRevokeRequest", "LeaseRevokeResponse") Unary;
+    "kv/lease/revoke" => "etcdserverpb" "Lease" "LeaseRevoke" ("LeaseRevokeRequest", "LeaseRevokeResponse") Unary;
+    "lease/keepalive" => "etcdserverpb" "Lease" "LeaseKeepAlive" ("LeaseKeepAliveRequest", "LeaseKeepAliveResponse") Bidi;
+    "lease/timetolive" => "etcdserverpb" "Lease" "LeaseTimeToLive" ("LeaseTimeToLiveRequest", "LeaseTimeToLiveResponse") Unary;
+    "kv/lease/timetolive" => "etcdserverpb" "Lease" "LeaseTimeToLive" ("LeaseTimeToLiveRequest", "LeaseTimeToLiveResponse") Unary;
+    "lease/leases" => "etcdserverpb" "Lease" "LeaseLeases" ("LeaseLeasesRequest", "LeaseLeasesResponse") Unary;
+    "kv/lease/leases" => "etcdserverpb" "Lease" "LeaseLeases" ("LeaseLeasesRequest", "LeaseLeasesResponse") Unary;
+    "cluster/member/add" => "etcdserverpb" "Cluster" "MemberAdd" ("MemberAddRequest", "MemberAddResponse") Unary;
+    "cluster/member/remove" => "etcdserverpb" "Cluster" "MemberRemove" ("MemberRemoveRequest", "MemberRemoveResponse") Unary;
+    "cluster/member/update" => "etcdserverpb" "Cluster" "MemberUpdate" ("MemberUpdateRequest", "MemberUpdateResponse") Unary;
+    "cluster/member/list" => "etcdserverpb" "Cluster" "MemberList" ("MemberListRequest", "MemberListResponse") Unary;
+    "cluster/member/promote" => "etcdserverpb" "Cluster" "MemberPromote" ("MemberPromoteRequest", "MemberPromoteResponse") Unary;
+    "maintenance/alarm" => "etcdserverpb" "Maintenance" "Alarm" ("AlarmRequest", "AlarmResponse") Unary;
+    "maintenance/status" => "etcdserverpb" "Maintenance" "Status" ("StatusRequest", "StatusResponse") Unary;
+    "maintenance/defragment" => "etcdserverpb" "Maintenance" "Defragment" ("DefragmentRequest", "DefragmentResponse") Unary;
+    "maintenance/hash" => "etcdserverpb" "Maintenance" "Hash" ("HashRequest", "HashResponse") Unary;
+    "maintenance/hashkv" => "etcdserverpb" "Maintenance" "HashKV" ("HashKVRequest", "HashKVResponse") Unary;
+    "maintenance/snapshot" => "etcdserverpb" "Maintenance" "Snapshot" ("SnapshotRequest", "SnapshotResponse") ServerStream;
+    "maintenance/transfer-leadership" => "etcdserverpb" "Maintenance" "MoveLeader" ("MoveLeaderRequest", "MoveLeaderResponse") Unary;
+    "auth/enable" => "etcdserverpb" "Auth" "AuthEnable" ("AuthEnableRequest", "AuthEnableResponse") Unary;
+    "auth/disable" => "etcdserverpb" "Auth" "AuthDisable" ("AuthDisableRequest", "AuthDisableResponse") Unary;
+    "auth/status" => "etcdserverpb" "Auth" "AuthStatus" ("AuthStatusRequest", "AuthStatusResponse") Unary;
+    "auth/authenticate" => "etcdserverpb" "Auth" "Authenticate" ("AuthenticateRequest", "AuthenticateResponse") Unary;
+    "auth/user/add" => "etcdserverpb" "Auth" "UserAdd" ("AuthUserAddRequest", "AuthUserAddResponse") Unary;
+    "auth/user/get" => "etcdserverpb" "Auth" "UserGet" ("AuthUserGetRequest", "AuthUserGetResponse") Unary;
+    "auth/user/list" => "etcdserverpb" "Auth" "UserList" ("AuthUserListRequest", "AuthUserListResponse") Unary;
+    "auth/user/delete" => "etcdserverpb" "Auth" "UserDelete" ("AuthUserDeleteRequest", "AuthUserDeleteResponse") Unary;
+    "auth/user/changepw" => "etcdserverpb" "Auth" "UserChangePassword" ("AuthUserChangePasswordRequest", "AuthUserChangePasswordResponse") Unary;
+    "auth/user/grant" => "etcdserverpb" "Auth" "UserGrantRole" ("AuthUserGrantRoleRequest", "AuthUserGrantRoleResponse") Unary;
+    "auth/user/revoke" => "etcdserverpb" "Auth" "UserRevokeRole" ("AuthUserRevokeRoleRequest", "AuthUserRevokeRoleResponse") Unary;
+    "auth/role/add" => "etcdserverpb" "Auth" "RoleAdd" ("AuthRoleAddRequest", "AuthRoleAddResponse") Unary;
+    "auth/role/get" => "etcdserverpb" "Auth" "RoleGet" ("AuthRoleGetRequest", "AuthRoleGetResponse") Unary;
+    "auth/role/list" => "etcdserverpb" "Auth" "RoleList" ("AuthRoleListRequest", "AuthRoleListResponse") Unary;
+    "auth/role/delete" => "etcdserverpb" "Auth" "RoleDelete" ("AuthRoleDeleteRequest", "AuthRoleDeleteResponse") Unary;
+    "auth/role/grant" => "etcdserverpb" "Auth" "RoleGrantPermission" ("AuthRoleGrantPermissionRequest", "AuthRoleGrantPermissionResponse") Unary;
+    "auth/role/revoke" => "etcdserverpb" "Auth" "RoleRevokePermission" ("AuthRoleRevokePermissionRequest", "AuthRoleRevokePermissionResponse") Unary;
+    "lock/lock" => "v3lockpb" "Lock" "Lock" ("LockRequest", "LockResponse") Unary;
+    "lock/unlock" => "v3lockpb" "Lock" "Unlock" ("UnlockRequest", "UnlockResponse") Unary;
+    "election/campaign" => "v3electionpb" "Election" "Campaign" ("CampaignRequest", "CampaignResponse") Unary;
+    "election/proclaim" => "v3electionpb" "Election" "Proclaim" ("ProclaimRequest", "ProclaimResponse") Unary;
+    "election/leader" => "v3electionpb" "Election" "Leader" ("LeaderRequest", "LeaderResponse") Unary;
+    "election/observe" => "v3electionpb" "Election" "Observe" ("LeaderRequest", "LeaderResponse") ServerStream;
+    "election/resign" => "v3electionpb" "Election" "Resign" ("ResignRequest", "ResignResponse") Unary;
+};
+
+/// Returns the path under the gateway's prefix, for a request the gateway answers.
+pub(crate) fn gateway_path(path: &str) -> Option<&str> {
+    path.strip_prefix("/v3/").or_else(|| path.strip_prefix("/v3beta/"))
+}
 
 /// grpc-gateway's HTTP status for a gRPC code (its v1 mapping, which etcd 3.4 and 3.5 use).
 fn http_status(code: tonic::Code) -> u16 {
@@ -44,232 +150,272 @@ fn http_status(code: tonic::Code) -> u16 {
     }
 }
 
-/// etcd's gateway error body.
+fn json_string(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+}
+
+/// etcd's gateway error body for a unary call.
 fn error(code: tonic::Code, message: &str) -> http::Response<Body> {
-    let text = serde_json::to_string(message).unwrap_or_else(|_| "\"\"".into());
+    let text = json_string(message);
     let body = format!("{{\"error\":{text},\"message\":{text},\"code\":{}}}", code as i32);
     respond(http_status(code), "application/json", body)
 }
 
-fn from_status(s: &tonic::Status) -> http::Response<Body> {
-    error(s.code(), s.message())
+/// The error line of a stream (no newline after it, as grpc-gateway writes it).
+fn stream_error_line(s: &tonic::Status) -> Bytes {
+    let status = http_status(s.code());
+    let reason = http::StatusCode::from_u16(status).ok().and_then(|c| c.canonical_reason()).unwrap_or("");
+    Bytes::from(format!(
+        "{{\"error\":{{\"grpc_code\":{},\"http_code\":{status},\"message\":{},\"http_status\":{}}}}}",
+        s.code() as i32,
+        json_string(s.message()),
+        json_string(reason)
+    ))
 }
 
-/// Reads the body (up to the request limit) and parses it as JSON; an empty body is `{}`.
-async fn read_json(api: &Api, body: Body) -> Result<serde_json::Value, http::Response<Body>> {
-    let limited = http_body_util::Limited::new(body, api.max_request_bytes);
-    let bytes = match limited.collect().await {
+/// A message with gRPC's 5-byte prefix (uncompressed, length in big-endian).
+fn grpc_frame(msg: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(5 + msg.len());
+    out.extend_from_slice(&[0]);
+    out.extend_from_slice(&(msg.len() as u32).to_be_bytes());
+    out.extend_from_slice(msg);
+    out.freeze()
+}
+
+/// Reads a unary call's body (up to the request limit) and returns its first JSON value; an
+/// empty body is `null`, the empty message.
+async fn read_json(limit: usize, body: Body) -> Result<serde_json::Value, http::Response<Body>> {
+    let bytes = match http_body_util::Limited::new(body, limit).collect().await {
         Ok(c) => c.to_bytes(),
         Err(_) => return Err(error(tonic::Code::InvalidArgument, "etcdserver: request is too large")),
     };
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(serde_json::Value::Null);
+    match serde_json::Deserializer::from_slice(&bytes).into_iter::<serde_json::Value>().next() {
+        None => Ok(serde_json::Value::Null),
+        Some(Ok(v)) => Ok(v),
+        Some(Err(e)) => Err(error(tonic::Code::InvalidArgument, &e.to_string())),
     }
-    serde_json::from_slice(&bytes).map_err(|e| error(tonic::Code::InvalidArgument, &e.to_string()))
 }
 
-/// Decodes `json` as `Req` (named `req_type`), runs `handler` and writes its answer as
-/// `resp_type`.
-async fn unary<Req, Resp, F, Fut>(
-    json: &serde_json::Value,
-    metadata: &tonic::metadata::MetadataMap,
-    req_type: &str,
-    resp_type: &str,
-    handler: F,
-) -> http::Response<Body>
-where
-    Req: Message + Default,
-    Resp: Message,
-    F: FnOnce(tonic::Request<Req>) -> Fut,
-    Fut: Future<Output = Result<tonic::Response<Resp>, tonic::Status>>,
-{
-    let req = match pbjson::encode_object(req_type, json).map(|b| Req::decode(b.as_slice())) {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => return error(tonic::Code::InvalidArgument, &e.to_string()),
-        Err(e) => return error(tonic::Code::InvalidArgument, &e),
-    };
-    let req = tonic::Request::from_parts(metadata.clone(), http::Extensions::new(), req);
-    match handler(req).await {
-        Ok(resp) => match pbjson::to_json(resp_type, &resp.into_inner().encode_to_vec()) {
-            Ok(text) => {
-                let mut r = respond(200, "application/json", text);
-                // grpc-gateway passes the gRPC response's metadata on as headers; etcd's answers
-                // carry this one.
-                r.headers_mut()
-                    .insert("grpc-metadata-content-type", http::HeaderValue::from_static("application/grpc"));
-                r
+/// The request body of a bidirectional stream as gRPC frames: each JSON value of `body` as it
+/// completes, encoded as `type_name`. The stream ends (the call half-closes) at the end of the
+/// body, at a value that is not JSON or not the message, or when one value outgrows `limit`.
+fn request_frames(
+    body: Body,
+    limit: usize,
+    type_name: &'static str,
+) -> impl futures::Stream<Item = Result<Frame<Bytes>, Infallible>> + Send {
+    struct State {
+        body: Body,
+        buf: BytesMut,
+        ended: bool,
+    }
+    let start = State { body, buf: BytesMut::new(), ended: false };
+    futures::stream::unfold(start, move |mut st| async move {
+        loop {
+            let mut values = serde_json::Deserializer::from_slice(&st.buf).into_iter::<serde_json::Value>();
+            match values.next() {
+                Some(Ok(v)) => {
+                    let used = values.byte_offset();
+                    st.buf.advance(used);
+                    let msg = pbjson::encode_object(type_name, &v).ok()?;
+                    return Some((Ok(Frame::data(grpc_frame(&msg))), st));
+                }
+                Some(Err(e)) if !e.is_eof() => return None,
+                _ if st.ended || st.buf.len() > limit => return None,
+                _ => {}
             }
-            Err(e) => error(tonic::Code::Internal, &e),
-        },
-        Err(s) => from_status(&s),
+            match st.body.frame().await {
+                Some(Ok(f)) => {
+                    if let Ok(data) = f.into_data() {
+                        st.buf.extend_from_slice(&data);
+                    }
+                }
+                Some(Err(_)) | None => st.ended = true,
+            }
+        }
+    })
+}
+
+/// A gRPC response body read message by message.
+struct Messages {
+    body: Body,
+    buf: BytesMut,
+    trailers: Option<http::HeaderMap>,
+    done: bool,
+}
+
+/// What a gRPC response body holds next.
+enum Next {
+    Message(Bytes),
+    /// The end of the call: its status from the trailers.
+    End(Result<(), tonic::Status>),
+}
+
+impl Messages {
+    fn new(body: Body) -> Self {
+        Self { body, buf: BytesMut::new(), trailers: None, done: false }
+    }
+
+    async fn next(&mut self) -> Next {
+        loop {
+            if self.buf.len() >= 5 {
+                let len = u32::from_be_bytes([self.buf[1], self.buf[2], self.buf[3], self.buf[4]]) as usize;
+                if self.buf.len() >= 5 + len {
+                    let mut m = self.buf.split_to(5 + len);
+                    m.advance(5);
+                    return Next::Message(m.freeze());
+                }
+            }
+            if self.done {
+                let status = self.trailers.as_ref().and_then(tonic::Status::from_header_map);
+                return Next::End(match status {
+                    Some(s) if s.code() != tonic::Code::Ok => Err(s),
+                    _ => Ok(()),
+                });
+            }
+            match self.body.frame().await {
+                Some(Ok(f)) => match f.into_data() {
+                    Ok(data) => self.buf.extend_from_slice(&data),
+                    Err(f) => self.trailers = f.into_trailers().ok(),
+                },
+                Some(Err(s)) => return Next::End(Err(s)),
+                None => self.done = true,
+            }
+        }
     }
 }
 
-/// Answers `POST /v3/<path>`.
-pub(crate) async fn serve(api: Api, path: &str, req: http::Request<Body>) -> http::Response<Body> {
-    const KNOWN: [&str; 28] = [
-        "kv/range",
-        "kv/put",
-        "kv/deleterange",
-        "kv/txn",
-        "kv/compaction",
-        "lease/grant",
-        "lease/revoke",
-        "lease/timetolive",
-        "lease/leases",
-        "maintenance/status",
-        "watch",
-        "auth/enable",
-        "auth/disable",
-        "auth/status",
-        "auth/authenticate",
-        "auth/user/add",
-        "auth/user/get",
-        "auth/user/list",
-        "auth/user/delete",
-        "auth/user/changepw",
-        "auth/user/grant",
-        "auth/user/revoke",
-        "auth/role/add",
-        "auth/role/get",
-        "auth/role/list",
-        "auth/role/delete",
-        "auth/role/grant",
-        "auth/role/revoke",
-    ];
-    if !KNOWN.contains(&path) {
+/// Answers `POST /v3/<path>` by calling `grpc`, the client port's gRPC services.
+pub(crate) async fn serve<S>(api: Api, grpc: S, path: &str, req: http::Request<Body>) -> http::Response<Body>
+where
+    S: Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible> + Send + 'static,
+    S::Future: Send,
+{
+    let Some(route) = ROUTES.iter().find(|r| r.path == path) else {
         return respond(404, "text/plain; charset=utf-8", "Not Found\n");
-    }
+    };
     if req.method() != http::Method::POST {
         return respond(405, "text/plain; charset=utf-8", "Method Not Allowed\n");
     }
-    let mut metadata = tonic::metadata::MetadataMap::new();
-    for (header, key) in [("authorization", "authorization"), ("grpc-metadata-token", "token")] {
-        if let Some(v) = req.headers().get(header).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok()) {
-            metadata.insert(key, v);
-        }
-    }
-    let json = match read_json(&api, req.into_body()).await {
-        Ok(j) => j,
-        Err(resp) => return resp,
-    };
-    let kv = KvService::new(api.clone());
-    let lease = LeaseService::new(api.clone());
-    let m = MaintenanceService::new(api.clone());
-    macro_rules! call {
-        ($req:literal, $resp:literal, $f:expr) => {
-            unary(&json, &metadata, concat!(".etcdserverpb.", $req), concat!(".etcdserverpb.", $resp), $f).await
+    let (parts, body) = req.into_parts();
+    let mut call = http::Request::new(Body::empty());
+    *call.method_mut() = http::Method::POST;
+    *call.uri_mut() = http::Uri::from_static(route.method);
+    let headers = call.headers_mut();
+    headers.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/grpc"));
+    headers.insert(http::header::TE, http::HeaderValue::from_static("trailers"));
+    for (name, value) in &parts.headers {
+        let key = if name == http::header::AUTHORIZATION {
+            "authorization"
+        } else if let Some(key) = name.as_str().strip_prefix("grpc-metadata-") {
+            // A header the call itself sets is not the client's to replace.
+            if key.starts_with("grpc-") || key == "content-type" || key == "te" {
+                continue;
+            }
+            key
+        } else {
+            continue;
         };
-    }
-    match path {
-        "kv/range" => call!("RangeRequest", "RangeResponse", |r| kv.range(r)),
-        "kv/put" => call!("PutRequest", "PutResponse", |r| kv.put(r)),
-        "kv/deleterange" => call!("DeleteRangeRequest", "DeleteRangeResponse", |r| kv.delete_range(r)),
-        "kv/txn" => call!("TxnRequest", "TxnResponse", |r| kv.txn(r)),
-        "kv/compaction" => call!("CompactionRequest", "CompactionResponse", |r| kv.compact(r)),
-        "lease/grant" => call!("LeaseGrantRequest", "LeaseGrantResponse", |r| lease.lease_grant(r)),
-        "lease/revoke" => call!("LeaseRevokeRequest", "LeaseRevokeResponse", |r| lease.lease_revoke(r)),
-        "lease/timetolive" => {
-            call!("LeaseTimeToLiveRequest", "LeaseTimeToLiveResponse", |r| lease.lease_time_to_live(r))
+        if let Ok(key) = http::HeaderName::from_bytes(key.as_bytes()) {
+            headers.append(key, value.clone());
         }
-        "lease/leases" => call!("LeaseLeasesRequest", "LeaseLeasesResponse", |r| lease.lease_leases(r)),
-        "maintenance/status" => call!("StatusRequest", "StatusResponse", |r| m.status(r)),
-        "watch" => watch(api, &json, &metadata).await,
-        _ => auth_call(&AuthService::new(api), path, &json, &metadata).await,
     }
-}
-
-/// `/v3/auth/...`.
-async fn auth_call(
-    a: &AuthService,
-    path: &str,
-    json: &serde_json::Value,
-    metadata: &tonic::metadata::MetadataMap,
-) -> http::Response<Body> {
-    macro_rules! call {
-        ($req:literal, $resp:literal, $f:expr) => {
-            unary(json, metadata, concat!(".etcdserverpb.", $req), concat!(".etcdserverpb.", $resp), $f).await
+    *call.body_mut() = if route.shape == Shape::Bidi {
+        Body::new(http_body_util::StreamBody::new(request_frames(body, api.max_request_bytes, route.request)))
+    } else {
+        let json = match read_json(api.max_request_bytes, body).await {
+            Ok(j) => j,
+            Err(resp) => return resp,
         };
-    }
-    match path {
-        "auth/enable" => call!("AuthEnableRequest", "AuthEnableResponse", |r| a.auth_enable(r)),
-        "auth/disable" => call!("AuthDisableRequest", "AuthDisableResponse", |r| a.auth_disable(r)),
-        "auth/status" => call!("AuthStatusRequest", "AuthStatusResponse", |r| a.auth_status(r)),
-        "auth/authenticate" => call!("AuthenticateRequest", "AuthenticateResponse", |r| a.authenticate(r)),
-        "auth/user/add" => call!("AuthUserAddRequest", "AuthUserAddResponse", |r| a.user_add(r)),
-        "auth/user/get" => call!("AuthUserGetRequest", "AuthUserGetResponse", |r| a.user_get(r)),
-        "auth/user/list" => call!("AuthUserListRequest", "AuthUserListResponse", |r| a.user_list(r)),
-        "auth/user/delete" => call!("AuthUserDeleteRequest", "AuthUserDeleteResponse", |r| a.user_delete(r)),
-        "auth/user/changepw" => {
-            call!("AuthUserChangePasswordRequest", "AuthUserChangePasswordResponse", |r| a.user_change_password(r))
-        }
-        "auth/user/grant" => call!("AuthUserGrantRoleRequest", "AuthUserGrantRoleResponse", |r| a.user_grant_role(r)),
-        "auth/user/revoke" => {
-            call!("AuthUserRevokeRoleRequest", "AuthUserRevokeRoleResponse", |r| a.user_revoke_role(r))
-        }
-        "auth/role/add" => call!("AuthRoleAddRequest", "AuthRoleAddResponse", |r| a.role_add(r)),
-        "auth/role/get" => call!("AuthRoleGetRequest", "AuthRoleGetResponse", |r| a.role_get(r)),
-        "auth/role/list" => call!("AuthRoleListRequest", "AuthRoleListResponse", |r| a.role_list(r)),
-        "auth/role/delete" => call!("AuthRoleDeleteRequest", "AuthRoleDeleteResponse", |r| a.role_delete(r)),
-        "auth/role/grant" => {
-            call!("AuthRoleGrantPermissionRequest", "AuthRoleGrantPermissionResponse", |r| a.role_grant_permission(r))
-        }
-        _ => call!("AuthRoleRevokePermissionRequest", "AuthRoleRevokePermissionResponse", |r| a
-            .role_revoke_permission(r)),
-    }
-}
-
-/// `/v3/watch`: the body's one WatchRequest opens a watcher; every response of the stream is
-/// written as a line `{"result":...}` until the client goes away.
-async fn watch(api: Api, json: &serde_json::Value, metadata: &tonic::metadata::MetadataMap) -> http::Response<Body> {
-    let req =
-        match pbjson::encode_object(".etcdserverpb.WatchRequest", json).map(|b| WatchRequest::decode(b.as_slice())) {
-            Ok(Ok(r)) => r,
-            Ok(Err(e)) => return error(tonic::Code::InvalidArgument, &e.to_string()),
+        match pbjson::encode_object(route.request, &json) {
+            Ok(msg) => Body::new(http_body_util::Full::new(grpc_frame(&msg))),
             Err(e) => return error(tonic::Code::InvalidArgument, &e),
-        };
-    let Some(RequestUnion::CreateRequest(create)) = req.request_union else {
-        return error(tonic::Code::InvalidArgument, "a watch over HTTP starts with a create_request");
-    };
-    if api.auth.enabled() {
-        let creds = super::auth::Credentials::of(metadata, &http::Extensions::new(), false);
-        if let Err(reason) = api.watch_permitted(&creds, &create).await {
-            let refused = ballast_proto::etcdserverpb::WatchResponse {
-                header: api.header(),
-                watch_id: -1,
-                created: true,
-                canceled: true,
-                cancel_reason: reason.to_string(),
-                ..Default::default()
-            };
-            let text = pbjson::to_json(".etcdserverpb.WatchResponse", &refused.encode_to_vec()).unwrap_or_default();
-            return respond(200, "application/json", format!("{{\"result\":{text}}}\n"));
         }
+    };
+    let resp = match grpc.oneshot(call).await {
+        Ok(r) => r,
+        Err(never) => match never {},
+    };
+    // A call refused before any message answers with its status in the headers alone.
+    if let Some(s) = tonic::Status::from_header_map(resp.headers()).filter(|s| s.code() != tonic::Code::Ok) {
+        return match route.shape {
+            Shape::Unary => error(s.code(), s.message()),
+            _ => respond(http_status(s.code()), "application/json", stream_error_line(&s)),
+        };
     }
-    let shard = api.shard(api.map.shard_of(&create.key)).clone();
-    let id = api.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let (tx, rx, credits) = crate::watch::stream_channel(api.watch_stream_buffer);
-    if !send_reliably(&shard, || ShardMsg::WatchOpen(id, tx.clone())).await
-        || !credits.spend().await
-        || !send_reliably(&shard, || ShardMsg::WatchCreate(id, create.clone())).await
-    {
-        return from_status(&tonic::Status::from(crate::EngineError::Stopped));
+    let messages = Messages::new(resp.into_body());
+    match route.shape {
+        Shape::Unary => unary_answer(route, messages).await,
+        _ => stream_answer(route, messages).await,
     }
-    let closer = shard.clone();
-    tokio::spawn(async move {
-        // The watcher goes when the client does (its response body is dropped).
-        tx.closed().await;
-        send_reliably(&closer, || ShardMsg::WatchClose(id)).await;
+}
+
+async fn unary_answer(route: &'static Route, mut messages: Messages) -> http::Response<Body> {
+    let msg = match messages.next().await {
+        Next::Message(m) => m,
+        Next::End(Err(s)) => return error(s.code(), s.message()),
+        Next::End(Ok(())) => return error(tonic::Code::Internal, "no response message"),
+    };
+    if let Next::End(Err(s)) = messages.next().await {
+        return error(s.code(), s.message());
+    }
+    match pbjson::to_json(route.response, &msg) {
+        Ok(text) => {
+            let mut r = respond(200, "application/json", text);
+            // grpc-gateway passes the gRPC response's metadata on as headers; etcd's answers
+            // carry this one.
+            r.headers_mut().insert("grpc-metadata-content-type", http::HeaderValue::from_static("application/grpc"));
+            r
+        }
+        Err(e) => error(tonic::Code::Internal, &e),
+    }
+}
+
+fn result_line(route: &Route, msg: &[u8]) -> Bytes {
+    let text = pbjson::to_json(route.response, msg).unwrap_or_else(|_| "{}".into());
+    Bytes::from(format!("{{\"result\":{text}}}\n"))
+}
+
+/// Writes a stream's messages as lines; a status before the first message sets the HTTP status.
+async fn stream_answer(route: &'static Route, mut messages: Messages) -> http::Response<Body> {
+    let first = match messages.next().await {
+        Next::Message(m) => result_line(route, &m),
+        Next::End(Ok(())) => return respond(200, "application/json", Bytes::new()),
+        Next::End(Err(s)) => return respond(http_status(s.code()), "application/json", stream_error_line(&s)),
+    };
+    let rest = futures::stream::unfold(Some(messages), move |state| async move {
+        let mut messages = state?;
+        match messages.next().await {
+            Next::Message(m) => Some((result_line(route, &m), Some(messages))),
+            Next::End(Ok(())) => None,
+            Next::End(Err(s)) => Some((stream_error_line(&s), None)),
+        }
     });
-    let lines = rx.flat_map(|batch| {
-        futures::stream::iter(batch.into_iter().map(|r| {
-            let mut buf = BytesMut::with_capacity(r.encoded_len());
-            r.encode(&mut buf);
-            let text = pbjson::to_json(".etcdserverpb.WatchResponse", &buf).unwrap_or_else(|_| "{}".into());
-            Ok::<_, std::convert::Infallible>(http_body::Frame::data(Bytes::from(format!("{{\"result\":{text}}}\n"))))
-        }))
-    });
+    let lines = futures::stream::iter([first]).chain(rest).map(|b| Ok::<_, Infallible>(Frame::data(b)));
     let mut resp = http::Response::new(Body::new(http_body_util::StreamBody::new(lines)));
     resp.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert("grpc-metadata-content-type", http::HeaderValue::from_static("application/grpc"));
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_route_names_messages_the_descriptors_know() {
+        for r in &ROUTES {
+            assert!(pbjson::encode_object(r.request, &serde_json::Value::Null).is_ok(), "{}", r.request);
+            assert!(pbjson::to_json(r.response, &[]).is_ok(), "{}", r.response);
+        }
+    }
+
+    #[test]
+    fn stream_errors_read_as_grpc_gateway_writes_them() {
+        let line = stream_error_line(&tonic::Status::permission_denied("etcdserver: permission denied"));
+        assert_eq!(
+            line,
+            "{\"error\":{\"grpc_code\":7,\"http_code\":403,\"message\":\"etcdserver: permission denied\",\"http_status\":\"Forbidden\"}}"
+        );
+    }
 }

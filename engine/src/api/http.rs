@@ -1,6 +1,6 @@
 //! [`HttpLayer`]: the plain HTTP endpoints etcd serves on its client port beside gRPC
-//! (`/health`, `/livez`, `/readyz`, `/version`, `/metrics`, and the JSON gateway under `/v3/`,
-//! see [`gateway`](super::gateway)).
+//! (`/health`, `/livez`, `/readyz`, `/version`, `/metrics`, and on the client port the JSON
+//! gateway under `/v3/`, see [`gateway`](super::gateway)).
 //! A request is gRPC when its content type says so; every other request is answered here, over
 //! HTTP/1.1 or HTTP/2, before the gRPC services see it.
 
@@ -83,6 +83,10 @@ where
             return Box::pin(self.inner.clone().oneshot(req));
         }
         let api = self.api.clone();
+        if let Some(path) = super::gateway::gateway_path(req.uri().path()).map(str::to_owned) {
+            let grpc = self.inner.clone();
+            return Box::pin(async move { Ok(super::gateway::serve(api, grpc, &path, req).await) });
+        }
         Box::pin(async move { Ok(serve(api, req).await) })
     }
 }
@@ -91,9 +95,6 @@ where
 async fn serve(api: Api, req: http::Request<Body>) -> http::Response<Body> {
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
-    if let Some(rest) = path.strip_prefix("/v3/") {
-        return super::gateway::serve(api, rest, req).await;
-    }
     match (req.method() == http::Method::GET || req.method() == http::Method::HEAD, path.as_str()) {
         (true, "/health") => health(&api, &query).await,
         (true, "/livez") => match api.stopped_shard() {

@@ -2,6 +2,7 @@
 //! caller's lease (guarded on not existing), and answers once every key under `<name>/` created
 //! before it is deleted, so owners follow in create-revision order; `Unlock` deletes the key.
 //! A caller whose wait is cut short (deadline, cancel) has its key deleted, as etcd does.
+//! Errors are etcd's client library's, code Unknown (see `concurrency::as_client_error`).
 
 use ballast_proto::authpb::permission::Type as PermType;
 use ballast_proto::etcdserverpb::{kv_server::Kv, DeleteRangeRequest};
@@ -9,7 +10,7 @@ use ballast_proto::v3lockpb::{lock_server::Lock, LockRequest, LockResponse, Unlo
 use bytes::Bytes;
 use tonic::{Request, Response, Status};
 
-use super::concurrency::{range_of, Client};
+use super::concurrency::{as_client_error, range_of, Client};
 use super::Api;
 
 /// Serves Lock.
@@ -46,6 +47,16 @@ impl Drop for DeleteOnDrop {
 #[tonic::async_trait]
 impl Lock for LockService {
     async fn lock(&self, req: Request<LockRequest>) -> Result<Response<LockResponse>, Status> {
+        self.lock_as_etcd(req).await.map_err(as_client_error)
+    }
+
+    async fn unlock(&self, req: Request<UnlockRequest>) -> Result<Response<UnlockResponse>, Status> {
+        self.unlock_as_etcd(req).await.map_err(as_client_error)
+    }
+}
+
+impl LockService {
+    async fn lock_as_etcd(&self, req: Request<LockRequest>) -> Result<Response<LockResponse>, Status> {
         let api = &self.client.api;
         api.permit(&req, |s, who| super::auth::check_name(s, who, &req.get_ref().name, true)).await?;
         let req = req.into_inner();
@@ -70,7 +81,7 @@ impl Lock for LockService {
         Ok(Response::new(LockResponse { header: Some(header), key }))
     }
 
-    async fn unlock(&self, req: Request<UnlockRequest>) -> Result<Response<UnlockResponse>, Status> {
+    async fn unlock_as_etcd(&self, req: Request<UnlockRequest>) -> Result<Response<UnlockResponse>, Status> {
         let api = &self.client.api;
         api.permit(&req, |s, who| crate::auth::checks::lease_keys(s, who, &[&req.get_ref().key], PermType::Write))
             .await?;

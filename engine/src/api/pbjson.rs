@@ -2,7 +2,7 @@
 //! (grpc-gateway with Go's jsonpb, original field names, defaults left out): 64-bit integers
 //! as strings, 32-bit ones as numbers, enums by name, bytes in standard base64, fields in
 //! declaration order. Input takes a field by its proto name or its lowerCamelCase JSON name,
-//! integers as numbers or strings, enums as names or numbers.
+//! integers as numbers or strings, enums as names or numbers, and skips unknown fields.
 //!
 //! Generic over the descriptors of `proto/` (compiled in as `FILE_DESCRIPTOR_SET`), so each
 //! gateway path is only a pair of type names and a handler.
@@ -167,9 +167,9 @@ pub fn encode_object(type_name: &str, v: &Value) -> Result<Vec<u8>, String> {
         other => return Err(format!("cannot unmarshal {other} into {}", m.name())),
     };
     for (k, val) in obj {
-        let Some(f) = m.field.iter().find(|f| f.name() == k || f.json_name() == k) else {
-            return Err(format!("unknown field {k:?} in {}", m.name()));
-        };
+        // An unknown field is skipped, as etcd's gateway skips it (grpc-gateway lets jsonpb
+        // allow unknown fields).
+        let Some(f) = m.field.iter().find(|f| f.name() == k || f.json_name() == k) else { continue };
         if val.is_null() {
             continue;
         }
@@ -371,7 +371,13 @@ mod tests {
     fn bad_input_is_an_error() {
         let v: Value = serde_json::from_str(r#"{"key":123}"#).expect("json");
         assert!(encode_object(".etcdserverpb.RangeRequest", &v).is_err());
-        let v: Value = serde_json::from_str(r#"{"nope":"x"}"#).expect("json");
+        let v: Value = serde_json::from_str(r#"{"key":"!!"}"#).expect("json");
         assert!(encode_object(".etcdserverpb.RangeRequest", &v).is_err());
+        let v: Value = serde_json::from_str(r#"{"nope":"x","key":"Zm9v"}"#).expect("json");
+        assert_eq!(
+            encode_object(".etcdserverpb.RangeRequest", &v),
+            Ok(b"\x0a\x03foo".to_vec()),
+            "unknown fields are skipped"
+        );
     }
 }

@@ -3,6 +3,7 @@
 // These tests wait on real servers and threads, so they read the real clock.
 #![allow(clippy::disallowed_methods)]
 
+mod metrics_full_mailbox;
 mod mvcc_model;
 mod serving;
 mod stall;

@@ -34,6 +34,7 @@ pub(crate) const ALL: &[&str] = &[
     "watch_fanout_s100_w100000_r10_prevkv",
     "watch_idle_s100_w100000_prevkv",
     "put_c100_v256_watch_idle_w100000",
+    "metrics_scrape_s100_w100000",
 ];
 
 /// Runs scenario `id` against `url`.
@@ -61,6 +62,7 @@ pub(crate) async fn run(url: &str, id: &str, duration: Duration, seed: u64) -> a
         "watch_fanout_s100_w100000_r10_prevkv" => watch::fanout(url, 100_000, 100, 10, duration).await?,
         "watch_idle_s100_w100000_prevkv" => watch::idle(url, 100, 1000).await?,
         "put_c100_v256_watch_idle_w100000" => watch::idle_put(url, 100, 1000, 100, duration, seed).await?,
+        "metrics_scrape_s100_w100000" => watch::metrics_scrape(url, 100, 1000, 100).await?,
         other => anyhow::bail!("unknown scenario {other}; see `ballast-load list`"),
     };
     out.scenario = id.to_string();

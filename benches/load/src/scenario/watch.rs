@@ -332,3 +332,55 @@ pub(crate) async fn idle_put(
     held.release().await;
     Ok(out)
 }
+
+/// `/metrics` scraped `scrapes` times, one after the other, while `streams` streams of
+/// `per_stream` idle watchers are registered: the scrape's latency with that many watchers (a
+/// scrape that visited every watcher would grow with them). Plain `http://` endpoints only.
+pub(crate) async fn metrics_scrape(
+    url: &str,
+    streams: usize,
+    per_stream: usize,
+    scrapes: usize,
+) -> anyhow::Result<Outcome> {
+    let held = hold_idle(url, streams, per_stream, IdleKeys::Prefix).await?;
+    let authority =
+        url.strip_prefix("http://").ok_or_else(|| anyhow::anyhow!("metrics_scrape needs an http:// endpoint"))?;
+    let mut latency = Samples::default();
+    let mut bytes = 0usize;
+    let mut errors = 0u64;
+    let cpu = CpuMark::now();
+    let start = Instant::now();
+    for _ in 0..scrapes {
+        let began = Instant::now();
+        match scrape(authority).await {
+            Ok(n) => {
+                latency.push(began.elapsed());
+                bytes = n;
+            }
+            Err(_) => errors += 1,
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let cpu = cpu.since();
+    let mut out = Outcome { ops: latency.len() as u64, errors, secs, latency, cpu, ..Default::default() };
+    out.extra.push(("register_secs", held.secs));
+    out.extra.push(("watchers_registered", held.registered as f64));
+    out.extra.push(("scrape_bytes", bytes as f64));
+    held.release().await;
+    Ok(out)
+}
+
+/// One `GET /metrics` over a fresh HTTP/1.1 connection, as Prometheus scrapes; returns the
+/// response's size.
+async fn scrape(authority: &str) -> anyhow::Result<usize> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tcp = tokio::net::TcpStream::connect(authority).await?;
+    let req = format!("GET /metrics HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
+    tcp.write_all(req.as_bytes()).await?;
+    let mut resp = Vec::new();
+    tcp.read_to_end(&mut resp).await?;
+    if !resp.starts_with(b"HTTP/1.1 200") {
+        anyhow::bail!("scrape answered {}", String::from_utf8_lossy(&resp[..resp.len().min(40)]));
+    }
+    Ok(resp.len())
+}
