@@ -325,13 +325,14 @@ impl SigningKey {
         &self.public
     }
 
-    /// Signs `claims` with a header naming the algorithm and key ID.
+    /// Signs `claims` with a header naming the algorithm and key ID (and no `typ`, as kube's).
     ///
     /// # Errors
     ///
     /// When the signature library fails (not expected for a key that loaded).
     pub fn sign(&self, claims: &impl serde::Serialize) -> Result<String, KeyError> {
         let mut header = Header::new(self.public.algorithm);
+        header.typ = None;
         header.kid = Some(self.public.kid.clone());
         Ok(jsonwebtoken::encode(&header, claims, &self.encoding)?)
     }
