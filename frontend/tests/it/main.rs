@@ -20,6 +20,7 @@ mod openapi;
 mod patch;
 mod protobuf;
 mod raw;
+mod service_accounts;
 mod storage;
 mod table;
 mod watch;

@@ -49,7 +49,10 @@ pub enum HeaderOutcome {
 #[derive(Debug, Clone)]
 pub struct RequestHeaderAuthenticator {
     ca: X509Authenticator,
+    /// As configured (and published).
     config: RequestHeaderConfig,
+    /// The header names trimmed and lowercased, as `http` spells header names.
+    headers: RequestHeaderConfig,
 }
 
 impl RequestHeaderAuthenticator {
@@ -58,17 +61,18 @@ impl RequestHeaderAuthenticator {
     /// # Errors
     ///
     /// When the CA bundle holds no usable certificate.
-    pub fn new(mut config: RequestHeaderConfig) -> Result<Self, X509Error> {
+    pub fn new(config: RequestHeaderConfig) -> Result<Self, X509Error> {
         let ca = X509Authenticator::from_pem(&config.client_ca_pem)?;
+        let mut headers = config.clone();
         for list in [
-            &mut config.username_headers,
-            &mut config.uid_headers,
-            &mut config.group_headers,
-            &mut config.extra_headers_prefix,
+            &mut headers.username_headers,
+            &mut headers.uid_headers,
+            &mut headers.group_headers,
+            &mut headers.extra_headers_prefix,
         ] {
             *list = list.iter().map(|h| h.trim().to_ascii_lowercase()).filter(|h| !h.is_empty()).collect();
         }
-        Ok(RequestHeaderAuthenticator { ca, config })
+        Ok(RequestHeaderAuthenticator { ca, config, headers })
     }
 
     /// The settings, as the `extension-apiserver-authentication` ConfigMap publishes them.
@@ -97,8 +101,8 @@ impl RequestHeaderAuthenticator {
         let first = |names: &[String]| {
             names.iter().find_map(|n| headers.get(n).and_then(|v| v.to_str().ok()).filter(|v| !v.is_empty()))
         };
-        let Some(name) = first(&self.config.username_headers) else { return HeaderOutcome::NotMine };
-        let uid = first(&self.config.uid_headers).unwrap_or("");
+        let Some(name) = first(&self.headers.username_headers) else { return HeaderOutcome::NotMine };
+        let uid = first(&self.headers.uid_headers).unwrap_or("");
         let groups = self
             .config
             .group_headers
@@ -109,7 +113,7 @@ impl RequestHeaderAuthenticator {
             .map(String::from)
             .collect();
         let mut user = UserInfo::new(name, uid, groups);
-        for prefix in &self.config.extra_headers_prefix {
+        for prefix in &self.headers.extra_headers_prefix {
             for (header, value) in headers {
                 let Some(key) = header.as_str().strip_prefix(prefix.as_str()) else { continue };
                 if let Ok(value) = value.to_str() {
@@ -123,13 +127,13 @@ impl RequestHeaderAuthenticator {
     /// Removes every header this authenticator reads (kube's `ClearAuthenticationHeaders`).
     pub fn strip(&self, headers: &mut HeaderMap) {
         for name in
-            self.config.username_headers.iter().chain(&self.config.uid_headers).chain(&self.config.group_headers)
+            self.headers.username_headers.iter().chain(&self.headers.uid_headers).chain(&self.headers.group_headers)
         {
             headers.remove(name.as_str());
         }
         let extra: Vec<http::HeaderName> = headers
             .keys()
-            .filter(|h| self.config.extra_headers_prefix.iter().any(|p| h.as_str().starts_with(p.as_str())))
+            .filter(|h| self.headers.extra_headers_prefix.iter().any(|p| h.as_str().starts_with(p.as_str())))
             .cloned()
             .collect();
         for name in extra {
