@@ -55,6 +55,12 @@ async fn whoami(c: &Cluster, token: &str) -> Result<Value, String> {
     }
 }
 
+/// Binds the aggregated `view` ClusterRole to the service account `team:bot` in `team`.
+async fn let_team_bot_view(c: &Cluster) {
+    let args = ["create", "rolebinding", "bot-view", "-n", "team", "--clusterrole=view", "--serviceaccount=team:bot"];
+    c.must_kubectl(&args).await;
+}
+
 fn write(c: &Cluster, name: &str, value: &Value) -> String {
     let path = c.dir().join(name);
     std::fs::write(&path, value.to_string()).expect("write manifest");
@@ -92,16 +98,7 @@ async fn kubectl_service_account_tokens(backend: Backend) {
     // RBAC decides what the account may do: nothing in the namespace, then what view allows.
     let (ok, _, stderr) = kubectl_as(&c, &token, &["get", "configmaps", "-n", "team"]).await;
     assert!(!ok && stderr.contains("cannot list resource \"configmaps\""), "{stderr}");
-    c.must_kubectl(&[
-        "create",
-        "rolebinding",
-        "bot-view",
-        "-n",
-        "team",
-        "--clusterrole=view",
-        "--serviceaccount=team:bot",
-    ])
-    .await;
+    let_team_bot_view(&c).await;
     let (ok, _, stderr) = kubectl_as(&c, &token, &["get", "configmaps", "-n", "team"]).await;
     assert!(ok, "{stderr}");
     let (ok, _, stderr) = kubectl_as(&c, &token, &["create", "configmap", "x", "-n", "team"]).await;
@@ -303,16 +300,7 @@ async fn extension_server_reviews(backend: Backend) {
     let path = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
     let r = c.request(Credentials::Token(&ext), "POST", path, JSON, sar("list")).await;
     assert_eq!((r.status, &r.json()["status"]["allowed"]), (201, &json!(false)));
-    c.must_kubectl(&[
-        "create",
-        "rolebinding",
-        "bot-view",
-        "-n",
-        "team",
-        "--clusterrole=view",
-        "--serviceaccount=team:bot",
-    ])
-    .await;
+    let_team_bot_view(&c).await;
     let r = c.request(Credentials::Token(&ext), "POST", path, JSON, sar("list")).await;
     let status = r.json()["status"].clone();
     assert_eq!(status["allowed"], true, "{status}");
