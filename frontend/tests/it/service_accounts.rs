@@ -356,71 +356,28 @@ fn openssl(dir: &Path, args: &[&str]) {
     assert!(status.success(), "openssl {args:?}");
 }
 
-fn client_cert(dir: &Path, cn: &str, ca: &str) -> (String, String) {
-    let subject = format!("/CN={cn}");
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            &format!("{cn}.key"),
-            "-out",
-            &format!("{cn}.csr"),
-            "-subj",
-            &subject,
-        ],
-    );
-    std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").expect("ext");
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &format!("{cn}.csr"),
-            "-CA",
-            &format!("{ca}.crt"),
-            "-CAkey",
-            &format!("{ca}.key"),
-            "-CAcreateserial",
-            "-days",
-            "1",
-            "-extfile",
-            "client.ext",
-            "-out",
-            &format!("{cn}.crt"),
-        ],
-    );
-    let read = |name: String| std::fs::read_to_string(dir.join(name)).expect("pem");
-    (read(format!("{cn}.crt")), read(format!("{cn}.key")))
+/// `openssl req` for a new P-256 key `<name>.key` with subject CN `name`: a self-signed
+/// certificate `<name>.crt` with `-x509`, else a request `<name>.csr`.
+fn new_key(dir: &Path, name: &str, self_signed: bool) {
+    let (key, subject) = (format!("{name}.key"), format!("/CN={name}"));
+    let out = if self_signed { format!("{name}.crt") } else { format!("{name}.csr") };
+    let mut args = vec!["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1"];
+    if self_signed {
+        args.push("-x509");
+    }
+    args.extend(["-keyout", &key, "-out", &out, "-subj", &subject]);
+    openssl(dir, &args);
 }
 
-fn ca(dir: &Path, name: &str) {
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            &format!("{name}.key"),
-            "-out",
-            &format!("{name}.crt"),
-            "-days",
-            "1",
-            "-subj",
-            &format!("/CN={name}"),
-        ],
-    );
+fn client_cert(dir: &Path, cn: &str, ca: &str) -> (String, String) {
+    new_key(dir, cn, false);
+    std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").expect("ext");
+    let (csr, ca_crt, ca_key, crt) =
+        (format!("{cn}.csr"), format!("{ca}.crt"), format!("{ca}.key"), format!("{cn}.crt"));
+    let args = ["x509", "-req", "-in", &csr, "-CA", &ca_crt, "-CAkey", &ca_key, "-CAcreateserial", "-days", "1"];
+    openssl(dir, &[&args[..], &["-extfile", "client.ext", "-out", &crt]].concat());
+    let read = |name: String| std::fs::read_to_string(dir.join(name)).expect("pem");
+    (read(format!("{cn}.crt")), read(format!("{cn}.key")))
 }
 
 async fn self_review(c: &Cluster, creds: Credentials<'_>, headers: &[(&str, &str)]) -> crate::harness::RawResponse {
@@ -431,8 +388,8 @@ async fn self_review(c: &Cluster, creds: Credentials<'_>, headers: &[(&str, &str
 
 async fn request_header_authentication(backend: Backend) {
     let pki = tempfile::tempdir().expect("tempdir");
-    ca(pki.path(), "front-proxy-ca");
-    ca(pki.path(), "other-ca");
+    new_key(pki.path(), "front-proxy-ca", true);
+    new_key(pki.path(), "other-ca", true);
     let proxy = client_cert(pki.path(), "front-proxy-client", "front-proxy-ca");
     let mallory = client_cert(pki.path(), "mallory", "front-proxy-ca");
     let stranger = client_cert(pki.path(), "front-proxy-client-2", "other-ca");
