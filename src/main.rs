@@ -14,7 +14,7 @@ use anyhow::{bail, Context};
 use ballast_apiserver::delegation::NotFound;
 use ballast_engine::shard::ShardPlacement;
 use ballast_engine::{Engine, EngineConfig};
-use ballast_frontend::{Delegation, Frontend, FrontendConfig};
+use ballast_frontend::{Delegation, Frontend, FrontendConfig, RequestHeaderFiles};
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser, Debug)]
@@ -68,6 +68,8 @@ struct ServeFlags {
     #[arg(long)]
     token_auth_file: Option<PathBuf>,
     #[command(flatten)]
+    authn: Box<AuthnFlags>,
+    #[command(flatten)]
     chain: ChainFlags,
     #[command(flatten)]
     aggregator: AggregatorFlags,
@@ -108,6 +110,69 @@ impl AggregatorFlags {
             ..ballast_aggregator::AggregatorConfig::default()
         };
         ballast_aggregator::Aggregator::new(config).context("the front-proxy client certificate")
+    }
+}
+
+/// kube-apiserver's service-account and request-header authentication flags, shared by `serve`
+/// and `frontend`.
+#[derive(Args, Debug)]
+struct AuthnFlags {
+    /// Private key (PEM, RSA or ECDSA) that signs service-account tokens (default: one
+    /// generated once into the certificate directory as service-account.key).
+    #[arg(long)]
+    service_account_signing_key_file: Option<PathBuf>,
+    /// Further keys (PEM, public or private) that verify service-account tokens; repeatable.
+    #[arg(long)]
+    service_account_key_file: Vec<PathBuf>,
+    /// Issuer of service-account tokens; repeatable: the first signs, all are accepted.
+    #[arg(long, default_value = ballast_frontend::config::DEFAULT_ISSUER)]
+    service_account_issuer: Vec<String>,
+    /// Audiences a token must be meant for (comma-separated; default: the first issuer).
+    #[arg(long, value_delimiter = ',')]
+    api_audiences: Vec<String>,
+    /// Longest lifetime of a requested token; longer requests are cut to it (Go duration).
+    #[arg(long, value_parser = parse_duration)]
+    service_account_max_token_expiration: Option<std::time::Duration>,
+    /// JWKS URI the OIDC discovery document names (default: /openid/v1/jwks on the issuer's host).
+    #[arg(long)]
+    service_account_jwks_uri: Option<String>,
+    /// CA bundle that signs front-proxy client certificates; enables request-header authentication.
+    #[arg(long)]
+    requestheader_client_ca_file: Option<PathBuf>,
+    /// Front-proxy certificate common names allowed to name users (comma-separated; empty: any).
+    #[arg(long, value_delimiter = ',')]
+    requestheader_allowed_names: Vec<String>,
+    /// Headers naming the user (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "X-Remote-User")]
+    requestheader_username_headers: Vec<String>,
+    /// Headers naming the user's uid (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "X-Remote-Uid")]
+    requestheader_uid_headers: Vec<String>,
+    /// Headers naming the user's groups (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "X-Remote-Group")]
+    requestheader_group_headers: Vec<String>,
+    /// Prefixes of headers carrying extra user attributes (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "X-Remote-Extra-")]
+    requestheader_extra_headers_prefix: Vec<String>,
+}
+
+impl AuthnFlags {
+    fn apply(&self, config: &mut FrontendConfig) {
+        let accounts = &mut config.service_accounts;
+        accounts.signing_key_file = self.service_account_signing_key_file.clone();
+        accounts.key_files = self.service_account_key_file.clone();
+        accounts.issuers = self.service_account_issuer.clone();
+        accounts.api_audiences = self.api_audiences.clone();
+        accounts.max_token_expiration = self.service_account_max_token_expiration;
+        accounts.jwks_uri = self.service_account_jwks_uri.clone();
+        config.request_header = self.requestheader_client_ca_file.as_ref().map(|ca| RequestHeaderFiles {
+            client_ca_file: ca.clone(),
+            allowed_names: self.requestheader_allowed_names.clone(),
+            username_headers: self.requestheader_username_headers.clone(),
+            uid_headers: self.requestheader_uid_headers.clone(),
+            group_headers: self.requestheader_group_headers.clone(),
+            extra_headers_prefix: self.requestheader_extra_headers_prefix.clone(),
+        });
     }
 }
 
@@ -202,6 +267,8 @@ struct FrontendFlags {
     /// Allow requests without credentials as system:anonymous.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     anonymous_auth: bool,
+    #[command(flatten)]
+    authn: Box<AuthnFlags>,
     #[command(flatten)]
     chain: ChainFlags,
     #[command(flatten)]
@@ -532,6 +599,7 @@ fn frontend_config(flags: &FrontendFlags) -> anyhow::Result<FrontendConfig> {
         anonymous_auth: flags.anonymous_auth,
         ..FrontendConfig::default()
     };
+    flags.authn.apply(&mut config);
     flags.chain.apply(&mut config);
     Ok(config)
 }
@@ -588,11 +656,21 @@ async fn run_all_in_one(engine_cfg: EngineConfig, flags: &ServeFlags) -> anyhow:
         token_auth_file: flags.token_auth_file.clone(),
         ..FrontendConfig::default()
     };
+    flags.authn.apply(&mut frontend_cfg);
     flags.chain.apply(&mut frontend_cfg);
     // The front-proxy CA and client certificate, next to the cluster's: the CA is what
     // extension servers are given to check the aggregator's client certificate.
     let front_proxy = ballast_aggregator::front_proxy::ensure(&frontend_cfg.cert_dir)?;
     let aggregator = flags.aggregator.aggregator(Some(&front_proxy))?;
+    // As a kubeadm cluster: the frontend trusts its own front proxy's X-Remote-* headers, and
+    // publishes that CA in the extension-apiserver-authentication ConfigMap, where extension
+    // servers look for it. `--requestheader-client-ca-file` names another CA instead.
+    if frontend_cfg.request_header.is_none() {
+        frontend_cfg.request_header = Some(RequestHeaderFiles {
+            allowed_names: vec![ballast_aggregator::front_proxy::FRONT_PROXY_CLIENT_CN.into()],
+            ..RequestHeaderFiles::new(front_proxy.front_proxy_ca.clone())
+        });
+    }
     let frontend = tokio::select! {
         started = Frontend::start_in_chain(frontend_cfg, server_chain(aggregator)) => started.context("starting the Kubernetes API frontend")?,
         ended = &mut engine_task => bail!("the engine stopped before the frontend started: {:?}", ended),

@@ -23,6 +23,11 @@ pub struct FrontendConfig {
     pub client_ca_file: Option<PathBuf>,
     /// `--token-auth-file`: static bearer tokens (CSV).
     pub token_auth_file: Option<PathBuf>,
+    /// ServiceAccount tokens: signing and verification keys, issuers, audiences, lifetime.
+    pub service_accounts: ServiceAccountConfig,
+    /// `--requestheader-*`: identities from a front proxy; `None` (no
+    /// `--requestheader-client-ca-file`) turns it off, as in kube.
+    pub request_header: Option<RequestHeaderFiles>,
     /// `--anonymous-auth`: requests without credentials run as `system:anonymous` (true, as in
     /// kube) or get 401.
     pub anonymous_auth: bool,
@@ -82,6 +87,8 @@ impl Default for FrontendConfig {
             admin_kubeconfig: None,
             client_ca_file: None,
             token_auth_file: None,
+            service_accounts: ServiceAccountConfig::default(),
+            request_header: None,
             anonymous_auth: true,
             max_requests_inflight: 400,
             max_mutating_requests_inflight: 200,
@@ -96,6 +103,82 @@ impl Default for FrontendConfig {
             watch_cache: ballast_apiserver::watch_cache::WatchCacheConfig::default(),
             list_page_size: ballast_apiserver::registry::store::DEFAULT_LIST_PAGE_SIZE,
             connections: ballast_apiserver::connection_limits::ConnectionLimits::default(),
+        }
+    }
+}
+
+/// kube-apiserver's service-account flags.
+#[derive(Debug, Clone)]
+pub struct ServiceAccountConfig {
+    /// `--service-account-signing-key-file`: the private key tokens are signed with. Unset: a
+    /// key generated once into `<cert_dir>/service-account.key` (kube-apiserver requires the
+    /// flag; generating it keeps a development server one command, and persisting it keeps
+    /// tokens valid across restarts). Frontends sharing one store must share the key.
+    pub signing_key_file: Option<PathBuf>,
+    /// `--service-account-key-file`: further verification keys (public or private, PEM), for
+    /// tokens signed by other servers or by a key being rotated out.
+    pub key_files: Vec<PathBuf>,
+    /// `--service-account-issuer`: the first names the tokens this server issues; tokens of
+    /// any are accepted. Default: kubeadm's `https://kubernetes.default.svc.cluster.local`, an
+    /// `https` URL so OIDC discovery is served.
+    pub issuers: Vec<String>,
+    /// `--api-audiences`: the audiences a token must be meant for to authenticate to this
+    /// server, and the audiences of a token request that names none. Default: the first
+    /// issuer, as kube-apiserver.
+    pub api_audiences: Vec<String>,
+    /// `--service-account-max-token-expiration`: longer token requests are cut to it. None:
+    /// no cap, as kube's default.
+    pub max_token_expiration: Option<Duration>,
+    /// `--service-account-jwks-uri`: where the discovery document says the keys are. Default:
+    /// `/openid/v1/jwks` on the issuer's host.
+    pub jwks_uri: Option<String>,
+}
+
+/// The default issuer.
+pub const DEFAULT_ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
+
+impl Default for ServiceAccountConfig {
+    fn default() -> Self {
+        ServiceAccountConfig {
+            signing_key_file: None,
+            key_files: Vec::new(),
+            issuers: vec![DEFAULT_ISSUER.into()],
+            api_audiences: Vec::new(),
+            max_token_expiration: None,
+            jwks_uri: None,
+        }
+    }
+}
+
+/// kube-apiserver's `--requestheader-*` flags. kube-apiserver has no default header names;
+/// the ones of [`RequestHeaderFiles::new`] are those kube's aggregator sends and kubeadm sets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestHeaderFiles {
+    /// `--requestheader-client-ca-file`: the CA that signs front-proxy client certificates.
+    pub client_ca_file: PathBuf,
+    /// `--requestheader-allowed-names`: the proxies' CommonNames (empty: any the CA signed).
+    pub allowed_names: Vec<String>,
+    /// `--requestheader-username-headers`.
+    pub username_headers: Vec<String>,
+    /// `--requestheader-uid-headers`.
+    pub uid_headers: Vec<String>,
+    /// `--requestheader-group-headers`.
+    pub group_headers: Vec<String>,
+    /// `--requestheader-extra-headers-prefix`.
+    pub extra_headers_prefix: Vec<String>,
+}
+
+impl RequestHeaderFiles {
+    /// Request-header authentication with `client_ca_file`, any CommonName and the standard
+    /// `X-Remote-User`, `X-Remote-Uid`, `X-Remote-Group` and `X-Remote-Extra-` headers.
+    pub fn new(client_ca_file: PathBuf) -> Self {
+        RequestHeaderFiles {
+            client_ca_file,
+            allowed_names: Vec::new(),
+            username_headers: vec!["X-Remote-User".into()],
+            uid_headers: vec!["X-Remote-Uid".into()],
+            group_headers: vec!["X-Remote-Group".into()],
+            extra_headers_prefix: vec!["X-Remote-Extra-".into()],
         }
     }
 }

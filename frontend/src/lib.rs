@@ -30,11 +30,13 @@
 
 pub mod builtin;
 pub mod config;
+pub mod extension_auth;
 pub mod kinds;
 pub mod openapi;
 pub mod printers;
 pub mod rbac;
 pub mod reviews;
+pub mod service_accounts;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -42,9 +44,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use config::FrontendConfig;
+pub use config::{FrontendConfig, RequestHeaderFiles, ServiceAccountConfig};
 
 use crate::rbac::RbacAuthorizer;
+use ballast_apiserver::authn::request_header::{RequestHeaderAuthenticator, RequestHeaderConfig};
 use ballast_apiserver::authn::token_file::{TokenFile, TokenFileError};
 use ballast_apiserver::authn::x509::{X509Authenticator, X509Error};
 use ballast_apiserver::authn::Authenticator;
@@ -72,9 +75,12 @@ pub enum FrontendError {
     /// The token file is unreadable or malformed.
     #[error("token auth file")]
     TokenFile(#[from] TokenFileError),
-    /// The client CA bundle is unusable.
+    /// The client CA bundle (or the request-header CA bundle) is unusable.
     #[error("client CA")]
     ClientCa(#[from] X509Error),
+    /// The service-account keys are unusable.
+    #[error("service accounts")]
+    ServiceAccounts(#[from] service_accounts::SetupError),
     /// A file could not be read.
     #[error("{path}")]
     Read {
@@ -238,8 +244,34 @@ impl Frontend {
         };
         let x509 = X509Authenticator::from_pem(&client_ca)?;
         let tokens = config.token_auth_file.as_deref().map(TokenFile::load).transpose()?;
-        let tls = server::tls_config(&certs.serving_cert_pem, &certs.serving_key_pem, x509.tls_verifier())?;
-        let authenticator = Authenticator::new(Some(x509), tokens, config.anonymous_auth);
+        let request_header = match &config.request_header {
+            Some(flags) => Some(RequestHeaderAuthenticator::new(RequestHeaderConfig {
+                client_ca_pem: read(&flags.client_ca_file)?,
+                allowed_names: flags.allowed_names.clone(),
+                username_headers: flags.username_headers.clone(),
+                uid_headers: flags.uid_headers.clone(),
+                group_headers: flags.group_headers.clone(),
+                extra_headers_prefix: flags.extra_headers_prefix.clone(),
+            })?),
+            None => None,
+        };
+        let hints: Vec<&X509Authenticator> = request_header.iter().map(RequestHeaderAuthenticator::ca).collect();
+        let tls = server::tls_config(
+            &certs.serving_cert_pem,
+            &certs.serving_key_pem,
+            x509.tls_verifier_also_hinting(&hints),
+        )?;
+        let accounts = service_accounts::setup(&config.service_accounts, &config.cert_dir, &store)?;
+        let published = extension_auth::AuthenticationInfo {
+            client_ca_pem: client_ca.clone(),
+            request_header: request_header.as_ref().map(|r| r.config().clone()),
+        };
+        let mut authenticator = Authenticator::new(Some(x509), tokens, config.anonymous_auth)
+            .with_service_accounts(accounts.authenticator, accounts.api_audiences);
+        if let Some(request_header) = request_header {
+            authenticator = authenticator.with_request_header(request_header);
+        }
+        let authenticator = Arc::new(authenticator);
         let authorizer = Arc::new(RbacAuthorizer::new(store.storage().clone(), &config.storage_prefix));
         if config.write_bootstrap_rbac {
             // Authorization does not depend on these objects (the built-in policy is compiled
@@ -247,6 +279,11 @@ impl Frontend {
             match authorizer.write_bootstrap_policy().await {
                 Ok(created) => tracing::debug!(created, "bootstrap RBAC policy in storage"),
                 Err(e) => tracing::warn!(error = %e, "writing the bootstrap RBAC policy"),
+            }
+            // As kube's post-start hook: extension servers read it to trust this server's
+            // clients and front proxy; serving does not depend on it, so a failure is logged.
+            if let Err(e) = extension_auth::publish(&store, &published).await {
+                tracing::warn!(error = %e, "publishing the extension-apiserver-authentication ConfigMap");
             }
         }
         let metrics = Arc::new(metrics::Metrics::default());
@@ -264,6 +301,7 @@ impl Frontend {
         let local_addr = listener.local_addr().map_err(|source| FrontendError::Bind { addr, source })?;
         let kubeconfig = certs.write_admin_kubeconfig(local_addr, config.admin_kubeconfig.as_deref())?;
 
+        let store_for_tokens = store.clone();
         let context = DelegateContext {
             store: store.clone(),
             metrics: metrics.clone(),
@@ -287,11 +325,14 @@ impl Frontend {
             delegated: behind.apis,
         });
         let kinds = in_front_of(Router::new(state), behind.handler);
-        let builtin = in_front_of(reviews::ReviewServer::new(authorizer.clone()), kinds);
+        let tokens =
+            service_accounts::ServiceAccountServer::new(store_for_tokens, accounts.settings, accounts.discovery);
+        let kinds = in_front_of(tokens, kinds);
+        let builtin = in_front_of(reviews::ReviewServer::new(authorizer.clone(), authenticator.clone()), kinds);
         let chain = build_handler_chain(
             (delegation.in_front)(context, builtin),
             ChainConfig {
-                authenticator: Arc::new(authenticator),
+                authenticator,
                 authorizer,
                 auditor,
                 metrics,

@@ -4,7 +4,10 @@
 //!   `selfsubjectrulesreviews` (`kubectl auth can-i --list`), `subjectaccessreviews` and
 //!   namespaced `localsubjectaccessreviews` (about another user; RBAC lets only privileged
 //!   users create them);
-//! * `authentication.k8s.io/v1`: `selfsubjectreviews` (`kubectl auth whoami`).
+//! * `authentication.k8s.io/v1`: `selfsubjectreviews` (`kubectl auth whoami`) and
+//!   `tokenreviews` (is this bearer token good, and whose is it: every token method the server
+//!   has, for the audiences asked for; RBAC lets only privileged callers such as extension
+//!   servers bound to `system:auth-delegator` create them).
 //!
 //! Bodies are JSON or kubectl's protobuf. Answers are `201 Created` with the review and its
 //! `status`, as kube-apiserver gives. [`VIRTUAL_RESOURCES`] lists them for discovery;
@@ -22,7 +25,8 @@ use crate::rbac::RbacAuthorizer;
 
 use ballast_apimachinery::protobuf::{self, Message};
 use ballast_apimachinery::schema::generated;
-use ballast_apiserver::authn::UserInfo;
+use ballast_apiserver::authn::service_account::intersect;
+use ballast_apiserver::authn::{Authenticator, UserInfo};
 use ballast_apiserver::body::{self, Request, Response};
 use ballast_apiserver::delegation::Server;
 use ballast_apiserver::error::{ApiError, FieldError};
@@ -42,7 +46,7 @@ const fn review(
 }
 
 /// The review resources, for discovery to list next to the built-in kinds.
-pub static VIRTUAL_RESOURCES: [VirtualResource; 5] = [
+pub static VIRTUAL_RESOURCES: [VirtualResource; 6] = [
     review(
         "authorization.k8s.io",
         "localsubjectaccessreviews",
@@ -66,6 +70,7 @@ pub static VIRTUAL_RESOURCES: [VirtualResource; 5] = [
     ),
     review("authorization.k8s.io", "subjectaccessreviews", "subjectaccessreview", "SubjectAccessReview", false),
     review("authentication.k8s.io", "selfsubjectreviews", "selfsubjectreview", "SelfSubjectReview", false),
+    review("authentication.k8s.io", "tokenreviews", "tokenreview", "TokenReview", false),
 ];
 
 /// Returns the review resource a request names, if any.
@@ -81,7 +86,12 @@ pub fn served(info: &RequestInfo) -> Option<&'static VirtualResource> {
     })
 }
 
-async fn read_object(req: Request, resource: &VirtualResource, schema: &Message) -> Result<Value, ApiError> {
+/// Reads a request body (JSON or protobuf) as an object of `resource`'s kind.
+///
+/// # Errors
+///
+/// `RequestEntityTooLarge` past the body limit, `BadRequest` for bodies that do not decode.
+pub(crate) async fn read_object(req: Request, resource: &VirtualResource, schema: &Message) -> Result<Value, ApiError> {
     let (parts, body) = req.into_parts();
     let limit = parts.extensions.get::<BodyLimitBytes>().map(|l| l.0).unwrap_or_default();
     let bytes: Bytes = match body.collect().await {
@@ -197,6 +207,7 @@ fn created(object: &Value) -> Response {
 /// from the authorizer.
 pub async fn handle(
     authorizer: &RbacAuthorizer,
+    authenticator: &Authenticator,
     resource: &'static VirtualResource,
     info: RequestInfo,
     req: Request,
@@ -269,6 +280,11 @@ pub async fn handle(
             };
             Ok(created(&review))
         }
+        "tokenreviews" => {
+            let mut review = read_object(req, resource, &generated::API_AUTHENTICATION_V1_TOKENREVIEW).await?;
+            review["status"] = token_review(authenticator, &review["spec"]).await?;
+            Ok(created(&review))
+        }
         _ => {
             let mut review = read_object(req, resource, &generated::API_AUTHENTICATION_V1_SELFSUBJECTREVIEW).await?;
             review["status"] = json!({"userInfo": ballast_apiserver::audit::user_json(&user)});
@@ -277,17 +293,49 @@ pub async fn handle(
     }
 }
 
+/// A TokenReview's status: the token run through the server's token methods, as kube's.
+async fn token_review(authenticator: &Authenticator, spec: &Value) -> Result<Value, ApiError> {
+    let token = spec["token"].as_str().unwrap_or_default();
+    if token.is_empty() {
+        return Err(ApiError::BadRequest("token is required for TokenReview in authentication".into()));
+    }
+    let mut audiences: Vec<String> =
+        spec["audiences"].as_array().into_iter().flatten().filter_map(|a| a.as_str().map(String::from)).collect();
+    if audiences.is_empty() {
+        audiences = authenticator.api_audiences().to_vec();
+    }
+    let answer = authenticator.authenticate_token(token, &audiences).await;
+    let mut status = json!({"user": {}});
+    if let Some(user) = &answer.user {
+        // A method that accepted the token for none of the audiences asked for is a server
+        // fault, as kube treats it.
+        if !audiences.is_empty() && intersect(&audiences, &answer.audiences).is_empty() {
+            return Err(ApiError::Internal("error validating audiences".into()));
+        }
+        status["authenticated"] = true.into();
+        status["user"] = ballast_apiserver::audit::user_json(user);
+        if !answer.audiences.is_empty() {
+            status["audiences"] = json!(answer.audiences);
+        }
+    }
+    if let Some(error) = answer.error {
+        status["error"] = error.into();
+    }
+    Ok(status)
+}
+
 /// The access reviews as a server of the delegation chain, in front of the built-in kinds'
 /// router: answers the review collections.
 #[derive(Debug, Clone)]
 pub struct ReviewServer {
     authorizer: Arc<RbacAuthorizer>,
+    authenticator: Arc<Authenticator>,
 }
 
 impl ReviewServer {
-    /// Answers reviews with `authorizer`.
-    pub fn new(authorizer: Arc<RbacAuthorizer>) -> Self {
-        ReviewServer { authorizer }
+    /// Answers access reviews with `authorizer`, token reviews with `authenticator`.
+    pub fn new(authorizer: Arc<RbacAuthorizer>, authenticator: Arc<Authenticator>) -> Self {
+        ReviewServer { authorizer, authenticator }
     }
 }
 
@@ -298,10 +346,11 @@ impl Server for ReviewServer {
 
     fn serve(&self, req: Request) -> ResponseFuture {
         let info = req.extensions().get::<RequestInfo>().cloned().unwrap_or_default();
-        let authorizer = self.authorizer.clone();
+        let (authorizer, authenticator) = (self.authorizer.clone(), self.authenticator.clone());
         Box::pin(async move {
             let Some(review) = served(&info) else { return Ok(ApiError::NoRoute.into_response()) };
-            Ok(handle(&authorizer, review, info, req).await.unwrap_or_else(ApiError::into_response))
+            let answer = handle(&authorizer, &authenticator, review, info, req).await;
+            Ok(answer.unwrap_or_else(ApiError::into_response))
         })
     }
 }

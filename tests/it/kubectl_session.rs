@@ -436,3 +436,29 @@ async fn kubectl_session_against_ballast_serve() {
     s.ok(&["delete", "deployment", "web", "-n", "demo", "--dry-run=server"]).await;
     s.ok(&["get", "deployment", "web", "-n", "demo"]).await;
 }
+
+/// `kubectl create token` on `ballast serve` (its generated signing key), then the token as the
+/// only credential: `auth whoami` names the service account, RBAC forbids what it was not
+/// granted, and the issuer's discovery document is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_account_token_session_against_ballast_serve() {
+    let s = Serve::start().await;
+    s.ok(&["create", "serviceaccount", "bot"]).await;
+    let token = s.ok(&["create", "token", "bot", "--duration", "15m"]).await.trim().to_string();
+    assert!(s.dir.path().join("data").join("pki").join("service-account.key").is_file());
+    let config = s.dir.path().join("token.kubeconfig");
+    let at = format!("--kubeconfig={}", config.display());
+    let ca = s.dir.path().join("data").join("pki").join("ca.crt");
+    let server = format!("--server=https://127.0.0.1:{}", s.secure);
+    s.ok(&[&at, "config", "set-cluster", "c", &server, &format!("--certificate-authority={}", ca.display())]).await;
+    s.ok(&[&at, "config", "set-credentials", "bot", &format!("--token={token}")]).await;
+    s.ok(&[&at, "config", "set-context", "bot", "--cluster=c", "--user=bot"]).await;
+    s.ok(&[&at, "config", "use-context", "bot"]).await;
+    let me = s.json(&[&at, "auth", "whoami"]).await;
+    assert_eq!(me["status"]["userInfo"]["username"], "system:serviceaccount:default:bot");
+    let refused = s.fails(&[&at, "get", "pods"]).await;
+    assert!(refused.contains(r#"User "system:serviceaccount:default:bot" cannot list resource "pods""#), "{refused}");
+    let discovery: Value =
+        serde_json::from_str(&s.ok(&[&at, "get", "--raw", "/.well-known/openid-configuration"]).await).expect("json");
+    assert_eq!(discovery["issuer"], "https://kubernetes.default.svc.cluster.local");
+}

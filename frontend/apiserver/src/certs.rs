@@ -186,6 +186,24 @@ impl CertSet {
     }
 }
 
+/// The generated service-account signing key's file name in the cert directory.
+pub const SERVICE_ACCOUNT_KEY: &str = "service-account.key";
+
+/// Returns the PEM of `<dir>/service-account.key`, generating an ECDSA P-256 key there first if
+/// absent: the key tokens are signed with when no `--service-account-signing-key-file` is
+/// given, kept beside the other generated keys so tokens stay valid across restarts.
+///
+/// # Errors
+///
+/// `Io` when the file cannot be read or written, `Generate` when key generation fails.
+pub fn ensure_service_account_key(dir: &Path) -> Result<String, CertError> {
+    std::fs::create_dir_all(dir).map_err(|source| CertError::Io { path: dir.to_path_buf(), source })?;
+    if !dir.join(SERVICE_ACCOUNT_KEY).is_file() {
+        write(dir, SERVICE_ACCOUNT_KEY, &KeyPair::generate()?.serialize_pem(), true)?;
+    }
+    read(dir, SERVICE_ACCOUNT_KEY)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

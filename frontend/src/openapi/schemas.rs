@@ -156,6 +156,7 @@ static TYPED_KINDS: &[TypedKind] = {
         authorization::v1::SelfSubjectRulesReview,
         authorization::v1::SubjectAccessReview,
         authentication::v1::SelfSubjectReview,
+        authentication::v1::TokenReview,
     ]
 };
 

@@ -7,7 +7,9 @@
 //! Included: the user-facing roles and their bindings — `cluster-admin` (to `system:masters`),
 //! the aggregated `admin` / `edit` / `view` with their `system:aggregate-to-*` parts,
 //! `system:discovery`, `system:basic-user`, `system:public-info-viewer` and
-//! `system:monitoring`. Left out: the roles of components this server does not run (nodes,
+//! `system:monitoring`, the delegation roles (`system:auth-delegator`,
+//! `system:service-account-issuer-discovery` and, in `kube-system`, the
+//! `extension-apiserver-authentication-reader` Role). Left out: the roles of components this server does not run (nodes,
 //! controllers, scheduler, kube-proxy), which grant nothing a user of this server needs.
 
 use std::collections::BTreeMap;
@@ -16,6 +18,7 @@ use std::sync::LazyLock;
 use serde_json::{json, Value};
 
 use super::policy::{Binding, Role};
+use ballast_apiserver::authn::service_account::ALL_SERVICE_ACCOUNTS_GROUP;
 use ballast_apiserver::authn::{AUTHENTICATED_GROUP, MASTERS_GROUP, UNAUTHENTICATED_GROUP};
 
 /// The group bound to `system:monitoring` (may read `/metrics`).
@@ -68,6 +71,31 @@ fn make_cluster_role(
 fn all_cluster_roles() -> Vec<Value> {
     vec![
         make_cluster_role("cluster-admin", &[], vec![rule(&["*"], &["*"], &["*"]), urls(&["*"], &["*"])], None),
+        // Delegated authentication and authorization: what an extension server needs to check
+        // its callers with this server (bound by the extension server's own manifests).
+        make_cluster_role(
+            "system:auth-delegator",
+            &[],
+            vec![
+                rule(&["create"], &["authentication.k8s.io"], &["tokenreviews"]),
+                rule(&["create"], &["authorization.k8s.io"], &["subjectaccessreviews"]),
+            ],
+            None,
+        ),
+        make_cluster_role(
+            "system:service-account-issuer-discovery",
+            &[],
+            vec![urls(
+                &["get"],
+                &[
+                    "/.well-known/openid-configuration",
+                    "/.well-known/openid-configuration/",
+                    "/openid/v1/jwks",
+                    "/openid/v1/jwks/",
+                ],
+            )],
+            None,
+        ),
         make_cluster_role(
             "system:discovery",
             &[],
@@ -298,8 +326,44 @@ fn all_cluster_role_bindings() -> Vec<Value> {
         group_binding("system:discovery", &[AUTHENTICATED_GROUP]),
         group_binding("system:basic-user", &[AUTHENTICATED_GROUP]),
         group_binding("system:public-info-viewer", &[AUTHENTICATED_GROUP, UNAUTHENTICATED_GROUP]),
+        group_binding("system:service-account-issuer-discovery", &[ALL_SERVICE_ACCOUNTS_GROUP]),
     ]
 }
+
+/// The Role (and its RoleBinding) kube bootstraps in `kube-system` that reads the
+/// `extension-apiserver-authentication` ConfigMap: extension servers bind themselves to it to
+/// learn how to trust this server's front proxy and clients. Namespaced, so they are not part
+/// of the compiled-in policy; start-up writes them into storage, where the authorizer reads
+/// RoleBindings.
+pub fn namespaced_objects() -> Vec<(&'static str, Value)> {
+    let meta = |name: &str| {
+        json!({
+            "name": name,
+            "namespace": "kube-system",
+            "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
+            "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"},
+        })
+    };
+    let role = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": meta(EXTENSION_AUTH_READER),
+        "rules": [{"verbs": READ, "apiGroups": [""], "resources": ["configmaps"],
+                   "resourceNames": ["extension-apiserver-authentication"]}],
+    });
+    let user = |name: &str| json!({"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": name});
+    let binding = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": meta("system::extension-apiserver-authentication-reader"),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": EXTENSION_AUTH_READER},
+        "subjects": [user("system:kube-controller-manager"), user("system:kube-scheduler")],
+    });
+    vec![("roles", role), ("rolebindings", binding)]
+}
+
+/// The Role that reads the `extension-apiserver-authentication` ConfigMap.
+pub const EXTENSION_AUTH_READER: &str = "extension-apiserver-authentication-reader";
 
 struct Policy {
     objects: Vec<Value>,
@@ -390,5 +454,21 @@ mod tests {
         assert!(allowed(&monitor, &Method::GET, "/metrics"));
         let admin = UserInfo::new("a", "", vec![MASTERS_GROUP.into()]);
         assert!(allowed(&admin, &Method::DELETE, "/api/v1/namespaces/x"));
+    }
+
+    #[test]
+    fn service_accounts_read_the_issuer_documents_and_delegators_review() {
+        let sa = UserInfo::new("system:serviceaccount:a:b", "", vec![ALL_SERVICE_ACCOUNTS_GROUP.into()]);
+        assert!(allowed(&sa, &Method::GET, "/.well-known/openid-configuration"));
+        assert!(allowed(&sa, &Method::GET, "/openid/v1/jwks"));
+        assert!(!allowed(&UserInfo::anonymous(), &Method::GET, "/openid/v1/jwks"));
+        let delegator = cluster_role("system:auth-delegator").expect("role");
+        let review = |path: &str| parse(&Method::POST, path, None);
+        assert!(delegator.allows(&review("/apis/authentication.k8s.io/v1/tokenreviews")));
+        assert!(delegator.allows(&review("/apis/authorization.k8s.io/v1/subjectaccessreviews")));
+        assert!(!delegator.allows(&review("/api/v1/namespaces/a/configmaps")));
+        let objects = namespaced_objects();
+        assert!(serde_json::from_value::<Role>(objects[0].1.clone()).is_ok());
+        assert!(serde_json::from_value::<Binding>(objects[1].1.clone()).is_ok());
     }
 }

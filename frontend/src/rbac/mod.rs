@@ -244,7 +244,8 @@ impl RbacAuthorizer {
         Ok(out)
     }
 
-    /// Writes the built-in ClusterRoles and ClusterRoleBindings into storage where absent (kube's
+    /// Writes the built-in ClusterRoles and ClusterRoleBindings, and the namespaced Role and
+    /// RoleBinding of `kube-system`, into storage where absent (kube's
     /// RBAC post-start hook); existing objects, including edited ones, are left alone, so this
     /// is idempotent across restarts. Returns how many objects were created.
     ///
@@ -253,13 +254,18 @@ impl RbacAuthorizer {
     /// Returns the first storage error other than "already exists".
     pub async fn write_bootstrap_policy(&self) -> Result<usize, StorageError> {
         let mut created = 0;
+        let namespaced = bootstrap::namespaced_objects();
         let objects = bootstrap::cluster_role_objects()
             .iter()
             .map(|o| ("clusterroles", o))
-            .chain(bootstrap::cluster_role_binding_objects().iter().map(|o| ("clusterrolebindings", o)));
+            .chain(bootstrap::cluster_role_binding_objects().iter().map(|o| ("clusterrolebindings", o)))
+            .chain(namespaced.iter().map(|(resource, o)| (*resource, o)));
         for (resource, object) in objects {
             let name = object["metadata"]["name"].as_str().unwrap_or_default();
-            let key = format!("{}/{resource}/{name}", self.prefix);
+            let key = match object["metadata"]["namespace"].as_str() {
+                Some(ns) => format!("{}/{resource}/{ns}/{name}", self.prefix),
+                None => format!("{}/{resource}/{name}", self.prefix),
+            };
             let mut object = object.clone();
             object["metadata"]["uid"] = new_uid().into();
             object["metadata"]["creationTimestamp"] = ballast_apimachinery::clock::now_rfc3339().into();

@@ -357,6 +357,8 @@ pub(crate) enum Credentials<'a> {
     None,
     Admin,
     Token(&'a str),
+    /// A client certificate and its key (PEM).
+    Cert(&'a str, &'a str),
 }
 
 impl Cluster {
@@ -493,6 +495,11 @@ impl Cluster {
                 let certs =
                     CertificateDer::pem_slice_iter(self.admin_cert_pem.as_bytes()).map(|c| c.expect("cert")).collect();
                 let key = PrivateKeyDer::from_pem_slice(self.admin_key_pem.as_bytes()).expect("key");
+                builder.with_client_auth_cert(certs, key).expect("client auth")
+            }
+            Credentials::Cert(cert, key) => {
+                let certs = CertificateDer::pem_slice_iter(cert.as_bytes()).map(|c| c.expect("cert")).collect();
+                let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).expect("key");
                 builder.with_client_auth_cert(certs, key).expect("client auth")
             }
             _ => builder.with_no_client_auth(),
@@ -669,6 +676,11 @@ impl Cluster {
     /// The cluster's own temporary directory, for manifests a test writes.
     pub(crate) fn dir(&self) -> &Path {
         self.dir.path()
+    }
+
+    /// The serving CA (PEM).
+    pub(crate) fn ca_pem(&self) -> &str {
+        &self.ca_pem
     }
 
     pub(crate) fn kubeconfig_path(&self) -> &Path {

@@ -85,9 +85,8 @@ async fn api_resources_and_versions_match_kube_1_33(backend: Backend) {
 
     let out = c.must_kubectl(&["api-resources"]).await;
     let rows: Vec<Vec<&str>> = out.lines().skip(1).map(|l| l.split_whitespace().collect()).collect();
-    // kube-apiserver 1.33 lists 60 resources at preferred versions; authentication.k8s.io's
-    // tokenreviews is the one not served here.
-    assert_eq!(rows.len(), 59, "{out}");
+    // kube-apiserver 1.33 lists 60 resources at preferred versions, as here.
+    assert_eq!(rows.len(), 60, "{out}");
     for row in [
         vec!["bindings", "v1", "true", "Binding"],
         vec!["endpoints", "ep", "v1", "true", "Endpoints"],

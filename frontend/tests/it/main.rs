@@ -23,6 +23,7 @@ mod patch;
 mod protobuf;
 mod python_client;
 mod raw;
+mod service_accounts;
 mod storage;
 mod table;
 mod watch;

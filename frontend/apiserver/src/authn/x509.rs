@@ -17,6 +17,7 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureScheme};
 use rustls_pki_types::{CertificateDer, UnixTime};
 
+use super::der::{der_element, OID, SEQUENCE, SET};
 use super::user::UserInfo;
 
 /// Verifies client chains against the client CA and maps subjects to users.
@@ -73,7 +74,22 @@ impl X509Authenticator {
 
     /// Returns the TLS-level verifier that requests but does not require a client certificate.
     pub fn tls_verifier(&self) -> Arc<dyn ClientCertVerifier> {
-        Arc::new(RequestClientCert { inner: self.verifier.clone() })
+        self.tls_verifier_also_hinting(&[])
+    }
+
+    /// As [`X509Authenticator::tls_verifier`], also naming the CAs of `others` (the
+    /// request-header CA) among the acceptable issuers the handshake lists: clients such as Go's
+    /// send a certificate only if its issuer is listed.
+    pub fn tls_verifier_also_hinting(&self, others: &[&X509Authenticator]) -> Arc<dyn ClientCertVerifier> {
+        let mut hints = self.verifier.root_hint_subjects().to_vec();
+        for other in others {
+            for hint in other.verifier.root_hint_subjects() {
+                if !hints.iter().any(|h| h.as_ref() == hint.as_ref()) {
+                    hints.push(hint.clone());
+                }
+            }
+        }
+        Arc::new(RequestClientCert { inner: self.verifier.clone(), hints })
     }
 }
 
@@ -82,6 +98,7 @@ impl X509Authenticator {
 #[derive(Debug)]
 struct RequestClientCert {
     inner: Arc<dyn ClientCertVerifier>,
+    hints: Vec<DistinguishedName>,
 }
 
 impl ClientCertVerifier for RequestClientCert {
@@ -90,7 +107,7 @@ impl ClientCertVerifier for RequestClientCert {
     }
 
     fn root_hint_subjects(&self) -> &[DistinguishedName] {
-        self.inner.root_hint_subjects()
+        &self.hints
     }
 
     fn verify_client_cert(
@@ -132,26 +149,6 @@ struct Subject {
     organizations: Vec<String>,
 }
 
-/// One DER element: (tag, contents, rest of input).
-fn der_element(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
-    let (&tag, rest) = input.split_first()?;
-    let (&first, rest) = rest.split_first()?;
-    let (len, rest) = if first < 0x80 {
-        (first as usize, rest)
-    } else {
-        let n = (first & 0x7f) as usize;
-        if n == 0 || n > 4 || rest.len() < n {
-            return None;
-        }
-        let len = rest[..n].iter().fold(0usize, |acc, b| (acc << 8) | *b as usize);
-        (len, &rest[n..])
-    };
-    (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
-}
-
-const SEQUENCE: u8 = 0x30;
-const SET: u8 = 0x31;
-const OID: u8 = 0x06;
 /// 2.5.4.3 (commonName) and 2.5.4.10 (organizationName), DER-encoded.
 const OID_COMMON_NAME: &[u8] = &[0x55, 0x04, 0x03];
 const OID_ORGANIZATION: &[u8] = &[0x55, 0x04, 0x0a];

@@ -1,6 +1,8 @@
 //! Authentication: turns the connection's client certificate or the bearer token into a
 //! `UserInfo` request extension, or answers 401. The `Authorization` header is removed once
-//! used, so handlers never see credentials (as kube does).
+//! used, and so are the request-header identity headers (`X-Remote-*`) whatever method
+//! succeeded, so handlers never see credentials and nothing behind trusts a forged identity
+//! (as kube does).
 //!
 //! A refused request is audited here (kube's `WithFailedAuthenticationAudit`), since the audit
 //! filter after this one never sees it: the policy is evaluated without a user, and a
@@ -72,9 +74,12 @@ pub type Authentication<S> = Filtered<AuthenticationLayer, S>;
 impl Filter for AuthenticationLayer {
     async fn filter<S: Inner>(self, mut req: Request, next: S) -> Response {
         let peer = req.extensions().get::<PeerCertificates>().cloned().unwrap_or_default();
-        match self.authenticator.authenticate(&peer, req.headers()) {
+        match self.authenticator.authenticate(&peer, req.headers()).await {
             Ok(user) => {
                 req.headers_mut().remove(http::header::AUTHORIZATION);
+                if let Some(request_header) = self.authenticator.request_header() {
+                    request_header.strip(req.headers_mut());
+                }
                 req.extensions_mut().insert(user);
                 call_next(next, req).await
             }
