@@ -202,10 +202,12 @@ impl<B: KvBackend + Clone> Shard<B> {
         let ceiling = self.node.state_machine().ceiling();
         let last = self.node.state_machine().store().revisions().last();
         let in_flight_term = self.spread.as_ref().and_then(|sp| sp.ceiling).and_then(|(i, ..)| self.node.log_term(i));
+        let transferring = self.node.transferring();
         let Some(sp) = self.spread.as_mut() else { return };
-        if !ready {
-            // A grant held by a shard that can no longer evaluate goes back at once rather than
-            // holding every other round until the allocator gives up on it.
+        if !ready || transferring {
+            // A grant held by a shard that can no longer evaluate (or will not until its
+            // leadership transfer ends) goes back at once rather than holding every other round
+            // until the allocator gives up on it.
             if let GrantState::Held(g) = std::mem::replace(&mut sp.state, GrantState::Idle) {
                 sp.done_through = sp.done_through.max(g.grant.id.round);
                 sp.group.release(Release { epoch: g.grant.epoch, id: g.grant.id, used: 0, index: 0 });
