@@ -10,6 +10,10 @@
 #   LOG_DIR=/tmp/cluster-logs bash benches/cluster-run.sh    # keep every member's log
 #   SHARDS=4 SCENARIOS="put_ns64_c100_v256" FAILOVERS=0 bash benches/cluster-run.sh
 #                                          # Ballast members with --shards 4 (leaders spread)
+#   SHARDS=4 TOGETHER=1 ...                # also Ballast with --spread-shard-leaders=false (one
+#                                          # member leads every shard), a third cluster per scenario
+#   PERF_DIR=/tmp/perf ...                 # perf record (cpu-clock, call graphs) of the Ballast
+#                                          # members over each scenario's timed part
 #   BALLAST_BIN=/path/to/other/ballast ... # run another build (for an A/B); no cargo build then
 #
 # Binaries come from $CARGO_TARGET_DIR/release (target/release when unset).
@@ -80,6 +84,8 @@ start_cluster() {
       --initial-cluster-token "bench-$port" --initial-cluster-state new --quota-backend-bytes 8589934592)
     if [[ $target == etcd ]]; then
       etcd "${args[@]}" >"$logs/$target-$port-m$i.log" 2>&1 &
+    elif [[ $target == ballast_together ]]; then
+      "$ballast" engine "${args[@]}" --shards "$shards" --spread-shard-leaders=false >"$logs/$target-$port-m$i.log" 2>&1 &
     else
       "$ballast" engine "${args[@]}" --shards "$shards" >"$logs/$target-$port-m$i.log" 2>&1 &
     fi
@@ -151,7 +157,7 @@ for s in $scenarios; do
   scenario=${s%@*}
   via=leader
   [[ $s == *@follower ]] && via=follower
-  for target in etcd ballast; do
+  for target in etcd ballast ${TOGETHER:+ballast_together}; do
     dir="$work/data-$target"
     if ! start_cluster "$target" "$dir"; then
       record "{\"target\":\"$target\",\"via\":\"$via\",\"result\":{\"scenario\":\"$scenario\",\"failed\":true,\"why\":\"cluster did not start\"}}"
@@ -160,6 +166,13 @@ for s in $scenarios; do
     fi
     if [[ $via == leader ]]; then i=$leader; else i=$follower; fi
     all=$(IFS=,; echo "${pids[*]}")
+    perf_pid=""
+    if [[ -n "${PERF_DIR:-}" && $target == ballast* ]]; then
+      mkdir -p "$PERF_DIR"
+      perf record -q -e cpu-clock -F 499 -g -p "$all" -o "$PERF_DIR/$target-$s.perf" -- sleep "$duration" \
+        >/dev/null 2>&1 &
+      perf_pid=$!
+    fi
     # Bounded: the timed part plus preloading and the fan-out's registration and drain time.
     if line=$(timeout $((duration + 300)) "$load" run --endpoint "${endpoints[$i]}" --scenario "$scenario" \
       --duration "$duration" --server-pid "${pids[$leader]}" --server-pids "$all"); then
@@ -172,6 +185,7 @@ for s in $scenarios; do
     else
       record "{\"target\":\"$target\",\"via\":\"$via\",\"result\":{\"scenario\":\"$scenario\",\"failed\":true}}"
     fi
+    [[ -n $perf_pid ]] && { wait "$perf_pid" || true; }
     stop_cluster "$target" "$dir"
   done
 done
@@ -206,6 +220,8 @@ command="bash benches/cluster-run.sh $*"
 [[ -n "${FAILOVERS:-}" ]] && command="FAILOVERS=$FAILOVERS $command"
 [[ -n "${DURATION:-}" ]] && command="DURATION=$DURATION $command"
 [[ -n "${SHARDS:-}" ]] && command="SHARDS=$SHARDS $command"
+[[ -n "${TOGETHER:-}" ]] && command="TOGETHER=$TOGETHER $command"
+[[ -n "${PERF_DIR:-}" ]] && command="PERF_DIR=$PERF_DIR $command"
 [[ -n "${BALLAST_BIN:-}" ]] && command="BALLAST_BIN=$BALLAST_BIN $command"
 printf '%s\n' "$load_before" "$top_before" >"$work/load-before"
 printf '%s\n' "$load_after" "$top_after" >"$work/load-after"
@@ -261,6 +277,21 @@ for s, t in by.items():
     fail = lambda r: " (failed)" if r.get("failed") else ""
     lines.append(f"| {s} | {er:,.0f}{fail(e)} | {br:,.0f}{fail(b)} | {ratio} | {e.get('p50_ms', 0):.2f} / {e.get('p99_ms', 0):.2f} | "
                  f"{b.get('p50_ms', 0):.2f} / {b.get('p99_ms', 0):.2f} | {ec:,.1f} / {bc:,.1f} | {cpu_ratio} |")
+if any("ballast_together" in t for t in by.values()):
+    lines += ["", "## Spread leaders against one member leading every shard", "",
+              "The same scenarios on a third cluster, its members started with `--spread-shard-leaders=false`",
+              "(one member leads every shard and orders every write); ratios are spread / one leader.", "",
+              "| scenario | one leader ops/s | spread ops/s | ratio | one leader p50 / p99 ms | spread p50 / p99 ms | server CPU µs/op one leader / spread | CPU ratio |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for s, t in by.items():
+        if s.startswith("watch") or "ballast_together" not in t:
+            continue
+        o, b = t["ballast_together"], t.get("ballast", {})
+        orr, br = o.get("ops_per_sec", 0), b.get("ops_per_sec", 0)
+        oc, bc = o.get("server_cpu_us_per_op", 0), b.get("server_cpu_us_per_op", 0)
+        lines.append(f"| {s} | {orr:,.0f} | {br:,.0f} | " + (f"{br / orr:.2f}x" if orr else "n/a")
+                     + f" | {o.get('p50_ms', 0):.2f} / {o.get('p99_ms', 0):.2f} | {b.get('p50_ms', 0):.2f} / {b.get('p99_ms', 0):.2f}"
+                     + f" | {oc:,.1f} / {bc:,.1f} | " + (f"{bc / oc:.2f}x" if oc and bc else "n/a") + " |")
 for s, t in by.items():
     if not s.startswith("watch"):
         continue

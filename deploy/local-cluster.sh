@@ -20,8 +20,8 @@
 #   BALLAST_PEER_PORTS     three comma-separated peer ports        (default 22380,22480,22580)
 #   BALLAST_SECURE_PORT    the Kubernetes API's HTTPS port         (default 16443)
 #   BALLAST_CLUSTER_TOKEN  --initial-cluster-token                 (default ballast-local)
-#   BALLAST_SHARDS         --shards of every member                (default 1; with more, one
-#                          member leads every shard, see engine/SHARDING.md)
+#   BALLAST_SHARDS         --shards of every member                (default 1; with more, the
+#                          shards' leaders spread over the members, see engine/SHARDING.md)
 #   BALLAST_START_TIMEOUT  seconds `start` waits for the cluster   (default 60)
 #
 # The defaults stay clear of 2379/2380/6443, the ports of `ballast serve` and of a stock etcd, so

@@ -363,11 +363,19 @@ struct EngineFlags {
     /// (one namespace of one resource), as Kubernetes' always do.
     #[arg(long, default_value_t = 1)]
     shards: u32,
-    /// Experimental, set on every member of a new cluster of several shards: spread the
-    /// shards' leaders over the members, ordering writes with the revision allocator on shard
-    /// 0's leader (engine/SHARDING.md); without it one member leads every shard.
-    #[arg(long)]
-    experimental_spread_shard_leaders: bool,
+    /// Spread the shards' leaders of a new cluster of several members and shards over the
+    /// members, ordering writes with the revision allocator on shard 0's leader
+    /// (engine/SHARDING.md); `false`: one member leads every shard. Recorded in the data
+    /// directory at the member's first start (a joining member takes the cluster's).
+    #[arg(
+        long,
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        alias = "experimental-spread-shard-leaders"
+    )]
+    spread_shard_leaders: bool,
     /// Where shard threads run: `unbound` (any CPU) or `per-core` (shard n pinned to the n-th
     /// CPU the process may run on, mod their count).
     #[arg(long, default_value = "unbound", value_parser = ["unbound", "per-core"])]
@@ -504,7 +512,7 @@ fn config(flags: &EngineFlags) -> anyhow::Result<EngineConfig> {
             ballast_engine::auth::DEFAULT_BCRYPT_COST
         },
     };
-    cfg.cluster.spread_leaders = flags.experimental_spread_shard_leaders;
+    cfg.cluster.spread_leaders = flags.spread_shard_leaders;
     cfg.shard.quota_backend_bytes = flags.quota_backend_bytes;
     cfg.shard.placement =
         if flags.shard_placement == "per-core" { ShardPlacement::PerCore } else { ShardPlacement::Unbound };

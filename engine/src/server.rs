@@ -156,6 +156,9 @@ const META_CLUSTER_ID: &[u8] = b"cluster_id";
 /// Shard 0's record of the member's shard count (u32 BE). Data directories from before shards
 /// have none and hold one shard.
 const META_SHARD_COUNT: &[u8] = b"shard_count";
+/// Shard 0's record of how the cluster places its shards' leaders (u32 BE,
+/// `cluster::PLACEMENT_*`), written when the member is bootstrapped or joins.
+const META_LEADER_PLACEMENT: &[u8] = b"leader_placement";
 
 /// A started engine member.
 #[derive(Debug)]
@@ -204,7 +207,7 @@ fn settle_shard_count(backend: &RocksBackend, shards: u32) -> Result<()> {
 /// bootstrapped and stored on first start, from `--initial-cluster` or as a member alone (etcd
 /// derives the IDs the same way, see `cluster::members`). A data directory from before
 /// membership was stored keeps its IDs and becomes a member alone.
-fn identity(backend: &RocksBackend, cfg: &EngineConfig) -> Result<(u64, Membership)> {
+fn identity(backend: &RocksBackend, cfg: &EngineConfig) -> Result<(u64, Membership, u32)> {
     let read = |k: &[u8]| -> Result<Option<u64>> {
         match backend.get(Cf::Meta, k)? {
             Some(v) => Ok(Some(u64::from_be_bytes(
@@ -216,9 +219,10 @@ fn identity(backend: &RocksBackend, cfg: &EngineConfig) -> Result<(u64, Membersh
     let stored = (read(META_MEMBER_ID)?, read(META_CLUSTER_ID)?);
     if let (Some(member), Some(_)) = stored {
         if let Some(m) = Membership::load(backend)? {
-            return Ok((member, m));
+            return Ok((member, m, 0));
         }
     }
+    let mut told = 0;
     let membership = match (stored, &cfg.initial_cluster) {
         ((Some(member), Some(cluster)), _) => Membership {
             cluster_id: cluster,
@@ -230,7 +234,11 @@ fn identity(backend: &RocksBackend, cfg: &EngineConfig) -> Result<(u64, Membersh
                 raft_id: 1,
             }],
         },
-        _ if cfg.join_existing => join_membership(cfg)?,
+        _ if cfg.join_existing => {
+            let (m, placement) = join_membership(cfg)?;
+            told = placement;
+            m
+        }
         (_, Some(text)) => {
             members::parse_initial_cluster(text, &cfg.name, &cfg.advertise_peer_urls, &cfg.cluster_token)?
         }
@@ -259,13 +267,63 @@ fn identity(backend: &RocksBackend, cfg: &EngineConfig) -> Result<(u64, Membersh
     wb.put(Cf::Meta, META_MEMBER_ID.to_vec(), me.to_be_bytes().to_vec());
     wb.put(Cf::Meta, META_CLUSTER_ID.to_vec(), membership.cluster_id.to_be_bytes().to_vec());
     backend.write(wb, WriteOpts { sync: true })?;
-    Ok((me, membership))
+    Ok((me, membership, told))
+}
+
+/// Returns true when this member spreads its shards' leaders over the members (see
+/// `cluster::revision_group`), and records the choice on its first start: every member of a
+/// cluster must place leaders alike, so a restart keeps the recorded placement whatever the
+/// flag says, and a joining member takes the one the cluster `told` it (`cluster::PLACEMENT_*`,
+/// 0: not told). Spreading needs several shards and members, and every member's raft ID to be
+/// its member ID (not a cluster grown from a member bootstrapped alone). A directory that
+/// predates the record (`existed`) keeps one member leading every shard, the placement it had.
+fn settle_leader_placement(
+    backend: &RocksBackend,
+    cfg: &EngineConfig,
+    membership: &Membership,
+    existed: bool,
+    told: u32,
+) -> Result<bool> {
+    use crate::cluster::{PLACEMENT_SPREAD, PLACEMENT_TOGETHER};
+    let stored = match backend.get(Cf::Meta, META_LEADER_PLACEMENT)? {
+        Some(v) => Some(u32::from_be_bytes(
+            v.as_slice().try_into().map_err(|_| StorageError::Corrupt { cf: "meta", what: "leader placement" })?,
+        )),
+        None => None,
+    };
+    let placement = match (stored, told) {
+        (Some(p), _) => p,
+        (None, _) if existed => PLACEMENT_TOGETHER,
+        (None, PLACEMENT_SPREAD | PLACEMENT_TOGETHER) => told,
+        (None, _) => {
+            let can_spread =
+                cfg.shards > 1 && membership.members.len() > 1 && !membership.members.iter().any(|m| m.raft_id == 1);
+            if cfg.cluster.spread_leaders && can_spread {
+                PLACEMENT_SPREAD
+            } else {
+                PLACEMENT_TOGETHER
+            }
+        }
+    };
+    if stored.is_none() {
+        let mut wb = WriteBatch::new();
+        wb.put(Cf::Meta, META_LEADER_PLACEMENT.to_vec(), placement.to_be_bytes().to_vec());
+        backend.write(wb, WriteOpts { sync: true })?;
+    }
+    let spread = placement == PLACEMENT_SPREAD && cfg.shards > 1;
+    if spread != cfg.cluster.spread_leaders && cfg.shards > 1 && membership.members.len() > 1 {
+        tracing::warn!(
+            spread,
+            "the cluster's shard leaders are placed as its data directory records, not as --spread-shard-leaders says"
+        );
+    }
+    Ok(spread)
 }
 
 /// Asks the other members named in `--initial-cluster` for the cluster's membership, for a
 /// member joining a running cluster after `MemberAdd` (etcd asks its peers the same way): the
 /// new member's ID was chosen by the cluster, and it finds itself by its peer URLs.
-fn join_membership(cfg: &EngineConfig) -> Result<Membership> {
+fn join_membership(cfg: &EngineConfig) -> Result<(Membership, u32)> {
     let Some(text) = &cfg.initial_cluster else {
         return Err(EngineError::BadCluster("--initial-cluster-state existing needs --initial-cluster".into()));
     };
@@ -278,7 +336,7 @@ fn join_membership(cfg: &EngineConfig) -> Result<Membership> {
     let cluster = cfg.cluster.clone();
     // Engine::start is synchronous and may run inside the caller's runtime: ask on a thread of
     // its own with a small runtime.
-    let fetched = std::thread::spawn(move || -> Option<(u32, Membership)> {
+    let fetched = std::thread::spawn(move || -> Option<(u32, Membership, u32)> {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
         rt.block_on(async move {
             for url in urls {
@@ -287,7 +345,8 @@ fn join_membership(cfg: &EngineConfig) -> Result<Membership> {
                 let mut client = PeerClient::new(ch);
                 if let Ok(r) = client.members(HelloRequest { cluster_id: 0, from: 0 }).await {
                     let r = r.into_inner();
-                    return Some((r.shards, Membership::from_record(r)));
+                    let placement = r.leader_placement;
+                    return Some((r.shards, Membership::from_record(r), placement));
                 }
             }
             None
@@ -296,7 +355,7 @@ fn join_membership(cfg: &EngineConfig) -> Result<Membership> {
     .join()
     .ok()
     .flatten();
-    let Some((shards, membership)) = fetched else {
+    let Some((shards, membership, placement)) = fetched else {
         return Err(EngineError::BadCluster(
             "could not get the cluster's members from any peer in --initial-cluster".into(),
         ));
@@ -324,7 +383,7 @@ fn join_membership(cfg: &EngineConfig) -> Result<Membership> {
     if let Some(m) = membership.members.iter_mut().find(|m| m.id == id) {
         m.name = cfg.name.clone();
     }
-    Ok(membership)
+    Ok((membership, placement))
 }
 
 /// The directory shard `n`'s RocksDB lives in: `<data-dir>/db` for shard 0 (etcd's one-shard
@@ -350,6 +409,8 @@ pub(crate) fn prepare_restored(backend: &RocksBackend, shards: u32) -> Result<()
     wb.delete(Cf::Meta, META_MEMBER_ID.to_vec());
     wb.delete(Cf::Meta, META_CLUSTER_ID.to_vec());
     wb.delete(Cf::Meta, members::META_MEMBERSHIP.to_vec());
+    // The restored cluster places its leaders as its own members' flags say.
+    wb.delete(Cf::Meta, META_LEADER_PLACEMENT.to_vec());
     match backend.get(Cf::Meta, META_SHARD_COUNT)? {
         None => wb.put(Cf::Meta, META_SHARD_COUNT.to_vec(), shards.to_be_bytes().to_vec()),
         Some(v) if v.as_slice() == shards.to_be_bytes() => {}
@@ -374,7 +435,9 @@ impl Engine {
         std::fs::create_dir_all(&cfg.data_dir).map_err(StorageError::from)?;
         let first = RocksBackend::open(&shard_db_dir(&cfg.data_dir, 0), &cfg.rocks)?;
         settle_shard_count(&first, cfg.shards)?;
-        let (member_id, membership) = identity(&first, cfg)?;
+        let existed = first.get(Cf::Meta, META_MEMBER_ID)?.is_some();
+        let (member_id, membership, told) = identity(&first, cfg)?;
+        let spread = settle_leader_placement(&first, cfg, &membership, existed, told)?;
         let cluster_id = membership.cluster_id;
         let me = membership.get(member_id).cloned().ok_or_else(|| {
             EngineError::BadCluster(format!("member {member_id:x} is not in its own cluster's membership"))
@@ -409,13 +472,6 @@ impl Engine {
         let ids = HeaderInfo { cluster_id, member_id, raft_term: 0 };
         let revs = Arc::new(RevisionCounter::default());
         let colocation = (cfg.shards > 1).then(|| Arc::new(Colocation::new(cfg.shards as usize)));
-        // Spread shard leaders (when asked for) in a cluster bootstrapped with several members. A cluster grown
-        // from a member bootstrapped alone (its groups keep raft ID 1) keeps every leadership on
-        // one member, as every member of it must agree on that.
-        let spread = cfg.cluster.spread_leaders
-            && cfg.shards > 1
-            && membership.read().members.len() > 1
-            && !membership.read().members.iter().any(|m| m.raft_id == 1);
         let revisions = match tokio::runtime::Handle::try_current() {
             Ok(runtime) if spread => Some(Arc::new(crate::cluster::allocation::RevisionGroup::new(
                 cfg.shards as usize,

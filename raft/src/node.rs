@@ -331,6 +331,12 @@ impl<L: LogStore, S: StateMachine, T: Transport> RaftNode<L, S, T> {
         &self.store
     }
 
+    /// Returns true while this member, leading, hands its leadership over (raft drops proposals
+    /// until the transfer ends or is given up after an election timeout).
+    pub fn transferring(&self) -> bool {
+        self.raw.raft.state == StateRole::Leader && self.raw.raft.lead_transferee.is_some()
+    }
+
     /// Returns true when this member leads.
     pub fn is_leader(&self) -> bool {
         self.raw.raft.state == StateRole::Leader

@@ -170,9 +170,11 @@ pub(crate) async fn writes_with_fault(
 ) -> BTreeMap<String, (String, i64)> {
     let endpoints = c.endpoints();
     let count = Arc::new(AtomicUsize::new(0));
+    let acks = Arc::new(std::sync::Mutex::new(Vec::new()));
     let tasks: Vec<_> = (0..writers)
         .map(|w| {
             let (endpoints, count, prefix) = (endpoints.clone(), Arc::clone(&count), prefix.to_string());
+            let acks = Arc::clone(&acks);
             tokio::spawn(async move {
                 let mut acked = Vec::new();
                 for i in 0..per_writer {
@@ -180,6 +182,7 @@ pub(crate) async fn writes_with_fault(
                     if let Some(rev) = put_any(&endpoints, w + i, &key, &value, Duration::from_secs(20)).await {
                         acked.push((key, (value, rev)));
                         count.fetch_add(1, Ordering::SeqCst);
+                        acks.lock().expect("acks").push((w, Instant::now()));
                     }
                 }
                 acked
@@ -188,11 +191,27 @@ pub(crate) async fn writes_with_fault(
         .collect();
     let reached = wait_for(Duration::from_secs(30), async || count.load(Ordering::SeqCst) >= after).await;
     assert!(reached, "{:?}: writes did not start", c.target);
+    let faulted = Instant::now();
     fault(c);
     let mut acked = BTreeMap::new();
     for t in tasks {
         acked.extend(t.await.expect("writer"));
     }
+    // For the log (not asserted: timings depend on the machine): the longest a writer waited
+    // for an acknowledgement after the fault, which a failover shows as a stall.
+    let acks = acks.lock().expect("acks").clone();
+    let stall = (0..writers)
+        .filter_map(|w| {
+            let times = acks.iter().filter(|(x, t)| *x == w && *t >= faulted).map(|(_, t)| *t);
+            times.scan(faulted, |prev, t| Some(t.duration_since(std::mem::replace(prev, t)))).max()
+        })
+        .max()
+        .unwrap_or_default();
+    eprintln!(
+        "{:?}: {} writes acknowledged; longest wait of a writer after the fault {stall:?}",
+        c.target,
+        acked.len()
+    );
     acked
 }
 

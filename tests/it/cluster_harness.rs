@@ -7,6 +7,10 @@ use std::time::Duration;
 
 use crate::harness::{free_port, wait_for, Server, Target};
 
+/// The flag that makes a cluster of several shards keep every shard's leader on one member
+/// (their leaders spread over the members without it).
+pub(crate) const TOGETHER: &str = "--spread-shard-leaders=false";
+
 /// A cluster owned by one test; its members are killed when it is dropped.
 pub(crate) struct Cluster {
     pub(crate) target: Target,
@@ -63,6 +67,11 @@ impl Cluster {
         let c = Cluster { target, members };
         c.leader().await;
         Some(c)
+    }
+
+    /// True when the members were started with one member leading every shard.
+    pub(crate) fn together(&self) -> bool {
+        self.members.iter().any(|m| m.extra_args.iter().any(|a| a == TOGETHER))
     }
 
     /// Returns every member's `127.0.0.1:<port>`.
@@ -155,7 +164,9 @@ macro_rules! both_clusters {
 }
 
 /// As [`both_clusters!`], with the Ballast members started with `--shards 4` (stock etcd has
-/// one keyspace): the same expectations hold for a cluster whose keys live in several shards.
+/// one keyspace): the same expectations hold for a cluster whose keys live in several shards,
+/// whether their leaders spread over the members (`ballast`, the default) or one member leads
+/// them all (`ballast_together`).
 macro_rules! sharded_clusters {
     ($($name:ident),* $(,)?) => {$(
         mod $name {
@@ -165,6 +176,16 @@ macro_rules! sharded_clusters {
                     crate::harness::Target::Ballast,
                     3,
                     &["--shards", "4"],
+                )
+                .await;
+                Box::pin(super::$name(c)).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn ballast_together() {
+                let c = crate::cluster_harness::Cluster::start_with_args(
+                    crate::harness::Target::Ballast,
+                    3,
+                    &["--shards", "4", crate::cluster_harness::TOGETHER],
                 )
                 .await;
                 Box::pin(super::$name(c)).await

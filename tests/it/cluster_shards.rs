@@ -4,7 +4,8 @@
 //! member — dense revisions across shards, linearizable reads over several shards on followers,
 //! serializable reads that are a consistent view at their header revision, watches over
 //! several shards on followers that see every write once and in order, and no acknowledged
-//! write lost when the member leading the shards is killed.
+//! write lost when a member leading shards is killed or paused. The shards' leaders spread over
+//! the members by default; the tests that hold for both placements run with each.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -15,7 +16,7 @@ use crate::cluster::{
     a_lease_survives_a_leader_change, assert_watch_saw_all, check_acknowledged, membership_changes_under_writes,
     watched, writes_with_fault,
 };
-use crate::cluster_harness::{spawn_added_member, Cluster};
+use crate::cluster_harness::{spawn_added_member, Cluster, TOGETHER};
 use crate::harness::{ok, wait_for, Target};
 
 sharded_clusters!(
@@ -73,12 +74,16 @@ async fn keys_of_several_shards_through_every_member(c: Cluster) {
     assert_watch_saw_all(&seen, &acked);
     check_acknowledged(&c, &acked).await;
     if c.target.is_ballast() {
-        // The member etcd's Status names as leader leads every shard (`/metrics`), and the
-        // others lead none.
         let leader = c.leader().await;
-        let led = leaderships(&c, 4);
-        for (i, n) in led.iter().enumerate() {
-            assert_eq!(*n, if i == leader { 4 } else { 0 }, "member {i}: {led:?}");
+        if c.together() {
+            // The member etcd's Status names as leader leads every shard (`/metrics`), and the
+            // others lead none.
+            let led = leaderships(&c, 4);
+            for (i, n) in led.iter().enumerate() {
+                assert_eq!(*n, if i == leader { 4 } else { 0 }, "member {i}: {led:?}");
+            }
+        } else {
+            assert_leaders_spread(&c, 4).await;
         }
         // A member joining with another shard count than the cluster's does not start.
         let peer = crate::harness::free_port();
@@ -181,8 +186,9 @@ async fn assert_leaders_spread(c: &Cluster, shards: usize) -> Vec<usize> {
     led
 }
 
-/// The flags of a cluster whose shard leaders spread over the members.
-const SPREAD: [&str; 1] = ["--experimental-spread-shard-leaders"];
+/// The flags of a cluster whose shard leaders spread over the members (the default, named
+/// for the tests about it).
+const SPREAD: [&str; 1] = ["--spread-shard-leaders"];
 
 /// Six shards over three members with spread leaders: once the cluster settles each member
 /// leads two, and writes to keys of every shard through every member take dense revisions.
@@ -251,6 +257,10 @@ async fn consistent_views(c: &Cluster, m: usize, w: usize, rounds: usize) {
     }
 }
 
+/// Kills the member etcd's Status names as leader during writes to every shard: with spread
+/// leaders, the member that leads shard 0 and runs the revision allocator (and leads other
+/// shards too); with one member leading, every shard's leader. The survivors keep
+/// acknowledging writes and lose none.
 async fn killing_the_leading_member_loses_nothing(mut c: Cluster) {
     let leader = c.leader().await;
     let survivor = (leader + 1) % 3;
@@ -348,12 +358,12 @@ async fn consistent_while_catching_up(c: &Cluster, m: usize, acked: &[(String, i
     }
 }
 
-/// A snapshot asked of a follower of an eight-shard cluster under writes (the member leading the
-/// shards takes it when none of them has a round in flight) holds exactly a prefix of the
-/// writes, as one member's does.
+/// A snapshot asked of a follower of an eight-shard cluster under writes, one member leading
+/// every shard (it takes the snapshot when none of them has a round in flight), holds exactly a
+/// prefix of the writes, as one member's does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follower_streams_a_snapshot_at_one_revision() {
-    let c = Cluster::start_with_args(Target::Ballast, 3, &["--shards", "8"]).await;
+    let c = Cluster::start_with_args(Target::Ballast, 3, &["--shards", "8", TOGETHER]).await;
     let leader = c.leader().await;
     let follower = (leader + 1) % 3;
     Box::pin(crate::snapshot_restore::snapshots_hold_a_prefix_of_the_writes(&c.members[leader], &c.members[follower]))
@@ -368,4 +378,55 @@ async fn a_returning_follower_shows_consistent_views_ballast() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_returning_follower_shows_consistent_views_etcd() {
     Box::pin(a_returning_follower_shows_consistent_views(Target::Etcd)).await;
+}
+
+/// A cluster of spread shard leaders with `--shards 4`, settled.
+async fn spread_cluster() -> Cluster {
+    let c = Cluster::start_with_args(Target::Ballast, 3, &["--shards", "4", SPREAD[0]]).await;
+    assert_leaders_spread(&c, 4).await;
+    c
+}
+
+/// Killing a member that leads some shards but not shard 0 (every member leads one of four
+/// shards or more) during writes to every shard: a write whose shard leader died is answered by
+/// the shard's next leader within the client's retries, so every write is acknowledged; the
+/// member catches up when it returns, and a watch on it sees every write in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_a_shard_leader_loses_nothing_spread() {
+    let mut c = spread_cluster().await;
+    let allocator = c.leader().await;
+    let victim = (allocator + 1) % 3;
+    assert!(leaderships(&c, 4)[victim] >= 1, "the member killed leads a shard");
+    let acked = writes_with_fault(&mut c, "/registry/pods/w", 4, 30, 20, |c| c.members[victim].kill9()).await;
+    assert_eq!(acked.len(), 120, "the survivors acknowledged every write");
+    // Restarted with the other placement's flag, the member keeps the one its data directory
+    // recorded (a member leading every shard among spread ones would take revisions of its own).
+    let args = &mut c.members[victim].extra_args;
+    args.retain(|a| a != SPREAD[0]);
+    args.push(TOGETHER.to_string());
+    c.members[victim].restart().await;
+    check_acknowledged(&c, &acked).await;
+    let seen = watched(&c.members[victim], "/registry/pods/w", &acked).await;
+    assert_watch_saw_all(&seen, &acked);
+    assert!(
+        c.members[victim].full_log().contains("placed as its data directory records"),
+        "the restart warned that the flag was overridden"
+    );
+    let led = assert_leaders_spread(&c, 4).await;
+    assert!(led[victim] >= 1, "the restarted member leads shards again: {led:?}");
+}
+
+/// Pausing the allocator's member (SIGSTOP: its connections stay open, nothing answers)
+/// during writes to every shard: shard 0 and the member's other shards elect leaders among the
+/// others, a new allocator takes over, and the writes go on; once resumed the member steps down
+/// and every acknowledged write is on every member.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_allocator_is_replaced_spread() {
+    let mut c = spread_cluster().await;
+    let allocator = c.leader().await;
+    let acked = writes_with_fault(&mut c, "/registry/pods/w", 4, 20, 10, |c| c.members[allocator].signal(19)).await;
+    assert!(acked.len() >= 75, "the others kept acknowledging writes ({} of 80)", acked.len());
+    c.members[allocator].signal(18);
+    check_acknowledged(&c, &acked).await;
+    assert_ne!(c.leader().await, allocator, "the paused member stepped down for the one elected meanwhile");
 }

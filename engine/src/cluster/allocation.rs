@@ -56,6 +56,9 @@ pub struct RevisionGroup {
     runtime: tokio::runtime::Handle,
     /// Wakes shard 0's loop when the allocator wants a higher ceiling committed.
     waker: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// Told when shard 0's leader or term changes: a request waiting on the previous allocator
+    /// (paused, cut off) is given up at once rather than after its call's timeout.
+    anchor_moved: tokio::sync::Notify,
 }
 
 impl std::fmt::Debug for RevisionGroup {
@@ -99,6 +102,7 @@ impl RevisionGroup {
             membership,
             runtime,
             waker: std::sync::OnceLock::new(),
+            anchor_moved: tokio::sync::Notify::new(),
         }
     }
 
@@ -118,8 +122,11 @@ impl RevisionGroup {
 
     /// Records shard 0's leader and term as this member sees them (shard 0's loop, every round).
     pub fn note_anchor(&self, leader: u64, term: u64) {
-        self.anchor.store(leader, Ordering::SeqCst);
-        self.anchor_term.store(term, Ordering::SeqCst);
+        let old_leader = self.anchor.swap(leader, Ordering::SeqCst);
+        let old_term = self.anchor_term.swap(term, Ordering::SeqCst);
+        if (old_leader, old_term) != (leader, term) {
+            self.anchor_moved.notify_waiters();
+        }
     }
 
     /// The allocator's tunables.
@@ -215,10 +222,18 @@ impl RevisionGroup {
         let group = Arc::clone(self);
         let limit = self.cfg.grant_timeout * 2 + self.cfg.call_slack;
         self.runtime.spawn(async move {
-            let answer = tokio::time::timeout(limit, client.reserve(msg)).await;
-            let granted = match answer {
-                Ok(Ok(resp)) => Some(from_wire(id, &resp.into_inner())),
-                _ => None,
+            // Registered before the epoch is looked at again, so a move in between is not missed.
+            let moved = group.anchor_moved.notified();
+            let granted = if group.seen_epoch() != Some(epoch) {
+                None
+            } else {
+                tokio::select! {
+                    answer = tokio::time::timeout(limit, client.reserve(msg)) => match answer {
+                        Ok(Ok(resp)) => Some(from_wire(id, &resp.into_inner())),
+                        _ => None,
+                    },
+                    () = moved => None,
+                }
             };
             let release = granted.as_ref().map(|g| Release { epoch: g.grant.epoch, id, used: 0, index: 0 });
             if !deliver(granted) {

@@ -220,6 +220,7 @@ impl Membership {
                 })
                 .collect(),
             shards: 0,
+            leader_placement: 0,
         }
     }
 

@@ -6,10 +6,11 @@
 //! The peer port serves `ballastpb.Peer` (`proto/peer.proto`, served by `api::peer`): a
 //! stream of raft message batches per pair of members, a hello that checks both are in one
 //! cluster, and the forwarding of writes and lease calls to a shard's leader. With several
-//! shards, one member leads them all (`shard::colocate`), or (experimental, `spread_leaders`) the
-//! shards' leaders spread over the members and take revisions from the revision
+//! shards, the shards' leaders spread over the members and take revisions from the revision
 //! allocator on shard 0's leader ([`revision_group`], reached through [`allocation`]), which tells
-//! every member how far every shard's writes reach ([`resolved`]).
+//! every member how far every shard's writes reach ([`resolved`]), or (`spread_leaders` off, and
+//! always in a cluster grown from a member bootstrapped alone) one member leads them all
+//! (`shard::colocate`).
 
 pub mod allocation;
 pub mod members;
@@ -26,6 +27,13 @@ use prost::Message as _;
 
 pub use members::{Member, Membership};
 pub use transport::{PeerRouter, PeerTransport};
+
+/// A cluster of several members and several shards whose leaders one member holds
+/// (`shard::colocate`), as shard 0's meta records it and `Peer.Members` tells a joining member.
+pub const PLACEMENT_TOGETHER: u32 = 1;
+/// A cluster of several members and several shards whose leaders spread over the members
+/// ([`revision_group`]).
+pub const PLACEMENT_SPREAD: u32 = 2;
 
 /// What a shard applying a membership change updates: the member's view of the membership
 /// (MemberList, forwarding) and its peer connections. Only shard 0 carries membership changes.
@@ -218,9 +226,11 @@ pub struct ClusterConfig {
     /// The revision allocator of a cluster whose shard leaders are spread (see
     /// [`revision_group`]).
     pub allocator: revision_group::AllocatorConfig,
-    /// Spread the shards' leaders over the members of a cluster of several shards (see
-    /// [`revision_group`]); off: one member leads every shard (`shard::colocate`). Experimental:
-    /// every member must be started with the same setting.
+    /// Spread the shards' leaders over the members of a new cluster of several shards (see
+    /// [`revision_group`]); off: one member leads every shard (`shard::colocate`). Every member
+    /// must place leaders alike, so the choice is recorded in the data directory when the
+    /// member is bootstrapped, a restart keeps the recorded one, and a joining member takes the
+    /// cluster's.
     pub spread_leaders: bool,
     /// How often a linearizable read on a cluster with spread shard leaders looks whether this
     /// member's shards hold the revision the allocator gave it. They reach it within about a
@@ -259,7 +269,7 @@ impl Default for ClusterConfig {
             resolved_facts: 1_024,
             allocator: revision_group::AllocatorConfig::default(),
             read_poll: Duration::from_millis(1),
-            spread_leaders: false,
+            spread_leaders: true,
         }
     }
 }

@@ -134,6 +134,12 @@ pub struct AllocatorConfig {
     /// makes (a grant waits for the holder before it, up to `grant_timeout`). 1 s covers a busy
     /// peer; a call given up is asked again.
     pub call_slack: Duration,
+    /// Revisions a round asks for beyond the writes it holds when it asks: writes that arrive
+    /// while it waits for the grant join the round instead of waiting for the next one (a round
+    /// returns what it did not use, so asking ahead leaves no gap, except when the grant is
+    /// abandoned). 256 writes fill a round at the 100 in flight a busy client keeps without
+    /// letting an abandoned grant's gap grow far.
+    pub ask_ahead: i64,
     /// How soon a round asks again after a request that was not granted (no allocator known,
     /// another epoch, a transport failure). 10 ms is about a heartbeat's tenth, as the network
     /// plane's wait for a leader.
@@ -156,6 +162,7 @@ impl Default for AllocatorConfig {
             ceiling_step: 1_000,
             call_slack: Duration::from_secs(1),
             retry_after: Duration::from_millis(10),
+            ask_ahead: 256,
         }
     }
 }

@@ -615,6 +615,9 @@ impl<B: KvBackend + Clone> Shard<B> {
             }
             ShardMsg::Unreachable(peer) => {
                 self.node.report_unreachable(peer);
+                if let Some(sp) = self.spread.as_mut() {
+                    sp.note_unreachable(peer, self.clock.now());
+                }
                 if self.cfg.elect_on_leader_loss && !self.node.is_leader() && peer == self.node.leader_id() {
                     // The connection to the leader broke (a killed process closes its sockets at
                     // once): start the election now rather than after a whole election timeout.
@@ -839,7 +842,10 @@ impl<B: KvBackend + Clone> Shard<B> {
     fn ready_to_evaluate(&self) -> bool {
         let sm = self.node.state_machine();
         let applied = ballast_raft::StateMachine::applied_index(sm);
+        // Not while the leadership is being handed over: raft would drop the round's entry, and
+        // its writes are better answered by the next leader than refused.
         self.node.is_leader()
+            && !self.node.transferring()
             && applied >= self.term_start
             && sm.evaluated_index() <= applied
             && self.leads_every_shard()
@@ -982,7 +988,10 @@ impl<B: KvBackend + Clone> Shard<B> {
                 self.node.state_machine_mut().discard_unapplied()?;
                 self.pending.store(NOTHING_PENDING, Ordering::SeqCst);
                 if let Some(g) = &granted {
-                    self.return_grant(g, 0, 0);
+                    // The revisions taken are returned as used though they never commit: the
+                    // member's counter has seen them, and this member's shards refuse a grant
+                    // at or below what it has seen, so handing them out again would stall them.
+                    self.return_grant(g, used, 0);
                 }
                 for (reply, _) in answers {
                     let _ = reply.send(Err(EngineError::LeaderChanged));

@@ -49,6 +49,10 @@ pub(super) struct Spread {
     reported: Option<(u64, u64)>,
     /// Shard 0: the ceiling entry in flight: (index, term, ceiling, epoch).
     ceiling: Option<(u64, u64, i64, u64)>,
+    /// When each peer was last reported unreachable: a member that just died may still count
+    /// as active in raft's progress for up to an election timeout, and a leadership handed to
+    /// it stalls the shard's writes until raft gives the transfer up.
+    unreachable: Vec<(u64, Instant)>,
 }
 
 impl Spread {
@@ -63,7 +67,19 @@ impl Spread {
             min_epoch: 0,
             reported: None,
             ceiling: None,
+            unreachable: Vec::new(),
         }
+    }
+
+    /// Records that `peer` could not be reached just now.
+    pub(super) fn note_unreachable(&mut self, peer: u64, now: Instant) {
+        self.unreachable.retain(|(p, _)| *p != peer);
+        self.unreachable.push((peer, now));
+    }
+
+    /// True when `peer` was reported unreachable less than `within` ago.
+    fn recently_unreachable(&self, peer: u64, now: Instant, within: Duration) -> bool {
+        self.unreachable.iter().any(|(p, at)| *p == peer && now.saturating_duration_since(*at) < within)
     }
 
     /// True while a grant waits to be used by the next round.
@@ -91,10 +107,11 @@ impl<B: KvBackend + Clone> Shard<B> {
     /// delay passed) and returns None.
     pub(super) fn take_grant(&mut self) -> Option<Granted> {
         let now = self.clock.now();
-        let want = self.writes.len() as i64;
+        let held = self.writes.len() as i64;
         let (shard, term) = (self.shard_number(), self.node.term());
         let leader = self.node.is_leader();
         let sp = self.spread.as_mut()?;
+        let want = held + sp.group.config().ask_ahead;
         match std::mem::replace(&mut sp.state, GrantState::Idle) {
             // Taken in the round it arrived unless the shard could not evaluate then; one for
             // an earlier term is returned unused (its revisions may be below ones this shard
@@ -144,14 +161,21 @@ impl<B: KvBackend + Clone> Shard<B> {
                 sp.retry_at = None;
             }
             Some(g) => {
-                if g.grant.start <= last && asked {
-                    tracing::warn!(start = g.grant.start, last, "a grant below revisions seen here; refused");
-                }
+                // Revisions at or below the highest this member has seen are returned as used
+                // (they never commit through this grant): returned unused, the allocator would
+                // grant them again, to this member's shards too, and every shard here would
+                // refuse them for good.
+                let seen = if asked && g.grant.start <= last {
+                    tracing::warn!(start = g.grant.start, last, "a grant at or below revisions seen here; skipped");
+                    (last - g.grant.start + 1).min(g.grant.count)
+                } else {
+                    0
+                };
                 if asked {
                     sp.state = GrantState::Idle;
                     sp.done_through = sp.done_through.max(round);
                 }
-                sp.group.release(Release { epoch: g.grant.epoch, id: g.grant.id, used: 0, index: 0 });
+                sp.group.release(Release { epoch: g.grant.epoch, id: g.grant.id, used: seen, index: 0 });
             }
             None if asked => {
                 sp.state = GrantState::Idle;
@@ -178,10 +202,12 @@ impl<B: KvBackend + Clone> Shard<B> {
         let ceiling = self.node.state_machine().ceiling();
         let last = self.node.state_machine().store().revisions().last();
         let in_flight_term = self.spread.as_ref().and_then(|sp| sp.ceiling).and_then(|(i, ..)| self.node.log_term(i));
+        let transferring = self.node.transferring();
         let Some(sp) = self.spread.as_mut() else { return };
-        if !ready {
-            // A grant held by a shard that can no longer evaluate goes back at once rather than
-            // holding every other round until the allocator gives up on it.
+        if !ready || transferring {
+            // A grant held by a shard that can no longer evaluate (or will not until its
+            // leadership transfer ends) goes back at once rather than holding every other round
+            // until the allocator gives up on it.
             if let GrantState::Held(g) = std::mem::replace(&mut sp.state, GrantState::Idle) {
                 sp.done_through = sp.done_through.max(g.grant.id.round);
                 sp.group.release(Release { epoch: g.grant.epoch, id: g.grant.id, used: 0, index: 0 });
@@ -270,11 +296,16 @@ impl<B: KvBackend + Clone> Shard<B> {
             return;
         }
         let me = self.cfg.raft.id;
+        // A peer is a candidate while raft hears from it and the transport has not lost it for
+        // two election timeouts (the transport retries a lost peer at least once a second, the
+        // reconnect backoff's cap).
+        let sp = self.spread.as_ref();
+        let lost = |id: u64| sp.is_some_and(|sp| sp.recently_unreachable(id, now, timeout * 2));
         let mut candidates: Vec<u64> = self
             .node
             .voters()
             .into_iter()
-            .filter(|id| *id == me || self.node.progress_of(*id).is_some_and(|(_, active)| active))
+            .filter(|id| *id == me || (self.node.progress_of(*id).is_some_and(|(_, active)| active) && !lost(*id)))
             .collect();
         candidates.sort_unstable();
         if let Some((shard, to)) = balance::hand_over(&leaders, &candidates, me) {
