@@ -263,6 +263,10 @@ impl Frontend {
             advertise_address: local_addr.to_string(),
         });
         let store = behind.admission.iter().fold(store, |store, plugin| store.with_admission(plugin.clone()));
+        let store = match behind.apis.as_ref().and_then(|apis| apis.namespaced_kinds()) {
+            Some(kinds) => store.with_namespaced_elsewhere(kinds),
+            None => store,
+        };
         let watch_cache = watch_cache::WatchCaches::new(store.storage().clone(), config.watch_cache);
         let state = Arc::new(AppState {
             store,

@@ -28,14 +28,25 @@ fn leak(s: &str) -> &'static str {
     Box::leak(s.to_string().into_boxed_str())
 }
 
-/// The rules of one served version's custom resources: defaulting and schema validation.
+/// The rules of one served version's custom resources: defaulting and schema validation,
+/// with the schema's patterns and CEL rules compiled once, when the version is built.
 #[derive(Debug)]
-struct CustomResourceStrategy {
+pub struct CustomResourceStrategy {
     schema: Option<Value>,
+    patterns: schema::Patterns,
+    rules: Option<rules::CompiledRules>,
     status: bool,
 }
 
 impl CustomResourceStrategy {
+    /// The strategy of a version with `schema` (`openAPIV3Schema`), and `/status` when
+    /// `status` (a new object's status is then dropped).
+    pub fn new(schema: Option<Value>, status: bool) -> CustomResourceStrategy {
+        let patterns = schema.as_ref().map(schema::Patterns::of).unwrap_or_default();
+        let rules = schema.as_ref().and_then(rules::CompiledRules::compile);
+        CustomResourceStrategy { schema, patterns, rules, status }
+    }
+
     fn default_root(&self, obj: &mut Object) {
         if let Some(schema) = &self.schema {
             let mut v = Value::Object(std::mem::take(obj));
@@ -45,15 +56,14 @@ impl CustomResourceStrategy {
             }
         }
     }
-}
 
-impl CustomResourceStrategy {
     /// Schema validation, then the schema's CEL rules (with the stored object on update).
     fn check(&self, obj: &Object, old: Option<&Object>) -> Vec<FieldError> {
         let Some(schema) = &self.schema else { return Vec::new() };
-        let mut errs = schema::validate_root(schema, obj);
-        let old = old.map(|o| Value::Object(o.clone()));
-        rules::validate(schema, &Value::Object(obj.clone()), old.as_ref(), "", &mut errs);
+        let mut errs = schema::validate_root(schema, &self.patterns, obj);
+        if let Some(rules) = &self.rules {
+            rules.validate_root(obj, old, &mut errs);
+        }
         errs
     }
 }
@@ -136,6 +146,9 @@ pub struct ServedVersion {
     pub definition: String,
     /// The warning sent with every request, for deprecated versions.
     pub warning: Option<String>,
+    /// Whether the definition is being deleted (its resources are still served, for the
+    /// cleanup and for clients watching them go, but creates are refused).
+    pub terminating: bool,
 }
 
 /// What is served at one moment.
@@ -236,6 +249,7 @@ impl Registry {
                     schema: version.schema.clone().map(Arc::new),
                     definition: def.name.clone(),
                     warning,
+                    terminating: def.terminating,
                 });
             }
         }
@@ -318,7 +332,7 @@ fn build(
         })) as &'static dyn VersionConverter
     });
     let strategy: &'static dyn Strategy =
-        Box::leak(Box::new(CustomResourceStrategy { schema: version.schema.clone(), status: version.status }));
+        Box::leak(Box::new(CustomResourceStrategy::new(version.schema.clone(), version.status)));
     let mut kind = ResourceKind::row(
         leak(&def.group),
         leak(&version.name),
