@@ -3,8 +3,9 @@
 //!
 //! The generic server takes kinds as `&'static ResourceKind` rows (the built-in table is
 //! static), so a served version's row, printer and strategy are built once per distinct
-//! definition content and kept for the life of the process ([`Registry::intern`]): memory grows
-//! with the number of distinct definition specs this frontend has seen, not with requests.
+//! definition content and kept for the life of the process ([`Registry::intern`]), and so are
+//! the lists of rows and groups: memory grows with the number of distinct definition specs (and
+//! sets of them) this frontend has seen, not with requests or watch events.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -177,6 +178,17 @@ pub struct Registry {
     current: RwLock<Arc<Snapshot>>,
     /// Rows and printers built so far, by the content they were built from.
     interned: Mutex<HashMap<String, (&'static ResourceKind, &'static Printer)>>,
+    /// The served lists made so far, by content.
+    lists: Mutex<InternedLists>,
+}
+
+/// The `'static` lists of [`Registry::intern_lists`].
+#[derive(Debug, Default)]
+struct InternedLists {
+    /// By the rows' addresses (rows are interned, so equal rows are one address).
+    kinds: HashMap<Vec<usize>, &'static [&'static ResourceKind]>,
+    /// By group names and versions.
+    groups: HashMap<Vec<(String, Vec<String>)>, &'static [ApiGroup]>,
 }
 
 /// kube's version priority order: GA before beta before alpha, higher numbers first, then
@@ -253,23 +265,42 @@ impl Registry {
                 });
             }
         }
-        let groups: Vec<ApiGroup> = groups
+        let groups: Vec<(String, Vec<String>)> = groups
             .into_iter()
             .map(|(name, mut versions)| {
                 versions.sort_by_key(|v| version_priority(v));
                 versions.dedup();
-                let versions: Vec<&'static str> = versions.iter().map(|v| leak(v)).collect();
-                ApiGroup { name: leak(&name), versions: Box::leak(versions.into_boxed_slice()) }
+                (name, versions)
             })
             .collect();
         let kinds: Vec<&'static ResourceKind> = served.iter().map(|s| s.kind).collect();
-        let snapshot = Snapshot {
-            kinds: Box::leak(kinds.into_boxed_slice()),
-            groups: Box::leak(groups.into_boxed_slice()),
-            served,
-            definitions,
-        };
+        let (kinds, groups) = self.intern_lists(kinds, groups);
+        let snapshot = Snapshot { kinds, groups, served, definitions };
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(snapshot);
+    }
+
+    /// Returns the served lists as the generic server takes them (`'static` slices), made on
+    /// first sight of this content: a definition's status written or a replica's watch event
+    /// rebuilds the snapshot with the same lists, which must not leak a copy each time.
+    fn intern_lists(
+        &self,
+        kinds: Vec<&'static ResourceKind>,
+        groups: Vec<(String, Vec<String>)>,
+    ) -> (&'static [&'static ResourceKind], &'static [ApiGroup]) {
+        let mut lists = self.lists.lock().unwrap_or_else(PoisonError::into_inner);
+        let kinds_key: Vec<usize> = kinds.iter().map(|k| std::ptr::from_ref(*k) as usize).collect();
+        let kinds = *lists.kinds.entry(kinds_key).or_insert_with(|| Box::leak(kinds.into_boxed_slice()));
+        let groups = *lists.groups.entry(groups.clone()).or_insert_with(|| {
+            let built: Vec<ApiGroup> = groups
+                .iter()
+                .map(|(name, versions)| {
+                    let versions: Vec<&'static str> = versions.iter().map(|v| leak(v)).collect();
+                    ApiGroup { name: leak(name), versions: Box::leak(versions.into_boxed_slice()) }
+                })
+                .collect();
+            Box::leak(built.into_boxed_slice())
+        });
+        (kinds, groups)
     }
 
     /// Returns the row and printer of one served version, building them on first sight of
