@@ -188,13 +188,13 @@ fn v2_operation(
     consumes: Option<Vec<&str>>,
 ) -> Value {
     let mut op = json!({
-        "operationId": id,
+        "operationId": Value::String(id),
         "schemes": ["https"],
         "produces": ["application/json", "application/yaml"],
         "tags": [format!("{}_{}", k.group.replace('.', "_"), k.version)],
         "x-kubernetes-action": action,
         "x-kubernetes-group-version-kind": {"group": k.group, "version": k.version, "kind": k.kind},
-        "parameters": params,
+        "parameters": Value::Array(params),
         "responses": {"200": {"description": "OK", "schema": {"$ref": response}},
                       "401": {"description": "Unauthorized"}},
     });

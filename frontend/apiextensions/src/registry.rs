@@ -290,17 +290,19 @@ impl Registry {
         let mut lists = self.lists.lock().unwrap_or_else(PoisonError::into_inner);
         let kinds_key: Vec<usize> = kinds.iter().map(|k| std::ptr::from_ref(*k) as usize).collect();
         let kinds = *lists.kinds.entry(kinds_key).or_insert_with(|| Box::leak(kinds.into_boxed_slice()));
-        let groups = *lists.groups.entry(groups.clone()).or_insert_with(|| {
-            let built: Vec<ApiGroup> = groups
-                .iter()
-                .map(|(name, versions)| {
-                    let versions: Vec<&'static str> = versions.iter().map(|v| leak(v)).collect();
-                    ApiGroup { name: leak(name), versions: Box::leak(versions.into_boxed_slice()) }
-                })
-                .collect();
-            Box::leak(built.into_boxed_slice())
-        });
-        (kinds, groups)
+        if let Some(found) = lists.groups.get(&groups) {
+            return (kinds, found);
+        }
+        let built: Vec<ApiGroup> = groups
+            .iter()
+            .map(|(name, versions)| {
+                let versions: Vec<&'static str> = versions.iter().map(|v| leak(v)).collect();
+                ApiGroup { name: leak(name), versions: Box::leak(versions.into_boxed_slice()) }
+            })
+            .collect();
+        let built: &'static [ApiGroup] = Box::leak(built.into_boxed_slice());
+        lists.groups.insert(groups, built);
+        (kinds, built)
     }
 
     /// Returns the row and printer of one served version, building them on first sight of

@@ -74,13 +74,39 @@ pub fn compile_errors(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
     }
 }
 
-fn evaluate(program: &cel::Program, value: &Value, old: Option<&Value>) -> Result<cel::Value, String> {
-    let mut context = cel::Context::default();
-    context.add_variable("self", value).map_err(|e| e.to_string())?;
-    if let Some(old) = old {
-        context.add_variable("oldSelf", old).map_err(|e| e.to_string())?;
+/// The variables of one node's rules: `self`, and `oldSelf` where there is an old value.
+/// Converting a value for CEL copies the whole subtree, so it is done once per node for all of
+/// its rules, not once per rule.
+struct Contexts {
+    /// `self` alone (rules that are not transition rules).
+    plain: Result<cel::Context<'static, 'static>, String>,
+    /// `self` and `oldSelf`, when there is an old value.
+    with_old: Option<Result<cel::Context<'static, 'static>, String>>,
+}
+
+impl Contexts {
+    fn new(value: &Value, old: Option<&Value>) -> Contexts {
+        let context = |old: Option<&Value>| -> Result<cel::Context<'static, 'static>, String> {
+            let mut context = cel::Context::default();
+            context.add_variable("self", value).map_err(|e| e.to_string())?;
+            if let Some(old) = old {
+                context.add_variable("oldSelf", old).map_err(|e| e.to_string())?;
+            }
+            Ok(context)
+        };
+        Contexts { plain: context(None), with_old: old.map(|o| context(Some(o))) }
     }
-    program.execute(&context).map_err(|e| e.to_string())
+
+    fn evaluate(&self, program: &cel::Program, with_old: bool) -> Result<cel::Value, String> {
+        let context = match (&self.with_old, with_old) {
+            (Some(c), true) => c,
+            _ => &self.plain,
+        };
+        match context {
+            Ok(c) => program.execute(c).map_err(|e| e.to_string()),
+            Err(e) => Err(e.clone()),
+        }
+    }
 }
 
 fn type_name(declared: Option<&str>, v: &Value) -> String {
@@ -197,17 +223,21 @@ impl CompiledRules {
     }
 
     fn check_node(&self, v: &Value, old: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
+        if self.rules.is_empty() {
+            return;
+        }
+        let contexts = Contexts::new(v, old);
         for r in &self.rules {
             if r.transition && old.is_none() {
                 continue;
             }
             let declared = self.type_name.as_deref();
-            match evaluate(&r.program, v, old.filter(|_| r.transition)) {
+            match contexts.evaluate(&r.program, r.transition) {
                 Ok(cel::Value::Bool(true)) => {}
                 Ok(cel::Value::Bool(false)) => {
                     let message = match (&r.message, &r.message_program) {
                         (Some(m), _) => m.clone(),
-                        (None, Some(p)) => match evaluate(p, v, old) {
+                        (None, Some(p)) => match contexts.evaluate(p, true) {
                             Ok(cel::Value::String(s)) if !s.trim().is_empty() => s.to_string(),
                             _ => format!("failed rule: {}", r.rule),
                         },
