@@ -109,6 +109,30 @@ for s, t in by.items():
     e, b = t.get("etcd", []), t.get("ballast", [])
     lines.append(f"| {s} | {fmt(med(e, 'ops_per_sec'), 0)} | {fmt(med(b, 'ops_per_sec'), 0)} | {ratio(med(b, 'ops_per_sec'), med(e, 'ops_per_sec'))} | "
                  f"{fmt(med(e, 'p50_ms'))} / {fmt(med(e, 'p99_ms'))} | {fmt(med(b, 'p50_ms'))} / {fmt(med(b, 'p99_ms'))} | {ratio(med(b, 'p99_ms'), med(e, 'p99_ms'), True)} |")
+# Custom resources against built-ins on the same frontend and backend (goal: within 20%).
+pairs = [("cr_get_c16", "get_c16"), ("cr_create_c16", "create_c16"), ("cr_list1k_c4", "list_cm1k_c4"),
+         ("cr_list10k_c1", "list_pods10k_c1")]
+pairs = [(c, b) for c, b in pairs if c in by and b in by]
+if pairs:
+    lines += ["", "## Custom resources against built-ins (same frontend, same backend)", "",
+              "Ratio: custom resource ops/s / built-in ops/s (1.00x = parity; the goal is at least 0.80x).", "",
+              "| custom resource | built-in | backend | CR ops/s | built-in ops/s | ratio | CR / built-in server CPU us per op |",
+              "|---|---|---|---:|---:|---:|---:|"]
+    for c, b in pairs:
+        for target in ("etcd", "ballast"):
+            cr, bi = by[c].get(target, []), by[b].get(target, [])
+            lines.append(f"| {c} | {b} | {target} | {fmt(med(cr, 'ops_per_sec'), 0)} | {fmt(med(bi, 'ops_per_sec'), 0)} | "
+                         f"{ratio(med(cr, 'ops_per_sec'), med(bi, 'ops_per_sec'))} | "
+                         f"{fmt(med(cr, 'server_cpu_us_per_op'), 1)} / {fmt(med(bi, 'server_cpu_us_per_op'), 1)} |")
+if "cr_create_large_c4" in by and "cr_create_large_noschema_c4" in by:
+    lines += ["", "## Validating against the large definition", "",
+              "Server CPU per create of the same 6 KiB object with the large schema and without one; the difference is what pruning, defaulting, schema validation and CEL rules cost per object (goal: under 1 ms).", "",
+              "| backend | with schema us/op | without us/op | difference us |", "|---|---:|---:|---:|"]
+    for target in ("etcd", "ballast"):
+        a = med(by["cr_create_large_c4"].get(target, []), "server_cpu_us_per_op")
+        z = med(by["cr_create_large_noschema_c4"].get(target, []), "server_cpu_us_per_op")
+        diff = a - z if a is not None and z is not None else None
+        lines.append(f"| {target} | {fmt(a, 1)} | {fmt(z, 1)} | {fmt(diff, 1)} |")
 for s, t in by.items():
     extras = sorted({k for r in t.get("etcd", []) + t.get("ballast", []) for k in r if k not in ("scenario", "ops", "errors", "secs", "ops_per_sec", "p50_ms", "p99_ms", "max_ms", "failed")})
     if not extras:

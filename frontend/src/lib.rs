@@ -315,6 +315,10 @@ impl Frontend {
             .iter()
             .chain(&delegation.in_front_admission)
             .fold(store, |store, plugin| store.with_admission(plugin.clone()));
+        let store = match behind.apis.as_ref().and_then(|apis| apis.namespaced_kinds()) {
+            Some(kinds) => store.with_namespaced_elsewhere(kinds),
+            None => store,
+        };
         let watch_cache = watch_cache::WatchCaches::new(store.storage().clone(), config.watch_cache);
         let state = Arc::new(AppState {
             store,

@@ -9,6 +9,7 @@
 #![allow(clippy::disallowed_methods)]
 
 mod client;
+mod custom;
 mod scenario;
 mod stats;
 

@@ -11,6 +11,7 @@
 //!   connections (a managedFields entry is recorded on every write).
 //! * `list_pods10k_c1`: LIST of 10,000 pods in one namespace without a limit, one at a time;
 //!   also the frontend's resident memory sampled every 2 ms (peak minus the level before).
+//! * `cr_*`, `list_cm1k_c4`: custom resources against ConfigMaps, see [`crate::custom`].
 //! * `watch_w{W}_r{R}`: W watches on one namespace's pods (100 HTTP/2 streams per connection,
 //!   under the server's 200), while a writer creates R pods per second, each stamped with its
 //!   send time; delivery latency is receipt minus stamp (one clock, this process).
@@ -26,6 +27,7 @@ use rand::Rng;
 use serde_json::{json, Value};
 
 use crate::client::{Conn, Target};
+use crate::custom;
 use crate::stats::{status_kb, CpuMark, Outcome, Samples};
 
 /// Every scenario id, in run order.
@@ -35,6 +37,13 @@ pub(crate) const ALL: &[&str] = &[
     "update_c16",
     "apply_deploy_c16",
     "list_pods10k_c1",
+    "cr_get_c16",
+    "cr_create_c16",
+    "list_cm1k_c4",
+    "cr_list1k_c4",
+    "cr_list10k_c1",
+    "cr_create_large_c4",
+    "cr_create_large_noschema_c4",
     "watch_w1000_r100",
     "watch_w10000_r10",
     "watch_w10000_r100",
@@ -55,6 +64,13 @@ pub(crate) async fn run(t: &Target, id: &str, duration: Duration, pid: Option<u3
         "update_c16" => update(t, 16, duration).await?,
         "apply_deploy_c16" => apply_deployments(t, 16, duration).await?,
         "list_pods10k_c1" => list(t, 10_000, duration, pid).await?,
+        "cr_get_c16" => custom::get(t, 16, duration).await?,
+        "cr_create_c16" => custom::create(t, 16, duration).await?,
+        "list_cm1k_c4" => custom::list_configmaps(t, duration).await?,
+        "cr_list1k_c4" => custom::list(t, 1000, 256, 4, duration, None).await?,
+        "cr_list10k_c1" => custom::list(t, 10_000, 1300, 1, duration, pid).await?,
+        "cr_create_large_c4" => custom::create_large(t, true, 4, duration).await?,
+        "cr_create_large_noschema_c4" => custom::create_large(t, false, 4, duration).await?,
         _ => match parse_watch(id) {
             Some((w, r)) => watch(t, w, r, duration, pid).await?,
             None => bail!("unknown scenario {id}"),
@@ -73,7 +89,7 @@ fn parse_watch(id: &str) -> Option<(usize, u64)> {
     Some((w.parse().ok()?, r.parse().ok()?))
 }
 
-async fn ensure_namespace(c: &Conn, name: &str) -> anyhow::Result<()> {
+pub(crate) async fn ensure_namespace(c: &Conn, name: &str) -> anyhow::Result<()> {
     let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
     let a = c.call("POST", "/api/v1/namespaces", Bytes::from(body.to_string())).await?;
     if a.status != 201 && a.status != 409 {
@@ -82,7 +98,7 @@ async fn ensure_namespace(c: &Conn, name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn configmap(name: &str) -> Bytes {
+pub(crate) fn configmap(name: &str) -> Bytes {
     let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": {"app": "bench"}},
         "data": {"key": "v".repeat(256)}});
     Bytes::from(body.to_string())
@@ -104,7 +120,7 @@ fn pod(name: &str, stamp: Option<u64>) -> Bytes {
 }
 
 /// Creates `bodies` (path, body) with `inflight` requests at a time; 409 counts as present.
-async fn preload(conns: &[Conn], bodies: Vec<(String, Bytes)>, inflight: usize) -> anyhow::Result<()> {
+pub(crate) async fn preload(conns: &[Conn], bodies: Vec<(String, Bytes)>, inflight: usize) -> anyhow::Result<()> {
     use futures::StreamExt;
     let mut sends = futures::stream::iter(bodies.into_iter().enumerate().map(|(i, (path, body))| {
         let c = conns[i % conns.len()].clone();
@@ -121,7 +137,7 @@ async fn preload(conns: &[Conn], bodies: Vec<(String, Bytes)>, inflight: usize) 
 }
 
 /// Runs `workers` loops of `op` for `duration`; returns the outcome.
-async fn closed_loop<F, Fut>(conns: &[Conn], workers: usize, duration: Duration, op: F) -> Outcome
+pub(crate) async fn closed_loop<F, Fut>(conns: &[Conn], workers: usize, duration: Duration, op: F) -> Outcome
 where
     F: Fn(Conn, usize, u64) -> Fut + Clone + Send + 'static,
     Fut: std::future::Future<Output = Option<Duration>> + Send,
@@ -191,14 +207,29 @@ async fn list(t: &Target, pods: usize, duration: Duration, pid: Option<u32>) -> 
     let ns = "bench-list";
     ensure_namespace(&conns[0], ns).await?;
     let path = format!("/api/v1/namespaces/{ns}/pods");
-    // Preload only what is missing, so repeated runs on one server reuse the pods.
+    list_of(&conns, &path, pods, &|i| pod(&format!("pod-{i:05}"), None), 1, duration, pid).await
+}
+
+/// LISTs the collection at `path` (filled up to `count` objects made by `body`) with
+/// `workers` requests in flight; with `pid`, the server's resident memory is sampled every
+/// 2 ms (peak minus the level before).
+pub(crate) async fn list_of(
+    conns: &[Conn],
+    path: &str,
+    count: usize,
+    body: &dyn Fn(usize) -> Bytes,
+    workers: usize,
+    duration: Duration,
+    pid: Option<u32>,
+) -> anyhow::Result<Outcome> {
+    // Preload only what is missing, so repeated runs on one server reuse the objects.
     let probe = conns[0].call("GET", &format!("{path}?limit=1"), Bytes::new()).await?;
     let probe: Value = serde_json::from_slice(&probe.body)?;
     let have = probe["metadata"]["remainingItemCount"].as_u64().unwrap_or(0) as usize
         + probe["items"].as_array().map_or(0, Vec::len);
-    if have < pods {
-        let bodies = (0..pods).map(|i| (path.clone(), pod(&format!("pod-{i:05}"), None))).collect();
-        preload(&conns, bodies, 32).await?;
+    if have < count {
+        let bodies = (0..count).map(|i| (path.to_string(), body(i))).collect();
+        preload(conns, bodies, 32).await?;
     }
     // Settle, then take the baseline memory.
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -219,8 +250,8 @@ async fn list(t: &Target, pods: usize, duration: Duration, pid: Option<u32>) -> 
     };
     let bytes = Arc::new(AtomicU64::new(0));
     let items = Arc::new(AtomicU64::new(0));
-    let (b, n) = (bytes.clone(), items.clone());
-    let out = closed_loop(&conns, 1, duration, move |c, _, _| {
+    let (b, n, path) = (bytes.clone(), items.clone(), path.to_string());
+    let out = closed_loop(conns, workers, duration, move |c, _, _| {
         let (path, b, n) = (path.clone(), b.clone(), n.clone());
         async move {
             let t0 = Instant::now();
@@ -229,12 +260,12 @@ async fn list(t: &Target, pods: usize, duration: Duration, pid: Option<u32>) -> 
             b.store(a.body.len() as u64, Ordering::Relaxed);
             // Counting items costs a parse, outside the timed request (the latency was taken
             // when the last byte arrived); it proves the list is whole.
-            let count = serde_json::from_slice::<Value>(&a.body)
+            let got = serde_json::from_slice::<Value>(&a.body)
                 .ok()
                 .and_then(|v| v["items"].as_array().map(Vec::len))
                 .unwrap_or(0);
-            n.store(count as u64, Ordering::Relaxed);
-            (a.status == 200 && count >= 10_000).then_some(latency)
+            n.store(got as u64, Ordering::Relaxed);
+            (a.status == 200 && got >= count).then_some(latency)
         }
     })
     .await;

@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use ballast_apiserver::error::ApiError;
 use ballast_apiserver::registry::deletion::DeleteOptions;
 use ballast_apiserver::registry::store::ListOptions;
-use ballast_apiserver::registry::{ResourceKind, Store};
+use ballast_apiserver::registry::{ResourceKind, ServedKinds, Store};
 use ballast_apiserver::storage::prefix_end;
 
 use crate::definition::{Definition, Names};
@@ -113,7 +113,7 @@ async fn reconcile_all(
         start_cleanup(stores, kind, def, registry);
     }
     for def in definitions.values() {
-        let Some(status) = desired_status(def, definitions) else { continue };
+        let Some(status) = desired_status(def, definitions, &**store.kinds()) else { continue };
         let mut obj = match def.object.as_object() {
             Some(o) => o.clone(),
             None => continue,
@@ -196,12 +196,29 @@ fn condition(type_: &str, status: bool, reason: &str, message: &str, now: &str) 
 
 /// The names of `def` that conflict with another definition of its group, as kube's naming
 /// controller reports them: (reason, message).
-fn conflict(def: &Definition, definitions: &BTreeMap<String, Definition>) -> Option<(&'static str, String)> {
-    let others: Vec<&Names> = definitions
+///
+/// The built-in resources of the group count as taken names too: the built-in API answers
+/// their paths first, so a definition claiming one would never be reached. (kube's naming
+/// controller looks only at other definitions and leaves such a definition shadowed but
+/// `Established`; saying why here is clearer, in the same reasons and messages.)
+fn conflict(
+    def: &Definition,
+    definitions: &BTreeMap<String, Definition>,
+    builtin: &dyn ServedKinds,
+) -> Option<(&'static str, String)> {
+    let mut others: Vec<Names> = definitions
         .values()
         .filter(|o| o.name != def.name && o.group == def.group)
-        .filter_map(|o| o.accepted.as_ref())
+        .filter_map(|o| o.accepted.clone())
         .collect();
+    others.extend(builtin.kinds().iter().filter(|k| k.group == def.group).map(|k| Names {
+        plural: k.resource.to_string(),
+        singular: k.singular.to_string(),
+        kind: k.kind.to_string(),
+        list_kind: format!("{}List", k.kind),
+        short_names: k.short_names.iter().map(|s| s.to_string()).collect(),
+        categories: Vec::new(),
+    }));
     let used =
         |n: &str| others.iter().any(|o| o.plural == n || o.singular == n || o.short_names.iter().any(|s| s == n));
     let kinds = |n: &str| others.iter().any(|o| o.kind == n || o.list_kind == n);
@@ -225,10 +242,14 @@ fn conflict(def: &Definition, definitions: &BTreeMap<String, Definition>) -> Opt
 }
 
 /// Returns the status `def` should have, or `None` when the stored one already says it.
-fn desired_status(def: &Definition, definitions: &BTreeMap<String, Definition>) -> Option<Value> {
+fn desired_status(
+    def: &Definition,
+    definitions: &BTreeMap<String, Definition>,
+    builtin: &dyn ServedKinds,
+) -> Option<Value> {
     let now = ballast_apiserver::clock::now_rfc3339();
     let stored = &def.object["status"];
-    let conflict = conflict(def, definitions);
+    let conflict = conflict(def, definitions, builtin);
     let accepted = match (&conflict, &def.accepted) {
         (None, _) => Some(def.names.clone()),
         (Some(_), previous) => previous.clone(),

@@ -69,7 +69,12 @@ use crate::registry::{CrdKinds, Registry};
 /// and settings. Starts the definition controller on the current runtime.
 pub fn server(context: DelegateContext, delegate: Handler) -> Delegate {
     let registry = Arc::new(Registry::default());
-    let store = context.store.with_kinds(Arc::new(CrdKinds(registry.clone())));
+    // Custom resources share the built-in API's storage; a namespace deleted through either
+    // store is emptied of both's objects.
+    let store = context
+        .store
+        .with_kinds(Arc::new(CrdKinds(registry.clone())))
+        .with_namespaced_elsewhere(context.store.kinds().clone());
     let stores = controller::Stores::new(context.store.clone(), store.clone());
     let state = Arc::new(AppState {
         watch_cache: WatchCaches::new(store.storage().clone(), context.watch_cache),
@@ -84,7 +89,7 @@ pub fn server(context: DelegateContext, delegate: Handler) -> Delegate {
     }
     Delegate {
         handler: in_front_of(server::ApiextensionsServer::new(state, registry.clone()), delegate),
-        apis: Some(Arc::new(server::Apis(registry))),
+        apis: Some(Arc::new(server::Apis::new(registry))),
         admission: vec![Arc::new(validation::DefinitionAdmission)],
     }
 }

@@ -3,8 +3,9 @@
 //!
 //! The generic server takes kinds as `&'static ResourceKind` rows (the built-in table is
 //! static), so a served version's row, printer and strategy are built once per distinct
-//! definition content and kept for the life of the process ([`Registry::intern`]): memory grows
-//! with the number of distinct definition specs this frontend has seen, not with requests.
+//! definition content and kept for the life of the process ([`Registry::intern`]), and so are
+//! the lists of rows and groups: memory grows with the number of distinct definition specs (and
+//! sets of them) this frontend has seen, not with requests or watch events.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -28,14 +29,25 @@ fn leak(s: &str) -> &'static str {
     Box::leak(s.to_string().into_boxed_str())
 }
 
-/// The rules of one served version's custom resources: defaulting and schema validation.
+/// The rules of one served version's custom resources: defaulting and schema validation,
+/// with the schema's patterns and CEL rules compiled once, when the version is built.
 #[derive(Debug)]
-struct CustomResourceStrategy {
+pub struct CustomResourceStrategy {
     schema: Option<Value>,
+    patterns: schema::Patterns,
+    rules: Option<rules::CompiledRules>,
     status: bool,
 }
 
 impl CustomResourceStrategy {
+    /// The strategy of a version with `schema` (`openAPIV3Schema`), and `/status` when
+    /// `status` (a new object's status is then dropped).
+    pub fn new(schema: Option<Value>, status: bool) -> CustomResourceStrategy {
+        let patterns = schema.as_ref().map(schema::Patterns::of).unwrap_or_default();
+        let rules = schema.as_ref().and_then(rules::CompiledRules::compile);
+        CustomResourceStrategy { schema, patterns, rules, status }
+    }
+
     fn default_root(&self, obj: &mut Object) {
         if let Some(schema) = &self.schema {
             let mut v = Value::Object(std::mem::take(obj));
@@ -45,15 +57,14 @@ impl CustomResourceStrategy {
             }
         }
     }
-}
 
-impl CustomResourceStrategy {
     /// Schema validation, then the schema's CEL rules (with the stored object on update).
     fn check(&self, obj: &Object, old: Option<&Object>) -> Vec<FieldError> {
         let Some(schema) = &self.schema else { return Vec::new() };
-        let mut errs = schema::validate_root(schema, obj);
-        let old = old.map(|o| Value::Object(o.clone()));
-        rules::validate(schema, &Value::Object(obj.clone()), old.as_ref(), "", &mut errs);
+        let mut errs = schema::validate_root(schema, &self.patterns, obj);
+        if let Some(rules) = &self.rules {
+            rules.validate_root(obj, old, &mut errs);
+        }
         errs
     }
 }
@@ -136,6 +147,9 @@ pub struct ServedVersion {
     pub definition: String,
     /// The warning sent with every request, for deprecated versions.
     pub warning: Option<String>,
+    /// Whether the definition is being deleted (its resources are still served, for the
+    /// cleanup and for clients watching them go, but creates are refused).
+    pub terminating: bool,
 }
 
 /// What is served at one moment.
@@ -164,6 +178,17 @@ pub struct Registry {
     current: RwLock<Arc<Snapshot>>,
     /// Rows and printers built so far, by the content they were built from.
     interned: Mutex<HashMap<String, (&'static ResourceKind, &'static Printer)>>,
+    /// The served lists made so far, by content.
+    lists: Mutex<InternedLists>,
+}
+
+/// The `'static` lists of [`Registry::intern_lists`].
+#[derive(Debug, Default)]
+struct InternedLists {
+    /// By the rows' addresses (rows are interned, so equal rows are one address).
+    kinds: HashMap<Vec<usize>, &'static [&'static ResourceKind]>,
+    /// By group names and versions.
+    groups: HashMap<Vec<(String, Vec<String>)>, &'static [ApiGroup]>,
 }
 
 /// kube's version priority order: GA before beta before alpha, higher numbers first, then
@@ -236,26 +261,48 @@ impl Registry {
                     schema: version.schema.clone().map(Arc::new),
                     definition: def.name.clone(),
                     warning,
+                    terminating: def.terminating,
                 });
             }
         }
-        let groups: Vec<ApiGroup> = groups
+        let groups: Vec<(String, Vec<String>)> = groups
             .into_iter()
             .map(|(name, mut versions)| {
                 versions.sort_by_key(|v| version_priority(v));
                 versions.dedup();
-                let versions: Vec<&'static str> = versions.iter().map(|v| leak(v)).collect();
-                ApiGroup { name: leak(&name), versions: Box::leak(versions.into_boxed_slice()) }
+                (name, versions)
             })
             .collect();
         let kinds: Vec<&'static ResourceKind> = served.iter().map(|s| s.kind).collect();
-        let snapshot = Snapshot {
-            kinds: Box::leak(kinds.into_boxed_slice()),
-            groups: Box::leak(groups.into_boxed_slice()),
-            served,
-            definitions,
-        };
+        let (kinds, groups) = self.intern_lists(kinds, groups);
+        let snapshot = Snapshot { kinds, groups, served, definitions };
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(snapshot);
+    }
+
+    /// Returns the served lists as the generic server takes them (`'static` slices), made on
+    /// first sight of this content: a definition's status written or a replica's watch event
+    /// rebuilds the snapshot with the same lists, which must not leak a copy each time.
+    fn intern_lists(
+        &self,
+        kinds: Vec<&'static ResourceKind>,
+        groups: Vec<(String, Vec<String>)>,
+    ) -> (&'static [&'static ResourceKind], &'static [ApiGroup]) {
+        let mut lists = self.lists.lock().unwrap_or_else(PoisonError::into_inner);
+        let kinds_key: Vec<usize> = kinds.iter().map(|k| std::ptr::from_ref(*k) as usize).collect();
+        let kinds = *lists.kinds.entry(kinds_key).or_insert_with(|| Box::leak(kinds.into_boxed_slice()));
+        if let Some(found) = lists.groups.get(&groups) {
+            return (kinds, found);
+        }
+        let built: Vec<ApiGroup> = groups
+            .iter()
+            .map(|(name, versions)| {
+                let versions: Vec<&'static str> = versions.iter().map(|v| leak(v)).collect();
+                ApiGroup { name: leak(name), versions: Box::leak(versions.into_boxed_slice()) }
+            })
+            .collect();
+        let built: &'static [ApiGroup] = Box::leak(built.into_boxed_slice());
+        lists.groups.insert(groups, built);
+        (kinds, built)
     }
 
     /// Returns the row and printer of one served version, building them on first sight of
@@ -318,7 +365,7 @@ fn build(
         })) as &'static dyn VersionConverter
     });
     let strategy: &'static dyn Strategy =
-        Box::leak(Box::new(CustomResourceStrategy { schema: version.schema.clone(), status: version.status }));
+        Box::leak(Box::new(CustomResourceStrategy::new(version.schema.clone(), version.status)));
     let mut kind = ResourceKind::row(
         leak(&def.group),
         leak(&version.name),

@@ -9,7 +9,9 @@
 //! `reason`), the message being `message`, else `messageExpression`'s value, else
 //! `failed rule: <rule>`.
 
-use serde_json::Value;
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
 
 use ballast_apiserver::error::{FieldError, FieldErrorKind};
 
@@ -72,17 +74,43 @@ pub fn compile_errors(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
     }
 }
 
-fn evaluate(program: &cel::Program, value: &Value, old: Option<&Value>) -> Result<cel::Value, String> {
-    let mut context = cel::Context::default();
-    context.add_variable("self", value).map_err(|e| e.to_string())?;
-    if let Some(old) = old {
-        context.add_variable("oldSelf", old).map_err(|e| e.to_string())?;
-    }
-    program.execute(&context).map_err(|e| e.to_string())
+/// The variables of one node's rules: `self`, and `oldSelf` where there is an old value.
+/// Converting a value for CEL copies the whole subtree, so it is done once per node for all of
+/// its rules, not once per rule.
+struct Contexts {
+    /// `self` alone (rules that are not transition rules).
+    plain: Result<cel::Context<'static, 'static>, String>,
+    /// `self` and `oldSelf`, when there is an old value.
+    with_old: Option<Result<cel::Context<'static, 'static>, String>>,
 }
 
-fn type_name(schema: &Value, v: &Value) -> String {
-    match schema["type"].as_str() {
+impl Contexts {
+    fn new(value: &Value, old: Option<&Value>) -> Contexts {
+        let context = |old: Option<&Value>| -> Result<cel::Context<'static, 'static>, String> {
+            let mut context = cel::Context::default();
+            context.add_variable("self", value).map_err(|e| e.to_string())?;
+            if let Some(old) = old {
+                context.add_variable("oldSelf", old).map_err(|e| e.to_string())?;
+            }
+            Ok(context)
+        };
+        Contexts { plain: context(None), with_old: old.map(|o| context(Some(o))) }
+    }
+
+    fn evaluate(&self, program: &cel::Program, with_old: bool) -> Result<cel::Value, String> {
+        let context = match (&self.with_old, with_old) {
+            (Some(c), true) => c,
+            _ => &self.plain,
+        };
+        match context {
+            Ok(c) => program.execute(c).map_err(|e| e.to_string()),
+            Err(e) => Err(e.clone()),
+        }
+    }
+}
+
+fn type_name(declared: Option<&str>, v: &Value) -> String {
+    match declared {
         Some(t) if !t.is_empty() => t.to_string(),
         _ => match v {
             Value::Object(_) => "object".into(),
@@ -96,14 +124,14 @@ fn type_name(schema: &Value, v: &Value) -> String {
     }
 }
 
-fn failure(rule: &Rule<'_>, path: &str, type_name: String, message: String) -> FieldError {
-    let field = match rule.field_path {
+fn failure(rule: &CompiledRule, path: &str, type_name: String, message: String) -> FieldError {
+    let field = match rule.field_path.as_deref() {
         Some(p) => {
             format!("{path}{}", if p.starts_with('.') || p.starts_with('[') { p.to_string() } else { format!(".{p}") })
         }
         None => path.to_string(),
     };
-    let kind = match rule.reason {
+    let kind = match rule.reason.as_deref() {
         Some("FieldValueForbidden") => FieldErrorKind::Forbidden { detail: message },
         Some("FieldValueRequired") => FieldErrorKind::Required { detail: message },
         Some("FieldValueDuplicate") => {
@@ -114,78 +142,178 @@ fn failure(rule: &Rule<'_>, path: &str, type_name: String, message: String) -> F
     FieldError { field, kind }
 }
 
-fn check_node(schema: &Value, v: &Value, old: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
-    for r in rules(schema) {
-        let Ok(program) = cel::Program::compile(r.rule) else { continue };
-        let transition = program.references().has_variable("oldSelf");
-        if transition && old.is_none() {
-            continue;
+/// One rule, compiled.
+struct CompiledRule {
+    program: cel::Program,
+    /// `messageExpression`, when it compiles.
+    message_program: Option<cel::Program>,
+    /// Whether the rule reads `oldSelf` (a transition rule).
+    transition: bool,
+    rule: String,
+    message: Option<String>,
+    reason: Option<String>,
+    field_path: Option<String>,
+}
+
+impl std::fmt::Debug for CompiledRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledRule").field("rule", &self.rule).finish_non_exhaustive()
+    }
+}
+
+/// The CEL rules of one schema, compiled once per served version: a tree shaped like the
+/// schema that holds only the nodes with rules at or below them, so a write walks only the
+/// parts of an object some rule looks at, and no rule is parsed again per write.
+#[derive(Debug, Default)]
+pub struct CompiledRules {
+    rules: Vec<CompiledRule>,
+    /// The node's declared `type` (kube names it in a failure's value).
+    type_name: Option<String>,
+    properties: BTreeMap<String, CompiledRules>,
+    additional: Option<Box<CompiledRules>>,
+    items: Option<Box<CompiledRules>>,
+    /// The `x-kubernetes-list-map-keys` of a list-type map (its items correlate with the stored
+    /// items of the same keys).
+    map_keys: Option<Vec<String>>,
+}
+
+impl CompiledRules {
+    /// Compiles the rules of `schema` and below; `None` when there are none. Rules that do
+    /// not compile are left out (admission refuses them; a stored one is never enforced).
+    pub fn compile(schema: &Value) -> Option<CompiledRules> {
+        let rules: Vec<CompiledRule> = rules(schema)
+            .into_iter()
+            .filter_map(|r| {
+                let program = cel::Program::compile(r.rule).ok()?;
+                let transition = program.references().has_variable("oldSelf");
+                Some(CompiledRule {
+                    program,
+                    message_program: r.message_expression.and_then(|e| cel::Program::compile(e).ok()),
+                    transition,
+                    rule: r.rule.to_string(),
+                    message: r.message.map(String::from),
+                    reason: r.reason.map(String::from),
+                    field_path: r.field_path.map(String::from),
+                })
+            })
+            .collect();
+        let properties: BTreeMap<String, CompiledRules> = schema["properties"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, sub)| Some((k.clone(), CompiledRules::compile(sub)?)))
+            .collect();
+        let additional =
+            schema.get("additionalProperties").filter(|a| a.is_object()).and_then(CompiledRules::compile).map(Box::new);
+        let items = schema.get("items").filter(|i| i.is_object()).and_then(CompiledRules::compile).map(Box::new);
+        if rules.is_empty() && properties.is_empty() && additional.is_none() && items.is_none() {
+            return None;
         }
-        match evaluate(&program, v, old.filter(|_| transition)) {
-            Ok(cel::Value::Bool(true)) => {}
-            Ok(cel::Value::Bool(false)) => {
-                let message = match (r.message, r.message_expression) {
-                    (Some(m), _) => m.to_string(),
-                    (None, Some(expr)) => match cel::Program::compile(expr).map(|p| evaluate(&p, v, old)) {
-                        Ok(Ok(cel::Value::String(s))) if !s.trim().is_empty() => s.to_string(),
-                        _ => format!("failed rule: {}", r.rule),
-                    },
-                    (None, None) => format!("failed rule: {}", r.rule),
-                };
-                errs.push(failure(&r, path, type_name(schema, v), message));
+        let keys = crate::schema::list_map_keys(schema);
+        let map_keys = (schema["x-kubernetes-list-type"] == "map" && !keys.is_empty())
+            .then(|| keys.into_iter().map(String::from).collect());
+        Some(CompiledRules {
+            rules,
+            type_name: schema["type"].as_str().map(String::from),
+            properties,
+            additional,
+            items,
+            map_keys,
+        })
+    }
+
+    fn check_node(&self, v: &Value, old: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
+        if self.rules.is_empty() {
+            return;
+        }
+        let contexts = Contexts::new(v, old);
+        for r in &self.rules {
+            if r.transition && old.is_none() {
+                continue;
             }
-            Ok(other) => errs.push(FieldError::invalid(
-                path,
-                type_name(schema, v),
-                format!("rule evaluation error: {} returned {other:?}, not a bool", r.rule),
-            )),
-            Err(e) => {
-                errs.push(FieldError::invalid(path, type_name(schema, v), format!("rule evaluation error: {e}")));
+            let declared = self.type_name.as_deref();
+            match contexts.evaluate(&r.program, r.transition) {
+                Ok(cel::Value::Bool(true)) => {}
+                Ok(cel::Value::Bool(false)) => {
+                    let message = match (&r.message, &r.message_program) {
+                        (Some(m), _) => m.clone(),
+                        (None, Some(p)) => match contexts.evaluate(p, true) {
+                            Ok(cel::Value::String(s)) if !s.trim().is_empty() => s.to_string(),
+                            _ => format!("failed rule: {}", r.rule),
+                        },
+                        (None, None) => format!("failed rule: {}", r.rule),
+                    };
+                    errs.push(failure(r, path, type_name(declared, v), message));
+                }
+                Ok(other) => errs.push(FieldError::invalid(
+                    path,
+                    type_name(declared, v),
+                    format!("rule evaluation error: {} returned {other:?}, not a bool", r.rule),
+                )),
+                Err(e) => {
+                    errs.push(FieldError::invalid(path, type_name(declared, v), format!("rule evaluation error: {e}")));
+                }
             }
+        }
+    }
+
+    /// Checks the rules against a custom resource (`old`, the stored object, on an update),
+    /// appending failures to `errs`. `metadata` at the root is skipped.
+    pub fn validate_root(
+        &self,
+        obj: &Map<String, Value>,
+        old: Option<&Map<String, Value>>,
+        errs: &mut Vec<FieldError>,
+    ) {
+        for (key, value) in obj {
+            if key == "metadata" {
+                continue;
+            }
+            if let Some(sub) = self.properties.get(key).or(self.additional.as_deref()) {
+                sub.validate(value, old.and_then(|o| o.get(key)), key, errs);
+            }
+        }
+        if !self.rules.is_empty() {
+            // Rules at the root see the whole object; kube prints the root's path as `<nil>`.
+            let v = Value::Object(obj.clone());
+            let old = old.map(|o| Value::Object(o.clone()));
+            self.check_node(&v, old.as_ref(), "<nil>", errs);
+        }
+    }
+
+    fn validate(&self, v: &Value, old: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
+        self.check_node(v, old, path, errs);
+        match v {
+            Value::Object(map) => {
+                for (key, value) in map {
+                    if let Some(sub) = self.properties.get(key).or(self.additional.as_deref()) {
+                        sub.validate(value, old.and_then(|o| o.get(key)), &crate::schema::join(path, key), errs);
+                    }
+                }
+            }
+            Value::Array(items) => {
+                let Some(item_rules) = &self.items else { return };
+                let old_items = old.and_then(Value::as_array);
+                for (i, item) in items.iter().enumerate() {
+                    // Items of a list-map correlate with the stored item of the same keys;
+                    // others have no old value (kube's rule for transition rules in lists).
+                    let old_item = self.map_keys.as_ref().and_then(|keys| {
+                        old_items.into_iter().flatten().find(|o| keys.iter().all(|k| o[k.as_str()] == item[k.as_str()]))
+                    });
+                    item_rules.validate(item, old_item, &format!("{path}[{i}]"), errs);
+                }
+            }
+            _ => {}
         }
     }
 }
 
-/// Checks every rule of `schema` and below against `v` (and `old`, the stored value, on an
-/// update), appending failures to `errs`. `metadata` at the root is skipped.
-pub fn validate(schema: &Value, v: &Value, old: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
-    if !path.is_empty() {
-        check_node(schema, v, old, path, errs);
-    }
-    match v {
-        Value::Object(map) => {
-            let props = schema["properties"].as_object();
-            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
-            for (key, value) in map {
-                if path.is_empty() && key == "metadata" {
-                    continue;
-                }
-                if let Some(sub) = props.and_then(|p| p.get(key)).or(additional) {
-                    let old_value = old.and_then(|o| o.get(key));
-                    validate(sub, value, old_value, &crate::schema::join(path, key), errs);
-                }
-            }
-        }
-        Value::Array(items) => {
-            if let Some(item_schema) = schema.get("items").filter(|i| i.is_object()) {
-                let keys = crate::schema::list_map_keys(schema);
-                let old_items = old.and_then(Value::as_array);
-                for (i, item) in items.iter().enumerate() {
-                    // Items of a list-map correlate with the stored item of the same keys; others
-                    // have no old value (kube's rule for transition rules in lists).
-                    let old_item = (schema["x-kubernetes-list-type"] == "map" && !keys.is_empty())
-                        .then(|| old_items.into_iter().flatten().find(|o| keys.iter().all(|k| o[*k] == item[*k])))
-                        .flatten();
-                    validate(item_schema, item, old_item, &format!("{path}[{i}]"), errs);
-                }
-            }
-        }
-        _ => {}
-    }
-    if path.is_empty() {
-        // Rules at the root see the whole object; kube prints the root's path as `<nil>`.
-        check_node(schema, v, old, "<nil>", errs);
-    }
+/// Checks every rule of `schema` and below against the object `v` (and `old`, the stored
+/// object, on an update), appending failures to `errs`: [`CompiledRules`] compiled for one
+/// call.
+pub fn validate(schema: &Value, v: &Value, old: Option<&Value>, errs: &mut Vec<FieldError>) {
+    let (Some(rules), Some(obj)) = (CompiledRules::compile(schema), v.as_object()) else { return };
+    rules.validate_root(obj, old.and_then(Value::as_object), errs);
 }
 
 #[cfg(test)]
@@ -206,7 +334,7 @@ mod tests {
 
     fn run(new: &Value, old: Option<&Value>) -> Vec<String> {
         let mut errs = Vec::new();
-        validate(&schema(), new, old, "", &mut errs);
+        validate(&schema(), new, old, &mut errs);
         errs.iter().map(ToString::to_string).collect()
     }
 

@@ -9,6 +9,8 @@
 //! Depth: schemas and objects are walked recursively; both are bounded (objects by the request
 //! body limit, schemas by [`MAX_SCHEMA_DEPTH`], checked when a definition is admitted).
 
+use std::collections::HashMap;
+
 use serde_json::{Map, Value};
 
 use ballast_apiserver::error::{FieldError, FieldErrorKind};
@@ -31,6 +33,42 @@ pub(crate) fn join(path: &str, key: &str) -> String {
 /// The `x-kubernetes-list-map-keys` of a list schema.
 pub(crate) fn list_map_keys(schema: &Value) -> Vec<&str> {
     schema["x-kubernetes-list-map-keys"].as_array().into_iter().flatten().filter_map(Value::as_str).collect()
+}
+
+/// The regular expressions of a schema's `pattern`s, compiled once per served version rather
+/// than on every write (compiling one costs far more than matching it).
+#[derive(Debug, Default)]
+pub struct Patterns(HashMap<String, Option<regex::Regex>>);
+
+impl Patterns {
+    /// Compiles every `pattern` in `schema` (a pattern that does not compile is kept as such
+    /// and matches nothing, as before: admission refuses it).
+    pub fn of(schema: &Value) -> Patterns {
+        fn walk(v: &Value, out: &mut HashMap<String, Option<regex::Regex>>) {
+            match v {
+                Value::Object(m) => {
+                    if let Some(Value::String(p)) = m.get("pattern") {
+                        out.entry(p.clone()).or_insert_with(|| regex::Regex::new(p).ok());
+                    }
+                    m.values().for_each(|c| walk(c, out));
+                }
+                Value::Array(a) => a.iter().for_each(|c| walk(c, out)),
+                _ => {}
+            }
+        }
+        let mut out = HashMap::new();
+        walk(schema, &mut out);
+        Patterns(out)
+    }
+
+    /// Whether `s` matches `pattern`; `None` when the pattern does not compile. A pattern not
+    /// seen when the schema was compiled is compiled now.
+    fn is_match(&self, pattern: &str, s: &str) -> Option<bool> {
+        match self.0.get(pattern) {
+            Some(re) => re.as_ref().map(|re| re.is_match(s)),
+            None => regex::Regex::new(pattern).ok().map(|re| re.is_match(s)),
+        }
+    }
 }
 
 fn preserves_unknown(schema: &Value) -> bool {
@@ -139,7 +177,7 @@ pub fn apply_defaults(schema: &Value, value: &mut Value) {
 
 /// Validates a custom resource against its version's schema; every finding, in kube's form.
 /// `metadata` is the generic server's business and is skipped at the root.
-pub fn validate_root(schema: &Value, obj: &Map<String, Value>) -> Vec<FieldError> {
+pub fn validate_root(schema: &Value, patterns: &Patterns, obj: &Map<String, Value>) -> Vec<FieldError> {
     let mut errs = Vec::new();
     // An object's own `required` findings come before those of its fields, as go-openapi's
     // object validator reports them.
@@ -150,7 +188,7 @@ pub fn validate_root(schema: &Value, obj: &Map<String, Value>) -> Vec<FieldError
                 continue;
             }
             if let Some(v) = obj.get(key) {
-                validate(sub, v, key, &mut errs);
+                validate(sub, patterns, v, key, &mut errs);
             }
         }
     }
@@ -214,7 +252,7 @@ fn type_invalid(path: &str, want: &str, got: &str) -> FieldError {
     }
 }
 
-fn validate(schema: &Value, v: &Value, path: &str, errs: &mut Vec<FieldError>) {
+fn validate(schema: &Value, patterns: &Patterns, v: &Value, path: &str, errs: &mut Vec<FieldError>) {
     if v.is_null() {
         if schema["nullable"] != true && schema.get("type").is_some() {
             errs.push(type_invalid(path, schema["type"].as_str().unwrap_or("object"), "null"));
@@ -247,12 +285,12 @@ fn validate(schema: &Value, v: &Value, path: &str, errs: &mut Vec<FieldError>) {
     }
     match v {
         Value::Number(n) => number(schema, v, n.as_f64().unwrap_or(0.0), path, errs),
-        Value::String(s) => string(schema, v, s, path, errs),
-        Value::Array(items) => array(schema, v, items, path, errs),
-        Value::Object(map) => object(schema, map, path, errs),
+        Value::String(s) => string(schema, patterns, v, s, path, errs),
+        Value::Array(items) => array(schema, patterns, v, items, path, errs),
+        Value::Object(map) => object(schema, patterns, map, path, errs),
         Value::Bool(_) | Value::Null => {}
     }
-    combinators(schema, v, path, errs);
+    combinators(schema, patterns, v, path, errs);
 }
 
 fn number(schema: &Value, v: &Value, n: f64, path: &str, errs: &mut Vec<FieldError>) {
@@ -282,7 +320,7 @@ fn number(schema: &Value, v: &Value, n: f64, path: &str, errs: &mut Vec<FieldErr
     }
 }
 
-fn string(schema: &Value, v: &Value, s: &str, path: &str, errs: &mut Vec<FieldError>) {
+fn string(schema: &Value, patterns: &Patterns, v: &Value, s: &str, path: &str, errs: &mut Vec<FieldError>) {
     let chars = s.chars().count() as i64;
     if let Some(max) = schema["maxLength"].as_i64() {
         if chars > max {
@@ -295,10 +333,8 @@ fn string(schema: &Value, v: &Value, s: &str, path: &str, errs: &mut Vec<FieldEr
         }
     }
     if let Some(pattern) = schema["pattern"].as_str() {
-        if let Ok(re) = regex::Regex::new(pattern) {
-            if !re.is_match(s) {
-                errs.push(invalid(path, v, format!("{path} in body should match '{pattern}'")));
-            }
+        if patterns.is_match(pattern, s) == Some(false) {
+            errs.push(invalid(path, v, format!("{path} in body should match '{pattern}'")));
         }
     }
     if let Some(format) = schema["format"].as_str() {
@@ -308,7 +344,7 @@ fn string(schema: &Value, v: &Value, s: &str, path: &str, errs: &mut Vec<FieldEr
     }
 }
 
-fn array(schema: &Value, v: &Value, items: &[Value], path: &str, errs: &mut Vec<FieldError>) {
+fn array(schema: &Value, patterns: &Patterns, v: &Value, items: &[Value], path: &str, errs: &mut Vec<FieldError>) {
     let n = items.len() as i64;
     if let Some(max) = schema["maxItems"].as_i64() {
         if n > max {
@@ -354,12 +390,12 @@ fn array(schema: &Value, v: &Value, items: &[Value], path: &str, errs: &mut Vec<
     }
     if let Some(item_schema) = schema.get("items").filter(|i| i.is_object()) {
         for (i, item) in items.iter().enumerate() {
-            validate(item_schema, item, &format!("{path}[{i}]"), errs);
+            validate(item_schema, patterns, item, &format!("{path}[{i}]"), errs);
         }
     }
 }
 
-fn object(schema: &Value, map: &Map<String, Value>, path: &str, errs: &mut Vec<FieldError>) {
+fn object(schema: &Value, patterns: &Patterns, map: &Map<String, Value>, path: &str, errs: &mut Vec<FieldError>) {
     let n = map.len() as i64;
     if let Some(max) = schema["maxProperties"].as_i64() {
         if n > max {
@@ -384,7 +420,7 @@ fn object(schema: &Value, map: &Map<String, Value>, path: &str, errs: &mut Vec<F
             continue;
         }
         if let Some(sub) = props.and_then(|p| p.get(key)).or(additional) {
-            validate(sub, value, &join(path, key), errs);
+            validate(sub, patterns, value, &join(path, key), errs);
         }
     }
     if embedded {
@@ -396,29 +432,29 @@ fn object(schema: &Value, map: &Map<String, Value>, path: &str, errs: &mut Vec<F
     }
 }
 
-fn passes(schema: &Value, v: &Value, path: &str) -> bool {
+fn passes(schema: &Value, patterns: &Patterns, v: &Value, path: &str) -> bool {
     let mut errs = Vec::new();
-    validate(schema, v, path, &mut errs);
+    validate(schema, patterns, v, path, &mut errs);
     errs.is_empty()
 }
 
-fn combinators(schema: &Value, v: &Value, path: &str, errs: &mut Vec<FieldError>) {
+fn combinators(schema: &Value, patterns: &Patterns, v: &Value, path: &str, errs: &mut Vec<FieldError>) {
     for sub in schema["allOf"].as_array().into_iter().flatten() {
-        validate(sub, v, path, errs);
+        validate(sub, patterns, v, path, errs);
     }
     if let Some(any) = schema["anyOf"].as_array() {
-        if !any.iter().any(|s| passes(s, v, path)) {
+        if !any.iter().any(|s| passes(s, patterns, v, path)) {
             errs.push(invalid(path, v, format!("{path} in body must match at least one schema in anyOf")));
         }
     }
     if let Some(one) = schema["oneOf"].as_array() {
-        let matching = one.iter().filter(|s| passes(s, v, path)).count();
+        let matching = one.iter().filter(|s| passes(s, patterns, v, path)).count();
         if matching != 1 {
             errs.push(invalid(path, v, format!("{path} in body must match exactly one schema in oneOf")));
         }
     }
     if let Some(not) = schema.get("not").filter(|n| n.is_object()) {
-        if passes(not, v, path) {
+        if passes(not, patterns, v, path) {
             errs.push(invalid(path, v, format!("{path} in body must not be valid against the schema in not")));
         }
     }
@@ -468,8 +504,10 @@ mod tests {
     #[test]
     fn validation_reports_kube_messages() {
         let obj = json!({"spec": {"replicas": 20, "size": "XL", "ports": [{"port": 1}, {"port": 1}]}});
-        let errs: Vec<String> =
-            validate_root(&schema(), obj.as_object().expect("object")).iter().map(ToString::to_string).collect();
+        let errs: Vec<String> = validate_root(&schema(), &Patterns::of(&schema()), obj.as_object().expect("object"))
+            .iter()
+            .map(ToString::to_string)
+            .collect();
         assert_eq!(
             errs,
             vec![
@@ -480,7 +518,10 @@ mod tests {
         );
         let missing = json!({"spec": {"replicas": "x"}});
         let errs: Vec<String> =
-            validate_root(&schema(), missing.as_object().expect("object")).iter().map(ToString::to_string).collect();
+            validate_root(&schema(), &Patterns::of(&schema()), missing.as_object().expect("object"))
+                .iter()
+                .map(ToString::to_string)
+                .collect();
         assert_eq!(
             errs,
             vec![

@@ -3,7 +3,7 @@
 //! their groups (`/apis/<group>[/<version>]`) and their OpenAPI v3 documents; and [`Apis`],
 //! what the built-in API lists of them in `/apis` and the `/openapi/v3` index.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use http::{HeaderValue, StatusCode};
 use serde_json::Value;
@@ -13,6 +13,7 @@ use ballast_apiserver::delegation::{DelegatedApis, Server};
 use ballast_apiserver::error::ApiError;
 use ballast_apiserver::filters::ResponseFuture;
 use ballast_apiserver::registry::served_kinds::Document;
+use ballast_apiserver::registry::ServedKinds;
 use ballast_apiserver::request_info::RequestInfo;
 use ballast_apiserver::routes::discovery::{aggregated_group, group_document, legacy_group, resource_list};
 use ballast_apiserver::routes::negotiation::{accept, accepts_json, SUPPORTED};
@@ -75,15 +76,13 @@ impl ApiextensionsServer {
     async fn answer(&self, req: Request) -> Result<Response, ApiError> {
         let snap = self.registry.snapshot();
         if let Some(info) = req.extensions().get::<RequestInfo>().filter(|i| i.is_resource_request).cloned() {
-            let warning = snap
-                .served
-                .iter()
-                .find(|s| {
-                    s.kind.group == info.api_group
-                        && s.kind.version == info.api_version
-                        && s.kind.resource == info.resource
-                })
-                .and_then(|s| s.warning.clone());
+            let served = snap.served.iter().find(|s| {
+                s.kind.group == info.api_group && s.kind.version == info.api_version && s.kind.resource == info.resource
+            });
+            if served.is_some_and(|s| s.terminating) && info.verb == "create" {
+                return Ok(refused_while_terminating(&info));
+            }
+            let warning = served.and_then(|s| s.warning.clone());
             let mut resp = resource::handle(&self.state, info, req).await?;
             if let Some(w) = warning {
                 let text = format!("299 - \"{}\"", w.replace('\\', "\\\\").replace('"', "\\\""));
@@ -119,27 +118,78 @@ impl ApiextensionsServer {
     }
 }
 
+/// kube's answer to a create while the definition is being deleted: 405 `MethodNotAllowed`
+/// with its own message.
+fn refused_while_terminating(info: &RequestInfo) -> Response {
+    let err = ApiError::MethodNotSupported {
+        group: info.api_group.clone(),
+        resource: info.resource.clone(),
+        verb: info.verb.clone(),
+    };
+    let mut status = err.status();
+    status["message"] = format!("{} not allowed while custom resource definition is terminating", info.verb).into();
+    body::json(StatusCode::METHOD_NOT_ALLOWED, &status)
+}
+
 /// The custom resource groups, for the built-in API's documents.
-#[derive(Debug, Clone)]
-pub struct Apis(pub Arc<Registry>);
+#[derive(Debug)]
+pub struct Apis {
+    registry: Arc<Registry>,
+    /// The last merged v2 document, with the snapshot and base document hash it was built
+    /// from: rebuilt only when a definition or the base changes.
+    v2: Mutex<Option<MergedV2>>,
+}
+
+#[derive(Debug)]
+struct MergedV2 {
+    snapshot: Arc<Snapshot>,
+    base_hash: String,
+    document: (Document, bytes::Bytes),
+}
+
+impl Apis {
+    /// The groups of `registry`.
+    pub fn new(registry: Arc<Registry>) -> Apis {
+        Apis { registry, v2: Mutex::new(None) }
+    }
+}
 
 impl DelegatedApis for Apis {
     fn serves_group(&self, group: &str) -> bool {
-        self.0.snapshot().groups.iter().any(|g| g.name == group)
+        self.registry.snapshot().groups.iter().any(|g| g.name == group)
     }
 
     fn legacy_groups(&self) -> Vec<Value> {
-        self.0.snapshot().groups.iter().map(legacy_group).collect()
+        self.registry.snapshot().groups.iter().map(legacy_group).collect()
     }
 
     fn aggregated_groups(&self) -> Vec<Value> {
-        let kinds = CrdKinds(self.0.clone());
-        let snap: Arc<Snapshot> = self.0.snapshot();
+        let kinds = CrdKinds(self.registry.clone());
+        let snap: Arc<Snapshot> = self.registry.snapshot();
         snap.groups.iter().map(|g| aggregated_group(&kinds, g)).collect()
     }
 
     fn openapi_v3_paths(&self) -> Vec<(String, String)> {
-        let snap = self.0.snapshot();
+        let snap = self.registry.snapshot();
         crate::openapi::documents(&snap).into_iter().map(|(k, d): (String, Document)| (k, d.hash)).collect()
+    }
+
+    fn namespaced_kinds(&self) -> Option<Arc<dyn ServedKinds>> {
+        Some(Arc::new(CrdKinds(self.registry.clone())))
+    }
+
+    fn openapi_v2(&self, base: &Document) -> Option<(Document, bytes::Bytes)> {
+        let snap = self.registry.snapshot();
+        if snap.served.is_empty() {
+            return None;
+        }
+        let mut cached = self.v2.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(c) = cached.as_ref().filter(|c| Arc::ptr_eq(&c.snapshot, &snap) && c.base_hash == base.hash) {
+            return Some(c.document.clone());
+        }
+        let base_doc: Value = serde_json::from_slice(&base.json).ok()?;
+        let document = crate::openapi::v2_document(&base_doc, &snap);
+        *cached = Some(MergedV2 { snapshot: snap, base_hash: base.hash.clone(), document: document.clone() });
+        Some(document)
     }
 }

@@ -355,11 +355,33 @@ fn structural(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
             ));
         }
     }
+    // An int-or-string may spell its two types out as `anyOf: [{type: integer}, {type:
+    // string}]` (directly or in its first `allOf`), as CRD generators write every quantity:
+    // kube lets those types stand.
+    let int_or_string = schema["x-kubernetes-int-or-string"] == true;
     for combinator in ["allOf", "anyOf", "oneOf"] {
         for (i, sub) in schema[combinator].as_array().into_iter().flatten().enumerate() {
-            structural_value_validation(sub, &format!("{path}.{combinator}[{i}]"), errs);
+            let at = format!("{path}.{combinator}[{i}]");
+            if int_or_string && combinator == "anyOf" && is_int_or_string_any_of(schema) {
+                continue;
+            }
+            if int_or_string && combinator == "allOf" && i == 0 && is_int_or_string_any_of(sub) {
+                let mut rest = sub.clone();
+                if let Some(m) = rest.as_object_mut() {
+                    m.remove("anyOf");
+                }
+                structural_value_validation(&rest, &at, errs);
+                continue;
+            }
+            structural_value_validation(sub, &at, errs);
         }
     }
+}
+
+/// Whether `schema`'s `anyOf` is exactly `[{type: integer}, {type: string}]`.
+fn is_int_or_string_any_of(schema: &Value) -> bool {
+    let typed = |s: &Value, t: &str| s.as_object().is_some_and(|m| m.len() == 1) && s["type"] == t;
+    schema["anyOf"].as_array().is_some_and(|a| a.len() == 2 && typed(&a[0], "integer") && typed(&a[1], "string"))
 }
 
 /// Inside `allOf`/`anyOf`/`oneOf`/`not` only value validations are allowed (kube's

@@ -22,6 +22,7 @@ use crate::body::{Request, Response};
 use crate::error::ApiError;
 use crate::filters::{call_next, Filter, Filtered, Inner, ResponseFuture};
 use crate::registry::admission::Admission;
+use crate::registry::served_kinds::Document;
 use crate::registry::Store;
 
 /// What a server behind the built-in API is built from (kube's generic server configuration,
@@ -81,6 +82,22 @@ pub trait DelegatedApis: Send + Sync + std::fmt::Debug {
 
     /// The `/openapi/v3` index entries: (key such as `apis/example.com/v1`, document hash).
     fn openapi_v3_paths(&self) -> Vec<(String, String)>;
+
+    /// The kinds served behind that live in namespaces on the front server's storage, which
+    /// deleting a namespace must empty too (kube's namespace controller deletes every
+    /// namespaced resource discovery lists). `None` when the server behind keeps nothing there.
+    fn namespaced_kinds(&self) -> Option<Arc<dyn crate::registry::ServedKinds>> {
+        None
+    }
+
+    /// The `/openapi/v2` document: `base` (the front server's) with the paths and definitions
+    /// served behind added, as JSON and in its protobuf form (kube publishes one v2 document
+    /// for every server). `None` when nothing is added. May be costly (the document is large):
+    /// called off the async workers, and expected to keep its answer until what it serves
+    /// changes.
+    fn openapi_v2(&self, _base: &Document) -> Option<(Document, bytes::Bytes)> {
+        None
+    }
 }
 
 /// A server of the chain: which requests it answers, and how.

@@ -8,7 +8,8 @@
 //! * [`operations`]: the REST operations of a group version, from the built-in kinds table and
 //!   discovery's subresource list, so the documents and discovery never disagree;
 //! * [`v3`]: one OpenAPI 3.0 document per group version; [`v2`]: one Swagger 2.0 document over
-//!   all of them, with [`v2_proto`] its protobuf form (the only form kubectl asks for).
+//!   all of them, with `ballast_apiserver::routes::openapi_v2_proto` its protobuf form (the
+//!   only form kubectl asks for; the apiextensions server encodes its additions with it too).
 //!
 //! The served kinds are fixed at build time, so every document is built once, on first use,
 //! and kept as bytes with its hash; requests only copy a reference. Nothing here touches
@@ -19,7 +20,6 @@ pub mod operations;
 pub mod schemas;
 pub mod unknown_fields;
 pub mod v2;
-pub mod v2_proto;
 pub mod v3;
 
 use std::collections::BTreeMap;
@@ -62,7 +62,7 @@ fn build() -> Documents {
         .collect();
     let v3_index = Document::new(to_vec(&serde_json::json!({ "paths": index })));
     let v2_value = v2::document(defs);
-    let v2_protobuf = Bytes::from(v2_proto::encode(&v2_value));
+    let v2_protobuf = Bytes::from(ballast_apiserver::routes::openapi_v2_proto::encode(&v2_value));
     let v2 = Document::new(to_vec(&v2_value));
     tracing::info!(
         elapsed_ms = started.elapsed().as_millis() as u64,

@@ -1,7 +1,7 @@
 //! The Swagger 2.0 document at `/openapi/v2`: every served group version in one document, with
 //! `definitions` holding every schema the operations refer to. kubectl reads it (in its protobuf
-//! form, see [`super::v2_proto`]) for client-side apply's patch metadata and for client-side
-//! validation when the server does not validate fields itself.
+//! form, see `ballast_apiserver::routes::openapi_v2_proto`) for client-side apply's patch
+//! metadata and for client-side validation when the server does not validate fields itself.
 
 use serde_json::{json, Map, Value};
 

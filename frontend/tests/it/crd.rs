@@ -17,7 +17,10 @@ both_backends!(
     definitions_are_validated_as_kube_does,
     writes_go_through_the_schema,
     definitions_come_and_go_without_restart,
-    conflicting_names_are_not_accepted
+    conflicting_names_are_not_accepted,
+    definitions_follow_the_lifecycle_of_kube,
+    openapi_v2_carries_custom_resources,
+    a_large_definition_is_served_and_enforced
 );
 
 async fn cluster(backend: Backend) -> Cluster {
@@ -535,4 +538,219 @@ async fn versions_are_served_from_one_storage_version(backend: Backend) {
     let read =
         c.request(Credentials::Admin, "GET", "/apis/example.com/v1/namespaces/default/widgets/raw", None, "").await;
     assert_eq!(read.json()["spec"]["replicas"], 1);
+}
+
+/// The definition of a preserve-unknown-fields `Thing` in `group` (namespaced), and its
+/// annotation when the group is protected.
+fn thing(group: &str, plural: &str, kind: &str) -> String {
+    let approval = if group.ends_with(".k8s.io") {
+        "  annotations: {api-approved.kubernetes.io: \"https://github.com/kubernetes/kubernetes/pull/1\"}\n"
+    } else {
+        ""
+    };
+    format!(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: {plural}.{group}\n\
+         {approval}spec:\n  group: {group}\n  scope: Namespaced\n  names: {{plural: {plural}, singular: {singular}, kind: {kind}}}\n\
+         \x20 versions:\n  - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema: \
+         {{type: object, x-kubernetes-preserve-unknown-fields: true}}\n",
+        singular = kind.to_lowercase()
+    )
+}
+
+fn condition(crd: &Value, type_: &str) -> (String, String, String) {
+    let c = crd["status"]["conditions"].as_array().into_iter().flatten().find(|c| c["type"] == type_);
+    let field = |k: &str| c.and_then(|c| c[k].as_str()).unwrap_or("").to_string();
+    (field("status"), field("reason"), field("message"))
+}
+
+async fn definitions_follow_the_lifecycle_of_kube(backend: Backend) {
+    let c = cluster(backend).await;
+    must_create_widgets(&c).await;
+
+    // Deleting a namespace deletes its custom resources before the namespace goes.
+    c.must_kubectl(&["create", "namespace", "team"]).await;
+    let w = write(
+        &c,
+        "team.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w, namespace: team}\nspec: {color: red}\n",
+    );
+    c.must_kubectl(&["create", "-f", &w]).await;
+    c.must_kubectl(&["delete", "namespace", "team", "--timeout=30s"]).await;
+    assert!(c.storage_get("/registry/example.com/widgets/team/w").await.is_none(), "the namespace's widget went");
+    assert!(c.storage_get("/registry/namespaces/team").await.is_none(), "and then the namespace");
+
+    // While the definition terminates (a widget's finalizer holds it), creates are refused
+    // with kube's 405; reads still work.
+    let held = write(
+        &c,
+        "held.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: held, finalizers: [example.com/hold]}\n\
+         spec: {color: blue}\n",
+    );
+    c.must_kubectl(&["create", "-f", &held]).await;
+    c.must_kubectl(&["delete", "crd", "widgets.example.com", "--wait=false"]).await;
+    let body = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "late"},
+        "spec": {"color": "red"}});
+    let path = "/apis/example.com/v1/namespaces/default/widgets";
+    let refused = wait_for(Duration::from_secs(10), async || {
+        let resp = c.request(Credentials::Admin, "POST", path, Some("application/json"), body.to_string()).await;
+        resp.status == 405
+    })
+    .await;
+    assert!(refused, "creates are refused while the definition terminates");
+    let resp = c.request(Credentials::Admin, "POST", path, Some("application/json"), body.to_string()).await;
+    let status = resp.json();
+    assert_eq!(status["reason"], "MethodNotAllowed", "{status}");
+    assert_eq!(status["message"], "create not allowed while custom resource definition is terminating");
+    let got = c.request(Credentials::Admin, "GET", &format!("{path}/held"), None, "").await;
+    assert_eq!(got.status, 200, "reads are served while the definition terminates");
+    let crd: Value = serde_json::from_str(&c.must_kubectl(&["get", "crd", "widgets.example.com", "-o", "json"]).await)
+        .expect("json");
+    assert_eq!(
+        condition(&crd, "Terminating"),
+        ("True".into(), "InstanceDeletionInProgress".into(), "CustomResource deletion is in progress".into())
+    );
+    c.must_kubectl(&["patch", "widget", "held", "--type=merge", "-p", r#"{"metadata":{"finalizers":null}}"#]).await;
+    let gone =
+        wait_for(Duration::from_secs(10), async || !c.kubectl(&["get", "crd", "widgets.example.com"]).await.ok).await;
+    assert!(gone, "the definition goes once its last resource is gone");
+
+    // A definition taking a built-in resource's names is not served, and says why; one that
+    // adds a new resource to a built-in group is, and the group is listed once.
+    let ingresses = write(&c, "ingresses.yaml", &thing("networking.k8s.io", "ingresses", "Ingress"));
+    let gateways = write(&c, "gateways.yaml", &thing("networking.k8s.io", "edgegateways", "EdgeGateway"));
+    c.must_kubectl(&["create", "-f", &ingresses, "-f", &gateways]).await;
+    c.must_kubectl(&["wait", "--for", "condition=established", "--timeout=30s", "crd/edgegateways.networking.k8s.io"])
+        .await;
+    let said = wait_for(Duration::from_secs(10), async || {
+        let out = c.must_kubectl(&["get", "crd", "ingresses.networking.k8s.io", "-o", "json"]).await;
+        let crd: Value = serde_json::from_str(&out).expect("json");
+        condition(&crd, "NamesAccepted")
+            == ("False".into(), "PluralConflict".into(), "\"ingresses\" is already in use".into())
+            && condition(&crd, "Established").1 == "NotAccepted"
+    })
+    .await;
+    assert!(said, "the collision with the built-in ingresses is reported");
+    let ing = c.request(Credentials::Admin, "GET", "/apis/networking.k8s.io/v1/ingresses", None, "").await;
+    assert_eq!(ing.json()["kind"], "IngressList", "the built-in resource is still the one served");
+    let e = write(
+        &c,
+        "edge.yaml",
+        "apiVersion: networking.k8s.io/v1\nkind: EdgeGateway\nmetadata: {name: edge, namespace: default}\n",
+    );
+    c.must_kubectl(&["create", "-f", &e]).await;
+    let listed = c.must_kubectl(&["get", "edgegateways", "-o", "name"]).await;
+    assert_eq!(listed.trim(), "edgegateway.networking.k8s.io/edge");
+    let groups = c.request(Credentials::Admin, "GET", "/apis", None, "").await.json();
+    let named =
+        groups["groups"].as_array().expect("groups").iter().filter(|g| g["name"] == "networking.k8s.io").count();
+    assert_eq!(named, 1, "a group served by both servers is listed once: {groups}");
+}
+
+async fn openapi_v2_carries_custom_resources(backend: Backend) {
+    let c = cluster(backend).await;
+    must_create_widgets(&c).await;
+    let v2 = wait_for(Duration::from_secs(10), async || {
+        let doc = c.request(Credentials::Admin, "GET", "/openapi/v2", None, "").await.json();
+        doc["definitions"].get("com.example.v1.Widget").is_some()
+    })
+    .await;
+    assert!(v2, "the v2 document names the custom resource");
+    let doc = c.request(Credentials::Admin, "GET", "/openapi/v2", None, "").await.json();
+    let widget = &doc["definitions"]["com.example.v1.Widget"];
+    assert_eq!(widget["x-kubernetes-group-version-kind"][0]["kind"], "Widget");
+    assert_eq!(
+        widget["properties"]["metadata"]["$ref"],
+        "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+    );
+    let spec = &widget["properties"]["spec"];
+    assert_eq!(spec["properties"]["replicas"]["maximum"], 10);
+    assert_eq!(spec["required"], json!(["color"]));
+    // Under preserve-unknown-fields v2 has no properties (kubectl could not read them).
+    assert!(spec["properties"]["extra"].get("properties").is_none());
+    assert!(doc["definitions"].get("com.example.v1.WidgetList").is_some());
+    let path = &doc["paths"]["/apis/example.com/v1/namespaces/{namespace}/widgets/{name}"];
+    assert_eq!(path["get"]["operationId"], "readExampleComV1NamespacedWidget");
+    assert_eq!(path["patch"]["x-kubernetes-action"], "patch");
+    assert!(doc["paths"].get("/apis/example.com/v1/namespaces/{namespace}/widgets/{name}/scale").is_some());
+    // Built-in definitions are all still there.
+    assert!(doc["definitions"].get("io.k8s.api.apps.v1.Deployment").is_some());
+
+    // kubectl asks for the protobuf form only; it carries the kind too.
+    let proto = c
+        .request_with_accept(
+            Credentials::Admin,
+            "/openapi/v2",
+            "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+        )
+        .await;
+    assert_eq!(proto.status, 200);
+    assert!(proto.body.windows(22).any(|w| w == b"com.example.v1.Widget\x12"), "protobuf names the kind");
+
+    // Gone with the definition.
+    c.must_kubectl(&["delete", "crd", "widgets.example.com", "--timeout=30s"]).await;
+    let gone = wait_for(Duration::from_secs(10), async || {
+        let doc = c.request(Credentials::Admin, "GET", "/openapi/v2", None, "").await.json();
+        doc["definitions"].get("com.example.v1.Widget").is_none()
+    })
+    .await;
+    assert!(gone, "a deleted definition leaves the v2 document");
+}
+
+/// The large fixture (thousands of schema lines: an embedded pod template, quantities and
+/// int-or-strings, list-map keys, CEL rules with transition rules), as a user of an operator
+/// meets it: applied with kubectl, objects checked with kube's messages.
+async fn a_large_definition_is_served_and_enforced(backend: Backend) {
+    let c = cluster(backend).await;
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/apiextensions/testdata");
+    let crd = format!("{root}/large-crd.yaml");
+    let object = format!("{root}/large-object.yaml");
+    c.must_kubectl(&["apply", "--server-side", "-f", &crd]).await;
+    c.must_kubectl(&[
+        "wait",
+        "--for",
+        "condition=established",
+        "--timeout=30s",
+        "crd/databaseclusters.bench.ballast.dev",
+    ])
+    .await;
+    c.must_kubectl(&["create", "-f", &object]).await;
+    let got: Value =
+        serde_json::from_str(&c.must_kubectl(&["get", "dbc", "orders", "-o", "json"]).await).expect("json");
+    assert_eq!(got["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"], "orders-db");
+    assert_eq!(got["spec"]["storage"]["size"], "200Gi");
+    assert_eq!(got["spec"]["managed"]["roles"][1]["ensure"], "present", "defaults inside list-map items");
+    assert_eq!(got["spec"]["template"]["spec"]["containers"][1]["ports"][0]["protocol"], "TCP");
+
+    let text = std::fs::read_to_string(&object).expect("fixture");
+    let bad = text
+        .replace("name: orders\n", "name: bad\n")
+        .replace("  instances: 3", "  instances: 2")
+        .replace("- name: TZ", "- name: PGTZ")
+        .replace("name: migrations", "name: postgres")
+        .replace("size: 200Gi", "size: 200Gx")
+        .replace("containerPort: 9187}", "containerPort: 9187}\n        - {name: dup, containerPort: 9187}");
+    let file = write(&c, "bad.yaml", &bad);
+    let out = c.kubectl(&["create", "-f", &file]).await;
+    assert!(!out.ok);
+    let err = out.stderr;
+    for expected in [
+        "spec.storage.size: Invalid value: \"200Gx\": spec.storage.size in body should match",
+        "spec.template.spec.containers[0].ports[2]: Duplicate value: {\"containerPort\":9187,\"protocol\":\"TCP\"}",
+        "spec: Invalid value: \"object\": maxSyncReplicas must be below instances (2)",
+        "spec: Invalid value: \"object\": variables starting with PG are reserved",
+        "spec.managed.roles[2].name: Forbidden: the postgres role is managed by the operator",
+    ] {
+        assert!(err.contains(expected), "{expected}\n{err}");
+    }
+
+    // A transition rule: the storage class cannot change.
+    let out = c
+        .kubectl(&["patch", "dbc", "orders", "--type=merge", "-p", r#"{"spec":{"storage":{"storageClass":"slow"}}}"#])
+        .await;
+    assert!(!out.ok);
+    assert!(out.stderr.contains("spec.storage: Forbidden: storageClass is immutable"), "{}", out.stderr);
+    c.must_kubectl(&["scale", "dbc", "orders", "--replicas=5"]).await;
+    let instances = c.must_kubectl(&["get", "dbc", "orders", "-o", "jsonpath={.spec.instances}"]).await;
+    assert_eq!(instances, "5");
 }

@@ -144,6 +144,23 @@ pub fn namespaced_storages(kinds: &dyn ServedKinds) -> impl Iterator<Item = &'st
 }
 
 impl Store {
+    /// What deleting a namespace empties: this store's namespaced kinds and those another
+    /// server keeps on the same storage ([`Store::with_namespaced_elsewhere`]), one row per
+    /// storage. The other server's rows are told apart by their storage (a custom resource
+    /// served in several versions has a row per version, all of them converting).
+    fn namespace_contents(&self) -> Vec<&'static ResourceKind> {
+        let mut contents: Vec<&'static ResourceKind> = namespaced_storages(&**self.kinds()).collect();
+        let elsewhere = self.namespaced_elsewhere().map(|k| k.kinds().to_vec()).unwrap_or_default();
+        for kind in elsewhere.into_iter().filter(|k| k.namespaced && k.verbs.allows("delete")) {
+            if !contents.iter().any(|c| c.storage_resource == kind.storage_resource) {
+                contents.push(kind);
+            }
+        }
+        contents
+    }
+}
+
+impl Store {
     /// Deletes an object. Answers with the deleted object for kinds that return it, else a
     /// `Success` Status; an object that stays (finalizers, grace period) is answered as it is
     /// now. Namespaces go through [`Store::delete_namespace`].
@@ -334,7 +351,7 @@ impl Store {
             };
             map_field_mut(&mut ns, "metadata").insert("resourceVersion".into(), revision.to_string().into());
         }
-        for content in namespaced_storages(&**self.kinds()) {
+        for content in self.namespace_contents() {
             self.delete_collection(content, name, &ListOptions::default(), &DeleteOptions::default()).await?;
         }
         self.finish_namespace_if_terminating(name).await?;
@@ -353,7 +370,7 @@ impl Store {
         if meta_str(&ns, "deletionTimestamp").is_empty() {
             return Ok(());
         }
-        for content in namespaced_storages(&**self.kinds()) {
+        for content in self.namespace_contents() {
             let prefix = content.collection_prefix(self.prefix(), name);
             let page = self.storage().list(prefix.as_bytes(), &prefix_end(prefix.as_bytes()), 1, 0).await?;
             if !page.kvs.is_empty() {

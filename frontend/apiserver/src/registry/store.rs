@@ -61,6 +61,10 @@ pub struct Store {
     list_page_size: i64,
     /// Validation other servers add to the kinds' writes.
     admission: Arc<[Arc<dyn Admission>]>,
+    /// The kinds another server of the chain keeps in namespaces on the same storage (the
+    /// built-in API's store holds the custom resources' here and the other way round): a
+    /// namespace is emptied of those too before it goes.
+    namespaced_elsewhere: Option<Arc<dyn ServedKinds>>,
 }
 
 /// The default of [`Store::with_list_page_size`]: about 4 MiB of typical 4 KiB pods, close to
@@ -349,7 +353,20 @@ impl Store {
             prefix: prefix.trim_end_matches('/').to_string(),
             list_page_size: DEFAULT_LIST_PAGE_SIZE as i64,
             admission: Arc::new([]),
+            namespaced_elsewhere: None,
         }
+    }
+
+    /// Adds the kinds another server keeps in namespaces on this storage to what deleting a
+    /// namespace empties (and waits for).
+    pub fn with_namespaced_elsewhere(mut self, kinds: Arc<dyn ServedKinds>) -> Self {
+        self.namespaced_elsewhere = Some(kinds);
+        self
+    }
+
+    /// The other server's kinds of [`Store::with_namespaced_elsewhere`], if any.
+    pub(crate) fn namespaced_elsewhere(&self) -> Option<&Arc<dyn ServedKinds>> {
+        self.namespaced_elsewhere.as_ref()
     }
 
     /// Adds `plugin` to the validation run on every create and update of the kinds it handles.

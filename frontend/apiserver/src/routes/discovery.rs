@@ -235,6 +235,33 @@ fn with_review_groups(mut registry: Vec<Value>, reviews: Vec<Value>, name_of: fn
     registry
 }
 
+/// Appends the groups of the servers behind to `groups`; a group already listed (a built-in
+/// group a CustomResourceDefinition adds resources to) is listed once, with the versions it
+/// lacked added and, in the aggregated form, the resources of a version it has added to that
+/// version, as kube's discovery merges a group served by several servers.
+fn merged(mut groups: Vec<Value>, behind: impl Iterator<Item = Value>, name_of: fn(&Value) -> &str) -> Vec<Value> {
+    for group in behind {
+        let Some(at) = groups.iter().position(|g| name_of(g) == name_of(&group)) else {
+            groups.push(group);
+            continue;
+        };
+        let Some(versions) = groups[at]["versions"].as_array_mut() else { continue };
+        for version in group["versions"].as_array().into_iter().flatten() {
+            match versions.iter_mut().find(|v| v["version"] == version["version"]) {
+                Some(have) => {
+                    if let (Some(resources), Some(more)) =
+                        (have["resources"].as_array_mut(), version["resources"].as_array())
+                    {
+                        resources.extend(more.iter().cloned());
+                    }
+                }
+                None => versions.push(version.clone()),
+            }
+        }
+    }
+    groups
+}
+
 fn legacy_name(g: &Value) -> &str {
     g["name"].as_str().unwrap_or("")
 }
@@ -270,15 +297,15 @@ pub fn handle(state: &AppState, path: &str, headers: &HeaderMap) -> Result<Respo
         "/apis" => {
             if wants_aggregated(headers)? {
                 let items: Vec<Value> = named_groups(kinds).map(|g| aggregated_group(kinds, g)).collect();
-                let mut items =
+                let items =
                     with_review_groups(items, virtual_aggregated_groups(kinds.virtual_resources()), aggregated_name);
                 // The groups of the servers behind come last, as kube's aggregator orders them.
-                items.extend(state.delegated.iter().flat_map(|d| d.aggregated_groups()));
-                return Ok(aggregated(&items));
+                let behind = state.delegated.iter().flat_map(|d| d.aggregated_groups());
+                return Ok(aggregated(&merged(items, behind, aggregated_name)));
             }
             let groups: Vec<Value> = named_groups(kinds).map(legacy_group).collect();
-            let mut groups = with_review_groups(groups, virtual_legacy_groups(kinds.virtual_resources()), legacy_name);
-            groups.extend(state.delegated.iter().flat_map(|d| d.legacy_groups()));
+            let groups = with_review_groups(groups, virtual_legacy_groups(kinds.virtual_resources()), legacy_name);
+            let groups = merged(groups, state.delegated.iter().flat_map(|d| d.legacy_groups()), legacy_name);
             Ok(body::json(StatusCode::OK, &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})))
         }
         "/api/v1" => {

@@ -16,6 +16,7 @@ pub mod list;
 pub mod metrics;
 pub mod negotiation;
 pub mod openapi;
+pub mod openapi_v2_proto;
 pub mod resource;
 pub mod state;
 pub mod watch;
@@ -99,7 +100,7 @@ async fn route(state: Arc<AppState>, req: Request) -> Result<Response, ApiError>
         "healthz" | "livez" | "readyz" => health::check(&state, path, req.uri().query()).await,
         "api" | "apis" => discovery::handle(&state, path, req.headers()),
         "openapi" => {
-            let delegated = state.delegated.as_deref();
+            let delegated = state.delegated.clone();
             openapi::handle(state.store.kinds(), delegated, path, req.uri().query(), req.headers()).await
         }
         _ => Err(ApiError::NoRoute),

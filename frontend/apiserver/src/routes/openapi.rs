@@ -51,7 +51,7 @@ fn not_acceptable() -> ApiError {
 /// offered form fits `Accept`.
 pub async fn handle(
     kinds: &Arc<dyn ServedKinds>,
-    delegated: Option<&dyn DelegatedApis>,
+    delegated: Option<Arc<dyn DelegatedApis>>,
     path: &str,
     query: Option<&str>,
     headers: &HeaderMap,
@@ -67,9 +67,21 @@ pub async fn handle(
         }
     };
     if path == "/openapi/v3" {
-        if let Some(delegated) = delegated {
+        if let Some(delegated) = &delegated {
             let index = with_delegated_paths(&docs.v3_index, delegated.openapi_v3_paths());
             return Ok(answer(headers, index.json, "application/json", &index.hash));
+        }
+    }
+    if path == "/openapi/v2" {
+        if let Some(delegated) = delegated {
+            // Merging into the large v2 document is CPU work: off the async workers.
+            let base = docs.v2.clone();
+            let merged = tokio::task::spawn_blocking(move || delegated.openapi_v2(&base))
+                .await
+                .map_err(|e| ApiError::Internal(format!("building the OpenAPI v2 document: {e}")))?;
+            if let Some((json, protobuf)) = merged {
+                return v2(&json, &protobuf, headers);
+            }
         }
     }
     serve(docs, path, query, headers)
@@ -93,24 +105,7 @@ fn with_delegated_paths(index: &Document, paths: Vec<(String, String)>) -> Docum
 /// Answers an OpenAPI path from `docs`.
 fn serve(docs: &Documents, path: &str, query: Option<&str>, headers: &HeaderMap) -> Result<Response, ApiError> {
     match path {
-        "/openapi/v2" => {
-            let ranges = accept(headers);
-            let wants_protobuf = ranges.iter().position(|r| r.media == V2_PROTOBUF || r.media == V2_PROTOBUF_REQUESTED);
-            let wants_json =
-                ranges.iter().position(|r| matches!(r.media.as_str(), "application/json" | "application/*" | "*/*"));
-            let protobuf = match (wants_protobuf, wants_json) {
-                _ if ranges.is_empty() => false,
-                (Some(p), Some(j)) => p < j,
-                (Some(_), None) => true,
-                (None, Some(_)) => false,
-                (None, None) => return Err(not_acceptable()),
-            };
-            if protobuf {
-                Ok(answer(headers, docs.v2_protobuf.clone(), V2_PROTOBUF, &docs.v2.hash))
-            } else {
-                Ok(answer(headers, docs.v2.json.clone(), "application/json", &docs.v2.hash))
-            }
-        }
+        "/openapi/v2" => v2(&docs.v2, &docs.v2_protobuf, headers),
         "/openapi/v3" => Ok(answer(headers, docs.v3_index.json.clone(), "application/json", &docs.v3_index.hash)),
         _ => {
             let key = path.strip_prefix("/openapi/v3/").ok_or(ApiError::NoRoute)?;
@@ -120,6 +115,26 @@ fn serve(docs: &Documents, path: &str, query: Option<&str>, headers: &HeaderMap)
             }
             group_version(key, doc, query, headers)
         }
+    }
+}
+
+/// Answers `/openapi/v2` in the form `Accept` asks for: JSON or gnostic protobuf.
+fn v2(json: &Document, protobuf: &Bytes, headers: &HeaderMap) -> Result<Response, ApiError> {
+    let ranges = accept(headers);
+    let wants_protobuf = ranges.iter().position(|r| r.media == V2_PROTOBUF || r.media == V2_PROTOBUF_REQUESTED);
+    let wants_json =
+        ranges.iter().position(|r| matches!(r.media.as_str(), "application/json" | "application/*" | "*/*"));
+    let as_protobuf = match (wants_protobuf, wants_json) {
+        _ if ranges.is_empty() => false,
+        (Some(p), Some(j)) => p < j,
+        (Some(_), None) => true,
+        (None, Some(_)) => false,
+        (None, None) => return Err(not_acceptable()),
+    };
+    if as_protobuf {
+        Ok(answer(headers, protobuf.clone(), V2_PROTOBUF, &json.hash))
+    } else {
+        Ok(answer(headers, json.json.clone(), "application/json", &json.hash))
     }
 }
 

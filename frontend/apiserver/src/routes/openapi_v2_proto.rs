@@ -2,7 +2,7 @@
 //! decodes when it asks `/openapi/v2` for `application/com.github.proto-openapi.spec.v2@v1.0+protobuf`,
 //! the only form it accepts).
 //!
-//! Only what [`super::v2`] writes is encoded: info, paths with their operations, parameters and
+//! Only what the v2 documents' builders write is encoded: info, paths with their operations, parameters and
 //! responses, definitions (schemas with their vendor extensions), security. Vendor extensions
 //! are `NamedAny`s whose `yaml` holds the value as JSON text, which is valid YAML, as kubectl
 //! parses it with a YAML decoder. Field numbers are gnostic's `OpenAPIv2.proto`.
@@ -237,7 +237,8 @@ fn operation(w: &mut Writer, o: &Map<String, Value>) {
     vendor_extensions(w, 13, o);
 }
 
-/// Encodes a v2 document (as [`super::v2::document`] writes it) as `openapi.v2.Document`.
+/// Encodes a v2 document (as the built-in API and the apiextensions server write it) as
+/// `openapi.v2.Document`.
 pub fn encode(doc: &Value) -> Vec<u8> {
     let mut w = Writer::default();
     let Some(doc) = doc.as_object() else { return w.buf };
