@@ -429,6 +429,20 @@ async fn heavy_bodies_are_refused_with_bounded_work() {
         "the patched object nests 123 levels deep, more than the 120 allowed",
     );
     assert_eq!(curl(&s, "GET", &format!("{cms}/target"), "application/json", b"").0, 200);
+    // A create body within the parser's limit but too deep for its managedFields to read back
+    // is refused the same way, and the list of its kind stays readable.
+    let value = (0..122).fold(serde_json::json!("x"), |v, _| serde_json::json!({ "a": v }));
+    let body = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "deep", "annotations": {"k": value}}});
+    must_refuse(
+        &s,
+        "POST",
+        cms,
+        "application/json",
+        body.to_string().as_bytes(),
+        400,
+        "the object nests 125 levels deep, more than the 120 allowed",
+    );
+    assert_eq!(curl(&s, "GET", cms, "application/json", b"").0, 200);
 }
 
 #[tokio::test]

@@ -14,6 +14,6 @@ pub enum PatchError {
     #[error("{0}")]
     Failed(String),
     /// The patched object would nest deeper than [`super::MAX_RESULT_DEPTH`] levels.
-    #[error("the patched object nests {0} levels deep, more than the {max} allowed", max = super::MAX_RESULT_DEPTH)]
+    #[error("the patched object nests {0} levels deep, more than the {max} allowed", max = super::nesting::MAX_RESULT_DEPTH)]
     TooDeep(usize),
 }

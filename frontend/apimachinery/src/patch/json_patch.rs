@@ -21,7 +21,7 @@ pub const MAX_COPY_BYTES: usize = 3 * 1024 * 1024;
 /// `Malformed` for a body that is not a list of operations, `TooManyOperations`, `Failed` for an
 /// operation that does not apply (missing path, failed `test`).
 pub fn apply(doc: &Value, patch: &[u8]) -> Result<Value, PatchError> {
-    let ops: Value = super::parse(patch)?;
+    let ops: Value = super::nesting::parse(patch).map_err(PatchError::Malformed)?;
     let Value::Array(ops) = ops else {
         return Err(PatchError::Malformed(
             "json: cannot unmarshal object into Go value of type jsonpatch.Patch".into(),

@@ -11,7 +11,7 @@ use super::error::PatchError;
 ///
 /// `Malformed` when the body is not JSON.
 pub fn apply(doc: &Value, patch: &[u8]) -> Result<Value, PatchError> {
-    let patch: Value = super::parse(patch)?;
+    let patch: Value = super::nesting::parse(patch).map_err(PatchError::Malformed)?;
     let mut out = doc.clone();
     merge(&mut out, &patch);
     Ok(out)

@@ -33,7 +33,7 @@ const SET_ELEMENT_ORDER: &str = "$setElementOrder/";
 /// `Malformed` for a body that is not a JSON object or a directive of the wrong shape,
 /// `Failed` for a merge-list element without its merge key.
 pub fn apply(doc: &Value, patch: &[u8], schema: Option<&'static Message>) -> Result<Value, PatchError> {
-    let patch: Value = super::parse(patch)?;
+    let patch: Value = super::nesting::parse(patch).map_err(PatchError::Malformed)?;
     let Value::Object(patch) = patch else {
         return Err(PatchError::Malformed("json: cannot unmarshal into a map: the patch is not an object".into()));
     };

@@ -125,6 +125,15 @@ fn check_value(
     let Value::Object(mut obj) = value else {
         return Err(ApiError::BadRequest("couldn't get version/kind; json parse error: not an object".into()));
     };
+    // What is stored must read back with its managedFields, which nest a few levels deeper
+    // than the fields they describe (the limit patched objects are held to).
+    let depth = 1 + obj.values().map(ballast_apimachinery::patch::depth).max().unwrap_or(0);
+    if depth > ballast_apimachinery::patch::MAX_RESULT_DEPTH {
+        return Err(ApiError::BadRequest(format!(
+            "the object nests {depth} levels deep, more than the {} allowed",
+            ballast_apimachinery::patch::MAX_RESULT_DEPTH
+        )));
+    }
     let api_version = kind.api_version();
     match obj.get("apiVersion").and_then(Value::as_str) {
         None | Some("") => {
