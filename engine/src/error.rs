@@ -182,6 +182,9 @@ pub enum EngineError {
     /// Authenticate with an unknown user, a wrong password, or a user without password.
     #[error("authentication failed, invalid user ID or password")]
     AuthFailed,
+    /// Authenticate with a password for a user created without one (`--no-password`).
+    #[error("authentication failed, password was given for no password user")]
+    NoPasswordUser,
     /// The user's roles do not grant the request.
     #[error("permission denied")]
     PermissionDenied,

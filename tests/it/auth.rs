@@ -60,6 +60,9 @@ fn script() -> Vec<(Vec<&'static str>, &'static str)> {
         // Wrong credentials.
         (vec!["--user=u:bad", "get", "/a/x"], ""),
         (vec!["--user=nobody:pw", "get", "/a/x"], ""),
+        // A user made without a password cannot authenticate with one.
+        (vec![root, "user", "add", "np", "--no-password"], ""),
+        (vec!["--user=np:pw", "get", "/a/x"], ""),
         // Management: root only, except reading oneself and one's roles.
         (vec![u, "user", "list"], ""),
         (vec![u, "user", "add", "v:pw"], ""),

@@ -267,8 +267,11 @@ impl Auth for AuthService {
             return Err(EngineError::AuthNotEnabled.into());
         }
         let user = match state.users.get(&r.name) {
-            Some(u) if !u.options.as_ref().is_some_and(|o| o.no_password) => u.clone(),
-            _ => return Err(EngineError::AuthFailed.into()),
+            Some(u) if u.options.as_ref().is_some_and(|o| o.no_password) => {
+                return Err(EngineError::NoPasswordUser.into())
+            }
+            Some(u) => u.clone(),
+            None => return Err(EngineError::AuthFailed.into()),
         };
         if !verify(r.password, user.password.to_vec()).await {
             return Err(EngineError::AuthFailed.into());

@@ -65,6 +65,10 @@ pub fn code_and_message(e: &EngineError) -> (Code, String) {
         E::RoleNotFound => fixed(Code::FailedPrecondition, "etcdserver: role name not found"),
         E::RoleEmpty => fixed(Code::InvalidArgument, "etcdserver: role name is empty"),
         E::AuthFailed => fixed(Code::InvalidArgument, "etcdserver: authentication failed, invalid user ID or password"),
+        // etcd's auth store error, which its server passes on unconverted (gRPC code Unknown).
+        E::NoPasswordUser => {
+            fixed(Code::Unknown, "auth: authentication failed, password was given for no password user")
+        }
         E::PermissionDenied => fixed(Code::PermissionDenied, "etcdserver: permission denied"),
         E::RoleNotGranted => fixed(Code::FailedPrecondition, "etcdserver: role is not granted to the user"),
         E::PermissionNotGranted => fixed(Code::FailedPrecondition, "etcdserver: permission is not granted to the role"),
