@@ -10,10 +10,8 @@
 
 use std::path::{Path, PathBuf};
 
-use ballast_apiserver::certs::{write, CertError};
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
-};
+use ballast_apiserver::certs::{new_ca, new_client, write, CertError};
+use rcgen::Issuer;
 
 /// The front-proxy CA certificate (what extension servers are told to trust for request-header
 /// authentication: `--requestheader-client-ca-file`).
@@ -59,20 +57,9 @@ pub fn ensure(dir: &Path) -> Result<FrontProxyFiles, CertError> {
 }
 
 fn generate(dir: &Path) -> Result<(), CertError> {
-    let ca_key = KeyPair::generate()?;
-    let mut ca = CertificateParams::new(Vec::<String>::new())?;
-    ca.distinguished_name.push(DnType::CommonName, "ballast-front-proxy-ca");
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
-    let ca_cert = ca.self_signed(&ca_key)?;
+    let (ca_key, ca_cert, ca) = new_ca("ballast-front-proxy-ca")?;
     let issuer = Issuer::new(ca, &ca_key);
-
-    let client_key = KeyPair::generate()?;
-    let mut client = CertificateParams::new(Vec::<String>::new())?;
-    client.distinguished_name.push(DnType::CommonName, FRONT_PROXY_CLIENT_CN);
-    client.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    client.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
-    let client_cert = client.signed_by(&client_key, &issuer)?;
+    let (client_key, client_cert) = new_client(FRONT_PROXY_CLIENT_CN, None, &issuer)?;
 
     // Keys first and the CA certificate last: a crash part-way leaves an incomplete set,
     // which the next start makes anew.

@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
+    BasicConstraints, Certificate, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, SigningKey,
 };
 
 /// File names inside the cert directory.
@@ -111,14 +112,47 @@ pub fn ensure(dir: &Path) -> Result<CertSet, CertError> {
     })
 }
 
+/// A new self-signed CA named `common_name`: its key, its certificate, and the parameters that
+/// make it an [`Issuer`] for the certificates it signs.
+///
+/// # Errors
+///
+/// `Generate` when rcgen fails.
+pub fn new_ca(common_name: &str) -> Result<(KeyPair, Certificate, CertificateParams), CertError> {
+    let key = KeyPair::generate()?;
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    params.distinguished_name.push(DnType::CommonName, common_name);
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    let cert = params.self_signed(&key)?;
+    Ok((key, cert, params))
+}
+
+/// A new client certificate (and its key) for `common_name`, in `organization` (a kube group)
+/// when given, signed by `issuer`.
+///
+/// # Errors
+///
+/// `Generate` when rcgen fails.
+pub fn new_client(
+    common_name: &str,
+    organization: Option<&str>,
+    issuer: &Issuer<'_, impl SigningKey>,
+) -> Result<(KeyPair, Certificate), CertError> {
+    let key = KeyPair::generate()?;
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    params.distinguished_name.push(DnType::CommonName, common_name);
+    if let Some(org) = organization {
+        params.distinguished_name.push(DnType::OrganizationName, org);
+    }
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+    let cert = params.signed_by(&key, issuer)?;
+    Ok((key, cert))
+}
+
 fn generate(dir: &Path) -> Result<(), CertError> {
-    let ca_key = KeyPair::generate()?;
-    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-    ca_params.distinguished_name.push(DnType::CommonName, "ballast-ca");
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.key_usages =
-        vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
-    let ca_cert = ca_params.self_signed(&ca_key)?;
+    let (ca_key, ca_cert, ca_params) = new_ca("ballast-ca")?;
     let issuer = Issuer::new(ca_params, &ca_key);
 
     let serving_key = KeyPair::generate()?;
@@ -129,13 +163,7 @@ fn generate(dir: &Path) -> Result<(), CertError> {
     serving.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
     let serving_cert = serving.signed_by(&serving_key, &issuer)?;
 
-    let admin_key = KeyPair::generate()?;
-    let mut admin = CertificateParams::new(Vec::<String>::new())?;
-    admin.distinguished_name.push(DnType::CommonName, "kubernetes-admin");
-    admin.distinguished_name.push(DnType::OrganizationName, "system:masters");
-    admin.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    admin.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
-    let admin_cert = admin.signed_by(&admin_key, &issuer)?;
+    let (admin_key, admin_cert) = new_client("kubernetes-admin", Some("system:masters"), &issuer)?;
 
     // Keys first and the CA certificate last, so a crash part-way leaves a set that `ensure`
     // sees as incomplete and regenerates.
