@@ -648,6 +648,7 @@ async fn run_all_in_one(engine_cfg: EngineConfig, flags: &ServeFlags) -> anyhow:
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|stop| *stop).await;
     };
+    let engine_probe = ballast_apiserver::routes::state::EngineProbe(std::sync::Arc::new(engine.stopped_shard_probe()));
     let mut engine_task = tokio::spawn(engine.serve(stopped(stop_rx.clone())));
     let client = engine_cfg.listen_client.first().context("no client URL to point the frontend at")?;
     let endpoint = if client.ip().is_unspecified() {
@@ -662,6 +663,7 @@ async fn run_all_in_one(engine_cfg: EngineConfig, flags: &ServeFlags) -> anyhow:
         cert_dir: engine_cfg.data_dir.join("pki"),
         admin_kubeconfig: Some(engine_cfg.data_dir.join("admin.kubeconfig")),
         token_auth_file: flags.token_auth_file.clone(),
+        engine_probe: Some(engine_probe),
         ..FrontendConfig::default()
     };
     flags.authn.apply(&mut frontend_cfg);

@@ -596,6 +596,14 @@ impl Engine {
         })
     }
 
+    /// Returns a probe of what stopped the member (`shard N stopped: cause`, as the health
+    /// endpoints say it), usable after [`Engine::serve`] has taken the engine: the all-in-one
+    /// frontend's health checks ask it.
+    pub fn stopped_shard_probe(&self) -> impl Fn() -> Option<String> + Send + Sync + 'static {
+        let api = self.api.clone();
+        move || api.stopped_shard()
+    }
+
     /// Returns every shard's heartbeat, in shard order (stalls reported so far).
     pub fn heartbeats(&self) -> &[Arc<stall::Heartbeat>] {
         &self.beats

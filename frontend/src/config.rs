@@ -75,6 +75,9 @@ pub struct FrontendConfig {
     /// streams and resets, concurrent connections); reasons on
     /// [`ballast_apiserver::connection_limits::ConnectionLimits`].
     pub connections: ballast_apiserver::connection_limits::ConnectionLimits,
+    /// The storage engine in this process (`ballast serve`), which the health endpoints check
+    /// and name the stopped shard of; `None` for a frontend of a remote store.
+    pub engine_probe: Option<ballast_apiserver::routes::state::EngineProbe>,
 }
 
 impl Default for FrontendConfig {
@@ -103,6 +106,7 @@ impl Default for FrontendConfig {
             watch_cache: ballast_apiserver::watch_cache::WatchCacheConfig::default(),
             list_page_size: ballast_apiserver::registry::store::DEFAULT_LIST_PAGE_SIZE,
             connections: ballast_apiserver::connection_limits::ConnectionLimits::default(),
+            engine_probe: None,
         }
     }
 }

@@ -327,6 +327,7 @@ impl Frontend {
             metrics: metrics.clone(),
             watch_cache,
             delegated: behind.apis,
+            engine_probe: config.engine_probe.clone(),
         });
         let kinds = in_front_of(Router::new(state), behind.handler);
         let tokens =

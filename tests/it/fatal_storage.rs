@@ -2,7 +2,8 @@
 //! open-file limit, use up its descriptors with idle connections, then write until RocksDB
 //! cannot open its next file. The member must log the cause at error level at once, its health
 //! endpoints must name the shard and the cause, and it must exit non-zero (as etcd exits on a
-//! fatal storage error), not linger with every request failing.
+//! fatal storage error), not linger with every request failing. The same under `ballast serve`,
+//! whose Kubernetes port's health endpoints name the shard and the cause too.
 
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
@@ -17,9 +18,11 @@ fn open_fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
 }
 
-/// `curl -s -w '\n%{http_code}'`: returns (status, body), or status 0 when nothing answered.
+/// `curl -s -w '\n%{http_code}'`: returns (status, body), or status 0 when nothing answered. The
+/// Kubernetes port's certificate is not checked (`-k`).
 fn curl(url: &str) -> (u16, String) {
-    let out = Command::new("curl").args(["-s", "--max-time", "5", "-w", "\n%{http_code}", url]).output().expect("curl");
+    let out =
+        Command::new("curl").args(["-sk", "--max-time", "5", "-w", "\n%{http_code}", url]).output().expect("curl");
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
     (code.trim().parse().unwrap_or(0), body.to_string())
@@ -27,15 +30,28 @@ fn curl(url: &str) -> (u16, String) {
 
 #[tokio::test]
 async fn running_out_of_descriptors_is_logged_reported_and_fatal() {
+    out_of_descriptors(None).await;
+}
+
+#[tokio::test]
+async fn running_out_of_descriptors_under_serve_is_reported_on_the_kubernetes_port() {
+    out_of_descriptors(Some(free_port())).await;
+}
+
+/// Runs `ballast engine`, or `ballast serve` with its Kubernetes port on `secure_port`, out of
+/// descriptors.
+async fn out_of_descriptors(secure_port: Option<u16>) {
     let dir = tempfile::tempdir().expect("tempdir");
     let (port, peer) = (free_port(), free_port());
     let log_path = dir.path().join("log");
     let log = std::fs::File::create(&log_path).expect("log file");
-    let mut child = Command::new("prlimit")
-        .arg(format!("--nofile={NOFILE}:{NOFILE}"))
-        .arg("--")
-        .arg(env!("CARGO_BIN_EXE_ballast"))
-        .arg("engine")
+    let mut command = Command::new("prlimit");
+    command.arg(format!("--nofile={NOFILE}:{NOFILE}")).arg("--").arg(env!("CARGO_BIN_EXE_ballast"));
+    match secure_port {
+        Some(secure) => command.arg("serve").arg(format!("--secure-port={secure}")),
+        None => command.arg("engine"),
+    };
+    let mut child = command
         .arg(format!("--data-dir={}", dir.path().join("data").display()))
         .arg(format!("--listen-client-urls=http://127.0.0.1:{port}"))
         .arg(format!("--advertise-client-urls=http://127.0.0.1:{port}"))
@@ -107,6 +123,19 @@ async fn running_out_of_descriptors_is_logged_reported_and_fatal() {
         })
         .await;
         assert!(said, "/{path} answered {last:?}");
+    }
+    if let Some(secure) = secure_port {
+        // kube's health endpoints are public; the engine check says what the etcd port says.
+        for path in ["livez", "readyz"] {
+            let url = format!("https://127.0.0.1:{secure}/{path}?verbose");
+            let (code, body) = curl(&url);
+            assert_eq!(code, 500, "/{path}: {body}");
+            assert!(
+                body.lines()
+                    .any(|l| l.starts_with("[-]engine failed: shard 0 stopped:") && l.contains("Too many open files")),
+                "/{path}: {body}"
+            );
+        }
     }
 
     // And the member exits non-zero.

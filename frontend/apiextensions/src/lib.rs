@@ -83,6 +83,7 @@ pub fn server(context: DelegateContext, delegate: Handler) -> Delegate {
         advertise_address: context.advertise_address,
         metrics: context.metrics,
         delegated: None,
+        engine_probe: None,
     });
     if let Ok(runtime) = tokio::runtime::Handle::try_current() {
         runtime.spawn(controller::run(stores, registry.clone()));

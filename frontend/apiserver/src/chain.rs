@@ -149,6 +149,7 @@ mod tests {
             metrics: metrics.clone(),
             watch_cache: WatchCaches::new(storage, WatchCacheConfig::default()),
             delegated: None,
+            engine_probe: None,
         });
         let tokens = TokenFile::parse(TOKENS).expect("token file");
         build_handler_chain(

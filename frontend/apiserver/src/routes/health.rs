@@ -4,6 +4,11 @@
 //! answers `ok`, or with `?verbose` one `[+]name ok` / `[-]name failed: reason withheld` line per
 //! check and a summary, 500 if any failed, like kube-apiserver. `/<endpoint>/<check>` runs one
 //! check; `?exclude=<check>` skips one.
+//!
+//! A frontend running in one process with its storage engine (`ballast serve`) has one more
+//! check, `engine` ([`super::state::EngineProbe`]): a shard the engine stopped on a storage error fails it,
+//! and it names the shard and the cause (kube-apiserver withholds its checks' reasons, but
+//! those are about its own connections; this one is what an operator must act on).
 
 use http::StatusCode;
 
@@ -37,12 +42,26 @@ pub fn version(version: Version) -> Response {
 }
 
 const CHECKS: [&str; 3] = ["ping", "log", "etcd"];
+const ENGINE: &str = "engine";
 
-async fn run(state: &AppState, check: &str) -> bool {
+/// The checks `state` runs, in order.
+fn checks(state: &AppState) -> impl Iterator<Item = &'static str> {
+    CHECKS.into_iter().chain(state.engine_probe.is_some().then_some(ENGINE))
+}
+
+/// Runs one check: `Err` with the reason to show (`None`: withheld) when it fails.
+async fn run(state: &AppState, check: &str) -> Result<(), Option<String>> {
     match check {
         // kube-apiserver's etcd check reads `<--etcd-prefix>/health`.
-        "etcd" => state.store.storage().get(format!("{}/health", state.store.prefix()).as_bytes()).await.is_ok(),
-        _ => true,
+        "etcd" => match state.store.storage().get(format!("{}/health", state.store.prefix()).as_bytes()).await {
+            Ok(_) => Ok(()),
+            Err(_) => Err(None),
+        },
+        ENGINE => match state.engine_probe.as_ref().and_then(|p| (p.0)()) {
+            Some(reason) => Err(Some(reason)),
+            None => Ok(()),
+        },
+        _ => Ok(()),
     }
 }
 
@@ -55,13 +74,18 @@ pub async fn check(state: &AppState, path: &str, query: Option<&str>) -> Result<
     let mut parts = path.trim_start_matches('/').splitn(2, '/');
     let endpoint = parts.next().unwrap_or("healthz");
     if let Some(one) = parts.next() {
-        if !CHECKS.contains(&one) {
+        if !checks(state).any(|c| c == one) {
             return Err(ApiError::NoRoute);
         }
-        return Ok(if run(state, one).await {
-            body::text(StatusCode::OK, "ok".into())
-        } else {
-            body::text(StatusCode::INTERNAL_SERVER_ERROR, format!("internal server error: {one} check failed\n"))
+        return Ok(match run(state, one).await {
+            Ok(()) => body::text(StatusCode::OK, "ok".into()),
+            Err(reason) => body::text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                match reason {
+                    Some(r) => format!("internal server error: {one} check failed: {r}\n"),
+                    None => format!("internal server error: {one} check failed\n"),
+                },
+            ),
         });
     }
     let pairs = query_pairs(query);
@@ -69,16 +93,18 @@ pub async fn check(state: &AppState, path: &str, query: Option<&str>) -> Result<
     let excluded: Vec<&str> = pairs.iter().filter(|(k, _)| k == "exclude").map(|(_, v)| v.as_str()).collect();
     let mut lines = String::new();
     let mut failed = false;
-    for name in CHECKS {
+    for name in checks(state) {
         if excluded.contains(&name) {
             lines.push_str(&format!("[+]{name} excluded: ok\n"));
             continue;
         }
-        if run(state, name).await {
-            lines.push_str(&format!("[+]{name} ok\n"));
-        } else {
-            failed = true;
-            lines.push_str(&format!("[-]{name} failed: reason withheld\n"));
+        match run(state, name).await {
+            Ok(()) => lines.push_str(&format!("[+]{name} ok\n")),
+            Err(reason) => {
+                failed = true;
+                let reason = reason.unwrap_or_else(|| "reason withheld".into());
+                lines.push_str(&format!("[-]{name} failed: {reason}\n"));
+            }
         }
     }
     if failed {

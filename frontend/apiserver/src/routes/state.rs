@@ -20,4 +20,18 @@ pub struct AppState {
     /// What the servers behind this one serve, listed in this one's discovery and OpenAPI
     /// index; `None` when nothing behind it serves APIs.
     pub delegated: Option<Arc<dyn crate::delegation::DelegatedApis>>,
+    /// The storage engine in this process, checked by the health endpoints (`None` for a
+    /// frontend of a remote store).
+    pub engine_probe: Option<EngineProbe>,
+}
+
+/// Why the storage engine in this process stopped (`shard N stopped: cause`), or `None` while
+/// it runs.
+#[derive(Clone)]
+pub struct EngineProbe(pub Arc<dyn Fn() -> Option<String> + Send + Sync>);
+
+impl std::fmt::Debug for EngineProbe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EngineProbe")
+    }
 }
