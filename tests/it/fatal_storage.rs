@@ -72,6 +72,13 @@ async fn out_of_descriptors(secure_port: Option<u16>) {
     .await;
     let read_log = || std::fs::read_to_string(&log_path).unwrap_or_default();
     assert!(up, "the engine did not start; log:\n{}", read_log());
+    if let Some(secure) = secure_port {
+        // The frontend starts after the engine answers; its port must be up before the
+        // descriptors run out.
+        let url = format!("https://127.0.0.1:{secure}/livez");
+        let serving = wait_for(Duration::from_secs(30), async || curl(&url).0 == 200).await;
+        assert!(serving, "the Kubernetes port did not start; log:\n{}", read_log());
+    }
     assert!(read_log().contains("open-file limit is low"), "no warning about the low limit:\n{}", read_log());
     let mut client = etcd_client::Client::connect([&endpoint], None).await.expect("connect");
     // The client's connection is made before the descriptors run out.
