@@ -384,7 +384,7 @@ impl ApiContext {
         request: forward_request::Request,
     ) -> Result<forward_response::Response> {
         let member = self.membership.read().by_raft_id(leader).map(|m| m.id);
-        let Some(mut client) = member.and_then(|m| self.router.client(m)) else {
+        let Some((member, mut client)) = member.and_then(|m| Some((m, self.router.client(m)?))) else {
             return Err(EngineError::NoLeader);
         };
         let is_write = !matches!(
@@ -394,15 +394,21 @@ impl ApiContext {
                 | forward_request::Request::Range(_)
                 | forward_request::Request::ReadTxn(_)
         );
-        let mut req = tonic::Request::new(ForwardRequest {
-            cluster_id: self.member.cluster_id,
-            shard: s,
-            request: Some(request),
-        });
-        req.set_timeout(deadline.saturating_duration_since(tokio::time::Instant::now()));
-        let resp = match client.forward(req).await {
-            Ok(r) => r.into_inner(),
-            Err(status) => return Err(from_peer_status(status)),
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let resp = match request {
+            // Writes share one stream per leading member (`cluster::forwarding`).
+            forward_request::Request::Write(cmd) => {
+                self.router.forward_write(member, s, cmd, left).await.map_err(from_peer_status)?
+            }
+            request => {
+                let mut req = tonic::Request::new(ForwardRequest {
+                    cluster_id: self.member.cluster_id,
+                    shard: s,
+                    request: Some(request),
+                });
+                req.set_timeout(left);
+                client.forward(req).await.map_err(from_peer_status)?.into_inner()
+            }
         };
         let Some(mut answer) = resp.response else {
             return Err(EngineError::Remote(unexpected("a forwarded request")));

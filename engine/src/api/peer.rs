@@ -8,6 +8,8 @@
 //! * `Forward`: a write, lease call or membership change for a shard this member leads, from a
 //!   member that does not; answered with etcd's status on failure, which the caller passes to
 //!   its client.
+//! * `ForwardWrites`: the same for writes, many per message on one stream per sending member
+//!   (`cluster::forwarding` is the sending side); each write is answered when it is applied.
 //! * `Members`: the membership, for a member joining the cluster.
 //! * `Reserve`, `Release`, `Report`: the revision allocator's side of a cluster whose shard
 //!   leaders are spread (`cluster::allocation`).
@@ -20,13 +22,14 @@ use std::collections::HashMap;
 use std::pin::Pin;
 
 use ballast_proto::ballastpb::{
-    peer_server::Peer, ForwardRequest, ForwardResponse, HelloRequest, HelloResponse, MembershipRecord, RaftBatch,
-    RaftBatchAck, ReleaseRequest, ReportRequest, ReserveRequest, ReserveResponse, ResolvedRevision,
-    SnapshotFetchRequest,
+    forward_request, peer_server::Peer, ForwardAnswer, ForwardAnswers, ForwardBatch, ForwardItem, ForwardRequest,
+    ForwardResponse, HelloRequest, HelloResponse, MembershipRecord, RaftBatch, RaftBatchAck, ReleaseRequest,
+    ReportRequest, ReserveRequest, ReserveResponse, ResolvedRevision, SnapshotFetchRequest,
 };
 use ballast_proto::etcdserverpb::SnapshotResponse;
 use ballast_raft::Message;
-use futures::Stream;
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt as _, Stream, StreamExt as _};
 use prost_011::Message as _;
 use tonic::{Request, Response, Status, Streaming};
 
@@ -82,7 +85,73 @@ impl PeerService {
             }
         }
     }
+
+    /// Answers the writes of one `ForwardWrites` stream until the sender closes it: every
+    /// write runs at once, and the answers ready together go back in one message.
+    async fn serve_writes(self, mut inbound: Streaming<ForwardBatch>, answers: AnswerSender) {
+        let mut pending = FuturesUnordered::new();
+        let mut open = true;
+        loop {
+            tokio::select! {
+                got = inbound.message(), if open => match got {
+                    Ok(Some(batch)) => {
+                        if let Err(status) = self.check_cluster(batch.cluster_id, 0) {
+                            let _ = answers.send(Err(status)).await;
+                            return;
+                        }
+                        pending.extend(batch.items.into_iter().map(|item| self.clone().answer_write(item)));
+                    }
+                    Ok(None) | Err(_) => open = false,
+                },
+                Some(first) = pending.next(), if !pending.is_empty() => {
+                    let mut ready = vec![first];
+                    while let Some(Some(a)) = pending.next().now_or_never() {
+                        ready.push(a);
+                    }
+                    if answers.send(Ok(ForwardAnswers { answers: ready })).await.is_err() {
+                        return;
+                    }
+                }
+                else => return,
+            }
+        }
+    }
+
+    /// Applies one forwarded write on the shard this member leads.
+    async fn answer_write(self, item: ForwardItem) -> ForwardAnswer {
+        let result = async {
+            let shard = item.shard;
+            if shard as usize >= self.api.shards.len() {
+                return Err(Status::invalid_argument(format!("no shard {shard}")));
+            }
+            let write = item.write.ok_or_else(|| Status::invalid_argument("empty forwarded write"))?;
+            if !self.api.shard(shard).is_leader() {
+                return Err(EngineError::NotLeader.into());
+            }
+            let (answer, applied_index) =
+                self.api.serve_forwarded(shard, forward_request::Request::Write(write)).await?;
+            Ok(ForwardResponse { applied_index, response: Some(answer) })
+        }
+        .await;
+        match result {
+            Ok(r) => ForwardAnswer { id: item.id, response: Some(r), code: 0, message: String::new() },
+            Err(status) => ForwardAnswer {
+                id: item.id,
+                response: None,
+                code: status.code() as i32,
+                message: status.message().to_string(),
+            },
+        }
+    }
 }
+
+/// Where a `ForwardWrites` stream's answers go.
+type AnswerSender = tokio::sync::mpsc::Sender<Result<ForwardAnswers, Status>>;
+
+/// Answer messages queued on one `ForwardWrites` stream ahead of what HTTP/2 has sent: 16 as
+/// the raft stream's window, enough to keep the stream busy; past it the writes of the stream
+/// wait for the sender to read.
+const FORWARD_ANSWERS_WINDOW: usize = 16;
 
 #[tonic::async_trait]
 impl Peer for PeerService {
@@ -110,6 +179,17 @@ impl Peer for PeerService {
             name: self.api.member.name.clone(),
             client_urls: self.api.member.client_urls.clone(),
         }))
+    }
+
+    type ForwardWritesStream = Pin<Box<dyn Stream<Item = Result<ForwardAnswers, Status>> + Send + 'static>>;
+
+    async fn forward_writes(
+        &self,
+        req: Request<Streaming<ForwardBatch>>,
+    ) -> Result<Response<Self::ForwardWritesStream>, Status> {
+        let (tx, rx) = tokio::sync::mpsc::channel(FORWARD_ANSWERS_WINDOW);
+        tokio::spawn(self.clone().serve_writes(req.into_inner(), tx));
+        Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))))
     }
 
     async fn members(&self, req: Request<HelloRequest>) -> Result<Response<MembershipRecord>, Status> {

@@ -5,7 +5,8 @@
 //! member bootstrapped alone, whose groups keep raft ID 1, see [`members::Member::raft_id`]).
 //! The peer port serves `ballastpb.Peer` (`proto/peer.proto`, served by `api::peer`): a
 //! stream of raft message batches per pair of members, a hello that checks both are in one
-//! cluster, and the forwarding of writes and lease calls to a shard's leader. With several
+//! cluster, and the forwarding of writes (batched on one stream per pair, [`forwarding`]) and
+//! lease calls to a shard's leader. With several
 //! shards, the shards' leaders spread over the members and take revisions from the revision
 //! allocator on shard 0's leader ([`revision_group`], reached through [`allocation`]), which tells
 //! every member how far every shard's writes reach ([`resolved`]), or (`spread_leaders` off, and
@@ -13,6 +14,7 @@
 //! (`shard::colocate`).
 
 pub mod allocation;
+pub mod forwarding;
 pub mod members;
 pub mod resolved;
 pub mod revision_group;
@@ -198,6 +200,13 @@ pub struct ClusterConfig {
     /// Batches handed to the gRPC stream ahead of what HTTP/2 has sent. 16 keeps the stream
     /// busy without hiding back-pressure from the queue.
     pub stream_window: usize,
+    /// Writes queued per member they are sent on to (`forwarding`) before a writer waits.
+    /// 4,096 is far more than the client port keeps in flight; past it the writers' own
+    /// deadlines bound the wait.
+    pub forward_queue: usize,
+    /// Forwarded writes per message on the `ForwardWrites` stream. 1,024 small writes are a
+    /// few hundred KiB; a round rarely gathers more.
+    pub max_forward_batch: usize,
     /// First wait before reconnecting to a peer. 100 ms is etcd's heartbeat interval: a peer
     /// restarting is back within a few heartbeats.
     pub reconnect_backoff_min: Duration,
@@ -259,6 +268,8 @@ impl Default for ClusterConfig {
             max_batch_messages: 4_096,
             max_batch_bytes: 8 << 20,
             stream_window: 16,
+            forward_queue: 4_096,
+            max_forward_batch: 1_024,
             reconnect_backoff_min: Duration::from_millis(100),
             reconnect_backoff_max: Duration::from_secs(1),
             dial_timeout: Duration::from_secs(1),

@@ -22,6 +22,7 @@ use prost_011::Message as _;
 use tokio::sync::mpsc;
 use tonic::transport::Channel;
 
+use super::forwarding::Forwarders;
 use super::ClusterConfig;
 
 /// What one shard queued for one peer in one Ready round.
@@ -39,6 +40,8 @@ pub struct PeerRouter {
     /// The runtime the sender tasks run on, once started: a peer added later (a membership
     /// change applied on a shard thread) gets its task there.
     runtime: OnceLock<tokio::runtime::Handle>,
+    /// Writes sent on to the members leading their shards.
+    forwarders: Forwarders,
 }
 
 /// Tells the member's shards that a peer could not be reached.
@@ -64,6 +67,7 @@ impl PeerRouter {
             channels: RwLock::new(HashMap::new()),
             on_unreachable: OnceLock::new(),
             runtime: OnceLock::new(),
+            forwarders: Forwarders::default(),
         });
         for (id, url) in peers {
             router.add_peer(*id, url);
@@ -119,6 +123,16 @@ impl PeerRouter {
     /// Returns the cluster's ID.
     pub fn cluster_id(&self) -> u64 {
         self.cluster_id
+    }
+
+    /// Returns the router's configuration.
+    pub(super) fn config(&self) -> &ClusterConfig {
+        &self.cfg
+    }
+
+    /// Returns the queues of writes sent on to other members.
+    pub(super) fn forwarders(&self) -> &Forwarders {
+        &self.forwarders
     }
 
     /// Returns the runtime the router runs on, once started.
