@@ -13,11 +13,10 @@ fn json_of(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
 }
 
+/// Reads an object in-process, managed fields included (what `kubectl get -o json
+/// --show-managed-fields` prints); kubectl's part in these tests is apply, patch and label.
 async fn get(c: &Cluster, args: &[&str]) -> Value {
-    let mut full = vec!["get"];
-    full.extend_from_slice(args);
-    full.extend(["-o", "json", "--show-managed-fields"]);
-    json_of(&c.must_kubectl(&full).await)
+    c.must_get(&crate::harness::object_path(args[0], args[1])).await
 }
 
 /// The managedFields entries as (manager, operation, subresource, fieldsV1).
