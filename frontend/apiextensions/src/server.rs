@@ -60,8 +60,13 @@ impl Server for ApiextensionsServer {
                 .iter()
                 .any(|k| k.group == info.api_group && k.version == info.api_version && k.resource == info.resource);
         }
+        // A version of a served group that no definition serves goes on to the end of the
+        // chain, as kube's version discovery hands it on.
         match group_path(req.uri().path()) {
-            Some((_, group, _)) => snap.groups.iter().any(|g| g.name == group),
+            Some((true, group, _)) => snap.groups.iter().any(|g| g.name == group),
+            Some((false, group, version)) => {
+                snap.groups.iter().any(|g| g.name == group && version.is_none_or(|v| g.versions.contains(&v)))
+            }
             None => false,
         }
     }

@@ -3,8 +3,14 @@
 //! handler chain's filters run once, in front of the first server.
 //!
 //! ```text
-//! filters -> aggregator -> built-in API -> apiextensions -> NotFound (404 Status)
+//! filters -> aggregator -> built-in API -> apiextensions -> NotFound (404 page not found)
 //! ```
+//!
+//! A path below a group some server serves gets that server's 404 `Status`
+//! (`/api/v1/widgets`); a path no server claims (`/apis/example.com/v1/widgets` with no such
+//! group, `/nope`) reaches [`NotFound`], which answers as kube-apiserver's end of the chain
+//! does: a plain-text `404 page not found`, which kubectl reports as
+//! `Error from server (NotFound): the server could not find the requested resource`.
 //!
 //! Each server is a [`Handler`] built around the [`Handler`] behind it: a [`Server`] says which
 //! requests it answers, and [`in_front_of`] hands it those and the server behind the rest, so
@@ -19,7 +25,6 @@ use serde_json::Value;
 use tower::util::BoxCloneSyncService;
 
 use crate::body::{Request, Response};
-use crate::error::ApiError;
 use crate::filters::{call_next, Filter, Filtered, Inner, ResponseFuture};
 use crate::registry::admission::Admission;
 use crate::registry::served_kinds::Document;
@@ -131,8 +136,9 @@ impl<S: Server> Filter for InFront<S> {
     }
 }
 
-/// The end of the chain: every request is answered 404 with a `NotFound` Status, as
-/// kube-apiserver answers a path no server serves.
+/// The end of the chain: every request is answered 404 with the text `404 page not found`, as
+/// kube-apiserver answers a path no server of its chain serves (its final handler is Go's
+/// plain not-found handler, not a `Status`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NotFound;
 
@@ -153,7 +159,7 @@ impl tower::Service<Request> for NotFound {
     }
 
     fn call(&mut self, _req: Request) -> Self::Future {
-        ready(Ok(ApiError::NoRoute.into_response()))
+        ready(Ok(crate::body::text(http::StatusCode::NOT_FOUND, "404 page not found\n".into())))
     }
 }
 
@@ -165,8 +171,12 @@ mod tests {
 
     #[tokio::test]
     async fn the_end_of_the_chain_answers_404() {
+        use http_body_util::BodyExt;
         let req = http::Request::builder().uri("/apis/example.com/v1/widgets").body(crate::body::request_body(""));
         let resp = NotFound::handler().oneshot(req.expect("request")).await.expect("infallible");
         assert_eq!(resp.status(), http::StatusCode::NOT_FOUND);
+        assert_eq!(resp.headers()[http::header::CONTENT_TYPE], "text/plain; charset=utf-8");
+        let body = resp.into_body().collect().await.expect("body").to_bytes();
+        assert_eq!(body, "404 page not found\n");
     }
 }

@@ -17,7 +17,7 @@ const NS: &str = "wardle";
 const SERVICE: &str = "api";
 const APISERVICE: &str = "v1alpha1.wardle.example.com";
 
-fn config(dir: &std::path::Path) -> ballast_aggregator::AggregatorConfig {
+pub(crate) fn config(dir: &std::path::Path) -> ballast_aggregator::AggregatorConfig {
     let files = ballast_aggregator::front_proxy::ensure(&dir.join("front-proxy")).expect("front-proxy certificates");
     let read = |p: &std::path::Path| std::fs::read_to_string(p).expect("front-proxy file");
     ballast_aggregator::AggregatorConfig {

@@ -13,11 +13,10 @@ fn json_of(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
 }
 
+/// Reads an object in-process, managed fields included (what `kubectl get -o json
+/// --show-managed-fields` prints); kubectl's part in these tests is apply, patch and label.
 async fn get(c: &Cluster, args: &[&str]) -> Value {
-    let mut full = vec!["get"];
-    full.extend_from_slice(args);
-    full.extend(["-o", "json", "--show-managed-fields"]);
-    json_of(&c.must_kubectl(&full).await)
+    c.must_get(&crate::harness::object_path(args[0], args[1])).await
 }
 
 /// The managedFields entries as (manager, operation, subresource, fieldsV1).
@@ -252,10 +251,15 @@ async fn updates_record_managers(backend: Backend) {
         .as_str()
         .unwrap_or("")
         .starts_with("CreateOptions.meta.k8s.io \"\" is invalid: fieldManager"));
-    // Past ten update managers the oldest merge into ancient-changes.
-    for i in 0..11 {
-        let key = format!(r#"{{"data":{{"k{i}":"v"}}}}"#);
-        c.must_kubectl(&["patch", "cm", "v", "--type=merge", "--field-manager", &format!("m{i:02}"), "-p", &key]).await;
+    // Past ten update managers the oldest merge into ancient-changes. The first patch is
+    // kubectl's `--field-manager`; the others send the same request in-process.
+    c.must_kubectl(&["patch", "cm", "v", "--type=merge", "--field-manager", "m00", "-p", r#"{"data":{"k0":"v"}}"#])
+        .await;
+    for i in 1..11 {
+        let path = format!("/api/v1/namespaces/default/configmaps/v?fieldManager=m{i:02}");
+        let body = format!(r#"{{"data":{{"k{i}":"v"}}}}"#);
+        let r = c.request(Credentials::Admin, "PATCH", &path, Some("application/merge-patch+json"), body).await;
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     }
     let cm = get(&c, &["cm", "v"]).await;
     let entries = managers(&cm);

@@ -1,8 +1,11 @@
 //! Test fixtures: the storage backend ([`Backend`]: the in-memory twin `MemStorage`, a stock
 //! etcd process, or the Ballast engine in-process on its own thread and runtime, the last two on
 //! free loopback ports), the frontend in-process on a free port against it ([`Cluster`]), kubectl
-//! runs with a deadline ([`Cluster::kubectl`]), and a small raw HTTPS client
-//! ([`Cluster::request`]) for the cases kubectl cannot express.
+//! runs with a deadline ([`Cluster::kubectl`]), and a small HTTPS client in the test's process
+//! ([`Cluster::request`], [`Cluster::must_post`], [`Cluster::must_get`]). kubectl is kept for
+//! what proves kubectl works (its requests, its output, its errors); a test of the server's
+//! own behaviour (defaults, validation, lifecycle) talks to it in-process, which costs a
+//! fraction of a kubectl process.
 //!
 //! Two tiers: [`in_memory!`] runs a test body on `MemStorage` (the registry, patch, chain and
 //! kubectl behaviour, which does not depend on the store); [`both_backends!`] runs one against
@@ -351,6 +354,28 @@ impl RawResponse {
     }
 }
 
+/// The path of object `name` of `resource` in namespace `default` (or cluster-wide), for the
+/// kubectl resource names and short names tests use: what `kubectl get <resource> <name>`
+/// requests.
+pub(crate) fn object_path(resource: &str, name: &str) -> String {
+    let collection = match resource {
+        "cm" | "configmap" => "/api/v1/namespaces/default/configmaps",
+        "quota" => "/api/v1/namespaces/default/resourcequotas",
+        "sa" | "serviceaccount" => "/api/v1/namespaces/default/serviceaccounts",
+        "deploy" | "deployment" => "/apis/apps/v1/namespaces/default/deployments",
+        "job" => "/apis/batch/v1/namespaces/default/jobs",
+        "cronjob" => "/apis/batch/v1/namespaces/default/cronjobs",
+        "ingress" => "/apis/networking.k8s.io/v1/namespaces/default/ingresses",
+        "pdb" => "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
+        "priorityclass" => "/apis/scheduling.k8s.io/v1/priorityclasses",
+        "role" => "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles",
+        "rolebinding" => "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
+        "clusterrole" => "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        other => panic!("no path for resource {other}"),
+    };
+    format!("{collection}/{name}")
+}
+
 /// Which credentials a raw request carries.
 #[derive(Clone, Copy)]
 pub(crate) enum Credentials<'a> {
@@ -619,6 +644,43 @@ impl Cluster {
         let headers = resp.headers().clone();
         let body = resp.into_body().collect().await.expect("body").to_bytes();
         RawResponse { status, headers, body }
+    }
+
+    /// The collection path of `obj`'s kind in its namespace (`default` if it names none) or
+    /// cluster-wide, found in discovery by its `apiVersion` and `kind`, as kubectl finds it.
+    pub(crate) async fn collection_of(&self, obj: &serde_json::Value) -> String {
+        let api_version = obj["apiVersion"].as_str().expect("apiVersion");
+        let kind = obj["kind"].as_str().expect("kind");
+        let base =
+            if api_version.contains('/') { format!("/apis/{api_version}") } else { format!("/api/{api_version}") };
+        let list = self.must_get(&base).await;
+        let resource = list["resources"]
+            .as_array()
+            .and_then(|rs| rs.iter().find(|r| r["kind"] == kind && !r["name"].as_str().unwrap_or("/").contains('/')))
+            .unwrap_or_else(|| panic!("{kind} is not in {base}: {list}"));
+        let name = resource["name"].as_str().expect("name");
+        if resource["namespaced"] == true {
+            let namespace = obj["metadata"]["namespace"].as_str().unwrap_or("default");
+            format!("{base}/namespaces/{namespace}/{name}")
+        } else {
+            format!("{base}/{name}")
+        }
+    }
+
+    /// Creates `obj` (in its namespace, `default` if none, if its kind lives in one) as the admin,
+    /// as `kubectl create -f` sends it; panics unless it is created. Returns the stored object.
+    pub(crate) async fn must_post(&self, obj: &serde_json::Value) -> serde_json::Value {
+        let path = self.collection_of(obj).await;
+        let r = self.request(Credentials::Admin, "POST", &path, Some("application/json"), obj.to_string()).await;
+        assert_eq!(r.status, 201, "POST {path}: {}", String::from_utf8_lossy(&r.body));
+        r.json()
+    }
+
+    /// GETs `path` as the admin; panics unless it answers 200. Returns the JSON body.
+    pub(crate) async fn must_get(&self, path: &str) -> serde_json::Value {
+        let r = self.request(Credentials::Admin, "GET", path, None, "").await;
+        assert_eq!(r.status, 200, "GET {path}: {}", String::from_utf8_lossy(&r.body));
+        r.json()
     }
 
     /// Puts a JSON value into storage (for RBAC objects, which are not served over REST yet).

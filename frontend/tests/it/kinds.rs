@@ -2,13 +2,14 @@
 //! and other kinds created from manifests with kube's defaults, validation errors, and kinds
 //! served under two group versions over one storage.
 //!
-//! Manifests go through `kubectl create -f --validate=false`: client-side validation needs
-//! the OpenAPI documents, which this branch does not serve. `kubectl create deployment` sends a
-//! protobuf body, which this branch decodes only for namespaces, configmaps and secrets.
+//! kubectl's part (`create -f`, `create <kind> --dry-run=client`, `get`, `replace`, `delete`
+//! and their output) is checked once per command; the rest of the objects are created and
+//! read by the in-process client, since what is checked there is the server's defaults and
+//! messages.
 
 use serde_json::{json, Value};
 
-use crate::harness::{in_memory, Backend, Cluster};
+use crate::harness::{in_memory, Backend, Cluster, Credentials};
 
 in_memory!(
     api_resources_and_versions_match_kube_1_33,
@@ -23,7 +24,7 @@ fn parse(text: &str) -> Value {
 }
 
 /// Writes `manifest` to a file in the cluster's directory and runs `kubectl create -f` on it.
-pub(crate) async fn must_create(c: &Cluster, manifest: &Value) -> String {
+pub(crate) async fn kubectl_create(c: &Cluster, manifest: &Value) -> String {
     let file = c.dir.path().join(format!("{}.json", rand_name()));
     std::fs::write(&file, manifest.to_string()).expect("write manifest");
     c.must_kubectl(&["create", "--validate=false", "-f", file.to_str().expect("utf-8 path")]).await
@@ -133,7 +134,7 @@ async fn api_resources_and_versions_match_kube_1_33(backend: Backend) {
 
 async fn workloads_from_manifests_get_kube_defaults(backend: Backend) {
     let c = Cluster::start_on(backend).await;
-    assert_eq!(must_create(&c, &deployment("web")).await.trim(), "deployment.apps/web created");
+    assert_eq!(kubectl_create(&c, &deployment("web")).await.trim(), "deployment.apps/web created");
     let d = get_json(&c, &["get", "deploy", "web"]).await;
     assert_eq!(d["metadata"]["generation"], 1);
     assert_eq!(d["status"], json!({}));
@@ -158,8 +159,8 @@ async fn workloads_from_manifests_get_kube_defaults(backend: Backend) {
     let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "pi"},
         "spec": {"template": {"spec": {"restartPolicy": "Never",
             "containers": [{"name": "pi", "image": "perl:5.34"}]}}}});
-    assert_eq!(must_create(&c, &job).await.trim(), "job.batch/pi created");
-    let job = get_json(&c, &["get", "job", "pi"]).await;
+    c.must_post(&job).await;
+    let job = c.must_get("/apis/batch/v1/namespaces/default/jobs/pi").await;
     let uid = job["metadata"]["uid"].as_str().expect("uid");
     assert_eq!(job["spec"]["selector"], json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}));
     assert_eq!(job["spec"]["template"]["metadata"]["labels"]["job-name"], "pi");
@@ -168,19 +169,19 @@ async fn workloads_from_manifests_get_kube_defaults(backend: Backend) {
 
     let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
         "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}});
-    assert_eq!(must_create(&c, &svc).await.trim(), "service/web created");
-    let svc = get_json(&c, &["get", "svc", "web"]).await;
+    c.must_post(&svc).await;
+    let svc = c.must_get("/api/v1/namespaces/default/services/web").await;
     assert_eq!(svc["spec"]["ports"][0], json!({"port": 80, "protocol": "TCP", "targetPort": 80}));
     assert_eq!((&svc["spec"]["type"], &svc["spec"]["sessionAffinity"]), (&json!("ClusterIP"), &json!("None")));
 
     let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "reader"},
         "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]});
-    assert_eq!(must_create(&c, &role).await.trim(), "role.rbac.authorization.k8s.io/reader created");
+    c.must_post(&role).await;
     let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
         "metadata": {"name": "read"}, "subjects": [{"kind": "User", "name": "alice"}],
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"}});
-    must_create(&c, &binding).await;
-    let mut rb = get_json(&c, &["get", "rolebinding", "read"]).await;
+    c.must_post(&binding).await;
+    let mut rb = c.must_get("/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings/read").await;
     assert_eq!(rb["subjects"][0]["apiGroup"], "rbac.authorization.k8s.io");
     rb["roleRef"]["name"] = "other".into();
     let refused = replace(&c, &rb).await;
@@ -192,18 +193,21 @@ async fn workloads_from_manifests_get_kube_defaults(backend: Backend) {
 
     let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "leader"},
         "spec": {"holderIdentity": "me", "leaseDurationSeconds": 15}});
-    assert_eq!(must_create(&c, &lease).await.trim(), "lease.coordination.k8s.io/leader created");
-    assert_eq!(get_json(&c, &["get", "lease", "leader"]).await["spec"]["holderIdentity"], "me");
+    c.must_post(&lease).await;
+    let lease = c.must_get("/apis/coordination.k8s.io/v1/namespaces/default/leases/leader").await;
+    assert_eq!(lease["spec"]["holderIdentity"], "me");
 
-    for (what, gone) in [
-        ("deployment/web", "deployment.apps \"web\" deleted"),
-        ("job/pi", "job.batch \"pi\" deleted"),
-        ("service/web", "service \"web\" deleted"),
-        ("role/reader", "role.rbac.authorization.k8s.io \"reader\" deleted"),
-        ("rolebinding/read", "rolebinding.rbac.authorization.k8s.io \"read\" deleted"),
-        ("lease/leader", "lease.coordination.k8s.io \"leader\" deleted"),
+    // kubectl names a deleted object by its kind's group; the rest go in-process.
+    assert_eq!(c.must_kubectl(&["delete", "deployment/web"]).await.trim(), "deployment.apps \"web\" deleted");
+    for path in [
+        "/apis/batch/v1/namespaces/default/jobs/pi",
+        "/api/v1/namespaces/default/services/web",
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles/reader",
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings/read",
+        "/apis/coordination.k8s.io/v1/namespaces/default/leases/leader",
     ] {
-        assert_eq!(c.must_kubectl(&["delete", what]).await.trim(), gone);
+        let r = c.request(Credentials::Admin, "DELETE", path, None, "").await;
+        assert_eq!(r.status, 200, "DELETE {path}: {}", String::from_utf8_lossy(&r.body));
     }
     let left = get_json(&c, &["get", "deploy,job,svc,role,rolebinding,lease"]).await;
     assert_eq!(left["items"], json!([]));
@@ -215,8 +219,8 @@ async fn kubectl_create_deployment_body_gets_kube_defaults(backend: Backend) {
     let c = Cluster::start_on(backend).await;
     let body =
         c.must_kubectl(&["create", "deployment", "web2", "--image=nginx", "--dry-run=client", "-o", "json"]).await;
-    must_create(&c, &parse(&body)).await;
-    let d = get_json(&c, &["get", "deploy", "web2"]).await;
+    c.must_post(&parse(&body)).await;
+    let d = c.must_get("/apis/apps/v1/namespaces/default/deployments/web2").await;
     let expected = json!({
         "progressDeadlineSeconds": 600,
         "replicas": 1,
@@ -241,8 +245,8 @@ async fn kubectl_create_deployment_body_gets_kube_defaults(backend: Backend) {
     assert_eq!((&d["metadata"]["generation"], &d["status"]), (&json!(1), &json!({})));
 
     let job = c.must_kubectl(&["create", "job", "once", "--image=busybox", "--dry-run=client", "-o", "json"]).await;
-    must_create(&c, &parse(&job)).await;
-    let job = get_json(&c, &["get", "job", "once"]).await;
+    c.must_post(&parse(&job)).await;
+    let job = c.must_get("/apis/batch/v1/namespaces/default/jobs/once").await;
     let uid = job["metadata"]["uid"].as_str().expect("uid").to_string();
     assert_eq!(job["spec"]["template"]["spec"]["restartPolicy"], "Never");
     assert_eq!(job["metadata"]["labels"]["batch.kubernetes.io/controller-uid"], uid.as_str());
@@ -251,8 +255,8 @@ async fn kubectl_create_deployment_body_gets_kube_defaults(backend: Backend) {
     let svc = c
         .must_kubectl(&["create", "service", "clusterip", "front", "--tcp=80:8080", "--dry-run=client", "-o", "json"])
         .await;
-    must_create(&c, &parse(&svc)).await;
-    let svc = get_json(&c, &["get", "svc", "front"]).await;
+    c.must_post(&parse(&svc)).await;
+    let svc = c.must_get("/api/v1/namespaces/default/services/front").await;
     assert_eq!(svc["spec"]["ports"][0], json!({"name": "80-8080", "port": 80, "protocol": "TCP", "targetPort": 8080}));
     assert_eq!(svc["spec"]["selector"], json!({"app": "front"}));
 }
@@ -271,33 +275,24 @@ async fn invalid_objects_are_refused_with_kube_messages(backend: Backend) {
         "{}",
         out.stderr
     );
+    // The server's messages, which kubectl prints as they are (above).
     let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "1web"},
         "spec": {"ports": [{"port": 80}]}});
-    std::fs::write(&file, svc.to_string()).expect("write");
-    let out = c.kubectl(&["create", "--validate=false", "-f", file.to_str().expect("path")]).await;
-    assert!(
-        out.stderr.contains(r#"metadata.name: Invalid value: "1web": a DNS-1035 label must consist"#),
-        "{}",
-        out.stderr
-    );
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
         "spec": {"containers": [{"name": "c"}]}});
-    std::fs::write(&file, pod.to_string()).expect("write");
-    let out = c.kubectl(&["create", "--validate=false", "-f", file.to_str().expect("path")]).await;
-    assert!(
-        out.stderr.contains(r#"The Pod "p" is invalid: spec.containers[0].image: Required value"#),
-        "{}",
-        out.stderr
-    );
     let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
         "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}}});
-    std::fs::write(&file, job.to_string()).expect("write");
-    let out = c.kubectl(&["create", "--validate=false", "-f", file.to_str().expect("path")]).await;
-    assert!(
-        out.stderr.contains(r#"spec.template.spec.restartPolicy: Required value: valid values: "OnFailure", "Never""#),
-        "{}",
-        out.stderr
-    );
+    for (obj, expected) in [
+        (svc, r#"metadata.name: Invalid value: "1web": a DNS-1035 label must consist"#),
+        (pod, r#"Pod "p" is invalid: spec.containers[0].image: Required value"#),
+        (job, r#"spec.template.spec.restartPolicy: Required value: valid values: "OnFailure", "Never""#),
+    ] {
+        let path = c.collection_of(&obj).await;
+        let r = c.request(Credentials::Admin, "POST", &path, Some("application/json"), obj.to_string()).await;
+        assert_eq!((r.status, &r.json()["reason"]), (422, &json!("Invalid")), "{expected}");
+        let message = r.json()["message"].as_str().unwrap_or("").to_string();
+        assert!(message.contains(expected), "{expected:?} missing from {message}");
+    }
 }
 
 async fn shared_storage_serves_both_group_versions(backend: Backend) {
@@ -305,8 +300,8 @@ async fn shared_storage_serves_both_group_versions(backend: Backend) {
     let event = json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e1"},
         "involvedObject": {"kind": "Pod", "name": "web-0", "namespace": "default"},
         "reason": "Started", "message": "started container", "type": "Normal"});
-    must_create(&c, &event).await;
-    let new_style = get_json(&c, &["get", "events.v1.events.k8s.io", "e1"]).await;
+    c.must_post(&event).await;
+    let new_style = c.must_get("/apis/events.k8s.io/v1/namespaces/default/events/e1").await;
     assert_eq!(new_style["apiVersion"], "events.k8s.io/v1");
     assert_eq!(new_style["note"], "started container");
     assert_eq!(new_style["regarding"]["name"], "web-0");
@@ -314,15 +309,15 @@ async fn shared_storage_serves_both_group_versions(backend: Backend) {
     let hpa = json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "web"},
         "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
             "maxReplicas": 5, "targetCPUUtilizationPercentage": 50}});
-    must_create(&c, &hpa).await;
-    let v2 = get_json(&c, &["get", "horizontalpodautoscalers.v2.autoscaling", "web"]).await;
+    c.must_post(&hpa).await;
+    let v2 = c.must_get("/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers/web").await;
     assert_eq!(v2["apiVersion"], "autoscaling/v2");
     assert_eq!(v2["spec"]["minReplicas"], 1);
     assert_eq!(
         v2["spec"]["metrics"],
         json!([{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}}}])
     );
-    let v1 = get_json(&c, &["get", "horizontalpodautoscalers.v1.autoscaling", "web"]).await;
+    let v1 = c.must_get("/apis/autoscaling/v1/namespaces/default/horizontalpodautoscalers/web").await;
     assert_eq!(v1["spec"]["targetCPUUtilizationPercentage"], 50);
     assert!(v1["spec"].get("metrics").is_none());
 }

@@ -2,15 +2,16 @@
 //! generation, finalizers and deletionTimestamp, propagation policies, graceful pod deletion,
 //! `kubectl wait --for=delete`, and namespace admission (missing or terminating namespaces).
 //!
-//! `kubectl scale` and `kubectl patch` send PATCH, which this branch does not serve, so `/scale`
-//! and the finalizer edits go through raw GET/PUT and `kubectl replace`.
+//! kubectl's delete options (`--wait=false`, `--grace-period`, `--force`), `wait --for=delete`,
+//! `replace` and its refusals are checked through kubectl; objects are created and read by the
+//! in-process client.
 
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
 use crate::harness::{in_memory, wait_for, Backend, Cluster, Credentials};
-use crate::kinds::{deployment, get_json, must_create, replace};
+use crate::kinds::{deployment, replace};
 
 in_memory!(
     status_and_scale_subresources,
@@ -27,7 +28,7 @@ async fn put(c: &Cluster, path: &str, body: &Value) -> crate::harness::RawRespon
 
 async fn status_and_scale_subresources(backend: Backend) {
     let c = Cluster::start_on(backend).await;
-    must_create(&c, &deployment("web")).await;
+    c.must_post(&deployment("web")).await;
     let path = "/apis/apps/v1/namespaces/default/deployments/web";
 
     // A main-resource update ignores status; a spec change bumps the generation.
@@ -64,7 +65,7 @@ async fn status_and_scale_subresources(backend: Backend) {
     let r = put(&c, &format!("{path}/scale"), &want).await;
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(r.json()["spec"]["replicas"], 3);
-    let d = get_json(&c, &["get", "deploy", "web"]).await;
+    let d = c.must_get("/apis/apps/v1/namespaces/default/deployments/web").await;
     assert_eq!((&d["spec"]["replicas"], &d["metadata"]["generation"]), (&json!(3), &json!(2)));
     // The Scale's resourceVersion is a precondition.
     let stale = put(&c, &format!("{path}/scale"), &want).await;
@@ -86,10 +87,10 @@ async fn finalizers_hold_deletion_until_removed(backend: Backend) {
     let c = Cluster::start_on(backend).await;
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "held", "finalizers": ["example.com/hold"]}, "data": {"a": "1"}});
-    must_create(&c, &cm).await;
+    c.must_post(&cm).await;
     let out = c.must_kubectl(&["delete", "cm", "held", "--wait=false"]).await;
     assert_eq!(out.trim(), r#"configmap "held" deleted"#);
-    let held = get_json(&c, &["get", "cm", "held"]).await;
+    let held = c.must_get("/api/v1/namespaces/default/configmaps/held").await;
     assert!(held["metadata"]["deletionTimestamp"].is_string(), "{held}");
     assert_eq!(held["metadata"]["deletionGracePeriodSeconds"], 0);
 
@@ -118,7 +119,7 @@ async fn finalizers_hold_deletion_until_removed(backend: Backend) {
 
 async fn propagation_policy_and_graceful_pods(backend: Backend) {
     let c = Cluster::start_on(backend).await;
-    must_create(&c, &deployment("fg")).await;
+    c.must_post(&deployment("fg")).await;
     let path = "/apis/apps/v1/namespaces/default/deployments/fg";
     let r = c
         .request(Credentials::Admin, "DELETE", path, JSON, json!({"propagationPolicy": "Foreground"}).to_string())
@@ -143,12 +144,12 @@ async fn propagation_policy_and_graceful_pods(backend: Backend) {
         }
         p
     };
-    must_create(&c, &pod("pending", None)).await;
-    let p = get_json(&c, &["get", "pod", "pending"]).await;
+    c.must_post(&pod("pending", None)).await;
+    let p = c.must_get("/api/v1/namespaces/default/pods/pending").await;
     assert_eq!(p["status"]["phase"], "Pending");
     assert_eq!(p["spec"]["containers"][0]["imagePullPolicy"], "IfNotPresent");
     assert_eq!(c.must_kubectl(&["delete", "pod", "pending"]).await.trim(), r#"pod "pending" deleted"#);
-    must_create(&c, &pod("bound", None)).await;
+    c.must_post(&pod("bound", None)).await;
     let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "bound"},
         "target": {"apiVersion": "v1", "kind": "Node", "name": "node-1"}});
     let bind_path = "/api/v1/namespaces/default/pods/bound/binding";
@@ -160,15 +161,15 @@ async fn propagation_policy_and_graceful_pods(backend: Backend) {
         again.json()["message"],
         r#"Operation cannot be fulfilled on pods "bound": pod bound is already assigned to node "node-1""#
     );
-    let p = get_json(&c, &["get", "pod", "bound"]).await;
+    let p = c.must_get("/api/v1/namespaces/default/pods/bound").await;
     assert_eq!((&p["spec"]["nodeName"], &p["metadata"]["generation"]), (&json!("node-1"), &json!(2)));
     c.must_kubectl(&["delete", "pod", "bound", "--wait=false"]).await;
-    let p = get_json(&c, &["get", "pod", "bound"]).await;
+    let p = c.must_get("/api/v1/namespaces/default/pods/bound").await;
     assert_eq!(p["metadata"]["deletionGracePeriodSeconds"], 30);
     assert_eq!(p["metadata"]["generation"], 3);
-    must_create(&c, &pod("placed", Some("node-2"))).await;
+    c.must_post(&pod("placed", Some("node-2"))).await;
     c.must_kubectl(&["delete", "pod", "placed", "--grace-period=5", "--wait=false"]).await;
-    let p = get_json(&c, &["get", "pod", "placed"]).await;
+    let p = c.must_get("/api/v1/namespaces/default/pods/placed").await;
     assert_eq!(p["metadata"]["deletionGracePeriodSeconds"], 5);
     c.must_kubectl(&["delete", "pod", "bound", "--grace-period=0", "--force"]).await;
     let gone = c.kubectl(&["get", "pod", "bound"]).await;
@@ -189,7 +190,7 @@ async fn namespaces_refuse_content_when_missing_or_terminating(backend: Backend)
 
     c.must_kubectl(&["create", "ns", "going"]).await;
     // spec.finalizers change only through /finalize.
-    let mut ns = get_json(&c, &["get", "ns", "going"]).await;
+    let mut ns = c.must_get("/api/v1/namespaces/going").await;
     ns["spec"]["finalizers"] = json!([]);
     let main = put(&c, "/api/v1/namespaces/going", &ns).await;
     assert_eq!(main.json()["spec"]["finalizers"], json!(["kubernetes"]));
@@ -199,16 +200,16 @@ async fn namespaces_refuse_content_when_missing_or_terminating(backend: Backend)
     assert_eq!(fin.json()["spec"]["finalizers"], json!([]));
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "held", "namespace": "going", "finalizers": ["example.com/hold"]}});
-    must_create(&c, &cm).await;
+    c.must_post(&cm).await;
     c.must_kubectl(&["delete", "ns", "going", "--wait=false"]).await;
-    let ns = get_json(&c, &["get", "ns", "going"]).await;
+    let ns = c.must_get("/api/v1/namespaces/going").await;
     assert_eq!(ns["status"]["phase"], "Terminating");
     // Status writes to a terminating namespace keep it (its contents are not gone yet).
     let mut status = ns.clone();
     status["status"]["conditions"] = json!([{"type": "NamespaceContentRemaining", "status": "True"}]);
     let r = put(&c, "/api/v1/namespaces/going/status", &status).await;
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
-    assert_eq!(get_json(&c, &["get", "ns", "going"]).await["status"]["phase"], "Terminating");
+    assert_eq!(c.must_get("/api/v1/namespaces/going").await["status"]["phase"], "Terminating");
     std::fs::write(&file, lease("going").to_string()).expect("write");
     let out = c.kubectl(&["create", "--validate=false", "-f", file.to_str().expect("path")]).await;
     assert!(
@@ -217,10 +218,13 @@ async fn namespaces_refuse_content_when_missing_or_terminating(backend: Backend)
         out.stderr
     );
     // Releasing the last object finishes the namespace.
-    let mut held = get_json(&c, &["get", "cm", "held", "-n", "going"]).await;
+    let mut held = c.must_get("/api/v1/namespaces/going/configmaps/held").await;
     held["metadata"]["finalizers"] = json!([]);
     let r = replace(&c, &held).await;
     assert!(r.ok, "{}", r.stderr);
-    let gone = wait_for(Duration::from_secs(10), async || !c.kubectl(&["get", "ns", "going"]).await.ok).await;
+    let gone = wait_for(Duration::from_secs(10), async || {
+        c.request(Credentials::Admin, "GET", "/api/v1/namespaces/going", None, "").await.status == 404
+    })
+    .await;
     assert!(gone, "namespace still there");
 }

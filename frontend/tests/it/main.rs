@@ -18,6 +18,7 @@ mod kube_rs;
 mod kubectl;
 mod lifecycle;
 mod list;
+mod not_found;
 mod openapi;
 mod patch;
 mod protobuf;

@@ -293,13 +293,39 @@ async fn discovery_commands_still_work() {
     assert!(resources.contains("deployments") && resources.contains("configmaps"), "{resources}");
     let versions = c.must_kubectl(&["api-versions"]).await;
     assert!(versions.lines().any(|l| l == "apps/v1"), "{versions}");
-    // Every resource discovery lists can be explained (its kind's schema is published).
-    // Lines are NAME [SHORTNAMES] APIVERSION NAMESPACED KIND.
+    // Every resource discovery lists can be explained: its group version's v3 document has its
+    // kind's schema, found by `x-kubernetes-group-version-kind`, with the description and
+    // fields `kubectl explain` prints. Lines are NAME [SHORTNAMES] APIVERSION NAMESPACED KIND.
     let table = c.must_kubectl(&["api-resources", "--no-headers"]).await;
     assert!(table.lines().count() > 40, "{table}");
+    let mut documents: BTreeMap<String, Value> = BTreeMap::new();
     for line in table.lines() {
         let cols: Vec<&str> = line.split_whitespace().collect();
-        let (name, api_version) = (cols[0], cols[cols.len() - 3]);
+        let (name, api_version, kind) = (cols[0], cols[cols.len() - 3], cols[cols.len() - 1]);
+        let key = if api_version.contains('/') { format!("apis/{api_version}") } else { format!("api/{api_version}") };
+        if !documents.contains_key(&key) {
+            let doc = c.request_with_accept(Credentials::Admin, &format!("/openapi/v3/{key}"), JSON).await;
+            assert_eq!(doc.status, 200, "{key}");
+            documents.insert(key.clone(), doc.json());
+        }
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let gvk = serde_json::json!({"group": group, "version": version, "kind": kind});
+        let schemas = documents[&key]["components"]["schemas"].as_object().expect("schemas");
+        let schema = schemas
+            .values()
+            .find(|s| s["x-kubernetes-group-version-kind"].as_array().is_some_and(|a| a.contains(&gvk)))
+            .unwrap_or_else(|| panic!("explain {name}: no schema of {gvk} in {key}"));
+        assert!(schema["description"].as_str().is_some_and(|d| !d.is_empty()), "explain {name}: description");
+        assert!(schema["properties"].as_object().is_some_and(|p| !p.is_empty()), "explain {name}: fields");
+    }
+    // And kubectl explains them: a core kind, a group's namespaced and cluster-wide kinds, and
+    // a create-only review.
+    for (name, api_version) in [
+        ("pods", "v1"),
+        ("deployments", "apps/v1"),
+        ("clusterroles", "rbac.authorization.k8s.io/v1"),
+        ("selfsubjectaccessreviews", "authorization.k8s.io/v1"),
+    ] {
         let out = c.must_kubectl(&["explain", name, &format!("--api-version={api_version}")]).await;
         assert!(out.contains("DESCRIPTION:") && out.contains("FIELDS:"), "explain {name}:\n{out}");
     }

@@ -11,11 +11,9 @@ fn json_of(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
 }
 
+/// Reads an object in-process: kubectl's part here is the writes and their output.
 async fn get(c: &Cluster, args: &[&str]) -> Value {
-    let mut full = vec!["get"];
-    full.extend_from_slice(args);
-    full.extend(["-o", "json"]);
-    json_of(&c.must_kubectl(&full).await)
+    c.must_get(&crate::harness::object_path(args[0], args[1])).await
 }
 
 async fn kubectl_patch_label_annotate_scale(backend: Backend) {

@@ -1,5 +1,5 @@
 //! kubectl's typed `create` commands, which send protobuf bodies, for kinds across the built-in
-//! groups; each object is read back as JSON to check the fields came through. Both backends.
+//! groups; each object is read back as JSON (in-process) to check the fields came through.
 
 use serde_json::{json, Value};
 
@@ -7,12 +7,9 @@ use crate::harness::{in_memory, Backend, Cluster, Credentials};
 
 in_memory!(typed_creates_decode_protobuf_bodies, malformed_protobuf_is_refused);
 
+/// Reads an object back in-process: kubectl's part here is the protobuf create.
 async fn get(c: &Cluster, what: &[&str]) -> Value {
-    let mut args = vec!["get"];
-    args.extend_from_slice(what);
-    args.extend(["-o", "json"]);
-    let text = c.must_kubectl(&args).await;
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+    c.must_get(&crate::harness::object_path(what[0], what[1])).await
 }
 
 async fn typed_creates_decode_protobuf_bodies(backend: Backend) {

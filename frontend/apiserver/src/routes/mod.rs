@@ -52,34 +52,56 @@ impl Router {
 }
 
 impl Server for Router {
-    /// Resources of the served kinds and the non-resource paths (version, health, discovery,
-    /// OpenAPI, metrics).
+    /// Resources of the served kinds, the non-resource paths (version, health, discovery,
+    /// OpenAPI, metrics), and what kube-apiserver answers below a group it serves: a resource
+    /// of an unknown kind or version in one of its groups (`/api/v1/widgets`,
+    /// `/apis/apps/v9/deployments`) is this server's 404 `Status`. A group it does not serve
+    /// (`/apis/example.com`, `/apis/example.com/v1/widgets`) is for the servers behind, and
+    /// when none serves it, for the end of the chain.
     fn serves(&self, req: &Request) -> bool {
         let Some(info) = req.extensions().get::<RequestInfo>() else { return true };
+        let kinds = self.state.store.kinds();
         if info.is_resource_request {
-            return self.state.store.kinds().find(&info.api_group, &info.api_version, &info.resource).is_some();
+            return kinds.find(&info.api_group, &info.api_version, &info.resource).is_some()
+                || (self.owns_group(&info.api_group) && !self.delegated_serves(&info.api_group));
         }
         let path = req.uri().path();
-        let top = path.split('/').nth(1).unwrap_or("");
-        if let Some(delegated) = &self.state.delegated {
-            // `/apis/<group>[/<version>]` and `/openapi/v3/apis/<group>/<version>` of a group
-            // served behind this server (and not by this one) are that server's to answer.
-            let group = match (top, path.split('/').nth(2), path.split('/').nth(3)) {
-                ("apis", Some(group), _) => group,
-                ("openapi", Some("v3"), Some("apis")) => path.split('/').nth(4).unwrap_or(""),
-                _ => "",
-            };
-            let own = self.state.store.kinds().groups().iter().any(|g| g.name == group);
-            if !group.is_empty() && !own && delegated.serves_group(group) {
-                return false;
+        let mut parts = path.split('/').skip(1);
+        let top = parts.next().unwrap_or("");
+        match (top, parts.next(), parts.next(), parts.next()) {
+            // `/apis/<group>[/...]`: discovery of a group this server serves.
+            ("apis", Some(group), _, _) if !group.is_empty() => {
+                self.has_kinds_of(group) || (self.owns_group(group) && !self.delegated_serves(group))
             }
+            // The OpenAPI v3 document of a group served behind (and not here) is that server's.
+            ("openapi", Some("v3"), Some("apis"), Some(group)) if !group.is_empty() => {
+                self.has_kinds_of(group) || !self.delegated_serves(group)
+            }
+            _ => matches!(top, "version" | "healthz" | "livez" | "readyz" | "api" | "apis" | "metrics" | "openapi"),
         }
-        matches!(top, "version" | "healthz" | "livez" | "readyz" | "api" | "apis" | "metrics" | "openapi")
     }
 
     fn serve(&self, req: Request) -> ResponseFuture {
         let state = self.state.clone();
         Box::pin(async move { Ok(route(state, req).await.unwrap_or_else(ApiError::into_response)) })
+    }
+}
+
+impl Router {
+    /// Whether `group` is a group of this server's kinds.
+    fn has_kinds_of(&self, group: &str) -> bool {
+        self.state.store.kinds().groups().iter().any(|g| g.name == group)
+    }
+
+    /// Whether `group` is one of this server's: a group of its kinds or of the resources it
+    /// answers without storage.
+    fn owns_group(&self, group: &str) -> bool {
+        self.has_kinds_of(group) || self.state.store.kinds().virtual_resources().iter().any(|v| v.group == group)
+    }
+
+    /// Whether a server behind this one serves `group`.
+    fn delegated_serves(&self, group: &str) -> bool {
+        self.state.delegated.as_ref().is_some_and(|d| d.serves_group(group))
     }
 }
 
