@@ -383,8 +383,10 @@ impl ApiContext {
         deadline: tokio::time::Instant,
         request: forward_request::Request,
     ) -> Result<forward_response::Response> {
-        let member = self.membership.read().by_raft_id(leader).map(|m| m.id);
-        let Some((member, mut client)) = member.and_then(|m| Some((m, self.router.client(m)?))) else {
+        // The peer connections are known by raft ID, which differs from the member ID for a
+        // member bootstrapped alone (`cluster::members`).
+        let known = self.membership.read().by_raft_id(leader).is_some();
+        let Some(mut client) = known.then(|| self.router.client(leader)).flatten() else {
             return Err(EngineError::NoLeader);
         };
         let is_write = !matches!(
@@ -398,7 +400,7 @@ impl ApiContext {
         let resp = match request {
             // Writes share one stream per leading member (`cluster::forwarding`).
             forward_request::Request::Write(cmd) => {
-                self.router.forward_write(member, s, cmd, left).await.map_err(from_peer_status)?
+                self.router.forward_write(leader, s, cmd, left).await.map_err(from_peer_status)?
             }
             request => {
                 let mut req = tonic::Request::new(ForwardRequest {

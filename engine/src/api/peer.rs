@@ -159,9 +159,12 @@ impl Peer for PeerService {
         let mut inbound = req.into_inner();
         while let Some(batch) = inbound.message().await? {
             self.check_cluster(batch.cluster_id, batch.from)?;
-            if batch.to != self.api.member.id {
+            // Batches are addressed by raft ID, which is not the member ID for a member
+            // bootstrapped alone (`cluster::members`).
+            let me = self.api.raft_id();
+            if batch.to != me {
                 return Err(Status::failed_precondition(format!(
-                    "raft messages for member {:x} reached member {:x}",
+                    "raft messages for raft ID {:x} reached member {:x} (raft ID {me:x})",
                     batch.to, self.api.member.id
                 )));
             }

@@ -367,9 +367,10 @@ impl RevisionGroup {
     }
 
     fn anchor_client(&self) -> Option<ballastpb::peer_client::PeerClient<tonic::transport::Channel>> {
+        // Peer connections are known by raft ID (see `PeerRouter::add_peer`).
         let leader = self.anchor.load(Ordering::SeqCst);
-        let member = self.membership.read().by_raft_id(leader).map(|m| m.id)?;
-        self.router.client(member)
+        self.membership.read().by_raft_id(leader)?;
+        self.router.client(leader)
     }
 }
 
