@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, Limited};
+use http_body_util::{BodyExt, Limited};
 use serde_json::{json, Value};
 
 use ballast_apiserver::authn::user::{UserInfo, MASTERS_GROUP};
@@ -161,15 +161,16 @@ async fn fetch(shared: &Shared, api: &ApiService, path: &str, limit: usize) -> R
         Err(TargetError::NotReady) => return Err("services are not listed yet".into()),
     };
     let url = format!("{}{path}", target.url());
-    let mut req = http::Request::new(Empty::<Bytes>::new());
+    let mut req = http::Request::new(ballast_apiserver::body::request_body(Bytes::new()));
     *req.uri_mut() = path.parse().map_err(|e| format!("invalid path {path:?}: {e}"))?;
     req.headers_mut().insert(http::header::ACCEPT, http::HeaderValue::from_static("application/json"));
     if let Ok(host) = http::HeaderValue::from_str(target.url().trim_start_matches("https://")) {
         req.headers_mut().insert(http::header::HOST, host);
     }
     set_identity(req.headers_mut(), &UserInfo::new(CHECK_USER, "", vec![MASTERS_GROUP.into()]));
-    let resp =
-        send(&target, req, &shared.config).await.map_err(|e| format!("failing or missing response from {url}: {e}"))?;
+    let resp = send(&shared.pool, &target, req, &shared.config)
+        .await
+        .map_err(|e| format!("failing or missing response from {url}: {e}"))?;
     let code = resp.status();
     if !code.is_success() {
         return Err(format!("failing or missing response from {url}: bad status from {url}: {}", code.as_u16()));

@@ -75,7 +75,7 @@ pub async fn proxy(shared: &Shared, api: &ApiService, req: Request) -> Response 
     if let Ok(host) = HeaderValue::from_str(target.url().trim_start_matches("https://")) {
         out.headers_mut().insert(header::HOST, host);
     }
-    match send(&target, out, &shared.config).await {
+    match send(&shared.pool, &target, out, &shared.config).await {
         Ok(resp) => {
             let (mut parts, incoming) = resp.into_parts();
             strip_hop_by_hop(&mut parts.headers);

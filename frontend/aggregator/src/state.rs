@@ -14,6 +14,7 @@ use crate::apiservice::ApiService;
 use crate::backend::{tls_config, BackendError, ClientIdentity, Target};
 use crate::config::AggregatorConfig;
 use crate::informer::{Objects, Snapshots};
+use crate::pool::{BackendKey, Pool};
 use crate::resolve::{resolve, Unresolved};
 
 /// The APIServices by group and version.
@@ -58,6 +59,8 @@ pub struct Shared {
     pub config: AggregatorConfig,
     /// The front-proxy client certificate.
     pub identity: ClientIdentity,
+    /// Keep-alive connections to the extension servers.
+    pub pool: Arc<Pool>,
     /// The APIServices, as routes; `None` until first listed.
     pub routes: watch::Receiver<Option<Arc<Routes>>>,
     /// The raw APIService objects (for status writes).
@@ -106,6 +109,7 @@ impl Shared {
             }
         });
         Shared {
+            pool: Pool::new(config.pool_idle_per_backend, config.pool_idle_timeout),
             config,
             identity,
             routes,
@@ -136,7 +140,15 @@ impl Shared {
         };
         let (host, port) = resolve(service, &services, slices.as_ref()).map_err(TargetError::Unresolved)?;
         let tls = tls_config(api, &self.identity).map_err(TargetError::Backend)?;
-        Ok(Target { host, port, server_name: service.server_name(), tls })
+        let server_name = service.server_name();
+        let key = BackendKey {
+            host: host.clone(),
+            port,
+            server_name: server_name.clone(),
+            ca_bundle: api.ca_bundle.clone(),
+            insecure: api.insecure_skip_tls_verify,
+        };
+        Ok(Target { host, port, server_name, tls, key })
     }
 
     /// The discovery document last fetched for APIService `name`.

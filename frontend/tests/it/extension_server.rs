@@ -5,7 +5,7 @@
 //! `--requestheader-client-ca-file` does. It serves one group version,
 //! `wardle.example.com/v1alpha1` with namespaced `flunders`, and answers each request with the
 //! identity headers it received, so tests see what the aggregator forwarded. Every request is
-//! also recorded, and it publishes an OpenAPI v3 document of Flunder. A flunder named `hang`
+//! also recorded with the connection it came on, and it publishes an OpenAPI v3 document of Flunder. A flunder named `hang`
 //! never gets an answer (a server that stalls).
 
 use std::net::SocketAddr;
@@ -30,6 +30,8 @@ pub(crate) struct Seen {
     pub(crate) path: String,
     pub(crate) headers: http::HeaderMap,
     pub(crate) body: Bytes,
+    /// The client's end of the connection it came on (tells connections apart).
+    pub(crate) peer: SocketAddr,
 }
 
 /// A running extension server; stopped when dropped.
@@ -87,12 +89,12 @@ impl ExtensionServer {
         let task = tokio::spawn(async move {
             let mut connections = tokio::task::JoinSet::new();
             loop {
-                let Ok((tcp, _)) = listener.accept().await else { continue };
+                let Ok((tcp, peer)) = listener.accept().await else { continue };
                 let (acceptor, recorded) = (acceptor.clone(), recorded.clone());
                 connections.spawn(async move {
                     // A client without the front-proxy certificate fails here.
                     let Ok(tls) = acceptor.accept(tcp).await else { return };
-                    let service = hyper::service::service_fn(move |req| answer(req, recorded.clone()));
+                    let service = hyper::service::service_fn(move |req| answer(req, peer, recorded.clone()));
                     let _ = hyper::server::conn::http1::Builder::new()
                         .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
                         .await;
@@ -163,6 +165,7 @@ fn openapi() -> Value {
 
 async fn answer(
     req: http::Request<hyper::body::Incoming>,
+    peer: SocketAddr,
     seen: Arc<Mutex<Vec<Seen>>>,
 ) -> Result<http::Response<Body>, std::convert::Infallible> {
     let (parts, body) = req.into_parts();
@@ -174,6 +177,7 @@ async fn answer(
         path: path.clone(),
         headers: parts.headers.clone(),
         body: body.clone(),
+        peer,
     });
     let base = format!("/apis/{GROUP}/{VERSION}");
     let segments: Vec<&str> = path.strip_prefix(&base).unwrap_or("?").split('/').filter(|s| !s.is_empty()).collect();
