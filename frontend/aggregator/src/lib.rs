@@ -38,8 +38,7 @@
 //!   front-proxy CA and client certificate `ballast serve` generates.
 //! * [`config`]: [`AggregatorConfig`], the timeouts and intervals with their reasons.
 //!
-//! Not built: upgrade requests (exec-style SPDY/websocket) are not passed through, the
-//! extension servers' OpenAPI is not merged into `/openapi/v2` (v3 only).
+//! Not built: the extension servers' OpenAPI is not merged into `/openapi/v2` (v3 only).
 //!
 //! # Layering
 //!

@@ -5,8 +5,10 @@
 //! `--requestheader-client-ca-file` does. It serves one group version,
 //! `wardle.example.com/v1alpha1` with namespaced `flunders`, and answers each request with the
 //! identity headers it received, so tests see what the aggregator forwarded. Every request is
-//! also recorded with the connection it came on, and it publishes an OpenAPI v3 document of Flunder. A flunder named `hang`
-//! never gets an answer (a server that stalls).
+//! also recorded with the connection it came on, and it publishes an OpenAPI v3 document of
+//! Flunder. A flunder named `hang` never gets an answer (a server that stalls). An upgrade
+//! request to a flunder's `exec` is answered 101 (with the `X-Remote-User` it got in
+//! `X-Seen-User`), then every byte is echoed back, as an exec stream would carry them.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -97,6 +99,7 @@ impl ExtensionServer {
                     let service = hyper::service::service_fn(move |req| answer(req, peer, recorded.clone()));
                     let _ = hyper::server::conn::http1::Builder::new()
                         .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                        .with_upgrades()
                         .await;
                 });
             }
@@ -163,12 +166,31 @@ fn openapi() -> Value {
     }}}})
 }
 
+/// Once the connection is handed over after a 101, sends back every byte it reads.
+async fn echo(on_upgrade: hyper::upgrade::OnUpgrade) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(upgraded) = on_upgrade.await else { return };
+    let mut io = hyper_util::rt::TokioIo::new(upgraded);
+    let mut buf = [0u8; 4096];
+    loop {
+        match io.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                if io.write_all(&buf[..n]).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
 async fn answer(
     req: http::Request<hyper::body::Incoming>,
     peer: SocketAddr,
     seen: Arc<Mutex<Vec<Seen>>>,
 ) -> Result<http::Response<Body>, std::convert::Infallible> {
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
+    let on_upgrade = parts.extensions.remove::<hyper::upgrade::OnUpgrade>();
     let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
     let path = parts.uri.path().to_string();
     let query = parts.uri.query().unwrap_or("").to_string();
@@ -207,6 +229,20 @@ async fn answer(
             &json!({"apiVersion": format!("{GROUP}/{VERSION}"), "kind": "FlunderList",
                     "metadata": {"resourceVersion": "1"}, "items": [flunder(ns, "echo", h)]}),
         ),
+        (_, ["namespaces", _, "flunders", _, "exec"]) if h.contains_key("upgrade") => {
+            let (Some(on_upgrade), Some(protocol)) = (on_upgrade, h.get("upgrade").cloned()) else {
+                return Ok(json_response(400, &json!({"message": "not an upgrade"})));
+            };
+            tokio::spawn(echo(on_upgrade));
+            let user = h.get("x-remote-user").cloned().unwrap_or(http::HeaderValue::from_static(""));
+            http::Response::builder()
+                .status(101)
+                .header("connection", "Upgrade")
+                .header("upgrade", protocol)
+                .header("x-seen-user", user)
+                .body(Full::new(Bytes::new()).boxed())
+                .expect("response")
+        }
         ("GET", ["namespaces", _, "flunders", "hang"]) => {
             futures::future::pending::<()>().await;
             json_response(500, &json!({}))
