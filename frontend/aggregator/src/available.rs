@@ -100,6 +100,7 @@ pub async fn check_one(shared: &Shared, api: &ApiService) -> Outcome {
             shared.record_document(&api.name, Some(resources));
             if !api.group.is_empty() {
                 fetch_openapi(shared, api).await;
+                fetch_openapi_v2(shared, api).await;
             }
             Outcome::new("True", "Passed", "all checks passed")
         }
@@ -148,6 +149,23 @@ async fn fetch_openapi(shared: &Shared, api: &ApiService) {
         Ok(Ok(_)) => tracing::debug!(apiservice = %api.name, "extension server's OpenAPI v3 document is not one"),
         Ok(Err(e)) => tracing::debug!(apiservice = %api.name, error = %e, "fetching an OpenAPI v3 document"),
         Err(_) => tracing::debug!(apiservice = %api.name, "fetching an OpenAPI v3 document timed out"),
+    }
+}
+
+/// Fetches the server's OpenAPI v2 document, for `/openapi/v2` (kubectl's client-side
+/// validation and `explain --output plaintext-openapiv2`). As with v3, a server that has
+/// none, or sends a bad one, keeps its previous one and stays available.
+async fn fetch_openapi_v2(shared: &Shared, api: &ApiService) {
+    let fetch = fetch(shared, api, "/openapi/v2", shared.config.max_openapi_bytes);
+    match tokio::time::timeout(shared.config.discovery_timeout, fetch).await {
+        Ok(Ok((_, body))) if serde_json::from_slice::<Value>(&body).is_ok_and(|d| d["swagger"] == "2.0") => {
+            if shared.openapi_v2(&api.name).is_none_or(|d| d.json != body) {
+                shared.record_openapi_v2(&api.name, Document::new(body.to_vec()));
+            }
+        }
+        Ok(Ok(_)) => tracing::debug!(apiservice = %api.name, "extension server's OpenAPI v2 document is not one"),
+        Ok(Err(e)) => tracing::debug!(apiservice = %api.name, error = %e, "fetching an OpenAPI v2 document"),
+        Err(_) => tracing::debug!(apiservice = %api.name, "fetching an OpenAPI v2 document timed out"),
     }
 }
 

@@ -73,6 +73,21 @@ pub struct Shared {
     documents: Mutex<HashMap<String, RemoteDocument>>,
     /// OpenAPI v3 documents of remote APIServices, by APIService name.
     openapi: Mutex<HashMap<String, Document>>,
+    /// OpenAPI v2 documents of remote APIServices, by APIService name.
+    openapi_v2: Mutex<HashMap<String, Document>>,
+    /// The last merged `/openapi/v2`, reused while its inputs are the same.
+    merged_v2: Mutex<Option<MergedV2>>,
+}
+
+/// A merged `/openapi/v2` document and what it was made of.
+#[derive(Debug, Clone)]
+pub struct MergedV2 {
+    /// The hashes of the delegate's document and of the remote ones, in merge order.
+    pub key: Vec<String>,
+    /// The merged document.
+    pub json: Document,
+    /// Its protobuf form.
+    pub protobuf: bytes::Bytes,
 }
 
 /// Why a request cannot be sent to an APIService's server.
@@ -118,6 +133,8 @@ impl Shared {
             endpoint_slices,
             documents: Mutex::default(),
             openapi: Mutex::default(),
+            openapi_v2: Mutex::default(),
+            merged_v2: Mutex::default(),
         }
     }
 
@@ -180,10 +197,31 @@ impl Shared {
         self.openapi.lock().unwrap_or_else(PoisonError::into_inner).insert(name.to_string(), doc);
     }
 
+    /// The OpenAPI v2 document last fetched for APIService `name`.
+    pub fn openapi_v2(&self, name: &str) -> Option<Document> {
+        self.openapi_v2.lock().unwrap_or_else(PoisonError::into_inner).get(name).cloned()
+    }
+
+    /// Keeps `doc` as APIService `name`'s OpenAPI v2 document.
+    pub fn record_openapi_v2(&self, name: &str, doc: Document) {
+        self.openapi_v2.lock().unwrap_or_else(PoisonError::into_inner).insert(name.to_string(), doc);
+    }
+
+    /// The last merged `/openapi/v2`.
+    pub fn merged_v2(&self) -> Option<MergedV2> {
+        self.merged_v2.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Keeps `merged` as the last merged `/openapi/v2`.
+    pub fn record_merged_v2(&self, merged: MergedV2) {
+        *self.merged_v2.lock().unwrap_or_else(PoisonError::into_inner) = Some(merged);
+    }
+
     /// Forgets the documents of APIServices that are gone or local.
     pub fn retain_documents(&self, routes: &Routes) {
         let keep: std::collections::HashSet<&str> = routes.remote().map(|a| a.name.as_str()).collect();
         self.documents.lock().unwrap_or_else(PoisonError::into_inner).retain(|k, _| keep.contains(k.as_str()));
         self.openapi.lock().unwrap_or_else(PoisonError::into_inner).retain(|k, _| keep.contains(k.as_str()));
+        self.openapi_v2.lock().unwrap_or_else(PoisonError::into_inner).retain(|k, _| keep.contains(k.as_str()));
     }
 }

@@ -187,6 +187,29 @@ async fn aggregation(backend: Backend) {
     let explained = c.must_kubectl(&["explain", "flunders.spec"]).await;
     assert!(explained.contains("What the server saw of the caller.") && explained.contains("user"), "{explained}");
 
+    // The server's OpenAPI v2 document merged into /openapi/v2 (JSON and kubectl's protobuf):
+    // its /apis/ path with the definitions it uses, its own Status renamed, nothing else.
+    let path = format!("/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/flunders/{{name}}");
+    let mut v2 = Value::Null;
+    let merged = wait_for(Duration::from_secs(30), async || {
+        v2 = c.request_with_accept(Credentials::Admin, "/openapi/v2", "application/json").await.json();
+        v2["paths"][&path].is_object()
+    })
+    .await;
+    assert!(merged, "the remote path is not in /openapi/v2");
+    let responses = &v2["paths"][&path]["get"]["responses"];
+    assert_eq!(responses["200"]["schema"]["$ref"], "#/definitions/com.example.wardle.v1alpha1.Flunder");
+    assert_eq!(responses["404"]["schema"]["$ref"], "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.Status_v2");
+    assert_eq!(
+        v2["definitions"]["io.k8s.apimachinery.pkg.apis.meta.v1.Status_v2"]["description"],
+        "Wardle's own Status."
+    );
+    assert_ne!(v2["definitions"]["io.k8s.apimachinery.pkg.apis.meta.v1.Status"]["description"], "Wardle's own Status.");
+    assert!(v2["paths"]["/wardle-health"].is_null() && v2["definitions"]["com.example.wardle.Health"].is_null());
+    assert!(v2["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments"].is_object(), "built-in paths stay");
+    let explained = c.must_kubectl(&["explain", "flunders.spec", "--output", "plaintext-openapiv2"]).await;
+    assert!(explained.contains("What the server saw of the caller (v2)."), "{explained}");
+
     // Proxied get and list with the admin's identity; the caller's credentials stay here.
     let list = c.must_kubectl(&["get", "flunders", "-n", "default", "-o", "json"]).await;
     let list: Value = serde_json::from_str(&list).expect("json");

@@ -5,8 +5,8 @@
 //! `--requestheader-client-ca-file` does. It serves one group version,
 //! `wardle.example.com/v1alpha1` with namespaced `flunders`, and answers each request with the
 //! identity headers it received, so tests see what the aggregator forwarded. Every request is
-//! also recorded with the connection it came on, and it publishes an OpenAPI v3 document of
-//! Flunder. A flunder named `hang` never gets an answer (a server that stalls). An upgrade
+//! also recorded with the connection it came on, and it publishes OpenAPI v3 and v2 documents
+//! of Flunder. A flunder named `hang` never gets an answer (a server that stalls). An upgrade
 //! request to a flunder's `exec` is answered 101 (with the `X-Remote-User` it got in
 //! `X-Seen-User`), then every byte is echoed back, as an exec stream would carry them.
 
@@ -184,6 +184,39 @@ async fn echo(on_upgrade: hyper::upgrade::OnUpgrade) {
     }
 }
 
+/// The Swagger 2.0 document (what `/openapi/v2` merges): a Flunder path, a `Status` that
+/// differs from the built-in one (renamed when merged), and a path outside `/apis/` with a
+/// definition only it uses (both left out when merged).
+fn openapi_v2() -> Value {
+    let path = format!("/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/flunders/{{name}}");
+    json!({"swagger": "2.0", "info": {"title": "Wardle", "version": VERSION},
+    "paths": {
+        path: {"get": {
+            "x-kubernetes-action": "get",
+            "x-kubernetes-group-version-kind": {"group": GROUP, "version": VERSION, "kind": "Flunder"},
+            "responses": {
+                "200": {"description": "OK", "schema": {"$ref": "#/definitions/com.example.wardle.v1alpha1.Flunder"}},
+                "404": {"description": "Gone", "schema": {"$ref": "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.Status"}},
+            }}},
+        "/wardle-health": {"get": {"responses": {"200": {"description": "OK",
+            "schema": {"$ref": "#/definitions/com.example.wardle.Health"}}}}},
+    },
+    "definitions": {
+        "com.example.wardle.v1alpha1.Flunder": {
+            "type": "object",
+            "description": "A Flunder echoes the identity its server received.",
+            "properties": {
+                "apiVersion": {"type": "string"},
+                "kind": {"type": "string"},
+                "spec": {"type": "object", "description": "What the server saw of the caller (v2)."},
+            },
+            "x-kubernetes-group-version-kind": [{"group": GROUP, "version": VERSION, "kind": "Flunder"}],
+        },
+        "io.k8s.apimachinery.pkg.apis.meta.v1.Status": {"type": "object", "description": "Wardle's own Status."},
+        "com.example.wardle.Health": {"type": "object"},
+    }})
+}
+
 async fn answer(
     req: http::Request<hyper::body::Incoming>,
     peer: SocketAddr,
@@ -213,6 +246,7 @@ async fn answer(
                                    "shortNames": ["fl"]}]}),
         ),
         ("GET", _) if path == format!("/openapi/v3/apis/{GROUP}/{VERSION}") => json_response(200, &openapi()),
+        ("GET", _) if path == "/openapi/v2" => json_response(200, &openapi_v2()),
         ("GET", ["namespaces", ns, "flunders"]) if query.contains("watch=") => {
             // One event now, then the stream stays open as a real watch does.
             let event = format!("{}\n", json!({"type": "ADDED", "object": flunder(ns, "watched", h)}));
