@@ -147,18 +147,22 @@ async fn kubectl_service_account_tokens(backend: Backend) {
 
 /// A frontend signing with an RSA key made by openssl (kubeadm's kind of key).
 async fn with_rsa_key(backend: Backend) -> (Cluster, String) {
+    with_openssl_key(backend, &["genrsa", "-traditional", "-out", "{}", "2048"], "RSA PRIVATE KEY").await
+}
+
+/// A frontend signing with a key openssl writes with `args` (`{}` is the file), whose PEM
+/// block is labelled `label`.
+async fn with_openssl_key(backend: Backend, args: &[&str], label: &str) -> (Cluster, String) {
     let dir = tempfile::tempdir().expect("tempdir");
     let key = dir.path().join("sa.key");
     let status = std::process::Command::new("openssl")
-        .args(["genrsa", "-traditional", "-out"])
-        .arg(&key)
-        .arg("2048")
+        .args(args.iter().map(|a| if *a == "{}" { key.as_os_str() } else { std::ffi::OsStr::new(a) }))
         .stderr(Stdio::null())
         .status()
         .expect("openssl runs");
-    assert!(status.success(), "openssl genrsa");
+    assert!(status.success(), "openssl {args:?}");
     let pem = std::fs::read_to_string(&key).expect("key");
-    assert!(pem.starts_with("-----BEGIN RSA PRIVATE KEY-----"), "{pem}");
+    assert!(pem.starts_with(&format!("-----BEGIN {label}-----")), "{pem}");
     let key_path = key.clone();
     let c = Cluster::start_with(Options {
         backend: Some(backend),
@@ -170,6 +174,21 @@ async fn with_rsa_key(backend: Backend) -> (Cluster, String) {
     .await;
     drop(dir);
     (c, pem)
+}
+
+/// A SEC1 key (`openssl ecparam -genkey`, the `EC PRIVATE KEY` block) signs the tokens
+/// `kubectl create token` gets, ES256 with the key ID of its public half, and they authenticate.
+async fn sec1_signing_key(backend: Backend) {
+    let args = ["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", "{}"];
+    let (c, pem) = with_openssl_key(backend, &args, "EC PRIVATE KEY").await;
+    c.must_kubectl(&["create", "serviceaccount", "bot"]).await;
+    let token = c.must_kubectl(&["create", "token", "bot"]).await.trim().to_string();
+    let header = jsonwebtoken::decode_header(&token).expect("a JWT");
+    assert_eq!(header.alg, jsonwebtoken::Algorithm::ES256);
+    let public = SigningKey::from_pem(pem.as_bytes()).expect("SEC1 key");
+    assert_eq!(header.kid.as_deref(), Some(public.public().kid.as_str()));
+    let me = whoami(&c, &token).await.expect("the token authenticates");
+    assert_eq!(me["status"]["userInfo"]["username"], "system:serviceaccount:default:bot");
 }
 
 fn claims(exp_from_now: i64, aud: &str, sa_uid: &str) -> Claims {
@@ -445,4 +464,4 @@ async fn request_header_authentication(backend: Backend) {
 }
 
 both_backends!(kubectl_service_account_tokens, extension_server_reviews);
-in_memory!(bad_tokens_are_refused, oidc_discovery_verifies_tokens, request_header_authentication);
+in_memory!(bad_tokens_are_refused, oidc_discovery_verifies_tokens, request_header_authentication, sec1_signing_key);
