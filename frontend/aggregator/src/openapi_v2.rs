@@ -65,9 +65,11 @@ pub async fn document(shared: &Shared, delegate: Handler, mut req: Request) -> R
         Some(m) => m,
         None => {
             // Large documents: parsing, merging and encoding are kept off the async workers.
-            let built = tokio::task::spawn_blocking(move || merge_all(&base, &remote)).await;
+            let input = base.clone();
+            let built = tokio::task::spawn_blocking(move || merge_all(&input, &remote)).await;
             let Ok(Some((json, protobuf))) = built else {
-                return http::Response::from_parts(parts, body::full(Bytes::new()));
+                // Not a JSON document after all: the delegate's answer as it is.
+                return http::Response::from_parts(parts, body::full(base));
             };
             let merged = MergedV2 { key, json, protobuf };
             shared.record_merged_v2(merged.clone());
