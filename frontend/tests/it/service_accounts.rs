@@ -48,6 +48,14 @@ async fn kubectl_as(c: &Cluster, token: &str, args: &[&str]) -> (bool, String, S
     (out.status.success(), text(&out.stdout), text(&out.stderr))
 }
 
+/// The claims of a JWT (unverified).
+fn payload(token: &str) -> Value {
+    use base64::Engine as _;
+    let part = token.split('.').nth(1).expect("a JWT");
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(part).expect("base64url");
+    serde_json::from_slice(&bytes).expect("claims JSON")
+}
+
 async fn whoami(c: &Cluster, token: &str) -> Result<Value, String> {
     match kubectl_as(c, token, &["auth", "whoami", "-o", "json"]).await {
         (true, stdout, _) => Ok(serde_json::from_str(&stdout).expect("whoami json")),
@@ -114,6 +122,19 @@ async fn kubectl_service_account_tokens(backend: Backend) {
         .to_string();
     let me = whoami(&c, &bound).await.expect("the bound token authenticates");
     assert_eq!(me["status"]["userInfo"]["extra"]["authentication.kubernetes.io/pod-name"], json!(["web"]));
+    // kubelet's projected-token request (3607 s, bound to the pod) gets a year-long token whose
+    // warnafter is the hour asked for; the same lifetime unbound is not extended.
+    let projected = ["create", "token", "bot", "-n", "team", "--bound-object-kind=Pod", "--bound-object-name=web"];
+    let extended = c.must_kubectl(&[&projected[..], &["--duration=3607s"]].concat()).await;
+    let claims = payload(extended.trim());
+    let iat = claims["iat"].as_i64().expect("iat");
+    assert_eq!(claims["exp"].as_i64(), Some(iat + 365 * 24 * 3600), "{claims}");
+    assert_eq!(claims["kubernetes.io"]["warnafter"].as_i64(), Some(iat + 3607), "{claims}");
+    assert!(whoami(&c, extended.trim()).await.is_ok(), "the extended token authenticates");
+    let unbound = c.must_kubectl(&["create", "token", "bot", "-n", "team", "--duration=3607s"]).await;
+    let claims = payload(unbound.trim());
+    assert_eq!(claims["exp"].as_i64(), claims["iat"].as_i64().map(|iat| iat + 3607), "{claims}");
+    assert!(claims["kubernetes.io"].get("warnafter").is_none(), "{claims}");
     c.must_kubectl(&["delete", "pod", "web", "-n", "team", "--grace-period=0", "--force"]).await;
     let refused = whoami(&c, &bound).await.expect_err("the pod is gone");
     assert!(refused.contains("Unauthorized") || refused.contains("must be logged in"), "{refused}");
