@@ -136,6 +136,10 @@ struct AuthnFlags {
     /// JWKS URI the OIDC discovery document names (default: /openid/v1/jwks on the issuer's host).
     #[arg(long)]
     service_account_jwks_uri: Option<String>,
+    /// Issue kubelet's pod-bound token requests (3607 s) for a year with a warnafter claim at
+    /// the requested expiry, as kube-apiserver does by default.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    service_account_extend_token_expiration: bool,
     /// CA bundle that signs front-proxy client certificates; enables request-header authentication.
     #[arg(long)]
     requestheader_client_ca_file: Option<PathBuf>,
@@ -165,6 +169,7 @@ impl AuthnFlags {
         accounts.api_audiences = self.api_audiences.clone();
         accounts.max_token_expiration = self.service_account_max_token_expiration;
         accounts.jwks_uri = self.service_account_jwks_uri.clone();
+        accounts.extend_token_expiration = self.service_account_extend_token_expiration;
         config.request_header = self.requestheader_client_ca_file.as_ref().map(|ca| RequestHeaderFiles {
             client_ca_file: ca.clone(),
             allowed_names: self.requestheader_allowed_names.clone(),

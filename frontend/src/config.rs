@@ -136,6 +136,12 @@ pub struct ServiceAccountConfig {
     /// `--service-account-jwks-uri`: where the discovery document says the keys are. Default:
     /// `/openid/v1/jwks` on the issuer's host.
     pub jwks_uri: Option<String>,
+    /// `--service-account-extend-token-expiration`: a pod-bound token requested for 3607 s
+    /// (what kubelet asks for its projected tokens) is issued for a year (or the max token
+    /// expiration, if shorter) with a `warnafter` claim at the requested expiry, as kube does
+    /// by default, so workloads whose clients never reread the token keep working while the
+    /// stale use is visible.
+    pub extend_token_expiration: bool,
 }
 
 /// The default issuer.
@@ -150,6 +156,7 @@ impl Default for ServiceAccountConfig {
             api_audiences: Vec::new(),
             max_token_expiration: None,
             jwks_uri: None,
+            extend_token_expiration: true,
         }
     }
 }

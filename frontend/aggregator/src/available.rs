@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, Limited};
+use http_body_util::{BodyExt, Limited};
 use serde_json::{json, Value};
 
 use ballast_apiserver::authn::user::{UserInfo, MASTERS_GROUP};
@@ -100,6 +100,7 @@ pub async fn check_one(shared: &Shared, api: &ApiService) -> Outcome {
             shared.record_document(&api.name, Some(resources));
             if !api.group.is_empty() {
                 fetch_openapi(shared, api).await;
+                fetch_openapi_v2(shared, api).await;
             }
             Outcome::new("True", "Passed", "all checks passed")
         }
@@ -151,6 +152,23 @@ async fn fetch_openapi(shared: &Shared, api: &ApiService) {
     }
 }
 
+/// Fetches the server's OpenAPI v2 document, for `/openapi/v2` (kubectl's client-side
+/// validation and `explain --output plaintext-openapiv2`). As with v3, a server that has
+/// none, or sends a bad one, keeps its previous one and stays available.
+async fn fetch_openapi_v2(shared: &Shared, api: &ApiService) {
+    let fetch = fetch(shared, api, "/openapi/v2", shared.config.max_openapi_bytes);
+    match tokio::time::timeout(shared.config.discovery_timeout, fetch).await {
+        Ok(Ok((_, body))) if serde_json::from_slice::<Value>(&body).is_ok_and(|d| d["swagger"] == "2.0") => {
+            if shared.openapi_v2(&api.name).is_none_or(|d| d.json != body) {
+                shared.record_openapi_v2(&api.name, Document::new(body.to_vec()));
+            }
+        }
+        Ok(Ok(_)) => tracing::debug!(apiservice = %api.name, "extension server's OpenAPI v2 document is not one"),
+        Ok(Err(e)) => tracing::debug!(apiservice = %api.name, error = %e, "fetching an OpenAPI v2 document"),
+        Err(_) => tracing::debug!(apiservice = %api.name, "fetching an OpenAPI v2 document timed out"),
+    }
+}
+
 /// GETs `path` from `api`'s server as `system:kube-aggregator`; returns the URL and a 2xx
 /// answer's body of at most `limit` bytes.
 async fn fetch(shared: &Shared, api: &ApiService, path: &str, limit: usize) -> Result<(String, Bytes), String> {
@@ -161,15 +179,16 @@ async fn fetch(shared: &Shared, api: &ApiService, path: &str, limit: usize) -> R
         Err(TargetError::NotReady) => return Err("services are not listed yet".into()),
     };
     let url = format!("{}{path}", target.url());
-    let mut req = http::Request::new(Empty::<Bytes>::new());
+    let mut req = http::Request::new(ballast_apiserver::body::request_body(Bytes::new()));
     *req.uri_mut() = path.parse().map_err(|e| format!("invalid path {path:?}: {e}"))?;
     req.headers_mut().insert(http::header::ACCEPT, http::HeaderValue::from_static("application/json"));
     if let Ok(host) = http::HeaderValue::from_str(target.url().trim_start_matches("https://")) {
         req.headers_mut().insert(http::header::HOST, host);
     }
     set_identity(req.headers_mut(), &UserInfo::new(CHECK_USER, "", vec![MASTERS_GROUP.into()]));
-    let resp =
-        send(&target, req, &shared.config).await.map_err(|e| format!("failing or missing response from {url}: {e}"))?;
+    let resp = send(&shared.pool, &target, req, &shared.config)
+        .await
+        .map_err(|e| format!("failing or missing response from {url}: {e}"))?;
     let code = resp.status();
     if !code.is_success() {
         return Err(format!("failing or missing response from {url}: bad status from {url}: {}", code.as_u16()));

@@ -1,20 +1,23 @@
-//! The HTTPS client side of the aggregator: one connection to an extension server per
-//! request, verified with the APIService's `caBundle` (or not at all with
+//! The HTTPS client side of the aggregator: connections to an extension server (reused through
+//! the [`Pool`]), verified with the APIService's `caBundle` (or not at all with
 //! `insecureSkipTLSVerify`), presenting the front-proxy client certificate, with the connect
 //! and response-header timeouts of [`AggregatorConfig`].
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 
+use ballast_apiserver::body::RequestBody;
+
 use crate::apiservice::ApiService;
 use crate::config::AggregatorConfig;
+use crate::pool::{BackendKey, Pool};
 
 /// Why an extension server could not be asked; the text is what callers and the
 /// `FailedDiscoveryCheck` condition show.
@@ -128,6 +131,8 @@ pub struct Target {
     pub server_name: String,
     /// The TLS client.
     pub tls: Arc<rustls::ClientConfig>,
+    /// Which pooled connections may carry its requests.
+    pub key: BackendKey,
 }
 
 impl Target {
@@ -141,21 +146,48 @@ impl Target {
     }
 }
 
-/// Sends `req` (origin-form URI, headers as they should arrive) to `target` on a new
-/// connection; returns once the response headers are in. The body streams afterwards.
+/// Sends `req` (origin-form URI, headers as they should arrive) to `target`, on an idle
+/// pooled connection when there is one, else on a new one; returns once the response headers
+/// are in. The body streams afterwards, and the connection goes back to `pool` when it is over.
+///
+/// A pooled connection the server closed meanwhile is detected before the request is written
+/// (hyper hands the request back), and the request goes on another connection; a request
+/// that was written is never sent twice.
 ///
 /// # Errors
 ///
 /// The failing step, bounded by the config's connect and response-header timeouts.
-pub async fn send<B>(
+pub async fn send(
+    pool: &Arc<Pool>,
     target: &Target,
-    req: http::Request<B>,
+    mut req: http::Request<RequestBody>,
     config: &AggregatorConfig,
-) -> Result<http::Response<Incoming>, BackendError>
-where
-    B: hyper::body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
+) -> Result<http::Response<Incoming>, BackendError> {
+    while let Some(mut sender) = pool.checkout(&target.key) {
+        match tokio::time::timeout(config.response_header_timeout, sender.try_send_request(req)).await {
+            Err(_) => return Err(BackendError::ResponseTimeout),
+            Ok(Ok(resp)) => {
+                pool.release(target.key.clone(), sender);
+                return Ok(resp);
+            }
+            Ok(Err(mut failed)) => match failed.take_message() {
+                Some(unsent) => req = unsent,
+                None => return Err(BackendError::Http(failed.into_error())),
+            },
+        }
+    }
+    let mut sender = connect(target, config).await?;
+    let resp = tokio::time::timeout(config.response_header_timeout, sender.send_request(req))
+        .await
+        .map_err(|_| BackendError::ResponseTimeout)?
+        .map_err(BackendError::Http)?;
+    pool.release(target.key.clone(), sender);
+    Ok(resp)
+}
+
+/// A new connection to `target` (TCP, TLS, HTTP/1.1), driven by a task of its own until the
+/// server or the last sender closes it; upgrades (a 101 answer) hand the stream to the caller.
+async fn connect(target: &Target, config: &AggregatorConfig) -> Result<SendRequest<RequestBody>, BackendError> {
     let address = target.url().trim_start_matches("https://").to_string();
     let name = ServerName::try_from(target.server_name.clone())
         .map_err(|_| BackendError::ServerName(target.server_name.clone()))?;
@@ -172,16 +204,13 @@ where
     let tls = tokio::time::timeout(config.connect_timeout, connect)
         .await
         .map_err(|_| BackendError::ConnectTimeout { address: address.clone() })??;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await?;
     tokio::spawn(async move {
-        if let Err(e) = conn.await {
+        if let Err(e) = conn.with_upgrades().await {
             tracing::debug!(error = %e, "extension server connection ended");
         }
     });
-    tokio::time::timeout(config.response_header_timeout, sender.send_request(req))
-        .await
-        .map_err(|_| BackendError::ResponseTimeout)?
-        .map_err(BackendError::Http)
+    Ok(sender)
 }
 
 /// `insecureSkipTLSVerify`: any certificate is accepted (signatures are still checked, so the

@@ -31,23 +31,20 @@
 //!   GET), and the remote discovery documents.
 //! * [`server`]: the chain's server; [`proxy`]: the proxy and the front-proxy headers;
 //!   [`discovery`]: `/apis` merged and ordered by priority; [`openapi`]: the extension
-//!   servers' OpenAPI v3 documents in `/openapi/v3` (both on [`merge`]); [`resolve`]:
-//!   Service to address;
-//!   [`backend`]: the HTTPS client with the front-proxy certificate; [`front_proxy`]: the
-//!   front-proxy CA and client certificate `ballast serve` generates.
-//! * [`config`]: [`AggregatorConfig`], the timeouts and intervals with their reasons.
-//!
-//! Not built: upgrade requests (exec-style SPDY/websocket) are not passed through, the
-//! extension servers' OpenAPI is not merged into `/openapi/v2` (v3 only), and each proxied
-//! request opens its own connection (no pool).
+//!   servers' OpenAPI v3 documents in `/openapi/v3` (both on [`merge`]); [`openapi_v2`]: their
+//!   v2 documents merged into `/openapi/v2`; [`resolve`]: Service to address; [`backend`]: the
+//!   HTTPS client with the front-proxy certificate; [`pool`]: its keep-alive connections per
+//!   extension server; [`front_proxy`]: the front-proxy CA and client certificate `ballast
+//!   serve` generates.
+//! * [`config`]: [`AggregatorConfig`], the timeouts, intervals and capacities with their reasons.
 //!
 //! # Layering
 //!
 //! May depend on every server below it (the built-in API, apiextensions) to delegate to them;
 //! nothing below it depends on it. It depends only on `ballast-apiserver`: it reaches the
 //! servers behind through the chain's [`Handler`] and storage through the shared store.
-//! Inside: `server` → `proxy`, `discovery`, `openapi` → `state` → `backend`, `resolve`, `informer`;
-//! `available`, `autoregister` → `state`, `apiservice`.
+//! Inside: `server` → `proxy`, `discovery`, `openapi`, `openapi_v2` → `state` → `backend` →
+//! `pool`, `resolve`, `informer`; `available`, `autoregister` → `state`, `apiservice`.
 
 pub mod apiservice;
 pub mod autoregister;
@@ -59,6 +56,8 @@ pub mod front_proxy;
 pub mod informer;
 pub mod merge;
 pub mod openapi;
+pub mod openapi_v2;
+pub mod pool;
 pub mod priorities;
 pub mod proxy;
 pub mod resolve;

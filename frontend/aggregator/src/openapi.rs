@@ -2,7 +2,7 @@
 //! the delegate answers it, with an entry for every remote group version whose server gave a
 //! document (fetched by the availability checks), and those documents served here with the
 //! delegate's hash and cache rules, so `kubectl explain` covers the extension servers' kinds.
-//! OpenAPI v2 (one merged document) is not built.
+//! OpenAPI v2 (one merged document) is [`crate::openapi_v2`].
 
 use serde_json::json;
 

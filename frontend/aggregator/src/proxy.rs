@@ -2,7 +2,9 @@
 //! hands to an extension server goes there with its path, query, method and body unchanged,
 //! the caller's credentials removed and its identity (as authenticated, or as impersonated)
 //! in the front-proxy headers. Request bodies stream to the server and its responses (watch
-//! streams included) stream back; a failure concerns that request only.
+//! streams included) stream back; upgrade requests (exec, attach, port-forward over SPDY or
+//! websockets) become a byte stream between the caller and the server once the server
+//! switches protocols. A failure concerns that request only.
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -14,6 +16,7 @@ use http::StatusCode;
 use http_body::{Body, Frame};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
 use serde_json::json;
 
 use ballast_apiserver::authn::user::UserInfo;
@@ -63,7 +66,11 @@ pub async fn proxy(shared: &Shared, api: &ApiService, req: Request) -> Response 
             return service_unavailable();
         }
     };
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
+    // An upgrade needs the caller's connection handed over, which only HTTP/1.1 connections
+    // of the Kubernetes port offer; without it the request goes as a plain one.
+    let upgrade = upgrade_protocol(&parts.headers)
+        .and_then(|protocol| Some((protocol, parts.extensions.remove::<hyper::upgrade::OnUpgrade>()?)));
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let mut out = http::Request::new(body);
     *out.method_mut() = parts.method.clone();
@@ -72,10 +79,18 @@ pub async fn proxy(shared: &Shared, api: &ApiService, req: Request) -> Response 
         Err(_) => return status(StatusCode::BAD_REQUEST, "BadRequest", "invalid request URI"),
     };
     *out.headers_mut() = forwarded_headers(&parts.headers, &user);
+    if let Some((protocol, _)) = &upgrade {
+        out.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+        out.headers_mut().insert(header::UPGRADE, protocol.clone());
+    }
     if let Ok(host) = HeaderValue::from_str(target.url().trim_start_matches("https://")) {
         out.headers_mut().insert(header::HOST, host);
     }
-    match send(&target, out, &shared.config).await {
+    match send(&shared.pool, &target, out, &shared.config).await {
+        Ok(resp) if resp.status() == StatusCode::SWITCHING_PROTOCOLS => match upgrade {
+            Some((_, caller)) => switch(api, resp, caller),
+            None => status(StatusCode::BAD_GATEWAY, "InternalError", "the extension server switched protocols unasked"),
+        },
         Ok(resp) => {
             let (mut parts, incoming) = resp.into_parts();
             strip_hop_by_hop(&mut parts.headers);
@@ -90,6 +105,53 @@ pub async fn proxy(shared: &Shared, api: &ApiService, req: Request) -> Response 
             )
         }
     }
+}
+
+/// The protocol a request asks to switch to (`Connection: Upgrade` and `Upgrade: <protocol>`,
+/// as kubectl's SPDY/3.1 and websocket streams ask), if it asks.
+pub fn upgrade_protocol(headers: &HeaderMap) -> Option<HeaderValue> {
+    let asks = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|token| token.trim().eq_ignore_ascii_case("upgrade"));
+    if asks {
+        headers.get(header::UPGRADE).cloned()
+    } else {
+        None
+    }
+}
+
+/// The extension server agreed to switch protocols: its 101 goes to the caller, and once both
+/// connections are handed over the bytes are copied both ways until each side has closed its
+/// half. The stream has no timeout: an exec session or a port forward lasts as long as the
+/// user keeps it.
+fn switch(api: &ApiService, mut resp: http::Response<Incoming>, caller: hyper::upgrade::OnUpgrade) -> Response {
+    let server = hyper::upgrade::on(&mut resp);
+    let (mut parts, _) = resp.into_parts();
+    let protocol = parts.headers.get(header::UPGRADE).cloned();
+    strip_hop_by_hop(&mut parts.headers);
+    parts.headers.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+    if let Some(protocol) = protocol {
+        parts.headers.insert(header::UPGRADE, protocol);
+    }
+    let name = api.name.clone();
+    tokio::spawn(async move {
+        let (caller, server) = match tokio::try_join!(caller, server) {
+            Ok(both) => both,
+            Err(e) => {
+                tracing::info!(apiservice = %name, error = %e, "an upgraded connection was not handed over");
+                return;
+            }
+        };
+        let (mut caller, mut server) = (TokioIo::new(caller), TokioIo::new(server));
+        match tokio::io::copy_bidirectional(&mut caller, &mut server).await {
+            Ok((up, down)) => tracing::debug!(apiservice = %name, up, down, "upgraded stream ended"),
+            Err(e) => tracing::debug!(apiservice = %name, error = %e, "upgraded stream ended"),
+        }
+    });
+    http::Response::from_parts(parts, body::full(Bytes::new()))
 }
 
 /// kube-aggregator's answer for an APIService that is not available (or whose Service cannot

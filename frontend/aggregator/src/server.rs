@@ -1,6 +1,7 @@
 //! [`AggregatorServer`]: the aggregator's place in the delegation chain. It answers `/apis`
 //! (merged discovery), `/apis/<group>` of groups served only remotely, and every request for a
-//! group version a remote APIService serves (proxied); everything else goes to the delegate.
+//! group version a remote APIService serves (proxied), and the OpenAPI documents (merged);
+//! everything else goes to the delegate.
 
 use std::sync::Arc;
 
@@ -10,7 +11,7 @@ use ballast_apiserver::filters::ResponseFuture;
 
 use crate::apiservice::ApiService;
 use crate::state::{Routes, Shared};
-use crate::{discovery, openapi, proxy};
+use crate::{discovery, openapi, openapi_v2, proxy};
 
 /// What the aggregator does with a request.
 #[derive(Debug)]
@@ -21,6 +22,8 @@ enum Route {
     Group(String),
     /// A request for a remote APIService's group version.
     Proxy(ApiService),
+    /// `/openapi/v2`: the delegate's document, merged.
+    OpenApiV2,
     /// `/openapi/v3`: the delegate's index, merged.
     OpenApiIndex,
     /// `/openapi/v3/apis/<group>/<version>` of a remote APIService.
@@ -41,6 +44,7 @@ fn route(method: &http::Method, path: &str, routes: &Routes) -> Route {
                 Route::Delegate
             }
         }
+        ["openapi", "v2"] if method == http::Method::GET => Route::OpenApiV2,
         ["openapi", "v3"] if method == http::Method::GET => Route::OpenApiIndex,
         ["openapi", "v3", "apis", group, version] => match routes.get(group, version) {
             Some(api) if !api.is_local() => Route::OpenApiDocument(api.clone()),
@@ -81,6 +85,7 @@ impl Server for AggregatorServer {
                 Route::Apis => discovery::apis(&shared, delegate, req).await,
                 Route::Group(group) => discovery::group_document(&routes, &group),
                 Route::Proxy(api) => proxy::proxy(&shared, &api, req).await,
+                Route::OpenApiV2 => openapi_v2::document(&shared, delegate, req).await,
                 Route::OpenApiIndex => openapi::index(&shared, delegate, req).await,
                 Route::OpenApiDocument(api) => openapi::document(&shared, &api, &req),
                 Route::Delegate => {

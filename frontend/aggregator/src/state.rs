@@ -14,6 +14,7 @@ use crate::apiservice::ApiService;
 use crate::backend::{tls_config, BackendError, ClientIdentity, Target};
 use crate::config::AggregatorConfig;
 use crate::informer::{Objects, Snapshots};
+use crate::pool::{BackendKey, Pool};
 use crate::resolve::{resolve, Unresolved};
 
 /// The APIServices by group and version.
@@ -58,6 +59,8 @@ pub struct Shared {
     pub config: AggregatorConfig,
     /// The front-proxy client certificate.
     pub identity: ClientIdentity,
+    /// Keep-alive connections to the extension servers.
+    pub pool: Arc<Pool>,
     /// The APIServices, as routes; `None` until first listed.
     pub routes: watch::Receiver<Option<Arc<Routes>>>,
     /// The raw APIService objects (for status writes).
@@ -70,6 +73,21 @@ pub struct Shared {
     documents: Mutex<HashMap<String, RemoteDocument>>,
     /// OpenAPI v3 documents of remote APIServices, by APIService name.
     openapi: Mutex<HashMap<String, Document>>,
+    /// OpenAPI v2 documents of remote APIServices, by APIService name.
+    openapi_v2: Mutex<HashMap<String, Document>>,
+    /// The last merged `/openapi/v2`, reused while its inputs are the same.
+    merged_v2: Mutex<Option<MergedV2>>,
+}
+
+/// A merged `/openapi/v2` document and what it was made of.
+#[derive(Debug, Clone)]
+pub struct MergedV2 {
+    /// The hashes of the delegate's document and of the remote ones, in merge order.
+    pub key: Vec<String>,
+    /// The merged document.
+    pub json: Document,
+    /// Its protobuf form.
+    pub protobuf: bytes::Bytes,
 }
 
 /// Why a request cannot be sent to an APIService's server.
@@ -106,6 +124,7 @@ impl Shared {
             }
         });
         Shared {
+            pool: Pool::new(config.pool_idle_per_backend, config.pool_idle_timeout),
             config,
             identity,
             routes,
@@ -114,6 +133,8 @@ impl Shared {
             endpoint_slices,
             documents: Mutex::default(),
             openapi: Mutex::default(),
+            openapi_v2: Mutex::default(),
+            merged_v2: Mutex::default(),
         }
     }
 
@@ -136,7 +157,15 @@ impl Shared {
         };
         let (host, port) = resolve(service, &services, slices.as_ref()).map_err(TargetError::Unresolved)?;
         let tls = tls_config(api, &self.identity).map_err(TargetError::Backend)?;
-        Ok(Target { host, port, server_name: service.server_name(), tls })
+        let server_name = service.server_name();
+        let key = BackendKey {
+            host: host.clone(),
+            port,
+            server_name: server_name.clone(),
+            ca_bundle: api.ca_bundle.clone(),
+            insecure: api.insecure_skip_tls_verify,
+        };
+        Ok(Target { host, port, server_name, tls, key })
     }
 
     /// The discovery document last fetched for APIService `name`.
@@ -168,10 +197,31 @@ impl Shared {
         self.openapi.lock().unwrap_or_else(PoisonError::into_inner).insert(name.to_string(), doc);
     }
 
+    /// The OpenAPI v2 document last fetched for APIService `name`.
+    pub fn openapi_v2(&self, name: &str) -> Option<Document> {
+        self.openapi_v2.lock().unwrap_or_else(PoisonError::into_inner).get(name).cloned()
+    }
+
+    /// Keeps `doc` as APIService `name`'s OpenAPI v2 document.
+    pub fn record_openapi_v2(&self, name: &str, doc: Document) {
+        self.openapi_v2.lock().unwrap_or_else(PoisonError::into_inner).insert(name.to_string(), doc);
+    }
+
+    /// The last merged `/openapi/v2`.
+    pub fn merged_v2(&self) -> Option<MergedV2> {
+        self.merged_v2.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Keeps `merged` as the last merged `/openapi/v2`.
+    pub fn record_merged_v2(&self, merged: MergedV2) {
+        *self.merged_v2.lock().unwrap_or_else(PoisonError::into_inner) = Some(merged);
+    }
+
     /// Forgets the documents of APIServices that are gone or local.
     pub fn retain_documents(&self, routes: &Routes) {
         let keep: std::collections::HashSet<&str> = routes.remote().map(|a| a.name.as_str()).collect();
         self.documents.lock().unwrap_or_else(PoisonError::into_inner).retain(|k, _| keep.contains(k.as_str()));
         self.openapi.lock().unwrap_or_else(PoisonError::into_inner).retain(|k, _| keep.contains(k.as_str()));
+        self.openapi_v2.lock().unwrap_or_else(PoisonError::into_inner).retain(|k, _| keep.contains(k.as_str()));
     }
 }

@@ -144,7 +144,10 @@ pub async fn serve(
                 .timer(TokioTimer::new())
                 .max_concurrent_streams(limits.http2_max_concurrent_streams)
                 .max_pending_accept_reset_streams(limits.http2_max_pending_accept_reset_streams);
-            let conn = builder.serve_connection(TokioIo::new(CountReads::new(stream, activity.clone())), service);
+            // Upgrades (a 101 answer) hand an HTTP/1.1 connection to whoever answered: the
+            // aggregator's proxy, for exec-style streams to extension servers.
+            let conn = builder
+                .serve_connection_with_upgrades(TokioIo::new(CountReads::new(stream, activity.clone())), service);
             tokio::pin!(conn);
             let every = check_interval(&limits);
             let mut deadlines = Deadlines::new(limits, http1);

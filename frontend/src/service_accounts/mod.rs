@@ -106,6 +106,7 @@ pub fn setup(config: &ServiceAccountConfig, cert_dir: &Path, store: &Store) -> R
         issuer: TokenIssuer::new(issuer.clone(), signing),
         api_audiences: api_audiences.clone(),
         max_expiration_seconds: config.max_token_expiration.map(|d| d.as_secs() as i64),
+        extend_expiration: config.extend_token_expiration,
     };
     Ok(Setup { authenticator, api_audiences, settings, discovery })
 }

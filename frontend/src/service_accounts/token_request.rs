@@ -4,7 +4,9 @@
 //! account, as kube-apiserver's TokenREST: audiences default to the API audiences,
 //! `expirationSeconds` to an hour, between ten minutes and 2^32 seconds (422 otherwise) and cut
 //! to `--service-account-max-token-expiration`; a `boundObjectRef` to a Pod (running as this
-//! service account) or a Secret ties the token's life to that object.
+//! service account) or a Secret ties the token's life to that object. kubelet's pod-bound
+//! requests for 3607 s get a year-long token with a `warnafter` claim
+//! (`--service-account-extend-token-expiration`).
 
 use http::StatusCode;
 use serde_json::{json, Value};
@@ -27,6 +29,9 @@ pub struct TokenSettings {
     pub api_audiences: Vec<String>,
     /// `--service-account-max-token-expiration` in seconds: longer requests are cut to it.
     pub max_expiration_seconds: Option<i64>,
+    /// `--service-account-extend-token-expiration`: kubelet's pod-bound token requests get
+    /// year-long tokens with a `warnafter` claim.
+    pub extend_expiration: bool,
 }
 
 /// The shape of the request body, for decoding.
@@ -46,6 +51,11 @@ const DEFAULT_EXPIRATION_SECONDS: i64 = 3600;
 const MIN_EXPIRATION_SECONDS: i64 = 600;
 /// kube's longest lifetime: 2^32 seconds.
 const MAX_EXPIRATION_SECONDS: i64 = 1 << 32;
+/// The lifetime kubelet asks for its projected pod tokens, which kube extends (its
+/// `WarnOnlyBoundTokenExpirationSeconds`): an hour and seven seconds, a value no one else picks.
+const WARN_ONLY_EXPIRATION_SECONDS: i64 = 3607;
+/// How long an extended token lives: a year (kube's `ExpirationExtensionSeconds`).
+const EXTENDED_EXPIRATION_SECONDS: i64 = 365 * 24 * 3600;
 
 fn invalid(name: &str, causes: Vec<FieldError>) -> ApiError {
     ApiError::Invalid { group: "authentication.k8s.io".into(), kind: "TokenRequest".into(), name: name.into(), causes }
@@ -146,9 +156,21 @@ pub async fn create(
         expiration = max;
     }
     let now = ballast_apimachinery::clock::unix_now();
+    // kubelet's request for a pod's projected token, for this server's audiences only: valid
+    // for a year, with the hour it asked for as `warnafter` (the reply still says the hour).
+    let extended = settings.extend_expiration
+        && private.pod.is_some()
+        && expiration == WARN_ONLY_EXPIRATION_SECONDS
+        && audiences.iter().all(|a| settings.api_audiences.contains(a));
+    let lifetime = if extended {
+        private.warnafter = Some(now + expiration);
+        settings.max_expiration_seconds.map_or(EXTENDED_EXPIRATION_SECONDS, |m| m.min(EXTENDED_EXPIRATION_SECONDS))
+    } else {
+        expiration
+    };
     let claims = Claims {
         aud: audiences.clone(),
-        exp: Some(now + expiration),
+        exp: Some(now + lifetime),
         iat: Some(now),
         nbf: Some(now),
         jti: ballast_apimachinery::uid::new_uid(),

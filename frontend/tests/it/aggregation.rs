@@ -81,6 +81,36 @@ fn flunders(ns: &str) -> String {
     format!("/apis/{GROUP}/{VERSION}/namespaces/{ns}/flunders")
 }
 
+/// Reads a response's head (up to the blank line), bounded by 10 s.
+async fn read_head(stream: &mut (impl tokio::io::AsyncRead + Unpin)) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut head = Vec::new();
+    let read = async {
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            match stream.read(&mut byte).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => head.push(byte[0]),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(10), read).await;
+    String::from_utf8_lossy(&head).into_owned()
+}
+
+/// Writes `message` on an upgraded stream and reads as many bytes back (bounded by 10 s).
+async fn echo(stream: &mut (impl tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin), message: &[u8]) -> Vec<u8> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    stream.write_all(message).await.expect("write");
+    stream.flush().await.expect("flush");
+    let mut back = vec![0u8; message.len()];
+    tokio::time::timeout(Duration::from_secs(10), stream.read_exact(&mut back))
+        .await
+        .expect("the echo within 10 s")
+        .expect("read the echo");
+    back
+}
+
 async fn aggregation(backend: Backend) {
     let dir = tempfile::tempdir().expect("tempdir");
     let aggregator = config(dir.path());
@@ -157,6 +187,29 @@ async fn aggregation(backend: Backend) {
     let explained = c.must_kubectl(&["explain", "flunders.spec"]).await;
     assert!(explained.contains("What the server saw of the caller.") && explained.contains("user"), "{explained}");
 
+    // The server's OpenAPI v2 document merged into /openapi/v2 (JSON and kubectl's protobuf):
+    // its /apis/ path with the definitions it uses, its own Status renamed, nothing else.
+    let path = format!("/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/flunders/{{name}}");
+    let mut v2 = Value::Null;
+    let merged = wait_for(Duration::from_secs(30), async || {
+        v2 = c.request_with_accept(Credentials::Admin, "/openapi/v2", "application/json").await.json();
+        v2["paths"][&path].is_object()
+    })
+    .await;
+    assert!(merged, "the remote path is not in /openapi/v2");
+    let responses = &v2["paths"][&path]["get"]["responses"];
+    assert_eq!(responses["200"]["schema"]["$ref"], "#/definitions/com.example.wardle.v1alpha1.Flunder");
+    assert_eq!(responses["404"]["schema"]["$ref"], "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.Status_v2");
+    assert_eq!(
+        v2["definitions"]["io.k8s.apimachinery.pkg.apis.meta.v1.Status_v2"]["description"],
+        "Wardle's own Status."
+    );
+    assert_ne!(v2["definitions"]["io.k8s.apimachinery.pkg.apis.meta.v1.Status"]["description"], "Wardle's own Status.");
+    assert!(v2["paths"]["/wardle-health"].is_null() && v2["definitions"]["com.example.wardle.Health"].is_null());
+    assert!(v2["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments"].is_object(), "built-in paths stay");
+    let explained = c.must_kubectl(&["explain", "flunders.spec", "--output", "plaintext-openapiv2"]).await;
+    assert!(explained.contains("What the server saw of the caller (v2)."), "{explained}");
+
     // Proxied get and list with the admin's identity; the caller's credentials stay here.
     let list = c.must_kubectl(&["get", "flunders", "-n", "default", "-o", "json"]).await;
     let list: Value = serde_json::from_str(&list).expect("json");
@@ -167,6 +220,40 @@ async fn aggregation(backend: Backend) {
     assert_eq!(spec["authorization"], json!([]));
     let one = c.must_kubectl(&["get", "flunder", "one", "-n", "default", "-o", "jsonpath={.metadata.name}"]).await;
     assert_eq!(one, "one");
+
+    // Sequential proxied requests share keep-alive connections. An availability check running
+    // meanwhile may take the idle one and make the next request open another, hence at most two.
+    let before = server.seen().len();
+    for name in ["k1", "k2", "k3", "k4"] {
+        let got = c.request(Credentials::Admin, "GET", &format!("{}/{name}", flunders("default")), None, "").await;
+        assert_eq!(got.status, 200);
+    }
+    let connections: std::collections::BTreeSet<_> =
+        server.seen()[before..].iter().filter(|s| s.path.starts_with(&flunders("default"))).map(|s| s.peer).collect();
+    assert!(connections.len() <= 2, "four sequential requests on {} connections", connections.len());
+
+    // An exec-style upgrade: the server's 101 reaches the caller, and bytes then flow both
+    // ways over the caller's connection, with the front-proxy identity on the upgrade request.
+    let head = format!(
+        "POST {}/u/exec?command=cat HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\
+         X-Stream-Protocol-Version: v4.channel.k8s.io\r\nContent-Length: 0\r\n\r\n",
+        flunders("default")
+    );
+    let mut stream = c.open_stream(Credentials::Admin, &head).await;
+    let answer = read_head(&mut stream).await.to_ascii_lowercase();
+    assert!(answer.starts_with("http/1.1 101"), "{answer}");
+    assert!(answer.contains("upgrade: spdy/3.1") && answer.contains("x-seen-user: kubernetes-admin"), "{answer}");
+    for message in [&b"first frame"[..], &[0u8, 1, 2, 255, 254][..]] {
+        assert_eq!(echo(&mut stream, message).await, message);
+    }
+    drop(stream);
+    // Built-in exec-style subresources are not served here: no upgrade.
+    let head = "POST /api/v1/namespaces/default/pods/p/exec?command=cat HTTP/1.1\r\nHost: localhost\r\n\
+                Connection: Upgrade\r\nUpgrade: SPDY/3.1\r\nContent-Length: 0\r\n\r\n";
+    let mut stream = c.open_stream(Credentials::Admin, head).await;
+    let answer = read_head(&mut stream).await;
+    assert!(answer.starts_with("HTTP/1.1 4"), "{answer}");
+    drop(stream);
 
     // A token user, then the same user impersonated by the admin: identity forwarded, bearer
     // token and impersonation headers not.

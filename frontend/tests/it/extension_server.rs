@@ -5,8 +5,10 @@
 //! `--requestheader-client-ca-file` does. It serves one group version,
 //! `wardle.example.com/v1alpha1` with namespaced `flunders`, and answers each request with the
 //! identity headers it received, so tests see what the aggregator forwarded. Every request is
-//! also recorded, and it publishes an OpenAPI v3 document of Flunder. A flunder named `hang`
-//! never gets an answer (a server that stalls).
+//! also recorded with the connection it came on, and it publishes OpenAPI v3 and v2 documents
+//! of Flunder. A flunder named `hang` never gets an answer (a server that stalls). An upgrade
+//! request to a flunder's `exec` is answered 101 (with the `X-Remote-User` it got in
+//! `X-Seen-User`), then every byte is echoed back, as an exec stream would carry them.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -30,6 +32,8 @@ pub(crate) struct Seen {
     pub(crate) path: String,
     pub(crate) headers: http::HeaderMap,
     pub(crate) body: Bytes,
+    /// The client's end of the connection it came on (tells connections apart).
+    pub(crate) peer: SocketAddr,
 }
 
 /// A running extension server; stopped when dropped.
@@ -87,14 +91,15 @@ impl ExtensionServer {
         let task = tokio::spawn(async move {
             let mut connections = tokio::task::JoinSet::new();
             loop {
-                let Ok((tcp, _)) = listener.accept().await else { continue };
+                let Ok((tcp, peer)) = listener.accept().await else { continue };
                 let (acceptor, recorded) = (acceptor.clone(), recorded.clone());
                 connections.spawn(async move {
                     // A client without the front-proxy certificate fails here.
                     let Ok(tls) = acceptor.accept(tcp).await else { return };
-                    let service = hyper::service::service_fn(move |req| answer(req, recorded.clone()));
+                    let service = hyper::service::service_fn(move |req| answer(req, peer, recorded.clone()));
                     let _ = hyper::server::conn::http1::Builder::new()
                         .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                        .with_upgrades()
                         .await;
                 });
             }
@@ -161,11 +166,64 @@ fn openapi() -> Value {
     }}}})
 }
 
+/// Once the connection is handed over after a 101, sends back every byte it reads.
+async fn echo(on_upgrade: hyper::upgrade::OnUpgrade) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(upgraded) = on_upgrade.await else { return };
+    let mut io = hyper_util::rt::TokioIo::new(upgraded);
+    let mut buf = [0u8; 4096];
+    loop {
+        match io.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                if io.write_all(&buf[..n]).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// The Swagger 2.0 document (what `/openapi/v2` merges): a Flunder path, a `Status` that
+/// differs from the built-in one (renamed when merged), and a path outside `/apis/` with a
+/// definition only it uses (both left out when merged).
+fn openapi_v2() -> Value {
+    let path = format!("/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/flunders/{{name}}");
+    json!({"swagger": "2.0", "info": {"title": "Wardle", "version": VERSION},
+    "paths": {
+        path: {"get": {
+            "x-kubernetes-action": "get",
+            "x-kubernetes-group-version-kind": {"group": GROUP, "version": VERSION, "kind": "Flunder"},
+            "responses": {
+                "200": {"description": "OK", "schema": {"$ref": "#/definitions/com.example.wardle.v1alpha1.Flunder"}},
+                "404": {"description": "Gone", "schema": {"$ref": "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.Status"}},
+            }}},
+        "/wardle-health": {"get": {"responses": {"200": {"description": "OK",
+            "schema": {"$ref": "#/definitions/com.example.wardle.Health"}}}}},
+    },
+    "definitions": {
+        "com.example.wardle.v1alpha1.Flunder": {
+            "type": "object",
+            "description": "A Flunder echoes the identity its server received.",
+            "properties": {
+                "apiVersion": {"type": "string"},
+                "kind": {"type": "string"},
+                "spec": {"type": "object", "description": "What the server saw of the caller (v2)."},
+            },
+            "x-kubernetes-group-version-kind": [{"group": GROUP, "version": VERSION, "kind": "Flunder"}],
+        },
+        "io.k8s.apimachinery.pkg.apis.meta.v1.Status": {"type": "object", "description": "Wardle's own Status."},
+        "com.example.wardle.Health": {"type": "object"},
+    }})
+}
+
 async fn answer(
     req: http::Request<hyper::body::Incoming>,
+    peer: SocketAddr,
     seen: Arc<Mutex<Vec<Seen>>>,
 ) -> Result<http::Response<Body>, std::convert::Infallible> {
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
+    let on_upgrade = parts.extensions.remove::<hyper::upgrade::OnUpgrade>();
     let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
     let path = parts.uri.path().to_string();
     let query = parts.uri.query().unwrap_or("").to_string();
@@ -174,6 +232,7 @@ async fn answer(
         path: path.clone(),
         headers: parts.headers.clone(),
         body: body.clone(),
+        peer,
     });
     let base = format!("/apis/{GROUP}/{VERSION}");
     let segments: Vec<&str> = path.strip_prefix(&base).unwrap_or("?").split('/').filter(|s| !s.is_empty()).collect();
@@ -187,6 +246,7 @@ async fn answer(
                                    "shortNames": ["fl"]}]}),
         ),
         ("GET", _) if path == format!("/openapi/v3/apis/{GROUP}/{VERSION}") => json_response(200, &openapi()),
+        ("GET", _) if path == "/openapi/v2" => json_response(200, &openapi_v2()),
         ("GET", ["namespaces", ns, "flunders"]) if query.contains("watch=") => {
             // One event now, then the stream stays open as a real watch does.
             let event = format!("{}\n", json!({"type": "ADDED", "object": flunder(ns, "watched", h)}));
@@ -203,6 +263,20 @@ async fn answer(
             &json!({"apiVersion": format!("{GROUP}/{VERSION}"), "kind": "FlunderList",
                     "metadata": {"resourceVersion": "1"}, "items": [flunder(ns, "echo", h)]}),
         ),
+        (_, ["namespaces", _, "flunders", _, "exec"]) if h.contains_key("upgrade") => {
+            let (Some(on_upgrade), Some(protocol)) = (on_upgrade, h.get("upgrade").cloned()) else {
+                return Ok(json_response(400, &json!({"message": "not an upgrade"})));
+            };
+            tokio::spawn(echo(on_upgrade));
+            let user = h.get("x-remote-user").cloned().unwrap_or(http::HeaderValue::from_static(""));
+            http::Response::builder()
+                .status(101)
+                .header("connection", "Upgrade")
+                .header("upgrade", protocol)
+                .header("x-seen-user", user)
+                .body(Full::new(Bytes::new()).boxed())
+                .expect("response")
+        }
         ("GET", ["namespaces", _, "flunders", "hang"]) => {
             futures::future::pending::<()>().await;
             json_response(500, &json!({}))

@@ -48,6 +48,14 @@ async fn kubectl_as(c: &Cluster, token: &str, args: &[&str]) -> (bool, String, S
     (out.status.success(), text(&out.stdout), text(&out.stderr))
 }
 
+/// The claims of a JWT (unverified).
+fn payload(token: &str) -> Value {
+    use base64::Engine as _;
+    let part = token.split('.').nth(1).expect("a JWT");
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(part).expect("base64url");
+    serde_json::from_slice(&bytes).expect("claims JSON")
+}
+
 async fn whoami(c: &Cluster, token: &str) -> Result<Value, String> {
     match kubectl_as(c, token, &["auth", "whoami", "-o", "json"]).await {
         (true, stdout, _) => Ok(serde_json::from_str(&stdout).expect("whoami json")),
@@ -114,6 +122,19 @@ async fn kubectl_service_account_tokens(backend: Backend) {
         .to_string();
     let me = whoami(&c, &bound).await.expect("the bound token authenticates");
     assert_eq!(me["status"]["userInfo"]["extra"]["authentication.kubernetes.io/pod-name"], json!(["web"]));
+    // kubelet's projected-token request (3607 s, bound to the pod) gets a year-long token whose
+    // warnafter is the hour asked for; the same lifetime unbound is not extended.
+    let projected = ["create", "token", "bot", "-n", "team", "--bound-object-kind=Pod", "--bound-object-name=web"];
+    let extended = c.must_kubectl(&[&projected[..], &["--duration=3607s"]].concat()).await;
+    let claims = payload(extended.trim());
+    let iat = claims["iat"].as_i64().expect("iat");
+    assert_eq!(claims["exp"].as_i64(), Some(iat + 365 * 24 * 3600), "{claims}");
+    assert_eq!(claims["kubernetes.io"]["warnafter"].as_i64(), Some(iat + 3607), "{claims}");
+    assert!(whoami(&c, extended.trim()).await.is_ok(), "the extended token authenticates");
+    let unbound = c.must_kubectl(&["create", "token", "bot", "-n", "team", "--duration=3607s"]).await;
+    let claims = payload(unbound.trim());
+    assert_eq!(claims["exp"].as_i64(), claims["iat"].as_i64().map(|iat| iat + 3607), "{claims}");
+    assert!(claims["kubernetes.io"].get("warnafter").is_none(), "{claims}");
     c.must_kubectl(&["delete", "pod", "web", "-n", "team", "--grace-period=0", "--force"]).await;
     let refused = whoami(&c, &bound).await.expect_err("the pod is gone");
     assert!(refused.contains("Unauthorized") || refused.contains("must be logged in"), "{refused}");
@@ -147,18 +168,22 @@ async fn kubectl_service_account_tokens(backend: Backend) {
 
 /// A frontend signing with an RSA key made by openssl (kubeadm's kind of key).
 async fn with_rsa_key(backend: Backend) -> (Cluster, String) {
+    with_openssl_key(backend, &["genrsa", "-traditional", "-out", "{}", "2048"], "RSA PRIVATE KEY").await
+}
+
+/// A frontend signing with a key openssl writes with `args` (`{}` is the file), whose PEM
+/// block is labelled `label`.
+async fn with_openssl_key(backend: Backend, args: &[&str], label: &str) -> (Cluster, String) {
     let dir = tempfile::tempdir().expect("tempdir");
     let key = dir.path().join("sa.key");
     let status = std::process::Command::new("openssl")
-        .args(["genrsa", "-traditional", "-out"])
-        .arg(&key)
-        .arg("2048")
+        .args(args.iter().map(|a| if *a == "{}" { key.as_os_str() } else { std::ffi::OsStr::new(a) }))
         .stderr(Stdio::null())
         .status()
         .expect("openssl runs");
-    assert!(status.success(), "openssl genrsa");
+    assert!(status.success(), "openssl {args:?}");
     let pem = std::fs::read_to_string(&key).expect("key");
-    assert!(pem.starts_with("-----BEGIN RSA PRIVATE KEY-----"), "{pem}");
+    assert!(pem.starts_with(&format!("-----BEGIN {label}-----")), "{pem}");
     let key_path = key.clone();
     let c = Cluster::start_with(Options {
         backend: Some(backend),
@@ -170,6 +195,21 @@ async fn with_rsa_key(backend: Backend) -> (Cluster, String) {
     .await;
     drop(dir);
     (c, pem)
+}
+
+/// A SEC1 key (`openssl ecparam -genkey`, the `EC PRIVATE KEY` block) signs the tokens
+/// `kubectl create token` gets, ES256 with the key ID of its public half, and they authenticate.
+async fn sec1_signing_key(backend: Backend) {
+    let args = ["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", "{}"];
+    let (c, pem) = with_openssl_key(backend, &args, "EC PRIVATE KEY").await;
+    c.must_kubectl(&["create", "serviceaccount", "bot"]).await;
+    let token = c.must_kubectl(&["create", "token", "bot"]).await.trim().to_string();
+    let header = jsonwebtoken::decode_header(&token).expect("a JWT");
+    assert_eq!(header.alg, jsonwebtoken::Algorithm::ES256);
+    let public = SigningKey::from_pem(pem.as_bytes()).expect("SEC1 key");
+    assert_eq!(header.kid.as_deref(), Some(public.public().kid.as_str()));
+    let me = whoami(&c, &token).await.expect("the token authenticates");
+    assert_eq!(me["status"]["userInfo"]["username"], "system:serviceaccount:default:bot");
 }
 
 fn claims(exp_from_now: i64, aud: &str, sa_uid: &str) -> Claims {
@@ -445,4 +485,4 @@ async fn request_header_authentication(backend: Backend) {
 }
 
 both_backends!(kubectl_service_account_tokens, extension_server_reviews);
-in_memory!(bad_tokens_are_refused, oidc_discovery_verifies_tokens, request_header_authentication);
+in_memory!(bad_tokens_are_refused, oidc_discovery_verifies_tokens, request_header_authentication, sec1_signing_key);

@@ -118,8 +118,13 @@ fn serve(docs: &Documents, path: &str, query: Option<&str>, headers: &HeaderMap)
     }
 }
 
-/// Answers `/openapi/v2` in the form `Accept` asks for: JSON or gnostic protobuf.
-fn v2(json: &Document, protobuf: &Bytes, headers: &HeaderMap) -> Result<Response, ApiError> {
+/// Answers `/openapi/v2` in the form `Accept` asks for: JSON or gnostic protobuf (also for
+/// servers in front that merge their own into it).
+///
+/// # Errors
+///
+/// `NotAcceptable` when `Accept` takes neither form.
+pub fn v2(json: &Document, protobuf: &Bytes, headers: &HeaderMap) -> Result<Response, ApiError> {
     let ranges = accept(headers);
     let wants_protobuf = ranges.iter().position(|r| r.media == V2_PROTOBUF || r.media == V2_PROTOBUF_REQUESTED);
     let wants_json =

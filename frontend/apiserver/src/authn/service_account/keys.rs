@@ -1,7 +1,7 @@
 //! Service-account token keys: the signing key (`--service-account-signing-key-file`) and the
 //! verification keys (`--service-account-key-file`, plus the signing key's own public half),
 //! read from PEM as kube-apiserver reads them: RSA keys (PKCS#1 or PKCS#8) sign with RS256,
-//! ECDSA P-256 / P-384 keys (PKCS#8; SEC1 for verification) with ES256 / ES384; verification
+//! ECDSA P-256 / P-384 keys (PKCS#8 or SEC1 `EC PRIVATE KEY`) with ES256 / ES384; verification
 //! files may hold private keys, public keys (`PUBLIC KEY`) or both.
 //!
 //! A key's ID is kube's: the unpadded base64url SHA-256 of its public key's DER
@@ -233,6 +233,17 @@ fn pkcs8(der: &[u8]) -> Result<(Material, Option<&[u8]>), KeyError> {
     }
 }
 
+/// The PKCS#8 PrivateKeyInfo holding SEC1 key `sec1` on `curve` (as `openssl pkcs8 -topk8`
+/// writes it).
+fn pkcs8_of_sec1(sec1: &[u8], curve: Curve) -> Vec<u8> {
+    let curve = match curve {
+        Curve::P256 => OID_P256,
+        Curve::P384 => OID_P384,
+    };
+    let algorithm = der::encode(SEQUENCE, &[der::encode(OID, OID_EC), der::encode(OID, curve)].concat());
+    der::encode(SEQUENCE, &[der::encode(INTEGER, &[0]), algorithm, der::encode(OCTET_STRING, sec1)].concat())
+}
+
 /// A key tokens are verified with.
 #[derive(Clone)]
 pub struct PublicKey {
@@ -280,8 +291,8 @@ impl SigningKey {
     /// # Errors
     ///
     /// `NoKeys` without a private key; `Malformed`/`Unsupported` for keys this server does not
-    /// sign with (SEC1 `EC PRIVATE KEY` files: convert them with `openssl pkcs8 -topk8 -nocrypt`);
-    /// `Rejected` when the signature library refuses the key.
+    /// sign with (other curves, an SEC1 key without its curve or public key); `Rejected` when
+    /// the signature library refuses the key.
     pub fn from_pem(pem: &[u8]) -> Result<SigningKey, KeyError> {
         for section in <(SectionKind, Vec<u8>) as PemObject>::pem_slice_iter(pem) {
             let Ok((kind, der)) = section else { continue };
@@ -295,7 +306,13 @@ impl SigningKey {
                     (material, None) => (material, EncodingKey::from_ec_der(&der)),
                 },
                 SectionKind::EcPrivateKey => {
-                    return Err(KeyError::Unsupported("SEC1 EC PRIVATE KEY as a signing key (use PKCS#8)"))
+                    let material = sec1(&der, None)?;
+                    let Material::Ec { curve, .. } = &material else {
+                        return Err(KeyError::Malformed("EC private key"));
+                    };
+                    // The signature library takes EC keys in PKCS#8 only: the same key, wrapped.
+                    let wrapped = pkcs8_of_sec1(&der, *curve);
+                    (material, EncodingKey::from_ec_der(&wrapped))
                 }
                 _ => continue,
             };
@@ -368,6 +385,14 @@ pub fn public_keys_from_pem(pem: &[u8]) -> Result<Vec<PublicKey>, KeyError> {
 mod tests {
     use super::*;
 
+    /// The claims of `token`, verified with `key` (signature only).
+    fn claims_of(token: &str, key: &PublicKey) -> Value {
+        let mut validation = jsonwebtoken::Validation::new(key.algorithm);
+        validation.required_spec_claims.clear();
+        validation.validate_exp = false;
+        jsonwebtoken::decode::<Value>(token, key.decoding(), &validation).expect("verifies").claims
+    }
+
     #[test]
     fn generated_keys_sign_and_their_public_halves_verify() {
         let (key, pem) = SigningKey::generate().expect("generate");
@@ -380,11 +405,7 @@ mod tests {
         let keys = public_keys_from_pem(pem.as_bytes()).expect("public keys");
         assert_eq!(keys.len(), 1);
         assert_eq!(keys[0].kid, key.public().kid);
-        let mut validation = jsonwebtoken::Validation::new(Algorithm::ES256);
-        validation.required_spec_claims.clear();
-        validation.validate_exp = false;
-        let data = jsonwebtoken::decode::<Value>(&token, keys[0].decoding(), &validation).expect("verifies");
-        assert_eq!(data.claims["sub"], "x");
+        assert_eq!(claims_of(&token, &keys[0])["sub"], "x");
         assert_eq!(keys[0].jwk()["crv"], "P-256");
     }
 
@@ -399,6 +420,30 @@ mod tests {
         use rcgen::PublicKeyData;
         let expected = URL_SAFE_NO_PAD.encode(Sha256::digest(pair.subject_public_key_info()));
         assert_eq!(from_public[0].kid, expected);
+    }
+
+    /// A P-384 key as `openssl ecparam -name secp384r1 -genkey -noout` writes it (SEC1, with
+    /// the curve and the public key).
+    const SEC1_P384: &str = "-----BEGIN EC PRIVATE KEY-----
+MIGkAgEBBDAjoARN5zfAuouUzGjJPwKRz+sc/awhAa0P5KObyNdNfCza9CAvSiKS
+Vxe/sar5Tj2gBwYFK4EEACKhZANiAAQgcsBrwgropXUL+WH1IxKr//alVfDblSqS
+LYVpKNfSja9cxAkLTin4qD+xUs+No+9d4sTcGbsvuQqxPEfDrSXFlL6PLoc4k/R+
+VUWbhl09xVNjqr+gP2a8d3JgQJa/xkc=
+-----END EC PRIVATE KEY-----
+";
+
+    #[test]
+    fn sec1_keys_sign() {
+        let key = SigningKey::from_pem(SEC1_P384.as_bytes()).expect("SEC1 signing key");
+        assert_eq!(key.public().algorithm, Algorithm::ES384);
+        let token = key.sign(&json!({"sub": "x"})).expect("sign");
+        let keys = public_keys_from_pem(SEC1_P384.as_bytes()).expect("public keys");
+        assert_eq!(keys[0].kid, key.public().kid, "the same key ID as a verification key");
+        assert_eq!(claims_of(&token, &keys[0])["sub"], "x");
+        assert_eq!(keys[0].jwk()["crv"], "P-384");
+        // Without its curve the key cannot be read.
+        let bare = "-----BEGIN EC PRIVATE KEY-----\nMAMCAQE=\n-----END EC PRIVATE KEY-----\n";
+        assert!(SigningKey::from_pem(bare.as_bytes()).is_err());
     }
 
     #[test]

@@ -73,6 +73,11 @@ pub struct KubernetesClaims {
     /// The secret the token is bound to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret: Option<ObjectRef>,
+    /// When an extended pod-bound token (kubelet's projected tokens) should have been
+    /// refreshed (Unix seconds): it stays valid until `exp`, a year on, so that clients that
+    /// never reread their token file keep working.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warnafter: Option<i64>,
 }
 
 /// A service-account token's claims, in the order kube's tokens carry them.
