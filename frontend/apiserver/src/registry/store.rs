@@ -455,7 +455,7 @@ impl Store {
     /// Returns `NotFound` when absent.
     pub async fn get(&self, kind: &ResourceKind, namespace: &str, name: &str) -> Result<Object, ApiError> {
         let mut obj = self.read(kind, namespace, name).await?.0;
-        object::to_served_version(kind, &mut obj);
+        object::to_served_version(kind, &mut obj)?;
         Ok(obj)
     }
 
@@ -600,7 +600,7 @@ impl Store {
         manager: &str,
     ) -> Result<Object, ApiError> {
         let requested = managed::take_requested(&mut obj);
-        object::to_stored_version(kind, &mut obj);
+        object::to_stored_version(kind, &mut obj)?;
         let prepared = object::prepare_create(kind, &mut obj, namespace);
         self.admit(kind, prepared, &obj, None)?;
         managed::track(&**self.kinds(), kind, None, &mut obj, requested.as_ref(), manager, "");
@@ -620,14 +620,14 @@ impl Store {
             self.check_namespace(kind, namespace, &name).await?;
         }
         if dry_run {
-            object::to_served_version(kind, &mut obj);
+            object::to_served_version(kind, &mut obj)?;
             return Ok(obj);
         }
         let key = kind.key(&self.prefix, namespace, &name);
         match self.storage.create(key.as_bytes(), object::to_storage(&obj)).await {
             Ok(revision) => {
                 map_field_mut(&mut obj, "metadata").insert("resourceVersion".into(), revision.to_string().into());
-                object::to_served_version(kind, &mut obj);
+                object::to_served_version(kind, &mut obj)?;
                 Ok(obj)
             }
             Err(StorageError::KeyExists) => {
@@ -672,7 +672,7 @@ impl Store {
     ) -> Result<Object, ApiError> {
         let precondition = body_precondition(&obj, name)?;
         let requested = managed::take_requested(&mut obj);
-        object::to_stored_version(kind, &mut obj);
+        object::to_stored_version(kind, &mut obj)?;
         let mut out = self
             .guaranteed_update(kind, namespace, name, precondition, dry_run, |old| {
                 let mut new = obj.clone();
@@ -682,7 +682,7 @@ impl Store {
                 Ok(new)
             })
             .await?;
-        object::to_served_version(kind, &mut out);
+        object::to_served_version(kind, &mut out)?;
         Ok(out)
     }
 
@@ -717,7 +717,7 @@ impl Store {
         manager: &str,
     ) -> Result<Object, ApiError> {
         let precondition = body_precondition(&obj, name)?;
-        object::to_stored_version(kind, &mut obj);
+        object::to_stored_version(kind, &mut obj)?;
         let mut out = self
             .guaranteed_update(kind, namespace, name, precondition, dry_run, |old| {
                 let mut new = object::prepare_status_update(kind, &obj, old, namespace)?;
@@ -725,7 +725,7 @@ impl Store {
                 Ok(new)
             })
             .await?;
-        object::to_served_version(kind, &mut out);
+        object::to_served_version(kind, &mut out)?;
         Ok(out)
     }
 
