@@ -38,6 +38,40 @@ pub struct ServedForm {
     pub defaults: Option<Value>,
     /// The webhook, for strategy `Webhook`.
     pub webhook: Option<Arc<Webhook>>,
+    /// The objects (namespace, name, revision) read before and served unchanged: a LIST hands
+    /// out their stored bytes instead of decoding, defaulting and encoding them again.
+    pub unchanged: Verdicts,
+}
+
+/// The most verdicts a served version keeps. One LIST of this many objects, the largest the
+/// benchmarks list, is served from stored bytes after its first time; beyond it the set starts
+/// over, so memory stays bounded (about 100 bytes an entry) whatever the number of objects.
+pub const MAX_VERDICTS: usize = 20_000;
+
+/// A bounded set of (namespace, name, revision) read unchanged.
+#[derive(Debug, Default)]
+pub struct Verdicts(std::sync::Mutex<std::collections::HashSet<(String, String, i64)>>);
+
+impl Verdicts {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<(String, String, i64)>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn contains(&self, namespace: &str, name: &str, revision: i64) -> bool {
+        self.lock().contains(&(namespace.to_string(), name.to_string(), revision))
+    }
+
+    fn insert(&self, obj: &Object) {
+        let meta = obj.get("metadata");
+        let field = |f: &str| meta.and_then(|m| m.get(f)).and_then(Value::as_str);
+        let Some(revision) = field("resourceVersion").and_then(|rv| rv.parse::<i64>().ok()) else { return };
+        let key = (field("namespace").unwrap_or("").to_string(), field("name").unwrap_or("").to_string(), revision);
+        let mut set = self.lock();
+        if set.len() >= MAX_VERDICTS {
+            set.clear();
+        }
+        set.insert(key);
+    }
 }
 
 impl ServedForm {
@@ -58,15 +92,24 @@ impl VersionConverter for ServedForm {
     }
 
     fn to_served(&self, obj: &mut Object) -> Result<(), ApiError> {
+        let same_version = obj.get("apiVersion").and_then(Value::as_str) == Some(self.served.as_str());
         self.convert(obj, &self.served)?;
+        let mut defaulted = false;
         if let Some(schema) = &self.defaults {
             let mut v = Value::Object(std::mem::take(obj));
-            schema::apply_defaults(schema, &mut v);
+            defaulted = schema::apply_defaults(schema, &mut v);
             if let Value::Object(m) = v {
                 *obj = m;
             }
         }
+        if same_version && !defaulted {
+            self.unchanged.insert(obj);
+        }
         Ok(())
+    }
+
+    fn served_as_stored(&self, namespace: &str, name: &str, revision: i64) -> bool {
+        self.unchanged.contains(namespace, name, revision)
     }
 }
 
@@ -303,6 +346,29 @@ mod tests {
     }
 
     #[test]
+    fn objects_read_unchanged_are_remembered_by_revision() {
+        let form = ServedForm {
+            stored: "example.com/v1".into(),
+            served: "example.com/v1".into(),
+            defaults: Some(json!({"type": "object", "properties": {"spec": {"type": "object",
+                "properties": {"size": {"type": "integer", "default": 1}}}}})),
+            webhook: None,
+            unchanged: Verdicts::default(),
+        };
+        let read = |spec: Value, rv: &str| {
+            let mut o = obj(json!({"apiVersion": "example.com/v1", "kind": "W",
+                "metadata": {"namespace": "ns", "name": "a", "resourceVersion": rv}, "spec": spec}));
+            form.to_served(&mut o).expect("converts");
+            o
+        };
+        assert_eq!(read(json!({}), "5")["spec"], json!({"size": 1}));
+        assert!(!form.served_as_stored("ns", "a", 5), "defaulted: not as stored");
+        read(json!({"size": 2}), "6");
+        assert!(form.served_as_stored("ns", "a", 6));
+        assert!(!form.served_as_stored("ns", "a", 7) && !form.served_as_stored("other", "a", 6));
+    }
+
+    #[test]
     fn an_unreachable_webhook_fails_the_conversion_in_kube_words() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = listener.local_addr().expect("addr").port();
@@ -323,6 +389,7 @@ mod tests {
             served: "example.com/v2".into(),
             defaults: None,
             webhook: Some(Arc::new(webhook)),
+            unchanged: Verdicts::default(),
         };
         let mut o = obj(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "a"}}));
         let err = form.to_served(&mut o).expect_err("nothing listens");

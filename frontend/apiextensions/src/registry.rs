@@ -22,7 +22,7 @@ use ballast_apiserver::registry::{
 };
 use ballast_apiserver::served::VirtualResource;
 
-use crate::conversion::{ServedForm, Webhook};
+use crate::conversion::{ServedForm, Verdicts, Webhook};
 use crate::definition::{Definition, Version};
 use crate::webhook_client::Services;
 use crate::{printer, rules, schema};
@@ -350,6 +350,7 @@ fn build(
             served: format!("{}/{}", def.group, version.name),
             defaults: version.schema.clone().filter(|_| defaults),
             webhook,
+            unchanged: Verdicts::default(),
         })) as &'static dyn VersionConverter
     });
     // The generic store checks an object after converting it to the storage version, so

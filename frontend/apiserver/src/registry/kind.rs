@@ -128,6 +128,13 @@ pub trait VersionConverter: Send + Sync + std::fmt::Debug {
     ///
     /// As [`VersionConverter::to_stored`].
     fn to_served(&self, obj: &mut strategy::Object) -> Result<(), crate::error::ApiError>;
+
+    /// Whether the stored object `namespace`/`name` at `revision` is known to be served
+    /// exactly as stored (the converter saw it before and changed nothing), so a LIST may hand
+    /// out its stored bytes without decoding it. Never, unless a converter keeps such verdicts.
+    fn served_as_stored(&self, _namespace: &str, _name: &str, _revision: i64) -> bool {
+        false
+    }
 }
 
 /// One served kind: a row of a server's table of kinds. Rows are built with [`ResourceKind::row`] and

@@ -184,7 +184,8 @@ pub struct ListScan<'k> {
     matched: i64,
     /// Whether the walk has reached the end of the range or the limit.
     done: bool,
-    /// Whether items are handed out as stored bytes (see [`ScanForm::Stored`]).
+    /// Whether items may be handed out as stored bytes (see [`ScanForm::Stored`]): those of
+    /// kinds without a converter, and those their converter serves unchanged.
     stored: bool,
     /// The next Range, already under way while the caller encodes the current batch: one
     /// page of read-ahead (only without a `limit`, when the next page's size is known).
@@ -313,6 +314,8 @@ impl ListScan<'_> {
         let mut bytes = kv.value;
         if self.stored {
             match RawObject::new(bytes, kv.mod_revision) {
+                // An object a converter would change is decoded and converted.
+                Ok(raw) if !self.as_stored(&raw, kv.mod_revision) => bytes = raw.into_bytes(),
                 Ok(raw) => match self.selects(&raw) {
                     Some(selected) => return Ok(selected.then_some(ListItem::Stored(raw))),
                     // Labels or names of another shape than strings: decode.
@@ -324,6 +327,16 @@ impl ListScan<'_> {
         }
         let obj = Value::Object(object::from_storage_as(self.kind, &bytes, kv.mod_revision)?);
         Ok((self.labels.matches(&object::labels(&obj)) && self.fields.matches(&obj)).then_some(ListItem::Object(obj)))
+    }
+
+    /// Whether a stored object is served as stored: always without a converter, else when the
+    /// converter knows this revision needs no change.
+    fn as_stored(&self, raw: &RawObject, revision: i64) -> bool {
+        let Some(converter) = self.kind.converter else { return true };
+        match (raw.namespace(), raw.name()) {
+            (Some(namespace), Some(name)) => converter.served_as_stored(&namespace, &name, revision),
+            _ => false,
+        }
     }
 
     /// Returns whether a stored object passes the selectors, reading only the metadata they
@@ -541,7 +554,7 @@ impl Store {
             continuing,
             matched: 0,
             done: false,
-            stored: form == ScanForm::Stored && kind.converter.is_none() && opts.fields.only_metadata_names(),
+            stored: form == ScanForm::Stored && opts.fields.only_metadata_names(),
             ahead: None,
             first: None,
             continue_token: None,
