@@ -132,17 +132,76 @@ pub async fn post(config: &WebhookClientConfig, services: Option<&Services>, bod
 /// The TLS client trusting `ca_bundle` (PEM).
 fn tls(ca_bundle: &[u8]) -> Result<Arc<rustls::ClientConfig>, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let bundle: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(ca_bundle).flatten().collect();
     let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(ca_bundle).flatten() {
+    for cert in &bundle {
         // A certificate rustls cannot use as a root is skipped, as Go skips it.
-        let _ = roots.add(cert);
+        let _ = roots.add(cert.clone());
     }
-    let builder = rustls::ClientConfig::builder_with_provider(provider)
+    let chained = rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .build()
+        .map_err(|e| format!("tls: {e}"))?;
+    let verifier = Arc::new(BundleVerifier { chained, bundle });
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?;
-    let mut config = builder.with_root_certificates(roots).with_no_client_auth();
+        .map_err(|e| e.to_string())?
+        .dangerous()
+        .with_custom_certificate_verifier(verifier)
+        .with_no_client_auth();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
+}
+
+/// The server's certificate chains to the `caBundle`, or is itself one of its certificates
+/// and names the server: Go accepts a self-signed certificate given as its own bundle (as
+/// webhook set-ups made with `openssl req -x509` use), which the chain check alone refuses.
+#[derive(Debug)]
+struct BundleVerifier {
+    chained: Arc<rustls::client::WebPkiServerVerifier>,
+    bundle: Vec<CertificateDer<'static>>,
+}
+
+impl rustls::client::danger::ServerCertVerifier for BundleVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        match self.chained.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
+            Ok(verified) => Ok(verified),
+            Err(e) if self.bundle.iter().any(|c| c.as_ref() == end_entity.as_ref()) => {
+                let cert = webpki::EndEntityCert::try_from(end_entity).map_err(|_| e.clone())?;
+                cert.verify_is_valid_for_subject_name(server_name).map_err(|_| e)?;
+                Ok(rustls::client::danger::ServerCertVerified::assertion())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.chained.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.chained.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.chained.supported_verify_schemes()
+    }
 }
 
 /// Go's words for a failed dial.

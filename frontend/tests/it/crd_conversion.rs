@@ -67,16 +67,23 @@ fn review_answer(path: &str, review: &Value) -> Value {
 }
 
 impl ConversionWebhook {
-    async fn start() -> ConversionWebhook {
+    /// Starts the webhook with a certificate of its own CA, or (`self_signed`) with one
+    /// self-signed CA certificate that is also the bundle, as `openssl req -x509` makes.
+    async fn start(self_signed: bool) -> ConversionWebhook {
         let ca_key = rcgen::KeyPair::generate().expect("key");
-        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        let names = vec!["127.0.0.1".to_string(), "paint.default.svc".to_string()];
+        let mut ca =
+            rcgen::CertificateParams::new(if self_signed { names.clone() } else { Vec::new() }).expect("params");
         ca.distinguished_name.push(rcgen::DnType::CommonName, "conversion-ca");
         ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
         let ca_cert = ca.self_signed(&ca_key).expect("CA");
         let issuer = rcgen::Issuer::new(ca, &ca_key);
         let key = rcgen::KeyPair::generate().expect("key");
-        let names = vec!["127.0.0.1".to_string(), "paint.default.svc".to_string()];
-        let cert = rcgen::CertificateParams::new(names).expect("params").signed_by(&key, &issuer).expect("cert");
+        let (cert, key) = if self_signed {
+            (ca_cert.clone(), ca_key)
+        } else {
+            (rcgen::CertificateParams::new(names).expect("params").signed_by(&key, &issuer).expect("cert"), key)
+        };
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut tls = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
@@ -170,7 +177,7 @@ async fn stored(c: &Cluster, name: &str) -> Value {
 
 async fn objects_are_converted_by_the_webhook(backend: Backend) {
     let c = Cluster::start_with(Options { backend: Some(backend), crds: true, ..Options::default() }).await;
-    let hook = ConversionWebhook::start().await;
+    let hook = ConversionWebhook::start(false).await;
     let ca_bundle = base64::engine::general_purpose::STANDARD.encode(&hook.ca_pem);
     let by_url = |path: &str| json!({"url": format!("https://127.0.0.1:{}{path}", hook.port), "caBundle": ca_bundle});
 
@@ -288,6 +295,23 @@ async fn objects_are_converted_by_the_webhook(backend: Backend) {
             hook.port
         )
     );
+
+    // A self-signed webhook certificate that is its own bundle is trusted, as Go trusts it.
+    let self_signed = ConversionWebhook::start(true).await;
+    let bundle = base64::engine::general_purpose::STANDARD.encode(&self_signed.ca_pem);
+    let url = json!({"url": format!("https://127.0.0.1:{}/convert", self_signed.port), "caBundle": bundle});
+    apply(&c, "widgets.json", &definition(&url)).await;
+    let mut converted = false;
+    for _ in 0..50 {
+        let r = get(&c, "v2", "a").await;
+        if r.status == 200 && !self_signed.reviews().is_empty() {
+            assert_eq!(r.json()["spec"], json!({"paint": "green"}));
+            converted = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(converted, "no conversion through the self-signed webhook");
 
     // A webhook that refuses: 500 without a reason, kube's text; the storage version still reads.
     apply(&c, "widgets.json", &definition(&by_url("/fail"))).await;
