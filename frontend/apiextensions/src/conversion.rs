@@ -27,7 +27,8 @@ use crate::webhook_client::{self, Services};
 
 /// The served form of a stored custom resource: converted between the served version and the
 /// storage version, and the served version's defaults applied on read, as kube defaults on
-/// read.
+/// read. Objects read from storage unchanged by that are remembered ([`Verdicts`]); only reads
+/// of stored bytes count, never a write's answer (a dry run's object was never stored).
 #[derive(Debug)]
 pub struct ServedForm {
     /// `group/storage-version`.
@@ -61,11 +62,10 @@ impl Verdicts {
         self.lock().contains(&(namespace.to_string(), name.to_string(), revision))
     }
 
-    fn insert(&self, obj: &Object) {
+    fn insert(&self, obj: &Object, revision: i64) {
         let meta = obj.get("metadata");
-        let field = |f: &str| meta.and_then(|m| m.get(f)).and_then(Value::as_str);
-        let Some(revision) = field("resourceVersion").and_then(|rv| rv.parse::<i64>().ok()) else { return };
-        let key = (field("namespace").unwrap_or("").to_string(), field("name").unwrap_or("").to_string(), revision);
+        let field = |f: &str| meta.and_then(|m| m.get(f)).and_then(Value::as_str).unwrap_or("").to_string();
+        let key = (field("namespace"), field("name"), revision);
         let mut set = self.lock();
         if set.len() >= MAX_VERDICTS {
             set.clear();
@@ -75,6 +75,21 @@ impl Verdicts {
 }
 
 impl ServedForm {
+    /// Converts a stored object to the served form; returns whether that changed nothing.
+    fn served_form(&self, obj: &mut Object) -> Result<bool, ApiError> {
+        let same_version = obj.get("apiVersion").and_then(Value::as_str) == Some(self.served.as_str());
+        self.convert(obj, &self.served)?;
+        let mut defaulted = false;
+        if let Some(schema) = &self.defaults {
+            let mut v = Value::Object(std::mem::take(obj));
+            defaulted = schema::apply_defaults(schema, &mut v);
+            if let Value::Object(m) = v {
+                *obj = m;
+            }
+        }
+        Ok(same_version && !defaulted)
+    }
+
     fn convert(&self, obj: &mut Object, to: &str) -> Result<(), ApiError> {
         match &self.webhook {
             Some(w) if obj.get("apiVersion").and_then(Value::as_str) != Some(to) => w.convert(obj, to),
@@ -92,18 +107,12 @@ impl VersionConverter for ServedForm {
     }
 
     fn to_served(&self, obj: &mut Object) -> Result<(), ApiError> {
-        let same_version = obj.get("apiVersion").and_then(Value::as_str) == Some(self.served.as_str());
-        self.convert(obj, &self.served)?;
-        let mut defaulted = false;
-        if let Some(schema) = &self.defaults {
-            let mut v = Value::Object(std::mem::take(obj));
-            defaulted = schema::apply_defaults(schema, &mut v);
-            if let Value::Object(m) = v {
-                *obj = m;
-            }
-        }
-        if same_version && !defaulted {
-            self.unchanged.insert(obj);
+        self.served_form(obj).map(|_| ())
+    }
+
+    fn to_served_from_storage(&self, obj: &mut Object, revision: i64) -> Result<(), ApiError> {
+        if self.served_form(obj)? {
+            self.unchanged.insert(obj, revision);
         }
         Ok(())
     }
@@ -355,16 +364,21 @@ mod tests {
             webhook: None,
             unchanged: Verdicts::default(),
         };
-        let read = |spec: Value, rv: &str| {
+        let read = |spec: Value, rv: i64| {
             let mut o = obj(json!({"apiVersion": "example.com/v1", "kind": "W",
-                "metadata": {"namespace": "ns", "name": "a", "resourceVersion": rv}, "spec": spec}));
-            form.to_served(&mut o).expect("converts");
+                "metadata": {"namespace": "ns", "name": "a", "resourceVersion": rv.to_string()}, "spec": spec}));
+            form.to_served_from_storage(&mut o, rv).expect("converts");
             o
         };
-        assert_eq!(read(json!({}), "5")["spec"], json!({"size": 1}));
+        assert_eq!(read(json!({}), 5)["spec"], json!({"size": 1}));
         assert!(!form.served_as_stored("ns", "a", 5), "defaulted: not as stored");
-        read(json!({"size": 2}), "6");
+        read(json!({"size": 2}), 6);
         assert!(form.served_as_stored("ns", "a", 6));
+        // Objects converted on other paths (a write's answer) are not remembered.
+        let mut answer = obj(json!({"apiVersion": "example.com/v1", "kind": "W",
+            "metadata": {"namespace": "ns", "name": "a", "resourceVersion": "8"}, "spec": {"size": 2}}));
+        form.to_served(&mut answer).expect("converts");
+        assert!(!form.served_as_stored("ns", "a", 8));
         assert!(!form.served_as_stored("ns", "a", 7) && !form.served_as_stored("other", "a", 6));
     }
 

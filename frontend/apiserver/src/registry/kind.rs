@@ -129,8 +129,18 @@ pub trait VersionConverter: Send + Sync + std::fmt::Debug {
     /// As [`VersionConverter::to_stored`].
     fn to_served(&self, obj: &mut strategy::Object) -> Result<(), crate::error::ApiError>;
 
+    /// [`VersionConverter::to_served`] of an object just decoded from the bytes stored at
+    /// `revision`: a converter may remember that it served those bytes unchanged.
+    ///
+    /// # Errors
+    ///
+    /// As [`VersionConverter::to_served`].
+    fn to_served_from_storage(&self, obj: &mut strategy::Object, _revision: i64) -> Result<(), crate::error::ApiError> {
+        self.to_served(obj)
+    }
+
     /// Whether the stored object `namespace`/`name` at `revision` is known to be served
-    /// exactly as stored (the converter saw it before and changed nothing), so a LIST may hand
+    /// exactly as stored (the converter read it before and changed nothing), so a LIST may hand
     /// out its stored bytes without decoding it. Never, unless a converter keeps such verdicts.
     fn served_as_stored(&self, _namespace: &str, _name: &str, _revision: i64) -> bool {
         false

@@ -576,7 +576,9 @@ pub fn to_served_version(kind: &ResourceKind, obj: &mut Object) -> Result<(), Ap
 /// As [`from_storage`].
 pub fn from_storage_as(kind: &ResourceKind, bytes: &[u8], revision: i64) -> Result<Object, ApiError> {
     let mut obj = from_storage(bytes, revision)?;
-    to_served_version(kind, &mut obj)?;
+    if let Some(c) = kind.converter {
+        c.to_served_from_storage(&mut obj, revision)?;
+    }
     Ok(obj)
 }
 
