@@ -49,28 +49,30 @@ pub struct ServedForm {
 /// over, so memory stays bounded (about 100 bytes an entry) whatever the number of objects.
 pub const MAX_VERDICTS: usize = 20_000;
 
-/// A bounded set of (namespace, name, revision) read unchanged.
+/// A bounded set of (namespace, name, revision) read unchanged, by revision (a revision is
+/// one write, so it names one object but for writes of several in one transaction): a LIST
+/// looks each item up without allocating, under a read lock.
 #[derive(Debug, Default)]
-pub struct Verdicts(std::sync::Mutex<std::collections::HashSet<(String, String, i64)>>);
+pub struct Verdicts(std::sync::RwLock<std::collections::HashMap<i64, Vec<(String, String)>>>);
 
 impl Verdicts {
-    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<(String, String, i64)>> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
     fn contains(&self, namespace: &str, name: &str, revision: i64) -> bool {
-        self.lock().contains(&(namespace.to_string(), name.to_string(), revision))
+        let map = self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.get(&revision).is_some_and(|objects| objects.iter().any(|(ns, n)| ns == namespace && n == name))
     }
 
     fn insert(&self, obj: &Object, revision: i64) {
         let meta = obj.get("metadata");
         let field = |f: &str| meta.and_then(|m| m.get(f)).and_then(Value::as_str).unwrap_or("").to_string();
-        let key = (field("namespace"), field("name"), revision);
-        let mut set = self.lock();
-        if set.len() >= MAX_VERDICTS {
-            set.clear();
+        let key = (field("namespace"), field("name"));
+        let mut map = self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if map.len() >= MAX_VERDICTS {
+            map.clear();
         }
-        set.insert(key);
+        let objects = map.entry(revision).or_default();
+        if !objects.contains(&key) {
+            objects.push(key);
+        }
     }
 }
 
