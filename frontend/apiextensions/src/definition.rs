@@ -115,6 +115,39 @@ pub struct Version {
     pub selectable_fields: Vec<String>,
 }
 
+/// Where a conversion webhook is (`spec.conversion.webhook.clientConfig`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WebhookClientConfig {
+    /// `url` (`https://host[:port][/path]`), when the webhook is named by URL.
+    pub url: Option<String>,
+    /// `service`, when the webhook is a Service.
+    pub service: Option<ServiceReference>,
+    /// `caBundle`, decoded (PEM); empty when not set or not base64.
+    pub ca_bundle: Vec<u8>,
+}
+
+/// A Service a webhook is reached through.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ServiceReference {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// The URL path (`/convert`), empty for `/`.
+    pub path: String,
+    /// The port (kube's default: 443).
+    pub port: u16,
+}
+
+/// `spec.conversion` when its strategy is `Webhook`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WebhookConversion {
+    /// Where the webhook is.
+    pub client: WebhookClientConfig,
+    /// `conversionReviewVersions`, in the definition's order of preference.
+    pub review_versions: Vec<String>,
+}
+
 /// A CustomResourceDefinition, read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Definition {
@@ -134,6 +167,9 @@ pub struct Definition {
     pub accepted: Option<Names>,
     /// Whether the definition is being deleted.
     pub terminating: bool,
+    /// The conversion webhook, when `spec.conversion.strategy` is `Webhook` (`None`
+    /// otherwise: versions differ in `apiVersion` only).
+    pub webhook: Option<WebhookConversion>,
     /// The object as stored.
     pub object: Value,
 }
@@ -178,6 +214,36 @@ fn version(v: &Value) -> Version {
     }
 }
 
+/// Reads `spec.conversion` when its strategy is `Webhook`.
+fn webhook_conversion(conversion: &Value) -> Option<WebhookConversion> {
+    use base64::Engine as _;
+    if conversion["strategy"] != "Webhook" {
+        return None;
+    }
+    let webhook = &conversion["webhook"];
+    let config = &webhook["clientConfig"];
+    let service = config.get("service").filter(|s| s.is_object()).map(|s| ServiceReference {
+        namespace: s["namespace"].as_str().unwrap_or("").to_string(),
+        name: s["name"].as_str().unwrap_or("").to_string(),
+        path: s["path"].as_str().unwrap_or("").to_string(),
+        port: s["port"].as_u64().and_then(|p| u16::try_from(p).ok()).unwrap_or(443),
+    });
+    let ca_bundle = config["caBundle"]
+        .as_str()
+        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+        .unwrap_or_default();
+    Some(WebhookConversion {
+        client: WebhookClientConfig { url: config["url"].as_str().map(String::from), service, ca_bundle },
+        review_versions: webhook["conversionReviewVersions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(String::from)
+            .collect(),
+    })
+}
+
 impl Definition {
     /// Reads a stored (or submitted) CustomResourceDefinition.
     pub fn from_json(obj: &Value) -> Definition {
@@ -193,6 +259,7 @@ impl Definition {
             versions: spec["versions"].as_array().into_iter().flatten().map(version).collect(),
             accepted: accepted.map(Names::from_json),
             terminating: obj["metadata"]["deletionTimestamp"].as_str().is_some_and(|t| !t.is_empty()),
+            webhook: webhook_conversion(&spec["conversion"]),
             object: obj.clone(),
         }
     }

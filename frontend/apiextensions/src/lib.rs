@@ -33,6 +33,8 @@
 //!   formats; [`jsonpath`]: the JSONPath subset of
 //!   printer columns and selectable fields; [`printer`]: Table columns from
 //!   `additionalPrinterColumns`.
+//! * [`conversion`]: each served version's converter to and from the storage version
+//!   (`apiVersion` rewritten, or a conversion webhook called through [`webhook_client`]).
 //! * [`server`]: the chain's server (REST, group discovery, OpenAPI v3 documents of
 //!   [`openapi`]).
 //!
@@ -41,11 +43,13 @@
 //! Depends on `ballast-apiserver` (the generic server's registry, routes and seams) and
 //! `ballast-apimachinery` through it; never on the built-in API's crate or on the aggregator
 //! (the chain delegates downwards only). Inside: `server` → `registry` → `schema`, `printer` →
-//! `jsonpath`; `controller` → `registry`, `definition`; `validation` → `definition`, `schema`.
+//! `jsonpath`; `registry` → `conversion` → `webhook_client`, `schema`; `controller` →
+//! `registry`, `definition`; `validation` → `definition`, `schema`.
 //!
 //! Reading order: [`server`], [`registry`], [`controller`].
 
 pub mod controller;
+pub mod conversion;
 pub mod definition;
 pub mod formats;
 pub mod jsonpath;
@@ -56,6 +60,7 @@ pub mod rules;
 pub mod schema;
 pub mod server;
 pub mod validation;
+pub mod webhook_client;
 
 use std::sync::Arc;
 
@@ -68,7 +73,7 @@ use crate::registry::{CrdKinds, Registry};
 /// The apiextensions server in front of `delegate` (the 404), on the built-in API's storage
 /// and settings. Starts the definition controller on the current runtime.
 pub fn server(context: DelegateContext, delegate: Handler) -> Delegate {
-    let registry = Arc::new(Registry::default());
+    let registry = Arc::new(Registry::with_services(webhook_client::Services(context.store.clone())));
     // Custom resources share the built-in API's storage; a namespace deleted through either
     // store is emptied of both's objects.
     let store = context

@@ -22,7 +22,9 @@ use ballast_apiserver::registry::{
 };
 use ballast_apiserver::served::VirtualResource;
 
+use crate::conversion::{ServedForm, Verdicts, Webhook};
 use crate::definition::{Definition, Version};
+use crate::webhook_client::Services;
 use crate::{printer, rules, schema};
 
 fn leak(s: &str) -> &'static str {
@@ -95,33 +97,6 @@ impl Strategy for CustomResourceStrategy {
     }
 }
 
-/// The served form of a stored custom resource: `apiVersion` rewritten between the served
-/// version and the storage version (conversion strategy `None`), and the served version's
-/// defaults applied on read, as kube defaults on read.
-#[derive(Debug)]
-struct ServedForm {
-    stored: String,
-    served: String,
-    schema: Option<Value>,
-}
-
-impl VersionConverter for ServedForm {
-    fn to_stored(&self, obj: &mut Object) {
-        obj.insert("apiVersion".into(), self.stored.clone().into());
-    }
-
-    fn to_served(&self, obj: &mut Object) {
-        obj.insert("apiVersion".into(), self.served.clone().into());
-        if let Some(schema) = &self.schema {
-            let mut v = Value::Object(std::mem::take(obj));
-            schema::apply_defaults(schema, &mut v);
-            if let Value::Object(m) = v {
-                *obj = m;
-            }
-        }
-    }
-}
-
 /// Whether a schema sets a default anywhere.
 fn has_defaults(schema: &Value) -> bool {
     match schema {
@@ -180,6 +155,8 @@ pub struct Registry {
     interned: Mutex<HashMap<String, (&'static ResourceKind, &'static Printer)>>,
     /// The served lists made so far, by content.
     lists: Mutex<InternedLists>,
+    /// Where conversion webhooks' Services are looked up.
+    services: std::sync::OnceLock<Services>,
 }
 
 /// The `'static` lists of [`Registry::intern_lists`].
@@ -217,6 +194,13 @@ pub fn version_priority(name: &str) -> (u8, i64, i64, String) {
 }
 
 impl Registry {
+    /// A registry whose conversion webhooks resolve Services through `services`.
+    pub fn with_services(services: Services) -> Registry {
+        let registry = Registry::default();
+        let _ = registry.services.set(services);
+        registry
+    }
+
     /// Returns what is served now.
     pub fn snapshot(&self) -> Arc<Snapshot> {
         self.current.read().unwrap_or_else(PoisonError::into_inner).clone()
@@ -318,7 +302,7 @@ impl Registry {
         if let Some(found) = interned.get(&key) {
             return *found;
         }
-        let built = build(def, names, version);
+        let built = build(def, names, version, self.services.get());
         interned.insert(key, built);
         built
     }
@@ -333,6 +317,7 @@ fn build(
     def: &Definition,
     names: &crate::definition::Names,
     version: &Version,
+    services: Option<&Services>,
 ) -> (&'static ResourceKind, &'static Printer) {
     let short: Vec<&'static str> = names.short_names.iter().map(|s| leak(s)).collect();
     let categories: Vec<&'static str> = names.categories.iter().map(|s| leak(s)).collect();
@@ -357,15 +342,26 @@ fn build(
     // Objects are read through a converter only when their served form differs from the
     // stored one (another version, or defaults to apply): the rest are served as stored.
     let defaults = version.schema.as_ref().is_some_and(has_defaults);
+    let webhook =
+        def.webhook.as_ref().map(|spec| Arc::new(Webhook { spec: spec.clone(), services: services.cloned() }));
     let converter: Option<&'static dyn VersionConverter> = (def.versions.len() > 1 || defaults).then(|| {
         &*Box::leak(Box::new(ServedForm {
             stored: format!("{}/{storage}", def.group),
             served: format!("{}/{}", def.group, version.name),
-            schema: version.schema.clone().filter(|_| defaults),
+            defaults: version.schema.clone().filter(|_| defaults),
+            webhook,
+            unchanged: Verdicts::default(),
         })) as &'static dyn VersionConverter
     });
+    // The generic store checks an object after converting it to the storage version, so
+    // where versions differ in shape (a webhook converts) it is checked by the storage
+    // version's schema; with strategy None every version has the stored shape.
+    let checked = match def.webhook {
+        Some(_) => def.versions.iter().find(|v| v.storage).unwrap_or(version),
+        None => version,
+    };
     let strategy: &'static dyn Strategy =
-        Box::leak(Box::new(CustomResourceStrategy::new(version.schema.clone(), version.status)));
+        Box::leak(Box::new(CustomResourceStrategy::new(checked.schema.clone(), version.status)));
     let mut kind = ResourceKind::row(
         leak(&def.group),
         leak(&version.name),

@@ -141,18 +141,21 @@ fn prune(schema: &Value, value: &mut Value, path: &str, pruned: &mut Vec<String>
 }
 
 /// Sets the schema's defaults on absent fields of `value` (kube defaults on write and on read).
-pub fn apply_defaults(schema: &Value, value: &mut Value) {
+/// Returns whether it set any (a read that sets none serves the stored bytes as they are).
+pub fn apply_defaults(schema: &Value, value: &mut Value) -> bool {
+    let mut changed = false;
     match value {
         Value::Object(map) => {
             if let Some(props) = schema["properties"].as_object() {
                 for (key, sub) in props {
                     match map.get_mut(key) {
-                        Some(v) => apply_defaults(sub, v),
+                        Some(v) => changed |= apply_defaults(sub, v),
                         None => {
                             if let Some(d) = sub.get("default") {
                                 let mut d = d.clone();
                                 apply_defaults(sub, &mut d);
                                 map.insert(key.clone(), d);
+                                changed = true;
                             }
                         }
                     }
@@ -160,19 +163,20 @@ pub fn apply_defaults(schema: &Value, value: &mut Value) {
             }
             if let Some(additional) = schema.get("additionalProperties").filter(|a| a.is_object()) {
                 for v in map.values_mut() {
-                    apply_defaults(additional, v);
+                    changed |= apply_defaults(additional, v);
                 }
             }
         }
         Value::Array(items) => {
             if let Some(item_schema) = schema.get("items").filter(|i| i.is_object()) {
                 for item in items {
-                    apply_defaults(item_schema, item);
+                    changed |= apply_defaults(item_schema, item);
                 }
             }
         }
         _ => {}
     }
+    changed
 }
 
 /// Validates a custom resource against its version's schema; every finding, in kube's form.

@@ -133,6 +133,9 @@ pub fn validate(obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
         }
     }
     validate_names(&spec["names"], &def, &mut errs);
+    let old_bundle_invalid =
+        old.is_some_and(|o| ca_bundle_error(&o["spec"]["conversion"]["webhook"]["clientConfig"]).is_some());
+    validate_conversion(&spec["conversion"], !old_bundle_invalid, &mut errs);
     if let Some(old) = old {
         // Names and scope may change only while not yet accepted; kube refuses a scope change.
         if old["spec"]["scope"] != spec["scope"] {
@@ -196,6 +199,165 @@ fn validate_names(names: &Value, def: &Definition, errs: &mut Vec<FieldError>) {
         let bad = dns1123_label(c);
         if !bad.is_empty() {
             errs.push(FieldError::invalid(format!("spec.names.categories[{i}]"), c.clone(), bad.join(",")));
+        }
+    }
+}
+
+/// The `ConversionReview` versions this server sends.
+const REVIEW_VERSIONS: [&str; 2] = ["v1", "v1beta1"];
+
+/// kube's checks of `spec.conversion`. Its paths are those of kube's internal type
+/// (`webhookClientConfig`, `conversionReviewVersions` directly under `conversion`), as kube
+/// reports them for v1 definitions too.
+fn validate_conversion(conversion: &Value, check_ca_bundle: bool, errs: &mut Vec<FieldError>) {
+    if conversion.is_null() {
+        return;
+    }
+    let path = "spec.conversion";
+    let strategy = conversion["strategy"].as_str().unwrap_or("");
+    match strategy {
+        "" => errs.push(FieldError::required(format!("{path}.strategy"), "")),
+        "None" | "Webhook" => {}
+        other => errs.push(FieldError::not_supported(format!("{path}.strategy"), other, &["None", "Webhook"])),
+    }
+    let webhook = &conversion["webhook"];
+    let config = webhook.get("clientConfig").filter(|c| !c.is_null());
+    let versions: Vec<Value> = webhook["conversionReviewVersions"].as_array().cloned().unwrap_or_default();
+    let client_path = format!("{path}.webhookClientConfig");
+    if strategy != "Webhook" {
+        if config.is_some() {
+            errs.push(FieldError::forbidden(client_path, "should not be set when strategy is not set to Webhook"));
+        }
+        if !versions.is_empty() {
+            errs.push(FieldError::forbidden(
+                format!("{path}.conversionReviewVersions"),
+                "should not be set when strategy is not set to Webhook",
+            ));
+        }
+        return;
+    }
+    match config {
+        None => errs.push(FieldError::required(client_path.clone(), "required when strategy is set to Webhook")),
+        Some(cc) => {
+            let url = cc["url"].as_str();
+            let service = cc.get("service").filter(|s| !s.is_null());
+            match (url, service) {
+                (Some(url), None) => validate_webhook_url(&format!("{client_path}.url"), url, errs),
+                (None, Some(svc)) => validate_webhook_service(&format!("{client_path}.service"), svc, errs),
+                _ => errs.push(FieldError::required(client_path.clone(), "exactly one of url or service is required")),
+            }
+            if check_ca_bundle {
+                errs.extend(
+                    ca_bundle_error(cc)
+                        .map(|(value, e)| FieldError::invalid(format!("{client_path}.caBundle"), value, e)),
+                );
+            }
+        }
+    }
+    let versions_path = format!("{path}.conversionReviewVersions");
+    if versions.is_empty() {
+        errs.push(FieldError::required(versions_path, ""));
+        return;
+    }
+    let mut seen: Vec<&str> = Vec::new();
+    let mut accepted = false;
+    for (i, v) in versions.iter().enumerate() {
+        let v = v.as_str().unwrap_or("");
+        if seen.contains(&v) {
+            errs.push(FieldError::invalid(format!("{versions_path}[{i}]"), v, "duplicate version"));
+            continue;
+        }
+        seen.push(v);
+        for e in dns1035_label(v) {
+            errs.push(FieldError::invalid(format!("{versions_path}[{i}]"), v, e));
+        }
+        accepted |= REVIEW_VERSIONS.contains(&v);
+    }
+    if !accepted {
+        errs.push(FieldError::invalid(
+            versions_path,
+            Value::Array(versions.clone()),
+            format!("must include at least one of {}", REVIEW_VERSIONS.join(", ")),
+        ));
+    }
+}
+
+/// A `caBundle` that holds no PEM certificate: its value and kube's complaint.
+fn ca_bundle_error(client_config: &Value) -> Option<(String, String)> {
+    use base64::Engine as _;
+    let encoded = client_config["caBundle"].as_str().filter(|b| !b.is_empty())?;
+    let decoded = base64::engine::general_purpose::STANDARD.decode(encoded).unwrap_or_default();
+    let has_cert = decoded.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----");
+    (!has_cert).then(|| {
+        (encoded.to_string(), "unable to load root certificates: unable to parse bytes as PEM block".to_string())
+    })
+}
+
+/// kube's checks of a webhook URL.
+fn validate_webhook_url(path: &str, url: &str, errs: &mut Vec<FieldError>) {
+    const FORM: &str = "; desired format: https://host[/path]";
+    let uri: http::Uri = match url.parse() {
+        Ok(u) => u,
+        Err(e) => {
+            errs.push(FieldError::required(path, format!("url must be a valid URL: {e}{FORM}")));
+            return;
+        }
+    };
+    let scheme = uri.scheme_str().unwrap_or("");
+    if scheme != "https" {
+        errs.push(FieldError::invalid(path, scheme, format!("'https' is the only allowed URL scheme{FORM}")));
+    }
+    let authority = uri.authority().map(|a| a.as_str()).unwrap_or("");
+    let (user, host) = authority.rsplit_once('@').map_or(("", authority), |(u, h)| (u, h));
+    if host.is_empty() {
+        errs.push(FieldError::invalid(path, host, format!("host must be specified{FORM}")));
+    }
+    if !user.is_empty() {
+        errs.push(FieldError::invalid(path, user, "user information is not permitted in the URL"));
+    }
+    if let Some(query) = uri.query().filter(|q| !q.is_empty()) {
+        errs.push(FieldError::invalid(path, query, "query parameters are not permitted in the URL"));
+    }
+}
+
+/// kube's checks of a webhook Service reference.
+fn validate_webhook_service(path: &str, svc: &Value, errs: &mut Vec<FieldError>) {
+    if svc["name"].as_str().unwrap_or("").is_empty() {
+        errs.push(FieldError::required(format!("{path}.name"), ""));
+    }
+    if svc["namespace"].as_str().unwrap_or("").is_empty() {
+        errs.push(FieldError::required(format!("{path}.namespace"), ""));
+    }
+    if let Some(port) = svc.get("port").filter(|p| !p.is_null()) {
+        if !port.as_i64().is_some_and(|p| (1..=65535).contains(&p)) {
+            errs.push(FieldError::invalid(
+                format!("{path}.port"),
+                port.clone(),
+                "port is not valid: must be between 1 and 65535, inclusive",
+            ));
+        }
+    }
+    let Some(url_path) = svc["path"].as_str() else { return };
+    if url_path.is_empty() || url_path == "/" {
+        return;
+    }
+    let field = format!("{path}.path");
+    if url_path == "//" {
+        errs.push(FieldError::invalid(field, url_path, "segment[0] may not be empty"));
+        return;
+    }
+    if !url_path.starts_with('/') {
+        errs.push(FieldError::invalid(field.clone(), url_path, "must start with a '/'"));
+    }
+    let rest = url_path.get(1..).unwrap_or("");
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    for (i, step) in rest.split('/').enumerate() {
+        if step.is_empty() {
+            errs.push(FieldError::invalid(field.clone(), url_path, format!("segment[{i}] may not be empty")));
+            continue;
+        }
+        for e in dns1123_subdomain(step) {
+            errs.push(FieldError::invalid(field.clone(), url_path, format!("segment[{i}]: {e}")));
         }
     }
 }
@@ -435,6 +597,54 @@ mod tests {
             "{errs:?}"
         );
         assert!(errs.contains(&"spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[size].type: Required value: must not be empty for specified object fields".to_string()), "{errs:?}");
+    }
+
+    fn conversion_errors(conversion: Value) -> Vec<String> {
+        let mut c = crd();
+        c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["size"] =
+            json!({"type": "integer"});
+        c["spec"]["conversion"] = conversion;
+        validate(&c, None).iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn conversion_stanza_as_kube_checks_it() {
+        assert_eq!(conversion_errors(json!({"strategy": "None"})), Vec::<String>::new());
+        assert_eq!(
+            conversion_errors(json!({"strategy": "Webhook"})),
+            [
+                "spec.conversion.webhookClientConfig: Required value: required when strategy is set to Webhook",
+                "spec.conversion.conversionReviewVersions: Required value",
+            ]
+        );
+        assert_eq!(
+            conversion_errors(json!({"strategy": "Webhook", "webhook": {"clientConfig": {"url": "http://h/convert"},
+                "conversionReviewVersions": ["v2", "v2"]}})),
+            [
+                "spec.conversion.webhookClientConfig.url: Invalid value: \"http\": 'https' is the only allowed URL scheme; desired format: https://host[/path]",
+                "spec.conversion.conversionReviewVersions[1]: Invalid value: \"v2\": duplicate version",
+                "spec.conversion.conversionReviewVersions: Invalid value: [\"v2\",\"v2\"]: must include at least one of v1, v1beta1",
+            ]
+        );
+        assert_eq!(
+            conversion_errors(json!({"strategy": "None", "webhook": {"clientConfig": {"url": "https://h"},
+                "conversionReviewVersions": ["v1"]}})),
+            [
+                "spec.conversion.webhookClientConfig: Forbidden: should not be set when strategy is not set to Webhook",
+                "spec.conversion.conversionReviewVersions: Forbidden: should not be set when strategy is not set to Webhook",
+            ]
+        );
+        assert_eq!(
+            conversion_errors(json!({"strategy": "Webhook", "webhook": {"clientConfig": {"service": {"namespace": "ns",
+                "name": "", "path": "no-slash", "port": 0}, "caBundle": "bm90IGEgY2VydA=="},
+                "conversionReviewVersions": ["v1"]}})),
+            [
+                "spec.conversion.webhookClientConfig.service.name: Required value",
+                "spec.conversion.webhookClientConfig.service.port: Invalid value: 0: port is not valid: must be between 1 and 65535, inclusive",
+                "spec.conversion.webhookClientConfig.service.path: Invalid value: \"no-slash\": must start with a '/'",
+                "spec.conversion.webhookClientConfig.caBundle: Invalid value: \"bm90IGEgY2VydA==\": unable to load root certificates: unable to parse bytes as PEM block",
+            ]
+        );
     }
 
     #[test]

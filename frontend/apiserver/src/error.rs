@@ -306,6 +306,10 @@ pub enum ApiError {
     /// 500 `InternalError`.
     #[error("Internal error occurred: {0}")]
     Internal(String),
+    /// 500 without a reason: a failure kube reports with its own text only (a conversion
+    /// webhook's), which clients print as `Error from server: <text>`.
+    #[error("{0}")]
+    Failed(String),
     /// A storage failure without a more specific meaning at the call site (500, or 410 when
     /// the asked-for revision was compacted).
     #[error(transparent)]
@@ -366,6 +370,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "UnsupportedMediaType"),
             ApiError::TooManyRequests { .. } => (StatusCode::TOO_MANY_REQUESTS, "TooManyRequests"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "InternalError"),
+            ApiError::Failed(_) => (StatusCode::INTERNAL_SERVER_ERROR, ""),
             ApiError::Timeout | ApiError::TooLargeResourceVersion { .. } => (StatusCode::GATEWAY_TIMEOUT, "Timeout"),
             ApiError::Storage(StorageError::Compacted { .. }) => (StatusCode::GONE, "Expired"),
             ApiError::Storage(StorageError::RequestTooLarge) => {
@@ -442,6 +447,12 @@ impl ApiError {
         });
         if let Some(details) = self.details() {
             status["details"] = details;
+        }
+        // kube omits an empty reason (StatusReasonUnknown).
+        if reason.is_empty() {
+            if let Some(m) = status.as_object_mut() {
+                m.remove("reason");
+            }
         }
         status
     }

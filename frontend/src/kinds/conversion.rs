@@ -11,6 +11,7 @@
 
 use serde_json::{json, Value};
 
+use ballast_apiserver::error::ApiError;
 use ballast_apiserver::registry::strategy::{map_field_mut, Object};
 use ballast_apiserver::registry::VersionConverter;
 
@@ -41,18 +42,20 @@ fn rename(obj: &mut Object, from: &str, to: &str) {
 pub struct EventsV1;
 
 impl VersionConverter for EventsV1 {
-    fn to_stored(&self, obj: &mut Object) {
+    fn to_stored(&self, obj: &mut Object) -> Result<(), ApiError> {
         obj.insert("apiVersion".into(), "v1".into());
         for (served, stored) in EVENT_RENAMES {
             rename(obj, served, stored);
         }
+        Ok(())
     }
 
-    fn to_served(&self, obj: &mut Object) {
+    fn to_served(&self, obj: &mut Object) -> Result<(), ApiError> {
         obj.insert("apiVersion".into(), "events.k8s.io/v1".into());
         for (served, stored) in EVENT_RENAMES {
             rename(obj, stored, served);
         }
+        Ok(())
     }
 }
 
@@ -72,7 +75,7 @@ fn cpu_utilization(metrics: Option<&Value>, field: &str) -> Option<Value> {
 }
 
 impl VersionConverter for HpaV1 {
-    fn to_stored(&self, obj: &mut Object) {
+    fn to_stored(&self, obj: &mut Object) -> Result<(), ApiError> {
         obj.insert("apiVersion".into(), "autoscaling/v2".into());
         let spec = map_field_mut(obj, "spec");
         if let Some(target) = spec.remove("targetCPUUtilizationPercentage") {
@@ -91,9 +94,10 @@ impl VersionConverter for HpaV1 {
                 );
             }
         }
+        Ok(())
     }
 
-    fn to_served(&self, obj: &mut Object) {
+    fn to_served(&self, obj: &mut Object) -> Result<(), ApiError> {
         obj.insert("apiVersion".into(), "autoscaling/v1".into());
         if let Some(Value::Object(spec)) = obj.get_mut("spec") {
             let target = cpu_utilization(spec.get("metrics"), "target");
@@ -111,6 +115,7 @@ impl VersionConverter for HpaV1 {
                 status.insert("currentCPUUtilizationPercentage".into(), c);
             }
         }
+        Ok(())
     }
 }
 
@@ -126,11 +131,11 @@ mod tests {
         .cloned()
         .expect("object");
         let original = e.clone();
-        EVENTS_V1.to_stored(&mut e);
+        EVENTS_V1.to_stored(&mut e).expect("converts");
         assert_eq!(e["message"], "hi");
         assert_eq!(e["involvedObject"]["kind"], "Pod");
         assert_eq!(e["reportingComponent"], "me");
-        EVENTS_V1.to_served(&mut e);
+        EVENTS_V1.to_served(&mut e).expect("converts");
         assert_eq!(e, original);
     }
 
@@ -141,9 +146,9 @@ mod tests {
         .as_object()
         .cloned()
         .expect("object");
-        HPA_V1.to_stored(&mut h);
+        HPA_V1.to_stored(&mut h).expect("converts");
         assert_eq!(h["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"], 50);
-        HPA_V1.to_served(&mut h);
+        HPA_V1.to_served(&mut h).expect("converts");
         assert_eq!(h["spec"], json!({"maxReplicas": 3, "targetCPUUtilizationPercentage": 50}));
         assert_eq!(h["apiVersion"], "autoscaling/v1");
     }

@@ -538,6 +538,24 @@ async fn versions_are_served_from_one_storage_version(backend: Backend) {
     let read =
         c.request(Credentials::Admin, "GET", "/apis/example.com/v1/namespaces/default/widgets/raw", None, "").await;
     assert_eq!(read.json()["spec"]["replicas"], 1);
+
+    // Listed twice: the second LIST hands out objects read unchanged the first time as stored,
+    // and still defaults the one stored without its default.
+    for _ in 0..2 {
+        let list = c
+            .request(Credentials::Admin, "GET", "/apis/example.com/v1/namespaces/default/widgets", None, "")
+            .await
+            .json();
+        let items = list["items"].as_array().expect("items");
+        let specs: Vec<(&Value, &Value)> = items.iter().map(|i| (&i["metadata"]["name"], &i["spec"])).collect();
+        assert_eq!(specs.len(), 2, "{list}");
+        assert_eq!(specs[0].0, "old");
+        assert_eq!(specs[0].1["color"], "red");
+        assert_eq!(specs[1], (&json!("raw"), &json!({"color": "blue", "replicas": 1})));
+        assert!(items
+            .iter()
+            .all(|i| i["apiVersion"] == "example.com/v1" && i["metadata"]["resourceVersion"].is_string()));
+    }
 }
 
 /// The definition of a preserve-unknown-fields `Thing` in `group` (namespaced), and its

@@ -115,7 +115,7 @@ impl Store {
             let updated = self
                 .guaranteed_update(kind, namespace, name, None, req.dry_run, |old| {
                     let mut current = old.clone();
-                    object::to_served_version(kind, &mut current);
+                    object::to_served_version(kind, &mut current)?;
                     let (new, w) = self.apply_to(kind, namespace, name, Some(old), &current, &config, req)?;
                     warnings = w;
                     Ok(new)
@@ -126,7 +126,7 @@ impl Store {
                     if req.target == PatchTarget::Scale {
                         return Ok((scale_of(kind, &out), warnings, false));
                     }
-                    object::to_served_version(kind, &mut out);
+                    object::to_served_version(kind, &mut out)?;
                     return Ok((Value::Object(out), warnings, false));
                 }
                 Err(ApiError::NotFound { .. }) if req.target == PatchTarget::Object => {}
@@ -145,7 +145,7 @@ impl Store {
             let (new, w) = self.apply_to(kind, namespace, name, None, &identity, &config, req)?;
             match self.create_prepared(kind, namespace, new, req.dry_run).await {
                 Ok(mut created) => {
-                    object::to_served_version(kind, &mut created);
+                    object::to_served_version(kind, &mut created)?;
                     return Ok((Value::Object(created), w, true));
                 }
                 Err(ApiError::AlreadyExists { .. }) => continue,
@@ -249,7 +249,7 @@ impl Store {
             check_identity(kind, &new, old, name)?;
         }
         managed::take_requested(&mut new);
-        object::to_stored_version(kind, &mut new);
+        object::to_stored_version(kind, &mut new)?;
         match (old, req.target) {
             (None, _) => {
                 let prepared = object::prepare_create(kind, &mut new, namespace);

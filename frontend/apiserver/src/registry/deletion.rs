@@ -119,9 +119,9 @@ fn check_preconditions(
     Ok(())
 }
 
-fn served(kind: &ResourceKind, mut obj: Object) -> Object {
-    object::to_served_version(kind, &mut obj);
-    obj
+fn served(kind: &ResourceKind, mut obj: Object) -> Result<Object, ApiError> {
+    object::to_served_version(kind, &mut obj)?;
+    Ok(obj)
 }
 
 fn deleted_answer(kind: &ResourceKind, old: Object) -> Value {
@@ -209,11 +209,11 @@ impl Store {
             let grace = kind.strategy.graceful_delete(&old, opts.grace_period_seconds).unwrap_or(0);
             if finalizers.is_empty() && grace == 0 {
                 if opts.dry_run {
-                    return Ok(deleted_answer(kind, served(kind, old)));
+                    return Ok(deleted_answer(kind, served(kind, old)?));
                 }
                 match self.storage().delete(key.as_bytes(), kv.mod_revision).await {
                     Ok(revision) => {
-                        let mut old = served(kind, old);
+                        let mut old = served(kind, old)?;
                         map_field_mut(&mut old, "metadata")
                             .insert("resourceVersion".into(), revision.to_string().into());
                         if kind.namespaced {
@@ -230,7 +230,7 @@ impl Store {
             // The object stays. A repeated delete only shortens a grace period.
             let old_grace = old["metadata"]["deletionGracePeriodSeconds"].as_i64();
             if deleting && old_grace.is_none_or(|g| grace >= g) {
-                return Ok(Value::Object(served(kind, old)));
+                return Ok(Value::Object(served(kind, old)?));
             }
             let mut new = old.clone();
             let meta = map_field_mut(&mut new, "metadata");
@@ -247,7 +247,7 @@ impl Store {
                 meta.insert("finalizers".into(), json!(finalizers));
             }
             if opts.dry_run {
-                return Ok(Value::Object(served(kind, new)));
+                return Ok(Value::Object(served(kind, new)?));
             }
             match self.storage().update(key.as_bytes(), object::to_storage(&new), kv.mod_revision).await {
                 Ok(revision) => {
@@ -261,7 +261,7 @@ impl Store {
             if gc.is_some() {
                 self.collect_garbage(kind, namespace, name).await?;
             }
-            return Ok(Value::Object(served(kind, new)));
+            return Ok(Value::Object(served(kind, new)?));
         }
         Err(conflict(kind, name, OPTIMISTIC_LOCK_MESSAGE))
     }

@@ -109,12 +109,42 @@ pub struct ScalePaths {
 }
 
 /// Converts between the version a kind is served in and the version its objects are stored in,
-/// for kinds served under several group versions with one storage (events, HPAs).
+/// for kinds served under several group versions with one storage (events, HPAs, custom
+/// resources).
+///
+/// Both directions may fail: a custom resource's conversion can be done by a webhook, whose
+/// failure is the request's error. Both are synchronous; a converter that waits on the network
+/// blocks only its own call (the generic store converts inside its update closures).
 pub trait VersionConverter: Send + Sync + std::fmt::Debug {
     /// Rewrites a served-version object into the stored form.
-    fn to_stored(&self, obj: &mut strategy::Object);
+    ///
+    /// # Errors
+    ///
+    /// Why the object could not be converted, as the request's answer.
+    fn to_stored(&self, obj: &mut strategy::Object) -> Result<(), crate::error::ApiError>;
     /// Rewrites a stored object into the served version.
-    fn to_served(&self, obj: &mut strategy::Object);
+    ///
+    /// # Errors
+    ///
+    /// As [`VersionConverter::to_stored`].
+    fn to_served(&self, obj: &mut strategy::Object) -> Result<(), crate::error::ApiError>;
+
+    /// [`VersionConverter::to_served`] of an object just decoded from the bytes stored at
+    /// `revision`: a converter may remember that it served those bytes unchanged.
+    ///
+    /// # Errors
+    ///
+    /// As [`VersionConverter::to_served`].
+    fn to_served_from_storage(&self, obj: &mut strategy::Object, _revision: i64) -> Result<(), crate::error::ApiError> {
+        self.to_served(obj)
+    }
+
+    /// Whether the stored object `namespace`/`name` at `revision` is known to be served
+    /// exactly as stored (the converter read it before and changed nothing), so a LIST may hand
+    /// out its stored bytes without decoding it. Never, unless a converter keeps such verdicts.
+    fn served_as_stored(&self, _namespace: &str, _name: &str, _revision: i64) -> bool {
+        false
+    }
 }
 
 /// One served kind: a row of a server's table of kinds. Rows are built with [`ResourceKind::row`] and

@@ -546,16 +546,26 @@ pub fn prepare_status_update(
 }
 
 /// Rewrites a decoded body into the stored version (a no-op for most kinds).
-pub fn to_stored_version(kind: &ResourceKind, obj: &mut Object) {
-    if let Some(c) = kind.converter {
-        c.to_stored(obj);
+///
+/// # Errors
+///
+/// The converter's, when it cannot convert (a failing conversion webhook).
+pub fn to_stored_version(kind: &ResourceKind, obj: &mut Object) -> Result<(), ApiError> {
+    match kind.converter {
+        Some(c) => c.to_stored(obj),
+        None => Ok(()),
     }
 }
 
 /// Rewrites a stored object into `kind`'s served version (a no-op for most kinds).
-pub fn to_served_version(kind: &ResourceKind, obj: &mut Object) {
-    if let Some(c) = kind.converter {
-        c.to_served(obj);
+///
+/// # Errors
+///
+/// As [`to_stored_version`].
+pub fn to_served_version(kind: &ResourceKind, obj: &mut Object) -> Result<(), ApiError> {
+    match kind.converter {
+        Some(c) => c.to_served(obj),
+        None => Ok(()),
     }
 }
 
@@ -566,7 +576,9 @@ pub fn to_served_version(kind: &ResourceKind, obj: &mut Object) {
 /// As [`from_storage`].
 pub fn from_storage_as(kind: &ResourceKind, bytes: &[u8], revision: i64) -> Result<Object, ApiError> {
     let mut obj = from_storage(bytes, revision)?;
-    to_served_version(kind, &mut obj);
+    if let Some(c) = kind.converter {
+        c.to_served_from_storage(&mut obj, revision)?;
+    }
     Ok(obj)
 }
 

@@ -98,7 +98,7 @@ impl Store {
         let mut out = self
             .guaranteed_update(kind, namespace, name, None, req.dry_run, |old| {
                 let mut current = old.clone();
-                object::to_served_version(kind, &mut current);
+                object::to_served_version(kind, &mut current)?;
                 match req.target {
                     PatchTarget::Scale => {
                         let scale = scale_of(kind, old);
@@ -133,7 +133,7 @@ impl Store {
                         warnings = w;
                         check_identity(kind, &patched, old, name)?;
                         let requested = managed::take_requested(&mut patched);
-                        object::to_stored_version(kind, &mut patched);
+                        object::to_stored_version(kind, &mut patched)?;
                         if req.target == PatchTarget::Status {
                             let mut new = object::prepare_status_update(kind, &patched, old, namespace)?;
                             managed::track(&**self.kinds(), kind, Some(old), &mut new, None, req.manager, "status");
@@ -158,7 +158,7 @@ impl Store {
         if req.target == PatchTarget::Scale {
             return Ok((scale_of(kind, &out), warnings));
         }
-        object::to_served_version(kind, &mut out);
+        object::to_served_version(kind, &mut out)?;
         Ok((Value::Object(out), warnings))
     }
 }

@@ -184,7 +184,8 @@ pub struct ListScan<'k> {
     matched: i64,
     /// Whether the walk has reached the end of the range or the limit.
     done: bool,
-    /// Whether items are handed out as stored bytes (see [`ScanForm::Stored`]).
+    /// Whether items may be handed out as stored bytes (see [`ScanForm::Stored`]): those of
+    /// kinds without a converter, and those their converter serves unchanged.
     stored: bool,
     /// The next Range, already under way while the caller encodes the current batch: one
     /// page of read-ahead (only without a `limit`, when the next page's size is known).
@@ -313,6 +314,8 @@ impl ListScan<'_> {
         let mut bytes = kv.value;
         if self.stored {
             match RawObject::new(bytes, kv.mod_revision) {
+                // An object a converter would change is decoded and converted.
+                Ok(raw) if !self.as_stored(&raw, kv.mod_revision) => bytes = raw.into_bytes(),
                 Ok(raw) => match self.selects(&raw) {
                     Some(selected) => return Ok(selected.then_some(ListItem::Stored(raw))),
                     // Labels or names of another shape than strings: decode.
@@ -324,6 +327,16 @@ impl ListScan<'_> {
         }
         let obj = Value::Object(object::from_storage_as(self.kind, &bytes, kv.mod_revision)?);
         Ok((self.labels.matches(&object::labels(&obj)) && self.fields.matches(&obj)).then_some(ListItem::Object(obj)))
+    }
+
+    /// Whether a stored object is served as stored: always without a converter, else when the
+    /// converter knows this revision needs no change.
+    fn as_stored(&self, raw: &RawObject, revision: i64) -> bool {
+        let Some(converter) = self.kind.converter else { return true };
+        match (raw.namespace(), raw.name()) {
+            (Some(namespace), Some(name)) => converter.served_as_stored(&namespace, &name, revision),
+            _ => false,
+        }
     }
 
     /// Returns whether a stored object passes the selectors, reading only the metadata they
@@ -455,7 +468,7 @@ impl Store {
     /// Returns `NotFound` when absent.
     pub async fn get(&self, kind: &ResourceKind, namespace: &str, name: &str) -> Result<Object, ApiError> {
         let mut obj = self.read(kind, namespace, name).await?.0;
-        object::to_served_version(kind, &mut obj);
+        object::to_served_version(kind, &mut obj)?;
         Ok(obj)
     }
 
@@ -541,7 +554,7 @@ impl Store {
             continuing,
             matched: 0,
             done: false,
-            stored: form == ScanForm::Stored && kind.converter.is_none() && opts.fields.only_metadata_names(),
+            stored: form == ScanForm::Stored && opts.fields.only_metadata_names(),
             ahead: None,
             first: None,
             continue_token: None,
@@ -600,7 +613,7 @@ impl Store {
         manager: &str,
     ) -> Result<Object, ApiError> {
         let requested = managed::take_requested(&mut obj);
-        object::to_stored_version(kind, &mut obj);
+        object::to_stored_version(kind, &mut obj)?;
         let prepared = object::prepare_create(kind, &mut obj, namespace);
         self.admit(kind, prepared, &obj, None)?;
         managed::track(&**self.kinds(), kind, None, &mut obj, requested.as_ref(), manager, "");
@@ -620,14 +633,14 @@ impl Store {
             self.check_namespace(kind, namespace, &name).await?;
         }
         if dry_run {
-            object::to_served_version(kind, &mut obj);
+            object::to_served_version(kind, &mut obj)?;
             return Ok(obj);
         }
         let key = kind.key(&self.prefix, namespace, &name);
         match self.storage.create(key.as_bytes(), object::to_storage(&obj)).await {
             Ok(revision) => {
                 map_field_mut(&mut obj, "metadata").insert("resourceVersion".into(), revision.to_string().into());
-                object::to_served_version(kind, &mut obj);
+                object::to_served_version(kind, &mut obj)?;
                 Ok(obj)
             }
             Err(StorageError::KeyExists) => {
@@ -672,7 +685,7 @@ impl Store {
     ) -> Result<Object, ApiError> {
         let precondition = body_precondition(&obj, name)?;
         let requested = managed::take_requested(&mut obj);
-        object::to_stored_version(kind, &mut obj);
+        object::to_stored_version(kind, &mut obj)?;
         let mut out = self
             .guaranteed_update(kind, namespace, name, precondition, dry_run, |old| {
                 let mut new = obj.clone();
@@ -682,7 +695,7 @@ impl Store {
                 Ok(new)
             })
             .await?;
-        object::to_served_version(kind, &mut out);
+        object::to_served_version(kind, &mut out)?;
         Ok(out)
     }
 
@@ -717,7 +730,7 @@ impl Store {
         manager: &str,
     ) -> Result<Object, ApiError> {
         let precondition = body_precondition(&obj, name)?;
-        object::to_stored_version(kind, &mut obj);
+        object::to_stored_version(kind, &mut obj)?;
         let mut out = self
             .guaranteed_update(kind, namespace, name, precondition, dry_run, |old| {
                 let mut new = object::prepare_status_update(kind, &obj, old, namespace)?;
@@ -725,7 +738,7 @@ impl Store {
                 Ok(new)
             })
             .await?;
-        object::to_served_version(kind, &mut out);
+        object::to_served_version(kind, &mut out)?;
         Ok(out)
     }
 

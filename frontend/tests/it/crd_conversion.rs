@@ -1,0 +1,334 @@
+//! Conversion webhooks of CustomResourceDefinitions: a definition with two versions whose
+//! shapes differ (`spec.color` in v1, the storage version; `spec.paint` in v2) and strategy
+//! `Webhook`, served with a conversion webhook the test runs in its own process over HTTPS
+//! (a certificate of its own CA, the definition's `caBundle`). Objects written in either version
+//! are stored in v1 and read, listed, watched and patched in the other; the webhook is named by
+//! URL and by Service; a failing or unreachable webhook answers with kube's error.
+
+use std::sync::{Arc, Mutex};
+
+use base64::Engine as _;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use serde_json::{json, Value};
+
+use crate::harness::{both_backends, Backend, Cluster, Credentials, Options};
+
+both_backends!(objects_are_converted_by_the_webhook);
+
+/// A conversion webhook on a free loopback port: `/convert` renames `spec.color` (v1) to
+/// `spec.paint` (v2) and back; `/fail` refuses every review. Stopped when dropped.
+struct ConversionWebhook {
+    port: u16,
+    ca_pem: String,
+    /// The reviews received.
+    reviews: Arc<Mutex<Vec<Value>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for ConversionWebhook {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// One object converted to `desired`.
+fn convert(mut obj: Value, desired: &str) -> Value {
+    let spec = obj["spec"].as_object_mut().cloned().unwrap_or_default();
+    let mut spec = spec;
+    let (from, to) = if desired.ends_with("/v2") { ("color", "paint") } else { ("paint", "color") };
+    if let Some(v) = spec.remove(from) {
+        spec.insert(to.into(), v);
+    }
+    obj["spec"] = Value::Object(spec);
+    obj["apiVersion"] = desired.into();
+    obj
+}
+
+fn review_answer(path: &str, review: &Value) -> Value {
+    let request = &review["request"];
+    let result = if path == "/fail" {
+        json!({"status": "Failure", "message": "widgets are not convertible today"})
+    } else {
+        json!({"status": "Success"})
+    };
+    let desired = request["desiredAPIVersion"].as_str().unwrap_or("");
+    let converted: Vec<Value> = request["objects"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|_| path != "/fail")
+        .map(|o| convert(o.clone(), desired))
+        .collect();
+    json!({"apiVersion": review["apiVersion"], "kind": "ConversionReview",
+           "response": {"uid": request["uid"], "result": result, "convertedObjects": converted}})
+}
+
+impl ConversionWebhook {
+    /// Starts the webhook with a certificate of its own CA, or (`self_signed`) with one
+    /// self-signed CA certificate that is also the bundle, as `openssl req -x509` makes.
+    async fn start(self_signed: bool) -> ConversionWebhook {
+        let ca_key = rcgen::KeyPair::generate().expect("key");
+        let names = vec!["127.0.0.1".to_string(), "paint.default.svc".to_string()];
+        let mut ca =
+            rcgen::CertificateParams::new(if self_signed { names.clone() } else { Vec::new() }).expect("params");
+        ca.distinguished_name.push(rcgen::DnType::CommonName, "conversion-ca");
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca_cert = ca.self_signed(&ca_key).expect("CA");
+        let issuer = rcgen::Issuer::new(ca, &ca_key);
+        let key = rcgen::KeyPair::generate().expect("key");
+        let (cert, key) = if self_signed {
+            (ca_cert.clone(), ca_key)
+        } else {
+            (rcgen::CertificateParams::new(names).expect("params").signed_by(&key, &issuer).expect("cert"), key)
+        };
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut tls = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![CertificateDer::from(cert.der().to_vec())],
+                PrivateKeyDer::from_pem_slice(key.serialize_pem().as_bytes()).expect("key"),
+            )
+            .expect("server config");
+        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let reviews: Arc<Mutex<Vec<Value>>> = Arc::default();
+        let seen = reviews.clone();
+        let task = tokio::spawn(async move {
+            let mut connections = tokio::task::JoinSet::new();
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else { continue };
+                let (acceptor, seen) = (acceptor.clone(), seen.clone());
+                connections.spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else { return };
+                    let service = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                        let seen = seen.clone();
+                        async move {
+                            let path = req.uri().path().to_string();
+                            let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+                            let review: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                            seen.lock().expect("lock").push(review.clone());
+                            let answer = review_answer(&path, &review);
+                            Ok::<_, std::convert::Infallible>(
+                                http::Response::builder()
+                                    .header("content-type", "application/json")
+                                    .body(Full::new(Bytes::from(answer.to_string())))
+                                    .expect("response"),
+                            )
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                        .await;
+                });
+            }
+        });
+        ConversionWebhook { port, ca_pem: ca_cert.pem(), reviews, task }
+    }
+
+    fn reviews(&self) -> Vec<Value> {
+        self.reviews.lock().expect("lock").clone()
+    }
+}
+
+/// The Widget definition: v1 (storage, `spec.color`) and v2 (`spec.paint`), converted by
+/// the webhook `client_config` names.
+fn definition(client_config: &Value) -> Value {
+    let version = |name: &str, field: &str, storage: bool| {
+        json!({"name": name, "served": true, "storage": storage, "schema": {"openAPIV3Schema": {
+            "type": "object", "properties": {"spec": {"type": "object", "properties": {field: {"type": "string"}}}}}}})
+    };
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [version("v1", "color", true), version("v2", "paint", false)],
+            "conversion": {"strategy": "Webhook", "webhook": {"clientConfig": client_config,
+                "conversionReviewVersions": ["v1", "v1beta1"]}}}})
+}
+
+async fn apply(c: &Cluster, name: &str, obj: &Value) {
+    let path = c.dir.path().join(name);
+    std::fs::write(&path, obj.to_string()).expect("write manifest");
+    c.must_kubectl(&["apply", "-f", &path.to_string_lossy()]).await;
+}
+
+async fn get(c: &Cluster, version: &str, name: &str) -> crate::harness::RawResponse {
+    c.request(
+        Credentials::Admin,
+        "GET",
+        &format!("/apis/example.com/{version}/namespaces/default/widgets/{name}"),
+        None,
+        "",
+    )
+    .await
+}
+
+async fn stored(c: &Cluster, name: &str) -> Value {
+    let bytes = c.storage_get(&format!("/registry/example.com/widgets/default/{name}")).await.expect("stored");
+    serde_json::from_slice(&bytes).expect("json")
+}
+
+async fn objects_are_converted_by_the_webhook(backend: Backend) {
+    let c = Cluster::start_with(Options { backend: Some(backend), crds: true, ..Options::default() }).await;
+    let hook = ConversionWebhook::start(false).await;
+    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(&hook.ca_pem);
+    let by_url = |path: &str| json!({"url": format!("https://127.0.0.1:{}{path}", hook.port), "caBundle": ca_bundle});
+
+    // The stanza is checked as kube checks it.
+    let mut bare = definition(&by_url("/convert"));
+    bare["spec"]["conversion"] = json!({"strategy": "Webhook"});
+    let path = c.dir.path().join("bare.json");
+    std::fs::write(&path, bare.to_string()).expect("write");
+    let out = c.kubectl(&["create", "-f", &path.to_string_lossy()]).await;
+    assert!(!out.ok);
+    assert!(
+        out.stderr
+            .contains("spec.conversion.webhookClientConfig: Required value: required when strategy is set to Webhook")
+            && out.stderr.contains("spec.conversion.conversionReviewVersions: Required value"),
+        "{}",
+        out.stderr
+    );
+
+    apply(&c, "widgets.json", &definition(&by_url("/convert"))).await;
+    c.must_kubectl(&["wait", "--for", "condition=established", "--timeout=30s", "crd/widgets.example.com"]).await;
+
+    // Written in v1, read in v2.
+    apply(
+        &c,
+        "a.json",
+        &json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "a"},
+        "spec": {"color": "red"}}),
+    )
+    .await;
+    let a = get(&c, "v2", "a").await;
+    assert_eq!(a.status, 200, "{}", String::from_utf8_lossy(&a.body));
+    let a = a.json();
+    assert_eq!((a["apiVersion"].as_str(), &a["spec"]), (Some("example.com/v2"), &json!({"paint": "red"})));
+    let review = hook.reviews().last().cloned().expect("a review");
+    assert_eq!(review["apiVersion"], "apiextensions.k8s.io/v1");
+    assert_eq!(review["request"]["desiredAPIVersion"], "example.com/v2");
+
+    // Written in v2: stored in v1, answered in v2, read in v1.
+    let b =
+        json!({"apiVersion": "example.com/v2", "kind": "Widget", "metadata": {"name": "b"}, "spec": {"paint": "blue"}});
+    let created = c
+        .request(
+            Credentials::Admin,
+            "POST",
+            "/apis/example.com/v2/namespaces/default/widgets",
+            Some("application/json"),
+            b.to_string(),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", String::from_utf8_lossy(&created.body));
+    assert_eq!(created.json()["spec"], json!({"paint": "blue"}));
+    let raw = stored(&c, "b").await;
+    assert_eq!((raw["apiVersion"].as_str(), &raw["spec"]), (Some("example.com/v1"), &json!({"color": "blue"})));
+    assert_eq!(get(&c, "v1", "b").await.json()["spec"], json!({"color": "blue"}));
+
+    // Listed and patched in v2 with kubectl.
+    let list: Value =
+        serde_json::from_str(&c.must_kubectl(&["get", "widgets.v2.example.com", "-o", "json"]).await).expect("json");
+    let paints: Vec<&Value> = list["items"].as_array().expect("items").iter().map(|i| &i["spec"]["paint"]).collect();
+    assert_eq!(paints, [&json!("red"), &json!("blue")]);
+    let rv = list["metadata"]["resourceVersion"].as_str().expect("rv").to_string();
+    c.must_kubectl(&["patch", "widgets.v2.example.com", "a", "--type=merge", "-p", r#"{"spec":{"paint":"green"}}"#])
+        .await;
+    assert_eq!(stored(&c, "a").await["spec"], json!({"color": "green"}));
+
+    // Watched in v2: the change arrives converted.
+    let watch = c
+        .request(
+            Credentials::Admin,
+            "GET",
+            &format!(
+                "/apis/example.com/v2/namespaces/default/widgets?watch=true&resourceVersion={rv}&timeoutSeconds=1"
+            ),
+            None,
+            "",
+        )
+        .await;
+    let text = String::from_utf8_lossy(&watch.body);
+    let events: Vec<Value> =
+        text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|_| panic!("{text}"))).collect();
+    let a = events.iter().find(|e| e["object"]["metadata"]["name"] == "a").unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(a["object"]["apiVersion"], "example.com/v2");
+    assert_eq!(a["object"]["spec"], json!({"paint": "green"}));
+
+    // Named by Service: an ExternalName Service to this machine, the certificate's DNS name.
+    apply(
+        &c,
+        "svc.json",
+        &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "paint", "namespace": "default"},
+        "spec": {"type": "ExternalName", "externalName": "localhost", "ports": [{"port": hook.port}]}}),
+    )
+    .await;
+    let by_service = json!({"service": {"namespace": "default", "name": "paint", "path": "/convert", "port": hook.port},
+        "caBundle": ca_bundle});
+    apply(&c, "widgets.json", &definition(&by_service)).await;
+    let before = hook.reviews().len();
+    let mut via_service = None;
+    // The definition change reaches the served row within the controller's watch.
+    for _ in 0..50 {
+        let r = get(&c, "v2", "b").await;
+        if r.status == 200 && hook.reviews().len() > before {
+            via_service = Some(r.json());
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(via_service.expect("converted through the Service")["spec"], json!({"paint": "blue"}));
+    c.must_kubectl(&["delete", "service", "paint"]).await;
+    let gone = get(&c, "v2", "b").await;
+    assert_eq!(gone.status, 500);
+    assert_eq!(
+        gone.json()["message"],
+        format!(
+            "conversion webhook for example.com/v1, Kind=Widget failed: Post \"https://paint.default.svc:{}/convert?timeout=30s\": service \"paint\" not found",
+            hook.port
+        )
+    );
+
+    // A self-signed webhook certificate that is its own bundle is trusted, as Go trusts it.
+    let self_signed = ConversionWebhook::start(true).await;
+    let bundle = base64::engine::general_purpose::STANDARD.encode(&self_signed.ca_pem);
+    let url = json!({"url": format!("https://127.0.0.1:{}/convert", self_signed.port), "caBundle": bundle});
+    apply(&c, "widgets.json", &definition(&url)).await;
+    let mut converted = false;
+    for _ in 0..50 {
+        let r = get(&c, "v2", "a").await;
+        if r.status == 200 && !self_signed.reviews().is_empty() {
+            assert_eq!(r.json()["spec"], json!({"paint": "green"}));
+            converted = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(converted, "no conversion through the self-signed webhook");
+
+    // A webhook that refuses: 500 without a reason, kube's text; the storage version still reads.
+    apply(&c, "widgets.json", &definition(&by_url("/fail"))).await;
+    let expected = "conversion webhook for example.com/v1, Kind=Widget failed: widgets are not convertible today";
+    let mut refused = None;
+    for _ in 0..50 {
+        let r = get(&c, "v2", "a").await;
+        if r.status == 500 && r.json()["message"] == expected {
+            refused = Some(r.json());
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let refused = refused.expect("the failing webhook's error");
+    assert_eq!((refused["code"].as_i64(), refused.get("reason")), (Some(500), None));
+    let out = c.kubectl(&["get", "widgets.v2.example.com", "a"]).await;
+    assert!(!out.ok);
+    assert_eq!(out.stderr.trim(), format!("Error from server: {expected}"));
+    assert_eq!(get(&c, "v1", "a").await.status, 200);
+}
