@@ -26,6 +26,11 @@ source benches/store.sh
 
 commit=$(git rev-parse --short HEAD)
 out="benches/results/$(date -u +%F)-$commit-check-perf.md"
+n=2
+while [[ -e $out ]]; do
+  out="benches/results/$(date -u +%F)-$commit-check-perf-$n.md"
+  n=$((n + 1))
+done
 {
   echo "# etcdctl check perf --load=$load, etcd vs Ballast ($commit)"
   echo
@@ -49,7 +54,7 @@ for r in $(seq "$repeats"); do
       echo '```'
       echo "$result"
       if [[ $target == ballast ]]; then
-        curl -s "http://127.0.0.1:$port/metrics" | grep -E '^etcd_disk_(wal_fsync|backend_commit)_duration_seconds_(bucket\{le="(0.128|0.256|0.512|1.024|\+Inf)"\}|count)'
+        curl -s "http://127.0.0.1:$port/metrics" | grep -E '^etcd_disk_(wal_fsync|backend_commit)_duration_seconds_(bucket\{le="(0.016|0.032|0.064|0.128|0.256|0.512|1.024|\+Inf)"\}|count)'
       fi
       echo '```'
       echo
