@@ -325,6 +325,10 @@ struct EngineFlags {
     /// ...), as etcd's flag of the same name.
     #[arg(long, default_value = "")]
     listen_metrics_urls: String,
+    /// Comma-separated origins whose browsers may call the HTTP endpoints and the JSON gateway
+    /// (CORS); `*` (the default) is every origin, as etcd's flag of the same name.
+    #[arg(long, default_value = "*")]
+    cors: String,
     /// Comma-separated URLs other members reach this one on (bound when the cluster has other
     /// members).
     #[arg(long, default_value = "http://127.0.0.1:2380")]
@@ -495,6 +499,7 @@ fn config(flags: &EngineFlags) -> anyhow::Result<EngineConfig> {
         cluster_token: flags.initial_cluster_token.clone(),
         max_request_bytes: flags.max_request_bytes,
         max_txn_ops: flags.max_txn_ops,
+        cors: split(&flags.cors),
         request_timeout: Duration::from_secs(7),
         shards: flags.shards,
         fatal_exit_delay: Duration::from_millis(flags.shard_error_exit_delay_ms),

@@ -111,6 +111,8 @@ pub struct EngineConfig {
     /// The client port's HTTP/2 limits (etcd's `--max-concurrent-streams`,
     /// `--grpc-keepalive-interval`, `--grpc-keepalive-timeout`).
     pub grpc_limits: crate::api::GrpcLimits,
+    /// etcd's `--cors` (default `*`, every origin).
+    pub cors: Vec<String>,
     /// Authentication (etcd's `--auth-token`, `--auth-token-ttl`, `--bcrypt-cost`).
     pub auth: AuthConfig,
 }
@@ -142,6 +144,7 @@ impl Default for EngineConfig {
             http2_connection_window: 16 << 20,
             fatal_exit_delay: Duration::from_secs(2),
             grpc_limits: crate::api::GrpcLimits::default(),
+            cors: vec!["*".into()],
             auth: AuthConfig::default(),
         }
     }
@@ -577,6 +580,7 @@ impl Engine {
             grpc_limits: cfg.grpc_limits,
             auth,
             client_cert_auth: cfg.client_tls.as_ref().is_some_and(|t| t.client_cert_auth),
+            cors: cfg.cors.clone(),
         });
         Ok(Self {
             api,

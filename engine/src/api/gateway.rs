@@ -20,9 +20,13 @@
 //!   complete; its end half-closes the call (a watch goes on; keep-alives end).
 //!
 //! As grpc-gateway does, unknown JSON fields are ignored, the first JSON value of a body is
-//! read and anything after it is not, and an empty body is the empty message.
+//! read and anything after it is not, and an empty body is the empty message. A body it cannot
+//! read is refused with Go's words for it (see [`gojson`]): 400 and code InvalidArgument, or
+//! for the first message of a bidirectional stream 500 and code Unknown.
 
 use std::convert::Infallible;
+use std::pin::Pin;
+use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use futures::StreamExt;
@@ -31,8 +35,8 @@ use http_body_util::BodyExt;
 use tonic::body::Body;
 use tower::{Service, ServiceExt};
 
-use super::http::respond;
-use super::{pbjson, Api};
+use super::http::{plain_error, respond};
+use super::{gojson, pbjson, Api};
 
 /// How a method's messages flow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -161,6 +165,10 @@ fn error(code: tonic::Code, message: &str) -> http::Response<Body> {
     respond(http_status(code), "application/json", body)
 }
 
+fn error_of(s: &tonic::Status) -> http::Response<Body> {
+    error(s.code(), s.message())
+}
+
 /// The error line of a stream (no newline after it, as grpc-gateway writes it).
 fn stream_error_line(s: &tonic::Status) -> Bytes {
     let status = http_status(s.code());
@@ -182,58 +190,66 @@ fn grpc_frame(msg: &[u8]) -> Bytes {
     out.freeze()
 }
 
-/// Reads a unary call's body (up to the request limit) and returns its first JSON value; an
-/// empty body is `null`, the empty message.
-async fn read_json(limit: usize, body: Body) -> Result<serde_json::Value, http::Response<Body>> {
-    let bytes = match http_body_util::Limited::new(body, limit).collect().await {
-        Ok(c) => c.to_bytes(),
-        Err(_) => return Err(error(tonic::Code::InvalidArgument, "etcdserver: request is too large")),
-    };
-    match serde_json::Deserializer::from_slice(&bytes).into_iter::<serde_json::Value>().next() {
-        None => Ok(serde_json::Value::Null),
-        Some(Ok(v)) => Ok(v),
-        Some(Err(e)) => Err(error(tonic::Code::InvalidArgument, &e.to_string())),
-    }
-}
-
-/// The request body of a bidirectional stream as gRPC frames: each JSON value of `body` as it
-/// completes, encoded as `type_name`. The stream ends (the call half-closes) at the end of the
-/// body, at a value that is not JSON or not the message, or when one value outgrows `limit`.
-fn request_frames(
+/// A request body read as grpc-gateway's decoder reads it: one JSON value after another, each
+/// encoded as the method's request message as soon as it is complete.
+struct RequestBody {
     body: Body,
+    buf: BytesMut,
+    ended: bool,
+    /// Most bytes one value may take.
     limit: usize,
     type_name: &'static str,
-) -> impl futures::Stream<Item = Result<Frame<Bytes>, Infallible>> + Send {
-    struct State {
-        body: Body,
-        buf: BytesMut,
-        ended: bool,
+}
+
+/// What a request body holds next.
+enum Read {
+    Message(Vec<u8>),
+    /// The body ended (or held only spaces) before another value.
+    End,
+    /// Not JSON, or not the message: Go's text for it.
+    Bad(String),
+    TooLarge,
+}
+
+impl RequestBody {
+    fn new(body: Body, limit: usize, type_name: &'static str) -> Self {
+        Self { body, buf: BytesMut::new(), ended: false, limit, type_name }
     }
-    let start = State { body, buf: BytesMut::new(), ended: false };
-    futures::stream::unfold(start, move |mut st| async move {
+
+    async fn next(&mut self) -> Read {
         loop {
-            let mut values = serde_json::Deserializer::from_slice(&st.buf).into_iter::<serde_json::Value>();
-            match values.next() {
-                Some(Ok(v)) => {
-                    let used = values.byte_offset();
-                    st.buf.advance(used);
-                    let msg = pbjson::encode_object(type_name, &v).ok()?;
-                    return Some((Ok(Frame::data(grpc_frame(&msg))), st));
+            match gojson::first_value(&self.buf, self.ended) {
+                gojson::First::Value(range) => {
+                    let msg = pbjson::encode_json(self.type_name, &self.buf[range.clone()]);
+                    self.buf.advance(range.end);
+                    return msg.map_or_else(Read::Bad, Read::Message);
                 }
-                Some(Err(e)) if !e.is_eof() => return None,
-                _ if st.ended || st.buf.len() > limit => return None,
-                _ => {}
+                gojson::First::Empty => return Read::End,
+                gojson::First::Error(e) => return Read::Bad(e),
+                gojson::First::Incomplete if self.buf.len() > self.limit => return Read::TooLarge,
+                gojson::First::Incomplete => {}
             }
-            match st.body.frame().await {
+            match self.body.frame().await {
                 Some(Ok(f)) => {
                     if let Ok(data) = f.into_data() {
-                        st.buf.extend_from_slice(&data);
+                        self.buf.extend_from_slice(&data);
                     }
                 }
-                Some(Err(_)) | None => st.ended = true,
+                Some(Err(_)) | None => self.ended = true,
             }
         }
-    })
+    }
+
+    /// The rest of the body as gRPC frames; it ends (the call half-closes) at the end of the
+    /// body or at a value that is not the message, as grpc-gateway stops sending there.
+    fn frames(self) -> impl futures::Stream<Item = Result<Frame<Bytes>, Infallible>> + Send {
+        futures::stream::unfold(self, |mut body| async move {
+            match body.next().await {
+                Read::Message(msg) => Some((Ok(Frame::data(grpc_frame(&msg))), body)),
+                _ => None,
+            }
+        })
+    }
 }
 
 /// A gRPC response body read message by message.
@@ -242,6 +258,7 @@ struct Messages {
     buf: BytesMut,
     trailers: Option<http::HeaderMap>,
     done: bool,
+    deadline: Deadline,
 }
 
 /// What a gRPC response body holds next.
@@ -249,11 +266,13 @@ enum Next {
     Message(Bytes),
     /// The end of the call: its status from the trailers.
     End(Result<(), tonic::Status>),
+    /// The call's `Grpc-Timeout` passed.
+    Expired,
 }
 
 impl Messages {
-    fn new(body: Body) -> Self {
-        Self { body, buf: BytesMut::new(), trailers: None, done: false }
+    fn new(body: Body, deadline: Deadline) -> Self {
+        Self { body, buf: BytesMut::new(), trailers: None, done: false, deadline }
     }
 
     async fn next(&mut self) -> Next {
@@ -273,15 +292,65 @@ impl Messages {
                     _ => Ok(()),
                 });
             }
-            match self.body.frame().await {
-                Some(Ok(f)) => match f.into_data() {
+            match before(&mut self.deadline, self.body.frame()).await {
+                None => return Next::Expired,
+                Some(Some(Ok(f))) => match f.into_data() {
                     Ok(data) => self.buf.extend_from_slice(&data),
                     Err(f) => self.trailers = f.into_trailers().ok(),
                 },
-                Some(Err(s)) => return Next::End(Err(s)),
-                None => self.done = true,
+                Some(Some(Err(s))) => return Next::End(Err(s)),
+                Some(None) => self.done = true,
             }
         }
+    }
+}
+
+/// When a call given a `Grpc-Timeout` must have ended.
+type Deadline = Option<Pin<Box<tokio::time::Sleep>>>;
+
+/// Below the timer's resolution a timeout has passed by the time the call would start (as it
+/// has in etcd's gateway, whose call setup alone takes longer).
+const TIMER_RESOLUTION: Duration = Duration::from_millis(1);
+
+/// grpc-gateway's reading of a `Grpc-Timeout` header, `<integer><unit>` with unit one of
+/// `H M S m u n`: `Ok(None)` for zero (no deadline), `Err` for what it refuses. A negative
+/// timeout has passed already.
+fn grpc_timeout(value: &str) -> Result<Option<Duration>, ()> {
+    let value = value.trim();
+    let Some(split) = value.len().checked_sub(1).filter(|&n| n > 0 && value.is_char_boundary(n)) else {
+        return Err(());
+    };
+    let (count, unit) = value.split_at(split);
+    let per_unit_nanos: u64 = match unit {
+        "H" => 3_600_000_000_000,
+        "M" => 60_000_000_000,
+        "S" => 1_000_000_000,
+        "m" => 1_000_000,
+        "u" => 1_000,
+        "n" => 1,
+        _ => return Err(()),
+    };
+    let count: i64 = count.parse().map_err(|_| ())?;
+    Ok(match count {
+        0 => None,
+        c if c < 0 => Some(Duration::ZERO),
+        c => Some(Duration::from_nanos(per_unit_nanos.saturating_mul(c.unsigned_abs()))),
+    })
+}
+
+fn deadline_exceeded() -> tonic::Status {
+    tonic::Status::deadline_exceeded("context deadline exceeded")
+}
+
+/// Runs `f` unless `deadline` passes first (then `None`).
+async fn before<F: std::future::Future>(deadline: &mut Deadline, f: F) -> Option<F::Output> {
+    match deadline {
+        None => Some(f.await),
+        Some(sleep) => tokio::select! {
+            biased;
+            () = sleep.as_mut() => None,
+            out = f => Some(out),
+        },
     }
 }
 
@@ -292,11 +361,26 @@ where
     S::Future: Send,
 {
     let Some(route) = ROUTES.iter().find(|r| r.path == path) else {
-        return respond(404, "text/plain; charset=utf-8", "Not Found\n");
+        return plain_error(404, "Not Found\n");
     };
     if req.method() != http::Method::POST {
-        return respond(405, "text/plain; charset=utf-8", "Method Not Allowed\n");
+        return plain_error(405, "Method Not Allowed\n");
     }
+    // As grpc-gateway, the timeout is read before the body, and bounds the whole call.
+    let mut deadline: Deadline = match req.headers().get("grpc-timeout") {
+        None => None,
+        Some(v) => {
+            let text = String::from_utf8_lossy(v.as_bytes());
+            match grpc_timeout(&text) {
+                Err(()) => {
+                    return error(tonic::Code::InvalidArgument, &format!("invalid grpc-timeout: {}", text.trim()))
+                }
+                Ok(None) => None,
+                Ok(Some(d)) if d < TIMER_RESOLUTION => return error_of(&deadline_exceeded()),
+                Ok(Some(d)) => Some(Box::pin(tokio::time::sleep(d))),
+            }
+        }
+    };
     let (parts, body) = req.into_parts();
     let mut call = http::Request::new(Body::empty());
     *call.method_mut() = http::Method::POST;
@@ -320,21 +404,29 @@ where
             headers.append(key, value.clone());
         }
     }
-    *call.body_mut() = if route.shape == Shape::Bidi {
-        Body::new(http_body_util::StreamBody::new(request_frames(body, api.max_request_bytes, route.request)))
-    } else {
-        let json = match read_json(api.max_request_bytes, body).await {
-            Ok(j) => j,
-            Err(resp) => return resp,
-        };
-        match pbjson::encode_object(route.request, &json) {
-            Ok(msg) => Body::new(http_body_util::Full::new(grpc_frame(&msg))),
-            Err(e) => return error(tonic::Code::InvalidArgument, &e),
-        }
+    let mut body = RequestBody::new(body, api.max_request_bytes, route.request);
+    let Some(first) = before(&mut deadline, body.next()).await else {
+        return error_of(&deadline_exceeded());
     };
-    let resp = match grpc.oneshot(call).await {
-        Ok(r) => r,
-        Err(never) => match never {},
+    let first = match first {
+        Read::Message(msg) => Some(msg),
+        Read::End => None,
+        Read::TooLarge => return error(tonic::Code::InvalidArgument, "etcdserver: request is too large"),
+        // grpc-gateway opens a bidirectional call before it reads the body, so a first message
+        // it cannot read is an error of the call (code Unknown), not of the request.
+        Read::Bad(e) if route.shape == Shape::Bidi => return error(tonic::Code::Unknown, &e),
+        Read::Bad(e) => return error(tonic::Code::InvalidArgument, &e),
+    };
+    *call.body_mut() = if route.shape == Shape::Bidi {
+        let first = futures::stream::iter(first.map(|m| Ok(Frame::data(grpc_frame(&m)))));
+        Body::new(http_body_util::StreamBody::new(first.chain(body.frames())))
+    } else {
+        Body::new(http_body_util::Full::new(grpc_frame(&first.unwrap_or_default())))
+    };
+    let resp = match before(&mut deadline, grpc.oneshot(call)).await {
+        None => return error_of(&deadline_exceeded()),
+        Some(Ok(r)) => r,
+        Some(Err(never)) => match never {},
     };
     // A call refused before any message answers with its status in the headers alone.
     if let Some(s) = tonic::Status::from_header_map(resp.headers()).filter(|s| s.code() != tonic::Code::Ok) {
@@ -343,7 +435,7 @@ where
             _ => respond(http_status(s.code()), "application/json", stream_error_line(&s)),
         };
     }
-    let messages = Messages::new(resp.into_body());
+    let messages = Messages::new(resp.into_body(), deadline);
     match route.shape {
         Shape::Unary => unary_answer(route, messages).await,
         _ => stream_answer(route, messages).await,
@@ -355,9 +447,12 @@ async fn unary_answer(route: &'static Route, mut messages: Messages) -> http::Re
         Next::Message(m) => m,
         Next::End(Err(s)) => return error(s.code(), s.message()),
         Next::End(Ok(())) => return error(tonic::Code::Internal, "no response message"),
+        Next::Expired => return error_of(&deadline_exceeded()),
     };
-    if let Next::End(Err(s)) = messages.next().await {
-        return error(s.code(), s.message());
+    match messages.next().await {
+        Next::End(Err(s)) => return error(s.code(), s.message()),
+        Next::Expired => return error_of(&deadline_exceeded()),
+        _ => {}
     }
     match pbjson::to_json(route.response, &msg) {
         Ok(text) => {
@@ -381,6 +476,8 @@ async fn stream_answer(route: &'static Route, mut messages: Messages) -> http::R
     let first = match messages.next().await {
         Next::Message(m) => result_line(route, &m),
         Next::End(Ok(())) => return respond(200, "application/json", Bytes::new()),
+        // A deadline passed before the stream's first message is an error of the call itself.
+        Next::Expired => return error_of(&deadline_exceeded()),
         Next::End(Err(s)) => return respond(http_status(s.code()), "application/json", stream_error_line(&s)),
     };
     let rest = futures::stream::unfold(Some(messages), move |state| async move {
@@ -389,6 +486,7 @@ async fn stream_answer(route: &'static Route, mut messages: Messages) -> http::R
             Next::Message(m) => Some((result_line(route, &m), Some(messages))),
             Next::End(Ok(())) => None,
             Next::End(Err(s)) => Some((stream_error_line(&s), None)),
+            Next::Expired => Some((stream_error_line(&deadline_exceeded()), None)),
         }
     });
     let lines = futures::stream::iter([first]).chain(rest).map(|b| Ok::<_, Infallible>(Frame::data(b)));
@@ -405,8 +503,19 @@ mod tests {
     #[test]
     fn every_route_names_messages_the_descriptors_know() {
         for r in &ROUTES {
-            assert!(pbjson::encode_object(r.request, &serde_json::Value::Null).is_ok(), "{}", r.request);
+            assert!(pbjson::encode_json(r.request, b"null").is_ok(), "{}", r.request);
             assert!(pbjson::to_json(r.response, &[]).is_ok(), "{}", r.response);
+        }
+    }
+
+    #[test]
+    fn grpc_timeouts_read_as_grpc_gateway_reads_them() {
+        assert_eq!(grpc_timeout("5S"), Ok(Some(Duration::from_secs(5))));
+        assert_eq!(grpc_timeout(" +250m"), Ok(Some(Duration::from_millis(250))));
+        assert_eq!(grpc_timeout("0n"), Ok(None), "zero is no deadline");
+        assert_eq!(grpc_timeout("-5S"), Ok(Some(Duration::ZERO)), "negative has passed");
+        for bad in ["", "1", "5s", "1.5S", "5x", "99999999999999999999S", "S"] {
+            assert_eq!(grpc_timeout(bad), Err(()), "{bad}");
         }
     }
 

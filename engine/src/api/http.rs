@@ -60,8 +60,15 @@ pub(crate) fn respond(status: u16, content_type: &'static str, body: impl Into<B
     resp
 }
 
+/// A plain-text error as Go's `http.Error` writes it (with `nosniff`, as etcd's carry).
+pub(crate) fn plain_error(status: u16, text: &'static str) -> http::Response<Body> {
+    let mut resp = respond(status, "text/plain; charset=utf-8", text);
+    resp.headers_mut().insert("x-content-type-options", http::HeaderValue::from_static("nosniff"));
+    resp
+}
+
 fn not_found() -> http::Response<Body> {
-    respond(404, "text/plain; charset=utf-8", "404 page not found\n")
+    plain_error(404, "404 page not found\n")
 }
 
 impl<S> Service<http::Request<Body>> for Http<S>
@@ -83,12 +90,42 @@ where
             return Box::pin(self.inner.clone().oneshot(req));
         }
         let api = self.api.clone();
-        if let Some(path) = super::gateway::gateway_path(req.uri().path()).map(str::to_owned) {
-            let grpc = self.inner.clone();
-            return Box::pin(async move { Ok(super::gateway::serve(api, grpc, &path, req).await) });
-        }
-        Box::pin(async move { Ok(serve(api, req).await) })
+        let cors = cors_origin(&api.cors, req.headers());
+        let grpc = self.inner.clone();
+        Box::pin(async move {
+            // As etcd: a preflight is answered 200, empty, on any path.
+            let mut resp = if req.method() == http::Method::OPTIONS {
+                http::Response::new(Body::empty())
+            } else if let Some(path) = super::gateway::gateway_path(req.uri().path()).map(str::to_owned) {
+                super::gateway::serve(api, grpc, &path, req).await
+            } else {
+                serve(api, req).await
+            };
+            if let Some(origin) = cors {
+                let h = resp.headers_mut();
+                h.insert("access-control-allow-origin", origin);
+                h.insert(
+                    "access-control-allow-methods",
+                    http::HeaderValue::from_static("POST, GET, OPTIONS, PUT, DELETE"),
+                );
+                h.insert(
+                    "access-control-allow-headers",
+                    http::HeaderValue::from_static("accept, content-type, authorization"),
+                );
+            }
+            Ok(resp)
+        })
     }
+}
+
+/// The `Access-Control-Allow-Origin` etcd sends for `--cors` `allowed`: `*` when every origin
+/// is, else the request's `Origin` when it is listed, else none.
+fn cors_origin(allowed: &[String], headers: &http::HeaderMap) -> Option<http::HeaderValue> {
+    if allowed.is_empty() || allowed.iter().any(|o| o == "*") {
+        return Some(http::HeaderValue::from_static("*"));
+    }
+    let origin = headers.get(http::header::ORIGIN)?;
+    allowed.iter().any(|o| o.as_bytes() == origin.as_bytes()).then(|| origin.clone())
 }
 
 /// Answers one HTTP request.
@@ -112,7 +149,9 @@ async fn serve(api: Api, req: http::Request<Body>) -> http::Response<Body> {
         ),
         (true, "/metrics") => respond(200, "text/plain; version=0.0.4; charset=utf-8", super::metrics::render(&api)),
         (false, "/health" | "/livez" | "/readyz" | "/version" | "/metrics") => {
-            respond(405, "text/plain; charset=utf-8", "Method Not Allowed\n")
+            let mut resp = plain_error(405, "Method Not Allowed\n");
+            resp.headers_mut().insert(http::header::ALLOW, http::HeaderValue::from_static("GET"));
+            resp
         }
         _ => not_found(),
     }

@@ -19,6 +19,7 @@ pub mod cluster;
 mod concurrency;
 pub mod election;
 mod gateway;
+mod gojson;
 mod grpc_message;
 pub mod health;
 pub mod hpack;
@@ -152,6 +153,9 @@ pub struct ApiContext {
     /// etcd's `--client-cert-auth`: a request without a token is from the user its verified
     /// client certificate names (its subject's common name).
     pub client_cert_auth: bool,
+    /// etcd's `--cors`: origins whose browsers may call the HTTP endpoints and the gateway;
+    /// empty or `*` is every origin.
+    pub cors: Vec<String>,
 }
 
 /// The client port's HTTP/2 limits, with etcd's flags and defaults.

@@ -2,7 +2,9 @@
 //! (grpc-gateway with Go's jsonpb, original field names, defaults left out): 64-bit integers
 //! as strings, 32-bit ones as numbers, enums by name, bytes in standard base64, fields in
 //! declaration order. Input takes a field by its proto name or its lowerCamelCase JSON name,
-//! integers as numbers or strings, enums as names or numbers, and skips unknown fields.
+//! integers as numbers or strings, enums as names or numbers, and skips unknown fields; input
+//! that does not fit is refused with the texts of Go's jsonpb and `encoding/json`, which etcd's
+//! gateway answers with (see [`gojson`]).
 //!
 //! Generic over the descriptors of `proto/` (compiled in as `FILE_DESCRIPTOR_SET`), so each
 //! gateway path is only a pair of type names and a handler.
@@ -15,21 +17,36 @@ use base64::Engine as _;
 use prost::Message as _;
 use prost_types::field_descriptor_proto::{Label, Type};
 use prost_types::{DescriptorProto, EnumDescriptorProto, FieldDescriptorProto, FileDescriptorSet};
-use serde_json::Value;
+
+use super::gojson;
 
 /// Messages and enums by full name with a leading dot (`.etcdserverpb.RangeRequest`).
 struct Registry {
     messages: HashMap<String, DescriptorProto>,
     enums: HashMap<String, EnumDescriptorProto>,
+    /// Each enum's Go type name in etcd's generated code (`etcdserverpb.RangeRequest_SortOrder`),
+    /// which the gateway's errors name.
+    go_names: HashMap<String, String>,
 }
 
-fn collect(prefix: &str, m: &DescriptorProto, reg: &mut Registry) {
+impl Registry {
+    /// Adds enum `e` declared in `scope` (a package or message name with a leading dot) of
+    /// package `package`.
+    fn add_enum(&mut self, package: &str, scope: &str, e: &EnumDescriptorProto) {
+        let name = format!("{scope}.{}", e.name());
+        let nested = name.strip_prefix(&format!(".{package}.")).unwrap_or(&name).replace('.', "_");
+        self.go_names.insert(name.clone(), format!("{package}.{nested}"));
+        self.enums.insert(name, e.clone());
+    }
+}
+
+fn collect(package: &str, prefix: &str, m: &DescriptorProto, reg: &mut Registry) {
     let name = format!("{prefix}.{}", m.name());
     for nested in &m.nested_type {
-        collect(&name, nested, reg);
+        collect(package, &name, nested, reg);
     }
     for e in &m.enum_type {
-        reg.enums.insert(format!("{name}.{}", e.name()), e.clone());
+        reg.add_enum(package, &name, e);
     }
     reg.messages.insert(name, m.clone());
 }
@@ -37,14 +54,14 @@ fn collect(prefix: &str, m: &DescriptorProto, reg: &mut Registry) {
 static REGISTRY: LazyLock<Registry> = LazyLock::new(|| {
     let set = FileDescriptorSet::decode(ballast_proto::FILE_DESCRIPTOR_SET)
         .expect("invariant: the descriptors compiled in decode");
-    let mut reg = Registry { messages: HashMap::new(), enums: HashMap::new() };
+    let mut reg = Registry { messages: HashMap::new(), enums: HashMap::new(), go_names: HashMap::new() };
     for f in &set.file {
         let prefix = if f.package().is_empty() { String::new() } else { format!(".{}", f.package()) };
         for m in &f.message_type {
-            collect(&prefix, m, &mut reg);
+            collect(f.package(), &prefix, m, &mut reg);
         }
         for e in &f.enum_type {
-            reg.enums.insert(format!("{prefix}.{}", e.name()), e.clone());
+            reg.add_enum(f.package(), &prefix, e);
         }
     }
     reg
@@ -55,6 +72,10 @@ fn message(name: &str) -> Result<&'static DescriptorProto, String> {
 }
 
 // ---- JSON to protobuf ----
+
+/// Deepest nesting of messages in a request: the protobuf decoder's own limit, which the
+/// gRPC services would refuse a deeper request with anyway.
+const MAX_DEPTH: usize = 100;
 
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
@@ -68,121 +89,240 @@ fn put_key(out: &mut Vec<u8>, number: i32, wire: u8) {
     put_varint(out, ((number as u64) << 3) | u64::from(wire));
 }
 
-fn int_of(v: &Value, f: &FieldDescriptorProto) -> Result<i128, String> {
-    let bad = || format!("bad value for field {}: {v}", f.name());
-    match v {
-        Value::Number(n) => n.as_i64().map(i128::from).or_else(|| n.as_u64().map(i128::from)).ok_or_else(bad),
-        Value::String(s) => s.parse::<i128>().map_err(|_| bad()),
-        _ => Err(bad()),
+fn put_len(out: &mut Vec<u8>, number: i32, data: &[u8]) {
+    put_key(out, number, 2);
+    put_varint(out, data.len() as u64);
+    out.extend_from_slice(data);
+}
+
+/// Where a value sits, which decides what `null` means: a field left unset, a oneof member
+/// set to its zero value, or a zero item of a list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Slot {
+    Field,
+    Oneof,
+    Item,
+}
+
+/// The Go type etcd's gateway decodes field `f` into, as its type errors name it.
+fn go_type(f: &FieldDescriptorProto) -> &'static str {
+    match f.r#type() {
+        Type::Int64 | Type::Sint64 | Type::Sfixed64 => "int64",
+        Type::Uint64 | Type::Fixed64 => "uint64",
+        Type::Int32 | Type::Sint32 | Type::Sfixed32 => "int32",
+        Type::Uint32 | Type::Fixed32 => "uint32",
+        Type::Bool => "bool",
+        Type::String => "string",
+        Type::Bytes => "[]uint8",
+        Type::Double => "float64",
+        Type::Float => "float32",
+        Type::Enum => REGISTRY.go_names.get(f.type_name()).map_or("int32", String::as_str),
+        _ => "map[string]json.RawMessage",
     }
 }
 
-fn enum_of(v: &Value, f: &FieldDescriptorProto) -> Result<i128, String> {
-    if let Value::String(s) = v {
-        if let Some(e) = REGISTRY.enums.get(f.type_name()) {
-            if let Some(val) = e.value.iter().find(|x| x.name() == s) {
-                return Ok(i128::from(val.number()));
+/// Go's `Unmarshal` of `raw` into the number field `f` holds: its bits (integers as 64-bit
+/// two's complement, floats as IEEE bits), or `None` for `null`.
+fn go_number(f: &FieldDescriptorProto, raw: &[u8]) -> Result<Option<u64>, String> {
+    gojson::check_valid(raw)?;
+    let text = std::str::from_utf8(raw).map_err(|e| e.to_string())?.trim_matches(|c| " \t\r\n".contains(c));
+    match gojson::kind(text.as_bytes()) {
+        "null" => return Ok(None),
+        "number" => {}
+        other => return Err(gojson::type_error(other, go_type(f))),
+    }
+    let bad = || gojson::type_error(&format!("number {text}"), go_type(f));
+    let bits = match f.r#type() {
+        Type::Int64 | Type::Sint64 | Type::Sfixed64 => text.parse::<i64>().map_err(|_| bad())? as u64,
+        Type::Uint64 | Type::Fixed64 => text.parse::<u64>().map_err(|_| bad())?,
+        Type::Uint32 | Type::Fixed32 => u64::from(text.parse::<u32>().map_err(|_| bad())?),
+        Type::Double => text.parse::<f64>().ok().filter(|v| v.is_finite()).ok_or_else(bad)?.to_bits(),
+        Type::Float => u64::from(text.parse::<f32>().ok().filter(|v| v.is_finite()).ok_or_else(bad)?.to_bits()),
+        _ => i64::from(text.parse::<i32>().map_err(|_| bad())?) as u64,
+    };
+    Ok(Some(bits))
+}
+
+/// Bytes given as a list of numbers, each a Go `uint8`.
+fn byte_list(raw: &[u8]) -> Result<Vec<u8>, String> {
+    gojson::array_items(raw)
+        .into_iter()
+        .map(|item| match gojson::kind(item) {
+            "null" => Ok(0),
+            "number" => {
+                let text = String::from_utf8_lossy(item);
+                text.parse::<u8>().map_err(|_| gojson::type_error(&format!("number {text}"), "uint8"))
             }
-        }
-    }
-    int_of(v, f)
+            other => Err(gojson::type_error(other, "uint8")),
+        })
+        .collect()
 }
 
-/// Encodes one (non-repeated) value of field `f`.
-fn encode_value(out: &mut Vec<u8>, f: &FieldDescriptorProto, v: &Value) -> Result<(), String> {
+/// Appends one value of field `f` (an item of it, when repeated) given as the checked JSON
+/// `raw`, read as etcd's gateway (Go's jsonpb) reads it.
+fn encode_value(
+    out: &mut Vec<u8>,
+    f: &FieldDescriptorProto,
+    raw: &[u8],
+    slot: Slot,
+    depth: usize,
+) -> Result<(), String> {
     let n = f.number();
+    let null = raw == b"null";
     match f.r#type() {
         Type::Message => {
-            let inner = encode_object(f.type_name(), v)?;
-            put_key(out, n, 2);
-            put_varint(out, inner.len() as u64);
-            out.extend_from_slice(&inner);
+            // A message left null is unset, in a list too (where Go's would hold a nil).
+            if null && slot != Slot::Item {
+                return Ok(());
+            }
+            let inner = encode_message(f.type_name(), raw, depth + 1)?;
+            put_len(out, n, &inner);
         }
         Type::String => {
-            let s = v.as_str().ok_or_else(|| format!("field {} takes a string", f.name()))?;
-            put_key(out, n, 2);
-            put_varint(out, s.len() as u64);
-            out.extend_from_slice(s.as_bytes());
+            let s = match gojson::kind(raw) {
+                "string" => gojson::unquote(raw),
+                "null" if slot == Slot::Field => return Ok(()),
+                "null" => String::new(),
+                other => return Err(gojson::type_error(other, "string")),
+            };
+            put_len(out, n, s.as_bytes());
         }
         Type::Bytes => {
-            let s = v.as_str().ok_or_else(|| format!("field {} takes base64 bytes", f.name()))?;
-            let b = base64::engine::general_purpose::STANDARD
-                .decode(s)
-                .or_else(|_| base64::engine::general_purpose::URL_SAFE.decode(s))
-                .map_err(|e| format!("field {}: {e}", f.name()))?;
-            put_key(out, n, 2);
-            put_varint(out, b.len() as u64);
-            out.extend_from_slice(&b);
+            let b = match gojson::kind(raw) {
+                "string" => gojson::base64_decode(gojson::unquote(raw).as_bytes())?,
+                "array" => byte_list(raw)?,
+                "null" if slot != Slot::Item => return Ok(()),
+                "null" => Vec::new(),
+                other => return Err(gojson::type_error(other, "[]uint8")),
+            };
+            put_len(out, n, &b);
         }
         Type::Bool => {
-            let b = v.as_bool().ok_or_else(|| format!("field {} takes a bool", f.name()))?;
+            let b = match gojson::kind(raw) {
+                "bool" => raw == b"true",
+                "null" if slot == Slot::Field => return Ok(()),
+                "null" => false,
+                other => return Err(gojson::type_error(other, "bool")),
+            };
             put_key(out, n, 0);
             put_varint(out, u64::from(b));
         }
-        Type::Enum => {
+        // An enum by name; the name is matched as written, escapes and all.
+        Type::Enum if raw.first() == Some(&b'"') => {
+            let name = &raw[1..raw.len() - 1];
+            let value = REGISTRY
+                .enums
+                .get(f.type_name())
+                .and_then(|e| e.value.iter().find(|v| v.name().as_bytes() == name))
+                .ok_or_else(|| format!("unknown value {} for enum {}", gojson::go_quote(name), go_type(f)))?;
             put_key(out, n, 0);
-            put_varint(out, enum_of(v, f)? as i64 as u64);
+            put_varint(out, i64::from(value.number()) as u64);
         }
-        Type::Sint32 | Type::Sint64 => {
-            let i = int_of(v, f)? as i64;
-            put_key(out, n, 0);
-            put_varint(out, ((i << 1) ^ (i >> 63)) as u64);
-        }
-        Type::Fixed64 | Type::Sfixed64 | Type::Double => {
-            let bits = if f.r#type() == Type::Double {
-                v.as_f64().ok_or_else(|| format!("field {} takes a number", f.name()))?.to_bits()
-            } else {
-                int_of(v, f)? as u64
+        ty => {
+            let non_finite = match raw {
+                b"\"NaN\"" => Some(f64::NAN),
+                b"\"Infinity\"" => Some(f64::INFINITY),
+                b"\"-Infinity\"" => Some(f64::NEG_INFINITY),
+                _ => None,
             };
-            put_key(out, n, 1);
-            out.extend_from_slice(&bits.to_le_bytes());
-        }
-        Type::Fixed32 | Type::Sfixed32 | Type::Float => {
-            let bits = if f.r#type() == Type::Float {
-                (v.as_f64().ok_or_else(|| format!("field {} takes a number", f.name()))? as f32).to_bits()
-            } else {
-                int_of(v, f)? as u32
+            let bits = match (ty, non_finite) {
+                (Type::Double, Some(v)) => Some(v.to_bits()),
+                (Type::Float, Some(v)) => Some(u64::from((v as f32).to_bits())),
+                // A number may be quoted: the quotes are dropped and the rest read as JSON.
+                (_, _) => match raw {
+                    [b'"', inner @ .., b'"'] => go_number(f, inner)?,
+                    _ => go_number(f, raw)?,
+                },
             };
-            put_key(out, n, 5);
-            out.extend_from_slice(&bits.to_le_bytes());
-        }
-        _ => {
-            put_key(out, n, 0);
-            put_varint(out, int_of(v, f)? as i64 as u64);
+            let bits = match (bits, slot) {
+                (None, Slot::Field) => return Ok(()),
+                (b, _) => b.unwrap_or(0),
+            };
+            match ty {
+                Type::Sint32 | Type::Sint64 => {
+                    let i = bits as i64;
+                    put_key(out, n, 0);
+                    put_varint(out, ((i << 1) ^ (i >> 63)) as u64);
+                }
+                Type::Fixed64 | Type::Sfixed64 | Type::Double => {
+                    put_key(out, n, 1);
+                    out.extend_from_slice(&bits.to_le_bytes());
+                }
+                Type::Fixed32 | Type::Sfixed32 | Type::Float => {
+                    put_key(out, n, 5);
+                    out.extend_from_slice(&(bits as u32).to_le_bytes());
+                }
+                _ => {
+                    put_key(out, n, 0);
+                    put_varint(out, bits);
+                }
+            }
         }
     }
     Ok(())
 }
 
-/// Encodes the JSON object `v` as message `type_name`.
-///
-/// # Errors
-/// A text saying what in `v` does not fit the message.
-pub fn encode_object(type_name: &str, v: &Value) -> Result<Vec<u8>, String> {
-    let m = message(type_name)?;
-    let mut out = Vec::new();
-    let obj = match v {
-        Value::Object(o) => o,
-        Value::Null => return Ok(out),
-        other => return Err(format!("cannot unmarshal {other} into {}", m.name())),
-    };
-    for (k, val) in obj {
-        // An unknown field is skipped, as etcd's gateway skips it (grpc-gateway lets jsonpb
-        // allow unknown fields).
-        let Some(f) = m.field.iter().find(|f| f.name() == k || f.json_name() == k) else { continue };
-        if val.is_null() {
-            continue;
+/// Appends field `f` given as `raw`: one value, or for a repeated field a list of them.
+fn encode_field(out: &mut Vec<u8>, f: &FieldDescriptorProto, raw: &[u8], depth: usize) -> Result<(), String> {
+    if f.label() != Label::Repeated {
+        return encode_value(out, f, raw, Slot::Field, depth);
+    }
+    match gojson::kind(raw) {
+        "null" => Ok(()),
+        "array" => {
+            gojson::array_items(raw).into_iter().try_for_each(|item| encode_value(out, f, item, Slot::Item, depth))
         }
-        if f.label() == Label::Repeated {
-            let items = val.as_array().ok_or_else(|| format!("field {} takes a list", f.name()))?;
-            for item in items {
-                encode_value(&mut out, f, item)?;
-            }
-        } else {
-            encode_value(&mut out, f, val)?;
+        other => Err(gojson::type_error(other, "[]json.RawMessage")),
+    }
+}
+
+/// Encodes the checked JSON value `raw` as message `type_name`, as etcd's gateway reads a
+/// request: the fields in declaration order (so the first error is the first field's), then
+/// the oneof members; a field by its lowerCamelCase JSON name or else its proto name, the
+/// last of repeated keys, unknown fields skipped; `null` for an unset field.
+fn encode_message(type_name: &str, raw: &[u8], depth: usize) -> Result<Vec<u8>, String> {
+    let m = message(type_name)?;
+    if depth > MAX_DEPTH {
+        return Err(format!("{type_name} nested more than {MAX_DEPTH} deep"));
+    }
+    let mut out = Vec::new();
+    match gojson::kind(raw) {
+        "null" => return Ok(out),
+        "object" => {}
+        other => return Err(gojson::type_error(other, "map[string]json.RawMessage")),
+    }
+    let members = gojson::object_members(raw);
+    let find = |key: &str| members.iter().rev().find(|(k, _)| k == key).map(|(_, v)| *v);
+    let value_of = |f: &FieldDescriptorProto| find(f.json_name()).or_else(|| find(f.name()));
+    let in_oneof = |f: &&FieldDescriptorProto| f.oneof_index.is_some() && !f.proto3_optional();
+    for f in m.field.iter().filter(|f| !in_oneof(f)) {
+        if let Some(v) = value_of(f) {
+            encode_field(&mut out, f, v, depth)?;
         }
     }
+    // Of several members of one oneof, the last read is kept.
+    let mut oneofs: Vec<(i32, Vec<u8>)> = Vec::new();
+    for f in m.field.iter().filter(in_oneof) {
+        if let Some(v) = value_of(f) {
+            let mut member = Vec::new();
+            encode_value(&mut member, f, v, Slot::Oneof, depth)?;
+            oneofs.retain(|(i, _)| *i != f.oneof_index());
+            oneofs.push((f.oneof_index(), member));
+        }
+    }
+    for (_, member) in oneofs {
+        out.extend_from_slice(&member);
+    }
     Ok(out)
+}
+
+/// Encodes the JSON value `raw` (already checked as JSON, e.g. by
+/// [`gojson::first_value`]) as message `type_name`.
+///
+/// # Errors
+/// What in `raw` does not fit the message, in the words etcd's gateway uses.
+pub fn encode_json(type_name: &str, raw: &[u8]) -> Result<Vec<u8>, String> {
+    encode_message(type_name, raw, 0)
 }
 
 // ---- protobuf to JSON ----
@@ -321,7 +461,7 @@ fn write_message(out: &mut String, type_name: &str, buf: &[u8]) -> Result<(), St
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ballast_proto::etcdserverpb::{compare, Compare, RangeResponse, ResponseHeader, TxnRequest};
+    use ballast_proto::etcdserverpb::{compare, Compare, RangeRequest, RangeResponse, ResponseHeader, TxnRequest};
     use ballast_proto::mvccpb::KeyValue;
 
     #[test]
@@ -350,34 +490,76 @@ mod tests {
 
     #[test]
     fn json_input_takes_names_enums_and_numbers_as_strings() {
-        let v: Value = serde_json::from_str(
-            r#"{"compare":[{"key":"Zm9v","result":"EQUAL","target":"CREATE","createRevision":"0"}],
-                "success":[{"request_put":{"key":"Zm9v","value":"YmFy"}}]}"#,
-        )
-        .expect("json");
-        let t = TxnRequest::decode(encode_object(".etcdserverpb.TxnRequest", &v).expect("encode").as_slice())
-            .expect("decode");
+        let v = br#"{"compare":[{"key":"Zm9v","result":"EQUAL","target":"CREATE","createRevision":"0"}],
+                "success":[{"request_put":{"key":"Zm9v","value":"YmFy"}}]}"#;
+        let t =
+            TxnRequest::decode(encode_json(".etcdserverpb.TxnRequest", v).expect("encode").as_slice()).expect("decode");
         assert_eq!(t.compare[0].target_union, Some(compare::TargetUnion::CreateRevision(0)));
         assert_eq!(t.compare[0].result, compare::CompareResult::Equal as i32);
-        // EQUAL is the enum's default: left out of the answer, as jsonpb leaves it.
         assert_eq!(t.compare[0].target, compare::CompareTarget::Create as i32);
         assert_eq!(t.success.len(), 1);
+        // EQUAL is the enum's default: left out of the answer, as jsonpb leaves it.
         let back = to_json(".etcdserverpb.Compare", &t.compare[0].encode_to_vec()).expect("json");
         assert_eq!(back, "{\"target\":\"CREATE\",\"key\":\"Zm9v\",\"create_revision\":\"0\"}");
         let _ = Compare::default();
     }
 
+    fn err(type_name: &str, json: &str) -> String {
+        encode_json(type_name, json.as_bytes()).expect_err(json)
+    }
+
     #[test]
-    fn bad_input_is_an_error() {
-        let v: Value = serde_json::from_str(r#"{"key":123}"#).expect("json");
-        assert!(encode_object(".etcdserverpb.RangeRequest", &v).is_err());
-        let v: Value = serde_json::from_str(r#"{"key":"!!"}"#).expect("json");
-        assert!(encode_object(".etcdserverpb.RangeRequest", &v).is_err());
-        let v: Value = serde_json::from_str(r#"{"nope":"x","key":"Zm9v"}"#).expect("json");
+    fn bad_input_is_refused_in_gos_words() {
+        let range = ".etcdserverpb.RangeRequest";
+        assert_eq!(err(range, r#"{"key":123}"#), "json: cannot unmarshal number into Go value of type []uint8");
+        assert_eq!(err(range, r#"{"key":"!!"}"#), "illegal base64 data at input byte 0");
+        assert_eq!(err(range, "[1]"), "json: cannot unmarshal array into Go value of type map[string]json.RawMessage");
+        assert_eq!(err(range, r#"{"limit":"1.5"}"#), "json: cannot unmarshal number 1.5 into Go value of type int64");
+        assert_eq!(err(range, r#"{"limit":"abc"}"#), "invalid character 'a' looking for beginning of value");
+        assert_eq!(err(range, r#"{"limit":""}"#), "unexpected end of JSON input");
         assert_eq!(
-            encode_object(".etcdserverpb.RangeRequest", &v),
-            Ok(b"\x0a\x03foo".to_vec()),
-            "unknown fields are skipped"
+            err(range, r#"{"serializable":"true"}"#),
+            "json: cannot unmarshal string into Go value of type bool"
         );
+        assert_eq!(
+            err(range, r#"{"sort_order":"NOPE"}"#),
+            "unknown value \"NOPE\" for enum etcdserverpb.RangeRequest_SortOrder"
+        );
+        assert_eq!(
+            err(range, r#"{"sort_order":true}"#),
+            "json: cannot unmarshal bool into Go value of type etcdserverpb.RangeRequest_SortOrder"
+        );
+        // The first field in declaration order is the one named, whatever the body's order.
+        assert_eq!(
+            err(range, r#"{"limit":true,"key":1}"#),
+            "json: cannot unmarshal number into Go value of type []uint8"
+        );
+        // The lowerCamelCase name wins over the proto name.
+        assert_eq!(
+            err(range, r#"{"rangeEnd":1,"range_end":"AA=="}"#),
+            "json: cannot unmarshal number into Go value of type []uint8"
+        );
+        assert_eq!(
+            err(".etcdserverpb.AlarmRequest", r#"{"memberID":-1}"#),
+            "json: cannot unmarshal number -1 into Go value of type uint64"
+        );
+        assert_eq!(
+            err(".etcdserverpb.MemberAddRequest", r#"{"peerURLs":"x"}"#),
+            "json: cannot unmarshal string into Go value of type []json.RawMessage"
+        );
+    }
+
+    #[test]
+    fn what_go_accepts_is_accepted() {
+        let range = |json: &str| {
+            RangeRequest::decode(encode_json(".etcdserverpb.RangeRequest", json.as_bytes()).expect(json).as_slice())
+                .expect("decode")
+        };
+        assert_eq!(range(r#"{"nope":"x","key":"Zm9v"}"#).key, &b"foo"[..], "unknown fields are skipped");
+        assert_eq!(range(r#"{"key":[102,111,111]}"#).key, &b"foo"[..], "bytes as a list of numbers");
+        assert_eq!(range(r#"{"key":"Zm9v\n","limit":" 1"}"#).limit, 1);
+        assert_eq!(range(r#"{"key":"Zm9v","key":"YmFy"}"#).key, &b"bar"[..], "the last of repeated keys");
+        assert_eq!(range(r#"{"k\u0065y":"Zm9v","limit":null,"sort_order":7}"#).sort_order, 7);
+        assert_eq!(range("null"), RangeRequest::default());
     }
 }

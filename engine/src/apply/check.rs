@@ -80,7 +80,8 @@ fn check_txn_ops(r: &TxnRequest, max_txn_ops: usize) -> Result<()> {
             Some(request_op::Request::RequestPut(q)) => check_put(q)?,
             Some(request_op::Request::RequestDeleteRange(q)) => check_delete(q)?,
             Some(request_op::Request::RequestTxn(q)) => check_txn_ops(q, max_txn_ops)?,
-            None => {}
+            // An empty op is refused as etcd refuses it, with its "key not found".
+            None => return Err(EngineError::KeyNotFound),
         }
     }
     Ok(())
@@ -178,6 +179,8 @@ mod tests {
         let many: Vec<RequestOp> = (0..129).map(|i| put(&format!("k{i}"))).collect();
         assert!(matches!(check_txn(&txn(many, vec![]), 128), Err(EngineError::TooManyOps)));
         assert!(matches!(check_txn(&txn(vec![put("")], vec![]), 128), Err(EngineError::EmptyKey)));
+        let empty_op = RequestOp { request: None };
+        assert!(matches!(check_txn(&txn(vec![], vec![empty_op]), 128), Err(EngineError::KeyNotFound)));
         let bad_sort = RangeRequest { key: Bytes::from_static(b"a"), sort_order: 9, ..Default::default() };
         assert!(matches!(check_range(&bad_sort), Err(EngineError::InvalidSortOption)));
         let both = PutRequest {
