@@ -7,7 +7,13 @@ use serde_json::{json, Value};
 use crate::harness::{both_backends, in_memory, Backend, Cluster, Credentials};
 
 both_backends!(configmap_apply_session, two_appliers_share_a_deployment);
-in_memory!(updates_record_managers, client_side_then_server_side, status_and_scale_apply, apply_refusals_write_nothing);
+in_memory!(
+    updates_record_managers,
+    client_side_then_server_side,
+    status_and_scale_apply,
+    scale_owns_the_replicas,
+    apply_refusals_write_nothing
+);
 
 fn json_of(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
@@ -332,6 +338,119 @@ async fn status_and_scale_apply(backend: Backend) {
         .await;
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(r.json()["spec"]["replicas"], 4);
+}
+
+/// The managers owning `.spec.replicas`, sorted.
+fn replicas_owners(obj: &Value) -> Vec<String> {
+    let mut out: Vec<String> =
+        managers(obj).into_iter().filter(|m| m.3["f:spec"].get("f:replicas").is_some()).map(|m| m.0).collect();
+    out.sort();
+    out
+}
+
+/// Ownership of a Deployment's replicas through `/scale`, in kube's own integration flow:
+/// scaling takes the replicas from their appliers, applying a Scale conflicts with (or, forced,
+/// takes from) the appliers of the object, a PUT of the Scale owns them, an apply of the same
+/// value shares them.
+async fn scale_owns_the_replicas(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
+    let object = "/apis/apps/v1/namespaces/default/deployments/test";
+    let scale = format!("{object}/scale");
+    let send = |method: &'static str, path: String, ty: Option<&'static str>, body: String| {
+        let c = &c;
+        async move {
+            let r = c.request(Credentials::Admin, method, &path, ty, body).await;
+            (r.status, r.json())
+        }
+    };
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "test"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "nginx"}},
+            "template": {"metadata": {"labels": {"app": "nginx"}},
+                "spec": {"containers": [{"name": "nginx", "image": "nginx:latest"}]}}}})
+    .to_string();
+    let apply = Some("application/apply-patch+yaml");
+    let merge = Some("application/merge-patch+json");
+    let scale_body = |n: i64| {
+        json!({"kind": "Scale", "apiVersion": "autoscaling/v1",
+            "metadata": {"name": "test", "namespace": "default"}, "spec": {"replicas": n}})
+        .to_string()
+    };
+    let current = || async { get(&c, &["deploy", "test"]).await };
+    let (status, _) = send("PATCH", format!("{object}?fieldManager=apply_test"), apply, deployment.clone()).await;
+    assert_eq!(status, 201);
+    assert_eq!(replicas_owners(&current().await), ["apply_test"]);
+
+    let (status, answer) =
+        send("PATCH", format!("{scale}?fieldManager=scale_test"), merge, r#"{"spec":{"replicas":5}}"#.into()).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["kind"], "Scale");
+    assert_eq!(answer["metadata"].get("managedFields"), None, "kube's Scales carry no managedFields");
+    let d = current().await;
+    assert_eq!(d["spec"]["replicas"], 5);
+    assert_eq!(replicas_owners(&d), ["scale_test"]);
+    let entry =
+        d["metadata"]["managedFields"].as_array().expect("entries").iter().find(|e| e["manager"] == "scale_test");
+    let entry = entry.expect("scale_test entry");
+    assert_eq!(
+        (&entry["operation"], &entry["apiVersion"], &entry["subresource"], entry.get("time")),
+        (&json!("Update"), &json!("apps/v1"), &json!("scale"), None),
+        "{entry}"
+    );
+
+    let (status, answer) = send("PATCH", format!("{object}?fieldManager=apply_test"), apply, deployment.clone()).await;
+    assert_eq!(status, 409, "{answer}");
+    assert_eq!(
+        answer["message"],
+        r#"Apply failed with 1 conflict: conflict with "scale_test" with subresource "scale" using apps/v1: .spec.replicas"#
+    );
+    let (status, _) =
+        send("PATCH", format!("{object}?fieldManager=apply_test&force=true"), apply, deployment.clone()).await;
+    assert_eq!(status, 200);
+    let d = current().await;
+    assert_eq!((d["spec"]["replicas"].clone(), replicas_owners(&d)), (json!(1), vec!["apply_test".to_string()]));
+
+    // Applying a Scale meets the object's appliers at the Scale's own path.
+    let (status, answer) = send("PATCH", format!("{scale}?fieldManager=apply_scale"), apply, scale_body(17)).await;
+    assert_eq!(status, 409, "{answer}");
+    assert_eq!(answer["message"], r#"Apply failed with 1 conflict: conflict with "apply_test": .spec.replicas"#);
+    assert_eq!(
+        answer["details"]["causes"],
+        json!([{"reason": "FieldManagerConflict", "message": "conflict with \"apply_test\"", "field": ".spec.replicas"}])
+    );
+    let (status, answer) =
+        send("PATCH", format!("{scale}?fieldManager=apply_scale&force=true"), apply, scale_body(17)).await;
+    assert_eq!((status, &answer["spec"]["replicas"]), (200, &json!(17)), "{answer}");
+    let d = current().await;
+    assert_eq!(replicas_owners(&d), ["apply_scale"]);
+    assert!(fields_of(&d, "apply_test")["f:spec"]["f:template"].is_object(), "the applier keeps the rest");
+
+    let (status, answer) = send("PUT", format!("{scale}?fieldManager=replace_test"), None, scale_body(7)).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(replicas_owners(&current().await), ["replace_test"]);
+    let (status, _) = send("PATCH", format!("{scale}?fieldManager=co_owning_test"), apply, scale_body(7)).await;
+    assert_eq!(status, 200);
+    assert_eq!(replicas_owners(&current().await), ["co_owning_test", "replace_test"]);
+    // An update manager of the Scale is named at the Scale's version.
+    let (status, answer) = send("PATCH", format!("{scale}?fieldManager=hpa"), apply, scale_body(2)).await;
+    assert_eq!(status, 409, "{answer}");
+    assert_eq!(
+        answer["message"],
+        "Apply failed with 2 conflicts: conflicts with \"co_owning_test\" with subresource \"scale\":\n- .spec.replicas\n\
+         conflicts with \"replace_test\" with subresource \"scale\" using autoscaling/v1:\n- .spec.replicas"
+    );
+
+    let (status, _) =
+        send("PATCH", format!("{scale}?fieldManager=scale_test"), merge, r#"{"spec":{"replicas":5}}"#.into()).await;
+    assert_eq!(status, 200);
+    assert_eq!(replicas_owners(&current().await), ["scale_test"]);
+    // A Scale write that leaves the replicas alone moves nothing.
+    let (status, _) =
+        send("PATCH", format!("{scale}?fieldManager=status_test"), merge, r#"{"status":{"replicas":42}}"#.into()).await;
+    assert_eq!(status, 200);
+    let d = current().await;
+    assert_eq!((d["spec"]["replicas"].clone(), replicas_owners(&d)), (json!(5), vec!["scale_test".to_string()]));
+    let (_, answer) = send("GET", scale.clone(), None, String::new()).await;
+    assert_eq!(answer["metadata"].get("managedFields"), None);
 }
 
 async fn apply_refusals_write_nothing(backend: Backend) {

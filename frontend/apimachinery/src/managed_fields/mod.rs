@@ -2,6 +2,7 @@
 //! on every write, and server-side apply on top of it.
 //!
 //! * [`entries`]: [`Managers`], the decoded `metadata.managedFields` list, and its encoding.
+//! * [`scale`]: the managers of a `Scale`, derived from its parent's and carried back.
 //! * this module: [`FieldManager`], kube's field manager chain for one kind and subresource:
 //!   [`FieldManager::update`] records what a create, update or patch changed as the writer's
 //!   `Update` entry; [`FieldManager::apply`] merges an applied configuration, removes what
@@ -19,6 +20,7 @@
 //! Pure: objects in, objects and managers out; the time is passed in.
 
 pub mod entries;
+pub mod scale;
 
 use serde_json::{Map, Value};
 

@@ -560,6 +560,7 @@ async fn handle_subresource(
         ("scale", "get") => Ok(respond(StatusCode::OK, &store.get_scale(kind, namespace, &name).await?, &[])),
         ("scale", "update") => {
             let dry_run = query.dry_run()?;
+            let manager = query.manager("UpdateOptions", req.headers())?;
             let (parts, bytes) = read_body(req).await?;
             let media = content_type(&parts);
             if !matches!(media.split(';').next().unwrap_or("").trim(), "" | "application/json") {
@@ -570,7 +571,11 @@ async fn handle_subresource(
             let Value::Object(body) = body else {
                 return Err(ApiError::BadRequest("couldn't get version/kind; json parse error: not an object".into()));
             };
-            Ok(respond(StatusCode::OK, &store.update_scale(kind, namespace, &name, &body, dry_run).await?, &[]))
+            Ok(respond(
+                StatusCode::OK,
+                &store.update_scale(kind, namespace, &name, &body, dry_run, &manager).await?,
+                &[],
+            ))
         }
         _ => Err(ApiError::MethodNotSupported {
             group: kind.group.into(),
