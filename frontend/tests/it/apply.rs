@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use crate::harness::{both_backends, in_memory, Backend, Cluster, Credentials};
+use crate::harness::{both_backends, in_memory, Backend, Cluster, Credentials, Options};
 
 both_backends!(configmap_apply_session, two_appliers_share_a_deployment);
 in_memory!(
@@ -12,6 +12,7 @@ in_memory!(
     client_side_then_server_side,
     status_and_scale_apply,
     scale_owns_the_replicas,
+    custom_resource_versions_keep_their_managers,
     apply_refusals_write_nothing
 );
 
@@ -453,6 +454,138 @@ async fn scale_owns_the_replicas(backend: Backend) {
     assert_eq!(answer["metadata"].get("managedFields"), None);
 }
 
+/// Gadgets served as v1 (stored) and v2, conversion `None`, both with `/scale`.
+const GADGETS: &str = r"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gadgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: gadgets, singular: gadget, kind: Gadget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {scale: {specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas}}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties: {color: {type: string}, size: {type: string}, replicas: {type: integer}}
+  - name: v2
+    served: true
+    storage: false
+    subresources: {scale: {specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas}}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties: {color: {type: string}, size: {type: string}, replicas: {type: integer}}
+";
+
+/// managedFields of a custom resource written through two versions: each entry keeps the
+/// apiVersion it was written in whichever version reads it, and conflicts are found across
+/// versions (the versions' fields are the same, conversion `None` changes only apiVersion).
+async fn custom_resource_versions_keep_their_managers(backend: Backend) {
+    let c = Cluster::start_with(Options { backend: Some(backend), crds: true, ..Options::default() }).await;
+    c.must_kubectl(&["apply", "--server-side", "-f", &write(&c, "gadgets.yaml", GADGETS)]).await;
+    c.must_kubectl(&["wait", "--for", "condition=established", "--timeout=30s", "crd/gadgets.example.com"]).await;
+    let at = |v: &str| format!("/apis/example.com/{v}/namespaces/default/gadgets/g");
+    let apply = Some("application/apply-patch+yaml");
+    let send = |method: &'static str, path: String, ty: Option<&'static str>, body: String| {
+        let c = &c;
+        async move {
+            let r = c.request(Credentials::Admin, method, &path, ty, body).await;
+            (r.status, r.json())
+        }
+    };
+    let gadget = |v: &str, spec: Value| {
+        json!({"apiVersion": format!("example.com/{v}"), "kind": "Gadget", "metadata": {"name": "g"}, "spec": spec})
+            .to_string()
+    };
+    let (status, answer) = send(
+        "PATCH",
+        format!("{}?fieldManager=a", at("v2")),
+        apply,
+        gadget("v2", json!({"color": "red", "replicas": 1})),
+    )
+    .await;
+    assert_eq!(status, 201, "{answer}");
+    let (status, answer) = send(
+        "PATCH",
+        format!("{}?fieldManager=u", at("v1")),
+        Some("application/merge-patch+json"),
+        r#"{"spec":{"size":"2m"}}"#.into(),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    let versions = |obj: &Value| -> Vec<(String, String)> {
+        obj["metadata"]["managedFields"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| (e["manager"].as_str().unwrap_or("").into(), e["apiVersion"].as_str().unwrap_or("").into()))
+            .collect()
+    };
+    let expected = vec![("a".to_string(), "example.com/v2".to_string()), ("u".into(), "example.com/v1".into())];
+    for v in ["v1", "v2"] {
+        let (_, obj) = send("GET", at(v), None, String::new()).await;
+        assert_eq!(obj["apiVersion"], format!("example.com/{v}"));
+        assert_eq!(versions(&obj), expected, "read through {v}");
+        assert_eq!(fields_of(&obj, "a"), json!({"f:spec": {"f:color": {}, "f:replicas": {}}}));
+    }
+    // A v1 applier meets the v2 applier's fields.
+    let (status, answer) =
+        send("PATCH", format!("{}?fieldManager=b", at("v1")), apply, gadget("v1", json!({"color": "blue"}))).await;
+    assert_eq!(status, 409, "{answer}");
+    assert_eq!(answer["message"], r#"Apply failed with 1 conflict: conflict with "a": .spec.color"#);
+    // An update through v2 takes the v1 updater's field.
+    let (status, _) = send(
+        "PATCH",
+        format!("{}?fieldManager=w", at("v2")),
+        Some("application/merge-patch+json"),
+        r#"{"spec":{"size":"3m"}}"#.into(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (_, obj) = send("GET", at("v1"), None, String::new()).await;
+    assert_eq!(fields_of(&obj, "u"), Value::Null, "u lost its only field");
+    assert_eq!(fields_of(&obj, "w"), json!({"f:spec": {"f:size": {}}}));
+    // The applier moving to v1 keeps one entry, now at v1; its replicas move through v1's Scale.
+    let (status, _) = send(
+        "PATCH",
+        format!("{}?fieldManager=a", at("v1")),
+        apply,
+        gadget("v1", json!({"color": "red", "replicas": 1})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, answer) = send(
+        "PATCH",
+        format!("{}/scale?fieldManager=hpa", at("v2")),
+        Some("application/merge-patch+json"),
+        r#"{"spec":{"replicas":4}}"#.into(),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    let (_, obj) = send("GET", at("v2"), None, String::new()).await;
+    assert_eq!(obj["spec"]["replicas"], 4);
+    assert_eq!(
+        versions(&obj),
+        vec![
+            ("a".to_string(), "example.com/v1".to_string()),
+            ("hpa".into(), "example.com/v2".into()),
+            ("w".into(), "example.com/v2".into())
+        ]
+    );
+    assert_eq!(fields_of(&obj, "a"), json!({"f:spec": {"f:color": {}}}));
+}
+
 async fn apply_refusals_write_nothing(backend: Backend) {
     let c = Cluster::start_on(backend).await;
     c.must_kubectl(&["apply", "--server-side", "-f", &write(&c, "cm.yaml", CM)]).await;
@@ -532,6 +665,26 @@ async fn apply_refusals_write_nothing(backend: Backend) {
             );
         }
     }
+    // CBOR apply bodies are behind kube's CBOR feature gate, off by default: the answer is its
+    // 415 for any unknown patch type.
+    let r = c
+        .request(
+            Credentials::Admin,
+            "PATCH",
+            &format!("{path}?fieldManager=m"),
+            Some("application/apply-patch+cbor"),
+            b"\xa0".to_vec(),
+        )
+        .await;
+    assert_eq!(r.status, 415);
+    assert_eq!(
+        r.json(),
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "the body of the request was in an unknown format - accepted media types include: \
+                application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, \
+                application/apply-patch+yaml",
+            "reason": "UnsupportedMediaType", "code": 415})
+    );
     let r = c
         .request(Credentials::Admin, "PATCH", &format!("{path}?force=true"), Some("application/merge-patch+json"), "{}")
         .await;

@@ -460,8 +460,13 @@ async fn patch(
     query: &Query,
     req: Request,
 ) -> Result<(Value, Vec<String>, bool), ApiError> {
+    // Kinds without strategic merge (custom resources) list the other three, as kube does;
+    // `application/apply-patch+cbor` is one of the unknown types (kube takes it only behind
+    // its CBOR feature gate, off by default).
+    let accepted =
+        if kind.strategic_merge { crate::patch::SUPPORTED } else { crate::registry::patch::NON_STRATEGIC_PATCH_TYPES };
     let patch_type = PatchType::from_content_type(&content_type_of(req.headers()))
-        .ok_or_else(|| ApiError::UnsupportedMediaType(crate::patch::SUPPORTED.into()))?;
+        .ok_or_else(|| ApiError::UnsupportedMediaType(accepted.into()))?;
     let field_manager = query.get("fieldManager").unwrap_or("");
     let force = query.get("force");
     let mut causes = Vec::new();
