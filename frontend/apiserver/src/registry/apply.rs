@@ -40,8 +40,19 @@ fn gvk_string(api_version: &str, kind: &str) -> String {
 ///
 /// `BadRequest` with kube's "error decoding YAML" for anything else.
 pub fn parse_config(body: &[u8]) -> Result<Object, ApiError> {
-    let value: Value =
-        serde_yaml_ng::from_slice(body).map_err(|e| ApiError::BadRequest(format!("error decoding YAML: {e}")))?;
+    // Most clients send JSON, which is YAML too and reads the same, several times faster with
+    // the JSON parser; anything it does not take goes to the YAML parser, whose errors are
+    // the ones answered.
+    let json = match body.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') => serde_json::from_slice::<Value>(body).ok(),
+        _ => None,
+    };
+    let value: Value = match json {
+        Some(v) => v,
+        None => {
+            serde_yaml_ng::from_slice(body).map_err(|e| ApiError::BadRequest(format!("error decoding YAML: {e}")))?
+        }
+    };
     match value {
         Value::Object(m) => Ok(m),
         Value::Null => Ok(Map::new()),
@@ -137,7 +148,7 @@ impl Store {
                 .guaranteed_update(kind, namespace, name, None, req.dry_run, |old| {
                     let mut current = old.clone();
                     object::to_served_version(kind, &mut current);
-                    let (new, w) = self.apply_to(kind, namespace, name, Some(old), &current, &config, req)?;
+                    let (new, w) = self.apply_to(kind, namespace, name, Some(old), current, &config, req)?;
                     warnings = w;
                     Ok(new)
                 })
@@ -160,7 +171,7 @@ impl Store {
                 meta.insert("namespace".into(), namespace.into());
             }
             identity.insert("metadata".into(), Value::Object(meta));
-            let (new, w) = self.apply_to(kind, namespace, name, None, &identity, &config, req)?;
+            let (new, w) = self.apply_to(kind, namespace, name, None, identity, &config, req)?;
             match self.create_prepared(kind, namespace, new, req.dry_run).await {
                 Ok(mut created) => {
                     object::to_served_version(kind, &mut created);
@@ -238,7 +249,7 @@ impl Store {
         let describe = format!("{namespace}/{name}; {}", gvk_string(SCALE_API_VERSION, "Scale"));
         let now = crate::clock::now_rfc3339();
         let (merged, scale_list) =
-            fm.apply(&live, config, req.manager, req.force, &now, &describe).map_err(apply_error)?;
+            fm.apply(&mut live, config, req.manager, req.force, &now, &describe).map_err(apply_error)?;
         // A Scale without replicas scales to zero, as kube's typed Scale reads it.
         let replicas = match merged.as_ref().unwrap_or(&live).get("spec").and_then(|s| s.get("replicas")) {
             None | Some(Value::Null) => 0,
@@ -260,7 +271,7 @@ impl Store {
         namespace: &str,
         name: &str,
         old: Option<&Object>,
-        current: &Object,
+        current: Object,
         config: &Value,
         req: PatchRequest<'_>,
     ) -> Result<(Object, Vec<String>), ApiError> {
@@ -274,9 +285,9 @@ impl Store {
         let fm = FieldManager { schema: &schema, api_version: &gv, subresource };
         let describe = format!("{namespace}/{name}; {}", gvk_string(&gv, kind.kind));
         let now = crate::clock::now_rfc3339();
-        let live = Value::Object(current.clone());
+        let mut live = Value::Object(current);
         let (merged, managed_fields) =
-            fm.apply(&live, config, req.manager, req.force, &now, &describe).map_err(apply_error)?;
+            fm.apply(&mut live, config, req.manager, req.force, &now, &describe).map_err(apply_error)?;
         let merged = merged.unwrap_or(live);
         let (mut new, warnings) = object::decode_value(&**self.kinds(), kind, merged, req.validation)?;
         if let Some(old) = old {
