@@ -454,46 +454,31 @@ async fn scale_owns_the_replicas(backend: Backend) {
     assert_eq!(answer["metadata"].get("managedFields"), None);
 }
 
-/// Gadgets served as v1 (stored) and v2, conversion `None`, both with `/scale`.
-const GADGETS: &str = r"
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: gadgets.example.com}
-spec:
-  group: example.com
-  scope: Namespaced
-  names: {plural: gadgets, singular: gadget, kind: Gadget}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources: {scale: {specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas}}
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            properties: {color: {type: string}, size: {type: string}, replicas: {type: integer}}
-  - name: v2
-    served: true
-    storage: false
-    subresources: {scale: {specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas}}
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            properties: {color: {type: string}, size: {type: string}, replicas: {type: integer}}
-";
+/// Gadgets served as v1 (stored) and v2, conversion `None`, both with `/scale` and one schema.
+fn gadgets() -> String {
+    let version = |name: &str, storage: bool| {
+        format!(
+            "  - name: {name}\n    served: true\n    storage: {storage}\n    subresources: {{scale: \
+             {{specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas}}}}\n    schema:\n      \
+             openAPIV3Schema: {{type: object, properties: {{spec: {{type: object, properties: \
+             {{color: {{type: string}}, size: {{type: string}}, replicas: {{type: integer}}}}}}}}}}\n"
+        )
+    };
+    format!(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {{name: gadgets.example.com}}\n\
+         spec:\n  group: example.com\n  scope: Namespaced\n  names: {{plural: gadgets, singular: gadget, kind: Gadget}}\n\
+         \x20 versions:\n{}{}",
+        version("v1", true),
+        version("v2", false)
+    )
+}
 
 /// managedFields of a custom resource written through two versions: each entry keeps the
 /// apiVersion it was written in whichever version reads it, and conflicts are found across
 /// versions (the versions' fields are the same, conversion `None` changes only apiVersion).
 async fn custom_resource_versions_keep_their_managers(backend: Backend) {
     let c = Cluster::start_with(Options { backend: Some(backend), crds: true, ..Options::default() }).await;
-    c.must_kubectl(&["apply", "--server-side", "-f", &write(&c, "gadgets.yaml", GADGETS)]).await;
+    c.must_kubectl(&["apply", "--server-side", "-f", &write(&c, "gadgets.yaml", &gadgets())]).await;
     c.must_kubectl(&["wait", "--for", "condition=established", "--timeout=30s", "crd/gadgets.example.com"]).await;
     let at = |v: &str| format!("/apis/example.com/{v}/namespaces/default/gadgets/g");
     let apply = Some("application/apply-patch+yaml");
