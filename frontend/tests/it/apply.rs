@@ -4,10 +4,17 @@
 
 use serde_json::{json, Value};
 
-use crate::harness::{both_backends, in_memory, Backend, Cluster, Credentials};
+use crate::harness::{both_backends, in_memory, Backend, Cluster, Credentials, Options};
 
 both_backends!(configmap_apply_session, two_appliers_share_a_deployment);
-in_memory!(updates_record_managers, client_side_then_server_side, status_and_scale_apply, apply_refusals_write_nothing);
+in_memory!(
+    updates_record_managers,
+    client_side_then_server_side,
+    status_and_scale_apply,
+    scale_owns_the_replicas,
+    custom_resource_versions_keep_their_managers,
+    apply_refusals_write_nothing
+);
 
 fn json_of(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
@@ -338,6 +345,236 @@ async fn status_and_scale_apply(backend: Backend) {
     assert_eq!(r.json()["spec"]["replicas"], 4);
 }
 
+/// The managers owning `.spec.replicas`, sorted.
+fn replicas_owners(obj: &Value) -> Vec<String> {
+    let mut out: Vec<String> =
+        managers(obj).into_iter().filter(|m| m.3["f:spec"].get("f:replicas").is_some()).map(|m| m.0).collect();
+    out.sort();
+    out
+}
+
+/// Ownership of a Deployment's replicas through `/scale`, in kube's own integration flow:
+/// scaling takes the replicas from their appliers, applying a Scale conflicts with (or, forced,
+/// takes from) the appliers of the object, a PUT of the Scale owns them, an apply of the same
+/// value shares them.
+async fn scale_owns_the_replicas(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
+    let object = "/apis/apps/v1/namespaces/default/deployments/test";
+    let scale = format!("{object}/scale");
+    let send = |method: &'static str, path: String, ty: Option<&'static str>, body: String| {
+        let c = &c;
+        async move {
+            let r = c.request(Credentials::Admin, method, &path, ty, body).await;
+            (r.status, r.json())
+        }
+    };
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "test"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "nginx"}},
+            "template": {"metadata": {"labels": {"app": "nginx"}},
+                "spec": {"containers": [{"name": "nginx", "image": "nginx:latest"}]}}}})
+    .to_string();
+    let apply = Some("application/apply-patch+yaml");
+    let merge = Some("application/merge-patch+json");
+    let scale_body = |n: i64| {
+        json!({"kind": "Scale", "apiVersion": "autoscaling/v1",
+            "metadata": {"name": "test", "namespace": "default"}, "spec": {"replicas": n}})
+        .to_string()
+    };
+    let current = || async { get(&c, &["deploy", "test"]).await };
+    let (status, _) = send("PATCH", format!("{object}?fieldManager=apply_test"), apply, deployment.clone()).await;
+    assert_eq!(status, 201);
+    assert_eq!(replicas_owners(&current().await), ["apply_test"]);
+
+    let (status, answer) =
+        send("PATCH", format!("{scale}?fieldManager=scale_test"), merge, r#"{"spec":{"replicas":5}}"#.into()).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["kind"], "Scale");
+    assert_eq!(answer["metadata"].get("managedFields"), None, "kube's Scales carry no managedFields");
+    let d = current().await;
+    assert_eq!(d["spec"]["replicas"], 5);
+    assert_eq!(replicas_owners(&d), ["scale_test"]);
+    let entry =
+        d["metadata"]["managedFields"].as_array().expect("entries").iter().find(|e| e["manager"] == "scale_test");
+    let entry = entry.expect("scale_test entry");
+    assert_eq!(
+        (&entry["operation"], &entry["apiVersion"], &entry["subresource"], entry.get("time")),
+        (&json!("Update"), &json!("apps/v1"), &json!("scale"), None),
+        "{entry}"
+    );
+
+    let (status, answer) = send("PATCH", format!("{object}?fieldManager=apply_test"), apply, deployment.clone()).await;
+    assert_eq!(status, 409, "{answer}");
+    assert_eq!(
+        answer["message"],
+        r#"Apply failed with 1 conflict: conflict with "scale_test" with subresource "scale" using apps/v1: .spec.replicas"#
+    );
+    let (status, _) =
+        send("PATCH", format!("{object}?fieldManager=apply_test&force=true"), apply, deployment.clone()).await;
+    assert_eq!(status, 200);
+    let d = current().await;
+    assert_eq!((d["spec"]["replicas"].clone(), replicas_owners(&d)), (json!(1), vec!["apply_test".to_string()]));
+
+    // Applying a Scale meets the object's appliers at the Scale's own path.
+    let (status, answer) = send("PATCH", format!("{scale}?fieldManager=apply_scale"), apply, scale_body(17)).await;
+    assert_eq!(status, 409, "{answer}");
+    assert_eq!(answer["message"], r#"Apply failed with 1 conflict: conflict with "apply_test": .spec.replicas"#);
+    assert_eq!(
+        answer["details"]["causes"],
+        json!([{"reason": "FieldManagerConflict", "message": "conflict with \"apply_test\"", "field": ".spec.replicas"}])
+    );
+    let (status, answer) =
+        send("PATCH", format!("{scale}?fieldManager=apply_scale&force=true"), apply, scale_body(17)).await;
+    assert_eq!((status, &answer["spec"]["replicas"]), (200, &json!(17)), "{answer}");
+    let d = current().await;
+    assert_eq!(replicas_owners(&d), ["apply_scale"]);
+    assert!(fields_of(&d, "apply_test")["f:spec"]["f:template"].is_object(), "the applier keeps the rest");
+
+    let (status, answer) = send("PUT", format!("{scale}?fieldManager=replace_test"), None, scale_body(7)).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(replicas_owners(&current().await), ["replace_test"]);
+    let (status, _) = send("PATCH", format!("{scale}?fieldManager=co_owning_test"), apply, scale_body(7)).await;
+    assert_eq!(status, 200);
+    assert_eq!(replicas_owners(&current().await), ["co_owning_test", "replace_test"]);
+    // An update manager of the Scale is named at the Scale's version.
+    let (status, answer) = send("PATCH", format!("{scale}?fieldManager=hpa"), apply, scale_body(2)).await;
+    assert_eq!(status, 409, "{answer}");
+    assert_eq!(
+        answer["message"],
+        "Apply failed with 2 conflicts: conflicts with \"co_owning_test\" with subresource \"scale\":\n- .spec.replicas\n\
+         conflicts with \"replace_test\" with subresource \"scale\" using autoscaling/v1:\n- .spec.replicas"
+    );
+
+    let (status, _) =
+        send("PATCH", format!("{scale}?fieldManager=scale_test"), merge, r#"{"spec":{"replicas":5}}"#.into()).await;
+    assert_eq!(status, 200);
+    assert_eq!(replicas_owners(&current().await), ["scale_test"]);
+    // A Scale write that leaves the replicas alone moves nothing.
+    let (status, _) =
+        send("PATCH", format!("{scale}?fieldManager=status_test"), merge, r#"{"status":{"replicas":42}}"#.into()).await;
+    assert_eq!(status, 200);
+    let d = current().await;
+    assert_eq!((d["spec"]["replicas"].clone(), replicas_owners(&d)), (json!(5), vec!["scale_test".to_string()]));
+    let (_, answer) = send("GET", scale.clone(), None, String::new()).await;
+    assert_eq!(answer["metadata"].get("managedFields"), None);
+}
+
+/// Gadgets served as v1 (stored) and v2, conversion `None`, both with `/scale` and one schema.
+fn gadgets() -> String {
+    let version = |name: &str, storage: bool| {
+        format!(
+            "  - name: {name}\n    served: true\n    storage: {storage}\n    subresources: {{scale: \
+             {{specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas}}}}\n    schema:\n      \
+             openAPIV3Schema: {{type: object, properties: {{spec: {{type: object, properties: \
+             {{color: {{type: string}}, size: {{type: string}}, replicas: {{type: integer}}}}}}}}}}\n"
+        )
+    };
+    format!(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {{name: gadgets.example.com}}\n\
+         spec:\n  group: example.com\n  scope: Namespaced\n  names: {{plural: gadgets, singular: gadget, kind: Gadget}}\n\
+         \x20 versions:\n{}{}",
+        version("v1", true),
+        version("v2", false)
+    )
+}
+
+/// managedFields of a custom resource written through two versions: each entry keeps the
+/// apiVersion it was written in whichever version reads it, and conflicts are found across
+/// versions (the versions' fields are the same, conversion `None` changes only apiVersion).
+async fn custom_resource_versions_keep_their_managers(backend: Backend) {
+    let c = Cluster::start_with(Options { backend: Some(backend), crds: true, ..Options::default() }).await;
+    c.must_kubectl(&["apply", "--server-side", "-f", &write(&c, "gadgets.yaml", &gadgets())]).await;
+    c.must_kubectl(&["wait", "--for", "condition=established", "--timeout=30s", "crd/gadgets.example.com"]).await;
+    let at = |v: &str| format!("/apis/example.com/{v}/namespaces/default/gadgets/g");
+    let apply = Some("application/apply-patch+yaml");
+    let send = |method: &'static str, path: String, ty: Option<&'static str>, body: String| {
+        let c = &c;
+        async move {
+            let r = c.request(Credentials::Admin, method, &path, ty, body).await;
+            (r.status, r.json())
+        }
+    };
+    let gadget = |v: &str, spec: Value| {
+        json!({"apiVersion": format!("example.com/{v}"), "kind": "Gadget", "metadata": {"name": "g"}, "spec": spec})
+            .to_string()
+    };
+    let (status, answer) = send(
+        "PATCH",
+        format!("{}?fieldManager=a", at("v2")),
+        apply,
+        gadget("v2", json!({"color": "red", "replicas": 1})),
+    )
+    .await;
+    assert_eq!(status, 201, "{answer}");
+    let (status, answer) = send(
+        "PATCH",
+        format!("{}?fieldManager=u", at("v1")),
+        Some("application/merge-patch+json"),
+        r#"{"spec":{"size":"2m"}}"#.into(),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    let versions = |obj: &Value| -> Vec<(String, String)> {
+        obj["metadata"]["managedFields"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| (e["manager"].as_str().unwrap_or("").into(), e["apiVersion"].as_str().unwrap_or("").into()))
+            .collect()
+    };
+    let expected = vec![("a".to_string(), "example.com/v2".to_string()), ("u".into(), "example.com/v1".into())];
+    for v in ["v1", "v2"] {
+        let (_, obj) = send("GET", at(v), None, String::new()).await;
+        assert_eq!(obj["apiVersion"], format!("example.com/{v}"));
+        assert_eq!(versions(&obj), expected, "read through {v}");
+        assert_eq!(fields_of(&obj, "a"), json!({"f:spec": {"f:color": {}, "f:replicas": {}}}));
+    }
+    // A v1 applier meets the v2 applier's fields.
+    let (status, answer) =
+        send("PATCH", format!("{}?fieldManager=b", at("v1")), apply, gadget("v1", json!({"color": "blue"}))).await;
+    assert_eq!(status, 409, "{answer}");
+    assert_eq!(answer["message"], r#"Apply failed with 1 conflict: conflict with "a": .spec.color"#);
+    // An update through v2 takes the v1 updater's field.
+    let (status, _) = send(
+        "PATCH",
+        format!("{}?fieldManager=w", at("v2")),
+        Some("application/merge-patch+json"),
+        r#"{"spec":{"size":"3m"}}"#.into(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (_, obj) = send("GET", at("v1"), None, String::new()).await;
+    assert_eq!(fields_of(&obj, "u"), Value::Null, "u lost its only field");
+    assert_eq!(fields_of(&obj, "w"), json!({"f:spec": {"f:size": {}}}));
+    // The applier moving to v1 keeps one entry, now at v1; its replicas move through v1's Scale.
+    let (status, _) = send(
+        "PATCH",
+        format!("{}?fieldManager=a", at("v1")),
+        apply,
+        gadget("v1", json!({"color": "red", "replicas": 1})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, answer) = send(
+        "PATCH",
+        format!("{}/scale?fieldManager=hpa", at("v2")),
+        Some("application/merge-patch+json"),
+        r#"{"spec":{"replicas":4}}"#.into(),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    let (_, obj) = send("GET", at("v2"), None, String::new()).await;
+    assert_eq!(obj["spec"]["replicas"], 4);
+    assert_eq!(
+        versions(&obj),
+        vec![
+            ("a".to_string(), "example.com/v1".to_string()),
+            ("hpa".into(), "example.com/v2".into()),
+            ("w".into(), "example.com/v2".into())
+        ]
+    );
+    assert_eq!(fields_of(&obj, "a"), json!({"f:spec": {"f:color": {}}}));
+}
+
 async fn apply_refusals_write_nothing(backend: Backend) {
     let c = Cluster::start_on(backend).await;
     c.must_kubectl(&["apply", "--server-side", "-f", &write(&c, "cm.yaml", CM)]).await;
@@ -417,6 +654,26 @@ async fn apply_refusals_write_nothing(backend: Backend) {
             );
         }
     }
+    // CBOR apply bodies are behind kube's CBOR feature gate, off by default: the answer is its
+    // 415 for any unknown patch type.
+    let r = c
+        .request(
+            Credentials::Admin,
+            "PATCH",
+            &format!("{path}?fieldManager=m"),
+            Some("application/apply-patch+cbor"),
+            b"\xa0".to_vec(),
+        )
+        .await;
+    assert_eq!(r.status, 415);
+    assert_eq!(
+        r.json(),
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "the body of the request was in an unknown format - accepted media types include: \
+                application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, \
+                application/apply-patch+yaml",
+            "reason": "UnsupportedMediaType", "code": 415})
+    );
     let r = c
         .request(Credentials::Admin, "PATCH", &format!("{path}?force=true"), Some("application/merge-patch+json"), "{}")
         .await;

@@ -99,6 +99,18 @@ impl Set {
         Set { members, children }
     }
 
+    /// Whether a path is in both sets (what a non-empty [`Set::intersection`] says, without
+    /// building it).
+    pub fn intersects(&self, other: &Set) -> bool {
+        let (few, many) = if self.members.len() <= other.members.len() {
+            (&self.members, &other.members)
+        } else {
+            (&other.members, &self.members)
+        };
+        few.iter().any(|m| many.contains(m))
+            || self.children.iter().any(|(pe, child)| other.children.get(pe).is_some_and(|o| child.intersects(o)))
+    }
+
     /// Returns the paths in both sets.
     pub fn intersection(&self, other: &Set) -> Set {
         let members = self.members.intersection(&other.members).cloned().collect();

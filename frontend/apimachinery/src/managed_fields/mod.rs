@@ -2,6 +2,7 @@
 //! on every write, and server-side apply on top of it.
 //!
 //! * [`entries`]: [`Managers`], the decoded `metadata.managedFields` list, and its encoding.
+//! * [`scale`]: the managers of a `Scale`, derived from its parent's and carried back.
 //! * this module: [`FieldManager`], kube's field manager chain for one kind and subresource:
 //!   [`FieldManager::update`] records what a create, update or patch changed as the writer's
 //!   `Update` entry; [`FieldManager::apply`] merges an applied configuration, removes what
@@ -19,6 +20,7 @@
 //! Pure: objects in, objects and managers out; the time is passed in.
 
 pub mod entries;
+pub mod scale;
 
 use serde_json::{Map, Value};
 
@@ -89,8 +91,22 @@ pub fn conflict_message(conflicts: &[Conflict]) -> String {
     format!("Apply failed with {} conflicts: {}", conflicts.len(), lines.join("\n"))
 }
 
-/// The paths no manager owns (kube's strip-meta set).
-fn strip_set() -> Set {
+/// The paths no manager owns (kube's strip-meta set), built once.
+fn strip_set() -> &'static Set {
+    static STRIP: std::sync::LazyLock<Set> = std::sync::LazyLock::new(build_strip_set);
+    &STRIP
+}
+
+/// Returns `set` without the paths no manager owns.
+fn stripped(set: Set) -> Set {
+    if set.intersects(strip_set()) {
+        set.difference(strip_set())
+    } else {
+        set
+    }
+}
+
+fn build_strip_set() -> Set {
     let mut s = Set::new();
     let f = |n: &str| PathElement::Field(n.into());
     s.insert(&[f("apiVersion")]);
@@ -115,10 +131,16 @@ fn strip_set() -> Set {
 /// An object without `metadata.managedFields` (ownership is never compared).
 fn without_managed_fields(obj: &Value) -> Value {
     let mut obj = obj.clone();
-    if let Some(Value::Object(meta)) = obj.get_mut("metadata") {
-        meta.remove("managedFields");
-    }
+    take_managed_fields(&mut obj);
     obj
+}
+
+/// Takes `metadata.managedFields` out of `obj`.
+fn take_managed_fields(obj: &mut Value) -> Option<Value> {
+    match obj.get_mut("metadata") {
+        Some(Value::Object(meta)) => meta.remove("managedFields"),
+        _ => None,
+    }
 }
 
 /// The field manager of one kind, version and subresource.
@@ -203,7 +225,7 @@ impl FieldManager<'_> {
     ) -> Result<(), TypedError> {
         let cmp = compare(self.schema, live, new)?;
         release_changed(managers, &cmp, None);
-        let mut mine = cmp.modified.union(&cmp.added).difference(&strip_set());
+        let mut mine = stripped(cmp.modified.union(&cmp.added));
         if mine.is_empty() {
             return Ok(());
         }
@@ -219,9 +241,9 @@ impl FieldManager<'_> {
     }
 
     /// Applies `config` for `manager` (kube's `FieldManager.Apply`) to `live` (the stored
-    /// object, or the new object's identity for an apply that creates). Returns the merged
-    /// object (without managedFields) and the managedFields to store; `None` as object when
-    /// nothing but ownership changes.
+    /// object, or the new object's identity for an apply that creates; its managedFields are
+    /// taken out). Returns the merged object (without managedFields) and the managedFields to
+    /// store; `None` as object when nothing but ownership changes (`live` is then the object).
     ///
     /// # Errors
     ///
@@ -230,7 +252,7 @@ impl FieldManager<'_> {
     /// the schema; [`ApplyError::Stored`] when the stored managedFields do not decode.
     pub fn apply(
         &self,
-        live: &Value,
+        live: &mut Value,
         config: &Value,
         manager: &str,
         force: bool,
@@ -240,33 +262,32 @@ impl FieldManager<'_> {
         if config.get("metadata").and_then(|m| m.get("managedFields")).is_some_and(|v| !v.is_null()) {
             return Err(ApplyError::BadRequest("metadata.managedFields must be nil".into()));
         }
-        let live_managed = live.get("metadata").and_then(|m| m.get("managedFields"));
-        let mut managers = match live_managed {
-            Some(v) => Managers::decode(v).map_err(ApplyError::Stored)?,
+        let mut managers = match take_managed_fields(live) {
+            Some(v) => Managers::decode(&v).map_err(ApplyError::Stored)?,
             None => Managers::default(),
         };
-        let live = without_managed_fields(live);
+        let live = &*live;
         if managers.is_empty() {
             // The fields an object already holds belong to whoever set them before.
             let id = ManagerId::new(BEFORE_FIRST_APPLY, Operation::Update, self.api_version, self.subresource);
-            let empty = self.empty_object(&live);
-            self.record_update(&empty, &live, &mut managers, &id, now)
+            let empty = self.empty_object(live);
+            self.record_update(&empty, live, &mut managers, &id, now)
                 .map_err(typed("failed to create manager for existing fields", describe))?;
         }
         let id = ManagerId::new(manager, Operation::Apply, self.api_version, self.subresource);
         // kubectl may retry forced (below), so it keeps a copy of the managers.
         let retry = (manager == "kubectl").then(|| managers.clone());
-        let attempt = self.apply_once(&live, config, managers, &id, force, describe);
+        let attempt = self.apply_once(live, config, managers, &id, force, describe);
         let (object, mut managers) = match attempt {
             Err(ApplyError::Conflicts(conflicts)) if manager == "kubectl" => {
                 // kubectl moving from client-side apply: fields its last-applied annotation
                 // holds with their live values are its own.
-                let allowed = self.allowed_from_last_applied(&live).unwrap_or_default();
+                let allowed = self.allowed_from_last_applied(live).unwrap_or_default();
                 let rest: Vec<Conflict> = conflicts.into_iter().filter(|c| !allowed.has(&c.path)).collect();
                 if !rest.is_empty() {
                     return Err(ApplyError::Conflicts(rest));
                 }
-                self.apply_once(&live, config, retry.unwrap_or_default(), &id, true, describe)?
+                self.apply_once(live, config, retry.unwrap_or_default(), &id, true, describe)?
             }
             other => other?,
         };
@@ -275,7 +296,7 @@ impl FieldManager<'_> {
             if object.is_some() {
                 entry.time = Some(now.into());
             }
-            entry.set = entry.set.difference(&strip_set());
+            entry.set = stripped(std::mem::take(&mut entry.set));
             if entry.set.is_empty() {
                 managers.entries.remove(&key);
             }
@@ -285,7 +306,7 @@ impl FieldManager<'_> {
             let target = object.get_or_insert_with(|| live.clone());
             if has_last_applied(target) {
                 set_last_applied(target, config);
-            } else if object.as_ref() == Some(&live) {
+            } else if object.as_ref() == Some(live) {
                 object = None;
             }
         }
@@ -377,6 +398,9 @@ fn release_changed(managers: &mut Managers, cmp: &Comparison, applier: Option<(&
         if Some(key.as_str()) == me {
             continue;
         }
+        if !e.set.intersects(&changed) {
+            continue;
+        }
         let mine = e.set.intersection(&changed);
         mine.for_each_path(&mut |p| conflicts.push(Conflict { manager: e.id.clone(), path: p.to_vec() }));
     }
@@ -387,7 +411,13 @@ fn release_changed(managers: &mut Managers, cmp: &Comparison, applier: Option<(&
         if Some(key.as_str()) == me {
             continue;
         }
-        e.set = e.set.difference(&changed).difference(&cmp.removed);
+        // Most managers own none of what changed: their sets stay as they are.
+        if e.set.intersects(&changed) {
+            e.set = e.set.difference(&changed);
+        }
+        if e.set.intersects(&cmp.removed) {
+            e.set = e.set.difference(&cmp.removed);
+        }
     }
     managers.entries.retain(|_, e| !e.set.is_empty());
     Vec::new()

@@ -17,8 +17,9 @@ const NOW: &str = "2026-11-26T10:00:00Z";
 /// Applies `config` to `live` as `manager`; returns (object, managedFields).
 fn apply(s: &TypeSchema, gv: &str, live: &Value, config: &Value, manager: &str) -> Result<(Value, Value), ApplyError> {
     let fm = FieldManager { schema: s, api_version: gv, subresource: "" };
-    let (obj, managed) = fm.apply(live, config, manager, false, NOW, "test")?;
-    let mut obj = obj.unwrap_or_else(|| live.clone());
+    let mut live = live.clone();
+    let (obj, managed) = fm.apply(&mut live, config, manager, false, NOW, "test")?;
+    let mut obj = obj.unwrap_or(live);
     let managed = managed.unwrap_or(Value::Null);
     obj["metadata"]["managedFields"] = managed.clone();
     Ok((obj, managed))

@@ -5,10 +5,12 @@
 //!
 //! On `/status` only the configuration's `status` counts; on the object, a kind with a
 //! `/status` subresource ignores the configuration's `status` (kube's reset fields), so
-//! neither is owned through the other. On `/scale` the configuration is a `Scale`, and its
-//! `spec.replicas` is applied to the object's replica count by a manager of subresource `scale`.
+//! neither is owned through the other. On `/scale` the configuration is a `Scale`, applied to
+//! the object's Scale with the managers the Scale has through the object (kube's scale
+//! handler): conflicts name the Scale's `.spec.replicas`, and the merged replicas and their
+//! owners go back onto the object.
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use super::managed::{self, group_version};
 use super::object::{self, meta_str};
@@ -17,6 +19,7 @@ use super::scale::scale_of;
 use super::strategy::Object;
 use super::{ResourceKind, Store};
 use crate::error::{ApiError, FieldError};
+use ballast_apimachinery::managed_fields::scale::SCALE_API_VERSION;
 use ballast_apimachinery::managed_fields::{ApplyError, FieldManager};
 
 /// How many times an apply that raced with a create or delete starts over.
@@ -37,8 +40,19 @@ fn gvk_string(api_version: &str, kind: &str) -> String {
 ///
 /// `BadRequest` with kube's "error decoding YAML" for anything else.
 pub fn parse_config(body: &[u8]) -> Result<Object, ApiError> {
-    let value: Value =
-        serde_yaml_ng::from_slice(body).map_err(|e| ApiError::BadRequest(format!("error decoding YAML: {e}")))?;
+    // Most clients send JSON, which is YAML too and reads the same, several times faster with
+    // the JSON parser; anything it does not take goes to the YAML parser, whose errors are
+    // the ones answered.
+    let json = match body.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') => serde_json::from_slice::<Value>(body).ok(),
+        _ => None,
+    };
+    let value: Value = match json {
+        Some(v) => v,
+        None => {
+            serde_yaml_ng::from_slice(body).map_err(|e| ApiError::BadRequest(format!("error decoding YAML: {e}")))?
+        }
+    };
     match value {
         Value::Object(m) => Ok(m),
         Value::Null => Ok(Map::new()),
@@ -54,6 +68,16 @@ pub fn parse_config(body: &[u8]) -> Result<Object, ApiError> {
             )))
         }
     }
+}
+
+/// Returns a Scale's replicas, or kube's `Invalid` answer when they are not a count.
+fn check_scale_replicas(name: &str, r: &Value) -> Result<i64, ApiError> {
+    r.as_i64().filter(|r| *r >= 0).ok_or_else(|| ApiError::Invalid {
+        group: "autoscaling".into(),
+        kind: "Scale".into(),
+        name: name.into(),
+        causes: vec![FieldError::invalid("spec.replicas", r.clone(), "must be greater than or equal to 0")],
+    })
 }
 
 fn apply_error(err: ApplyError) -> ApiError {
@@ -110,22 +134,27 @@ impl Store {
             )));
         }
         let config = self.effective_config(kind, namespace, name, config, req.target)?;
+        if req.target == PatchTarget::Scale {
+            let out = self
+                .guaranteed_update(kind, namespace, name, None, req.dry_run, |old| {
+                    self.apply_to_scale(kind, namespace, name, old, &config, req)
+                })
+                .await?;
+            return Ok((scale_of(kind, &out), Vec::new(), false));
+        }
         for _ in 0..MAX_APPLY_ATTEMPTS {
             let mut warnings = Vec::new();
             let updated = self
                 .guaranteed_update(kind, namespace, name, None, req.dry_run, |old| {
                     let mut current = old.clone();
                     object::to_served_version(kind, &mut current)?;
-                    let (new, w) = self.apply_to(kind, namespace, name, Some(old), &current, &config, req)?;
+                    let (new, w) = self.apply_to(kind, namespace, name, Some(old), current, &config, req)?;
                     warnings = w;
                     Ok(new)
                 })
                 .await;
             match updated {
                 Ok(mut out) => {
-                    if req.target == PatchTarget::Scale {
-                        return Ok((scale_of(kind, &out), warnings, false));
-                    }
                     object::to_served_version(kind, &mut out)?;
                     return Ok((Value::Object(out), warnings, false));
                 }
@@ -142,7 +171,7 @@ impl Store {
                 meta.insert("namespace".into(), namespace.into());
             }
             identity.insert("metadata".into(), Value::Object(meta));
-            let (new, w) = self.apply_to(kind, namespace, name, None, &identity, &config, req)?;
+            let (new, w) = self.apply_to(kind, namespace, name, None, identity, &config, req)?;
             match self.create_prepared(kind, namespace, new, req.dry_run).await {
                 Ok(mut created) => {
                     object::to_served_version(kind, &mut created)?;
@@ -191,30 +220,46 @@ impl Store {
                 config.retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status"))
             }
             PatchTarget::Scale => {
-                let replicas = config.get("spec").and_then(|s| s.get("replicas")).cloned();
-                let mut meta = config.get("metadata").cloned().unwrap_or_else(|| json!({}));
-                if let Value::Object(m) = &mut meta {
+                if let Some(r) = config.get("spec").and_then(|s| s.get("replicas")) {
+                    check_scale_replicas(name, r)?;
+                }
+                if let Some(Value::Object(m)) = config.get_mut("metadata") {
                     m.retain(|k, _| matches!(k.as_str(), "name" | "namespace" | "managedFields"));
                 }
-                let mut out = json!({"apiVersion": group_version(kind), "kind": kind.kind, "metadata": meta});
-                if let Some(r) = replicas {
-                    if !r.is_i64() || r.as_i64().is_some_and(|r| r < 0) {
-                        return Err(ApiError::Invalid {
-                            group: "autoscaling".into(),
-                            kind: "Scale".into(),
-                            name: name.into(),
-                            causes: vec![FieldError::invalid("spec.replicas", r, "must be greater than or equal to 0")],
-                        });
-                    }
-                    // Where the kind keeps its replicas (a custom resource's `specReplicasPath`).
-                    if let (Value::Object(o), Some(r)) = (&mut out, r.as_i64()) {
-                        super::scale::set_replicas(kind, o, r);
-                    }
-                }
-                return Ok(out);
             }
         }
         Ok(Value::Object(config))
+    }
+
+    /// Applies a `Scale` configuration to the Scale of `old` through the Scale's own managers
+    /// (see `managed::scale_managers`), and writes the merged replicas and the managers back
+    /// onto the object.
+    fn apply_to_scale(
+        &self,
+        kind: &ResourceKind,
+        namespace: &str,
+        name: &str,
+        old: &Object,
+        config: &Value,
+        req: PatchRequest<'_>,
+    ) -> Result<Object, ApiError> {
+        let mut live = scale_of(kind, old);
+        managed::scale_managers(&**self.kinds(), kind, old, &mut live);
+        let fm = FieldManager { schema: &managed::SCALE_SCHEMA, api_version: SCALE_API_VERSION, subresource: "scale" };
+        let describe = format!("{namespace}/{name}; {}", gvk_string(SCALE_API_VERSION, "Scale"));
+        let now = crate::clock::now_rfc3339();
+        let (merged, scale_list) =
+            fm.apply(&mut live, config, req.manager, req.force, &now, &describe).map_err(apply_error)?;
+        // A Scale without replicas scales to zero, as kube's typed Scale reads it.
+        let replicas = match merged.as_ref().unwrap_or(&live).get("spec").and_then(|s| s.get("replicas")) {
+            None | Some(Value::Null) => 0,
+            Some(r) => check_scale_replicas(name, r)?,
+        };
+        let mut new = old.clone();
+        super::scale::set_replicas(kind, &mut new, replicas);
+        object::prepare_update(kind, &mut new, old, namespace)?;
+        managed::set_from_scale(&**self.kinds(), kind, old, &mut new, scale_list.as_ref());
+        Ok(new)
     }
 
     /// Applies `config` to `current` (the served form of `old`, or the identity of a new
@@ -226,7 +271,7 @@ impl Store {
         namespace: &str,
         name: &str,
         old: Option<&Object>,
-        current: &Object,
+        current: Object,
         config: &Value,
         req: PatchRequest<'_>,
     ) -> Result<(Object, Vec<String>), ApiError> {
@@ -240,9 +285,9 @@ impl Store {
         let fm = FieldManager { schema: &schema, api_version: &gv, subresource };
         let describe = format!("{namespace}/{name}; {}", gvk_string(&gv, kind.kind));
         let now = crate::clock::now_rfc3339();
-        let live = Value::Object(current.clone());
+        let mut live = Value::Object(current);
         let (merged, managed_fields) =
-            fm.apply(&live, config, req.manager, req.force, &now, &describe).map_err(apply_error)?;
+            fm.apply(&mut live, config, req.manager, req.force, &now, &describe).map_err(apply_error)?;
         let merged = merged.unwrap_or(live);
         let (mut new, warnings) = object::decode_value(&**self.kinds(), kind, merged, req.validation)?;
         if let Some(old) = old {

@@ -5,10 +5,14 @@
 
 use serde_json::Value;
 
+use std::sync::LazyLock;
+
 use super::strategy::{map_field_mut, Object};
-use super::{ResourceKind, ServedKinds};
+use super::{ResourceKind, ServedKinds, Subresources};
 use crate::error::{ApiError, FieldError};
-use ballast_apimachinery::managed_fields::FieldManager;
+use ballast_apimachinery::managed_fields::scale::{self as scale_owners, ReplicasPaths, SCALE_API_VERSION};
+use ballast_apimachinery::managed_fields::{FieldManager, Managers};
+use ballast_apimachinery::typed::TypeSchema;
 
 /// kube's limit on a manager name (`FieldManagerMaxLength`).
 pub const FIELD_MANAGER_MAX_LENGTH: usize = 128;
@@ -110,4 +114,79 @@ pub fn set(obj: &mut Object, managed: Option<Value>) {
         Some(v) => meta.insert("managedFields".into(), v),
         None => meta.remove("managedFields"),
     };
+}
+
+/// The `autoscaling/v1` `Scale`'s types, which the field manager of `/scale` writes runs on.
+pub static SCALE_SCHEMA: LazyLock<TypeSchema> = LazyLock::new(|| {
+    ballast_apimachinery::schema::lookup("autoscaling", "v1", "Scale")
+        .map_or_else(TypeSchema::deduced, TypeSchema::from_message)
+});
+
+/// Where each served version of `kind` keeps its desired replicas (`None` for a version
+/// without `/scale`).
+pub fn replicas_paths(kinds: &dyn ServedKinds, kind: &ResourceKind) -> ReplicasPaths {
+    kinds
+        .kinds()
+        .iter()
+        .filter(|k| k.group == kind.group && k.storage_resource == kind.storage_resource)
+        .map(|k| {
+            let path = k.subresources.has(Subresources::SCALE).then(|| {
+                scale_owners::dotted_path(k.scale_paths.map_or("spec.replicas", |p| p.spec_replicas.as_str()))
+            });
+            (group_version(k), path)
+        })
+        .collect()
+}
+
+/// The managers of the stored object `parent`; `None` when they do not decode.
+fn managers_of(parent: &Object) -> Option<Managers> {
+    match parent.get("metadata").and_then(|m| m.get("managedFields")) {
+        None => Some(Managers::default()),
+        Some(v) => Managers::decode(v).ok(),
+    }
+}
+
+/// Gives `scale` (the Scale view of the stored object `parent`) the managers it has through
+/// its parent, as the field manager of a `/scale` write sees them.
+pub fn scale_managers(kinds: &dyn ServedKinds, kind: &ResourceKind, parent: &Object, scale: &mut Value) {
+    let Some(managers) = managers_of(parent) else { return };
+    let own = scale_owners::to_subresource(&managers, &replicas_paths(kinds, kind));
+    if let (Some(Value::Object(meta)), Some(list)) = (scale.get_mut("metadata"), own.encode()) {
+        meta.insert("managedFields".into(), list);
+    }
+}
+
+/// Records a write to the Scale of `old` by `manager`: `old_scale` is the Scale before (with
+/// the managers from [`scale_managers`]), `new_scale` the written one; sets `new`'s
+/// managedFields to the parent's managers after it.
+pub fn track_scale(
+    kinds: &dyn ServedKinds,
+    kind: &ResourceKind,
+    old: &Object,
+    new: &mut Object,
+    old_scale: &Value,
+    new_scale: &Value,
+    manager: &str,
+) {
+    let fm = FieldManager { schema: &SCALE_SCHEMA, api_version: SCALE_API_VERSION, subresource: "scale" };
+    let now = crate::clock::now_rfc3339();
+    let scale_list = fm.update(Some(old_scale), new_scale, None, manager, &now);
+    set_from_scale(kinds, kind, old, new, scale_list.as_ref());
+}
+
+/// Sets `new`'s managedFields from the Scale's managers after a write (`scale_list`, their
+/// encoded list), carried back onto `old`'s.
+pub fn set_from_scale(
+    kinds: &dyn ServedKinds,
+    kind: &ResourceKind,
+    old: &Object,
+    new: &mut Object,
+    scale_list: Option<&Value>,
+) {
+    let (Some(parent), Ok(scale)) = (managers_of(old), scale_list.map_or(Ok(Managers::default()), Managers::decode))
+    else {
+        return;
+    };
+    let managers = scale_owners::to_parent(&parent, &scale, &group_version(kind), &replicas_paths(kinds, kind));
+    set(new, managers.encode());
 }

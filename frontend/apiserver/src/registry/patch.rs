@@ -101,7 +101,8 @@ impl Store {
                 object::to_served_version(kind, &mut current)?;
                 match req.target {
                     PatchTarget::Scale => {
-                        let scale = scale_of(kind, old);
+                        let mut scale = scale_of(kind, old);
+                        managed::scale_managers(&**self.kinds(), kind, old, &mut scale);
                         let patched = patch::apply(req.patch_type, &scale, req.body, None)?;
                         let Value::Object(patched) = patched else {
                             return Err(ApiError::BadRequest("the patched Scale is not an object".into()));
@@ -123,7 +124,8 @@ impl Store {
                         let mut new = old.clone();
                         set_replicas(kind, &mut new, replicas);
                         object::prepare_update(kind, &mut new, old, namespace)?;
-                        managed::track(&**self.kinds(), kind, Some(old), &mut new, None, req.manager, "scale");
+                        let patched = Value::Object(patched);
+                        managed::track_scale(&**self.kinds(), kind, old, &mut new, &scale, &patched, req.manager);
                         Ok(new)
                     }
                     PatchTarget::Object | PatchTarget::Status => {

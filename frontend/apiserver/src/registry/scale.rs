@@ -5,6 +5,7 @@
 
 use serde_json::{json, Value};
 
+use super::managed;
 use super::object::{self, meta_str};
 use super::strategy::{get_path, path_mut, Object};
 use super::validation::selector_string;
@@ -92,6 +93,7 @@ impl Store {
         name: &str,
         body: &Object,
         dry_run: bool,
+        manager: &str,
     ) -> Result<Value, ApiError> {
         match body.get("kind").and_then(Value::as_str) {
             None | Some("Scale") => {}
@@ -124,6 +126,10 @@ impl Store {
                 let mut new = old.clone();
                 set_replicas(kind, &mut new, replicas);
                 object::prepare_update(kind, &mut new, old, namespace)?;
+                let mut old_scale = scale_of(kind, old);
+                managed::scale_managers(&**self.kinds(), kind, old, &mut old_scale);
+                let written = Value::Object(body.clone());
+                managed::track_scale(&**self.kinds(), kind, old, &mut new, &old_scale, &written, manager);
                 Ok(new)
             })
             .await?;

@@ -460,8 +460,13 @@ async fn patch(
     query: &Query,
     req: Request,
 ) -> Result<(Value, Vec<String>, bool), ApiError> {
+    // Kinds without strategic merge (custom resources) list the other three, as kube does;
+    // `application/apply-patch+cbor` is one of the unknown types (kube takes it only behind
+    // its CBOR feature gate, off by default).
+    let accepted =
+        if kind.strategic_merge { crate::patch::SUPPORTED } else { crate::registry::patch::NON_STRATEGIC_PATCH_TYPES };
     let patch_type = PatchType::from_content_type(&content_type_of(req.headers()))
-        .ok_or_else(|| ApiError::UnsupportedMediaType(crate::patch::SUPPORTED.into()))?;
+        .ok_or_else(|| ApiError::UnsupportedMediaType(accepted.into()))?;
     let field_manager = query.get("fieldManager").unwrap_or("");
     let force = query.get("force");
     let mut causes = Vec::new();
@@ -560,6 +565,7 @@ async fn handle_subresource(
         ("scale", "get") => Ok(respond(StatusCode::OK, &store.get_scale(kind, namespace, &name).await?, &[])),
         ("scale", "update") => {
             let dry_run = query.dry_run()?;
+            let manager = query.manager("UpdateOptions", req.headers())?;
             let (parts, bytes) = read_body(req).await?;
             let media = content_type(&parts);
             if !matches!(media.split(';').next().unwrap_or("").trim(), "" | "application/json") {
@@ -570,7 +576,11 @@ async fn handle_subresource(
             let Value::Object(body) = body else {
                 return Err(ApiError::BadRequest("couldn't get version/kind; json parse error: not an object".into()));
             };
-            Ok(respond(StatusCode::OK, &store.update_scale(kind, namespace, &name, &body, dry_run).await?, &[]))
+            Ok(respond(
+                StatusCode::OK,
+                &store.update_scale(kind, namespace, &name, &body, dry_run, &manager).await?,
+                &[],
+            ))
         }
         _ => Err(ApiError::MethodNotSupported {
             group: kind.group.into(),
