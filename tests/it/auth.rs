@@ -321,6 +321,9 @@ async fn gateway(target: Target) -> Vec<String> {
     let mut refused = post("/v3/watch", &watch, Some(&token));
     refused["result"].as_object_mut().map(|o| o.remove("header"));
     seen.push(refused.to_string());
+    // With auth on, /health reads without a user; etcd counts "user name is empty" as healthy.
+    let health = Command::new("curl").args(["-s", "--max-time", "5"]).arg(format!("{}/health", s.url())).output();
+    seen.push(String::from_utf8_lossy(&health.expect("curl").stdout).to_string());
     seen.push(strip(post("/v3/auth/disable", "{}", Some(&root))));
     seen
 }
@@ -349,6 +352,7 @@ async fn json_gateway_auth_matches_etcd() {
     assert!(etcd[11].contains(r#""grpc_code":2"#) && etcd[11].contains("permission denied"), "{etcd:?}");
     assert!(etcd[12].contains(r#""code":2"#), "{etcd:?}");
     assert!(etcd[14].contains(r#""canceled":true"#), "{etcd:?}");
+    assert_eq!(etcd[15], r#"{"health":"true"}"#, "{etcd:?}");
 }
 
 /// JWT tokens (`--auth-token jwt,...`) and, with `--client-cert-auth`, the client
