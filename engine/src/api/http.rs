@@ -217,7 +217,9 @@ async fn check(api: &Api, query: &str) -> Result<Healthy, String> {
     match kv.range(tonic::Request::new(read)).await {
         // The probe carries no user: with auth on, etcd takes this refusal as proof that the
         // read path works.
-        Err(s) if s.message() == "etcdserver: user name is empty" => Ok(Healthy::NoUser),
+        Err(s) if s.message() == tonic::Status::from(crate::error::EngineError::UserEmpty).message() => {
+            Ok(Healthy::NoUser)
+        }
         Err(s) => Err(format!("QGET ERROR {}", s.message())),
         Ok(_) => Ok(Healthy::Read),
     }

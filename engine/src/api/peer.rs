@@ -117,23 +117,29 @@ impl PeerService {
         }
     }
 
+    /// Serves a request sent on by another member on shard `shard`, which this member must
+    /// lead; `empty` is the refusal of a message that carries no request.
+    async fn serve_on_leader(
+        &self,
+        shard: u32,
+        request: Option<forward_request::Request>,
+        empty: &'static str,
+    ) -> Result<ForwardResponse, Status> {
+        if shard as usize >= self.api.shards.len() {
+            return Err(Status::invalid_argument(format!("no shard {shard}")));
+        }
+        let request = request.ok_or_else(|| Status::invalid_argument(empty))?;
+        if !self.api.shard(shard).is_leader() {
+            return Err(EngineError::NotLeader.into());
+        }
+        let (answer, applied_index) = self.api.serve_forwarded(shard, request).await?;
+        Ok(ForwardResponse { applied_index, response: Some(answer) })
+    }
+
     /// Applies one forwarded write on the shard this member leads.
     async fn answer_write(self, item: ForwardItem) -> ForwardAnswer {
-        let result = async {
-            let shard = item.shard;
-            if shard as usize >= self.api.shards.len() {
-                return Err(Status::invalid_argument(format!("no shard {shard}")));
-            }
-            let write = item.write.ok_or_else(|| Status::invalid_argument("empty forwarded write"))?;
-            if !self.api.shard(shard).is_leader() {
-                return Err(EngineError::NotLeader.into());
-            }
-            let (answer, applied_index) =
-                self.api.serve_forwarded(shard, forward_request::Request::Write(write)).await?;
-            Ok(ForwardResponse { applied_index, response: Some(answer) })
-        }
-        .await;
-        match result {
+        let write = item.write.map(forward_request::Request::Write);
+        match self.serve_on_leader(item.shard, write, "empty forwarded write").await {
             Ok(r) => ForwardAnswer { id: item.id, response: Some(r), code: 0, message: String::new() },
             Err(status) => ForwardAnswer {
                 id: item.id,
@@ -157,11 +163,12 @@ const FORWARD_ANSWERS_WINDOW: usize = 16;
 impl Peer for PeerService {
     async fn raft(&self, req: Request<Streaming<RaftBatch>>) -> Result<Response<RaftBatchAck>, Status> {
         let mut inbound = req.into_inner();
+        // Batches are addressed by raft ID, which is not the member ID for a member
+        // bootstrapped alone (`cluster::members`); a member's raft ID never changes, so it is
+        // looked up once per stream rather than per batch.
+        let me = self.api.raft_id();
         while let Some(batch) = inbound.message().await? {
             self.check_cluster(batch.cluster_id, batch.from)?;
-            // Batches are addressed by raft ID, which is not the member ID for a member
-            // bootstrapped alone (`cluster::members`).
-            let me = self.api.raft_id();
             if batch.to != me {
                 return Err(Status::failed_precondition(format!(
                     "raft messages for raft ID {:x} reached member {:x} (raft ID {me:x})",
@@ -288,14 +295,6 @@ impl Peer for PeerService {
     async fn forward(&self, req: Request<ForwardRequest>) -> Result<Response<ForwardResponse>, Status> {
         let r = req.into_inner();
         self.check_cluster(r.cluster_id, 0)?;
-        if r.shard as usize >= self.api.shards.len() {
-            return Err(Status::invalid_argument(format!("no shard {}", r.shard)));
-        }
-        let Some(request) = r.request else { return Err(Status::invalid_argument("empty forwarded request")) };
-        if !self.api.shard(r.shard).is_leader() {
-            return Err(EngineError::NotLeader.into());
-        }
-        let (answer, applied_index) = self.api.serve_forwarded(r.shard, request).await?;
-        Ok(Response::new(ForwardResponse { applied_index, response: Some(answer) }))
+        Ok(Response::new(self.serve_on_leader(r.shard, r.request, "empty forwarded request").await?))
     }
 }
