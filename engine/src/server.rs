@@ -25,9 +25,9 @@ use futures::StreamExt;
 use crate::api::authority::AuthorityFix;
 use crate::api::ping_policy::PingPolicy;
 use crate::api::watch_grpc::WatchServer;
+use crate::api::{client_server::GrpcDeadlineLayer, health::HealthService, http::HttpLayer, metrics::GrpcMetricsLayer};
 use crate::api::{cluster::ClusterService, kv::KvService, lease::LeaseService, maintenance::MaintenanceService};
 use crate::api::{election::ElectionService, lock::LockService};
-use crate::api::{health::HealthService, http::HttpLayer, metrics::GrpcMetricsLayer};
 use crate::api::{learner::LearnerLayer, peer::PeerService, unary::KvUnaryLayer, watch::WatchService};
 use crate::api::{Api, ApiContext, MemberInfo};
 use crate::auth::{AuthConfig, AuthShared, AuthState};
@@ -655,7 +655,7 @@ impl Engine {
             // the responses ready at once into one write (see `ballast_proto::coalesce`).
             let incoming =
                 crate::api::accept::incoming(listener).map(move |conn| conn.map(|tcp| client_conn(tcp, min_ping)));
-            servers.push(serve_client(self.api.clone(), incoming, window, stop_tx.subscribe()));
+            servers.push(serve_client(&self.api, incoming, window, stop_tx.subscribe()));
         }
         if !self.listen_tls.is_empty() || !self.listen_unix_tls.is_empty() {
             let Some(tls) = &self.client_tls else { return Err(ServeError::NoClientTls) };
@@ -664,7 +664,7 @@ impl Engine {
                 let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| ServeError::Bind(*addr, e))?;
                 let incoming = crate::api::tls::incoming(listener, Arc::clone(&cfg))
                     .map(move |conn| conn.map(|tls| client_conn(tls, min_ping)));
-                servers.push(serve_client(self.api.clone(), incoming, window, stop_tx.subscribe()));
+                servers.push(serve_client(&self.api, incoming, window, stop_tx.subscribe()));
             }
             for path in &self.listen_unix_tls {
                 let _ = std::fs::remove_file(path);
@@ -672,7 +672,7 @@ impl Engine {
                     tokio::net::UnixListener::bind(path).map_err(|e| ServeError::BindUnix(path.clone(), e))?;
                 let incoming = crate::api::tls::incoming(listener, Arc::clone(&cfg))
                     .map(move |conn| conn.map(|tls| client_conn(tls, min_ping)));
-                servers.push(serve_client(self.api.clone(), incoming, window, stop_tx.subscribe()));
+                servers.push(serve_client(&self.api, incoming, window, stop_tx.subscribe()));
             }
         }
         for path in &self.listen_unix {
@@ -681,7 +681,7 @@ impl Engine {
             let listener = tokio::net::UnixListener::bind(path).map_err(|e| ServeError::BindUnix(path.clone(), e))?;
             let incoming =
                 crate::api::accept::incoming(listener).map(move |conn| conn.map(|unix| client_conn(unix, min_ping)));
-            servers.push(serve_client(self.api.clone(), incoming, window, stop_tx.subscribe()));
+            servers.push(serve_client(&self.api, incoming, window, stop_tx.subscribe()));
         }
         tracing::info!(name = %self.api.member.name, member_id = format_args!("{:x}", self.api.member.id), listen = ?self.listen, "serving etcd v3 API");
         let api = self.api.clone();
@@ -755,7 +755,7 @@ fn client_conn<T>(conn: T, min_ping: Duration) -> AuthorityFix<PingPolicy<Coales
 /// Serves the client port's services (gRPC and the HTTP endpoints) on the connections of
 /// `incoming` until `stop` fires.
 fn serve_client<IO, S>(
-    api: Api,
+    api: &Api,
     incoming: S,
     window: u32,
     mut stop: tokio::sync::broadcast::Receiver<()>,
@@ -769,54 +769,50 @@ where
     // size up to gRPC's 2 GiB ceiling), so the send limit is stated explicitly rather than left
     // to tonic's default.
     let send = usize::MAX;
-    let grpc = api.grpc_limits;
+    let limits = api.grpc_limits;
+    let routes = tonic::service::Routes::new(
+        KvServer::new(KvService::new(api.clone())).max_decoding_message_size(limit).max_encoding_message_size(send),
+    )
+    .add_service(WatchServer::new(WatchService::new(api.clone()), limit))
+    .add_service(
+        LeaseServer::new(LeaseService::new(api.clone()))
+            .max_decoding_message_size(limit)
+            .max_encoding_message_size(send),
+    )
+    .add_service(
+        ClusterServer::new(ClusterService::new(api.clone()))
+            .max_decoding_message_size(limit)
+            .max_encoding_message_size(send),
+    )
+    .add_service(
+        AuthServer::new(crate::api::auth::AuthService::new(api.clone()))
+            .max_decoding_message_size(limit)
+            .max_encoding_message_size(send),
+    )
+    .add_service(HealthServer::new(HealthService::new(api.clone())))
+    .add_service(LockServer::new(LockService::new(api.clone())))
+    .add_service(ElectionServer::new(ElectionService::new(api.clone())))
+    .add_service(
+        MaintenanceServer::new(MaintenanceService::new(api.clone()))
+            .max_decoding_message_size(limit)
+            .max_encoding_message_size(send),
+    );
+    // HTTP requests (the gateway, health, metrics) are routed before a gRPC call's deadline
+    // applies: the gateway reads `grpc-timeout` with its own meaning.
+    let svc = tower::ServiceBuilder::new()
+        .layer(crate::api::message_limit::MessageLimitLayer)
+        .layer(HttpLayer::new(api.clone()))
+        .layer(GrpcDeadlineLayer)
+        .layer(GrpcMetricsLayer)
+        .layer(LearnerLayer::new(api.clone()))
+        .layer(KvUnaryLayer::new(KvService::new(api.clone()), limit))
+        .service(routes);
     tokio::spawn(async move {
-        tonic::transport::Server::builder()
-            .initial_connection_window_size(window)
-            .max_concurrent_streams(grpc.max_concurrent_streams)
-            .http2_keepalive_interval(Some(grpc.keepalive_interval))
-            .http2_keepalive_timeout(Some(grpc.keepalive_timeout))
-            .http2_max_pending_accept_reset_streams(Some(grpc.max_pending_accept_reset_streams))
-            // HTTP/1.1 for the plain HTTP endpoints (curl, probes); gRPC stays HTTP/2.
-            .accept_http1(true)
-            .layer(crate::api::message_limit::MessageLimitLayer)
-            .layer(HttpLayer::new(api.clone()))
-            .layer(GrpcMetricsLayer)
-            .layer(LearnerLayer::new(api.clone()))
-            .layer(KvUnaryLayer::new(KvService::new(api.clone()), limit))
-            .add_service(
-                KvServer::new(KvService::new(api.clone()))
-                    .max_decoding_message_size(limit)
-                    .max_encoding_message_size(send),
-            )
-            .add_service(WatchServer::new(WatchService::new(api.clone()), limit))
-            .add_service(
-                LeaseServer::new(LeaseService::new(api.clone()))
-                    .max_decoding_message_size(limit)
-                    .max_encoding_message_size(send),
-            )
-            .add_service(
-                ClusterServer::new(ClusterService::new(api.clone()))
-                    .max_decoding_message_size(limit)
-                    .max_encoding_message_size(send),
-            )
-            .add_service(
-                AuthServer::new(crate::api::auth::AuthService::new(api.clone()))
-                    .max_decoding_message_size(limit)
-                    .max_encoding_message_size(send),
-            )
-            .add_service(HealthServer::new(HealthService::new(api.clone())))
-            .add_service(LockServer::new(LockService::new(api.clone())))
-            .add_service(ElectionServer::new(ElectionService::new(api.clone())))
-            .add_service(
-                MaintenanceServer::new(MaintenanceService::new(api.clone()))
-                    .max_decoding_message_size(limit)
-                    .max_encoding_message_size(send),
-            )
-            .serve_with_incoming_shutdown(incoming, async move {
-                let _ = stop.recv().await;
-            })
-            .await
+        let stop = async move {
+            let _ = stop.recv().await;
+        };
+        crate::api::client_server::serve(svc, incoming, window, limits, stop).await;
+        Ok(())
     })
 }
 

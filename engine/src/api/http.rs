@@ -48,7 +48,7 @@ pub struct Http<S> {
     api: Api,
 }
 
-fn is_grpc(req: &http::Request<Body>) -> bool {
+pub(crate) fn is_grpc(req: &http::Request<Body>) -> bool {
     req.headers().get(http::header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
 }
 

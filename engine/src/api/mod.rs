@@ -15,6 +15,7 @@
 pub mod accept;
 pub mod auth;
 pub mod authority;
+pub mod client_server;
 pub mod cluster;
 mod concurrency;
 pub mod election;
