@@ -79,5 +79,14 @@ pub fn subresources(k: &ResourceKind) -> Vec<Sub> {
     if k.has_status() {
         out.push(Sub { name: "status", group: k.group, version: k.version, kind: k.kind, verbs: SUBRESOURCE_VERBS });
     }
+    if k.has_token() {
+        out.push(Sub {
+            name: "token",
+            group: "authentication.k8s.io",
+            version: "v1",
+            kind: "TokenRequest",
+            verbs: &["create"],
+        });
+    }
     out
 }

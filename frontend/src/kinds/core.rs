@@ -80,7 +80,8 @@ pub static ROWS: &[&ResourceKind] = &[
     &SECRETS,
     &ResourceKind::row("", "v1", "serviceaccounts", "ServiceAccount", "serviceaccount", true)
         .short(&["sa"])
-        .with_fields(&["secrets", "imagePullSecrets", "automountServiceAccountToken"]),
+        .with_fields(&["secrets", "imagePullSecrets", "automountServiceAccountToken"])
+        .sub(Subresources::TOKEN),
     &ResourceKind::row("", "v1", "services", "Service", "service", true)
         .short(&["svc"])
         .categories(ALL_CATEGORY)

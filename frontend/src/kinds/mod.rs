@@ -89,6 +89,16 @@ mod tests {
         }
     }
 
+    /// Discovery lists `serviceaccounts/token` as kube-apiserver does (`kubectl api-resources`
+    /// and clients that check for TokenRequest support read it).
+    #[test]
+    fn service_accounts_list_their_token_subresource() {
+        let sa = ALL.iter().find(|k| k.group.is_empty() && k.resource == "serviceaccounts").expect("row");
+        let subs = ballast_apiserver::served::subresources(sa);
+        let token: Vec<_> = subs.iter().map(|s| (s.name, s.group, s.version, s.kind, s.verbs)).collect();
+        assert_eq!(token, [("token", "authentication.k8s.io", "v1", "TokenRequest", &["create"][..])]);
+    }
+
     #[test]
     fn storage_prefixes_follow_kube() {
         let key = |g: &str, r: &str| {

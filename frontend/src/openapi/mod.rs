@@ -109,4 +109,18 @@ mod tests {
         assert!(doc["components"]["schemas"]["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"].is_object());
         assert!(doc["components"]["schemas"].get("io.k8s.api.apps.v1.Deployment").is_none());
     }
+
+    /// `kubectl create token` posts a TokenRequest to the account's `/token`; the document shows
+    /// it as kube's does, with the TokenRequest schema it refers to.
+    #[test]
+    fn v3_core_document_has_the_token_subresource() {
+        let doc: serde_json::Value = serde_json::from_slice(&documents().v3["api/v1"].json).expect("json");
+        let post = &doc["paths"]["/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token"]["post"];
+        assert_eq!(post["operationId"], "createCoreV1NamespacedServiceAccountToken");
+        assert_eq!(
+            post["x-kubernetes-group-version-kind"],
+            serde_json::json!({"group": "authentication.k8s.io", "kind": "TokenRequest", "version": "v1"})
+        );
+        assert!(doc["components"]["schemas"]["io.k8s.api.authentication.v1.TokenRequest"].is_object());
+    }
 }

@@ -37,6 +37,7 @@ use crate::kinds;
 use crate::reviews::VIRTUAL_RESOURCES;
 use ballast_apimachinery::protobuf::{Field, FieldType, Message};
 use ballast_apiserver::registry::ResourceKind;
+use ballast_apiserver::served as discovery;
 
 /// The neutral reference prefix.
 const REF_PREFIX: &str = "#/definitions/";
@@ -84,7 +85,7 @@ macro_rules! typed_kinds {
 }
 
 /// Every kind k8s-openapi has a type for that the registry or the access reviews may serve (plus
-/// the subresource kinds `Scale` and `Binding`). Served kinds missing here get a schema-less placeholder; the
+/// the subresource kinds `Scale`, `Binding` and `TokenRequest`). Served kinds missing here get a schema-less placeholder; the
 /// unit tests require that none is missing.
 static TYPED_KINDS: &[TypedKind] = {
     use k8s_openapi::api::admissionregistration::v1 as admission;
@@ -157,6 +158,7 @@ static TYPED_KINDS: &[TypedKind] = {
         authorization::v1::SubjectAccessReview,
         authentication::v1::SelfSubjectReview,
         authentication::v1::TokenReview,
+        authentication::v1::TokenRequest,
     ]
 };
 
@@ -284,7 +286,10 @@ fn build() -> Definitions {
     let served = |t: &TypedKind| {
         kinds::ALL.iter().any(|k| k.group == t.group && k.version == t.version && k.kind == t.kind)
             || VIRTUAL_RESOURCES.iter().any(|v| v.group == t.group && v.version == t.version && v.kind == t.kind)
-            || (t.group, t.version, t.kind) == ("autoscaling", "v1", "Scale")
+            || kinds::ALL
+                .iter()
+                .flat_map(|k| discovery::subresources(k))
+                .any(|s| (s.group, s.version, s.kind) == (t.group, t.version, t.kind))
     };
     for t in TYPED_KINDS.iter().filter(|t| served(t)) {
         (t.add)(&mut generator);

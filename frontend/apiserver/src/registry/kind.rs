@@ -83,6 +83,10 @@ impl Subresources {
     /// `/finalize`: replaces the namespace's `spec.finalizers` (the namespaces kind's; the only
     /// way they change).
     pub const FINALIZE: Subresources = Subresources(1 << 2);
+    /// `/token`: creates an `authentication.k8s.io/v1` `TokenRequest` for the account (the
+    /// service-account server answers it, in front of the kinds; listed here so discovery and
+    /// OpenAPI show it as kube's do).
+    pub const TOKEN: Subresources = Subresources(1 << 3);
 
     /// Returns the union of two sets.
     pub const fn with(self, other: Subresources) -> Subresources {
@@ -366,6 +370,11 @@ impl ResourceKind {
     /// Returns whether `/finalize` is served.
     pub fn has_finalize(&self) -> bool {
         self.subresources.has(Subresources::FINALIZE)
+    }
+
+    /// Returns whether `/token` is served.
+    pub fn has_token(&self) -> bool {
+        self.subresources.has(Subresources::TOKEN)
     }
 
     /// Returns whether `other` is the same resource (group, version and resource).
