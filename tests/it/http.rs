@@ -38,6 +38,18 @@ async fn health_version_and_not_found(s: Server) {
     assert!(v["etcdserver"].as_str().is_some_and(|v| v.starts_with("3.")), "{body}");
     assert!(v["etcdcluster"].as_str().is_some_and(|v| v.starts_with("3.") && v.ends_with(".0")), "{body}");
     assert_eq!(curl(&format!("{}/nope", s.url())), (404, "404 page not found\n".to_string()));
+    // Scrapes are answered whatever the method; the probes answer GET only.
+    for method in ["POST", "PUT", "DELETE"] {
+        let code = |path: &str| {
+            let out = Command::new("curl")
+                .args(["-s", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code}", "-X", method])
+                .arg(format!("{}/{path}", s.url()))
+                .output()
+                .expect("curl");
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        assert_eq!((code("metrics"), code("health"), code("version")), ("200".into(), "405".into(), "405".into()));
+    }
     if s.target.is_ballast() {
         // etcd 3.6's probes; 3.4 has none.
         assert_eq!(curl(&format!("{}/livez", s.url())), (200, "ok".to_string()));

@@ -223,6 +223,18 @@ async fn txn_errors(s: Server) {
     assert_eq!(status(c.txn(t).await.expect_err("lease")).0, tonic::Code::NotFound);
     assert!(c.get("x", None).await.expect("get").kvs().is_empty(), "a failed txn writes nothing");
     assert_eq!(c.get("x", None).await.expect("get").header().expect("header").revision(), 1);
+    // A nested txn may use only what its parent leaves of the limit: 128 less the parent's 101.
+    let nested = |inner: usize| {
+        let mut ops: Vec<TxnOp> = (0..100).map(|i| TxnOp::put(format!("o{i}"), "v", None)).collect();
+        let inner: Vec<TxnOp> = (0..inner).map(|i| TxnOp::put(format!("n{i}"), "v", None)).collect();
+        ops.push(TxnOp::txn(Txn::new().and_then(inner)));
+        Txn::new().and_then(ops)
+    };
+    assert_eq!(
+        status(c.txn(nested(28)).await.expect_err("nested too many")).1,
+        "etcdserver: too many operations in txn request"
+    );
+    c.txn(nested(27)).await.expect("a nested txn within what its parent leaves");
 }
 
 async fn compaction(s: Server) {

@@ -147,8 +147,9 @@ async fn serve(api: Api, req: http::Request<Body>) -> http::Response<Body> {
             "application/json",
             format!("{{\"etcdserver\":\"{ETCD_COMPAT_VERSION}\",\"etcdcluster\":\"{CLUSTER_VERSION}\"}}"),
         ),
-        (true, "/metrics") => respond(200, "text/plain; version=0.0.4; charset=utf-8", super::metrics::render(&api)),
-        (false, "/health" | "/livez" | "/readyz" | "/version" | "/metrics") => {
+        // etcd's scrape handler answers any method.
+        (_, "/metrics") => respond(200, "text/plain; version=0.0.4; charset=utf-8", super::metrics::render(&api)),
+        (false, "/health" | "/livez" | "/readyz" | "/version") => {
             let mut resp = plain_error(405, "Method Not Allowed\n");
             resp.headers_mut().insert(http::header::ALLOW, http::HeaderValue::from_static("GET"));
             resp

@@ -67,8 +67,11 @@ pub fn check_txn(r: &TxnRequest, max_txn_ops: usize) -> Result<()> {
     Ok(())
 }
 
+/// A nested txn may use only what its parent leaves of the limit: `max_txn_ops` less the
+/// parent's largest of compares, success ops and failure ops (as etcd counts them).
 fn check_txn_ops(r: &TxnRequest, max_txn_ops: usize) -> Result<()> {
-    if r.compare.len().max(r.success.len()).max(r.failure.len()) > max_txn_ops {
+    let ops = r.compare.len().max(r.success.len()).max(r.failure.len());
+    if ops > max_txn_ops {
         return Err(EngineError::TooManyOps);
     }
     if r.compare.iter().any(|c| c.key.is_empty()) {
@@ -79,7 +82,7 @@ fn check_txn_ops(r: &TxnRequest, max_txn_ops: usize) -> Result<()> {
             Some(request_op::Request::RequestRange(q)) => check_range(q)?,
             Some(request_op::Request::RequestPut(q)) => check_put(q)?,
             Some(request_op::Request::RequestDeleteRange(q)) => check_delete(q)?,
-            Some(request_op::Request::RequestTxn(q)) => check_txn_ops(q, max_txn_ops)?,
+            Some(request_op::Request::RequestTxn(q)) => check_txn_ops(q, max_txn_ops - ops)?,
             // An empty op is refused as etcd refuses it, with its "key not found".
             None => return Err(EngineError::KeyNotFound),
         }
