@@ -6,6 +6,7 @@
 #
 #   BASELINE=/tmp/ballast-<commit> bash benches/apply-run.sh
 #   DURATION=10 REPEATS=5 BASELINE=... bash benches/apply-run.sh
+#   BASELINE_APPLIES=1 BASELINE=/tmp/ballast-<later commit> bash benches/apply-run.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration=${DURATION:-5}
@@ -41,8 +42,9 @@ for build in baseline current; do
     sleep 0.1
   done
   scenarios="create_c16 update_c16"
-  # The baseline answers apply patches with 415.
-  [[ $build == current ]] && scenarios="$scenarios apply_deploy_c16"
+  # A baseline from before managedFields answers apply patches with 415; BASELINE_APPLIES=1
+  # says this one serves them, so applies are compared too.
+  [[ $build == current || -n "${BASELINE_APPLIES:-}" ]] && scenarios="$scenarios apply_deploy_c16"
   for s in $scenarios; do
     for r in $(seq "$repeats"); do
       line=$(timeout $((duration + 240)) "$load" run --kubeconfig "$dir/certs/admin.kubeconfig" --scenario "$s" \
@@ -57,7 +59,7 @@ commit=$(git rev-parse --short HEAD)
 out="benches/results/$(date -u +%Y-%m-%d)-$commit-apply.md"
 n=2
 while [[ -e "$out" ]]; do out="benches/results/$(date -u +%Y-%m-%d)-$commit-apply-$n.md"; n=$((n + 1)); done
-command="BASELINE=$baseline DURATION=$duration REPEATS=$repeats bash benches/apply-run.sh"
+command="${BASELINE_APPLIES:+BASELINE_APPLIES=1 }BASELINE=$baseline DURATION=$duration REPEATS=$repeats bash benches/apply-run.sh"
 python3 - "$raw" "$out" "$commit" "$command" "$baseline" <<'PY'
 import json, statistics, subprocess, sys
 raw, out, commit, command, baseline = sys.argv[1:6]
@@ -77,7 +79,7 @@ lines = [
     f"# Server-side apply and managedFields, commit {commit}",
     "",
     f"* Machine: {sh('nproc')} cores, {mem} GiB, kernel {sh('uname -r')}; shared and noisy, so read medians.",
-    f"* Storage: {sh('etcd --version | head -1')} (Debian etcd-server), fresh per build. Frontends: `{baseline}` (baseline, without managedFields) and this commit's release build, one after the other.",
+    f"* Storage: {sh('etcd --version | head -1')} (Debian etcd-server), fresh per build. Frontends: `{baseline}` (baseline) and this commit's release build, one after the other.",
     f"* Command: `{command}`; figures are medians over repeats; CPU is the frontend process's only.",
     "* Client: `ballast-kube-load` (HTTP/2 over TLS, 16 requests in flight over 4 connections) on the same 2 cores.",
     "",
