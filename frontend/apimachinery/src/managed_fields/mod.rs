@@ -511,8 +511,12 @@ impl FieldManager<'_> {
                 let mine = e.set.intersection(changed);
                 mine.for_each_path(&mut |p| conflicts.push(Conflict { manager: e.id.clone(), path: p.to_vec() }));
             }
-            if owns_changed || e.set.intersects(removed) {
-                releases.push((key.clone(), Some(e.set.difference(changed).difference(removed))));
+            // Each difference copies the set: only those that take something away are made.
+            let kept = owns_changed.then(|| e.set.difference(changed));
+            let current = kept.as_ref().unwrap_or(&e.set);
+            let kept = if current.intersects(removed) { Some(current.difference(removed)) } else { kept };
+            if let Some(kept) = kept {
+                releases.push((key.clone(), Some(kept)));
             }
         }
         if applier.is_some_and(|(_, force)| !force) && !conflicts.is_empty() {
