@@ -31,17 +31,15 @@ pub trait KindVersions {
 
 /// One other version's view of a write.
 #[derive(Debug)]
-pub struct VersionView {
-    /// The version's types.
-    pub schema: Arc<TypeSchema>,
+pub(crate) struct VersionView {
     /// What the write changed, seen in that version.
-    pub comparison: Comparison,
+    pub(crate) comparison: Comparison,
     /// `modified ∪ added` of [`VersionView::comparison`].
-    pub changed: Set,
+    pub(crate) changed: Set,
 }
 
 /// The views of one write (old object → new object) in the versions of other managers.
-pub struct VersionViews<'a> {
+pub(crate) struct VersionViews<'a> {
     versions: &'a dyn KindVersions,
     from: &'a str,
     old: &'a Value,
@@ -58,7 +56,7 @@ impl std::fmt::Debug for VersionViews<'_> {
 
 impl<'a> VersionViews<'a> {
     /// The views of the write of `new` over `old`, both at `from`.
-    pub fn new(versions: &'a dyn KindVersions, from: &'a str, old: &'a Value, new: &'a Value) -> Self {
+    pub(crate) fn new(versions: &'a dyn KindVersions, from: &'a str, old: &'a Value, new: &'a Value) -> Self {
         VersionViews { versions, from, old, new, views: HashMap::new() }
     }
 
@@ -67,7 +65,7 @@ impl<'a> VersionViews<'a> {
     /// # Errors
     ///
     /// A converted object that does not fit the version's types.
-    pub fn get(&mut self, api_version: &str) -> Result<Option<&VersionView>, TypedError> {
+    pub(crate) fn get(&mut self, api_version: &str) -> Result<Option<&VersionView>, TypedError> {
         if !self.views.contains_key(api_version) {
             let view = self.make(api_version)?;
             self.views.insert(api_version.to_string(), view);
@@ -85,6 +83,6 @@ impl<'a> VersionViews<'a> {
         };
         let comparison = compare(&schema, &old, &new)?;
         let changed = comparison.modified.union(&comparison.added);
-        Ok(Some(VersionView { schema, comparison, changed }))
+        Ok(Some(VersionView { comparison, changed }))
     }
 }

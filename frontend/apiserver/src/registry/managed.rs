@@ -141,12 +141,11 @@ impl<'a> ServedVersions<'a> {
     }
 
     /// The row serving `kind`'s storage at `api_version`.
-    fn row(&self, api_version: &str) -> Option<&'static ResourceKind> {
-        if group_version(self.kind) == api_version {
-            // The request's own row, found by identity in the table.
-            return self.kinds.kinds().iter().copied().find(|k| std::ptr::eq(*k, self.kind));
-        }
+    fn row(&self, api_version: &str) -> Option<&'a ResourceKind> {
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        if self.kind.group == group && self.kind.version == version {
+            return Some(self.kind);
+        }
         self.kinds.kinds().iter().copied().find(|k| {
             k.group == group
                 && k.version == version
