@@ -441,6 +441,12 @@ impl ServedKinds for CrdKinds {
         &[]
     }
 
+    /// Custom resources compare every manager in the request's version: under conversion
+    /// `None` their versions have the same fields.
+    fn converts_managed_fields(&self) -> bool {
+        false
+    }
+
     fn apply_schema(&self, kind: &ResourceKind) -> Arc<TypeSchema> {
         let snap = self.0.snapshot();
         snap.served(kind).map_or_else(|| Arc::new(TypeSchema::deduced()), |s| s.apply.clone())

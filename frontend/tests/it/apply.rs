@@ -13,6 +13,8 @@ in_memory!(
     status_and_scale_apply,
     scale_owns_the_replicas,
     custom_resource_versions_keep_their_managers,
+    hpa_versions_keep_their_managers,
+    event_versions_keep_their_managers,
     apply_refusals_write_nothing
 );
 
@@ -705,4 +707,205 @@ async fn apply_refusals_write_nothing(backend: Backend) {
         )
         .await;
     assert_eq!(r.status, 404);
+}
+
+/// The managedFields entries of `obj` as (manager, operation, apiVersion), sorted (their order
+/// depends on their times).
+fn entry_versions(obj: &Value) -> Vec<(String, String, String)> {
+    let list = obj["metadata"]["managedFields"].as_array().cloned().unwrap_or_default();
+    let mut out: Vec<_> = list
+        .iter()
+        .map(|e| {
+            let s = |k: &str| e[k].as_str().unwrap_or("").to_string();
+            (s("manager"), s("operation"), s("apiVersion"))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// An HPA written through `autoscaling/v2` and `autoscaling/v1`, whose CPU target is a
+/// `metrics` item in one and `targetCPUUtilizationPercentage` in the other: every manager's
+/// entry keeps the version it wrote through, and its fields are compared, released and pruned
+/// in that version.
+async fn hpa_versions_keep_their_managers(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
+    let path = |v: &str| format!("/apis/autoscaling/{v}/namespaces/default/horizontalpodautoscalers/web");
+    let send = |method: &'static str, url: String, content_type: &'static str, body: String| {
+        let c = &c;
+        async move {
+            let r = c.request(Credentials::Admin, method, &url, Some(content_type), body).await;
+            (r.status, r.json())
+        }
+    };
+    let apply = |v: &'static str, manager: &'static str, spec: &str| {
+        let url = format!("{}?fieldManager={manager}", path(v));
+        let body = format!(
+            "apiVersion: autoscaling/{v}\nkind: HorizontalPodAutoscaler\nmetadata: {{name: web}}\nspec: {spec}\n"
+        );
+        send("PATCH", url, "application/apply-patch+yaml", body)
+    };
+    let current = || async { c.must_get(&path("v2")).await };
+    const TARGET: &str = "scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}";
+    let cpu = |n: u32| {
+        format!("[{{type: Resource, resource: {{name: cpu, target: {{type: Utilization, averageUtilization: {n}}}}}}}]")
+    };
+
+    // A applies through v2: its entry is at v2, the metrics list one (atomic) field.
+    let spec_a = format!("{{{TARGET}, minReplicas: 1, maxReplicas: 5, metrics: {}}}", cpu(50));
+    let (status, answer) = apply("v2", "a", &spec_a).await;
+    assert_eq!(status, 201, "{answer}");
+    let h = current().await;
+    assert_eq!(entry_versions(&h), [("a".into(), "Apply".into(), "autoscaling/v2".into())]);
+    assert_eq!(
+        fields_of(&h, "a"),
+        json!({"f:spec": {"f:maxReplicas": {}, "f:metrics": {}, "f:minReplicas": {},
+            "f:scaleTargetRef": {"f:apiVersion": {}, "f:kind": {}, "f:name": {}}}})
+    );
+    let rv = h["metadata"]["resourceVersion"].clone();
+
+    // B changing the CPU target through v1 conflicts with A's metrics, named in A's version.
+    let (status, answer) = apply("v1", "b", "{targetCPUUtilizationPercentage: 60}").await;
+    assert_eq!(status, 409, "{answer}");
+    assert_eq!(answer["message"], r#"Apply failed with 1 conflict: conflict with "a": .spec.metrics"#);
+    assert_eq!(answer["details"]["causes"][0]["field"], ".spec.metrics");
+    assert_eq!(current().await["metadata"]["resourceVersion"], rv, "nothing written");
+    // The same values through v1 are shared: B's entry is at v1, in v1's fields.
+    let (status, answer) = apply("v1", "b", "{maxReplicas: 5, targetCPUUtilizationPercentage: 50}").await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["spec"]["targetCPUUtilizationPercentage"], 50);
+    let h = current().await;
+    assert_eq!(
+        entry_versions(&h),
+        [("a".into(), "Apply".into(), "autoscaling/v2".into()), ("b".into(), "Apply".into(), "autoscaling/v1".into())]
+    );
+    assert_eq!(fields_of(&h, "b"), json!({"f:spec": {"f:maxReplicas": {}, "f:targetCPUUtilizationPercentage": {}}}));
+    assert_eq!(fields_of(&h, "a")["f:spec"]["f:metrics"], json!({}), "A keeps its metrics");
+
+    // A stops sending the metrics: B still owns the CPU target through v1, so they stay.
+    let spec_a2 = format!("{{{TARGET}, minReplicas: 1, maxReplicas: 5}}");
+    let (status, answer) = apply("v2", "a", &spec_a2).await;
+    assert_eq!(status, 200, "{answer}");
+    let h = current().await;
+    assert_eq!(
+        h["spec"]["metrics"],
+        json!([{"type": "Resource", "resource": {"name": "cpu",
+        "target": {"type": "Utilization", "averageUtilization": 50}}}])
+    );
+    assert_eq!(fields_of(&h, "a")["f:spec"].get("f:metrics"), None);
+
+    // B, last applied through v1, now applies through v2 without the CPU target: pruned in
+    // v1, where B owned it, the metrics go (and the server's default comes back, nobody's).
+    let (status, answer) = apply("v2", "b", "{maxReplicas: 5}").await;
+    assert_eq!(status, 200, "{answer}");
+    let h = current().await;
+    assert_eq!(h["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"], 80, "{h}");
+    assert_eq!(
+        entry_versions(&h),
+        [("a".into(), "Apply".into(), "autoscaling/v2".into()), ("b".into(), "Apply".into(), "autoscaling/v2".into())]
+    );
+    assert_eq!(fields_of(&h, "b"), json!({"f:spec": {"f:maxReplicas": {}}}));
+
+    // An update through v1 records a v1 entry in v1's fields; an applier setting the metrics
+    // through v2 then conflicts with it, named with its version.
+    let (status, answer) = send(
+        "PATCH",
+        format!("{}?fieldManager=c", path("v1")),
+        "application/merge-patch+json",
+        r#"{"spec":{"targetCPUUtilizationPercentage":70}}"#.into(),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    let h = current().await;
+    assert!(entry_versions(&h).contains(&("c".into(), "Update".into(), "autoscaling/v1".into())), "{h}");
+    assert_eq!(fields_of(&h, "c"), json!({"f:spec": {"f:targetCPUUtilizationPercentage": {}}}));
+    let spec_a3 = format!("{{{TARGET}, minReplicas: 1, maxReplicas: 5, metrics: {}}}", cpu(50));
+    let (status, answer) = apply("v2", "a", &spec_a3).await;
+    assert_eq!(status, 409, "{answer}");
+    assert_eq!(
+        answer["message"],
+        r#"Apply failed with 1 conflict: conflict with "c" using autoscaling/v1: .spec.targetCPUUtilizationPercentage"#
+    );
+    // An update through v2 changing the metrics takes the target away from C's v1 entry,
+    // which, left empty, goes.
+    let (status, answer) = send(
+        "PATCH",
+        format!("{}?fieldManager=d", path("v2")),
+        "application/merge-patch+json",
+        json!({"spec": {"metrics": [{"type": "Resource", "resource": {"name": "cpu",
+            "target": {"type": "Utilization", "averageUtilization": 90}}}]}})
+        .to_string(),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    let h = current().await;
+    let entries = entry_versions(&h);
+    assert!(!entries.iter().any(|e| e.0 == "c"), "{entries:?}");
+    assert!(entries.contains(&("d".into(), "Update".into(), "autoscaling/v2".into())), "{entries:?}");
+    assert_eq!(fields_of(&h, "d"), json!({"f:spec": {"f:metrics": {}}}));
+    // Read through v1, the managers are the same entries, each at its own version.
+    let v1 = c.must_get(&path("v1")).await;
+    assert_eq!(v1["spec"]["targetCPUUtilizationPercentage"], 90);
+    assert_eq!(entry_versions(&v1), entries);
+}
+
+/// An Event written through core `v1` and `events.k8s.io/v1`, where `message` is `note`: each
+/// writer's entry is in its own version's fields, and a conflict names the field as its owner
+/// wrote it.
+async fn event_versions_keep_their_managers(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
+    let core = "/api/v1/namespaces/default/events";
+    let events = "/apis/events.k8s.io/v1/namespaces/default/events";
+    let body = json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e1"},
+        "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"},
+        "reason": "Started", "message": "started", "type": "Normal"});
+    let r = c
+        .request(
+            Credentials::Admin,
+            "POST",
+            &format!("{core}?fieldManager=kubelet"),
+            Some("application/json"),
+            body.to_string(),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(fields_of(&r.json(), "kubelet")["f:message"], json!({}));
+
+    let r = c
+        .request(
+            Credentials::Admin,
+            "PATCH",
+            &format!("{events}/e1?fieldManager=recorder"),
+            Some("application/merge-patch+json"),
+            r#"{"note":"restarted"}"#,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let e = c.must_get(&format!("{core}/e1")).await;
+    assert_eq!(e["message"], "restarted");
+    assert_eq!(
+        entry_versions(&e),
+        [
+            ("kubelet".into(), "Update".into(), "v1".into()),
+            ("recorder".into(), "Update".into(), "events.k8s.io/v1".into())
+        ]
+    );
+    assert_eq!(fields_of(&e, "recorder"), json!({"f:note": {}}), "in events.k8s.io/v1's fields");
+    assert_eq!(fields_of(&e, "kubelet").get("f:message"), None, "the message moved to the recorder");
+    assert_eq!(fields_of(&e, "kubelet")["f:reason"], json!({}));
+
+    let r = c
+        .request(
+            Credentials::Admin,
+            "PATCH",
+            &format!("{core}/e1?fieldManager=kubelet"),
+            Some("application/apply-patch+yaml"),
+            "apiVersion: v1\nkind: Event\nmetadata: {name: e1}\nmessage: again\n",
+        )
+        .await;
+    assert_eq!(r.status, 409, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(
+        r.json()["message"],
+        r#"Apply failed with 1 conflict: conflict with "recorder" using events.k8s.io/v1: .note"#
+    );
 }

@@ -3,6 +3,8 @@
 //!
 //! * [`entries`]: [`Managers`], the decoded `metadata.managedFields` list, and its encoding.
 //! * [`scale`]: the managers of a `Scale`, derived from its parent's and carried back.
+//! * [`versions`]: managers recorded through other versions of the kind, whose fields are
+//!   compared and pruned in their own version.
 //! * this module: [`FieldManager`], kube's field manager chain for one kind and subresource:
 //!   [`FieldManager::update`] records what a create, update or patch changed as the writer's
 //!   `Update` entry; [`FieldManager::apply`] merges an applied configuration, removes what
@@ -21,13 +23,16 @@
 
 pub mod entries;
 pub mod scale;
+pub mod versions;
 
 use serde_json::{Map, Value};
 
 pub use entries::{Entry, ManagerId, Managers, Operation};
+pub use versions::KindVersions;
 
 use crate::fieldpath::{path_string, Path, PathElement, Set};
 use crate::typed::{compare, merge, remove_items, to_set, with_named_fields, Comparison, TypeSchema, TypedError};
+use versions::VersionViews;
 
 /// kube's cap on update entries (`DefaultMaxUpdateManagers`).
 pub const MAX_UPDATE_MANAGERS: usize = 10;
@@ -144,7 +149,7 @@ fn take_managed_fields(obj: &mut Value) -> Option<Value> {
 }
 
 /// The field manager of one kind, version and subresource.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct FieldManager<'a> {
     /// The kind's types.
     pub schema: &'a TypeSchema,
@@ -152,6 +157,20 @@ pub struct FieldManager<'a> {
     pub api_version: &'a str,
     /// "" for the object, `status` or `scale`.
     pub subresource: &'a str,
+    /// The kind's other versions: entries recorded through one of them are compared and
+    /// pruned in it, and dropped when the kind is not served in it. `None` compares every
+    /// entry in [`FieldManager::api_version`] (a kind whose versions all have the same fields).
+    pub versions: Option<&'a dyn KindVersions>,
+}
+
+impl std::fmt::Debug for FieldManager<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FieldManager")
+            .field("api_version", &self.api_version)
+            .field("subresource", &self.subresource)
+            .field("versions", &self.versions.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 /// What an update leaves: the managedFields to store (`None`: none).
@@ -189,6 +208,7 @@ impl FieldManager<'_> {
         if managers.is_empty() && live.is_some() {
             return None;
         }
+        self.drop_unserved(&mut managers);
         let empty = self.empty_object(new);
         let before = live.map_or(empty, without_managed_fields);
         let id = ManagerId::new(manager, Operation::Update, self.api_version, self.subresource);
@@ -224,7 +244,7 @@ impl FieldManager<'_> {
         now: &str,
     ) -> Result<(), TypedError> {
         let cmp = compare(self.schema, live, new)?;
-        release_changed(managers, &cmp, None);
+        self.release_changed(managers, live, new, &cmp, None)?;
         let mut mine = stripped(cmp.modified.union(&cmp.added));
         if mine.is_empty() {
             return Ok(());
@@ -274,6 +294,7 @@ impl FieldManager<'_> {
             self.record_update(&empty, live, &mut managers, &id, now)
                 .map_err(typed("failed to create manager for existing fields", describe))?;
         }
+        self.drop_unserved(&mut managers);
         let id = ManagerId::new(manager, Operation::Apply, self.api_version, self.subresource);
         // kubectl may retry forced (below), so it keeps a copy of the managers.
         let retry = (manager == "kubectl").then(|| managers.clone());
@@ -328,45 +349,192 @@ impl FieldManager<'_> {
         let merged =
             merge(self.schema, live, config).map_err(typed("failed to merge the applied configuration", describe))?;
         let key = id.identifier();
-        let (last_set, time) = managers.entries.get(&key).map(|e| (e.set.clone(), e.time.clone())).unwrap_or_default();
-        managers
-            .entries
-            .insert(key.clone(), Entry { id: id.clone(), api_version: self.api_version.into(), time, set: config_set });
+        let last = managers.entries.insert(
+            key.clone(),
+            Entry { id: id.clone(), api_version: self.api_version.into(), time: None, set: config_set },
+        );
+        let (last_set, last_version) = match last {
+            Some(e) => {
+                if let Some(entry) = managers.entries.get_mut(&key) {
+                    entry.time = e.time;
+                }
+                (e.set, e.api_version)
+            }
+            None => (Set::new(), String::new()),
+        };
         let current = managers.entries.get(&key).map(|e| e.set.clone()).unwrap_or_default();
-        let merged =
-            self.prune(merged, &managers, &last_set, &current).map_err(typed("failed to prune fields", describe))?;
+        let merged = self
+            .prune(merged, &managers, &last_set, &last_version, &current)
+            .map_err(typed("failed to prune fields", describe))?;
         let cmp = compare(self.schema, live, &merged).map_err(typed("failed to compare objects", describe))?;
-        let conflicts = release_changed(&mut managers, &cmp, Some((&key, force)));
+        let conflicts = self
+            .release_changed(&mut managers, live, &merged, &cmp, Some((&key, force)))
+            .map_err(typed("failed to compare objects", describe))?;
         if !conflicts.is_empty() {
             return Err(ApplyError::Conflicts(conflicts));
         }
         Ok(((!cmp.is_same()).then_some(merged), managers))
     }
 
-    /// Removes from `merged` what the applier set last time and no longer does, unless
-    /// another manager owns it (kube's `prune` with its two add-backs).
-    fn prune(&self, merged: Value, managers: &Managers, last_set: &Set, current: &Set) -> Result<Value, TypedError> {
-        // Nothing to prune when the applier still sets every path it set last time (the usual
-        // re-apply): pruning would take out only what its new set adds back, and what
-        // defaulting restores.
-        if last_set.is_empty() || last_set.difference(current).is_empty() {
+    /// Removes from `merged` what the applier set last time (`last_set`, at `last_version`)
+    /// and no longer does, unless another manager owns it (kube's `prune` with its two
+    /// add-backs). The pruning is done in the version the applier last applied through; its
+    /// result is carried back to this one.
+    fn prune(
+        &self,
+        merged: Value,
+        managers: &Managers,
+        last_set: &Set,
+        last_version: &str,
+        current: &Set,
+    ) -> Result<Value, TypedError> {
+        if last_set.is_empty() {
             return Ok(merged);
         }
+        let versions = match self.versions {
+            Some(v) if last_version != self.api_version => v,
+            _ => {
+                // Nothing to prune when the applier still sets every path it set last time
+                // (the usual re-apply): pruning would take out only what its new set adds
+                // back, and what defaulting restores.
+                if last_set.difference(current).is_empty() {
+                    return Ok(merged);
+                }
+                return self.prune_in(self.schema, self.api_version, &merged, managers, last_set);
+            }
+        };
+        // A version the object does not convert to prunes nothing, as kube's missing version.
+        let Some(schema) = versions.schema(last_version) else { return Ok(merged) };
+        let Some(merged_last) = versions.convert(&merged, self.api_version, last_version) else { return Ok(merged) };
+        let pruned_last = self.prune_in(&schema, last_version, &merged_last, managers, last_set)?;
         let s = self.schema;
-        let pruned = remove_items(s, &merged, &with_named_fields(s, last_set));
-        // Add back what any manager owns.
+        let (Some(base), Some(back)) = (
+            versions.convert(&merged_last, last_version, self.api_version),
+            versions.convert(&pruned_last, last_version, self.api_version),
+        ) else {
+            return Ok(merged);
+        };
+        // What the pruning removed, measured against the round trip rather than `merged`
+        // itself: a field the last version cannot express was never the applier's to prune.
+        let gone = with_named_fields(s, &to_set(s, &base)?).difference(&with_named_fields(s, &to_set(s, &back)?));
+        Ok(remove_items(s, &merged, &gone))
+    }
+
+    /// kube's prune in one version (`version`, with its types `s`): removes `last_set` from
+    /// `merged`, then adds back what any manager owns (in its own version) and what the
+    /// applier never owned.
+    fn prune_in(
+        &self,
+        s: &TypeSchema,
+        version: &str,
+        merged: &Value,
+        managers: &Managers,
+        last_set: &Set,
+    ) -> Result<Value, TypedError> {
+        let pruned = remove_items(s, merged, &with_named_fields(s, last_set));
+        // Add back what any manager owns: those of this version first, then version by version.
         let mut owned = Set::new();
+        let mut owned_elsewhere: std::collections::BTreeMap<&str, Set> = Default::default();
         for e in managers.entries.values() {
-            owned.union_in_place(&e.set);
+            match self.versions {
+                Some(_) if e.api_version != version => {
+                    owned_elsewhere.entry(e.api_version.as_str()).or_default().union_in_place(&e.set)
+                }
+                _ => owned.union_in_place(&e.set),
+            }
         }
-        let merged_set = with_named_fields(s, &to_set(s, &merged)?);
+        let merged_set = with_named_fields(s, &to_set(s, merged)?);
         let pruned_set = with_named_fields(s, &to_set(s, &pruned)?);
         let keep = pruned_set.union(&with_named_fields(s, &owned));
-        let pruned = remove_items(s, &merged, &merged_set.difference(&keep));
+        let mut pruned = remove_items(s, merged, &merged_set.difference(&keep));
+        if let Some(versions) = self.versions {
+            for (other, owned) in owned_elsewhere {
+                pruned = add_back_owned_in(versions, s, version, merged, pruned, other, &owned)?;
+            }
+        }
         // Add back what was removed although the applier never owned it (dangling parents).
         let pruned_set = with_named_fields(s, &to_set(s, &pruned)?);
         let last = with_named_fields(s, last_set);
-        Ok(remove_items(s, &merged, &merged_set.difference(&pruned_set).intersection(&last)))
+        Ok(remove_items(s, merged, &merged_set.difference(&pruned_set).intersection(&last)))
+    }
+
+    /// Drops the entries of versions the kind is not served in (kube drops those it cannot
+    /// convert to).
+    fn drop_unserved(&self, managers: &mut Managers) {
+        let Some(versions) = self.versions else { return };
+        if managers.entries.values().all(|e| e.api_version == self.api_version) {
+            return;
+        }
+        managers.entries.retain(|_, e| e.api_version == self.api_version || versions.schema(&e.api_version).is_some());
+    }
+
+    /// Takes changed fields away from every manager but `applier` (kube's `Updater.update`),
+    /// each manager's compared in its own version: fields another manager owns that changed
+    /// (from `old` to `new`, `cmp` in this version) are conflicts, returned (and nothing else
+    /// done) when the applier does not force; otherwise they, and removed fields, leave their
+    /// owners. An entry whose version the objects do not convert to is dropped.
+    fn release_changed(
+        &self,
+        managers: &mut Managers,
+        old: &Value,
+        new: &Value,
+        cmp: &Comparison,
+        applier: Option<(&str, bool)>,
+    ) -> Result<Vec<Conflict>, TypedError> {
+        let changed = cmp.modified.union(&cmp.added);
+        let me = applier.map(|(k, _)| k);
+        let mut views = self.versions.map(|v| VersionViews::new(v, self.api_version, old, new));
+        let mut conflicts = Vec::new();
+        // (entry, what it keeps; `None` drops it)
+        let mut releases: Vec<(String, Option<Set>)> = Vec::new();
+        for (key, e) in &managers.entries {
+            if Some(key.as_str()) == me {
+                continue;
+            }
+            let view = match views.as_mut() {
+                Some(views) if e.api_version != self.api_version => match views.get(&e.api_version)? {
+                    Some(view) => Some(view),
+                    None => {
+                        releases.push((key.clone(), None));
+                        continue;
+                    }
+                },
+                _ => None,
+            };
+            let (changed, removed) = match view {
+                Some(v) => (&v.changed, &v.comparison.removed),
+                None => (&changed, &cmp.removed),
+            };
+            // Most managers own none of what changed: their sets stay as they are.
+            let owns_changed = e.set.intersects(changed);
+            if owns_changed {
+                let mine = e.set.intersection(changed);
+                mine.for_each_path(&mut |p| conflicts.push(Conflict { manager: e.id.clone(), path: p.to_vec() }));
+            }
+            // Each difference copies the set: only those that take something away are made.
+            let kept = owns_changed.then(|| e.set.difference(changed));
+            let current = kept.as_ref().unwrap_or(&e.set);
+            let kept = if current.intersects(removed) { Some(current.difference(removed)) } else { kept };
+            if let Some(kept) = kept {
+                releases.push((key.clone(), Some(kept)));
+            }
+        }
+        if applier.is_some_and(|(_, force)| !force) && !conflicts.is_empty() {
+            return Ok(conflicts);
+        }
+        for (key, kept) in releases {
+            match kept {
+                Some(set) if !set.is_empty() => {
+                    if let Some(e) = managers.entries.get_mut(&key) {
+                        e.set = set;
+                    }
+                }
+                _ => {
+                    managers.entries.remove(&key);
+                }
+            }
+        }
+        Ok(Vec::new())
     }
 
     /// The fields kubectl's last-applied annotation sets to their live values.
@@ -387,40 +555,45 @@ fn typed(context: &str, describe: &str) -> impl FnOnce(TypedError) -> ApplyError
     move |source| ApplyError::Typed { context, source }
 }
 
-/// Takes changed fields away from every manager but `applier` (kube's `Updater.update`):
-/// fields another manager owns that changed are conflicts, returned (and nothing else done)
-/// when the applier does not force; otherwise they, and removed fields, leave their owners.
-fn release_changed(managers: &mut Managers, cmp: &Comparison, applier: Option<(&str, bool)>) -> Vec<Conflict> {
-    let changed = cmp.modified.union(&cmp.added);
-    let me = applier.map(|(k, _)| k);
-    let mut conflicts = Vec::new();
-    for (key, e) in &managers.entries {
-        if Some(key.as_str()) == me {
-            continue;
-        }
-        if !e.set.intersects(&changed) {
-            continue;
-        }
-        let mine = e.set.intersection(&changed);
-        mine.for_each_path(&mut |p| conflicts.push(Conflict { manager: e.id.clone(), path: p.to_vec() }));
+/// kube's add-back of the items `owned` (at `other`) holds, to `pruned` (at `version`, types
+/// `s`, pruned from `merged`): the restoration is done in `other` and carried back as what it
+/// adds to the round trip of `pruned`.
+fn add_back_owned_in(
+    versions: &dyn KindVersions,
+    s: &TypeSchema,
+    version: &str,
+    merged: &Value,
+    pruned: Value,
+    other: &str,
+    owned: &Set,
+) -> Result<Value, TypedError> {
+    let Some(sx) = versions.schema(other) else { return Ok(pruned) };
+    let sx = &*sx;
+    let (Some(merged_x), Some(pruned_x)) =
+        (versions.convert(merged, version, other), versions.convert(&pruned, version, other))
+    else {
+        return Ok(pruned);
+    };
+    let missing =
+        with_named_fields(sx, &to_set(sx, &merged_x)?).difference(&with_named_fields(sx, &to_set(sx, &pruned_x)?));
+    let owned = with_named_fields(sx, owned);
+    if !missing.intersects(&owned) {
+        return Ok(pruned);
     }
-    if applier.is_some_and(|(_, force)| !force) && !conflicts.is_empty() {
-        return conflicts;
-    }
-    for (key, e) in managers.entries.iter_mut() {
-        if Some(key.as_str()) == me {
-            continue;
-        }
-        // Most managers own none of what changed: their sets stay as they are.
-        if e.set.intersects(&changed) {
-            e.set = e.set.difference(&changed);
-        }
-        if e.set.intersects(&cmp.removed) {
-            e.set = e.set.difference(&cmp.removed);
-        }
-    }
-    managers.entries.retain(|_, e| !e.set.is_empty());
-    Vec::new()
+    let restored_x = remove_items(sx, &merged_x, &missing.difference(&owned));
+    let (Some(base), Some(back)) =
+        (versions.convert(&pruned_x, other, version), versions.convert(&restored_x, other, version))
+    else {
+        return Ok(pruned);
+    };
+    // The structs holding what came back are kept too.
+    let added = with_named_fields(
+        s,
+        &with_named_fields(s, &to_set(s, &back)?).difference(&with_named_fields(s, &to_set(s, &base)?)),
+    );
+    let merged_set = with_named_fields(s, &to_set(s, merged)?);
+    let pruned_set = with_named_fields(s, &to_set(s, &pruned)?);
+    Ok(remove_items(s, merged, &merged_set.difference(&pruned_set.union(&added))))
 }
 
 /// The fields of Kubernetes types that are Go structs rather than pointers: their zero value is

@@ -16,7 +16,7 @@ const NOW: &str = "2026-11-26T10:00:00Z";
 
 /// Applies `config` to `live` as `manager`; returns (object, managedFields).
 fn apply(s: &TypeSchema, gv: &str, live: &Value, config: &Value, manager: &str) -> Result<(Value, Value), ApplyError> {
-    let fm = FieldManager { schema: s, api_version: gv, subresource: "" };
+    let fm = FieldManager { schema: s, api_version: gv, subresource: "", versions: None };
     let mut live = live.clone();
     let (obj, managed) = fm.apply(&mut live, config, manager, false, NOW, "test")?;
     let mut obj = obj.unwrap_or(live);
@@ -120,7 +120,7 @@ fn apply_encodings_of_built_in_kinds() {
 #[test]
 fn update_on_create_marks_new_maps_and_elements() {
     let s = schema("", "ConfigMap");
-    let fm = FieldManager { schema: &s, api_version: "v1", subresource: "" };
+    let fm = FieldManager { schema: &s, api_version: "v1", subresource: "", versions: None };
     let new = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "uid": "x", "labels": {"a": "b"}},
                      "data": {"k": "v"}});
     let managed = fm.update(None, &new, None, "kubectl-create", NOW).expect("tracked");
@@ -206,7 +206,7 @@ fn apply_refuses_bad_lists_and_managed_fields() {
 #[test]
 fn update_entries_are_capped_into_ancient_changes() {
     let s = schema("", "ConfigMap");
-    let fm = FieldManager { schema: &s, api_version: "v1", subresource: "" };
+    let fm = FieldManager { schema: &s, api_version: "v1", subresource: "", versions: None };
     let mut obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "uid": "u"}, "data": {}});
     obj["metadata"]["managedFields"] = fm.update(None, &obj, None, "creator", "2026-01-01T00:00:00Z").expect("tracked");
     for i in 0..12 {
@@ -247,7 +247,7 @@ fn create_of_a_defaulted_deployment_records_what_kube_records() {
     // writes for it: no `.` on the structs Go always holds (spec.strategy, spec.template),
     // `.` on the maps, pointer structs and list elements the create added.
     let s = schema("apps", "Deployment");
-    let fm = FieldManager { schema: &s, api_version: "apps/v1", subresource: "" };
+    let fm = FieldManager { schema: &s, api_version: "apps/v1", subresource: "", versions: None };
     let new = json!({"apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "nginx", "namespace": "default", "uid": "u", "labels": {"app": "nginx"}},
         "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "nginx"}}, "progressDeadlineSeconds": 600,
@@ -275,4 +275,98 @@ fn create_of_a_defaulted_deployment_records_what_kube_records() {
                                                     "f:dnsPolicy": {}, "f:restartPolicy": {}, "f:schedulerName": {},
                                                     "f:securityContext": {}, "f:terminationGracePeriodSeconds": {}}}}})
     );
+}
+
+/// Two versions of one kind whose field is `old` in `example.com/v1` and `new` in
+/// `example.com/v2`.
+struct Renamed;
+
+impl KindVersions for Renamed {
+    fn schema(&self, api_version: &str) -> Option<std::sync::Arc<TypeSchema>> {
+        matches!(api_version, "example.com/v1" | "example.com/v2").then(|| std::sync::Arc::new(TypeSchema::deduced()))
+    }
+
+    fn convert(&self, obj: &Value, from: &str, to: &str) -> Option<Value> {
+        let field = |v: &str| if v == "example.com/v1" { "old" } else { "new" };
+        let mut obj = obj.as_object()?.clone();
+        if let Some(v) = obj.remove(field(from)) {
+            obj.insert(field(to).into(), v);
+        }
+        obj.insert("apiVersion".into(), to.into());
+        Some(Value::Object(obj))
+    }
+}
+
+fn renamed(version: &str, value: &str) -> Value {
+    let field = if version == "example.com/v1" { "old" } else { "new" };
+    json!({"apiVersion": version, "kind": "Thing", "metadata": {"name": "t"}, field: value})
+}
+
+#[test]
+fn managers_of_other_versions_are_compared_in_their_own() {
+    let s = TypeSchema::deduced();
+    let v1 = FieldManager { schema: &s, api_version: "example.com/v1", subresource: "", versions: Some(&Renamed) };
+    let v2 = FieldManager { api_version: "example.com/v2", ..v1 };
+    // m1 applies `old` through v1; an entry of a version the kind is not served in rides along.
+    let mut live = renamed("example.com/v1", "a");
+    live["metadata"]["managedFields"] = json!([{"manager": "gone", "operation": "Update", "apiVersion": "example.com/v9",
+        "time": NOW, "fieldsType": "FieldsV1", "fieldsV1": {"f:new": {}}}]);
+    let (obj, managed) =
+        v1.apply(&mut live, &renamed("example.com/v1", "a"), "m1", false, NOW, "test").expect("applies");
+    let mut live = obj.unwrap_or(live);
+    assert_eq!(fields_of(managed.as_ref().expect("managers"), "m1"), json!({"f:old": {}}));
+    assert_eq!(managed.as_ref().expect("managers").as_array().map(Vec::len), Some(1), "the v9 entry is dropped");
+    live["metadata"]["managedFields"] = managed.expect("managers");
+
+    // m2 applying another value through v2 conflicts with m1's v1 field, named as m1 owns it.
+    let served_v2 = v1.versions.and_then(|v| v.convert(&live, "example.com/v1", "example.com/v2")).expect("converts");
+    let err = v2.apply(&mut served_v2.clone(), &renamed("example.com/v2", "b"), "m2", false, NOW, "test");
+    assert_eq!(
+        err.err().map(|e| e.to_string()).as_deref(),
+        Some(r#"Apply failed with 1 conflict: conflict with "m1": .old"#)
+    );
+
+    // An update through v2 takes the field from m1, compared in v1.
+    let mut new = served_v2.clone();
+    new["new"] = "b".into();
+    new["metadata"].as_object_mut().map(|m| m.remove("managedFields"));
+    let managed = v2.update(Some(&served_v2), &new, None, "u2", NOW).expect("managers");
+    assert_eq!(fields_of(&managed, "m1"), Value::Null, "m1's only field moved");
+    assert_eq!(fields_of(&managed, "u2"), json!({"f:new": {}}));
+    assert_eq!(managed[0]["apiVersion"], "example.com/v2");
+
+    // Without the versions, m1's field is looked for in v2's fields and stays m1's.
+    let blind = FieldManager { versions: None, ..v2 };
+    let managed = blind.update(Some(&served_v2), &new, None, "u2", NOW).expect("managers");
+    assert_eq!(fields_of(&managed, "m1"), json!({"f:old": {}}));
+}
+
+#[test]
+fn an_applier_moving_versions_is_pruned_in_its_last() {
+    let s = TypeSchema::deduced();
+    let v1 = FieldManager { schema: &s, api_version: "example.com/v1", subresource: "", versions: Some(&Renamed) };
+    let v2 = FieldManager { api_version: "example.com/v2", ..v1 };
+    let to_v2 = |obj: &Value| Renamed.convert(obj, "example.com/v1", "example.com/v2").expect("converts");
+    let mut live = json!({"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "t"}});
+    let (obj, managed) =
+        v1.apply(&mut live, &renamed("example.com/v1", "a"), "m", false, NOW, "test").expect("applies");
+    let mut live = to_v2(&obj.unwrap_or(live));
+    live["metadata"]["managedFields"] = managed.expect("managers");
+    // m applies through v2 without the field it set through v1: it goes.
+    let empty =
+        json!({"apiVersion": "example.com/v2", "kind": "Thing", "metadata": {"name": "t", "labels": {"x": "y"}}});
+    let (obj, managed) = v2.apply(&mut live.clone(), &empty, "m", false, NOW, "test").expect("applies");
+    let obj = obj.expect("changed");
+    assert_eq!(obj.get("new"), None, "{obj}");
+    let mine = fields_of(managed.as_ref().expect("managers"), "m");
+    assert_eq!((mine.get("f:old"), mine.get("f:new")), (None, None), "{mine}");
+    assert_eq!(managed.expect("managers")[0]["apiVersion"], "example.com/v2");
+    // Co-owned through v2 by an updater, it stays.
+    let mut shared = live.clone();
+    let mut managed = shared["metadata"]["managedFields"].clone();
+    managed.as_array_mut().expect("list").push(json!({"manager": "u", "operation": "Update",
+        "apiVersion": "example.com/v2", "time": NOW, "fieldsType": "FieldsV1", "fieldsV1": {"f:new": {}}}));
+    shared["metadata"]["managedFields"] = managed;
+    let (obj, _) = v2.apply(&mut shared, &empty, "m", false, NOW, "test").expect("applies");
+    assert_eq!(obj.expect("changed")["new"], "a");
 }

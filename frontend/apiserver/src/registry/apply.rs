@@ -20,7 +20,7 @@ use super::strategy::Object;
 use super::{ResourceKind, Store};
 use crate::error::{ApiError, FieldError};
 use ballast_apimachinery::managed_fields::scale::SCALE_API_VERSION;
-use ballast_apimachinery::managed_fields::{ApplyError, FieldManager};
+use ballast_apimachinery::managed_fields::{ApplyError, FieldManager, KindVersions};
 
 /// How many times an apply that raced with a create or delete starts over.
 const MAX_APPLY_ATTEMPTS: usize = 3;
@@ -245,7 +245,12 @@ impl Store {
     ) -> Result<Object, ApiError> {
         let mut live = scale_of(kind, old);
         managed::scale_managers(&**self.kinds(), kind, old, &mut live);
-        let fm = FieldManager { schema: &managed::SCALE_SCHEMA, api_version: SCALE_API_VERSION, subresource: "scale" };
+        let fm = FieldManager {
+            schema: &managed::SCALE_SCHEMA,
+            api_version: SCALE_API_VERSION,
+            subresource: "scale",
+            versions: None,
+        };
         let describe = format!("{namespace}/{name}; {}", gvk_string(SCALE_API_VERSION, "Scale"));
         let now = crate::clock::now_rfc3339();
         let (merged, scale_list) =
@@ -282,7 +287,13 @@ impl Store {
             PatchTarget::Status => "status",
             PatchTarget::Scale => "scale",
         };
-        let fm = FieldManager { schema: &schema, api_version: &gv, subresource };
+        let versions = managed::ServedVersions::of(&**self.kinds(), kind);
+        let fm = FieldManager {
+            schema: &schema,
+            api_version: &gv,
+            subresource,
+            versions: versions.as_ref().map(|v| v as &dyn KindVersions),
+        };
         let describe = format!("{namespace}/{name}; {}", gvk_string(&gv, kind.kind));
         let now = crate::clock::now_rfc3339();
         let mut live = Value::Object(current);

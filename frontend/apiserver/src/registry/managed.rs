@@ -5,13 +5,14 @@
 
 use serde_json::Value;
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
+use super::object;
 use super::strategy::{map_field_mut, Object};
 use super::{ResourceKind, ServedKinds, Subresources};
 use crate::error::{ApiError, FieldError};
 use ballast_apimachinery::managed_fields::scale::{self as scale_owners, ReplicasPaths, SCALE_API_VERSION};
-use ballast_apimachinery::managed_fields::{FieldManager, Managers};
+use ballast_apimachinery::managed_fields::{FieldManager, KindVersions, Managers};
 use ballast_apimachinery::typed::TypeSchema;
 
 /// kube's limit on a manager name (`FieldManagerMaxLength`).
@@ -87,7 +88,8 @@ pub fn take_requested(obj: &mut Object) -> Option<Value> {
 }
 
 /// Records a create (`live` = `None`) or an update of `new` by `manager` through `subresource`,
-/// setting `new`'s managedFields.
+/// setting `new`'s managedFields. `live` and `new` are in the stored form; the field manager
+/// sees them in `kind`'s version, the one its entry records.
 pub fn track(
     kinds: &dyn ServedKinds,
     kind: &ResourceKind,
@@ -99,12 +101,74 @@ pub fn track(
 ) {
     let schema = kinds.apply_schema(kind);
     let gv = group_version(kind);
-    let fm = FieldManager { schema: &schema, api_version: &gv, subresource };
-    let live_value = live.map(|l| Value::Object(l.clone()));
-    let new_value = Value::Object(new.clone());
+    let versions = ServedVersions::of(kinds, kind);
+    let fm = FieldManager {
+        schema: &schema,
+        api_version: &gv,
+        subresource,
+        versions: versions.as_ref().map(|v| v as &dyn KindVersions),
+    };
+    let served = |obj: &Object| {
+        let mut out = obj.clone();
+        if versions.is_some() && object::to_served_version(kind, &mut out).is_err() {
+            // Not reached for the built-in conversions, which cannot fail.
+            out = obj.clone();
+        }
+        Value::Object(out)
+    };
+    let live_value = live.map(served);
+    let new_value = served(new);
     let now = crate::clock::now_rfc3339();
     let outcome = fm.update(live_value.as_ref(), &new_value, requested, manager, &now);
     set(new, outcome);
+}
+
+/// The versions a server serves one kind's storage in, for managers recorded through them:
+/// objects convert from one to another through the stored version, with each row's
+/// [`VersionConverter`](super::VersionConverter). Rows are looked up only when an entry's
+/// version is not the request's.
+#[derive(Debug, Clone, Copy)]
+pub struct ServedVersions<'a> {
+    kinds: &'a dyn ServedKinds,
+    kind: &'a ResourceKind,
+}
+
+impl<'a> ServedVersions<'a> {
+    /// The versions of `kind`'s storage; `None` when the server compares every manager in the
+    /// request's version (see [`ServedKinds::converts_managed_fields`]).
+    pub fn of(kinds: &'a dyn ServedKinds, kind: &'a ResourceKind) -> Option<Self> {
+        kinds.converts_managed_fields().then_some(ServedVersions { kinds, kind })
+    }
+
+    /// The row serving `kind`'s storage at `api_version`.
+    fn row(&self, api_version: &str) -> Option<&'a ResourceKind> {
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        if self.kind.group == group && self.kind.version == version {
+            return Some(self.kind);
+        }
+        self.kinds.kinds().iter().copied().find(|k| {
+            k.group == group
+                && k.version == version
+                && k.kind == self.kind.kind
+                && k.storage_resource == self.kind.storage_resource
+        })
+    }
+}
+
+impl KindVersions for ServedVersions<'_> {
+    fn schema(&self, api_version: &str) -> Option<Arc<TypeSchema>> {
+        self.row(api_version).map(|k| self.kinds.apply_schema(k))
+    }
+
+    fn convert(&self, obj: &Value, from: &str, to: &str) -> Option<Value> {
+        let (from_row, to_row) = (self.row(from)?, self.row(to)?);
+        let Value::Object(obj) = obj else { return None };
+        let mut obj = obj.clone();
+        object::to_stored_version(from_row, &mut obj).ok()?;
+        object::to_served_version(to_row, &mut obj).ok()?;
+        obj.insert("apiVersion".into(), to.into());
+        Some(Value::Object(obj))
+    }
 }
 
 /// Sets (or removes) `metadata.managedFields`.
@@ -168,7 +232,8 @@ pub fn track_scale(
     new_scale: &Value,
     manager: &str,
 ) {
-    let fm = FieldManager { schema: &SCALE_SCHEMA, api_version: SCALE_API_VERSION, subresource: "scale" };
+    let fm =
+        FieldManager { schema: &SCALE_SCHEMA, api_version: SCALE_API_VERSION, subresource: "scale", versions: None };
     let now = crate::clock::now_rfc3339();
     let scale_list = fm.update(Some(old_scale), new_scale, None, manager, &now);
     set_from_scale(kinds, kind, old, new, scale_list.as_ref());

@@ -106,6 +106,13 @@ pub trait ServedKinds: Send + Sync + std::fmt::Debug {
     /// The OpenAPI documents if they have been built.
     fn openapi_if_built(&self) -> Option<&'static Documents>;
 
+    /// Whether managedFields entries recorded through another version of a kind are compared
+    /// and pruned in their own version (kube's version converter), converted through the
+    /// rows of the kind's storage; otherwise every entry is compared in the request's version.
+    fn converts_managed_fields(&self) -> bool {
+        true
+    }
+
     /// The server-side-apply schema of `kind`: by default from its generated tables (deduced
     /// without them); a server serving custom resources answers from their OpenAPI v3
     /// schemas (`TypeSchema::from_openapi_v3`).
