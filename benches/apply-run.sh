@@ -56,9 +56,7 @@ for build in baseline current; do
 done
 
 commit=$(git rev-parse --short HEAD)
-out="benches/results/$(date -u +%Y-%m-%d)-$commit-apply.md"
-n=2
-while [[ -e "$out" ]]; do out="benches/results/$(date -u +%Y-%m-%d)-$commit-apply-$n.md"; n=$((n + 1)); done
+out=$(results_file apply)
 command="${BASELINE_APPLIES:+BASELINE_APPLIES=1 }BASELINE=$baseline DURATION=$duration REPEATS=$repeats bash benches/apply-run.sh"
 python3 - "$raw" "$out" "$commit" "$command" "$baseline" <<'PY'
 import json, statistics, subprocess, sys

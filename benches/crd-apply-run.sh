@@ -120,9 +120,7 @@ for r in $(seq "$repeats"); do
 done
 
 commit=$(git rev-parse --short HEAD)
-out="benches/results/$(date -u +%Y-%m-%d)-$commit-crd-apply.md"
-n=2
-while [[ -e "$out" ]]; do out="benches/results/$(date -u +%Y-%m-%d)-$commit-crd-apply-$n.md"; n=$((n + 1)); done
+out=$(results_file crd-apply)
 command="REPEATS=$repeats SIZE_KB=$size_kb bash benches/crd-apply-run.sh"
 python3 - "$raw" "$out" "$commit" "$command" "$built" "$bytes" <<'PY'
 import json, statistics, subprocess, sys

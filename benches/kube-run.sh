@@ -65,10 +65,7 @@ for target in etcd ballast; do
 done
 
 commit=$(git rev-parse --short HEAD)
-out="benches/results/$(date -u +%Y-%m-%d)-$commit-frontend.md"
-# A second run at the same commit gets its own file rather than replacing the first.
-n=2
-while [[ -e "$out" ]]; do out="benches/results/$(date -u +%Y-%m-%d)-$commit-frontend-$n.md"; n=$((n + 1)); done
+out=$(results_file frontend)
 mkdir -p benches/results
 command="bash benches/kube-run.sh $*"
 [[ -n "${SCENARIOS:-}" ]] && command="SCENARIOS=\"$SCENARIOS\" $command"

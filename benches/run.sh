@@ -58,10 +58,7 @@ for s in $scenarios; do
 done
 
 commit=$(git rev-parse --short HEAD)
-out="benches/results/$(date -u +%Y-%m-%d)-$commit.md"
-# A second run at the same commit gets its own file rather than replacing the first.
-n=2
-while [[ -e "$out" ]]; do out="benches/results/$(date -u +%Y-%m-%d)-$commit-$n.md"; n=$((n + 1)); done
+out=$(results_file)
 mkdir -p benches/results
 command="bash benches/run.sh $*"
 [[ -n "${SCENARIOS:-}" ]] && command="SCENARIOS=\"$SCENARIOS\" $command"

@@ -1,4 +1,5 @@
-# Sourced by run.sh and kube-run.sh: starts the storage server a benchmark runs against.
+# Sourced by the benchmark scripts: starts the storage server a benchmark runs against, and names
+# the results file.
 #
 #   start_store <etcd|ballast> <client-port> <data-dir> <ballast-binary>
 #
@@ -33,4 +34,15 @@ start_store() {
   echo "$target did not start" >&2
   cat "$dir.log" >&2
   return 1
+}
+
+# Prints the path of a new results file, benches/results/<date>-<commit>[-<kind>].md; a second run
+# at the same commit gets its own file (-2, -3, ...) rather than replacing the first.
+#
+#   out=$(results_file tls)
+results_file() {
+  local base="benches/results/$(date -u +%Y-%m-%d)-$(git rev-parse --short HEAD)${1:+-$1}" n=2
+  local out="$base.md"
+  while [[ -e "$out" ]]; do out="$base-$n.md"; n=$((n + 1)); done
+  echo "$out"
 }

@@ -76,9 +76,7 @@ for r in $(seq "$([[ -n "${REPORT_FROM:-}" ]] && echo 0 || echo "$repeats")"); d
 done
 
 commit=$(git rev-parse --short HEAD)
-out="benches/results/$(date -u +%Y-%m-%d)-$commit-tls.md"
-n=2
-while [[ -e "$out" ]]; do out="benches/results/$(date -u +%Y-%m-%d)-$commit-tls-$n.md"; n=$((n + 1)); done
+out=$(results_file tls)
 command="DURATION=$duration REPEATS=$repeats SCENARIOS=\"$scenarios\" bash benches/tls-run.sh"
 python3 - "$raw" "$out" "$commit" "$command" <<'PY'
 import json, statistics, subprocess, sys

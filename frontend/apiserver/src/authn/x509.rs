@@ -189,19 +189,24 @@ fn chain_key(chain: &[CertificateDer<'static>]) -> Vec<u8> {
     key
 }
 
-/// Reads a DER certificate's `notAfter` as Unix seconds: Certificate → tbsCertificate → (skip
-/// optional `[0] version`, serialNumber, signature, issuer) → validity → the second time.
-fn not_after(cert: &[u8]) -> Option<i64> {
+/// The fields of a DER certificate's tbsCertificate from its `n`th after the optional `[0]
+/// version` (0 serialNumber, 1 signature, 2 issuer, 3 validity, 4 subject, ...) on.
+fn tbs_fields_from(cert: &[u8], n: usize) -> Option<&[u8]> {
     let (SEQUENCE, cert, _) = der_element(cert)? else { return None };
     let (SEQUENCE, mut tbs, _) = der_element(cert)? else { return None };
     let (tag, _, rest) = der_element(tbs)?;
     if tag == 0xa0 {
         tbs = rest;
     }
-    for _ in 0..3 {
+    for _ in 0..n {
         tbs = der_element(tbs)?.2;
     }
-    let (SEQUENCE, validity, _) = der_element(tbs)? else { return None };
+    Some(tbs)
+}
+
+/// Reads a DER certificate's `notAfter` (the second time of its validity) as Unix seconds.
+fn not_after(cert: &[u8]) -> Option<i64> {
+    let (SEQUENCE, validity, _) = der_element(tbs_fields_from(cert, 3)?)? else { return None };
     let (_, _, rest) = der_element(validity)?;
     let (tag, time, _) = der_element(rest)?;
     asn1_time(tag, std::str::from_utf8(time).ok()?)
@@ -250,19 +255,9 @@ struct Subject {
 const OID_COMMON_NAME: &[u8] = &[0x55, 0x04, 0x03];
 const OID_ORGANIZATION: &[u8] = &[0x55, 0x04, 0x0a];
 
-/// Reads the subject of a DER certificate: Certificate → tbsCertificate → (skip optional
-/// `[0] version`, serialNumber, signature, issuer, validity) → subject.
+/// Reads the subject of a DER certificate.
 fn subject(cert: &[u8]) -> Option<Subject> {
-    let (SEQUENCE, cert, _) = der_element(cert)? else { return None };
-    let (SEQUENCE, mut tbs, _) = der_element(cert)? else { return None };
-    let (tag, _, rest) = der_element(tbs)?;
-    if tag == 0xa0 {
-        tbs = rest;
-    }
-    for _ in 0..4 {
-        tbs = der_element(tbs)?.2;
-    }
-    let (SEQUENCE, mut name, _) = der_element(tbs)? else { return None };
+    let (SEQUENCE, mut name, _) = der_element(tbs_fields_from(cert, 4)?)? else { return None };
     let mut subject = Subject::default();
     while !name.is_empty() {
         let (SET, mut rdn, rest) = der_element(name)? else { return None };
