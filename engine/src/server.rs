@@ -277,9 +277,12 @@ fn identity(backend: &RocksBackend, cfg: &EngineConfig) -> Result<(u64, Membersh
 /// `cluster::revision_group`), and records the choice on its first start: every member of a
 /// cluster must place leaders alike, so a restart keeps the recorded placement whatever the
 /// flag says, and a joining member takes the one the cluster `told` it (`cluster::PLACEMENT_*`,
-/// 0: not told). Spreading needs several shards and members, and every member's raft ID to be
-/// its member ID (not a cluster grown from a member bootstrapped alone). A directory that
-/// predates the record (`existed`) keeps one member leading every shard, the placement it had.
+/// 0: not told). Spreading needs several shards and members at the first start: a member
+/// started alone records one member leading, and so does every member that joins it later
+/// (the placement is not switched at run time; `engine/SHARDING.md`, "Why a grown cluster
+/// keeps one leader"). A joiner not told a placement and finding the raft ID 1 of a member
+/// bootstrapped alone takes that placement too. A directory that predates the record
+/// (`existed`) keeps one member leading every shard, the placement it had.
 fn settle_leader_placement(
     backend: &RocksBackend,
     cfg: &EngineConfig,

@@ -160,8 +160,12 @@ async fn writers_and_watchers_on_every_member(c: Cluster) {
 
 /// Shard `s` of `shards` led by each member, as its `/metrics` says.
 fn leaderships(c: &Cluster, shards: usize) -> Vec<usize> {
-    c.members
-        .iter()
+    leaderships_of(c.members.iter(), shards)
+}
+
+/// [`leaderships`] of some members only (the others removed or stopped).
+fn leaderships_of<'a>(members: impl Iterator<Item = &'a crate::harness::Server>, shards: usize) -> Vec<usize> {
+    members
         .map(|m| {
             let out = std::process::Command::new("curl")
                 .args(["-s", "--max-time", "10", &format!("{}/metrics", m.url())])
@@ -175,9 +179,14 @@ fn leaderships(c: &Cluster, shards: usize) -> Vec<usize> {
 
 /// Waits until the members lead `shards` shards between them, none more than one above another.
 async fn assert_leaders_spread(c: &Cluster, shards: usize) -> Vec<usize> {
+    assert_running_lead_evenly(c, shards).await
+}
+
+/// [`assert_leaders_spread`] over the members still running.
+async fn assert_running_lead_evenly(c: &Cluster, shards: usize) -> Vec<usize> {
     let mut led = Vec::new();
     let spread = wait_for(Duration::from_secs(30), async || {
-        led = leaderships(c, shards);
+        led = leaderships_of(c.members.iter().filter(|m| m.is_running()), shards);
         let (min, max) = (led.iter().min().copied().unwrap_or(0), led.iter().max().copied().unwrap_or(0));
         led.iter().sum::<usize>() == shards && max <= min + 1
     })
@@ -385,6 +394,39 @@ async fn spread_cluster() -> Cluster {
     let c = Cluster::start_with_args(Target::Ballast, 3, &["--shards", "4", SPREAD[0]]).await;
     assert_leaders_spread(&c, 4).await;
     c
+}
+
+/// Removing the member that leads shard 0 (and runs the revision allocator) from a 3-member,
+/// 6-shard cluster with spread leaders: the two members left take its shards and settle at three
+/// each, and both still acknowledge writes to keys of every shard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_a_member_spreads_its_shards_over_the_rest() {
+    let mut c = Cluster::start_with_args(Target::Ballast, 3, &["--shards", "6", SPREAD[0]]).await;
+    assert_eq!(assert_leaders_spread(&c, 6).await, vec![2, 2, 2]);
+    let leader = c.leader().await;
+    let leader_id = c.ids().await[leader];
+    let asker = (leader + 1) % 3;
+    let survivors: Vec<String> = (0..3).filter(|i| *i != leader).map(|i| c.members[i].endpoint()).collect();
+    let eps = survivors.join(",");
+    let removed = wait_for(Duration::from_secs(20), async || {
+        let o =
+            c.members[asker].etcdctl(&[&format!("--endpoints={eps}"), "member", "remove", &format!("{leader_id:x}")]);
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        // The allocator's member leaving may cut the answer short; the next try finds it gone.
+        o.status.success() || err.contains("etcdserver: member not found")
+    })
+    .await;
+    assert!(removed, "the member leading shard 0 was never removed");
+    c.members[leader].kill9(); // a removed member stops by itself; make sure
+    assert_eq!(assert_running_lead_evenly(&c, 6).await, vec![3, 3]);
+    let list = ok(&c.members[asker].etcdctl(&["member", "list"]));
+    assert_eq!(list.lines().count(), 2, "{list}");
+    for (i, ns) in NAMESPACES.iter().enumerate() {
+        let m = (leader + 1 + i % 2) % 3;
+        let key = format!("/registry/configmaps/{ns}/after-remove");
+        let r = c.members[m].client().await.put(key.as_str(), "v", None).await;
+        assert!(r.is_ok(), "a write to {key} through {} after the removal: {r:?}", c.members[m].name());
+    }
 }
 
 /// Killing a member that leads some shards but not shard 0 (every member leads one of four
