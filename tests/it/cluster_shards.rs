@@ -396,6 +396,98 @@ async fn spread_cluster() -> Cluster {
     c
 }
 
+/// Runs `etcdctl member add` on `c`'s first member until it succeeds (`learner`: with
+/// `--learner`), then starts the member as `name` with the cluster's `--shards` only (it takes
+/// the cluster's leader placement from its peers) and adds it to `c`. Returns its peer URL.
+async fn add_member(c: &mut Cluster, name: &str, learner: bool) -> String {
+    let peer = crate::harness::free_port();
+    let url = format!("http://127.0.0.1:{peer}");
+    let mut args = vec!["member", "add", name];
+    let peer_flag = format!("--peer-urls={url}");
+    args.push(&peer_flag);
+    if learner {
+        args.push("--learner");
+    }
+    let eps = c.endpoints().join(",");
+    let eps_flag = format!("--endpoints={eps}");
+    let added = wait_for(Duration::from_secs(20), async || {
+        let mut with_eps = vec![eps_flag.as_str()];
+        with_eps.extend(&args);
+        c.members[0].etcdctl(&with_eps).status.success()
+    })
+    .await;
+    assert!(added, "{name} was never added");
+    let mut ic: Vec<String> = c.members.iter().map(|m| format!("{}={}", m.name(), m.peer_url())).collect();
+    ic.push(format!("{name}={url}"));
+    let mut m =
+        crate::harness::Server::member_of(Target::Ballast, name, crate::harness::free_port(), peer, &ic.join(","));
+    m.join = true;
+    m.extra_args = vec!["--shards".into(), "6".into()];
+    m.spawn_member();
+    assert!(m.ready().await, "{name} did not start; its log:\n{}", m.log_tail());
+    c.members.push(m);
+    url
+}
+
+/// A member started alone with `--shards 6 --spread-shard-leaders` grows by MemberAdd into a
+/// cluster whose leaderships follow its voters: a second member takes three shards, a learner
+/// takes none until it is promoted, then each of the three leads two; after a member is
+/// removed the two left lead three each. Writes to keys of every shard take dense revisions
+/// while it is alone and through either member left at the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_started_alone_spreads_leaders_as_it_grows() {
+    let mut c = Cluster::start_with_args(Target::Ballast, 1, &["--shards", "6", SPREAD[0]]).await;
+    assert_eq!(leaderships(&c, 6), vec![6], "a member alone leads every shard");
+    // Alone, it takes its rounds' revisions from its own allocator: dense across shards.
+    let mut alone = Vec::new();
+    for (i, ns) in NAMESPACES.iter().enumerate() {
+        let key = format!("/registry/configmaps/{ns}/alone{i}");
+        let r = c.members[0].client().await.put(key.as_str(), "v", None).await.expect("put");
+        alone.push(r.header().expect("header").revision());
+    }
+    assert!(alone.windows(2).all(|w| w[1] == w[0] + 1), "revisions are dense across shards: {alone:?}");
+    add_member(&mut c, "m2", false).await;
+    assert_eq!(assert_leaders_spread(&c, 6).await, vec![3, 3]);
+    let m3 = add_member(&mut c, "m3", true).await;
+    let id = {
+        let list = ok(&c.members[0].etcdctl(&["member", "list"]));
+        let line = list.lines().find(|l| l.contains(&format!(", {m3}, "))).map(str::to_string);
+        let line = line.unwrap_or_else(|| panic!("m3 in the list: {list}"));
+        line.split(", ").next().expect("ID").to_string()
+    };
+    let eps = c.endpoints().join(",");
+    // Caught up with every shard before the check, so its /metrics speaks for every group.
+    let r = c.members[0].client().await.put("/registry/configmaps/default/mark", "v", None).await.expect("put");
+    c.wait_caught_up(r.header().expect("header").revision()).await;
+    assert_eq!(leaderships(&c, 6), vec![3, 3, 0], "a learner leads nothing");
+    let promoted = wait_for(Duration::from_secs(20), async || {
+        let out = c.members[0].etcdctl(&[&format!("--endpoints={eps}"), "member", "promote", &id]);
+        out.status.success()
+    })
+    .await;
+    assert!(promoted, "the learner was never promoted; its log:\n{}", c.members[2].log_tail());
+    assert_eq!(assert_leaders_spread(&c, 6).await, vec![2, 2, 2], "a promoted learner takes leaderships");
+    let m2 = c.ids().await[1];
+    let left = format!("--endpoints={},{}", c.members[0].endpoint(), c.members[2].endpoint());
+    let removed = wait_for(Duration::from_secs(20), async || {
+        let o = c.members[0].etcdctl(&[&left, "member", "remove", &format!("{m2:x}")]);
+        o.status.success() || String::from_utf8_lossy(&o.stderr).contains("etcdserver: member not found")
+    })
+    .await;
+    assert!(removed, "m2 was never removed");
+    c.members[1].kill9(); // a removed member stops by itself; make sure
+    assert_eq!(assert_running_lead_evenly(&c, 6).await, vec![3, 3]);
+    let mut revs = Vec::new();
+    for i in 0..12 {
+        let ns = NAMESPACES[i % NAMESPACES.len()];
+        let key = format!("/registry/configmaps/{ns}/g{i}");
+        let m = if i % 2 == 0 { 0 } else { 2 };
+        let r = c.members[m].client().await.put(key.as_str(), "v", None).await.expect("put");
+        revs.push(r.header().expect("header").revision());
+    }
+    assert!(revs.windows(2).all(|w| w[1] == w[0] + 1), "revisions are dense across shards: {revs:?}");
+}
+
 /// Removing the member that leads shard 0 (and runs the revision allocator) from a 3-member,
 /// 6-shard cluster with spread leaders: the two members left take its shards and settle at three
 /// each, and both still acknowledge writes to keys of every shard.
