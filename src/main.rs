@@ -375,16 +375,17 @@ struct EngineFlags {
     /// Spread the shards' leaders of a new cluster of several members and shards over the
     /// members, ordering writes with the revision allocator on shard 0's leader
     /// (engine/SHARDING.md); `false`: one member leads every shard. Recorded in the data
-    /// directory at the member's first start (a joining member takes the cluster's).
+    /// directory at the member's first start (a joining member takes the cluster's). Unset:
+    /// spread, except on a member started alone; given (true) on a member started alone with
+    /// several shards: spread too, so members added later take leaderships.
     #[arg(
         long,
-        default_value_t = true,
         action = clap::ArgAction::Set,
         num_args = 0..=1,
         default_missing_value = "true",
         alias = "experimental-spread-shard-leaders"
     )]
-    spread_shard_leaders: bool,
+    spread_shard_leaders: Option<bool>,
     /// Where shard threads run: `unbound` (any CPU) or `per-core` (shard n pinned to the n-th
     /// CPU the process may run on, mod their count).
     #[arg(long, default_value = "unbound", value_parser = ["unbound", "per-core"])]
@@ -522,7 +523,8 @@ fn config(flags: &EngineFlags) -> anyhow::Result<EngineConfig> {
             ballast_engine::auth::DEFAULT_BCRYPT_COST
         },
     };
-    cfg.cluster.spread_leaders = flags.spread_shard_leaders;
+    cfg.cluster.spread_leaders = flags.spread_shard_leaders.unwrap_or(true);
+    cfg.cluster.spread_alone = flags.spread_shard_leaders == Some(true);
     cfg.shard.quota_backend_bytes = flags.quota_backend_bytes;
     cfg.shard.placement =
         if flags.shard_placement == "per-core" { ShardPlacement::PerCore } else { ShardPlacement::Unbound };

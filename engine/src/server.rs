@@ -277,9 +277,13 @@ fn identity(backend: &RocksBackend, cfg: &EngineConfig) -> Result<(u64, Membersh
 /// `cluster::revision_group`), and records the choice on its first start: every member of a
 /// cluster must place leaders alike, so a restart keeps the recorded placement whatever the
 /// flag says, and a joining member takes the one the cluster `told` it (`cluster::PLACEMENT_*`,
-/// 0: not told). Spreading needs several shards and members, and every member's raft ID to be
-/// its member ID (not a cluster grown from a member bootstrapped alone). A directory that
-/// predates the record (`existed`) keeps one member leading every shard, the placement it had.
+/// 0: not told). Spreading needs several shards, and several members at the first start or a
+/// member started alone that asked for it (`ClusterConfig::spread_alone`): otherwise a member
+/// started alone records one member leading, and so does every member that joins it later
+/// (the placement is not switched at run time; `engine/SHARDING.md`, "A cluster grown from one
+/// member"). A joiner not told a placement and finding the raft ID 1 of a member bootstrapped
+/// alone takes one member leading. A directory that predates the record (`existed`) keeps one
+/// member leading every shard, the placement it had.
 fn settle_leader_placement(
     backend: &RocksBackend,
     cfg: &EngineConfig,
@@ -299,8 +303,9 @@ fn settle_leader_placement(
         (None, _) if existed => PLACEMENT_TOGETHER,
         (None, PLACEMENT_SPREAD | PLACEMENT_TOGETHER) => told,
         (None, _) => {
-            let can_spread =
-                cfg.shards > 1 && membership.members.len() > 1 && !membership.members.iter().any(|m| m.raft_id == 1);
+            let several = membership.members.len() > 1 && !membership.members.iter().any(|m| m.raft_id == 1);
+            let alone = membership.members.len() == 1 && cfg.cluster.spread_alone;
+            let can_spread = cfg.shards > 1 && (several || alone);
             if cfg.cluster.spread_leaders && can_spread {
                 PLACEMENT_SPREAD
             } else {

@@ -160,8 +160,12 @@ async fn writers_and_watchers_on_every_member(c: Cluster) {
 
 /// Shard `s` of `shards` led by each member, as its `/metrics` says.
 fn leaderships(c: &Cluster, shards: usize) -> Vec<usize> {
-    c.members
-        .iter()
+    leaderships_of(c.members.iter(), shards)
+}
+
+/// [`leaderships`] of some members only (the others removed or stopped).
+fn leaderships_of<'a>(members: impl Iterator<Item = &'a crate::harness::Server>, shards: usize) -> Vec<usize> {
+    members
         .map(|m| {
             let out = std::process::Command::new("curl")
                 .args(["-s", "--max-time", "10", &format!("{}/metrics", m.url())])
@@ -175,9 +179,14 @@ fn leaderships(c: &Cluster, shards: usize) -> Vec<usize> {
 
 /// Waits until the members lead `shards` shards between them, none more than one above another.
 async fn assert_leaders_spread(c: &Cluster, shards: usize) -> Vec<usize> {
+    assert_running_lead_evenly(c, shards).await
+}
+
+/// [`assert_leaders_spread`] over the members still running.
+async fn assert_running_lead_evenly(c: &Cluster, shards: usize) -> Vec<usize> {
     let mut led = Vec::new();
     let spread = wait_for(Duration::from_secs(30), async || {
-        led = leaderships(c, shards);
+        led = leaderships_of(c.members.iter().filter(|m| m.is_running()), shards);
         let (min, max) = (led.iter().min().copied().unwrap_or(0), led.iter().max().copied().unwrap_or(0));
         led.iter().sum::<usize>() == shards && max <= min + 1
     })
@@ -385,6 +394,131 @@ async fn spread_cluster() -> Cluster {
     let c = Cluster::start_with_args(Target::Ballast, 3, &["--shards", "4", SPREAD[0]]).await;
     assert_leaders_spread(&c, 4).await;
     c
+}
+
+/// Runs `etcdctl member add` on `c`'s first member until it succeeds (`learner`: with
+/// `--learner`), then starts the member as `name` with the cluster's `--shards` only (it takes
+/// the cluster's leader placement from its peers) and adds it to `c`. Returns its peer URL.
+async fn add_member(c: &mut Cluster, name: &str, learner: bool) -> String {
+    let peer = crate::harness::free_port();
+    let url = format!("http://127.0.0.1:{peer}");
+    let mut args = vec!["member", "add", name];
+    let peer_flag = format!("--peer-urls={url}");
+    args.push(&peer_flag);
+    if learner {
+        args.push("--learner");
+    }
+    let eps = c.endpoints().join(",");
+    let eps_flag = format!("--endpoints={eps}");
+    let added = wait_for(Duration::from_secs(20), async || {
+        let mut with_eps = vec![eps_flag.as_str()];
+        with_eps.extend(&args);
+        c.members[0].etcdctl(&with_eps).status.success()
+    })
+    .await;
+    assert!(added, "{name} was never added");
+    let mut ic: Vec<String> = c.members.iter().map(|m| format!("{}={}", m.name(), m.peer_url())).collect();
+    ic.push(format!("{name}={url}"));
+    let mut m =
+        crate::harness::Server::member_of(Target::Ballast, name, crate::harness::free_port(), peer, &ic.join(","));
+    m.join = true;
+    m.extra_args = vec!["--shards".into(), "6".into()];
+    m.spawn_member();
+    assert!(m.ready().await, "{name} did not start; its log:\n{}", m.log_tail());
+    c.members.push(m);
+    url
+}
+
+/// A member started alone with `--shards 6 --spread-shard-leaders` grows by MemberAdd into a
+/// cluster whose leaderships follow its voters: a second member takes three shards, a learner
+/// takes none until it is promoted, then each of the three leads two; after a member is
+/// removed the two left lead three each. Writes to keys of every shard take dense revisions
+/// while it is alone and through either member left at the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_started_alone_spreads_leaders_as_it_grows() {
+    let mut c = Cluster::start_with_args(Target::Ballast, 1, &["--shards", "6", SPREAD[0]]).await;
+    assert_eq!(leaderships(&c, 6), vec![6], "a member alone leads every shard");
+    // Alone, it takes its rounds' revisions from its own allocator: dense across shards.
+    let mut alone = Vec::new();
+    for (i, ns) in NAMESPACES.iter().enumerate() {
+        let key = format!("/registry/configmaps/{ns}/alone{i}");
+        let r = c.members[0].client().await.put(key.as_str(), "v", None).await.expect("put");
+        alone.push(r.header().expect("header").revision());
+    }
+    assert!(alone.windows(2).all(|w| w[1] == w[0] + 1), "revisions are dense across shards: {alone:?}");
+    add_member(&mut c, "m2", false).await;
+    assert_eq!(assert_leaders_spread(&c, 6).await, vec![3, 3]);
+    let m3 = add_member(&mut c, "m3", true).await;
+    let id = {
+        let list = ok(&c.members[0].etcdctl(&["member", "list"]));
+        let line = list.lines().find(|l| l.contains(&format!(", {m3}, "))).map(str::to_string);
+        let line = line.unwrap_or_else(|| panic!("m3 in the list: {list}"));
+        line.split(", ").next().expect("ID").to_string()
+    };
+    let eps = c.endpoints().join(",");
+    // Caught up with every shard before the check, so its /metrics speaks for every group.
+    let r = c.members[0].client().await.put("/registry/configmaps/default/mark", "v", None).await.expect("put");
+    c.wait_caught_up(r.header().expect("header").revision()).await;
+    assert_eq!(leaderships(&c, 6), vec![3, 3, 0], "a learner leads nothing");
+    let promoted = wait_for(Duration::from_secs(20), async || {
+        let out = c.members[0].etcdctl(&[&format!("--endpoints={eps}"), "member", "promote", &id]);
+        out.status.success()
+    })
+    .await;
+    assert!(promoted, "the learner was never promoted; its log:\n{}", c.members[2].log_tail());
+    assert_eq!(assert_leaders_spread(&c, 6).await, vec![2, 2, 2], "a promoted learner takes leaderships");
+    let m2 = c.ids().await[1];
+    let left = format!("--endpoints={},{}", c.members[0].endpoint(), c.members[2].endpoint());
+    let removed = wait_for(Duration::from_secs(20), async || {
+        let o = c.members[0].etcdctl(&[&left, "member", "remove", &format!("{m2:x}")]);
+        o.status.success() || String::from_utf8_lossy(&o.stderr).contains("etcdserver: member not found")
+    })
+    .await;
+    assert!(removed, "m2 was never removed");
+    c.members[1].kill9(); // a removed member stops by itself; make sure
+    assert_eq!(assert_running_lead_evenly(&c, 6).await, vec![3, 3]);
+    let mut revs = Vec::new();
+    for i in 0..12 {
+        let ns = NAMESPACES[i % NAMESPACES.len()];
+        let key = format!("/registry/configmaps/{ns}/g{i}");
+        let m = if i % 2 == 0 { 0 } else { 2 };
+        let r = c.members[m].client().await.put(key.as_str(), "v", None).await.expect("put");
+        revs.push(r.header().expect("header").revision());
+    }
+    assert!(revs.windows(2).all(|w| w[1] == w[0] + 1), "revisions are dense across shards: {revs:?}");
+}
+
+/// Removing the member that leads shard 0 (and runs the revision allocator) from a 3-member,
+/// 6-shard cluster with spread leaders: the two members left take its shards and settle at three
+/// each, and both still acknowledge writes to keys of every shard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_a_member_spreads_its_shards_over_the_rest() {
+    let mut c = Cluster::start_with_args(Target::Ballast, 3, &["--shards", "6", SPREAD[0]]).await;
+    assert_eq!(assert_leaders_spread(&c, 6).await, vec![2, 2, 2]);
+    let leader = c.leader().await;
+    let leader_id = c.ids().await[leader];
+    let asker = (leader + 1) % 3;
+    let survivors: Vec<String> = (0..3).filter(|i| *i != leader).map(|i| c.members[i].endpoint()).collect();
+    let eps = survivors.join(",");
+    let removed = wait_for(Duration::from_secs(20), async || {
+        let o =
+            c.members[asker].etcdctl(&[&format!("--endpoints={eps}"), "member", "remove", &format!("{leader_id:x}")]);
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        // The allocator's member leaving may cut the answer short; the next try finds it gone.
+        o.status.success() || err.contains("etcdserver: member not found")
+    })
+    .await;
+    assert!(removed, "the member leading shard 0 was never removed");
+    c.members[leader].kill9(); // a removed member stops by itself; make sure
+    assert_eq!(assert_running_lead_evenly(&c, 6).await, vec![3, 3]);
+    let list = ok(&c.members[asker].etcdctl(&["member", "list"]));
+    assert_eq!(list.lines().count(), 2, "{list}");
+    for (i, ns) in NAMESPACES.iter().enumerate() {
+        let m = (leader + 1 + i % 2) % 3;
+        let key = format!("/registry/configmaps/{ns}/after-remove");
+        let r = c.members[m].client().await.put(key.as_str(), "v", None).await;
+        assert!(r.is_ok(), "a write to {key} through {} after the removal: {r:?}", c.members[m].name());
+    }
 }
 
 /// Killing a member that leads some shards but not shard 0 (every member leads one of four

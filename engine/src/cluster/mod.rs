@@ -10,8 +10,8 @@
 //! shards, the shards' leaders spread over the members and take revisions from the revision
 //! allocator on shard 0's leader ([`revision_group`], reached through [`allocation`]), which tells
 //! every member how far every shard's writes reach ([`resolved`]), or (`spread_leaders` off, and
-//! always in a cluster grown from a member bootstrapped alone) one member leads them all
-//! (`shard::colocate`).
+//! in a cluster grown from a member bootstrapped alone without `spread_alone`) one member leads
+//! them all (`shard::colocate`).
 
 pub mod allocation;
 pub mod forwarding;
@@ -241,6 +241,12 @@ pub struct ClusterConfig {
     /// member is bootstrapped, a restart keeps the recorded one, and a joining member takes the
     /// cluster's.
     pub spread_leaders: bool,
+    /// Spread also on a member started alone with several shards (asked for explicitly with
+    /// `--spread-shard-leaders`): it records the spread placement, so members added later take
+    /// leaderships. Off by default because a lone member then takes every round's revisions
+    /// from its own allocator, one round of one shard at a time, where its shards otherwise
+    /// evaluate in parallel from one counter.
+    pub spread_alone: bool,
     /// How often a linearizable read on a cluster with spread shard leaders looks whether this
     /// member's shards hold the revision the allocator gave it. They reach it within about a
     /// round of each shard; 1 ms adds little to that without spinning.
@@ -281,6 +287,7 @@ impl Default for ClusterConfig {
             allocator: revision_group::AllocatorConfig::default(),
             read_poll: Duration::from_millis(1),
             spread_leaders: true,
+            spread_alone: false,
         }
     }
 }
