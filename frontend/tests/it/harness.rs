@@ -106,6 +106,30 @@ fn on_own_runtime(name: &str, body: impl AsyncFnOnce() + Send + 'static) -> std:
         .expect("a thread for a test server")
 }
 
+/// A server running on [`on_own_runtime`]: dropping it tells it to stop and waits until its
+/// thread (and so its runtime and every task on it) has ended.
+struct ServerThread {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ServerThread {
+    fn new(stop: tokio::sync::oneshot::Sender<()>, thread: std::thread::JoinHandle<()>) -> ServerThread {
+        ServerThread { stop: Some(stop), thread: Some(thread) }
+    }
+}
+
+impl Drop for ServerThread {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 /// Which etcd v3 server the frontend stores into.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Backend {
@@ -207,8 +231,8 @@ impl StorageServer {
 /// test's runtime shutting down cannot strand it), in a temporary data directory.
 pub(crate) struct EngineServer {
     endpoint: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    /// Stopped before the data directory goes (fields drop in order).
+    _server: ServerThread,
     _dir: tempfile::TempDir,
 }
 
@@ -239,24 +263,13 @@ impl EngineServer {
             }
         });
         let server =
-            EngineServer { endpoint: format!("http://{addr}"), stop: Some(stop), thread: Some(thread), _dir: dir };
+            EngineServer { endpoint: format!("http://{addr}"), _server: ServerThread::new(stop, thread), _dir: dir };
         let up = wait_for(Duration::from_secs(20), async || {
             TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok()
         })
         .await;
         assert!(up, "the Ballast engine did not start");
         server
-    }
-}
-
-impl Drop for EngineServer {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }
 
@@ -282,6 +295,10 @@ impl Etcd {
                 .args(["--listen-client-urls", &client_url, "--advertise-client-urls", &client_url])
                 .args(["--listen-peer-urls", &peer_url, "--initial-advertise-peer-urls", &peer_url])
                 .args(["--initial-cluster", &format!("test={peer_url}")])
+                // A lone member serves once it has elected itself, an election timeout after
+                // start: etcd's 1 s default (heartbeat 100 ms) is half a second of every start;
+                // on loopback with no other member a tenth of it is as safe.
+                .args(["--heartbeat-interval", "10", "--election-timeout", "100"])
                 .stdout(Stdio::null())
                 .stderr(log)
                 .spawn()
@@ -372,61 +389,43 @@ pub(crate) struct Cluster {
     ca_pem: String,
     admin_cert_pem: String,
     admin_key_pem: String,
-    frontend: Option<FrontendThread>,
+    frontend: Option<ServerThread>,
 }
 
-/// The frontend on its own thread and runtime. Stopping it drops that runtime, which ends every
-/// task the frontend started (watch caches, its connections to the store), so the storage
-/// server stopped after it has no clients left to wait for: the Ballast engine gives open
-/// streams a grace period before it stops, which a frontend on the test's runtime (alive until
-/// the test returns) kept open for all of it.
-struct FrontendThread {
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl FrontendThread {
-    /// Starts the frontend; returns it with its address and admin kubeconfig.
-    async fn start(
-        config: FrontendConfig,
-        storage: Option<ballast_apiserver::storage::SharedStorage>,
-        delegation: ballast_frontend::Delegation,
-    ) -> (FrontendThread, SocketAddr, PathBuf) {
-        let (started_tx, started) = tokio::sync::oneshot::channel::<Result<(SocketAddr, PathBuf), String>>();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let thread = on_own_runtime("test-frontend", async move || {
-            match Frontend::start_in_chain_on(config, storage, delegation).await {
-                Ok(frontend) => {
-                    let serving = (frontend.local_addr(), frontend.admin_kubeconfig().to_path_buf());
-                    let _ = started_tx.send(Ok(serving));
-                    frontend
-                        .serve(async {
-                            let _ = stopped.await;
-                        })
-                        .await;
-                }
-                Err(e) => {
-                    let _ = started_tx.send(Err(e.to_string()));
-                }
+/// Starts the frontend on its own thread and runtime; returns that thread with the frontend's
+/// address and admin kubeconfig. Stopping the thread drops the runtime, which ends every task
+/// the frontend started (watch caches, its connections to the store), so the storage server
+/// stopped after it has no clients left to wait for: the Ballast engine gives open streams a
+/// grace period before it stops, which a frontend on the test's runtime (alive until the test
+/// returns) kept open for all of it.
+async fn start_frontend(
+    config: FrontendConfig,
+    storage: Option<ballast_apiserver::storage::SharedStorage>,
+    delegation: ballast_frontend::Delegation,
+) -> (ServerThread, SocketAddr, PathBuf) {
+    let (started_tx, started) = tokio::sync::oneshot::channel::<Result<(SocketAddr, PathBuf), String>>();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let thread = on_own_runtime("test-frontend", async move || {
+        match Frontend::start_in_chain_on(config, storage, delegation).await {
+            Ok(frontend) => {
+                let serving = (frontend.local_addr(), frontend.admin_kubeconfig().to_path_buf());
+                let _ = started_tx.send(Ok(serving));
+                frontend
+                    .serve(async {
+                        let _ = stopped.await;
+                    })
+                    .await;
             }
-        });
-        let frontend = FrontendThread { stop: Some(stop), thread: Some(thread) };
-        match started.await {
-            Ok(Ok((addr, kubeconfig))) => (frontend, addr, kubeconfig),
-            Ok(Err(e)) => panic!("frontend starts: {e}"),
-            Err(_) => panic!("the frontend thread ended before the frontend started"),
+            Err(e) => {
+                let _ = started_tx.send(Err(e.to_string()));
+            }
         }
-    }
-}
-
-impl Drop for FrontendThread {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+    });
+    let frontend = ServerThread::new(stop, thread);
+    match started.await {
+        Ok(Ok((addr, kubeconfig))) => (frontend, addr, kubeconfig),
+        Ok(Err(e)) => panic!("frontend starts: {e}"),
+        Err(_) => panic!("the frontend thread ended before the frontend started"),
     }
 }
 
@@ -539,7 +538,7 @@ impl Cluster {
         } else {
             ballast_frontend::Delegation::default()
         };
-        let (frontend, addr, kubeconfig) = FrontendThread::start(config, storage, delegation).await;
+        let (frontend, addr, kubeconfig) = start_frontend(config, storage, delegation).await;
         let certs = dir.path().join("certs");
         let read = |name: &str| std::fs::read_to_string(certs.join(name)).expect("cert file");
         Cluster {
