@@ -112,6 +112,7 @@ async fn reconcile_all(
     for def in definitions.values().filter(|d| d.terminating && has_cleanup_finalizer(d)) {
         start_cleanup(stores, kind, def, registry);
     }
+    let mut writes = Vec::new();
     for def in definitions.values() {
         let Some(status) = desired_status(def, definitions, &**store.kinds()) else { continue };
         let mut obj = match def.object.as_object() {
@@ -119,10 +120,25 @@ async fn reconcile_all(
             None => continue,
         };
         obj.insert("status".into(), status);
-        match store.update_status(kind, "", &def.name, obj, false).await {
+        writes.push((def.name.clone(), obj));
+    }
+    if writes.is_empty() {
+        return;
+    }
+    // Served as the statuses will say before they say it: a client that reads `Established`
+    // (`kubectl wait --for condition=established`) finds the resources in discovery at once,
+    // not when this controller's watch brings its own write back.
+    let mut next = definitions.clone();
+    for (name, obj) in &writes {
+        next.insert(name.clone(), Definition::from_json(&Value::Object(obj.clone())));
+    }
+    registry.replace(next);
+    for (name, obj) in writes {
+        match store.update_status(kind, "", &name, obj, false).await {
             Ok(_) => {}
-            // Another frontend wrote first, or the definition went away: the watch brings it.
-            Err(e) => tracing::debug!(error = %e, name = %def.name, "writing a definition's status"),
+            // Another frontend wrote first, or the definition went away: the watch brings it
+            // (and this replica's registry back to what is stored).
+            Err(e) => tracing::debug!(error = %e, name = %name, "writing a definition's status"),
         }
     }
 }

@@ -31,13 +31,14 @@ pub(crate) fn config(dir: &std::path::Path) -> ballast_aggregator::AggregatorCon
     }
 }
 
+/// The APIService's Available condition, read in-process (a poll: kubectl's reading of
+/// APIServices is checked where the test lists them).
 async fn condition(c: &Cluster, name: &str) -> Value {
-    let out = c.kubectl(&["get", "apiservice", name, "-o", "json"]).await;
-    if !out.ok {
+    let r = c.request(Credentials::Admin, "GET", &apiservice_path(name), None, "").await;
+    if r.status != 200 {
         return Value::Null;
     }
-    let obj: Value = serde_json::from_str(&out.stdout).unwrap_or_default();
-    obj["status"]["conditions"]
+    r.json()["status"]["conditions"]
         .as_array()
         .and_then(|c| c.iter().find(|c| c["type"] == "Available"))
         .cloned()
@@ -53,6 +54,10 @@ async fn wait_condition(c: &Cluster, name: &str, status: &str, reason: &str) -> 
     .await;
     assert!(held, "{name}: wanted Available={status} ({reason}), last {last}");
     last
+}
+
+fn apiservice_path(name: &str) -> String {
+    format!("/apis/apiregistration.k8s.io/v1/apiservices/{name}")
 }
 
 fn registration(port: u16, ca_pem: &str) -> String {
@@ -139,8 +144,10 @@ async fn aggregation(backend: Backend) {
     assert!(apply(&c, crd).await.ok);
     wait_condition(&c, "v1.example.org", "True", "Local").await;
     c.must_kubectl(&["delete", "crd", "widgets.example.org"]).await;
-    let gone =
-        wait_for(Duration::from_secs(30), async || !c.kubectl(&["get", "apiservice", "v1.example.org"]).await.ok).await;
+    let gone = wait_for(Duration::from_secs(30), async || {
+        c.request(Credentials::Admin, "GET", &apiservice_path("v1.example.org"), None, "").await.status == 404
+    })
+    .await;
     assert!(gone, "the definition's APIService outlives it");
 
     // Validation with kube's texts.

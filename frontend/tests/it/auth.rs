@@ -46,7 +46,7 @@ async fn store_team_rbac(c: &Cluster) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_auth_can_i_and_whoami() {
     let c = Cluster::start_on(Backend::Memory).await;
-    c.must_kubectl(&["create", "namespace", "team"]).await;
+    c.create_namespace("team").await;
 
     // The admin (system:masters) may do anything.
     assert_eq!(c.must_kubectl(&["auth", "can-i", "create", "configmaps"]).await.trim(), "yes");
@@ -87,7 +87,7 @@ async fn kubectl_auth_can_i_and_whoami() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn impersonation_is_authorized_per_header() {
     let c = Cluster::start_on(Backend::Memory).await;
-    c.must_kubectl(&["create", "namespace", "team"]).await;
+    c.create_namespace("team").await;
     store_team_rbac(&c).await;
     let cms = "/api/v1/namespaces/team/configmaps";
 

@@ -23,6 +23,12 @@ both_backends!(
     a_large_definition_is_served_and_enforced
 );
 
+/// The path of definition `name`, for polls read in-process (kubectl's reading of definitions
+/// is checked where a test lists them).
+fn definition_path(name: &str) -> String {
+    format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+}
+
 async fn cluster(backend: Backend) -> Cluster {
     Cluster::start_with(Options { backend: Some(backend), crds: true, ..Options::default() }).await
 }
@@ -464,8 +470,7 @@ async fn conflicting_names_are_not_accepted(backend: Backend) {
     let file = write(&c, "gizmos.yaml", &other);
     c.must_kubectl(&["create", "-f", &file]).await;
     let said = wait_for(Duration::from_secs(10), async || {
-        let out = c.must_kubectl(&["get", "crd", "gizmos.example.com", "-o", "json"]).await;
-        let crd: Value = serde_json::from_str(&out).expect("json");
+        let crd = c.must_get(&definition_path("gizmos.example.com")).await;
         crd["status"]["conditions"].as_array().into_iter().flatten().any(|c| {
             c["type"] == "NamesAccepted"
                 && c["status"] == "False"
@@ -629,8 +634,10 @@ async fn definitions_follow_the_lifecycle_of_kube(backend: Backend) {
         ("True".into(), "InstanceDeletionInProgress".into(), "CustomResource deletion is in progress".into())
     );
     c.must_kubectl(&["patch", "widget", "held", "--type=merge", "-p", r#"{"metadata":{"finalizers":null}}"#]).await;
-    let gone =
-        wait_for(Duration::from_secs(10), async || !c.kubectl(&["get", "crd", "widgets.example.com"]).await.ok).await;
+    let gone = wait_for(Duration::from_secs(10), async || {
+        c.request(Credentials::Admin, "GET", &definition_path("widgets.example.com"), None, "").await.status == 404
+    })
+    .await;
     assert!(gone, "the definition goes once its last resource is gone");
 
     // A definition taking a built-in resource's names is not served, and says why; one that
@@ -641,8 +648,7 @@ async fn definitions_follow_the_lifecycle_of_kube(backend: Backend) {
     c.must_kubectl(&["wait", "--for", "condition=established", "--timeout=30s", "crd/edgegateways.networking.k8s.io"])
         .await;
     let said = wait_for(Duration::from_secs(10), async || {
-        let out = c.must_kubectl(&["get", "crd", "ingresses.networking.k8s.io", "-o", "json"]).await;
-        let crd: Value = serde_json::from_str(&out).expect("json");
+        let crd = c.must_get(&definition_path("ingresses.networking.k8s.io")).await;
         condition(&crd, "NamesAccepted")
             == ("False".into(), "PluralConflict".into(), "\"ingresses\" is already in use".into())
             && condition(&crd, "Established").1 == "NotAccepted"

@@ -1,11 +1,13 @@
 //! Test fixtures: the storage backend ([`Backend`]: the in-memory twin `MemStorage`, a stock
 //! etcd process, or the Ballast engine in-process on its own thread and runtime, the last two on
-//! free loopback ports), the frontend in-process on a free port against it ([`Cluster`]), kubectl
-//! runs with a deadline ([`Cluster::kubectl`]), and a small HTTPS client in the test's process
-//! ([`Cluster::request`], [`Cluster::must_post`], [`Cluster::must_get`]). kubectl is kept for
-//! what proves kubectl works (its requests, its output, its errors); a test of the server's
-//! own behaviour (defaults, validation, lifecycle) talks to it in-process, which costs a
-//! fraction of a kubectl process.
+//! free loopback ports), the frontend in-process on its own thread and runtime and a free port
+//! against it ([`Cluster`]), kubectl runs with a deadline ([`Cluster::kubectl`]), and a small
+//! HTTPS client in the test's process ([`Cluster::request`], [`Cluster::must_post`],
+//! [`Cluster::must_get`]). kubectl is kept for what proves kubectl works (its requests, its
+//! output, its errors); a test of the server's own behaviour (defaults, validation, lifecycle),
+//! its setup and its polls talk to the server in-process: a kubectl process costs about 50 ms
+//! of CPU, mostly its own start, and is most of what a test on the in-memory twin costs (a
+//! cluster starts in under 20 ms).
 //!
 //! Two tiers: [`in_memory!`] runs a test body on `MemStorage` (the registry, patch, chain and
 //! kubectl behaviour, which does not depend on the store); [`both_backends!`] runs one against
@@ -27,14 +29,49 @@ use http_body_util::{BodyExt, Full};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
-/// The kubectl every test drives (the gcloud dispatcher, which picks the real binary by the
-/// server's minor version).
+/// The kubectl on the machine. Where it is gcloud's dispatcher, every run starts it, asks the
+/// server for `/version` and then executes `kubectl.1.<minor>` beside it: a second process
+/// start and a request that double what a run costs, so tests run that binary directly
+/// ([`kubectl_binary`]) and `kubectl::discovery_commands` goes
+/// through the dispatcher.
 pub(crate) const KUBECTL: &str = "/usr/bin/kubectl";
+
+/// The kubectl binary tests run: the one the dispatcher at [`KUBECTL`] would pick for our
+/// server's minor version, when [`KUBECTL`] is that dispatcher (a `kubectl.1.<minor>` sits
+/// beside the file it links to), else [`KUBECTL`] itself. Resolved once per test binary.
+pub(crate) fn kubectl_binary() -> &'static Path {
+    static BINARY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BINARY.get_or_init(|| {
+        let minor = ballast_frontend::kinds::KUBERNETES_VERSION.minor;
+        let real = std::fs::canonicalize(KUBECTL).unwrap_or_else(|e| panic!("{KUBECTL}: {e}"));
+        let versioned = real.with_file_name(format!("kubectl.1.{minor}"));
+        if versioned.is_file() {
+            versioned
+        } else {
+            PathBuf::from(KUBECTL)
+        }
+    })
+}
 const ETCD: &str = "/usr/bin/etcd";
 
 /// Bearer tokens in every cluster's token file: (token, user, groups).
 pub(crate) const ALICE_TOKEN: &str = "alice-token";
 pub(crate) const BOB_TOKEN: &str = "bob-token";
+
+/// A kubectl process of `program` with `home` as its home, its output piped, killed if dropped.
+///
+/// Go's collector is off (`GOGC=off`): kubectl's start-up allocates heavily and a test's run is
+/// short (at most 60 s, tens of MB), so collecting only costs CPU, about a fifth of a run's.
+pub(crate) fn kubectl_process(program: &Path, home: &Path) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.env("HOME", home)
+        .env("GOGC", "off")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free loopback port")
@@ -51,6 +88,47 @@ pub(crate) async fn wait_for(timeout: Duration, mut cond: impl AsyncFnMut() -> b
             return false;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Runs `body` on a thread of its own with a two-worker runtime of its own, which is dropped
+/// (ending every task spawned on it) when `body` returns: a server a test starts neither
+/// depends on the test's runtime nor outlives the thread that owns it.
+fn on_own_runtime(name: &str, body: impl AsyncFnOnce() + Send + 'static) -> std::thread::JoinHandle<()> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("a runtime for a test server");
+            rt.block_on(body());
+        })
+        .expect("a thread for a test server")
+}
+
+/// A server running on [`on_own_runtime`]: dropping it tells it to stop and waits until its
+/// thread (and so its runtime and every task on it) has ended.
+struct ServerThread {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ServerThread {
+    fn new(stop: tokio::sync::oneshot::Sender<()>, thread: std::thread::JoinHandle<()>) -> ServerThread {
+        ServerThread { stop: Some(stop), thread: Some(thread) }
+    }
+}
+
+impl Drop for ServerThread {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 }
 
@@ -155,8 +233,8 @@ impl StorageServer {
 /// test's runtime shutting down cannot strand it), in a temporary data directory.
 pub(crate) struct EngineServer {
     endpoint: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    /// Stopped before the data directory goes (fields drop in order).
+    _server: ServerThread,
     _dir: tempfile::TempDir,
 }
 
@@ -175,46 +253,25 @@ impl EngineServer {
             ..ballast_engine::EngineConfig::default()
         };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name("test-engine".into())
-            .spawn(move || {
-                let rt = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(2)
-                    .enable_all()
-                    .build()
-                    .expect("engine runtime");
-                rt.block_on(async move {
-                    let engine = ballast_engine::Engine::start(&cfg).expect("engine starts");
-                    if let Err(e) = engine
-                        .serve(async {
-                            let _ = stopped.await;
-                        })
-                        .await
-                    {
-                        eprintln!("engine stopped with an error: {e}");
-                    }
-                });
-            })
-            .expect("engine thread");
+        let thread = on_own_runtime("test-engine", async move || {
+            let engine = ballast_engine::Engine::start(&cfg).expect("engine starts");
+            if let Err(e) = engine
+                .serve(async {
+                    let _ = stopped.await;
+                })
+                .await
+            {
+                eprintln!("engine stopped with an error: {e}");
+            }
+        });
         let server =
-            EngineServer { endpoint: format!("http://{addr}"), stop: Some(stop), thread: Some(thread), _dir: dir };
+            EngineServer { endpoint: format!("http://{addr}"), _server: ServerThread::new(stop, thread), _dir: dir };
         let up = wait_for(Duration::from_secs(20), async || {
             TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok()
         })
         .await;
         assert!(up, "the Ballast engine did not start");
         server
-    }
-}
-
-impl Drop for EngineServer {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }
 
@@ -240,6 +297,10 @@ impl Etcd {
                 .args(["--listen-client-urls", &client_url, "--advertise-client-urls", &client_url])
                 .args(["--listen-peer-urls", &peer_url, "--initial-advertise-peer-urls", &peer_url])
                 .args(["--initial-cluster", &format!("test={peer_url}")])
+                // A lone member serves once it has elected itself, an election timeout after
+                // start: etcd's 1 s default (heartbeat 100 ms) is half a second of every start;
+                // on loopback with no other member a tenth of it is as safe.
+                .args(["--heartbeat-interval", "10", "--election-timeout", "100"])
                 .stdout(Stdio::null())
                 .stderr(log)
                 .spawn()
@@ -330,7 +391,44 @@ pub(crate) struct Cluster {
     ca_pem: String,
     admin_cert_pem: String,
     admin_key_pem: String,
-    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    frontend: Option<ServerThread>,
+}
+
+/// Starts the frontend on its own thread and runtime; returns that thread with the frontend's
+/// address and admin kubeconfig. Stopping the thread drops the runtime, which ends every task
+/// the frontend started (watch caches, its connections to the store), so the storage server
+/// stopped after it has no clients left to wait for: the Ballast engine gives open streams a
+/// grace period before it stops, which a frontend on the test's runtime (alive until the test
+/// returns) kept open for all of it.
+async fn start_frontend(
+    config: FrontendConfig,
+    storage: Option<ballast_apiserver::storage::SharedStorage>,
+    delegation: ballast_frontend::Delegation,
+) -> (ServerThread, SocketAddr, PathBuf) {
+    let (started_tx, started) = tokio::sync::oneshot::channel::<Result<(SocketAddr, PathBuf), String>>();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let thread = on_own_runtime("test-frontend", async move || {
+        match Frontend::start_in_chain_on(config, storage, delegation).await {
+            Ok(frontend) => {
+                let serving = (frontend.local_addr(), frontend.admin_kubeconfig().to_path_buf());
+                let _ = started_tx.send(Ok(serving));
+                frontend
+                    .serve(async {
+                        let _ = stopped.await;
+                    })
+                    .await;
+            }
+            Err(e) => {
+                let _ = started_tx.send(Err(e.to_string()));
+            }
+        }
+    });
+    let frontend = ServerThread::new(stop, thread);
+    match started.await {
+        Ok(Ok((addr, kubeconfig))) => (frontend, addr, kubeconfig),
+        Ok(Err(e)) => panic!("frontend starts: {e}"),
+        Err(_) => panic!("the frontend thread ended before the frontend started"),
+    }
 }
 
 /// A finished kubectl run.
@@ -442,14 +540,7 @@ impl Cluster {
         } else {
             ballast_frontend::Delegation::default()
         };
-        let frontend = Frontend::start_in_chain_on(config, storage, delegation).await;
-        let frontend = frontend.expect("frontend starts");
-        let addr = frontend.local_addr();
-        let kubeconfig = frontend.admin_kubeconfig().to_path_buf();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(frontend.serve(async {
-            let _ = rx.await;
-        }));
+        let (frontend, addr, kubeconfig) = start_frontend(config, storage, delegation).await;
         let certs = dir.path().join("certs");
         let read = |name: &str| std::fs::read_to_string(certs.join(name)).expect("cert file");
         Cluster {
@@ -460,28 +551,36 @@ impl Cluster {
             admin_cert_pem: read("admin.crt"),
             admin_key_pem: read("admin.key"),
             dir,
-            shutdown: Some(tx),
+            frontend: Some(frontend),
         }
     }
 
     fn kubectl_command(&self, args: &[&str]) -> tokio::process::Command {
-        let mut cmd = tokio::process::Command::new(KUBECTL);
+        self.kubectl_command_of(kubectl_binary(), args)
+    }
+
+    fn kubectl_command_of(&self, program: &Path, args: &[&str]) -> tokio::process::Command {
+        let mut cmd = kubectl_process(program, self.dir.path());
         cmd.arg("--kubeconfig")
             .arg(&self.kubeconfig)
             .arg("--cache-dir")
             .arg(self.dir.path().join("kube-cache"))
-            .args(args)
-            .env("HOME", self.dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
+            .args(args);
         cmd
     }
 
     /// Runs kubectl with the admin kubeconfig; panics if it takes longer than 60 s.
     pub(crate) async fn kubectl(&self, args: &[&str]) -> KubectlOutput {
-        let child = self.kubectl_command(args).spawn().expect("spawn kubectl");
+        self.run_kubectl(self.kubectl_command(args), args).await
+    }
+
+    /// Runs [`KUBECTL`] itself (the dispatcher, where it is one) with the admin kubeconfig.
+    pub(crate) async fn kubectl_through_dispatcher(&self, args: &[&str]) -> KubectlOutput {
+        self.run_kubectl(self.kubectl_command_of(Path::new(KUBECTL), args), args).await
+    }
+
+    async fn run_kubectl(&self, mut command: tokio::process::Command, args: &[&str]) -> KubectlOutput {
+        let child = command.spawn().expect("spawn kubectl");
         let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
             .await
             .unwrap_or_else(|_| panic!("kubectl {args:?} timed out"))
@@ -683,6 +782,19 @@ impl Cluster {
         r.json()
     }
 
+    /// Creates namespace `name` as the admin, in-process (for tests where kubectl's part is
+    /// elsewhere).
+    pub(crate) async fn create_namespace(&self, name: &str) {
+        self.must_post(&serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})).await;
+    }
+
+    /// Creates service account `name` in `namespace` as the admin, in-process.
+    pub(crate) async fn create_service_account(&self, namespace: &str, name: &str) -> serde_json::Value {
+        let account = serde_json::json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                                         "metadata": {"name": name, "namespace": namespace}});
+        self.must_post(&account).await
+    }
+
     /// Puts a JSON value into storage (for RBAC objects, which are not served over REST yet).
     pub(crate) async fn etcd_put(&self, key: &str, value: &serde_json::Value) {
         self.storage_put(key, value.to_string().into_bytes()).await;
@@ -751,9 +863,8 @@ impl Cluster {
 }
 
 impl Drop for Cluster {
+    /// Stops the frontend before the storage server (a field, dropped after this).
     fn drop(&mut self) {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
+        drop(self.frontend.take());
     }
 }

@@ -103,8 +103,10 @@ async fn configmap_and_secret_lifecycle(backend: Backend) {
 
 async fn get_watch_sees_writes_from_another_client(backend: Backend) {
     let c = Cluster::start_on(backend).await;
-    c.must_kubectl(&["create", "ns", "w"]).await;
-    c.must_kubectl(&["create", "configmap", "before", "-n", "w", "--from-literal=a=1"]).await;
+    c.create_namespace("w").await;
+    c.must_post(&serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                                    "metadata": {"name": "before", "namespace": "w"}, "data": {"a": "1"}}))
+        .await;
     let mut watcher =
         c.spawn_kubectl(&["get", "configmaps", "-n", "w", "--watch", "--output-watch-events", "-o", "json"]);
     let stdout = watcher.stdout.take().expect("piped stdout");
@@ -146,6 +148,15 @@ async fn discovery_commands(backend: Backend) {
     assert!(rows.contains(&vec!["secrets", "v1", "true", "Secret"]), "{resources}");
     let version = c.must_kubectl(&["version", "-o", "json"]).await;
     assert_eq!(json(&version)["serverVersion"]["minor"], "33");
+    // The machine's kubectl as a person runs it: where it is gcloud's dispatcher, it reads the
+    // server's version and runs the kubectl of that minor, the binary the other tests run.
+    let dispatched = c.kubectl_through_dispatcher(&["version", "-o", "json"]).await;
+    assert!(dispatched.ok, "{}", dispatched.stderr);
+    let dispatched = json(&dispatched.stdout);
+    assert_eq!(dispatched["serverVersion"]["minor"], "33");
+    assert_eq!(dispatched["clientVersion"], json(&version)["clientVersion"]);
+    let namespaces = c.kubectl_through_dispatcher(&["get", "ns", "default", "-o", "name"]).await;
+    assert_eq!(namespaces.stdout.trim(), "namespace/default", "{}", namespaces.stderr);
     let health = c.must_kubectl(&["get", "--raw", "/readyz?verbose"]).await;
     assert!(health.contains("[+]etcd ok") && health.contains("readyz check passed"), "{health}");
     assert!(c.kubeconfig_path().ends_with("admin.kubeconfig"));

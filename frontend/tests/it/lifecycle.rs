@@ -188,7 +188,7 @@ async fn namespaces_refuse_content_when_missing_or_terminating(backend: Backend)
         out.stderr
     );
 
-    c.must_kubectl(&["create", "ns", "going"]).await;
+    c.create_namespace("going").await;
     // spec.finalizers change only through /finalize.
     let mut ns = c.must_get("/api/v1/namespaces/going").await;
     ns["spec"]["finalizers"] = json!([]);

@@ -19,19 +19,6 @@ in_memory!(
 
 const JSON: Option<&str> = Some("application/json");
 
-async fn create_ns(c: &Cluster, name: &str) {
-    let r = c
-        .request(
-            Credentials::Admin,
-            "POST",
-            "/api/v1/namespaces",
-            JSON,
-            json!({"metadata": {"name": name}}).to_string(),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
-}
-
 async fn create_cm(c: &Cluster, ns: &str, body: Value) -> Value {
     let r = c
         .request(Credentials::Admin, "POST", &format!("/api/v1/namespaces/{ns}/configmaps"), JSON, body.to_string())
@@ -155,7 +142,7 @@ async fn rbac_denies_by_default_and_honours_stored_bindings(backend: Backend) {
 
 async fn write_errors_use_kube_statuses(backend: Backend) {
     let c = Cluster::start_on(backend).await;
-    create_ns(&c, "e").await;
+    c.create_namespace("e").await;
     let path = "/api/v1/namespaces/e/configmaps";
     let r = c.request(Credentials::Admin, "POST", path, JSON, "{not json").await;
     let body = r.json();
@@ -283,8 +270,8 @@ async fn protobuf_bodies_from_kubectl_create_decode(backend: Backend) {
 
 async fn lists_select_and_page(backend: Backend) {
     let c = Cluster::start_on(backend).await;
-    create_ns(&c, "l").await;
-    create_ns(&c, "m").await;
+    c.create_namespace("l").await;
+    c.create_namespace("m").await;
     for (name, tier) in [("a", "web"), ("b", "db"), ("c", "web"), ("d", "cache"), ("e", "")] {
         let labels = if tier.is_empty() { json!({}) } else { json!({"tier": tier}) };
         create_cm(&c, "l", json!({"metadata": {"name": name, "labels": labels}})).await;
@@ -341,7 +328,7 @@ async fn lists_select_and_page(backend: Backend) {
 
 async fn watch_from_resource_version_replays_history(backend: Backend) {
     let c = Cluster::start_on(backend).await;
-    create_ns(&c, "w").await;
+    c.create_namespace("w").await;
     let list = c.request(Credentials::Admin, "GET", "/api/v1/namespaces/w/configmaps", None, "").await.json();
     let rv = list["metadata"]["resourceVersion"].as_str().expect("list rv").to_string();
     let cm = create_cm(&c, "w", json!({"metadata": {"name": "x", "labels": {"app": "a"}}})).await;
@@ -377,17 +364,18 @@ async fn watch_from_resource_version_replays_history(backend: Backend) {
             })
             .collect()
     };
-    let events = watch(&format!("resourceVersion={rv}")).await;
+    // The three watches each run to their one-second timeout; they run at once.
+    let (all, labelled) = (format!("resourceVersion={rv}"), format!("resourceVersion={rv}&labelSelector=app%3Da"));
+    let (events, selected, current) = tokio::join!(watch(&all), watch(&labelled), watch(""));
     let kinds: Vec<(&str, &str)> = events.iter().map(|(t, app, _)| (t.as_str(), app.as_str())).collect();
     assert_eq!(kinds, [("ADDED", "a"), ("MODIFIED", "b"), ("DELETED", "b")]);
     let rvs: Vec<i64> = events.iter().map(|(_, _, rv)| rv.parse().expect("numeric rv")).collect();
     assert!(rvs.windows(2).all(|w| w[0] < w[1]), "{rvs:?}");
     // With a selector, leaving it is a DELETED and the later delete is not seen.
-    let events = watch(&format!("resourceVersion={rv}&labelSelector=app%3Da")).await;
-    let kinds: Vec<(&str, &str)> = events.iter().map(|(t, app, _)| (t.as_str(), app.as_str())).collect();
+    let kinds: Vec<(&str, &str)> = selected.iter().map(|(t, app, _)| (t.as_str(), app.as_str())).collect();
     assert_eq!(kinds, [("ADDED", "a"), ("DELETED", "a")]);
     // Without a resourceVersion: the current state first (nothing here), then nothing.
-    assert!(watch("").await.is_empty());
+    assert!(current.is_empty(), "{current:?}");
 }
 
 async fn discovery_forms_follow_accept(backend: Backend) {

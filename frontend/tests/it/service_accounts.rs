@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::harness::{both_backends, in_memory, Backend, Cluster, Credentials, Options, BOB_TOKEN, KUBECTL};
+use crate::harness::{both_backends, in_memory, Backend, Cluster, Credentials, Options, BOB_TOKEN};
 use ballast_apiserver::authn::service_account::keys::SigningKey;
 use ballast_apiserver::authn::service_account::{Claims, KubernetesClaims, ObjectRef, TokenIssuer};
 
@@ -24,7 +24,7 @@ async fn kubectl_as(c: &Cluster, token: &str, args: &[&str]) -> (bool, String, S
     let ca = c.dir().join("serving-ca.crt");
     std::fs::write(&ca, c.ca_pem()).expect("ca file");
     std::fs::write(c.dir().join("empty.kubeconfig"), "apiVersion: v1\nkind: Config\n").expect("kubeconfig");
-    let child = tokio::process::Command::new(KUBECTL)
+    let child = crate::harness::kubectl_process(crate::harness::kubectl_binary(), c.dir())
         .arg("--kubeconfig")
         .arg(c.dir().join("empty.kubeconfig"))
         .arg(format!("--server=https://{}", c.addr))
@@ -33,11 +33,6 @@ async fn kubectl_as(c: &Cluster, token: &str, args: &[&str]) -> (bool, String, S
         .arg("--cache-dir")
         .arg(c.dir().join("token-cache"))
         .args(args)
-        .env("HOME", c.dir())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
         .spawn()
         .expect("spawn kubectl");
     let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
@@ -65,14 +60,13 @@ async fn whoami(c: &Cluster, token: &str) -> Result<Value, String> {
 
 /// Binds the aggregated `view` ClusterRole to the service account `team:bot` in `team`.
 async fn let_team_bot_view(c: &Cluster) {
-    let args = ["create", "rolebinding", "bot-view", "-n", "team", "--clusterrole=view", "--serviceaccount=team:bot"];
-    c.must_kubectl(&args).await;
-}
-
-fn write(c: &Cluster, name: &str, value: &Value) -> String {
-    let path = c.dir().join(name);
-    std::fs::write(&path, value.to_string()).expect("write manifest");
-    path.display().to_string()
+    c.must_post(&json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "bot-view", "namespace": "team"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "ServiceAccount", "name": "bot", "namespace": "team"}],
+    }))
+    .await;
 }
 
 fn pod(name: &str, account: &str) -> Value {
@@ -82,8 +76,8 @@ fn pod(name: &str, account: &str) -> Value {
 
 async fn kubectl_service_account_tokens(backend: Backend) {
     let c = Cluster::start_on(backend).await;
-    c.must_kubectl(&["create", "namespace", "team"]).await;
-    c.must_kubectl(&["create", "serviceaccount", "bot", "-n", "team"]).await;
+    c.create_namespace("team").await;
+    c.create_service_account("team", "bot").await;
     let token = c
         .must_kubectl(&["create", "token", "bot", "-n", "team", "--audience", ISSUER, "--duration", "15m"])
         .await
@@ -114,7 +108,7 @@ async fn kubectl_service_account_tokens(backend: Backend) {
 
     // Bound to a pod that runs as the account: the pod's name and uid are in the identity, and
     // the token dies with the pod.
-    c.must_kubectl(&["create", "-f", &write(&c, "web.json", &pod("web", "bot"))]).await;
+    c.must_post(&pod("web", "bot")).await;
     let bound = c
         .must_kubectl(&["create", "token", "bot", "-n", "team", "--bound-object-kind=Pod", "--bound-object-name=web"])
         .await
@@ -139,8 +133,8 @@ async fn kubectl_service_account_tokens(backend: Backend) {
     let refused = whoami(&c, &bound).await.expect_err("the pod is gone");
     assert!(refused.contains("Unauthorized") || refused.contains("must be logged in"), "{refused}");
     // A pod running as another account cannot carry this account's token.
-    c.must_kubectl(&["create", "serviceaccount", "other", "-n", "team"]).await;
-    c.must_kubectl(&["create", "-f", &write(&c, "db.json", &pod("db", "other"))]).await;
+    c.create_service_account("team", "other").await;
+    c.must_post(&pod("db", "other")).await;
     let out =
         c.kubectl(&["create", "token", "bot", "-n", "team", "--bound-object-kind=Pod", "--bound-object-name=db"]).await;
     assert!(
@@ -161,8 +155,9 @@ async fn kubectl_service_account_tokens(backend: Backend) {
     assert!(out.stderr.contains(r#"serviceaccounts "ghost" not found"#), "{}", out.stderr);
 
     // Deleting and recreating the account (a new uid) invalidates its tokens.
-    c.must_kubectl(&["delete", "serviceaccount", "bot", "-n", "team"]).await;
-    c.must_kubectl(&["create", "serviceaccount", "bot", "-n", "team"]).await;
+    let r = c.request(Credentials::Admin, "DELETE", "/api/v1/namespaces/team/serviceaccounts/bot", None, "").await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    c.create_service_account("team", "bot").await;
     assert!(whoami(&c, &token).await.is_err(), "a token of the old account");
 }
 
@@ -202,7 +197,7 @@ async fn with_openssl_key(backend: Backend, args: &[&str], label: &str) -> (Clus
 async fn sec1_signing_key(backend: Backend) {
     let args = ["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", "{}"];
     let (c, pem) = with_openssl_key(backend, &args, "EC PRIVATE KEY").await;
-    c.must_kubectl(&["create", "serviceaccount", "bot"]).await;
+    c.create_service_account("default", "bot").await;
     let token = c.must_kubectl(&["create", "token", "bot"]).await.trim().to_string();
     let header = jsonwebtoken::decode_header(&token).expect("a JWT");
     assert_eq!(header.alg, jsonwebtoken::Algorithm::ES256);
@@ -238,8 +233,7 @@ async fn post_token_review(c: &Cluster, as_: Credentials<'_>, token: &str, audie
 
 async fn bad_tokens_are_refused(backend: Backend) {
     let (c, pem) = with_rsa_key(backend).await;
-    c.must_kubectl(&["create", "serviceaccount", "bot"]).await;
-    let sa: Value = serde_json::from_str(&c.must_kubectl(&["get", "sa", "bot", "-o", "json"]).await).expect("sa json");
+    let sa = c.create_service_account("default", "bot").await;
     let uid = sa["metadata"]["uid"].as_str().expect("uid").to_string();
     let issuer = TokenIssuer::new(ISSUER, SigningKey::from_pem(pem.as_bytes()).expect("rsa key"));
     let good = issuer.sign(claims(3600, ISSUER, &uid)).expect("sign");
@@ -294,9 +288,9 @@ async fn bad_tokens_are_refused(backend: Backend) {
 /// authenticator and authorizer do, and reads the published trust ConfigMap.
 async fn extension_server_reviews(backend: Backend) {
     let c = Cluster::start_on(backend).await;
-    c.must_kubectl(&["create", "namespace", "team"]).await;
+    c.create_namespace("team").await;
     for (ns, name) in [("kube-system", "metrics"), ("team", "bot")] {
-        c.must_kubectl(&["create", "serviceaccount", name, "-n", ns]).await;
+        c.create_service_account(ns, name).await;
     }
     let ext = c.must_kubectl(&["create", "token", "metrics", "-n", "kube-system"]).await.trim().to_string();
     let bot = c.must_kubectl(&["create", "token", "bot", "-n", "team"]).await.trim().to_string();
@@ -357,7 +351,7 @@ async fn extension_server_reviews(backend: Backend) {
 
 async fn oidc_discovery_verifies_tokens(backend: Backend) {
     let c = Cluster::start_on(backend).await;
-    c.must_kubectl(&["create", "serviceaccount", "bot"]).await;
+    c.create_service_account("default", "bot").await;
     let token = c.must_kubectl(&["create", "token", "bot"]).await.trim().to_string();
     // Anonymous callers may not read the documents; service accounts may.
     let r = c.request(Credentials::None, "GET", "/.well-known/openid-configuration", None, "").await;

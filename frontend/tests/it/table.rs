@@ -33,9 +33,14 @@ fn is_age(s: &str) -> bool {
 
 async fn kubectl_get_prints_kube_columns(backend: Backend) {
     let c = Cluster::start_on(backend).await;
-    c.must_kubectl(&["create", "ns", "t"]).await;
-    c.must_kubectl(&["create", "configmap", "two", "-n", "t", "--from-literal=a=1", "--from-literal=b=2"]).await;
-    c.must_kubectl(&["create", "secret", "generic", "s", "-n", "t", "--from-literal=k=v"]).await;
+    // kubectl's part is reading; the objects are written in-process.
+    c.create_namespace("t").await;
+    let two = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "two", "namespace": "t"},
+                     "data": {"a": "1", "b": "2"}});
+    c.must_post(&two).await;
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "t"},
+                        "data": {"k": "dg=="}});
+    c.must_post(&secret).await;
 
     let cms = rows(&c.must_kubectl(&["get", "cm", "-n", "t"]).await);
     assert_eq!(cms[0], ["NAME", "DATA", "AGE"]);
@@ -64,8 +69,10 @@ async fn kubectl_get_prints_kube_columns(backend: Backend) {
 
 async fn kubectl_get_watch_prints_rows_as_they_come(backend: Backend) {
     let c = Cluster::start_on(backend).await;
-    c.must_kubectl(&["create", "ns", "w"]).await;
-    c.must_kubectl(&["create", "configmap", "before", "-n", "w", "--from-literal=a=1"]).await;
+    c.create_namespace("w").await;
+    c.must_post(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "before", "namespace": "w"},
+                        "data": {"a": "1"}}))
+        .await;
     let mut watcher = c.spawn_kubectl(&["get", "cm", "-n", "w", "-w", "--request-timeout=60s"]);
     let stdout = watcher.stdout.take().expect("piped stdout");
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
