@@ -108,6 +108,10 @@ pub struct EngineConfig {
     /// cause, before it exits non-zero. 2 s lets a probe or an operator polling `/livez` see
     /// why; etcd exits at once, and every request but the health endpoints already fails.
     pub fatal_exit_delay: Duration,
+    /// How long a stopping member waits for its servers to finish what they serve before it
+    /// stops its shards. Unary calls end within a round; a watch never ends on its own, so the
+    /// wait is cut off. 2 s lets calls in flight answer without holding a restart back.
+    pub shutdown_drain: Duration,
     /// The client port's HTTP/2 limits (etcd's `--max-concurrent-streams`,
     /// `--grpc-keepalive-interval`, `--grpc-keepalive-timeout`).
     pub grpc_limits: crate::api::GrpcLimits,
@@ -143,6 +147,7 @@ impl Default for EngineConfig {
             shards: 1,
             http2_connection_window: 16 << 20,
             fatal_exit_delay: Duration::from_secs(2),
+            shutdown_drain: Duration::from_secs(2),
             grpc_limits: crate::api::GrpcLimits::default(),
             cors: vec!["*".into()],
             auth: AuthConfig::default(),
@@ -180,6 +185,7 @@ pub struct Engine {
     http2_connection_window: u32,
     resolved_interval: Duration,
     fatal_exit_delay: Duration,
+    shutdown_drain: Duration,
 }
 
 /// Records the shard count in a new data directory; refuses another count for an existing one
@@ -319,7 +325,11 @@ fn settle_leader_placement(
         backend.write(wb, WriteOpts { sync: true })?;
     }
     let spread = placement == PLACEMENT_SPREAD && cfg.shards > 1;
-    if spread != cfg.cluster.spread_leaders && cfg.shards > 1 && membership.members.len() > 1 {
+    // Also said to a member alone that is asked to spread (`--spread-shard-leaders` given) but
+    // recorded one leader at its first start.
+    let asked_alone = membership.members.len() == 1 && cfg.cluster.spread_alone && cfg.cluster.spread_leaders;
+    let differs = (membership.members.len() > 1 && spread != cfg.cluster.spread_leaders) || (asked_alone && !spread);
+    if differs && cfg.shards > 1 {
         tracing::warn!(
             spread,
             "the cluster's shard leaders are placed as its data directory records, not as --spread-shard-leaders says"
@@ -602,6 +612,7 @@ impl Engine {
             http2_connection_window: cfg.http2_connection_window,
             resolved_interval: cfg.cluster.resolved_interval,
             fatal_exit_delay: cfg.fatal_exit_delay,
+            shutdown_drain: cfg.shutdown_drain,
         })
     }
 
@@ -732,8 +743,8 @@ impl Engine {
         }
         let _ = stop_tx.send(());
         for s in servers {
-            // A server still draining long streams (watches) is cut off after a grace period.
-            let _ = tokio::time::timeout(Duration::from_secs(2), s).await;
+            // A server still draining long streams (watches) is cut off after the drain.
+            let _ = tokio::time::timeout(self.shutdown_drain, s).await;
         }
         let shard_result = match shard_result {
             Some(r) => r,
