@@ -25,12 +25,7 @@ trap cleanup EXIT
 source benches/store.sh
 
 commit=$(git rev-parse --short HEAD)
-out="benches/results/$(date -u +%F)-$commit-check-perf.md"
-n=2
-while [[ -e $out ]]; do
-  out="benches/results/$(date -u +%F)-$commit-check-perf-$n.md"
-  n=$((n + 1))
-done
+out=$(results_file check-perf)
 {
   echo "# etcdctl check perf --load=$load, etcd vs Ballast ($commit)"
   echo

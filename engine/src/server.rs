@@ -25,7 +25,7 @@ use futures::StreamExt;
 use crate::api::authority::AuthorityFix;
 use crate::api::ping_policy::PingPolicy;
 use crate::api::watch_grpc::WatchServer;
-use crate::api::{client_server::GrpcDeadlineLayer, health::HealthService, http::HttpLayer, metrics::GrpcMetricsLayer};
+use crate::api::{client_server::GrpcDeadline, health::HealthService, http::HttpLayer, metrics::GrpcMetricsLayer};
 use crate::api::{cluster::ClusterService, kv::KvService, lease::LeaseService, maintenance::MaintenanceService};
 use crate::api::{election::ElectionService, lock::LockService};
 use crate::api::{learner::LearnerLayer, peer::PeerService, unary::KvUnaryLayer, watch::WatchService};
@@ -818,7 +818,7 @@ where
     let svc = tower::ServiceBuilder::new()
         .layer(crate::api::message_limit::MessageLimitLayer)
         .layer(HttpLayer::new(api.clone()))
-        .layer(GrpcDeadlineLayer)
+        .layer_fn(GrpcDeadline::new)
         .layer(GrpcMetricsLayer)
         .layer(LearnerLayer::new(api.clone()))
         .layer(KvUnaryLayer::new(KvService::new(api.clone()), limit))

@@ -21,7 +21,7 @@ use futures::StreamExt;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tonic::body::Body;
 use tonic::transport::server::Connected;
-use tower::{Layer, Service, ServiceExt};
+use tower::{Service, ServiceExt};
 
 use super::unary::BoxFuture;
 use super::GrpcLimits;
@@ -91,29 +91,24 @@ pub async fn serve<IO, I, S>(
     closing_tx.closed().await;
 }
 
-/// Wraps a service with [`GrpcDeadline`].
-#[derive(Clone, Copy, Debug, Default)]
-pub struct GrpcDeadlineLayer;
-
-impl<S> Layer<S> for GrpcDeadlineLayer {
-    type Service = GrpcDeadline<S>;
-
-    fn layer(&self, inner: S) -> GrpcDeadline<S> {
-        GrpcDeadline { inner }
-    }
-}
-
 /// Ends a gRPC call whose `grpc-timeout` passes before it answers, with the status tonic's
-/// server gave (Cancelled, "Timeout expired"); other requests pass untouched.
+/// server gave (Cancelled, "Timeout expired"); other requests pass untouched. The inner
+/// service's future is already boxed, so a call without a deadline costs no allocation here.
 #[derive(Clone, Debug)]
 pub struct GrpcDeadline<S> {
     inner: S,
 }
 
+impl<S> GrpcDeadline<S> {
+    /// Wraps `inner`.
+    pub fn new(inner: S) -> Self {
+        GrpcDeadline { inner }
+    }
+}
+
 impl<S> Service<http::Request<Body>> for GrpcDeadline<S>
 where
-    S: Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible> + Send + 'static,
-    S::Future: Send + 'static,
+    S: Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible, Future = BoxFuture>,
 {
     type Response = http::Response<Body>;
     type Error = Infallible;
@@ -127,7 +122,7 @@ where
         let deadline = if super::http::is_grpc(&req) { grpc_timeout(req.headers()) } else { None };
         let call = self.inner.call(req);
         match deadline {
-            None => Box::pin(call),
+            None => call,
             Some(d) => Box::pin(async move {
                 match tokio::time::timeout(d, call).await {
                     Ok(answer) => answer,
@@ -148,13 +143,18 @@ fn grpc_timeout(headers: &http::HeaderMap) -> Option<Duration> {
         return None;
     }
     let count: u64 = count.parse().ok()?;
+    Some(Duration::from_nanos(count.saturating_mul(timeout_unit_nanos(unit)?)))
+}
+
+/// Nanoseconds in a `grpc-timeout` unit (`H M S m u n`), shared with the gateway's reading.
+pub(super) fn timeout_unit_nanos(unit: &str) -> Option<u64> {
     Some(match unit {
-        "H" => Duration::from_secs(count * 3600),
-        "M" => Duration::from_secs(count * 60),
-        "S" => Duration::from_secs(count),
-        "m" => Duration::from_millis(count),
-        "u" => Duration::from_micros(count),
-        "n" => Duration::from_nanos(count),
+        "H" => 3_600_000_000_000,
+        "M" => 60_000_000_000,
+        "S" => 1_000_000_000,
+        "m" => 1_000_000,
+        "u" => 1_000,
+        "n" => 1,
         _ => return None,
     })
 }
@@ -177,7 +177,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_passed_deadline_ends_grpc_calls_only() {
-        let slow = || GrpcDeadlineLayer.layer(tower::service_fn(slow_answer));
+        let slow = || GrpcDeadline::new(tower::service_fn(|req| -> BoxFuture { Box::pin(slow_answer(req)) }));
         let answer = slow().oneshot(request("application/grpc", "0n")).await.unwrap();
         let status = tonic::Status::from_header_map(answer.headers()).expect("a status");
         assert_eq!((status.code(), status.message()), (tonic::Code::Cancelled, "Timeout expired"));

@@ -321,15 +321,7 @@ fn grpc_timeout(value: &str) -> Result<Option<Duration>, ()> {
         return Err(());
     };
     let (count, unit) = value.split_at(split);
-    let per_unit_nanos: u64 = match unit {
-        "H" => 3_600_000_000_000,
-        "M" => 60_000_000_000,
-        "S" => 1_000_000_000,
-        "m" => 1_000_000,
-        "u" => 1_000,
-        "n" => 1,
-        _ => return Err(()),
-    };
+    let per_unit_nanos = super::client_server::timeout_unit_nanos(unit).ok_or(())?;
     let count: i64 = count.parse().map_err(|_| ())?;
     Ok(match count {
         0 => None,
