@@ -15,14 +15,8 @@ load=${LOAD:-s}
 repeats=${REPEATS:-2}
 cargo build --release -p ballast
 ballast=${CARGO_TARGET_DIR:-target}/release/ballast
-work=$(mktemp -d)
-store_pid=
-cleanup() {
-  [[ -n "$store_pid" ]] && kill -9 "$store_pid" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
 source benches/store.sh
+bench_workdir
 
 commit=$(git rev-parse --short HEAD)
 out=$(results_file check-perf)

@@ -16,15 +16,8 @@ duration=10
 cargo build --release -p ballast -p ballast-load
 load=target/release/ballast-load
 scenarios=${SCENARIOS:-$($load list)}
-work=$(mktemp -d)
-store_pid=
-cleanup() {
-  [[ -n "$store_pid" ]] && kill -9 "$store_pid" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
 source benches/store.sh
+bench_workdir
 
 raw="$work/raw.jsonl"
 port=23800

@@ -46,3 +46,12 @@ results_file() {
   while [[ -e "$out" ]]; do out="$base-$n.md"; n=$((n + 1)); done
   echo "$out"
 }
+
+# Sets `work` to a new temporary directory and `store_pid` to none; at exit the store started
+# with start_store is killed and the directory removed. For scripts whose only process is the
+# store.
+bench_workdir() {
+  work=$(mktemp -d)
+  store_pid=
+  trap 'if [[ -n "$store_pid" ]]; then kill -9 "$store_pid" 2>/dev/null || true; fi; rm -rf "$work"' EXIT
+}

@@ -18,14 +18,8 @@ cargo build --release -p ballast -p ballast-load
 load=target/release/ballast-load
 [[ -n "${CARGO_TARGET_DIR:-}" ]] && load=$CARGO_TARGET_DIR/release/ballast-load
 ballast=${load%/ballast-load}/ballast
-work=$(mktemp -d)
-store_pid=
-cleanup() {
-  [[ -n "$store_pid" ]] && kill -9 "$store_pid" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
 source benches/store.sh
+bench_workdir
 
 # A CA and a server certificate for 127.0.0.1 (RSA 2048, as etcd's docs and most installs use).
 certs="$work/certs"
