@@ -38,26 +38,41 @@ pub fn first_mismatch(group: &str, version: &str, kind: &str, obj: &Map<String, 
     let defs = definitions();
     let name = defs.kind_schema(group, version, kind)?;
     let schema = defs.schemas.get(name)?;
-    let at = Place { structure: go_name(name), path: String::new() };
+    let at = Place { structure: go_name(name), field: None };
     check_object(defs, schema, obj, &at, 0)
 }
 
 /// Where a value sits, in the terms of Go's error: the innermost struct and the field path.
-struct Place {
-    structure: String,
-    path: String,
+/// The path is the chain of fields up to here, spelled out only for a mismatch (the walk
+/// visits every field of every body; few are wrong).
+#[derive(Clone, Copy)]
+struct Place<'a> {
+    structure: &'a str,
+    /// The place of the parent and this field's name; `None` at the top.
+    field: Option<(&'a Place<'a>, &'a str)>,
 }
 
-impl Place {
-    fn field(&self, name: &str) -> Place {
-        let path = if self.path.is_empty() { name.to_string() } else { format!("{}.{name}", self.path) };
-        Place { structure: self.structure.clone(), path }
+impl<'a> Place<'a> {
+    fn field<'b>(&'b self, name: &'b str) -> Place<'b> {
+        Place { structure: self.structure, field: Some((self, name)) }
+    }
+
+    /// The dotted field path from the top.
+    fn path(&self) -> String {
+        let mut names = Vec::new();
+        let mut at = self;
+        while let Some((parent, name)) = at.field {
+            names.push(name);
+            at = parent;
+        }
+        names.reverse();
+        names.join(".")
     }
 }
 
 /// `io.k8s.api.core.v1.ConfigMap` → `ConfigMap`.
-fn go_name(definition: &str) -> String {
-    definition.rsplit('.').next().unwrap_or(definition).to_string()
+fn go_name(definition: &str) -> &str {
+    definition.rsplit('.').next().unwrap_or(definition)
 }
 
 /// `io.k8s.api.core.v1.Container` → `v1.Container` (Go's package-qualified type name).
@@ -108,11 +123,11 @@ fn json_word(value: &Value) -> &'static str {
     }
 }
 
-fn mismatch(defs: &Definitions, schema: &Value, at: &Place, word: &str) -> Option<String> {
+fn mismatch(defs: &Definitions, schema: &Value, at: &Place<'_>, word: &str) -> Option<String> {
     Some(format!(
         "json: cannot unmarshal {word} into Go struct field {}.{} of type {}",
         at.structure,
-        at.path,
+        at.path(),
         go_type(defs, schema)
     ))
 }
@@ -121,7 +136,7 @@ fn check_object(
     defs: &Definitions,
     schema: &Value,
     obj: &Map<String, Value>,
-    at: &Place,
+    at: &Place<'_>,
     depth: usize,
 ) -> Option<String> {
     let properties = schema.get("properties").and_then(Value::as_object)?;
@@ -131,7 +146,7 @@ fn check_object(
     })
 }
 
-fn check(defs: &Definitions, schema: &Value, value: &Value, at: &Place, depth: usize) -> Option<String> {
+fn check(defs: &Definitions, schema: &Value, value: &Value, at: &Place<'_>, depth: usize) -> Option<String> {
     if depth > MAX_DEPTH || value.is_null() {
         return None;
     }
@@ -168,7 +183,7 @@ fn check(defs: &Definitions, schema: &Value, value: &Value, at: &Place, depth: u
             if let Some(values) = resolved.get("additionalProperties").filter(|a| a.is_object()) {
                 return fields.values().find_map(|v| check(defs, values, v, at, depth + 1));
             }
-            let inner = Place { structure: structure.unwrap_or_else(|| at.structure.clone()), path: at.path.clone() };
+            let inner = Place { structure: structure.unwrap_or(at.structure), field: at.field };
             return check_object(defs, resolved, fields, &inner, depth);
         }
         ("", _) => true,

@@ -27,9 +27,12 @@ pub fn prune(group: &str, version: &str, kind: &str, obj: &mut Map<String, Value
         return Vec::new();
     };
     let mut unknown = Vec::new();
+    let mut path = String::new();
     for (key, value) in obj.iter_mut() {
         if let Some(schema) = properties.get(key) {
-            walk(defs, schema, value, key, &mut unknown, 0);
+            path.clear();
+            path.push_str(key);
+            walk(defs, schema, value, &mut path, &mut unknown, 0);
         }
     }
     unknown.sort();
@@ -46,7 +49,16 @@ fn resolve<'a>(defs: &'a Definitions, schema: &'a Value) -> &'a Value {
     current
 }
 
-fn walk(defs: &Definitions, schema: &Value, value: &mut Value, path: &str, unknown: &mut Vec<String>, depth: usize) {
+/// Walks `value` at `path`, which it extends for the children and leaves as it was (one
+/// buffer for the whole walk: paths are spelled out only for unknown fields).
+fn walk(
+    defs: &Definitions,
+    schema: &Value,
+    value: &mut Value,
+    path: &mut String,
+    unknown: &mut Vec<String>,
+    depth: usize,
+) {
     if depth > MAX_DEPTH {
         return;
     }
@@ -68,12 +80,12 @@ fn walk(defs: &Definitions, schema: &Value, value: &mut Value, path: &str, unkno
                         known
                     });
                     for (key, child) in fields.iter_mut() {
-                        walk(defs, &properties[key], child, &format!("{path}.{key}"), unknown, depth + 1);
+                        at_field(path, key, |path| walk(defs, &properties[key], child, path, unknown, depth + 1));
                     }
                 }
                 (_, Some(additional)) => {
                     for (key, child) in fields.iter_mut() {
-                        walk(defs, additional, child, &format!("{path}.{key}"), unknown, depth + 1);
+                        at_field(path, key, |path| walk(defs, additional, child, path, unknown, depth + 1));
                     }
                 }
                 (None, None) => {}
@@ -82,12 +94,27 @@ fn walk(defs: &Definitions, schema: &Value, value: &mut Value, path: &str, unkno
         Value::Array(items) => {
             if let Some(item_schema) = schema.get("items") {
                 for (i, item) in items.iter_mut().enumerate() {
-                    walk(defs, item_schema, item, &format!("{path}[{i}]"), unknown, depth + 1);
+                    let len = path.len();
+                    {
+                        use std::fmt::Write;
+                        let _ = write!(path, "[{i}]");
+                    }
+                    walk(defs, item_schema, item, path, unknown, depth + 1);
+                    path.truncate(len);
                 }
             }
         }
         _ => {}
     }
+}
+
+/// Runs `f` with `.key` appended to `path`, then takes it off again.
+fn at_field(path: &mut String, key: &str, f: impl FnOnce(&mut String)) {
+    let len = path.len();
+    path.push('.');
+    path.push_str(key);
+    f(path);
+    path.truncate(len);
 }
 
 #[cfg(test)]

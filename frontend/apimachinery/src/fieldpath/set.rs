@@ -39,12 +39,23 @@ impl Set {
 
     /// Adds `path` (the empty path adds nothing).
     pub fn insert(&mut self, path: &[PathElement]) {
+        // Elements already present are not copied: sets are built path by path, most of whose
+        // elements the set already has.
         match path {
             [] => {}
             [last] => {
-                self.members.insert(last.clone());
+                if !self.members.contains(last) {
+                    self.members.insert(last.clone());
+                }
             }
-            [first, rest @ ..] => self.children.entry(first.clone()).or_default().insert(rest),
+            [first, rest @ ..] => match self.children.get_mut(first) {
+                Some(child) => child.insert(rest),
+                None => {
+                    let mut child = Set::new();
+                    child.insert(rest);
+                    self.children.insert(first.clone(), child);
+                }
+            },
         }
     }
 
@@ -82,6 +93,23 @@ impl Set {
         }
     }
 
+    /// Adds every path of `other`, taking it.
+    pub fn union_in_place_owned(&mut self, other: Set) {
+        if self.is_empty() {
+            *self = other;
+            return;
+        }
+        self.members.extend(other.members);
+        for (pe, child) in other.children {
+            match self.children.get_mut(&pe) {
+                Some(mine) => mine.union_in_place_owned(child),
+                None => {
+                    self.children.insert(pe, child);
+                }
+            }
+        }
+    }
+
     /// Returns the paths of `self` that are not in `other` (see the module doc for the one
     /// asymmetry).
     pub fn difference(&self, other: &Set) -> Set {
@@ -109,6 +137,17 @@ impl Set {
         };
         few.iter().any(|m| many.contains(m))
             || self.children.iter().any(|(pe, child)| other.children.get(pe).is_some_and(|o| child.intersects(o)))
+    }
+
+    /// Takes the paths of `other` out of `self`: [`Set::difference`] without a copy.
+    pub fn remove_in_place(&mut self, other: &Set) {
+        self.members.retain(|m| !other.members.contains(m));
+        self.children.retain(|pe, child| {
+            if let Some(theirs) = other.children.get(pe) {
+                child.remove_in_place(theirs);
+            }
+            !child.is_empty()
+        });
     }
 
     /// Returns the paths in both sets.
@@ -227,6 +266,9 @@ mod tests {
         // Owning `.spec` does not take `.spec.paused` away.
         assert_eq!(a.difference(&b), set(&[&["spec", "paused"], &["metadata", "labels", "app"]]));
         assert_eq!(a.intersection(&b), set(&[&["spec", "replicas"]]));
+        let mut taken = a.clone();
+        taken.remove_in_place(&b);
+        assert_eq!(taken, a.difference(&b));
         assert!(a.has(&[f("spec"), f("paused")]) && !a.has(&[f("spec")]));
         assert_eq!(a.without_prefixes(&[&[f("spec")]]), set(&[&["metadata", "labels", "app"]]));
         assert_eq!(a.with_prefix_only(&[f("spec")]), set(&[&["spec", "replicas"], &["spec", "paused"]]));

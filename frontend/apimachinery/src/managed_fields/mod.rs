@@ -103,12 +103,11 @@ fn strip_set() -> &'static Set {
 }
 
 /// Returns `set` without the paths no manager owns.
-fn stripped(set: Set) -> Set {
+fn stripped(mut set: Set) -> Set {
     if set.intersects(strip_set()) {
-        set.difference(strip_set())
-    } else {
-        set
+        set.remove_in_place(strip_set());
     }
+    set
 }
 
 fn build_strip_set() -> Set {
@@ -362,9 +361,10 @@ impl FieldManager<'_> {
             }
             None => (Set::new(), String::new()),
         };
-        let current = managers.entries.get(&key).map(|e| e.set.clone()).unwrap_or_default();
+        let empty = Set::new();
+        let current = managers.entries.get(&key).map_or(&empty, |e| &e.set);
         let merged = self
-            .prune(merged, &managers, &last_set, &last_version, &current)
+            .prune(merged, &managers, &last_set, &last_version, current)
             .map_err(typed("failed to prune fields", describe))?;
         let cmp = compare(self.schema, live, &merged).map_err(typed("failed to compare objects", describe))?;
         let conflicts = self

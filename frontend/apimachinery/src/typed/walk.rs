@@ -124,23 +124,26 @@ pub fn to_set(schema: &TypeSchema, value: &Value) -> Result<Set, TypedError> {
     Ok(set)
 }
 
-fn to_set_at(schema: &TypeSchema, id: TypeId, v: &Value, path: &mut Path, set: &mut Set) -> Result<(), TypedError> {
+/// Fills `set` with the paths below `v` (at `path`, kept for errors) and says whether `v` is
+/// a leaf, a member of its parent's set. Each level's set is built in place and handed to
+/// its parent, so no path is walked from the root again.
+fn to_set_at(schema: &TypeSchema, id: TypeId, v: &Value, path: &mut Path, set: &mut Set) -> Result<bool, TypedError> {
     match shape(schema, id, v) {
-        Shape::Leaf => set.insert(path),
+        Shape::Leaf => return Ok(true),
         Shape::Granular(id) => {
-            let Value::Object(m) = v else { return Ok(()) };
+            let Value::Object(m) = v else { return Ok(false) };
             for (k, child) in m {
                 path.push(PathElement::Field(k.clone()));
-                to_set_at(schema, schema.field(id, k), child, path, set)?;
+                let mut below = Set::new();
+                let leaf = to_set_at(schema, schema.field(id, k), child, path, &mut below)?;
                 let empty_map = matches!(child, Value::Object(c) if c.is_empty());
-                if child.is_null() || empty_map || !schema.is_named_field(id, k) {
-                    set.insert(path);
-                }
-                path.pop();
+                let member = leaf || child.is_null() || empty_map || !schema.is_named_field(id, k);
+                let pe = path.pop().unwrap_or_else(|| PathElement::Field(k.clone()));
+                add(set, pe, member, below);
             }
         }
         Shape::List(items, kind) => {
-            let Value::Array(list) = v else { return Ok(()) };
+            let Value::Array(list) = v else { return Ok(false) };
             let mut seen: HashMap<PathElement, usize> = HashMap::new();
             let mut elements = Vec::with_capacity(list.len());
             for (i, item) in list.iter().enumerate() {
@@ -150,16 +153,32 @@ fn to_set_at(schema: &TypeSchema, id: TypeId, v: &Value, path: &mut Path, set: &
             }
             for (pe, item) in elements.into_iter().zip(list) {
                 let duplicate = seen.get(&pe).copied().unwrap_or(0) > 1;
+                let mut below = Set::new();
                 path.push(pe);
                 if !duplicate {
-                    to_set_at(schema, items, item, path, set)?;
+                    to_set_at(schema, items, item, path, &mut below)?;
                 }
-                set.insert(path);
-                path.pop();
+                let pe = path.pop().unwrap_or(PathElement::Index(0));
+                add(set, pe, true, below);
             }
         }
     }
-    Ok(())
+    Ok(false)
+}
+
+/// Adds `pe` to `set`, as a member if `member`, with the paths `below` it.
+fn add(set: &mut Set, pe: PathElement, member: bool, below: Set) {
+    match (member, below.is_empty()) {
+        (true, true) => {
+            set.members.insert(pe);
+        }
+        (true, false) => {
+            set.members.insert(pe.clone());
+            set.children.entry(pe).or_default().union_in_place_owned(below);
+        }
+        (false, false) => set.children.entry(pe).or_default().union_in_place_owned(below),
+        (false, true) => {}
+    }
 }
 
 /// How two objects differ, as three sets of paths.

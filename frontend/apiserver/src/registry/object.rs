@@ -422,10 +422,10 @@ pub fn prepare_update(kind: &ResourceKind, new: &mut Object, old: &Object, names
             reason: format!("Precondition failed: UID in precondition: {new_uid}, UID in object meta: {old_uid}"),
         });
     }
-    let old_meta = map_field(old, "metadata").cloned().unwrap_or_default();
+    let old_meta = map_field(old, "metadata");
     let meta = map_field_mut(new, "metadata");
     for kept in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
-        match old_meta.get(kept) {
+        match old_meta.and_then(|m| m.get(kept)) {
             Some(v) => meta.insert(kept.into(), v.clone()),
             None => meta.remove(kept),
         };
@@ -584,12 +584,64 @@ pub fn from_storage_as(kind: &ResourceKind, bytes: &[u8], revision: i64) -> Resu
 
 /// Returns the bytes to store for `obj` (without `resourceVersion`).
 pub fn to_storage(obj: &Object) -> Vec<u8> {
-    let mut obj = obj.clone();
-    if let Some(Value::Object(meta)) = obj.get_mut("metadata") {
-        meta.remove("resourceVersion");
-        meta.remove("selfLink");
+    // Serialised in place, the two fields skipped, rather than from a copy without them: a
+    // write would otherwise copy the whole object once more only to drop it.
+    serde_json::to_vec(&Stored(obj)).unwrap_or_default()
+}
+
+/// The `metadata` fields never stored (the store's revision stands for `resourceVersion`).
+const UNSTORED_META: [&str; 2] = ["resourceVersion", "selfLink"];
+
+/// The metadata fields [`to_storage`] writes.
+fn stored_meta(meta: &Object) -> impl Iterator<Item = (&String, &Value)> {
+    meta.iter().filter(|(k, _)| !UNSTORED_META.contains(&k.as_str()))
+}
+
+/// An object as [`to_storage`] writes it.
+struct Stored<'a>(&'a Object);
+
+/// An object's metadata without [`UNSTORED_META`].
+struct StoredMeta<'a>(&'a Object);
+
+impl serde::Serialize for Stored<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in self.0 {
+            match v {
+                Value::Object(meta) if k == "metadata" => map.serialize_entry(k, &StoredMeta(meta))?,
+                _ => map.serialize_entry(k, v)?,
+            }
+        }
+        map.end()
     }
-    serde_json::to_vec(&obj).unwrap_or_default()
+}
+
+impl serde::Serialize for StoredMeta<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(None)?;
+        for (k, v) in stored_meta(self.0) {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+/// Whether `new` stores as the same bytes as `old` ([`to_storage`] of each), compared as
+/// values: no encoding, and it stops at the first difference.
+pub fn stores_same(new: &Object, old: &Object) -> bool {
+    new.len() == old.len()
+        && new.iter().zip(old).all(|((nk, nv), (ok, ov))| {
+            nk == ok
+                && match (nv, ov) {
+                    (Value::Object(n), Value::Object(o)) if nk == "metadata" => {
+                        let stored = |m| stored_meta(m).collect::<Vec<_>>();
+                        stored(n) == stored(o)
+                    }
+                    _ => nv == ov,
+                }
+        })
 }
 
 /// Decodes a stored value and sets its `resourceVersion` to `revision`.
@@ -609,6 +661,39 @@ mod tests {
     use super::*;
     use crate::registry::testing::{TestKinds, CONFIGMAPS};
     use serde_json::json;
+
+    fn obj(v: Value) -> Object {
+        match v {
+            Value::Object(m) => m,
+            _ => Object::new(),
+        }
+    }
+
+    #[test]
+    fn storage_skips_revision_and_self_link_and_no_op_check_agrees_with_bytes() {
+        let base = obj(json!({"kind": "ConfigMap", "data": {"k": "v"},
+            "metadata": {"name": "a", "resourceVersion": "5", "selfLink": "/x", "uid": "u"}}));
+        assert_eq!(
+            String::from_utf8(to_storage(&base)).unwrap_or_default(),
+            r#"{"data":{"k":"v"},"kind":"ConfigMap","metadata":{"name":"a","uid":"u"}}"#
+        );
+        let variants = [
+            json!({"kind": "ConfigMap", "data": {"k": "v"}, "metadata": {"name": "a", "resourceVersion": "9", "uid": "u"}}),
+            json!({"kind": "ConfigMap", "data": {"k": "w"}, "metadata": {"name": "a", "uid": "u"}}),
+            json!({"kind": "ConfigMap", "data": {"k": "v"}, "metadata": {"name": "a", "uid": "v"}}),
+            json!({"kind": "ConfigMap", "data": {"k": "v"}, "metadata": {"name": "a"}}),
+            json!({"kind": "ConfigMap", "data": {"k": "v"}, "metadata": "a"}),
+            json!({"kind": "ConfigMap", "data": {"k": "v"}}),
+            json!({"kind": "ConfigMap", "data": {"k": "v"}, "metadata": {"name": "a", "uid": "u"}, "x": 1}),
+        ];
+        for v in variants {
+            let other = obj(v);
+            let same = to_storage(&other) == to_storage(&base);
+            assert_eq!(stores_same(&other, &base), same, "{other:?}");
+            assert_eq!(stores_same(&base, &other), same, "{other:?}");
+        }
+        assert!(stores_same(&obj(json!({"metadata": {"resourceVersion": "1"}})), &obj(json!({"metadata": {}}))));
+    }
 
     #[test]
     fn decode_defaults_type_and_handles_unknown_fields() {

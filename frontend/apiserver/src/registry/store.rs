@@ -793,14 +793,13 @@ impl Store {
             let result = if completes_deletion {
                 self.storage.delete(key.as_bytes(), kv.mod_revision).await
             } else {
-                let bytes = object::to_storage(&new);
                 // A no-op update writes nothing and keeps the resourceVersion (no watch event).
-                if bytes == object::to_storage(&old) {
+                if object::stores_same(&new, &old) {
                     map_field_mut(&mut new, "metadata")
                         .insert("resourceVersion".into(), kv.mod_revision.to_string().into());
                     return Ok(new);
                 }
-                self.storage.update(key.as_bytes(), bytes, kv.mod_revision).await
+                self.storage.update(key.as_bytes(), object::to_storage(&new), kv.mod_revision).await
             };
             match result {
                 Ok(revision) => {
