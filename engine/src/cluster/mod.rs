@@ -18,6 +18,7 @@ pub mod forwarding;
 pub mod members;
 pub mod resolved;
 pub mod revision_group;
+pub mod revision_link;
 pub mod transport;
 
 use std::sync::Arc;
@@ -204,6 +205,11 @@ pub struct ClusterConfig {
     /// 4,096 is far more than the client port keeps in flight; past it the writers' own
     /// deadlines bound the wait.
     pub forward_queue: usize,
+    /// Requests, releases and reports queued per allocator member on this member's
+    /// `Revisions` stream ([`revision_link`]) before a request is refused (its round asks
+    /// again). Each shard has at most one request and one release outstanding, plus a report a
+    /// tick; 1,024 leaves room for reads and snapshots asking where the cluster stands.
+    pub revision_queue: usize,
     /// Forwarded writes per message on the `ForwardWrites` stream. 1,024 small writes are a
     /// few hundred KiB; a round rarely gathers more.
     pub max_forward_batch: usize,
@@ -276,6 +282,7 @@ impl Default for ClusterConfig {
             stream_window: 16,
             forward_queue: 4_096,
             max_forward_batch: 1_024,
+            revision_queue: 1_024,
             reconnect_backoff_min: Duration::from_millis(100),
             reconnect_backoff_max: Duration::from_secs(1),
             dial_timeout: Duration::from_secs(1),
