@@ -223,3 +223,65 @@ fn refuse(up: Up) {
         let _ = reply.send(None);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicI64, Ordering};
+
+    use ballast_proto::ballastpb::{ResolvedRevision, RevisionAnswer, RoundId};
+
+    use super::*;
+    use crate::cluster::ClusterConfig;
+
+    fn reserve(round: u64) -> ReserveRequest {
+        let id = RoundId { shard: 2, term: 3, round };
+        ReserveRequest { cluster_id: 9, epoch: 5, id: Some(id), want: 4, hold: false }
+    }
+
+    fn grant(id: u64, start: i64) -> RevisionAnswer {
+        let granted = ReserveResponse { epoch: 5, start, count: 4, resolved: start - 1, applied_index: vec![1, 2] };
+        RevisionAnswer { id, granted: Some(granted) }
+    }
+
+    #[test]
+    fn a_batch_keeps_queue_order_and_a_grant_nobody_takes_is_released() {
+        let router = PeerRouter::new(1, 9, &[(1, "http://127.0.0.1:1".into())], ClusterConfig::default());
+        let links = RevisionLinks::new(router, 1);
+        let seen = Arc::new(AtomicI64::new(0));
+        let sink = Arc::clone(&seen);
+        links.set_fact_sink(Box::new(move |f| sink.store(f.revision, Ordering::SeqCst)));
+
+        let (tx, mut rx) = mpsc::channel(8);
+        let (taken, mut granted) = oneshot::channel();
+        let (gone, dropped) = oneshot::channel();
+        let (refused, mut no) = oneshot::channel();
+        let release = ReleaseRequest { cluster_id: 9, epoch: 5, id: reserve(0).id, used: 2, index: 40 };
+        tx.try_send(Up::Reserve(reserve(2), gone)).expect("room");
+        tx.try_send(Up::Reserve(reserve(3), refused)).expect("room");
+        let (mut next_id, mut waiting) = (0, HashMap::new());
+        // A round's release and the next requests travel together, the release first.
+        let batch = links.cut(Up::Release(release), &mut rx, &mut next_id, &mut waiting);
+        tx.try_send(Up::Reserve(reserve(4), taken)).expect("room");
+        let second = links.cut(rx.try_recv().expect("queued"), &mut rx, &mut next_id, &mut waiting);
+        assert_eq!((batch.cluster_id, batch.from, batch.items.len(), second.items.len()), (9, 1, 3, 1));
+        assert!(matches!(batch.items[0].item, Some(revision_item::Item::Release(r)) if r == release));
+        assert_eq!(batch.items.iter().map(|i| i.id).collect::<Vec<_>>(), vec![0, 1, 2]);
+        assert_eq!(waiting.len(), 3);
+
+        drop(dropped);
+        let fact = ResolvedRevision { cluster_id: 9, revision: 77, applied_index: vec![3, 4] };
+        let answers = RevisionAnswers {
+            answers: vec![grant(1, 100), RevisionAnswer { id: 2, granted: None }, grant(3, 104)],
+            fact: Some(fact),
+        };
+        let unclaimed = links.deliver(answers, &mut waiting);
+        assert!(waiting.is_empty());
+        assert_eq!(granted.try_recv().expect("answered").map(|g| g.start), Some(104));
+        assert_eq!(no.try_recv().expect("answered"), None, "a refusal is no grant");
+        // The grant of the round that gave up goes back unused, for that round.
+        let want = ReleaseRequest { cluster_id: 9, epoch: 5, id: reserve(2).id, used: 0, index: 0 };
+        assert_eq!(unclaimed.len(), 1);
+        assert!(matches!(unclaimed[0].item, Some(revision_item::Item::Release(r)) if r == want));
+        assert_eq!(seen.load(Ordering::SeqCst), 77, "the fact reached the sink");
+    }
+}
