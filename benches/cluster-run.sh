@@ -283,6 +283,11 @@ for s, t in by.items():
     fail = lambda r: " (failed)" if r.get("failed") else ""
     lines.append(f"| {s} | {er:,.0f}{fail(e)} | {br:,.0f}{fail(b)} | {ratio} | {e.get('p50_ms', 0):.2f} / {e.get('p99_ms', 0):.2f} | "
                  f"{b.get('p50_ms', 0):.2f} / {b.get('p99_ms', 0):.2f} | {ec:,.1f} / {bc:,.1f} | {cpu_ratio} |")
+def pair(o, b):
+    # Two Ballast clusters' ops/s, CPU µs per op and "p50 / p99 | p50 / p99" for one row.
+    lat = f"{o.get('p50_ms', 0):.2f} / {o.get('p99_ms', 0):.2f} | {b.get('p50_ms', 0):.2f} / {b.get('p99_ms', 0):.2f}"
+    return (o.get("ops_per_sec", 0), b.get("ops_per_sec", 0), o.get("server_cpu_us_per_op", 0),
+            b.get("server_cpu_us_per_op", 0), lat)
 if any("ballast_together" in t for t in by.values()):
     lines += ["", "## Spread leaders against one member leading every shard", "",
               "The same scenarios on a third cluster, its members started with `--spread-shard-leaders=false`",
@@ -292,29 +297,24 @@ if any("ballast_together" in t for t in by.values()):
     for s, t in by.items():
         if s.startswith("watch") or "ballast_together" not in t:
             continue
-        o, b = t["ballast_together"], t.get("ballast", {})
-        orr, br = o.get("ops_per_sec", 0), b.get("ops_per_sec", 0)
-        oc, bc = o.get("server_cpu_us_per_op", 0), b.get("server_cpu_us_per_op", 0)
+        orr, br, oc, bc, lat = pair(t["ballast_together"], t.get("ballast", {}))
         lines.append(f"| {s} | {orr:,.0f} | {br:,.0f} | " + (f"{br / orr:.2f}x" if orr else "n/a")
-                     + f" | {o.get('p50_ms', 0):.2f} / {o.get('p99_ms', 0):.2f} | {b.get('p50_ms', 0):.2f} / {b.get('p99_ms', 0):.2f}"
-                     + f" | {oc:,.1f} / {bc:,.1f} | " + (f"{bc / oc:.2f}x" if oc and bc else "n/a") + " |")
+                     + f" | {lat} | {oc:,.1f} / {bc:,.1f} | " + (f"{bc / oc:.2f}x" if oc and bc else "n/a") + " |")
 if any("ballast_base" in t for t in by.values()):
     lines += ["", "## Against an earlier build", "",
               f"The same scenarios on another cluster per scenario, its members running {base_bin} with the same",
-              "flags, started just before this build's; ratios are this build / the earlier one, and etcd's",
-              "throughput over the earlier build's for reference.", "",
+              "flags, started just before this build's; ratios are this build / the earlier one (CPU: earlier /",
+              "this), and the earlier build's throughput over etcd's for reference.", "",
               "| scenario | earlier ops/s | this build ops/s | ratio | earlier / etcd | earlier p50 / p99 ms | this p50 / p99 ms | server CPU µs/op earlier / this | CPU ratio |",
               "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for s, t in by.items():
         if s.startswith("watch") or "ballast_base" not in t:
             continue
-        o, b, e = t["ballast_base"], t.get("ballast", {}), t.get("etcd", {})
-        orr, br, er = o.get("ops_per_sec", 0), b.get("ops_per_sec", 0), e.get("ops_per_sec", 0)
-        oc, bc = o.get("server_cpu_us_per_op", 0), b.get("server_cpu_us_per_op", 0)
+        orr, br, oc, bc, lat = pair(t["ballast_base"], t.get("ballast", {}))
+        er = t.get("etcd", {}).get("ops_per_sec", 0)
         lines.append(f"| {s} | {orr:,.0f} | {br:,.0f} | " + (f"{br / orr:.2f}x" if orr else "n/a")
                      + " | " + (f"{orr / er:.2f}x" if er else "n/a")
-                     + f" | {o.get('p50_ms', 0):.2f} / {o.get('p99_ms', 0):.2f} | {b.get('p50_ms', 0):.2f} / {b.get('p99_ms', 0):.2f}"
-                     + f" | {oc:,.1f} / {bc:,.1f} | " + (f"{oc / bc:.2f}x" if oc and bc else "n/a") + " |")
+                     + f" | {lat} | {oc:,.1f} / {bc:,.1f} | " + (f"{oc / bc:.2f}x" if oc and bc else "n/a") + " |")
 for s, t in by.items():
     if not s.startswith("watch"):
         continue

@@ -8,7 +8,8 @@
 //! cluster, and the forwarding of writes (batched on one stream per pair, [`forwarding`]) and
 //! lease calls to a shard's leader. With several
 //! shards, the shards' leaders spread over the members and take revisions from the revision
-//! allocator on shard 0's leader ([`revision_group`], reached through [`allocation`]), which tells
+//! allocator on shard 0's leader ([`revision_group`], reached through [`allocation`] on one
+//! stream per member, [`revision_link`]), which tells
 //! every member how far every shard's writes reach ([`resolved`]), or (`spread_leaders` off, and
 //! in a cluster grown from a member bootstrapped alone without `spread_alone`) one member leads
 //! them all (`shard::colocate`).

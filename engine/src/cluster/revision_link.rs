@@ -1,4 +1,4 @@
-//! [`RevisionLinks`]: a member's one long-lived `Peer.Revisions` stream to the member running
+//! `RevisionLinks`: a member's one long-lived `Peer.Revisions` stream to the member running
 //! the revision allocator, carrying the requests, releases and reports of all its shards.
 //!
 //! A unary call per request and per release cost an HTTP/2 stream, its headers and a task on
