@@ -15,6 +15,8 @@
 #   PERF_DIR=/tmp/perf ...                 # perf record (cpu-clock, call graphs) of the Ballast
 #                                          # members over each scenario's timed part
 #   BALLAST_BIN=/path/to/other/ballast ... # run another build (for an A/B); no cargo build then
+#   BASE_BIN=/path/to/earlier/ballast ...  # also a cluster of this build per scenario (default
+#                                          # flags, --shards as above), compared with the first
 #
 # Binaries come from $CARGO_TARGET_DIR/release (target/release when unset).
 #
@@ -47,6 +49,7 @@ git --no-optional-locks status --porcelain >"$work/dirty"
 mkdir "$work/bin"
 cp "${BALLAST_BIN:-$target_dir/release/ballast}" "$work/bin/ballast"
 cp "$target_dir/release/ballast-load" "$work/bin/"
+[[ -n "${BASE_BIN:-}" ]] && cp "$BASE_BIN" "$work/bin/ballast-base"
 load=$work/bin/ballast-load
 ballast=$work/bin/ballast
 logs=${LOG_DIR:-$work/logs}
@@ -84,6 +87,8 @@ start_cluster() {
       --initial-cluster-token "bench-$port" --initial-cluster-state new --quota-backend-bytes 8589934592)
     if [[ $target == etcd ]]; then
       etcd "${args[@]}" >"$logs/$target-$port-m$i.log" 2>&1 &
+    elif [[ $target == ballast_base ]]; then
+      "$work/bin/ballast-base" engine "${args[@]}" --shards "$shards" >"$logs/$target-$port-m$i.log" 2>&1 &
     elif [[ $target == ballast_together ]]; then
       "$ballast" engine "${args[@]}" --shards "$shards" --spread-shard-leaders=false >"$logs/$target-$port-m$i.log" 2>&1 &
     else
@@ -157,7 +162,7 @@ for s in $scenarios; do
   scenario=${s%@*}
   via=leader
   [[ $s == *@follower ]] && via=follower
-  for target in etcd ballast ${TOGETHER:+ballast_together}; do
+  for target in etcd ${BASE_BIN:+ballast_base} ballast ${TOGETHER:+ballast_together}; do
     dir="$work/data-$target"
     if ! start_cluster "$target" "$dir"; then
       record "{\"target\":\"$target\",\"via\":\"$via\",\"result\":{\"scenario\":\"$scenario\",\"failed\":true,\"why\":\"cluster did not start\"}}"
@@ -223,11 +228,12 @@ command="bash benches/cluster-run.sh $*"
 [[ -n "${TOGETHER:-}" ]] && command="TOGETHER=$TOGETHER $command"
 [[ -n "${PERF_DIR:-}" ]] && command="PERF_DIR=$PERF_DIR $command"
 [[ -n "${BALLAST_BIN:-}" ]] && command="BALLAST_BIN=$BALLAST_BIN $command"
+[[ -n "${BASE_BIN:-}" ]] && command="BASE_BIN=$BASE_BIN $command"
 printf '%s\n' "$load_before" "$top_before" >"$work/load-before"
 printf '%s\n' "$load_after" "$top_after" >"$work/load-after"
-python3 - "$raw" "$out" "$commit" "$duration" "$command" "$work/load-before" "$work/load-after" "$work/dirty" "$shards" "${BALLAST_BIN:-}" <<'PY'
+python3 - "$raw" "$out" "$commit" "$duration" "$command" "$work/load-before" "$work/load-after" "$work/dirty" "$shards" "${BALLAST_BIN:-}" "${BASE_BIN:-}" <<'PY'
 import json, statistics, subprocess, sys
-raw, out, commit, duration, args, before, after, dirty_file, shards, other_bin = sys.argv[1:11]
+raw, out, commit, duration, args, before, after, dirty_file, shards, other_bin, base_bin = sys.argv[1:12]
 rows = [json.loads(l) for l in open(raw)]
 def sh(c):
     return subprocess.run(c, shell=True, capture_output=True, text=True).stdout.strip()
@@ -277,6 +283,11 @@ for s, t in by.items():
     fail = lambda r: " (failed)" if r.get("failed") else ""
     lines.append(f"| {s} | {er:,.0f}{fail(e)} | {br:,.0f}{fail(b)} | {ratio} | {e.get('p50_ms', 0):.2f} / {e.get('p99_ms', 0):.2f} | "
                  f"{b.get('p50_ms', 0):.2f} / {b.get('p99_ms', 0):.2f} | {ec:,.1f} / {bc:,.1f} | {cpu_ratio} |")
+def pair(o, b):
+    # Two Ballast clusters' ops/s, CPU µs per op and "p50 / p99 | p50 / p99" for one row.
+    lat = f"{o.get('p50_ms', 0):.2f} / {o.get('p99_ms', 0):.2f} | {b.get('p50_ms', 0):.2f} / {b.get('p99_ms', 0):.2f}"
+    return (o.get("ops_per_sec", 0), b.get("ops_per_sec", 0), o.get("server_cpu_us_per_op", 0),
+            b.get("server_cpu_us_per_op", 0), lat)
 if any("ballast_together" in t for t in by.values()):
     lines += ["", "## Spread leaders against one member leading every shard", "",
               "The same scenarios on a third cluster, its members started with `--spread-shard-leaders=false`",
@@ -286,12 +297,24 @@ if any("ballast_together" in t for t in by.values()):
     for s, t in by.items():
         if s.startswith("watch") or "ballast_together" not in t:
             continue
-        o, b = t["ballast_together"], t.get("ballast", {})
-        orr, br = o.get("ops_per_sec", 0), b.get("ops_per_sec", 0)
-        oc, bc = o.get("server_cpu_us_per_op", 0), b.get("server_cpu_us_per_op", 0)
+        orr, br, oc, bc, lat = pair(t["ballast_together"], t.get("ballast", {}))
         lines.append(f"| {s} | {orr:,.0f} | {br:,.0f} | " + (f"{br / orr:.2f}x" if orr else "n/a")
-                     + f" | {o.get('p50_ms', 0):.2f} / {o.get('p99_ms', 0):.2f} | {b.get('p50_ms', 0):.2f} / {b.get('p99_ms', 0):.2f}"
-                     + f" | {oc:,.1f} / {bc:,.1f} | " + (f"{bc / oc:.2f}x" if oc and bc else "n/a") + " |")
+                     + f" | {lat} | {oc:,.1f} / {bc:,.1f} | " + (f"{bc / oc:.2f}x" if oc and bc else "n/a") + " |")
+if any("ballast_base" in t for t in by.values()):
+    lines += ["", "## Against an earlier build", "",
+              f"The same scenarios on another cluster per scenario, its members running {base_bin} with the same",
+              "flags, started just before this build's; ratios are this build / the earlier one (CPU: earlier /",
+              "this), and the earlier build's throughput over etcd's for reference.", "",
+              "| scenario | earlier ops/s | this build ops/s | ratio | earlier / etcd | earlier p50 / p99 ms | this p50 / p99 ms | server CPU µs/op earlier / this | CPU ratio |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for s, t in by.items():
+        if s.startswith("watch") or "ballast_base" not in t:
+            continue
+        orr, br, oc, bc, lat = pair(t["ballast_base"], t.get("ballast", {}))
+        er = t.get("etcd", {}).get("ops_per_sec", 0)
+        lines.append(f"| {s} | {orr:,.0f} | {br:,.0f} | " + (f"{br / orr:.2f}x" if orr else "n/a")
+                     + " | " + (f"{orr / er:.2f}x" if er else "n/a")
+                     + f" | {lat} | {oc:,.1f} / {bc:,.1f} | " + (f"{oc / bc:.2f}x" if oc and bc else "n/a") + " |")
 for s, t in by.items():
     if not s.startswith("watch"):
         continue

@@ -545,6 +545,15 @@ impl Engine {
             beats.push(Arc::clone(&beat));
             shard_threads.push(executor::spawn(shard, s, &shard_cfg, beat)?);
         }
+        let resolution = Arc::new(crate::cluster::resolved::Resolution::new(cfg.cluster.resolved_facts));
+        if let Some(group) = &revisions {
+            let (resolution, shards) = (Arc::clone(&resolution), cfg.shards as usize);
+            group.set_fact_sink(Box::new(move |fact| {
+                if fact.applied.len() == shards {
+                    resolution.offer(fact);
+                }
+            }));
+        }
         if let (Some(group), Some(first)) = (&revisions, handles.first()) {
             let first = first.clone();
             group.set_waker(Box::new(move || {
@@ -589,7 +598,7 @@ impl Engine {
             colocation,
             revisions,
             read_poll: cfg.cluster.read_poll,
-            resolution: crate::cluster::resolved::Resolution::new(cfg.cluster.resolved_facts),
+            resolution,
             backends,
             beats: beats.clone(),
             grpc_limits: cfg.grpc_limits,

@@ -141,7 +141,7 @@ pub struct ApiContext {
     pub read_poll: Duration,
     /// Up to which revision every shard here holds every write, as the evaluating member (or
     /// the revision allocator) reported it (`cluster::resolved`).
-    pub resolution: Resolution,
+    pub resolution: Arc<Resolution>,
     /// Every shard's backend, for `/metrics` to read the database size without asking a shard.
     pub backends: Vec<crate::storage::rocks::RocksBackend>,
     /// Every shard's heartbeat, in shard order: the health endpoints read a stopped shard's

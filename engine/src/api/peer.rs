@@ -12,7 +12,9 @@
 //!   (`cluster::forwarding` is the sending side); each write is answered when it is applied.
 //! * `Members`: the membership, for a member joining the cluster.
 //! * `Reserve`, `Release`, `Report`: the revision allocator's side of a cluster whose shard
-//!   leaders are spread (`cluster::allocation`).
+//!   leaders are spread (`cluster::allocation`); `Revisions` carries the same for all shards of
+//!   one member on one stream (`cluster::revision_link` is the sending side), and takes the
+//!   allocator's resolved facts back to it.
 //!
 //! Every call carries the caller's cluster ID; a caller of another cluster is refused with
 //! FailedPrecondition "cluster ID mismatch" and logged, as etcd refuses such peers.
@@ -22,9 +24,10 @@ use std::collections::HashMap;
 use std::pin::Pin;
 
 use ballast_proto::ballastpb::{
-    forward_request, peer_server::Peer, ForwardAnswer, ForwardAnswers, ForwardBatch, ForwardItem, ForwardRequest,
-    ForwardResponse, HelloRequest, HelloResponse, MembershipRecord, RaftBatch, RaftBatchAck, ReleaseRequest,
-    ReportRequest, ReserveRequest, ReserveResponse, ResolvedRevision, SnapshotFetchRequest,
+    forward_request, peer_server::Peer, revision_item, ForwardAnswer, ForwardAnswers, ForwardBatch, ForwardItem,
+    ForwardRequest, ForwardResponse, HelloRequest, HelloResponse, MembershipRecord, RaftBatch, RaftBatchAck,
+    ReleaseRequest, ReportRequest, ReserveRequest, ReserveResponse, ResolvedRevision, RevisionAnswer, RevisionAnswers,
+    RevisionBatch, SnapshotFetchRequest,
 };
 use ballast_proto::etcdserverpb::SnapshotResponse;
 use ballast_raft::Message;
@@ -150,6 +153,82 @@ impl PeerService {
         }
     }
 }
+
+impl PeerService {
+    /// Serves one `Revisions` stream until the sender closes it: releases and reports are
+    /// taken in order, each request waits for its grant without holding up the rest, the
+    /// grants ready together go back in one message, and so does each new fact of the
+    /// allocator here.
+    async fn serve_revisions(self, mut inbound: Streaming<RevisionBatch>, out: RevisionSender) {
+        let Some(group) = self.api.revisions.clone() else {
+            let _ = out.send(Err(EngineError::NotCapable.into())).await;
+            return;
+        };
+        let mut facts = group.subscribe_facts();
+        // The newest fact goes down a new stream at once, not only the next one.
+        facts.mark_changed();
+        let mut pending = FuturesUnordered::new();
+        let mut stream = None;
+        let mut open = true;
+        loop {
+            tokio::select! {
+                got = inbound.message(), if open => match got {
+                    Ok(Some(batch)) => {
+                        if let Err(status) = self.check_cluster(batch.cluster_id, batch.from) {
+                            let _ = out.send(Err(status)).await;
+                            return;
+                        }
+                        if stream.is_none() {
+                            stream = Some(group.fact_stream(batch.from));
+                        }
+                        for item in batch.items {
+                            match item.item {
+                                Some(revision_item::Item::Reserve(r)) => {
+                                    let group = std::sync::Arc::clone(&group);
+                                    let id = item.id;
+                                    pending.push(async move { RevisionAnswer { id, granted: group.serve_reserve(r).await } });
+                                }
+                                Some(revision_item::Item::Release(r)) => group.serve_release(&r),
+                                Some(revision_item::Item::Report(r)) => group.serve_report(&r),
+                                None => {}
+                            }
+                        }
+                    }
+                    Ok(None) | Err(_) => open = false,
+                },
+                Some(first) = pending.next(), if !pending.is_empty() => {
+                    let mut answers = vec![first];
+                    while let Some(Some(a)) = pending.next().now_or_never() {
+                        answers.push(a);
+                    }
+                    if out.send(Ok(RevisionAnswers { answers, fact: None })).await.is_err() {
+                        return;
+                    }
+                }
+                changed = facts.changed(), if open => {
+                    if changed.is_err() {
+                        open = false;
+                        continue;
+                    }
+                    let fact = facts.borrow_and_update().clone();
+                    let Some(f) = fact else { continue };
+                    let fact = ResolvedRevision {
+                        cluster_id: self.api.member.cluster_id,
+                        revision: f.revision,
+                        applied_index: f.applied,
+                    };
+                    if out.send(Ok(RevisionAnswers { answers: Vec::new(), fact: Some(fact) })).await.is_err() {
+                        return;
+                    }
+                }
+                else => return,
+            }
+        }
+    }
+}
+
+/// Where a `Revisions` stream's answers go.
+type RevisionSender = tokio::sync::mpsc::Sender<Result<RevisionAnswers, Status>>;
 
 /// Where a `ForwardWrites` stream's answers go.
 type AnswerSender = tokio::sync::mpsc::Sender<Result<ForwardAnswers, Status>>;
@@ -290,6 +369,19 @@ impl Peer for PeerService {
             group.serve_report(&r);
         }
         Ok(Response::new(RaftBatchAck {}))
+    }
+
+    type RevisionsStream = Pin<Box<dyn Stream<Item = Result<RevisionAnswers, Status>> + Send + 'static>>;
+
+    async fn revisions(
+        &self,
+        req: Request<Streaming<RevisionBatch>>,
+    ) -> Result<Response<Self::RevisionsStream>, Status> {
+        // As many answer messages ahead of HTTP/2 as a forwarding stream: grants are small,
+        // and past it the allocator's grants to this member wait for it to read.
+        let (tx, rx) = tokio::sync::mpsc::channel(FORWARD_ANSWERS_WINDOW);
+        tokio::spawn(self.clone().serve_revisions(req.into_inner(), tx));
+        Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))))
     }
 
     async fn forward(&self, req: Request<ForwardRequest>) -> Result<Response<ForwardResponse>, Status> {

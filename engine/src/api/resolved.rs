@@ -44,9 +44,16 @@ pub async fn announce(api: Api, interval: Duration) {
         }
         idle = 0;
         last_sent = fact.revision;
+        if let Some(group) = &api.revisions {
+            group.publish_fact(fact.clone());
+        }
         let me = api.member.id;
         let peers: Vec<u64> = api.membership.read().members.iter().filter(|m| m.id != me).map(|m| m.raft_id).collect();
         for peer in peers {
+            // A member with a `Revisions` stream open to this one takes the fact from it.
+            if api.revisions.as_ref().is_some_and(|g| g.has_fact_stream(peer)) {
+                continue;
+            }
             let Some(mut client) = api.router.client(peer) else { continue };
             let flag = Arc::clone(busy.lock().entry(peer).or_default());
             if flag.swap(true, Ordering::SeqCst) {

@@ -6,10 +6,11 @@
 //! the moment that shard has applied every entry of its earlier terms (its **epoch** is shard
 //! 0's term) until it steps down. Every member reaches it the same way: a request whose grant is
 //! handed to a `Deliver` callback. On the allocator's member the request goes to it in-process;
-//! elsewhere it travels as `Peer.Reserve` to shard 0's leader as this member last saw it, and
-//! releases and reports as `Peer.Release` and `Peer.Report`. A request that cannot be placed
-//! (no leader known, another epoch, a transport failure) is answered with no grant, and the
-//! shard asks again later.
+//! elsewhere it travels, with releases and reports, on this member's one `Peer.Revisions`
+//! stream to shard 0's leader as this member last saw it ([`super::revision_link`]), which also
+//! brings the allocator's resolved facts. A request that cannot be placed (no leader known,
+//! another epoch, a transport failure) is answered with no grant, and the shard asks again
+//! later.
 //!
 //! Nothing here blocks a shard thread: remote calls run on the network plane's runtime, and
 //! the in-process allocator is behind a lock held only while it computes a grant.
@@ -17,11 +18,14 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use std::collections::HashMap;
+
 use ballast_proto::ballastpb::{self, ReleaseRequest, ReportRequest, ReserveRequest, ReserveResponse};
 use parking_lot::{Mutex, RwLock};
 
 use super::resolved::Fact;
 use super::revision_group::{Allocator, AllocatorConfig, Grant, Release, Report, Request, RoundId};
+use super::revision_link::{FactSink, RevisionLinks, Up};
 use super::{Membership, PeerRouter};
 use crate::clock::Clock;
 
@@ -59,6 +63,13 @@ pub struct RevisionGroup {
     /// Told when shard 0's leader or term changes: a request waiting on the previous allocator
     /// (paused, cut off) is given up at once rather than after its call's timeout.
     anchor_moved: tokio::sync::Notify,
+    /// This member's streams to the allocator's member.
+    links: Arc<RevisionLinks>,
+    /// The newest fact of the allocator here, for the `Peer.Revisions` streams it serves.
+    facts: tokio::sync::watch::Sender<Option<Fact>>,
+    /// Members (raft ID) with a `Peer.Revisions` stream open to this one, and how many: they
+    /// take facts from it, not from `Peer.Resolved`.
+    fact_streams: Mutex<HashMap<u64, usize>>,
 }
 
 impl std::fmt::Debug for RevisionGroup {
@@ -89,6 +100,7 @@ impl RevisionGroup {
     /// The group of a member of `shards` shards.
     pub fn new(shards: usize, cfg: AllocatorConfig, clock: Arc<dyn Clock>, who: GroupMembers) -> Self {
         let GroupMembers { me, cluster_id, router, membership, runtime } = who;
+        let links = Arc::new(RevisionLinks::new(Arc::clone(&router), me));
         Self {
             shards,
             cfg,
@@ -103,7 +115,37 @@ impl RevisionGroup {
             runtime,
             waker: std::sync::OnceLock::new(),
             anchor_moved: tokio::sync::Notify::new(),
+            links,
+            facts: tokio::sync::watch::Sender::new(None),
+            fact_streams: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Sets what takes the facts the allocator's member sends down this member's stream to it
+    /// (set once, when the network plane is built).
+    pub fn set_fact_sink(&self, sink: FactSink) {
+        self.links.set_fact_sink(sink);
+    }
+
+    /// Sends `fact` (the allocator here) down every `Peer.Revisions` stream this member serves.
+    pub fn publish_fact(&self, fact: Fact) {
+        self.facts.send_replace(Some(fact));
+    }
+
+    /// The facts [`RevisionGroup::publish_fact`] sends, for a stream served here.
+    pub fn subscribe_facts(&self) -> tokio::sync::watch::Receiver<Option<Fact>> {
+        self.facts.subscribe()
+    }
+
+    /// True while member `peer` (raft ID) has a `Peer.Revisions` stream open to this one.
+    pub fn has_fact_stream(&self, peer: u64) -> bool {
+        self.fact_streams.lock().get(&peer).is_some_and(|n| *n > 0)
+    }
+
+    /// Records a `Peer.Revisions` stream from `peer` until the returned guard is dropped.
+    pub fn fact_stream(self: &Arc<Self>, peer: u64) -> FactStream {
+        *self.fact_streams.lock().entry(peer).or_default() += 1;
+        FactStream { group: Arc::clone(self), peer }
     }
 
     /// Sets what wakes shard 0's loop (set once, when the shards are open).
@@ -214,13 +256,15 @@ impl RevisionGroup {
             }
             return;
         }
-        let Some(mut client) = self.anchor_client() else {
+        let Some(anchor) = self.anchor_peer() else {
             deliver(None);
             return;
         };
         let msg = ReserveRequest { cluster_id: self.cluster_id, epoch, id: Some(round_to_wire(id)), want, hold };
         let group = Arc::clone(self);
         let limit = self.cfg.grant_timeout * 2 + self.cfg.call_slack;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.links.send(&self.runtime, anchor, Up::Reserve(msg, tx));
         self.runtime.spawn(async move {
             // Registered before the epoch is looked at again, so a move in between is not missed.
             let moved = group.anchor_moved.notified();
@@ -228,8 +272,8 @@ impl RevisionGroup {
                 None
             } else {
                 tokio::select! {
-                    answer = tokio::time::timeout(limit, client.reserve(msg)) => match answer {
-                        Ok(Ok(resp)) => Some(from_wire(id, &resp.into_inner())),
+                    answer = tokio::time::timeout(limit, rx) => match answer {
+                        Ok(Ok(Some(resp))) => Some(from_wire(id, &resp)),
                         _ => None,
                     },
                     () = moved => None,
@@ -251,7 +295,7 @@ impl RevisionGroup {
             self.with_local(rel.epoch, |a| a.release(rel, now));
             return;
         }
-        let Some(mut client) = self.anchor_client() else { return };
+        let Some(anchor) = self.anchor_peer() else { return };
         let msg = ReleaseRequest {
             cluster_id: self.cluster_id,
             epoch: rel.epoch,
@@ -259,10 +303,7 @@ impl RevisionGroup {
             used: rel.used,
             index: rel.index,
         };
-        let slack = self.cfg.call_slack;
-        self.runtime.spawn(async move {
-            let _ = tokio::time::timeout(slack, client.release(msg)).await;
-        });
+        self.links.send(&self.runtime, anchor, Up::Release(msg));
     }
 
     /// Sends a shard leader's report to the allocator.
@@ -272,7 +313,7 @@ impl RevisionGroup {
             self.with_local(rep.epoch, |a| a.report(rep, now));
             return;
         }
-        let Some(mut client) = self.anchor_client() else { return };
+        let Some(anchor) = self.anchor_peer() else { return };
         let msg = ReportRequest {
             cluster_id: self.cluster_id,
             epoch: rep.epoch,
@@ -281,10 +322,7 @@ impl RevisionGroup {
             done_through: rep.done_through,
             index: rep.index,
         };
-        let slack = self.cfg.call_slack;
-        self.runtime.spawn(async move {
-            let _ = tokio::time::timeout(slack, client.report(msg)).await;
-        });
+        self.links.send(&self.runtime, anchor, Up::Report(msg));
     }
 
     /// Serves `Peer.Reserve`: waits for the grant of the allocator here. None when it does not
@@ -366,11 +404,31 @@ impl RevisionGroup {
         }
     }
 
-    fn anchor_client(&self) -> Option<ballastpb::peer_client::PeerClient<tonic::transport::Channel>> {
+    /// Shard 0's leader (raft ID) when it is a known peer.
+    fn anchor_peer(&self) -> Option<u64> {
         // Peer connections are known by raft ID (see `PeerRouter::add_peer`).
         let leader = self.anchor.load(Ordering::SeqCst);
         self.membership.read().by_raft_id(leader)?;
-        self.router.client(leader)
+        self.router.client(leader).map(|_| leader)
+    }
+}
+
+/// A `Peer.Revisions` stream served by this member, counted while it is open.
+#[derive(Debug)]
+pub struct FactStream {
+    group: Arc<RevisionGroup>,
+    peer: u64,
+}
+
+impl Drop for FactStream {
+    fn drop(&mut self) {
+        let mut streams = self.group.fact_streams.lock();
+        if let Some(n) = streams.get_mut(&self.peer) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                streams.remove(&self.peer);
+            }
+        }
     }
 }
 

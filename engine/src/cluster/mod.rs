@@ -8,7 +8,8 @@
 //! cluster, and the forwarding of writes (batched on one stream per pair, [`forwarding`]) and
 //! lease calls to a shard's leader. With several
 //! shards, the shards' leaders spread over the members and take revisions from the revision
-//! allocator on shard 0's leader ([`revision_group`], reached through [`allocation`]), which tells
+//! allocator on shard 0's leader ([`revision_group`], reached through [`allocation`] on one
+//! stream per member, [`revision_link`]), which tells
 //! every member how far every shard's writes reach ([`resolved`]), or (`spread_leaders` off, and
 //! in a cluster grown from a member bootstrapped alone without `spread_alone`) one member leads
 //! them all (`shard::colocate`).
@@ -18,6 +19,7 @@ pub mod forwarding;
 pub mod members;
 pub mod resolved;
 pub mod revision_group;
+pub mod revision_link;
 pub mod transport;
 
 use std::sync::Arc;
@@ -204,6 +206,11 @@ pub struct ClusterConfig {
     /// 4,096 is far more than the client port keeps in flight; past it the writers' own
     /// deadlines bound the wait.
     pub forward_queue: usize,
+    /// Requests, releases and reports queued per allocator member on this member's
+    /// `Revisions` stream ([`revision_link`]) before a request is refused (its round asks
+    /// again). Each shard has at most one request and one release outstanding, plus a report a
+    /// tick; 1,024 leaves room for reads and snapshots asking where the cluster stands.
+    pub revision_queue: usize,
     /// Forwarded writes per message on the `ForwardWrites` stream. 1,024 small writes are a
     /// few hundred KiB; a round rarely gathers more.
     pub max_forward_batch: usize,
@@ -276,6 +283,7 @@ impl Default for ClusterConfig {
             stream_window: 16,
             forward_queue: 4_096,
             max_forward_batch: 1_024,
+            revision_queue: 1_024,
             reconnect_backoff_min: Duration::from_millis(100),
             reconnect_backoff_max: Duration::from_secs(1),
             dial_timeout: Duration::from_secs(1),
