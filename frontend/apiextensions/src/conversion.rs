@@ -56,6 +56,11 @@ pub const MAX_VERDICTS: usize = 20_000;
 pub struct Verdicts(std::sync::RwLock<std::collections::HashMap<i64, Vec<(String, String)>>>);
 
 impl Verdicts {
+    /// Forgets every verdict: for a served version no definition serves any more.
+    pub fn clear(&self) {
+        self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
+    }
+
     fn contains(&self, namespace: &str, name: &str, revision: i64) -> bool {
         let map = self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner);
         map.get(&revision).is_some_and(|objects| objects.iter().any(|(ns, n)| ns == namespace && n == name))

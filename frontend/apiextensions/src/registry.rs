@@ -97,6 +97,72 @@ impl Strategy for CustomResourceStrategy {
     }
 }
 
+/// A served version's strategy as its row holds it: rows live for the process (the generic
+/// server holds them as `'static`), but the compiled schema inside is dropped once no served
+/// definition uses the version (deleted, or its spec changed). A write that reached the row
+/// before then and is checked after is refused rather than checked by nothing.
+#[derive(Debug)]
+struct RowStrategy(RwLock<Option<Arc<CustomResourceStrategy>>>);
+
+impl RowStrategy {
+    fn current(&self) -> Option<Arc<CustomResourceStrategy>> {
+        self.0.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    fn retire(&self) {
+        *self.0.write().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
+    fn retired() -> Vec<FieldError> {
+        vec![FieldError::forbidden("<nil>", "the resource's definition changed while the request was served; retry")]
+    }
+}
+
+impl Strategy for RowStrategy {
+    fn prepare_for_create(&self, obj: &mut Object) {
+        if let Some(s) = self.current() {
+            s.prepare_for_create(obj);
+        }
+    }
+
+    fn validate(&self, obj: &Object) -> Vec<FieldError> {
+        self.current().map_or_else(RowStrategy::retired, |s| s.validate(obj))
+    }
+
+    fn prepare_for_update(&self, new: &mut Object, old: &Object) {
+        if let Some(s) = self.current() {
+            s.prepare_for_update(new, old);
+        }
+    }
+
+    fn validate_update(&self, new: &Object, old: &Object) -> Vec<FieldError> {
+        self.current().map_or_else(RowStrategy::retired, |s| s.validate_update(new, old))
+    }
+
+    fn reset_status_on_create(&self) -> bool {
+        false
+    }
+}
+
+/// What one served version's content was built into.
+#[derive(Debug, Clone, Copy)]
+struct Built {
+    kind: &'static ResourceKind,
+    printer: &'static Printer,
+    strategy: &'static RowStrategy,
+    served_form: Option<&'static ServedForm>,
+}
+
+impl Built {
+    /// Drops what the version's row no longer needs once no definition serves it.
+    fn retire(&self) {
+        self.strategy.retire();
+        if let Some(form) = self.served_form {
+            form.unchanged.clear();
+        }
+    }
+}
+
 /// Whether a schema sets a default anywhere.
 fn has_defaults(schema: &Value) -> bool {
     match schema {
@@ -151,8 +217,8 @@ impl Snapshot {
 #[derive(Debug, Default)]
 pub struct Registry {
     current: RwLock<Arc<Snapshot>>,
-    /// Rows and printers built so far, by the content they were built from.
-    interned: Mutex<HashMap<String, (&'static ResourceKind, &'static Printer)>>,
+    /// Rows and printers of the versions served now, by the content they were built from.
+    interned: Mutex<HashMap<String, Built>>,
     /// The served lists made so far, by content.
     lists: Mutex<InternedLists>,
     /// Where conversion webhooks' Services are looked up.
@@ -218,6 +284,9 @@ impl Registry {
 
     /// Rebuilds what is served from every definition in storage.
     pub fn replace(&self, definitions: BTreeMap<String, Definition>) {
+        // Held throughout, so two rebuilds never retire what the other serves.
+        let mut interned = self.interned.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut used = std::collections::HashSet::new();
         let mut served = Vec::new();
         let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for def in definitions.values() {
@@ -226,7 +295,9 @@ impl Registry {
                 continue;
             }
             for version in def.versions.iter().filter(|v| v.served) {
-                let (kind, printer) = self.intern(def, names, version);
+                let (key, built) = self.intern(&mut interned, def, names, version);
+                used.insert(key);
+                let Built { kind, printer, .. } = built;
                 groups.entry(def.group.clone()).or_default().push(version.name.clone());
                 let warning = version.deprecated.then(|| {
                     version
@@ -261,6 +332,18 @@ impl Registry {
         let (kinds, groups) = self.intern_lists(kinds, groups);
         let snapshot = Snapshot { kinds, groups, served, definitions };
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(snapshot);
+        interned.retain(|key, built| {
+            let keep = used.contains(key);
+            if !keep {
+                built.retire();
+            }
+            keep
+        });
+    }
+
+    /// How many served versions' compiled rows are kept: one per version served now.
+    pub fn rows_kept(&self) -> usize {
+        self.interned.lock().unwrap_or_else(PoisonError::into_inner).len()
     }
 
     /// Returns the served lists as the generic server takes them (`'static` slices), made on
@@ -289,22 +372,18 @@ impl Registry {
         (kinds, built)
     }
 
-    /// Returns the row and printer of one served version, building them on first sight of
-    /// this content.
+    /// Returns what one served version was built into, and its key, building it on first
+    /// sight of this content.
     fn intern(
         &self,
+        interned: &mut HashMap<String, Built>,
         def: &Definition,
         names: &crate::definition::Names,
         version: &Version,
-    ) -> (&'static ResourceKind, &'static Printer) {
+    ) -> (String, Built) {
         let key = format!("{}\n{}\n{}\n{:?}", def.uid, version.name, def.object["spec"], names);
-        let mut interned = self.interned.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(found) = interned.get(&key) {
-            return *found;
-        }
-        let built = build(def, names, version, self.services.get());
-        interned.insert(key, built);
-        built
+        let built = *interned.entry(key.clone()).or_insert_with(|| build(def, names, version, self.services.get()));
+        (key, built)
     }
 }
 
@@ -313,12 +392,7 @@ fn dotted(path: &str) -> String {
     path.trim_start_matches('.').to_string()
 }
 
-fn build(
-    def: &Definition,
-    names: &crate::definition::Names,
-    version: &Version,
-    services: Option<&Services>,
-) -> (&'static ResourceKind, &'static Printer) {
+fn build(def: &Definition, names: &crate::definition::Names, version: &Version, services: Option<&Services>) -> Built {
     let short: Vec<&'static str> = names.short_names.iter().map(|s| leak(s)).collect();
     let categories: Vec<&'static str> = names.categories.iter().map(|s| leak(s)).collect();
     let mut selectors: Vec<(&'static str, &'static str)> = META_SELECTORS.to_vec();
@@ -344,15 +418,16 @@ fn build(
     let defaults = version.schema.as_ref().is_some_and(has_defaults);
     let webhook =
         def.webhook.as_ref().map(|spec| Arc::new(Webhook { spec: spec.clone(), services: services.cloned() }));
-    let converter: Option<&'static dyn VersionConverter> = (def.versions.len() > 1 || defaults).then(|| {
+    let served_form: Option<&'static ServedForm> = (def.versions.len() > 1 || defaults).then(|| {
         &*Box::leak(Box::new(ServedForm {
             stored: format!("{}/{storage}", def.group),
             served: format!("{}/{}", def.group, version.name),
             defaults: version.schema.clone().filter(|_| defaults),
             webhook,
             unchanged: Verdicts::default(),
-        })) as &'static dyn VersionConverter
+        }))
     });
+    let converter = served_form.map(|f| f as &'static dyn VersionConverter);
     // The generic store checks an object after converting it to the storage version, so
     // where versions differ in shape (a webhook converts) it is checked by the storage
     // version's schema; with strategy None every version has the stored shape.
@@ -360,8 +435,9 @@ fn build(
         Some(_) => def.versions.iter().find(|v| v.storage).unwrap_or(version),
         None => version,
     };
-    let strategy: &'static dyn Strategy =
-        Box::leak(Box::new(CustomResourceStrategy::new(checked.schema.clone(), version.status)));
+    let strategy: &'static RowStrategy = Box::leak(Box::new(RowStrategy(RwLock::new(Some(Arc::new(
+        CustomResourceStrategy::new(checked.schema.clone(), version.status),
+    ))))));
     let mut kind = ResourceKind::row(
         leak(&def.group),
         leak(&version.name),
@@ -377,7 +453,7 @@ fn build(
     .selectors(Box::leak(selectors.into_boxed_slice()))
     .returns_deleted()
     .sub(subresources)
-    .rules(strategy);
+    .rules(strategy as &'static dyn Strategy);
     kind.scale_paths = scale_paths;
     kind.fields_from_schema = true;
     kind.strategic_merge = false;
@@ -386,7 +462,7 @@ fn build(
     let columns: &'static [_] = Box::leak(printer::columns(&cols).into_boxed_slice());
     let cells = printer::cells(&cols);
     let printer = &*Box::leak(Box::new(Printer { columns, cells: Box::leak(Box::new(cells)) }));
-    (&*Box::leak(Box::new(kind)), printer)
+    Built { kind: &*Box::leak(Box::new(kind)), printer, strategy, served_form }
 }
 
 /// The namespaces kind, read to check that a namespace exists before creating in it.
@@ -458,5 +534,62 @@ impl ServedKinds for CrdKinds {
 
     fn openapi_if_built(&self) -> Option<&'static Documents> {
         Some(no_documents())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// An established definition of `widgets.example.com` whose `spec.size` has `maximum`.
+    fn definition(maximum: i64) -> Definition {
+        Definition::from_json(&json!({
+            "metadata": {"name": "widgets.example.com", "uid": "u1"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+                "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                    "type": "object", "properties": {"spec": {"type": "object", "properties": {
+                        "size": {"type": "integer", "maximum": maximum, "default": 1}}}}}}}]},
+            "status": {"acceptedNames": {"plural": "widgets", "singular": "widget", "kind": "Widget",
+                "listKind": "WidgetList"},
+                "conditions": [{"type": "Established", "status": "True"}]}
+        }))
+    }
+
+    fn serve(registry: &Registry, defs: &[Definition]) -> Option<&'static ResourceKind> {
+        registry.replace(defs.iter().map(|d| (d.name.clone(), d.clone())).collect());
+        registry.snapshot().served.first().map(|s| s.kind)
+    }
+
+    #[test]
+    fn rows_of_versions_no_longer_served_are_dropped() {
+        let registry = Registry::default();
+        let first = serve(&registry, &[definition(5)]).expect("served");
+        let obj = json!({"spec": {"size": 7}});
+        let obj = obj.as_object().expect("object");
+        assert_eq!(first.strategy.validate(obj).len(), 1, "size 7 is over the maximum of 5");
+
+        // The same content again (a status write) keeps the row.
+        let again = serve(&registry, &[definition(5)]).expect("served");
+        assert!(std::ptr::eq(first, again));
+        assert_eq!(registry.rows_kept(), 1);
+
+        // A changed spec builds a new row; the old one's compiled schema is dropped, and a
+        // write that still reaches it is refused, not waved through.
+        let second = serve(&registry, &[definition(10)]).expect("served");
+        assert!(!std::ptr::eq(first, second));
+        assert_eq!(registry.rows_kept(), 1);
+        assert!(second.strategy.validate(obj).is_empty(), "size 7 is within the new maximum");
+        let refused: Vec<String> = first.strategy.validate(obj).iter().map(ToString::to_string).collect();
+        assert_eq!(
+            refused,
+            vec!["<nil>: Forbidden: the resource's definition changed while the request was served; retry"]
+        );
+
+        // Deleting the definition leaves nothing kept.
+        assert!(serve(&registry, &[]).is_none());
+        assert_eq!(registry.rows_kept(), 0);
+        assert_eq!(second.strategy.validate(obj).len(), 1);
     }
 }

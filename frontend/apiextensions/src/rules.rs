@@ -74,35 +74,35 @@ pub fn compile_errors(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
     }
 }
 
-/// The variables of one node's rules: `self`, and `oldSelf` where there is an old value.
-/// Converting a value for CEL copies the whole subtree, so it is done once per node for all of
-/// its rules, not once per rule.
+/// The standard CEL environment (functions, macros, types), built once for the process: building
+/// it registers every standard overload, which costs more than most rules take to run.
+static STDLIB: std::sync::LazyLock<std::sync::Arc<cel::Env>> =
+    std::sync::LazyLock::new(|| std::sync::Arc::new(cel::Env::stdlib()));
+
+/// The variables of one node's rules: `self`, and `oldSelf` where there is an old value and a
+/// rule reads it. Converting a value for CEL copies the whole subtree, so each is converted once
+/// per node for all of its rules, and the old value only for a node with transition rules.
 struct Contexts {
-    /// `self` alone (rules that are not transition rules).
-    plain: Result<cel::Context<'static, 'static>, String>,
-    /// `self` and `oldSelf`, when there is an old value.
-    with_old: Option<Result<cel::Context<'static, 'static>, String>>,
+    context: Result<cel::Context<'static, 'static>, String>,
 }
 
 impl Contexts {
     fn new(value: &Value, old: Option<&Value>) -> Contexts {
-        let context = |old: Option<&Value>| -> Result<cel::Context<'static, 'static>, String> {
-            let mut context = cel::Context::default();
+        let context = || -> Result<cel::Context<'static, 'static>, String> {
+            let mut context = cel::Context::with_env(STDLIB.clone());
             context.add_variable("self", value).map_err(|e| e.to_string())?;
             if let Some(old) = old {
                 context.add_variable("oldSelf", old).map_err(|e| e.to_string())?;
             }
             Ok(context)
         };
-        Contexts { plain: context(None), with_old: old.map(|o| context(Some(o))) }
+        Contexts { context: context() }
     }
 
-    fn evaluate(&self, program: &cel::Program, with_old: bool) -> Result<cel::Value, String> {
-        let context = match (&self.with_old, with_old) {
-            (Some(c), true) => c,
-            _ => &self.plain,
-        };
-        match context {
+    /// Runs `program`; rules that do not read `oldSelf` give the same answer whether it is
+    /// bound or not, so all of a node's rules share one context.
+    fn evaluate(&self, program: &cel::Program) -> Result<cel::Value, String> {
+        match &self.context {
             Ok(c) => program.execute(c).map_err(|e| e.to_string()),
             Err(e) => Err(e.clone()),
         }
@@ -149,6 +149,8 @@ struct CompiledRule {
     message_program: Option<cel::Program>,
     /// Whether the rule reads `oldSelf` (a transition rule).
     transition: bool,
+    /// Whether the rule or its `messageExpression` reads `oldSelf`.
+    reads_old: bool,
     rule: String,
     message: Option<String>,
     reason: Option<String>,
@@ -186,10 +188,14 @@ impl CompiledRules {
             .filter_map(|r| {
                 let program = cel::Program::compile(r.rule).ok()?;
                 let transition = program.references().has_variable("oldSelf");
+                let message_program = r.message_expression.and_then(|e| cel::Program::compile(e).ok());
+                let reads_old =
+                    transition || message_program.as_ref().is_some_and(|p| p.references().has_variable("oldSelf"));
                 Some(CompiledRule {
                     program,
-                    message_program: r.message_expression.and_then(|e| cel::Program::compile(e).ok()),
+                    message_program,
                     transition,
+                    reads_old,
                     rule: r.rule.to_string(),
                     message: r.message.map(String::from),
                     reason: r.reason.map(String::from),
@@ -226,18 +232,20 @@ impl CompiledRules {
         if self.rules.is_empty() {
             return;
         }
+        // The old value is converted only where a rule reads it.
+        let old = old.filter(|_| self.rules.iter().any(|r| r.reads_old));
         let contexts = Contexts::new(v, old);
         for r in &self.rules {
             if r.transition && old.is_none() {
                 continue;
             }
             let declared = self.type_name.as_deref();
-            match contexts.evaluate(&r.program, r.transition) {
+            match contexts.evaluate(&r.program) {
                 Ok(cel::Value::Bool(true)) => {}
                 Ok(cel::Value::Bool(false)) => {
                     let message = match (&r.message, &r.message_program) {
                         (Some(m), _) => m.clone(),
-                        (None, Some(p)) => match contexts.evaluate(p, true) {
+                        (None, Some(p)) => match contexts.evaluate(p) {
                             Ok(cel::Value::String(s)) if !s.trim().is_empty() => s.to_string(),
                             _ => format!("failed rule: {}", r.rule),
                         },
@@ -354,6 +362,19 @@ mod tests {
             ),
             vec!["spec: Forbidden: mode is immutable"]
         );
+    }
+
+    #[test]
+    fn message_expression_reads_old_value_of_a_plain_rule() {
+        // The rule itself does not read `oldSelf`, its message does: the old value is still bound.
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+            "x-kubernetes-validations": [{"rule": "self.n < 10",
+                "messageExpression": "'n went from ' + string(oldSelf.n) + ' to ' + string(self.n)"}],
+            "properties": {"n": {"type": "integer"}}}}});
+        let mut errs = Vec::new();
+        validate(&schema, &json!({"spec": {"n": 12}}), Some(&json!({"spec": {"n": 3}})), &mut errs);
+        let errs: Vec<String> = errs.iter().map(ToString::to_string).collect();
+        assert_eq!(errs, vec!["spec: Invalid value: \"object\": n went from 3 to 12"]);
     }
 
     #[test]
