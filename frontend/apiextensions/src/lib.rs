@@ -48,6 +48,7 @@
 //!
 //! Reading order: [`server`], [`registry`], [`controller`].
 
+mod cel_quantity;
 pub mod controller;
 pub mod conversion;
 pub mod definition;

@@ -84,10 +84,32 @@ struct Contexts {
     with_old: Option<Result<cel::Context<'static, 'static>, String>>,
 }
 
+/// The context every rule runs in: the standard library, the strings extension (kube's
+/// `charAt`, `indexOf`, `lastIndexOf`, `lowerAscii`, `upperAscii`, `replace`, `split`,
+/// `substring`, `trim`, `join`, `format`) and kube's libraries, registered once; each node's
+/// variables live in a scope below it.
+static LIBRARIES: std::sync::LazyLock<Result<cel::Context<'static, 'static>, String>> =
+    std::sync::LazyLock::new(|| {
+        let mut env = cel::Env::stdlib();
+        env.add_extension(cel::extensions::strings).map_err(|e| e.to_string())?;
+        let mut context = cel::Context::with_env(std::sync::Arc::new(env));
+        crate::cel_quantity::register(&mut context)?;
+        Ok(context)
+    });
+
+/// The text of an evaluation error as kube prints it: a library function's own message,
+/// without cel-rust's "Error executing function" wrapper.
+pub(crate) fn error_text(e: &cel::ExecutionError) -> String {
+    match e {
+        cel::ExecutionError::FunctionError { message, .. } => message.clone(),
+        other => other.to_string(),
+    }
+}
+
 impl Contexts {
     fn new(value: &Value, old: Option<&Value>) -> Contexts {
         let context = |old: Option<&Value>| -> Result<cel::Context<'static, 'static>, String> {
-            let mut context = cel::Context::default();
+            let mut context = LIBRARIES.as_ref().map_err(Clone::clone)?.new_inner_scope();
             context.add_variable("self", value).map_err(|e| e.to_string())?;
             if let Some(old) = old {
                 context.add_variable("oldSelf", old).map_err(|e| e.to_string())?;
@@ -103,7 +125,7 @@ impl Contexts {
             _ => &self.plain,
         };
         match context {
-            Ok(c) => program.execute(c).map_err(|e| e.to_string()),
+            Ok(c) => program.execute(c).map_err(|e| error_text(&e)),
             Err(e) => Err(e.clone()),
         }
     }
@@ -365,5 +387,33 @@ mod tests {
             .to_string()
             .starts_with("s.x-kubernetes-validations[0].rule: Invalid value: \"self.x >\": compilation failed"));
         assert_eq!(errs[1].to_string(), "s.x-kubernetes-validations[1].rule: Required value: rule is not specified");
+    }
+
+    #[test]
+    fn rules_see_the_strings_and_quantity_libraries() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+            "x-kubernetes-validations": [
+                {"rule": "quantity(self.memory).isLessThan(quantity('1Gi'))", "message": "memory must be under 1Gi"},
+                {"rule": "self.name.lowerAscii() == self.name && self.name.split('-').size() <= 2"},
+                {"rule": "quantity(self.memory).asInteger() > 0"},
+            ],
+            "properties": {"memory": {"type": "string"}, "name": {"type": "string"}}}}});
+        let run = |v: Value| {
+            let mut errs = Vec::new();
+            validate(&schema, &v, None, &mut errs);
+            errs.iter().map(ToString::to_string).collect::<Vec<_>>()
+        };
+        assert!(run(json!({"spec": {"memory": "512Mi", "name": "web-a"}})).is_empty());
+        assert_eq!(
+            run(json!({"spec": {"memory": "2G", "name": "Web-a-b"}})),
+            vec![
+                "spec: Invalid value: \"object\": memory must be under 1Gi",
+                "spec: Invalid value: \"object\": failed rule: self.name.lowerAscii() == self.name && self.name.split('-').size() <= 2",
+            ]
+        );
+        assert_eq!(
+            run(json!({"spec": {"memory": "1.5m", "name": "a"}})),
+            vec!["spec: Invalid value: \"object\": rule evaluation error: cannot convert value to integer"]
+        );
     }
 }
