@@ -294,7 +294,7 @@ mod tests {
         cel::Program::compile(expr)
             .map_err(|e| e.to_string())?
             .execute(&context)
-            .map_err(|e| crate::rules::error_text(&e))
+            .map_err(|e| crate::cel_error::text(&e))
     }
 
     #[test]

@@ -94,17 +94,9 @@ static LIBRARIES: std::sync::LazyLock<Result<cel::Context<'static, 'static>, Str
         env.add_extension(cel::extensions::strings).map_err(|e| e.to_string())?;
         let mut context = cel::Context::with_env(std::sync::Arc::new(env));
         crate::cel_quantity::register(&mut context)?;
+        crate::cel_lists::register(&mut context)?;
         Ok(context)
     });
-
-/// The text of an evaluation error as kube prints it: a library function's own message,
-/// without cel-rust's "Error executing function" wrapper.
-pub(crate) fn error_text(e: &cel::ExecutionError) -> String {
-    match e {
-        cel::ExecutionError::FunctionError { message, .. } => message.clone(),
-        other => other.to_string(),
-    }
-}
 
 impl Contexts {
     fn new(value: &Value, old: Option<&Value>) -> Contexts {
@@ -125,7 +117,7 @@ impl Contexts {
             _ => &self.plain,
         };
         match context {
-            Ok(c) => program.execute(c).map_err(|e| error_text(&e)),
+            Ok(c) => program.execute(c).map_err(|e| crate::cel_error::text(&e)),
             Err(e) => Err(e.clone()),
         }
     }

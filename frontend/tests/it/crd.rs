@@ -807,13 +807,16 @@ spec:
               messageExpression: "'memory plus cache is ' + string(quantity(self.memory).add(quantity(self.cache)).asInteger())"
             - rule: "self.owner.lowerAscii() == self.owner && self.owner.split('@').size() == 2"
               message: owner must be a lower-case address
+            - rule: "!has(self.steps) || (self.steps.isSorted() && self.steps.max() <= 10)"
+              message: steps must be sorted and at most 10
             properties:
+              steps: {type: array, maxItems: 16, items: {type: integer}}
               memory: {type: string, maxLength: 32}
               cache: {type: string, maxLength: 32}
               owner: {type: string, maxLength: 64}
 "#;
 
-/// Rules written with kube's quantity library and the strings extension: an object that
+/// Rules written with kube's quantity and lists libraries and the strings extension: an object that
 /// breaks them is refused by kubectl with kube's 422 causes; one that keeps them is stored.
 async fn rules_use_the_kubernetes_cel_libraries(backend: Backend) {
     let c = cluster(backend).await;
@@ -823,10 +826,10 @@ async fn rules_use_the_kubernetes_cel_libraries(backend: Backend) {
     let quota = |name: &str, spec: &str| {
         write(&c, &format!("{name}.yaml"), &format!("apiVersion: example.com/v1\nkind: Quota\nmetadata: {{name: {name}, namespace: default}}\nspec: {spec}\n"))
     };
-    let good = quota("good", "{memory: 512Mi, cache: 0.5Gi, owner: ops@example.com}");
+    let good = quota("good", "{memory: 512Mi, cache: 0.5Gi, owner: ops@example.com, steps: [1, 2, 10]}");
     c.must_kubectl(&["create", "-f", &good]).await;
 
-    let bad = quota("bad", "{memory: 2G, cache: 1G, owner: Ops}");
+    let bad = quota("bad", "{memory: 2G, cache: 1G, owner: Ops, steps: [3, 1]}");
     let out = c.kubectl(&["create", "-f", &bad]).await;
     assert!(!out.ok);
     assert_eq!(
@@ -834,7 +837,8 @@ async fn rules_use_the_kubernetes_cel_libraries(backend: Backend) {
         "The Quota \"bad\" is invalid: \n\
          * spec: Invalid value: \"object\": memory must be a quantity under 1Gi\n\
          * spec: Invalid value: \"object\": memory plus cache is 3000000000\n\
-         * spec: Invalid value: \"object\": owner must be a lower-case address",
+         * spec: Invalid value: \"object\": owner must be a lower-case address\n\
+         * spec: Invalid value: \"object\": steps must be sorted and at most 10",
     );
 
     // A library function's own error is the rule's evaluation error.
