@@ -48,6 +48,9 @@
 //!
 //! Reading order: [`server`], [`registry`], [`controller`].
 
+mod cel_error;
+mod cel_lists;
+mod cel_quantity;
 pub mod controller;
 pub mod conversion;
 pub mod definition;

@@ -74,11 +74,6 @@ pub fn compile_errors(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
     }
 }
 
-/// The standard CEL environment (functions, macros, types), built once for the process: building
-/// it registers every standard overload, which costs more than most rules take to run.
-static STDLIB: std::sync::LazyLock<std::sync::Arc<cel::Env>> =
-    std::sync::LazyLock::new(|| std::sync::Arc::new(cel::Env::stdlib()));
-
 /// The variables of one node's rules: `self`, and `oldSelf` where there is an old value and a
 /// rule reads it. Converting a value for CEL copies the whole subtree, so each is converted once
 /// per node for all of its rules, and the old value only for a node with transition rules.
@@ -86,10 +81,24 @@ struct Contexts {
     context: Result<cel::Context<'static, 'static>, String>,
 }
 
+/// The context every rule runs in: the standard library, the strings extension (kube's
+/// `charAt`, `indexOf`, `lastIndexOf`, `lowerAscii`, `upperAscii`, `replace`, `split`,
+/// `substring`, `trim`, `join`, `format`) and kube's libraries, registered once; each node's
+/// variables live in a scope below it.
+static LIBRARIES: std::sync::LazyLock<Result<cel::Context<'static, 'static>, String>> =
+    std::sync::LazyLock::new(|| {
+        let mut env = cel::Env::stdlib();
+        env.add_extension(cel::extensions::strings).map_err(|e| e.to_string())?;
+        let mut context = cel::Context::with_env(std::sync::Arc::new(env));
+        crate::cel_quantity::register(&mut context)?;
+        crate::cel_lists::register(&mut context)?;
+        Ok(context)
+    });
+
 impl Contexts {
     fn new(value: &Value, old: Option<&Value>) -> Contexts {
         let context = || -> Result<cel::Context<'static, 'static>, String> {
-            let mut context = cel::Context::with_env(STDLIB.clone());
+            let mut context = LIBRARIES.as_ref().map_err(Clone::clone)?.new_inner_scope();
             context.add_variable("self", value).map_err(|e| e.to_string())?;
             if let Some(old) = old {
                 context.add_variable("oldSelf", old).map_err(|e| e.to_string())?;
@@ -103,7 +112,7 @@ impl Contexts {
     /// bound or not, so all of a node's rules share one context.
     fn evaluate(&self, program: &cel::Program) -> Result<cel::Value, String> {
         match &self.context {
-            Ok(c) => program.execute(c).map_err(|e| e.to_string()),
+            Ok(c) => program.execute(c).map_err(|e| crate::cel_error::text(&e)),
             Err(e) => Err(e.clone()),
         }
     }
@@ -386,5 +395,33 @@ mod tests {
             .to_string()
             .starts_with("s.x-kubernetes-validations[0].rule: Invalid value: \"self.x >\": compilation failed"));
         assert_eq!(errs[1].to_string(), "s.x-kubernetes-validations[1].rule: Required value: rule is not specified");
+    }
+
+    #[test]
+    fn rules_see_the_strings_and_quantity_libraries() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+            "x-kubernetes-validations": [
+                {"rule": "quantity(self.memory).isLessThan(quantity('1Gi'))", "message": "memory must be under 1Gi"},
+                {"rule": "self.name.lowerAscii() == self.name && self.name.split('-').size() <= 2"},
+                {"rule": "quantity(self.memory).asInteger() > 0"},
+            ],
+            "properties": {"memory": {"type": "string"}, "name": {"type": "string"}}}}});
+        let run = |v: Value| {
+            let mut errs = Vec::new();
+            validate(&schema, &v, None, &mut errs);
+            errs.iter().map(ToString::to_string).collect::<Vec<_>>()
+        };
+        assert!(run(json!({"spec": {"memory": "512Mi", "name": "web-a"}})).is_empty());
+        assert_eq!(
+            run(json!({"spec": {"memory": "2G", "name": "Web-a-b"}})),
+            vec![
+                "spec: Invalid value: \"object\": memory must be under 1Gi",
+                "spec: Invalid value: \"object\": failed rule: self.name.lowerAscii() == self.name && self.name.split('-').size() <= 2",
+            ]
+        );
+        assert_eq!(
+            run(json!({"spec": {"memory": "1.5m", "name": "a"}})),
+            vec!["spec: Invalid value: \"object\": rule evaluation error: cannot convert value to integer"]
+        );
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::harness::{both_backends, wait_for, Backend, Cluster, Credentials, Options};
+use crate::harness::{both_backends, in_memory, wait_for, Backend, Cluster, Credentials, Options};
 
 both_backends!(
     custom_resources_are_served_with_every_verb,
@@ -22,6 +22,8 @@ both_backends!(
     openapi_v2_carries_custom_resources,
     a_large_definition_is_served_and_enforced
 );
+
+in_memory!(rules_use_the_kubernetes_cel_libraries);
 
 /// The path of definition `name`, for polls read in-process (kubectl's reading of definitions
 /// is checked where a test lists them).
@@ -777,4 +779,79 @@ async fn a_large_definition_is_served_and_enforced(backend: Backend) {
     c.must_kubectl(&["scale", "dbc", "orders", "--replicas=5"]).await;
     let instances = c.must_kubectl(&["get", "dbc", "orders", "-o", "jsonpath={.spec.instances}"]).await;
     assert_eq!(instances, "5");
+}
+
+const QUOTAS: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: quotas.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: quotas, singular: quota, kind: Quota}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            x-kubernetes-validations:
+            - rule: "isQuantity(self.memory) && quantity(self.memory).isLessThan(quantity('1Gi'))"
+              message: memory must be a quantity under 1Gi
+            - rule: "quantity(self.memory).add(quantity(self.cache)).compareTo(quantity('1536Mi')) <= 0"
+              messageExpression: "'memory plus cache is ' + string(quantity(self.memory).add(quantity(self.cache)).asInteger())"
+            - rule: "self.owner.lowerAscii() == self.owner && self.owner.split('@').size() == 2"
+              message: owner must be a lower-case address
+            - rule: "!has(self.steps) || (self.steps.isSorted() && self.steps.max() <= 10)"
+              message: steps must be sorted and at most 10
+            properties:
+              steps: {type: array, maxItems: 16, items: {type: integer}}
+              memory: {type: string, maxLength: 32}
+              cache: {type: string, maxLength: 32}
+              owner: {type: string, maxLength: 64}
+"#;
+
+/// Rules written with kube's quantity and lists libraries and the strings extension: an object that
+/// breaks them is refused by kubectl with kube's 422 causes; one that keeps them is stored.
+async fn rules_use_the_kubernetes_cel_libraries(backend: Backend) {
+    let c = cluster(backend).await;
+    let file = write(&c, "quotas.yaml", QUOTAS);
+    c.must_kubectl(&["create", "-f", &file]).await;
+    c.must_kubectl(&["wait", "--for", "condition=established", "--timeout=30s", "crd/quotas.example.com"]).await;
+    let quota = |name: &str, spec: &str| {
+        write(&c, &format!("{name}.yaml"), &format!("apiVersion: example.com/v1\nkind: Quota\nmetadata: {{name: {name}, namespace: default}}\nspec: {spec}\n"))
+    };
+    let good = quota("good", "{memory: 512Mi, cache: 0.5Gi, owner: ops@example.com, steps: [1, 2, 10]}");
+    c.must_kubectl(&["create", "-f", &good]).await;
+
+    let bad = quota("bad", "{memory: 2G, cache: 1G, owner: Ops, steps: [3, 1]}");
+    let out = c.kubectl(&["create", "-f", &bad]).await;
+    assert!(!out.ok);
+    assert_eq!(
+        out.stderr.trim(),
+        "The Quota \"bad\" is invalid: \n\
+         * spec: Invalid value: \"object\": memory must be a quantity under 1Gi\n\
+         * spec: Invalid value: \"object\": memory plus cache is 3000000000\n\
+         * spec: Invalid value: \"object\": owner must be a lower-case address\n\
+         * spec: Invalid value: \"object\": steps must be sorted and at most 10",
+    );
+
+    // A library function's own error is the rule's evaluation error.
+    let broken = quota("broken", "{memory: lots, cache: '1', owner: a@b}");
+    let out = c.kubectl(&["create", "-f", &broken]).await;
+    assert!(!out.ok);
+    assert!(
+        out.stderr.contains(
+            "spec: Invalid value: \"object\": rule evaluation error: quantities must match the regular expression"
+        ),
+        "{}",
+        out.stderr
+    );
+    let names = c.must_kubectl(&["get", "quotas", "-o", "name"]).await;
+    assert_eq!(names.trim(), "quota.example.com/good");
 }
