@@ -11,7 +11,7 @@
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 
-packages=(librocksdb-dev libclang-dev protobuf-compiler libprotobuf-dev etcd-server etcd-client pkg-config build-essential openssl)
+packages=(librocksdb-dev libclang-dev protobuf-compiler libprotobuf-dev etcd-server etcd-client pkg-config build-essential openssl ca-certificates)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -133,11 +133,7 @@ pub async fn post(config: &WebhookClientConfig, services: Option<&Services>, bod
 fn tls(ca_bundle: &[u8]) -> Result<Arc<rustls::ClientConfig>, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let bundle: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(ca_bundle).flatten().collect();
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in &bundle {
-        // A certificate rustls cannot use as a root is skipped, as Go skips it.
-        let _ = roots.add(cert.clone());
-    }
+    let roots = root_store(&bundle);
     let chained = rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
         .build()
         .map_err(|e| format!("tls: {e}"))?;
@@ -150,6 +146,31 @@ fn tls(ca_bundle: &[u8]) -> Result<Arc<rustls::ClientConfig>, String> {
         .with_no_client_auth();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
+}
+
+/// The roots a webhook's certificate may chain to: the `caBundle`'s certificates, or the
+/// system's trusted roots when the bundle is empty, as Go's client trusts them then.
+fn root_store(bundle: &[CertificateDer<'static>]) -> rustls::RootCertStore {
+    let mut roots = rustls::RootCertStore::empty();
+    let trusted = if bundle.is_empty() { system_roots() } else { bundle };
+    for cert in trusted {
+        // A certificate rustls cannot use as a root is skipped, as Go skips it.
+        let _ = roots.add(cert.clone());
+    }
+    roots
+}
+
+/// The system's trusted roots (the platform store, or `SSL_CERT_FILE`/`SSL_CERT_DIR`), read
+/// once per process as Go reads them: a machine's roots change with its packages, not per call.
+fn system_roots() -> &'static [CertificateDer<'static>] {
+    static ROOTS: std::sync::OnceLock<Vec<CertificateDer<'static>>> = std::sync::OnceLock::new();
+    ROOTS.get_or_init(|| {
+        let found = rustls_native_certs::load_native_certs();
+        for e in &found.errors {
+            tracing::warn!("reading the system's trusted roots: {e}");
+        }
+        found.certs
+    })
 }
 
 /// The server's certificate chains to the `caBundle`, or is itself one of its certificates
@@ -268,4 +289,18 @@ async fn exchange(target: &Target, ca_bundle: &[u8], body: Vec<u8>) -> Result<By
             String::from_utf8_lossy(&answer)
         ),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_bundle_trusts_the_system_roots() {
+        // The machine's roots (ca-certificates) are many; an empty bundle trusts them all.
+        let system = rustls_native_certs::load_native_certs().certs.len();
+        assert!(system > 0, "no system roots on this machine");
+        assert_eq!(root_store(&[]).len(), system);
+        assert!(tls(b"").is_ok());
+    }
 }
