@@ -5,7 +5,8 @@
 //! `ConversionReview` (`apiextensions.k8s.io/v1`, or `v1beta1` when the definition prefers it)
 //! to the definition's webhook and takes the converted object from the answer, with kube's
 //! checks of it (same kind, name, namespace and uid; metadata other than labels and
-//! annotations restored from the original) and kube's error texts. An object already in the
+//! annotations restored from the original; changed labels and annotations validated as kube
+//! validates them) and kube's error texts. An object already in the
 //! wanted version is not sent.
 //!
 //! The generic store converts synchronously (inside its update closures too), so a webhook
@@ -17,8 +18,9 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use ballast_apiserver::error::ApiError;
+use ballast_apiserver::error::{ApiError, FieldError};
 use ballast_apiserver::registry::strategy::Object;
+use ballast_apiserver::registry::validation;
 use ballast_apiserver::registry::VersionConverter;
 
 use crate::definition::WebhookConversion;
@@ -291,6 +293,17 @@ fn restore_metadata(original: &Object, converted: &mut Object) -> Result<(), Str
                         type_name(v)
                     ));
                 }
+                if meta.get(field).and_then(Value::as_object) != Some(m) {
+                    // kube's path for annotations here is `metadata.annotation`.
+                    let errs = if field == "labels" {
+                        validation::labels(m, "metadata.labels")
+                    } else {
+                        validation::annotations(m, "metadata.annotation")
+                    };
+                    if !errs.is_empty() {
+                        return Err(aggregate(&errs));
+                    }
+                }
                 meta.insert(field.into(), Value::Object(m.clone()));
             }
             Some(other) => {
@@ -300,6 +313,15 @@ fn restore_metadata(original: &Object, converted: &mut Object) -> Result<(), Str
     }
     converted.insert("metadata".into(), Value::Object(meta));
     Ok(())
+}
+
+/// Field errors as one message, as Go aggregates them: the error alone, or `[a, b]`.
+fn aggregate(errs: &[FieldError]) -> String {
+    let texts: Vec<String> = errs.iter().map(ToString::to_string).collect();
+    match texts.as_slice() {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
+    }
 }
 
 /// The Go type a decoded JSON value has, as kube's messages name it.
@@ -354,6 +376,14 @@ mod tests {
         let mut converted = obj(json!({"metadata": {"name": "a", "labels": {"y": "2"}, "generation": 9}}));
         restore_metadata(&original, &mut converted).expect("restores");
         assert_eq!(converted["metadata"], json!({"name": "a", "resourceVersion": "7", "labels": {"y": "2"}}));
+        let mut renamed = obj(json!({"metadata": {"name": "a", "labels": {"bad key!": "1"}}}));
+        assert_eq!(
+            restore_metadata(&original, &mut renamed),
+            Err("metadata.labels: Invalid value: \"bad key!\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')".into())
+        );
+        let mut annotated = obj(json!({"metadata": {"name": "a", "annotations": {"/x": "1", "ok": "2"}}}));
+        let err = restore_metadata(&original, &mut annotated).expect_err("refused");
+        assert!(err.starts_with("metadata.annotation: Invalid value: \"/x\""), "{err}");
         let mut bad = obj(json!({"metadata": {"labels": {"y": 2}}}));
         assert_eq!(
             restore_metadata(&original, &mut bad),

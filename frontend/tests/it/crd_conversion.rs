@@ -16,10 +16,11 @@ use serde_json::{json, Value};
 
 use crate::harness::{both_backends, Backend, Cluster, Credentials, Options};
 
-both_backends!(objects_are_converted_by_the_webhook);
+both_backends!(objects_are_converted_by_the_webhook, webhook_metadata_is_checked);
 
 /// A conversion webhook on a free loopback port: `/convert` renames `spec.color` (v1) to
-/// `spec.paint` (v2) and back; `/fail` refuses every review. Stopped when dropped.
+/// `spec.paint` (v2) and back; `/fail` refuses every review; `/rename` and `/relabel` convert
+/// but change the name or set an invalid label. Stopped when dropped.
 struct ConversionWebhook {
     port: u16,
     ca_pem: String,
@@ -60,7 +61,15 @@ fn review_answer(path: &str, review: &Value) -> Value {
         .into_iter()
         .flatten()
         .filter(|_| path != "/fail")
-        .map(|o| convert(o.clone(), desired))
+        .map(|o| {
+            let mut out = convert(o.clone(), desired);
+            match path {
+                "/rename" => out["metadata"]["name"] = json!("renamed"),
+                "/relabel" => out["metadata"]["labels"] = json!({"bad key!": "x"}),
+                _ => {}
+            }
+            out
+        })
         .collect();
     json!({"apiVersion": review["apiVersion"], "kind": "ConversionReview",
            "response": {"uid": request["uid"], "result": result, "convertedObjects": converted}})
@@ -332,3 +341,61 @@ async fn objects_are_converted_by_the_webhook(backend: Backend) {
     assert_eq!(out.stderr.trim(), format!("Error from server: {expected}"));
     assert_eq!(get(&c, "v1", "a").await.status, 200);
 }
+
+/// A webhook may change labels and annotations only, and only to valid ones: a webhook that
+/// renames the object or sets an invalid label gets kube's texts, and the read fails.
+async fn webhook_metadata_is_checked(backend: Backend) {
+    let c = Cluster::start_with(Options { backend: Some(backend), crds: true, ..Options::default() }).await;
+    let hook = ConversionWebhook::start(false).await;
+    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(&hook.ca_pem);
+    let url = json!({"url": format!("https://127.0.0.1:{}/convert", hook.port), "caBundle": ca_bundle});
+    let def = definition(&url);
+    apply(&c, "widgets.json", &def).await;
+    c.must_kubectl(&["wait", "--for", "condition=established", "--timeout=30s", "crd/widgets.example.com"]).await;
+    let body =
+        json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "v1"}, "spec": {"color": "red"}});
+    let created = c
+        .request(
+            Credentials::Admin,
+            "POST",
+            "/apis/example.com/v1/namespaces/default/widgets",
+            Some("application/json"),
+            body.to_string(),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", String::from_utf8_lossy(&created.body));
+    assert_eq!(get(&c, "v2", "v1").await.json()["spec"], json!({"paint": "red"}));
+
+    // A webhook may change labels and annotations only, and only to valid ones (kube's texts).
+    let failing = |path: &str, what: &str| {
+        let mut def = def.clone();
+        def["spec"]["conversion"]["webhook"]["clientConfig"]["url"] =
+            json!(format!("https://127.0.0.1:{}{path}", hook.port));
+        (def, format!("conversion webhook for example.com/v1, Kind=Widget {what}"))
+    };
+    for (path, what) in [
+        ("/rename", "returned invalid object: must have the same name: v1 != renamed".to_string()),
+        (
+            "/relabel",
+            format!("returned invalid metadata: metadata.labels: Invalid value: \"bad key!\": {QUALIFIED_NAME_PART}"),
+        ),
+    ] {
+        let (def, expected) = failing(path, &what);
+        apply(&c, "widgets.json", &def).await;
+        let mut seen = None;
+        for _ in 0..50 {
+            let r = get(&c, "v2", "v1").await;
+            if r.status == 500 {
+                seen = Some(r.json()["message"].clone());
+                if seen == Some(json!(expected)) {
+                    break;
+                }
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        assert_eq!(seen, Some(json!(expected)));
+    }
+}
+
+/// Go's text for a label key that is not a qualified name.
+const QUALIFIED_NAME_PART: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";

@@ -285,25 +285,7 @@ fn validate_meta(kind: &ResourceKind, obj: &Object, namespace: &str) -> Vec<Fiel
     let meta = map_field(obj, "metadata");
     if let Some(labels) = meta.and_then(|m| m.get("labels")) {
         match labels.as_object() {
-            Some(labels) => {
-                for (k, v) in labels {
-                    for p in validation::qualified_name(k) {
-                        errs.push(FieldError::invalid("metadata.labels", k.as_str(), p));
-                    }
-                    match v.as_str() {
-                        Some(v) => {
-                            for p in validation::label_value(v) {
-                                errs.push(FieldError::invalid(format!("metadata.labels[{k}]"), v, p));
-                            }
-                        }
-                        None => errs.push(FieldError::invalid(
-                            format!("metadata.labels[{k}]"),
-                            v.clone(),
-                            "must be a string",
-                        )),
-                    }
-                }
-            }
+            Some(labels) => errs.extend(validation::labels(labels, "metadata.labels")),
             None => errs.push(FieldError::invalid("metadata.labels", labels.clone(), "must be an object")),
         }
     }
@@ -327,17 +309,7 @@ fn validate_meta(kind: &ResourceKind, obj: &Object, namespace: &str) -> Vec<Fiel
     }
     if let Some(annotations) = meta.and_then(|m| m.get("annotations")) {
         match annotations.as_object() {
-            Some(annotations) => {
-                for k in annotations.keys() {
-                    for p in validation::qualified_name(&k.to_ascii_lowercase()) {
-                        errs.push(FieldError::invalid("metadata.annotations", k.as_str(), p));
-                    }
-                }
-                let size: usize = annotations.iter().map(|(k, v)| k.len() + v.as_str().map_or(0, str::len)).sum();
-                if size > validation::TOTAL_ANNOTATION_SIZE_LIMIT {
-                    errs.push(FieldError::too_long("metadata.annotations", validation::TOTAL_ANNOTATION_SIZE_LIMIT));
-                }
-            }
+            Some(annotations) => errs.extend(validation::annotations(annotations, "metadata.annotations")),
             None => errs.push(FieldError::invalid("metadata.annotations", annotations.clone(), "must be an object")),
         }
     }

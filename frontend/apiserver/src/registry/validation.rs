@@ -226,6 +226,41 @@ pub fn label_value(value: &str) -> Vec<String> {
 /// kube's bound on the total size of an object's annotations (keys and values): 256 KiB.
 pub const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;
 
+/// Validates labels as kube does: qualified-name keys, label values, under `path`.
+pub fn labels(labels: &Map<String, Value>, path: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    for (k, v) in labels {
+        for p in qualified_name(k) {
+            errs.push(FieldError::invalid(path, k.as_str(), p));
+        }
+        match v.as_str() {
+            Some(v) => {
+                for p in label_value(v) {
+                    errs.push(FieldError::invalid(format!("{path}[{k}]"), v, p));
+                }
+            }
+            None => errs.push(FieldError::invalid(format!("{path}[{k}]"), v.clone(), "must be a string")),
+        }
+    }
+    errs
+}
+
+/// Validates annotations as kube does: qualified-name keys (lower-cased) and the total size,
+/// under `path`.
+pub fn annotations(annotations: &Map<String, Value>, path: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    for k in annotations.keys() {
+        for p in qualified_name(&k.to_ascii_lowercase()) {
+            errs.push(FieldError::invalid(path, k.as_str(), p));
+        }
+    }
+    let size: usize = annotations.iter().map(|(k, v)| k.len() + v.as_str().map_or(0, str::len)).sum();
+    if size > TOTAL_ANNOTATION_SIZE_LIMIT {
+        errs.push(FieldError::too_long(path, TOTAL_ANNOTATION_SIZE_LIMIT));
+    }
+    errs
+}
+
 /// Validates `metadata.ownerReferences` as kube does: each names its owner completely
 /// (apiVersion with a version, kind, name, uid), no Event owns anything, and at most one is the
 /// controller. kube reports these at `metadata.ownerReferences` without the element's index.
