@@ -8,3 +8,15 @@ pub(crate) fn text(e: &cel::ExecutionError) -> String {
         other => other.to_string(),
     }
 }
+
+/// Evaluates `expr` in a context with the standard library and one library `register`ed, its
+/// errors in the words rules show them: the libraries' unit tests share it.
+#[cfg(test)]
+pub(crate) fn eval_with(
+    register: fn(&mut cel::Context<'static, 'static>) -> Result<(), String>,
+    expr: &str,
+) -> Result<cel::Value, String> {
+    let mut context = cel::Context::default();
+    register(&mut context)?;
+    cel::Program::compile(expr).map_err(|e| e.to_string())?.execute(&context).map_err(|e| text(&e))
+}

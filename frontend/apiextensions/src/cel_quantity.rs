@@ -289,12 +289,7 @@ mod tests {
     use super::*;
 
     fn eval(expr: &str) -> Result<Value, String> {
-        let mut context = cel::Context::default();
-        register(&mut context)?;
-        cel::Program::compile(expr)
-            .map_err(|e| e.to_string())?
-            .execute(&context)
-            .map_err(|e| crate::cel_error::text(&e))
+        crate::cel_error::eval_with(register, expr)
     }
 
     #[test]
