@@ -50,9 +50,9 @@ impl Quantity {
         }
         while m % 10 == 0 {
             m /= 10;
-            e += 1;
+            e = e.checked_add(1).ok_or(ERR_RANGE)?;
         }
-        if e.abs() > MAX_EXPONENT {
+        if e.unsigned_abs() > MAX_EXPONENT.unsigned_abs() {
             return Err(ERR_RANGE);
         }
         Ok(Quantity { mantissa: m, exponent: e })
@@ -308,6 +308,9 @@ mod tests {
         assert_eq!(Quantity::parse("1iK"), Err(ERR_SUFFIX));
         assert_eq!(Quantity::parse("1e"), Err(ERR_SUFFIX));
         assert_eq!(Quantity::parse("1e400"), Err(ERR_RANGE));
+        // Trailing zeros moved into an exponent already at its limit: refused, not overflowed.
+        assert_eq!(Quantity::parse("10e2147483647"), Err(ERR_RANGE));
+        assert_eq!(Quantity::parse("1e-2147483648"), Err(ERR_RANGE));
     }
 
     #[test]
