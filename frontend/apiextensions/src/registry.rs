@@ -140,7 +140,7 @@ impl Strategy for RowStrategy {
     }
 
     fn reset_status_on_create(&self) -> bool {
-        false
+        self.current().is_some_and(|s| s.reset_status_on_create())
     }
 }
 

@@ -74,12 +74,10 @@ pub fn compile_errors(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
     }
 }
 
-/// The variables of one node's rules: `self`, and `oldSelf` where there is an old value and a
+/// The context one node's rules run in: `self`, and `oldSelf` where there is an old value and a
 /// rule reads it. Converting a value for CEL copies the whole subtree, so each is converted once
 /// per node for all of its rules, and the old value only for a node with transition rules.
-struct Contexts {
-    context: Result<cel::Context<'static, 'static>, String>,
-}
+struct NodeContext(Result<cel::Context<'static, 'static>, String>);
 
 /// The context every rule runs in: the standard library, the strings extension (kube's
 /// `charAt`, `indexOf`, `lastIndexOf`, `lowerAscii`, `upperAscii`, `replace`, `split`,
@@ -95,8 +93,8 @@ static LIBRARIES: std::sync::LazyLock<Result<cel::Context<'static, 'static>, Str
         Ok(context)
     });
 
-impl Contexts {
-    fn new(value: &Value, old: Option<&Value>) -> Contexts {
+impl NodeContext {
+    fn new(value: &Value, old: Option<&Value>) -> NodeContext {
         let context = || -> Result<cel::Context<'static, 'static>, String> {
             let mut context = LIBRARIES.as_ref().map_err(Clone::clone)?.new_inner_scope();
             context.add_variable("self", value).map_err(|e| e.to_string())?;
@@ -105,13 +103,13 @@ impl Contexts {
             }
             Ok(context)
         };
-        Contexts { context: context() }
+        NodeContext(context())
     }
 
     /// Runs `program`; rules that do not read `oldSelf` give the same answer whether it is
     /// bound or not, so all of a node's rules share one context.
     fn evaluate(&self, program: &cel::Program) -> Result<cel::Value, String> {
-        match &self.context {
+        match &self.0 {
             Ok(c) => program.execute(c).map_err(|e| crate::cel_error::text(&e)),
             Err(e) => Err(e.clone()),
         }
@@ -243,18 +241,18 @@ impl CompiledRules {
         }
         // The old value is converted only where a rule reads it.
         let old = old.filter(|_| self.rules.iter().any(|r| r.reads_old));
-        let contexts = Contexts::new(v, old);
+        let context = NodeContext::new(v, old);
         for r in &self.rules {
             if r.transition && old.is_none() {
                 continue;
             }
             let declared = self.type_name.as_deref();
-            match contexts.evaluate(&r.program) {
+            match context.evaluate(&r.program) {
                 Ok(cel::Value::Bool(true)) => {}
                 Ok(cel::Value::Bool(false)) => {
                     let message = match (&r.message, &r.message_program) {
                         (Some(m), _) => m.clone(),
-                        (None, Some(p)) => match contexts.evaluate(p) {
+                        (None, Some(p)) => match context.evaluate(p) {
                             Ok(cel::Value::String(s)) if !s.trim().is_empty() => s.to_string(),
                             _ => format!("failed rule: {}", r.rule),
                         },

@@ -104,9 +104,7 @@ fn strip_set() -> &'static Set {
 
 /// Returns `set` without the paths no manager owns.
 fn stripped(mut set: Set) -> Set {
-    if set.intersects(strip_set()) {
-        set.remove_in_place(strip_set());
-    }
+    set.remove_in_place(strip_set());
     set
 }
 
