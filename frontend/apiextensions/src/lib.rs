@@ -48,6 +48,10 @@
 //!
 //! Reading order: [`server`], [`registry`], [`controller`].
 
+mod cel_admit;
+mod cel_check;
+mod cel_cost;
+mod cel_decl;
 mod cel_error;
 mod cel_lists;
 mod cel_quantity;

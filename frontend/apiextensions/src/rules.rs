@@ -1,8 +1,9 @@
 //! `x-kubernetes-validations`: CEL rules on a schema node, checked on every write of a custom
 //! resource (kube's CEL validator) with the cel-rust interpreter. `self` is the value at the
 //! node; `oldSelf` the stored value at the same place on an update (a transition rule, skipped
-//! on create and where the old value cannot be found). A rule that compiles is checked when a
-//! definition is admitted ([`compile_errors`]).
+//! on create and where the old value cannot be found). When a definition is admitted, its
+//! rules are checked as written ([`compile_errors`]), then compiled, type-checked and costed
+//! (`cel_admit`).
 //!
 //! A failed rule is reported at the node's path (plus its `fieldPath`) as kube reports it:
 //! `Invalid value: "<type>": <message>` (or `Forbidden`, `Required`, `Duplicate` per its
@@ -14,6 +15,10 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use ballast_apiserver::error::{FieldError, FieldErrorKind};
+
+use crate::cel_cost::{
+    message_over_call_limit, over_call_limit, Refusal, RuntimeBudget, MESSAGE_OUT_OF_BUDGET, OUT_OF_BUDGET,
+};
 
 /// One rule as written.
 struct Rule<'a> {
@@ -41,7 +46,8 @@ fn rules(schema: &Value) -> Vec<Rule<'_>> {
 
 const REASONS: &[&str] = &["FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired"];
 
-/// The findings of a definition's rules that do not compile, with kube's paths.
+/// The findings of a definition's rules as written (before they are compiled), with kube's
+/// paths.
 pub fn compile_errors(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
     for (i, r) in rules(schema).iter().enumerate() {
         let at = format!("{path}.x-kubernetes-validations[{i}]");
@@ -49,21 +55,9 @@ pub fn compile_errors(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
             errs.push(FieldError::required(format!("{at}.rule"), "rule is not specified"));
             continue;
         }
-        if let Err(e) = cel::Program::compile(r.rule) {
-            errs.push(FieldError::invalid(format!("{at}.rule"), r.rule, format!("compilation failed: {e}")));
-        }
         if let Some(m) = r.message {
             if m.contains('\n') {
                 errs.push(FieldError::invalid(format!("{at}.message"), m, "must not contain line breaks"));
-            }
-        }
-        if let Some(expr) = r.message_expression {
-            if let Err(e) = cel::Program::compile(expr) {
-                errs.push(FieldError::invalid(
-                    format!("{at}.messageExpression"),
-                    expr,
-                    format!("messageExpression compilation failed: {e}"),
-                ));
             }
         }
         if let Some(reason) = r.reason {
@@ -154,6 +148,7 @@ struct CompiledRule {
     program: cel::Program,
     /// `messageExpression`, when it compiles.
     message_program: Option<cel::Program>,
+    message_expression: Option<String>,
     /// Whether the rule reads `oldSelf` (a transition rule).
     transition: bool,
     /// Whether the rule or its `messageExpression` reads `oldSelf`.
@@ -184,12 +179,20 @@ pub struct CompiledRules {
     /// The `x-kubernetes-list-map-keys` of a list-type map (its items correlate with the stored
     /// items of the same keys).
     map_keys: Option<Vec<String>>,
+    /// The CEL type of the node (with rules only), which each rule's cost is estimated over
+    /// before it runs.
+    decl: Option<Box<crate::cel_decl::Decl>>,
 }
 
 impl CompiledRules {
     /// Compiles the rules of `schema` and below; `None` when there are none. Rules that do
     /// not compile are left out (admission refuses them; a stored one is never enforced).
     pub fn compile(schema: &Value) -> Option<CompiledRules> {
+        Self::compile_node(schema, true)
+    }
+
+    /// `resource_root`: the node is the root of a resource or an embedded one.
+    fn compile_node(schema: &Value, resource_root: bool) -> Option<CompiledRules> {
         let rules: Vec<CompiledRule> = rules(schema)
             .into_iter()
             .filter_map(|r| {
@@ -205,6 +208,7 @@ impl CompiledRules {
                     reads_old,
                     rule: r.rule.to_string(),
                     message: r.message.map(String::from),
+                    message_expression: r.message_expression.map(String::from),
                     reason: r.reason.map(String::from),
                     field_path: r.field_path.map(String::from),
                 })
@@ -214,17 +218,19 @@ impl CompiledRules {
             .as_object()
             .into_iter()
             .flatten()
-            .filter_map(|(k, sub)| Some((k.clone(), CompiledRules::compile(sub)?)))
+            .filter_map(|(k, sub)| Some((k.clone(), CompiledRules::compile_child(sub)?)))
             .collect();
         let additional =
-            schema.get("additionalProperties").filter(|a| a.is_object()).and_then(CompiledRules::compile).map(Box::new);
-        let items = schema.get("items").filter(|i| i.is_object()).and_then(CompiledRules::compile).map(Box::new);
+            schema.get("additionalProperties").filter(|a| a.is_object()).and_then(Self::compile_child).map(Box::new);
+        let items = schema.get("items").filter(|i| i.is_object()).and_then(Self::compile_child).map(Box::new);
         if rules.is_empty() && properties.is_empty() && additional.is_none() && items.is_none() {
             return None;
         }
         let keys = crate::schema::list_map_keys(schema);
         let map_keys = (schema["x-kubernetes-list-type"] == "map" && !keys.is_empty())
             .then(|| keys.into_iter().map(String::from).collect());
+        let decl =
+            if rules.is_empty() { None } else { crate::cel_decl::of_schema(schema, resource_root).map(Box::new) };
         Some(CompiledRules {
             rules,
             type_name: schema["type"].as_str().map(String::from),
@@ -232,13 +238,37 @@ impl CompiledRules {
             additional,
             items,
             map_keys,
+            decl,
         })
     }
 
-    fn check_node(&self, v: &Value, old: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
-        if self.rules.is_empty() {
+    fn compile_child(schema: &Value) -> Option<CompiledRules> {
+        Self::compile_node(schema, schema["x-kubernetes-embedded-resource"] == true)
+    }
+
+    fn check_node(
+        &self,
+        v: &Value,
+        old: Option<&Value>,
+        path: &str,
+        budget: &mut RuntimeBudget,
+        errs: &mut Vec<FieldError>,
+    ) {
+        if self.rules.is_empty() || budget.exhausted {
             return;
         }
+        // Each rule's cost is bounded before it runs, over the sizes of this value (and the
+        // old one): the interpreter cannot count as it goes.
+        let sized = self.decl.as_ref().map(|d| {
+            let mut sized = d.sized_by(v);
+            let mut extent = crate::cel_check::extent(v);
+            if let Some(old) = old {
+                sized.observe(d, old);
+                extent = extent.max(crate::cel_check::extent(old));
+            }
+            (sized, extent)
+        });
+        let cost = |p: &cel::Program| sized.as_ref().map_or(0, |(d, e)| crate::cel_check::max_cost_on(p, d, *e));
         // The old value is converted only where a rule reads it.
         let old = old.filter(|_| self.rules.iter().any(|r| r.reads_old));
         let context = NodeContext::new(v, old);
@@ -247,15 +277,38 @@ impl CompiledRules {
                 continue;
             }
             let declared = self.type_name.as_deref();
+            if let Err(refused) = budget.charge(cost(&r.program)) {
+                let detail = match refused {
+                    Refusal::CallLimit => over_call_limit(r.message.as_deref().unwrap_or(&r.rule).trim()),
+                    Refusal::Budget => OUT_OF_BUDGET.to_string(),
+                };
+                errs.push(FieldError::invalid(path, type_name(declared, v), detail));
+                return;
+            }
             match context.evaluate(&r.program) {
                 Ok(cel::Value::Bool(true)) => {}
                 Ok(cel::Value::Bool(false)) => {
                     let message = match (&r.message, &r.message_program) {
                         (Some(m), _) => m.clone(),
-                        (None, Some(p)) => match context.evaluate(p) {
-                            Ok(cel::Value::String(s)) if !s.trim().is_empty() => s.to_string(),
-                            _ => format!("failed rule: {}", r.rule),
-                        },
+                        (None, Some(p)) => {
+                            if let Err(refused) = budget.charge(cost(p)) {
+                                let detail = match refused {
+                                    Refusal::CallLimit => {
+                                        message_over_call_limit(r.message_expression.as_deref().unwrap_or(""))
+                                    }
+                                    Refusal::Budget => MESSAGE_OUT_OF_BUDGET.to_string(),
+                                };
+                                // Reported instead of the rule's failure, at its place.
+                                let mut e = failure(r, path, String::new(), String::new());
+                                e.kind = FieldErrorKind::Invalid { value: type_name(declared, v).into(), detail };
+                                errs.push(e);
+                                return;
+                            }
+                            match context.evaluate(p) {
+                                Ok(cel::Value::String(s)) if !s.trim().is_empty() => s.to_string(),
+                                _ => format!("failed rule: {}", r.rule),
+                            }
+                        }
                         (None, None) => format!("failed rule: {}", r.rule),
                     };
                     errs.push(failure(r, path, type_name(declared, v), message));
@@ -280,29 +333,44 @@ impl CompiledRules {
         old: Option<&Map<String, Value>>,
         errs: &mut Vec<FieldError>,
     ) {
+        // One budget for all of the object's rules (kube's per-object runtime budget).
+        let budget = &mut RuntimeBudget::default();
         for (key, value) in obj {
             if key == "metadata" {
                 continue;
             }
             if let Some(sub) = self.properties.get(key).or(self.additional.as_deref()) {
-                sub.validate(value, old.and_then(|o| o.get(key)), key, errs);
+                sub.validate(value, old.and_then(|o| o.get(key)), key, budget, errs);
             }
         }
         if !self.rules.is_empty() {
             // Rules at the root see the whole object; kube prints the root's path as `<nil>`.
             let v = Value::Object(obj.clone());
             let old = old.map(|o| Value::Object(o.clone()));
-            self.check_node(&v, old.as_ref(), "<nil>", errs);
+            self.check_node(&v, old.as_ref(), "<nil>", budget, errs);
         }
     }
 
-    fn validate(&self, v: &Value, old: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
-        self.check_node(v, old, path, errs);
+    fn validate(
+        &self,
+        v: &Value,
+        old: Option<&Value>,
+        path: &str,
+        budget: &mut RuntimeBudget,
+        errs: &mut Vec<FieldError>,
+    ) {
+        self.check_node(v, old, path, budget, errs);
         match v {
             Value::Object(map) => {
                 for (key, value) in map {
                     if let Some(sub) = self.properties.get(key).or(self.additional.as_deref()) {
-                        sub.validate(value, old.and_then(|o| o.get(key)), &crate::schema::join(path, key), errs);
+                        sub.validate(
+                            value,
+                            old.and_then(|o| o.get(key)),
+                            &crate::schema::join(path, key),
+                            budget,
+                            errs,
+                        );
                     }
                 }
             }
@@ -315,7 +383,7 @@ impl CompiledRules {
                     let old_item = self.map_keys.as_ref().and_then(|keys| {
                         old_items.into_iter().flatten().find(|o| keys.iter().all(|k| o[k.as_str()] == item[k.as_str()]))
                     });
-                    item_rules.validate(item, old_item, &format!("{path}[{i}]"), errs);
+                    item_rules.validate(item, old_item, &format!("{path}[{i}]"), budget, errs);
                 }
             }
             _ => {}
@@ -385,14 +453,18 @@ mod tests {
     }
 
     #[test]
-    fn rules_that_do_not_compile_are_found() {
+    fn rules_as_written_are_checked() {
         let mut errs = Vec::new();
-        compile_errors(&json!({"x-kubernetes-validations": [{"rule": "self.x >"}, {"rule": ""}]}), "s", &mut errs);
-        assert_eq!(errs.len(), 2);
-        assert!(errs[0]
-            .to_string()
-            .starts_with("s.x-kubernetes-validations[0].rule: Invalid value: \"self.x >\": compilation failed"));
-        assert_eq!(errs[1].to_string(), "s.x-kubernetes-validations[1].rule: Required value: rule is not specified");
+        let rules = json!({"x-kubernetes-validations": [{"rule": "self.x >"}, {"rule": ""}, {"rule": "true", "message": "a\nb"}]});
+        compile_errors(&rules, "s", &mut errs);
+        let errs: Vec<String> = errs.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            errs,
+            vec![
+                "s.x-kubernetes-validations[1].rule: Required value: rule is not specified",
+                "s.x-kubernetes-validations[2].message: Invalid value: \"a\\nb\": must not contain line breaks",
+            ]
+        );
     }
 
     #[test]

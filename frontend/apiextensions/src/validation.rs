@@ -100,6 +100,9 @@ pub fn validate(obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
     let mut storage = 0;
     let mut seen: Vec<&str> = Vec::new();
     let mut unique = true;
+    // Versions with one schema between them have it checked once, where kube's internal form
+    // holds it (`spec.validation`).
+    let shared = def.versions.iter().all(|v| v.schema.is_some() && v.schema == def.versions[0].schema);
     for (i, v) in def.versions.iter().enumerate() {
         if v.storage {
             storage += 1;
@@ -112,7 +115,12 @@ pub fn validate(obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
         if !bad.is_empty() {
             errs.push(FieldError::invalid(format!("spec.versions[{i}].name"), v.name.clone(), bad.join(",")));
         }
-        validate_version(v, &format!("spec.versions[{i}]"), &mut errs);
+        let schema_path = match (shared, i) {
+            (false, _) => Some(format!("spec.versions[{i}].schema.openAPIV3Schema")),
+            (true, 0) => Some("spec.validation.openAPIV3Schema".to_string()),
+            (true, _) => None,
+        };
+        validate_version(v, &format!("spec.versions[{i}]"), schema_path.as_deref(), &mut errs);
     }
     if def.versions.is_empty() {
         errs.push(FieldError::invalid(
@@ -365,12 +373,22 @@ fn validate_webhook_service(path: &str, svc: &Value, errs: &mut Vec<FieldError>)
 const COLUMN_TYPES: &str = "boolean,date,integer,number,string";
 const COLUMN_FORMATS: &str = "byte,date,date-time,double,float,int32,int64,name,password";
 
-fn validate_version(v: &Version, path: &str, errs: &mut Vec<FieldError>) {
+/// Checks version `v` at `path`, and its schema at `schema_path` unless that is checked
+/// elsewhere (`None`).
+fn validate_version(v: &Version, path: &str, schema_path: Option<&str>, errs: &mut Vec<FieldError>) {
     let Some(schema) = &v.schema else {
         errs.push(FieldError::required(format!("{path}.schema.openAPIV3Schema"), ""));
         return;
     };
-    let schema_path = format!("{path}.schema.openAPIV3Schema");
+    if let Some(schema_path) = schema_path {
+        validate_schema(schema, schema_path, errs);
+    }
+    validate_columns(v, path, errs);
+}
+
+fn validate_schema(schema: &Value, schema_path: &str, errs: &mut Vec<FieldError>) {
+    let schema_path = schema_path.to_string();
+    let before = errs.len();
     if depth(schema) > MAX_SCHEMA_DEPTH {
         errs.push(FieldError::forbidden(
             schema_path,
@@ -391,6 +409,13 @@ fn validate_version(v: &Version, path: &str, errs: &mut Vec<FieldError>) {
         errs.push(FieldError::forbidden(format!("{schema_path}.nullable"), "nullable cannot be true at the root"));
     }
     structural(schema, &schema_path, errs);
+    // Rules are compiled against a schema kube accepts as structural, as kube does.
+    if errs.len() == before {
+        crate::cel_admit::check_schema(schema, &schema_path, errs);
+    }
+}
+
+fn validate_columns(v: &Version, path: &str, errs: &mut Vec<FieldError>) {
     for (i, c) in v.columns.iter().enumerate() {
         let col = format!("{path}.additionalPrinterColumns[{i}]");
         if c.name.is_empty() {
@@ -596,7 +621,30 @@ mod tests {
             errs.iter().any(|e| e.ends_with("must have exactly one version marked as storage version")),
             "{errs:?}"
         );
-        assert!(errs.contains(&"spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[size].type: Required value: must not be empty for specified object fields".to_string()), "{errs:?}");
+        assert!(errs.contains(&"spec.validation.openAPIV3Schema.properties[spec].properties[size].type: Required value: must not be empty for specified object fields".to_string()), "{errs:?}");
+    }
+
+    #[test]
+    fn a_schema_shared_by_versions_is_reported_once_where_kube_holds_it() {
+        let mut two = crd();
+        let mut v2 = two["spec"]["versions"][0].clone();
+        v2["name"] = "v2".into();
+        v2["storage"] = false.into();
+        if let Some(versions) = two["spec"]["versions"].as_array_mut() {
+            versions.push(v2);
+        }
+        let errs: Vec<String> = validate(&two, None).iter().map(ToString::to_string).collect();
+        let size = |at: &str| {
+            format!("{at}.properties[spec].properties[size].type: Required value: must not be empty for specified object fields")
+        };
+        assert_eq!(errs, vec![size("spec.validation.openAPIV3Schema")]);
+        // Schemas that differ are each checked at their version.
+        two["spec"]["versions"][1]["schema"]["openAPIV3Schema"]["description"] = "v2".into();
+        let errs: Vec<String> = validate(&two, None).iter().map(ToString::to_string).collect();
+        assert_eq!(
+            errs,
+            vec![size("spec.versions[0].schema.openAPIV3Schema"), size("spec.versions[1].schema.openAPIV3Schema")]
+        );
     }
 
     fn conversion_errors(conversion: Value) -> Vec<String> {

@@ -63,6 +63,14 @@ pub enum FieldErrorKind {
         /// The allowed values, quoted as kube quotes them.
         supported: Vec<String>,
     },
+    /// `Invalid value` whose value kube prints as Go source rather than as JSON (a struct such
+    /// as `apiextensions.ValidationRule{Rule:"...", ...}`).
+    InvalidPrinted {
+        /// The value as kube prints it.
+        value: String,
+        /// Why it is invalid.
+        detail: String,
+    },
     /// The value has the wrong type (`Invalid value` with kube's `FieldValueTypeInvalid`).
     TypeInvalid {
         /// The offending value (kube shows the value's type name).
@@ -125,7 +133,7 @@ impl FieldError {
     /// Returns the cause `reason` of this error (`FieldValueInvalid`, ...).
     fn reason(&self) -> &'static str {
         match self.kind {
-            FieldErrorKind::Invalid { .. } => "FieldValueInvalid",
+            FieldErrorKind::Invalid { .. } | FieldErrorKind::InvalidPrinted { .. } => "FieldValueInvalid",
             FieldErrorKind::Required { .. } => "FieldValueRequired",
             FieldErrorKind::Forbidden { .. } => "FieldValueForbidden",
             FieldErrorKind::Duplicate { .. } => "FieldValueDuplicate",
@@ -157,6 +165,7 @@ impl FieldError {
                 format!("Unsupported value: {value}: supported values: {}", supported.join(", "))
             }
             FieldErrorKind::TypeInvalid { value, detail } => with_detail(format!("Invalid value: {value}"), detail),
+            FieldErrorKind::InvalidPrinted { value, detail } => with_detail(format!("Invalid value: {value}"), detail),
             FieldErrorKind::TooLongString { max } => format!("Too long: may not be more than {max} bytes"),
             FieldErrorKind::TooMany { actual, max } => format!("Too many: {actual}: must have at most {max} items"),
         }

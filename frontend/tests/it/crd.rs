@@ -314,7 +314,7 @@ async fn definitions_are_validated_as_kube_does(backend: Backend) {
     let file = write(&c, "untyped.yaml", &untyped);
     let out = c.kubectl(&["create", "-f", &file]).await;
     assert!(
-        out.stderr.contains("spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[color].type: Required value: must not be empty for specified object fields"),
+        out.stderr.contains("spec.validation.openAPIV3Schema.properties[spec].properties[color].type: Required value: must not be empty for specified object fields"),
         "{}",
         out.stderr
     );
@@ -357,9 +357,7 @@ async fn definitions_are_validated_as_kube_does(backend: Backend) {
     assert_eq!(resp.status, 422, "{}", String::from_utf8_lossy(&resp.body));
     let message = resp.json()["message"].as_str().unwrap_or("").to_string();
     assert!(
-        message.contains(
-            "spec.versions[0].schema.openAPIV3Schema: Forbidden: must not be nested more than 48 levels deep"
-        ),
+        message.contains("spec.validation.openAPIV3Schema: Forbidden: must not be nested more than 48 levels deep"),
         "{message}"
     );
 

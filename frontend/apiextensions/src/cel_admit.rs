@@ -1,0 +1,280 @@
+//! The checks of a definition's CEL rules when it is admitted, as kube makes them: each rule
+//! and `messageExpression` compiles and type-checks against the schema (`compilation failed:
+//! ERROR: <input>:1:6: undefined field 'foo'`), a rule evaluates to a bool and a message
+//! expression to a string, and neither costs more than kube allows: a rule's estimated cost
+//! times how many times it can run (the product of `maxItems`/`maxProperties` above it, or
+//! how many of its node fit in a request) against [`STATIC_ESTIMATED_COST_LIMIT`], and the sum
+//! over the schema against [`STATIC_ESTIMATED_CRD_COST_LIMIT`].
+
+use serde_json::Value;
+
+use ballast_apiserver::error::{FieldError, FieldErrorKind};
+
+use crate::cel_check::{check, parse_issues};
+use crate::cel_cost::{
+    over_budget, MAX_REQUEST_SIZE_BYTES, STATIC_ESTIMATED_COST_LIMIT, STATIC_ESTIMATED_CRD_COST_LIMIT,
+};
+use crate::cel_decl::Decl;
+
+/// The estimated cost of a schema's rules so far, and the costliest of them.
+#[derive(Default)]
+struct TotalCost {
+    total: u64,
+    /// Up to four rules costing at least 1% of the schema's limit, costliest first.
+    most_expensive: Vec<(String, u64)>,
+}
+
+impl TotalCost {
+    fn observe(&mut self, path: String, cost: u64) {
+        self.total = self.total.saturating_add(cost);
+        if cost < STATIC_ESTIMATED_CRD_COST_LIMIT / 100 {
+            return;
+        }
+        self.most_expensive.push((path, cost));
+        self.most_expensive.sort_by_key(|e| std::cmp::Reverse(e.1));
+        self.most_expensive.truncate(4);
+    }
+}
+
+/// Checks every rule of the version schema `schema` (at `path`, its
+/// `...openAPIV3Schema`), appending kube's findings to `errs`.
+pub(crate) fn check_schema(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
+    let mut total = TotalCost::default();
+    walk(schema, path, true, Some(1), &mut total, errs);
+    if total.total > STATIC_ESTIMATED_CRD_COST_LIMIT {
+        for (rule_path, _) in &total.most_expensive {
+            errs.push(FieldError::forbidden(
+                rule_path.clone(),
+                "contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema",
+            ));
+        }
+        errs.push(FieldError::forbidden(
+            path,
+            over_budget(
+                "x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema",
+                total.total,
+                STATIC_ESTIMATED_CRD_COST_LIMIT,
+            ),
+        ));
+    }
+}
+
+fn embedded(schema: &Value) -> bool {
+    schema["x-kubernetes-embedded-resource"] == true
+}
+
+/// How many times each child of `schema` can occur per occurrence of `schema` (kube's
+/// `extractMaxElements`): `maxItems` of a list, `maxProperties` of a map, 1 for an object's
+/// fields; `None` for a list or map without a limit.
+fn child_factor(schema: &Value) -> Option<u64> {
+    let limit = |key: &str| schema[key].as_i64().map(|n| n.max(0) as u64);
+    match schema["type"].as_str() {
+        Some("object") if schema.get("additionalProperties").is_some_and(Value::is_object) => limit("maxProperties"),
+        Some("array") => limit("maxItems"),
+        _ => Some(1),
+    }
+}
+
+fn walk(
+    schema: &Value,
+    path: &str,
+    resource_root: bool,
+    cardinality: Option<u64>,
+    total: &mut TotalCost,
+    errs: &mut Vec<FieldError>,
+) {
+    if schema["x-kubernetes-validations"].as_array().is_some_and(|r| !r.is_empty()) {
+        check_rules(schema, path, resource_root, cardinality, total, errs);
+    }
+    let child = cardinality.zip(child_factor(schema)).map(|(c, f)| c.saturating_mul(f));
+    for (key, sub) in schema["properties"].as_object().into_iter().flatten() {
+        walk(sub, &format!("{path}.properties[{key}]"), embedded(sub), child, total, errs);
+    }
+    if let Some(sub) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+        walk(sub, &format!("{path}.additionalProperties"), embedded(sub), child, total, errs);
+    }
+    if let Some(sub) = schema.get("items").filter(|a| a.is_object()) {
+        walk(sub, &format!("{path}.items"), embedded(sub), child, total, errs);
+    }
+}
+
+/// A string as Go's `%#v` quotes it.
+fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A rule as kube prints it in a finding: Go's `%#v` of its `ValidationRule`. kube prints a
+/// set `reason` or `optionalOldSelf` as a pointer's address, which tells a reader nothing; a
+/// fixed one stands in for it.
+fn printed_rule(r: &Value) -> String {
+    let s = |k: &str| go_quote(r[k].as_str().unwrap_or(""));
+    let pointer = |k: &str, ty: &str| {
+        if r.get(k).is_some_and(|v| !v.is_null()) {
+            format!("({ty})(0xc000000000)")
+        } else {
+            format!("({ty})(nil)")
+        }
+    };
+    format!(
+        "apiextensions.ValidationRule{{Rule:{}, Message:{}, MessageExpression:{}, Reason:{}, FieldPath:{}, OptionalOldSelf:{}}}",
+        s("rule"),
+        s("message"),
+        s("messageExpression"),
+        pointer("reason", "*apiextensions.FieldValueErrorReason"),
+        s("fieldPath"),
+        pointer("optionalOldSelf", "*bool"),
+    )
+}
+
+fn invalid(field: String, rule: &Value, detail: String) -> FieldError {
+    FieldError { field, kind: FieldErrorKind::InvalidPrinted { value: printed_rule(rule), detail } }
+}
+
+/// Compiles `source` and checks it against `decl`: its estimated cost, or kube's words for
+/// why it does not compile (`what` names it: `compilation failed` or `messageExpression
+/// compilation failed`). `result` says what the expression must evaluate to.
+fn compile(source: &str, decl: Option<&Decl>, what: &str, result: Result_) -> Result<u64, String> {
+    let program = cel::Program::compile(source).map_err(|e| format!("{what}: {}", parse_issues(source, &e)))?;
+    let Some(decl) = decl else { return Ok(0) };
+    let checked = check(&program, source, decl);
+    if let Some(issues) = checked.issues {
+        return Err(format!("{what}: {issues}"));
+    }
+    match result {
+        Result_::Bool if checked.not_bool() => Err("cel expression must evaluate to a bool".into()),
+        Result_::String if checked.not_string() => Err("messageExpression must evaluate to a string".into()),
+        _ => Ok(checked.max_cost),
+    }
+}
+
+/// What an expression must evaluate to.
+#[derive(Clone, Copy)]
+enum Result_ {
+    Bool,
+    String,
+}
+
+fn check_rules(
+    schema: &Value,
+    path: &str,
+    resource_root: bool,
+    cardinality: Option<u64>,
+    total: &mut TotalCost,
+    errs: &mut Vec<FieldError>,
+) {
+    let decl = crate::cel_decl::of_schema(schema, resource_root);
+    // Under an unbounded list or map, as many times as the smallest such node fits in a request.
+    let cardinality =
+        cardinality.unwrap_or_else(|| MAX_REQUEST_SIZE_BYTES / (decl.as_ref().map_or(1, |d| d.min_size) + 1));
+    for (i, r) in schema["x-kubernetes-validations"].as_array().into_iter().flatten().enumerate() {
+        let source = r["rule"].as_str().unwrap_or("");
+        if source.trim().is_empty() {
+            continue;
+        }
+        let at = format!("{path}.x-kubernetes-validations[{i}]");
+        let compiled = compile(source, decl.as_ref(), "compilation failed", Result_::Bool);
+        let cost = compiled.as_ref().copied().unwrap_or(0).saturating_mul(cardinality);
+        if cost > STATIC_ESTIMATED_COST_LIMIT {
+            errs.push(FieldError::forbidden(
+                format!("{at}.rule"),
+                over_budget("estimated rule cost", cost, STATIC_ESTIMATED_COST_LIMIT),
+            ));
+        }
+        total.observe(format!("{at}.rule"), cost);
+        if let Err(e) = compiled {
+            errs.push(invalid(format!("{at}.rule"), r, e));
+            continue;
+        }
+        let Some(message) = r["messageExpression"].as_str().filter(|m| !m.trim().is_empty()) else { continue };
+        match compile(message, decl.as_ref(), "messageExpression compilation failed", Result_::String) {
+            Err(e) => errs.push(invalid(format!("{at}.messageExpression"), r, e)),
+            Ok(cost) => {
+                if cost > STATIC_ESTIMATED_COST_LIMIT {
+                    errs.push(FieldError::forbidden(
+                        format!("{at}.messageExpression"),
+                        over_budget("estimated messageExpression cost", cost, STATIC_ESTIMATED_COST_LIMIT),
+                    ));
+                }
+                total.observe(format!("{at}.messageExpression"), cost);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn findings(schema: &Value) -> Vec<String> {
+        let mut errs = Vec::new();
+        check_schema(schema, "s", &mut errs);
+        errs.iter().map(ToString::to_string).collect()
+    }
+
+    fn list_of_strings(max_items: Option<u64>, rule: &str) -> Value {
+        let mut list = json!({"type": "array", "items": {"type": "string"},
+            "x-kubernetes-validations": [{"rule": rule}]});
+        if let Some(m) = max_items {
+            list["maxItems"] = json!(m);
+        }
+        json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {"names": list}}}})
+    }
+
+    #[test]
+    fn a_rule_over_the_budget_is_refused_in_kube_words() {
+        let rule = "self.all(x, self.all(y, x == y))";
+        assert_eq!(
+            findings(&list_of_strings(None, rule)),
+            vec![
+                "s.properties[spec].properties[names].x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of more than 100x (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)",
+                "s.properties[spec].properties[names].x-kubernetes-validations[0].rule: Forbidden: contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema",
+                "s: Forbidden: x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema exceeds budget by factor of more than 100x (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)",
+            ]
+        );
+        assert!(findings(&list_of_strings(Some(10), "self.all(x, x.size() < 10)")).is_empty());
+    }
+
+    #[test]
+    fn cardinality_multiplies_a_rule_under_lists() {
+        // A rule on strings in an unbounded list runs once per string that fits in a request.
+        let item_rule = json!({"type": "object", "properties": {"l": {"type": "array",
+            "items": {"type": "string", "x-kubernetes-validations": [{"rule": "self.contains('x')"}]}}}});
+        let errs = findings(&item_rule);
+        assert!(errs[0].starts_with("s.properties[l].items.x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of more than 100x"), "{errs:?}");
+        let bounded = json!({"type": "object", "properties": {"l": {"type": "array", "maxItems": 100,
+            "items": {"type": "string", "maxLength": 64, "x-kubernetes-validations": [{"rule": "self.contains('x')"}]}}}});
+        assert!(findings(&bounded).is_empty());
+    }
+
+    #[test]
+    fn compile_errors_print_the_rule_as_kube_does() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+            "properties": {"a": {"type": "integer"}},
+            "x-kubernetes-validations": [{"rule": "self.foo == 1", "message": "m"}, {"rule": "self.a"},
+                {"rule": "self.a > 1", "messageExpression": "self.a"}, {"rule": "self.a >"}]}}});
+        assert_eq!(
+            findings(&schema),
+            vec![
+                "s.properties[spec].x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{Rule:\"self.foo == 1\", Message:\"m\", MessageExpression:\"\", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:\"\", OptionalOldSelf:(*bool)(nil)}: compilation failed: ERROR: <input>:1:5: undefined field 'foo'\n | self.foo == 1\n | ....^",
+                "s.properties[spec].x-kubernetes-validations[1].rule: Invalid value: apiextensions.ValidationRule{Rule:\"self.a\", Message:\"\", MessageExpression:\"\", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:\"\", OptionalOldSelf:(*bool)(nil)}: cel expression must evaluate to a bool",
+                "s.properties[spec].x-kubernetes-validations[2].messageExpression: Invalid value: apiextensions.ValidationRule{Rule:\"self.a > 1\", Message:\"\", MessageExpression:\"self.a\", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:\"\", OptionalOldSelf:(*bool)(nil)}: messageExpression must evaluate to a string",
+                "s.properties[spec].x-kubernetes-validations[3].rule: Invalid value: apiextensions.ValidationRule{Rule:\"self.a >\", Message:\"\", MessageExpression:\"\", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:\"\", OptionalOldSelf:(*bool)(nil)}: compilation failed: ERROR: <input>:1:9: Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}\n | self.a >\n | ........^",
+            ]
+        );
+    }
+}

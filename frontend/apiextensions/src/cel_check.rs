@@ -1,0 +1,1095 @@
+//! A type checker and cost estimator for CEL rules, over the parsed program of the cel-rust
+//! crate (which has neither): `self` and `oldSelf` are typed by the schema ([`Decl`]), and
+//! each expression gets a type, the cost of evaluating it and the size of its value, by the
+//! rules of cel-go's checker and estimator that Kubernetes uses.
+//!
+//! The checker reports what kube's reports when the types make it certain: a field the schema
+//! does not declare (`undefined field 'foo'`), a name nothing declares (`undeclared reference
+//! to 'x' (in container '')`), operators and standard functions applied to types they have no
+//! overload for (`found no matching overload for '_+_' applied to '(int, string)'`), list
+//! literals of mixed types, and a rule whose result cannot be a bool. Where a type is not
+//! known (an int-or-string, a function of a library it has no signature for) it assumes the
+//! best and reports nothing: a rule is never refused that kube's checker would pass for lack
+//! of knowledge here.
+
+use std::collections::BTreeMap;
+
+use cel::common::ast::{CallExpr, ComprehensionExpr, EntryExpr, Expr, LiteralValue, SourceInfo};
+use cel::IdedExpr;
+
+use crate::cel_cost::{
+    call_cost, Cost, Operand, Size, LIST_CREATE_BASE_COST, MAP_CREATE_BASE_COST, SELECT_AND_IDENT_COST,
+    STRING_TRAVERSAL_COST_FACTOR,
+};
+use crate::cel_decl::{Decl, DeclKind, MAP_KEY};
+
+/// A type as far as the checker knows it.
+#[derive(Debug, Clone, PartialEq)]
+enum Ty<'d> {
+    /// Not known (an int-or-string, a library function's result, ...).
+    Dyn,
+    Null,
+    Bool,
+    Int,
+    Uint,
+    Double,
+    String,
+    Bytes,
+    Duration,
+    Timestamp,
+    /// A type name (`int`, `string`, ...) used as a value.
+    Type,
+    List(Box<Ty<'d>>),
+    Map(Box<Ty<'d>>, Box<Ty<'d>>),
+    /// An object of the schema, with its fields.
+    Object(&'d BTreeMap<String, Decl>),
+}
+
+impl Ty<'_> {
+    fn of(decl: &Decl) -> Ty<'_> {
+        match &decl.kind {
+            DeclKind::Dyn => Ty::Dyn,
+            DeclKind::Bool => Ty::Bool,
+            DeclKind::Int => Ty::Int,
+            DeclKind::Double => Ty::Double,
+            DeclKind::String => Ty::String,
+            DeclKind::Bytes => Ty::Bytes,
+            DeclKind::Duration => Ty::Duration,
+            DeclKind::Timestamp => Ty::Timestamp,
+            DeclKind::List(e) => Ty::List(Box::new(Ty::of(e))),
+            DeclKind::Map(v) => Ty::Map(Box::new(Ty::String), Box::new(Ty::of(v))),
+            DeclKind::Object(f) => Ty::Object(f),
+        }
+    }
+
+    /// cel-go's name of the type in messages; `None` where it would name a generated object
+    /// type (such messages are not reported).
+    fn name(&self) -> Option<String> {
+        Some(match self {
+            Ty::Dyn => "dyn".into(),
+            Ty::Null => "null_type".into(),
+            Ty::Bool => "bool".into(),
+            Ty::Int => "int".into(),
+            Ty::Uint => "uint".into(),
+            Ty::Double => "double".into(),
+            Ty::String => "string".into(),
+            Ty::Bytes => "bytes".into(),
+            Ty::Duration => "google.protobuf.Duration".into(),
+            Ty::Timestamp => "google.protobuf.Timestamp".into(),
+            Ty::Type => return None,
+            Ty::List(e) => format!("list({})", e.name()?),
+            Ty::Map(k, v) => format!("map({}, {})", k.name()?, v.name()?),
+            Ty::Object(_) => return None,
+        })
+    }
+
+    /// Whether the type is known well enough to refuse an operation on it.
+    fn certain(&self) -> bool {
+        !matches!(self, Ty::Dyn | Ty::Type | Ty::Object(_))
+    }
+
+    fn text(&self) -> bool {
+        matches!(self, Ty::String | Ty::Bytes)
+    }
+
+    fn numeric(&self) -> bool {
+        matches!(self, Ty::Int | Ty::Uint | Ty::Double)
+    }
+
+    fn scalar(&self) -> bool {
+        matches!(self, Ty::Bool | Ty::Int | Ty::Uint | Ty::Double | Ty::Duration | Ty::Timestamp)
+    }
+}
+
+/// What the walk knows about one expression.
+#[derive(Debug, Clone)]
+struct Node<'d> {
+    ty: Ty<'d>,
+    /// The schema node the value comes from, if it comes from one.
+    decl: Option<&'d Decl>,
+    cost: Cost,
+    /// The size of the value, where known.
+    size: Option<Size>,
+    /// The size of a literal list's elements or a literal map's values.
+    entry: Option<Size>,
+}
+
+impl<'d> Node<'d> {
+    fn new(ty: Ty<'d>, cost: Cost) -> Node<'d> {
+        Node { ty, decl: None, cost, size: None, entry: None }
+    }
+
+    fn of_decl(decl: &'d Decl, cost: Cost) -> Node<'d> {
+        Node {
+            ty: Ty::of(decl),
+            decl: Some(decl),
+            cost,
+            size: Some(Size { min: 0, max: decl.max_elements }),
+            entry: None,
+        }
+    }
+
+    /// The size, or `unknown` where it is not known.
+    fn size_or(&self, unknown: Size) -> Size {
+        self.size.unwrap_or(unknown)
+    }
+
+    /// The decl and size of an element (of a list) or a value (of a map).
+    fn element(&self) -> (Option<&'d Decl>, Option<Size>) {
+        let decl = match self.decl.map(|d| &d.kind) {
+            Some(DeclKind::List(e) | DeclKind::Map(e)) => Some(&**e),
+            _ => None,
+        };
+        (decl, decl.map(|d| Size { min: 0, max: d.max_elements }).or(self.entry))
+    }
+
+    fn operand(&self, unknown: Size) -> Operand {
+        let elements = match &self.ty {
+            Ty::List(e) => {
+                let (decl, _) = self.element();
+                Some((decl.map_or(unknown, |d| Size { min: 0, max: d.max_elements }), e.text()))
+            }
+            _ => None,
+        };
+        Operand { size: self.size_or(unknown), text: self.ty.text(), elements, int_literal: None }
+    }
+}
+
+/// A variable in scope.
+struct Var<'d> {
+    name: String,
+    node: Node<'d>,
+}
+
+/// One finding, at a byte offset of the source.
+struct Finding {
+    offset: Option<u32>,
+    message: String,
+}
+
+struct Walk<'d, 's> {
+    root: &'d Decl,
+    source_info: &'s SourceInfo,
+    vars: Vec<Var<'d>>,
+    findings: Vec<Finding>,
+    /// Whether findings are collected (not when only the cost is wanted).
+    checking: bool,
+    /// The size taken for a value whose size is not followed (a conversion's result, ...).
+    unknown: Size,
+}
+
+/// The result of checking one expression.
+#[derive(Debug)]
+pub(crate) struct Checked {
+    /// cel-go's issues text (`ERROR: <input>:1:6: ...` with the source line and a caret),
+    /// when there are findings.
+    pub issues: Option<String>,
+    /// The most evaluating it can cost.
+    pub max_cost: u64,
+    /// What the result's type is, when known: `Some(true)` for bool, `Some(false)` for
+    /// another known type.
+    result_is_bool: Option<bool>,
+    result_is_string: Option<bool>,
+}
+
+impl Checked {
+    /// Whether the expression certainly does not evaluate to a bool.
+    pub(crate) fn not_bool(&self) -> bool {
+        self.result_is_bool == Some(false)
+    }
+
+    /// Whether the expression certainly does not evaluate to a string.
+    pub(crate) fn not_string(&self) -> bool {
+        self.result_is_string == Some(false)
+    }
+}
+
+/// Checks `expr` (parsed from `source`) with `self` and `oldSelf` of type `root`.
+pub(crate) fn check(program: &cel::Program, source: &str, root: &Decl) -> Checked {
+    let mut walk = Walk {
+        root,
+        source_info: program.source_info(),
+        vars: Vec::new(),
+        findings: Vec::new(),
+        checking: true,
+        unknown: Size::unknown(),
+    };
+    let node = walk.visit(program.expression(), false);
+    let issues = (!walk.findings.is_empty()).then(|| issues_text(source, walk.findings));
+    Checked {
+        issues,
+        max_cost: node.cost.max,
+        result_is_bool: node.ty.certain().then_some(node.ty == Ty::Bool),
+        result_is_string: node.ty.certain().then_some(node.ty == Ty::String),
+    }
+}
+
+/// The most evaluating `program` can cost on a value `root` is sized by ([`Decl::sized_by`]),
+/// `extent` being the value's own size ([`extent`]): a value whose size the walk does not
+/// follow (a conversion's or a library function's result) is taken to be as large as the
+/// whole value, where kube's estimate takes it to be unbounded.
+pub(crate) fn max_cost_on(program: &cel::Program, root: &Decl, extent: u64) -> u64 {
+    walk_cost(program, root, Size { min: 0, max: extent })
+}
+
+fn walk_cost(program: &cel::Program, root: &Decl, unknown: Size) -> u64 {
+    let mut walk = Walk {
+        root,
+        source_info: program.source_info(),
+        vars: Vec::new(),
+        findings: Vec::new(),
+        checking: false,
+        unknown,
+    };
+    walk.visit(program.expression(), false).cost.max
+}
+
+/// A bound on the length of any string or list a rule can derive from `v` without repeating
+/// it: every character and element in it, and room for a number written out.
+pub(crate) fn extent(v: &serde_json::Value) -> u64 {
+    use serde_json::Value;
+    const NUMBER: u64 = 32;
+    match v {
+        Value::String(s) => s.chars().count() as u64,
+        Value::Array(items) => items.iter().fold(items.len() as u64, |n, i| n.saturating_add(extent(i))),
+        Value::Object(m) => m
+            .iter()
+            .fold(m.len() as u64, |n, (k, v)| n.saturating_add(k.chars().count() as u64).saturating_add(extent(v))),
+        _ => NUMBER,
+    }
+    .max(NUMBER)
+}
+
+/// cel-go's text of findings: each `ERROR: <input>:<line>:<column>: <message>` with the
+/// source line and a caret under the column, in source order.
+fn issues_text(source: &str, mut findings: Vec<Finding>) -> String {
+    findings.sort_by_key(|f| f.offset);
+    findings
+        .iter()
+        .map(|f| {
+            let (line, column) = f.offset.map_or((1, 0), |o| line_column(source, o as usize));
+            let snippet = source.lines().nth(line - 1).unwrap_or("");
+            frame(line, column + 1, &f.message, snippet)
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// One error in cel-go's frame: `column` counts from 1.
+pub(crate) fn frame(line: usize, column: usize, message: &str, snippet: &str) -> String {
+    let mut out = format!("ERROR: <input>:{line}:{column}: {message}");
+    if !snippet.is_empty() || line == 1 {
+        let snippet = snippet.replace('\t', " ");
+        out.push_str(&format!("\n | {snippet}\n | {}^", ".".repeat(column.saturating_sub(1))));
+    }
+    out
+}
+
+/// The line (from 1) and column (from 0, in characters) of a byte offset.
+fn line_column(source: &str, offset: usize) -> (usize, usize) {
+    let before = source.get(..offset.min(source.len())).unwrap_or(source);
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().unwrap_or("").chars().count();
+    (line, column)
+}
+
+/// The parse errors of a rule in kube's frame (cel-rust's own text frames them differently).
+pub(crate) fn parse_issues(source: &str, errors: &cel::ParseErrors) -> String {
+    errors
+        .errors
+        .iter()
+        .map(|e| {
+            let (line, column) = (e.pos.0.max(1) as usize, e.pos.1.max(1) as usize);
+            frame(line, column, &e.msg, source.lines().nth(line - 1).unwrap_or(""))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn signature(args: &[&Ty<'_>], instance: bool) -> Option<String> {
+    let names: Option<Vec<String>> = args.iter().map(|t| t.name()).collect();
+    let names = names?;
+    Some(if instance { format!("{}.({})", names[0], names[1..].join(", ")) } else { format!("({})", names.join(", ")) })
+}
+
+const TYPE_NAMES: &[&str] = &["int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type", "type"];
+
+impl<'d> Walk<'d, '_> {
+    fn report(&mut self, id: u64, message: String) {
+        if self.checking {
+            let offset = self.source_info.offset_for(id).map(|(start, _)| start);
+            self.findings.push(Finding { offset, message });
+        }
+    }
+
+    fn no_overload(&mut self, id: u64, function: &str, args: &[&Ty<'_>], instance: bool) {
+        if let Some(sig) = signature(args, instance) {
+            self.report(id, format!("found no matching overload for '{function}' applied to '{sig}'"));
+        }
+    }
+
+    fn lookup(&self, name: &str) -> Option<Node<'d>> {
+        if let Some(v) = self.vars.iter().rev().find(|v| v.name == name) {
+            let mut node = v.node.clone();
+            node.cost = Cost::fixed(SELECT_AND_IDENT_COST);
+            return Some(node);
+        }
+        (name == "self" || name == "oldSelf").then(|| Node::of_decl(self.root, Cost::fixed(SELECT_AND_IDENT_COST)))
+    }
+
+    /// `as_target`: the expression is the receiver of a call, where a name nothing declares
+    /// may be a function's namespace (`strings.quote`).
+    fn visit(&mut self, e: &IdedExpr, as_target: bool) -> Node<'d> {
+        match &e.expr {
+            Expr::Ident(name) => self.ident(e.id, name, as_target),
+            Expr::Literal(lit) => literal(lit),
+            Expr::Select(select) => {
+                let operand = self.visit(&select.operand, as_target);
+                self.select(e.id, &operand, &select.field, select.test)
+            }
+            Expr::Call(call) => self.call(e.id, call),
+            Expr::List(list) => {
+                let mut cost = Cost::fixed(LIST_CREATE_BASE_COST);
+                let mut entry: Option<Size> = None;
+                let mut elem_ty: Option<Ty<'d>> = None;
+                let mut mixed = false;
+                for item in &list.elements {
+                    let n = self.visit(item, false);
+                    cost = cost.add(n.cost);
+                    let s = n.size_or(self.unknown);
+                    entry = Some(entry.map_or(s, |x| x.union(s)));
+                    match &elem_ty {
+                        None => elem_ty = Some(n.ty),
+                        Some(first) if first.certain() && n.ty.certain() && *first != n.ty && n.ty != Ty::Null => {
+                            if let (Some(want), Some(got)) = (first.name(), n.ty.name()) {
+                                self.report(item.id, format!("expected type '{want}' but found '{got}'"));
+                            }
+                            mixed = true;
+                        }
+                        Some(_) => {}
+                    }
+                }
+                let elem = if mixed { Ty::Dyn } else { elem_ty.unwrap_or(Ty::Dyn) };
+                Node {
+                    ty: Ty::List(Box::new(elem)),
+                    decl: None,
+                    cost,
+                    size: Some(Size::fixed(list.elements.len() as u64)),
+                    entry: Some(entry.unwrap_or(Size::fixed(0))),
+                }
+            }
+            Expr::Map(map) => {
+                let mut cost = Cost::fixed(MAP_CREATE_BASE_COST);
+                let mut entry: Option<Size> = None;
+                for item in &map.entries {
+                    match &item.expr {
+                        EntryExpr::MapEntry(m) => {
+                            cost = cost.add(self.visit(&m.key, false).cost);
+                            let v = self.visit(&m.value, false);
+                            cost = cost.add(v.cost);
+                            let s = v.size_or(self.unknown);
+                            entry = Some(entry.map_or(s, |x| x.union(s)));
+                        }
+                        EntryExpr::StructField(f) => cost = cost.add(self.visit(&f.value, false).cost),
+                    }
+                }
+                Node {
+                    ty: Ty::Map(Box::new(Ty::Dyn), Box::new(Ty::Dyn)),
+                    decl: None,
+                    cost,
+                    size: Some(Size::fixed(map.entries.len() as u64)),
+                    entry: Some(entry.unwrap_or(Size::fixed(0))),
+                }
+            }
+            Expr::Struct(s) => {
+                let mut cost = Cost::fixed(40);
+                for item in &s.entries {
+                    if let EntryExpr::StructField(f) = &item.expr {
+                        cost = cost.add(self.visit(&f.value, false).cost);
+                    }
+                }
+                Node::new(Ty::Dyn, cost)
+            }
+            Expr::Comprehension(c) => self.comprehension(c),
+            Expr::Unspecified => Node::new(Ty::Dyn, Cost::default()),
+        }
+    }
+
+    fn ident(&mut self, id: u64, name: &str, as_target: bool) -> Node<'d> {
+        if let Some(node) = self.lookup(name) {
+            return node;
+        }
+        if TYPE_NAMES.contains(&name) {
+            return Node::new(Ty::Type, Cost::fixed(SELECT_AND_IDENT_COST));
+        }
+        if !as_target {
+            self.report(id, format!("undeclared reference to '{name}' (in container '')"));
+        }
+        Node::new(Ty::Dyn, Cost::fixed(SELECT_AND_IDENT_COST))
+    }
+
+    fn select(&mut self, id: u64, operand: &Node<'d>, field: &str, test: bool) -> Node<'d> {
+        let mut cost = operand.cost;
+        // A presence test costs nothing of its own (kube keeps cel-go's old figure).
+        if !test && matches!(operand.ty, Ty::Map(..) | Ty::Object(_)) {
+            cost = cost.add(Cost::fixed(SELECT_AND_IDENT_COST));
+        }
+        let field_node = match &operand.ty {
+            Ty::Object(fields) => match fields.get(field) {
+                Some(decl) => Node::of_decl(decl, cost),
+                None => {
+                    self.report(id, format!("undefined field '{field}'"));
+                    Node::new(Ty::Dyn, cost)
+                }
+            },
+            Ty::Map(_, v) => {
+                let (decl, size) = operand.element();
+                Node { ty: (**v).clone(), decl, cost, size, entry: None }
+            }
+            t if t.certain() => {
+                if let Some(name) = t.name() {
+                    self.report(id, format!("type '{name}' does not support field selection"));
+                }
+                Node::new(Ty::Dyn, cost)
+            }
+            _ => Node::new(Ty::Dyn, cost),
+        };
+        if test {
+            return Node::new(Ty::Bool, cost);
+        }
+        field_node
+    }
+
+    fn comprehension(&mut self, c: &ComprehensionExpr) -> Node<'d> {
+        let range = self.visit(&c.iter_range, false);
+        let init = self.visit(&c.accu_init, false);
+        let (key, value): (Node<'d>, Node<'d>) = match &range.ty {
+            Ty::List(e) => {
+                let (decl, size) = range.element();
+                let value = Node { ty: (**e).clone(), decl, cost: Cost::default(), size, entry: None };
+                (Node::new(Ty::Int, Cost::default()), value)
+            }
+            Ty::Map(k, v) => {
+                let (decl, size) = range.element();
+                let key = Node {
+                    ty: (**k).clone(),
+                    decl: Some(&MAP_KEY),
+                    cost: Cost::default(),
+                    size: Some(Size::fixed(0)),
+                    entry: None,
+                };
+                (key, Node { ty: (**v).clone(), decl, cost: Cost::default(), size, entry: None })
+            }
+            t => {
+                if t.certain() {
+                    if let Some(name) = t.name() {
+                        self.report(
+                            c.iter_range.id,
+                            format!("expression of type '{name}' cannot be range of a comprehension (must be list, map, or dynamic)"),
+                        );
+                    }
+                }
+                (Node::new(Ty::Dyn, Cost::default()), Node::new(Ty::Dyn, Cost::default()))
+            }
+        };
+        let pushed = self.vars.len();
+        let accu = init.clone();
+        self.vars.push(Var { name: c.accu_var.clone(), node: accu });
+        match &c.iter_var2 {
+            Some(second) => {
+                self.vars.push(Var { name: c.iter_var.clone(), node: key });
+                self.vars.push(Var { name: second.clone(), node: value });
+            }
+            None => {
+                let single = if matches!(range.ty, Ty::Map(..)) { key } else { value };
+                self.vars.push(Var { name: c.iter_var.clone(), node: single });
+            }
+        }
+        let cond = self.visit(&c.loop_cond, false);
+        let step = self.visit(&c.loop_step, false);
+        self.vars.truncate(pushed + 1);
+        let result = self.visit(&c.result, false);
+        self.vars.truncate(pushed);
+        let count = range.size_or(self.unknown);
+        let cost = range.cost.add(init.cost).add(result.cost).add(count.times_cost(step.cost.add(cond.cost)));
+        let size = match &c.accu_init.expr {
+            Expr::Literal(l) => literal(l).size,
+            Expr::List(_) | Expr::Map(_) => Some(count),
+            _ => None,
+        };
+        let ty = match (&result.ty, &c.accu_init.expr) {
+            (Ty::List(_), Expr::List(_)) => Ty::List(Box::new(Ty::Dyn)),
+            (t, _) => t.clone(),
+        };
+        Node { ty, decl: None, cost, size, entry: None }
+    }
+
+    fn call(&mut self, id: u64, call: &CallExpr) -> Node<'d> {
+        let f = call.func_name.as_str();
+        // A receiver nothing declares names a namespace of functions (`strings.quote(x)`).
+        let namespace = match call.target.as_deref().map(|t| &t.expr) {
+            Some(Expr::Ident(n)) if self.lookup(n).is_none() && !TYPE_NAMES.contains(&n.as_str()) => Some(n.as_str()),
+            _ => None,
+        };
+        let target = match &call.target {
+            Some(t) if namespace.is_none() => Some(self.visit(t, true)),
+            _ => None,
+        };
+        let args: Vec<Node<'d>> = call.args.iter().map(|a| self.visit(a, false)).collect();
+        let arg_costs = args.iter().fold(Cost::default(), |c, a| c.add(a.cost));
+        let target_cost = target.as_ref().map_or(Cost::default(), |t| t.cost);
+        let base = |c: Cost| c.add(arg_costs).add(target_cost);
+        let tys: Vec<&Ty<'d>> = args.iter().map(|a| &a.ty).collect();
+        match (f, args.as_slice()) {
+            ("dyn", [a]) if target.is_none() => {
+                Node { ty: Ty::Dyn, decl: a.decl, cost: Cost::fixed(1).add(a.cost), size: a.size, entry: a.entry }
+            }
+            ("_&&_" | "_||_", [l, r]) => {
+                for t in [&l.ty, &r.ty] {
+                    if t.certain() && *t != Ty::Bool {
+                        self.no_overload(id, f, &tys, false);
+                        break;
+                    }
+                }
+                Node::new(Ty::Bool, Cost { min: l.cost.min, max: l.cost.max.saturating_add(r.cost.max) })
+            }
+            ("_?_:_", [c, t, e]) => {
+                if c.ty.certain() && c.ty != Ty::Bool {
+                    self.no_overload(id, f, &tys, false);
+                }
+                let ty = if t.ty == e.ty { t.ty.clone() } else { Ty::Dyn };
+                let size = t.size_or(self.unknown).union(e.size_or(self.unknown));
+                let entry = match (t.entry, e.entry) {
+                    (Some(a), Some(b)) => Some(a.union(b)),
+                    _ => None,
+                };
+                Node { ty, decl: None, cost: c.cost.add(t.cost.union(e.cost)), size: Some(size), entry }
+            }
+            ("!_", [a]) => {
+                if a.ty.certain() && a.ty != Ty::Bool {
+                    self.no_overload(id, f, &tys, false);
+                }
+                Node::new(Ty::Bool, base(Cost::fixed(1)))
+            }
+            ("-_", [a]) => {
+                if a.ty.certain() && !matches!(a.ty, Ty::Int | Ty::Double) {
+                    self.no_overload(id, f, &tys, false);
+                }
+                let ty = a.ty.clone();
+                let scalar = ty.scalar();
+                let mut n = Node::new(ty, base(Cost::fixed(1)));
+                n.size = scalar.then_some(Size::fixed(1));
+                n
+            }
+            ("_==_" | "_!=_", [l, r]) => {
+                if l.ty.certain()
+                    && r.ty.certain()
+                    && l.ty != r.ty
+                    && !matches!((&l.ty, &r.ty), (Ty::Null, _) | (_, Ty::Null))
+                    && !(l.ty.numeric() && r.ty.numeric())
+                    && !matches!((&l.ty, &r.ty), (Ty::List(_), Ty::List(_)) | (Ty::Map(..), Ty::Map(..)))
+                {
+                    self.no_overload(id, f, &tys, false);
+                }
+                Node::new(Ty::Bool, base(compare_cost(l, r, self.unknown)))
+            }
+            ("_<_" | "_<=_" | "_>_" | "_>=_", [l, r]) => {
+                let ordered = |t: &Ty<'_>| {
+                    matches!(
+                        t,
+                        Ty::Int
+                            | Ty::Uint
+                            | Ty::Double
+                            | Ty::String
+                            | Ty::Bytes
+                            | Ty::Bool
+                            | Ty::Duration
+                            | Ty::Timestamp
+                    )
+                };
+                if l.ty.certain() && r.ty.certain() {
+                    let ok = ordered(&l.ty) && (l.ty == r.ty || (l.ty.numeric() && r.ty.numeric()));
+                    if !ok {
+                        self.no_overload(id, f, &tys, false);
+                    }
+                }
+                let textual = (l.ty.text() || r.ty.text()) || (l.ty == Ty::Dyn && r.ty == Ty::Dyn);
+                let own = if textual { compare_cost(l, r, self.unknown) } else { Cost::fixed(1) };
+                Node::new(Ty::Bool, base(own))
+            }
+            ("_+_", [l, r]) => self.add(id, l, r, &tys, base),
+            ("_-_" | "_*_" | "_/_" | "_%_", [l, r]) => {
+                let ty = if l.ty.certain() && r.ty.certain() {
+                    let result = arithmetic(f, &l.ty, &r.ty);
+                    if result.is_none() {
+                        self.no_overload(id, f, &tys, false);
+                    }
+                    result.unwrap_or(Ty::Dyn)
+                } else if l.ty == r.ty {
+                    l.ty.clone()
+                } else {
+                    Ty::Dyn
+                };
+                let mut n = Node::new(ty, base(Cost::fixed(1)));
+                n.size = n.ty.scalar().then_some(Size::fixed(1));
+                n
+            }
+            ("@in", [l, r]) => {
+                let own = match &r.ty {
+                    Ty::List(_) | Ty::Dyn => r.size_or(self.unknown).times(1.0),
+                    Ty::Map(..) | Ty::Object(_) => Cost::fixed(1),
+                    _ => {
+                        self.no_overload(id, f, &[&l.ty, &r.ty], false);
+                        Cost::fixed(1)
+                    }
+                };
+                Node::new(Ty::Bool, base(own))
+            }
+            ("_[_]", [c, i]) => {
+                let (ty, decl, size) = match &c.ty {
+                    Ty::List(e) => {
+                        if i.ty.certain() && !matches!(i.ty, Ty::Int | Ty::Uint) {
+                            self.no_overload(id, f, &tys, false);
+                        }
+                        let (decl, size) = c.element();
+                        ((**e).clone(), decl, size)
+                    }
+                    Ty::Map(_, v) => {
+                        let (decl, size) = c.element();
+                        ((**v).clone(), decl, size)
+                    }
+                    t if t.certain() => {
+                        self.no_overload(id, f, &tys, false);
+                        (Ty::Dyn, None, None)
+                    }
+                    _ => (Ty::Dyn, None, None),
+                };
+                let size = size.or(decl.map(|d| Size { min: 0, max: d.max_elements }));
+                let size = size.or(ty.scalar().then_some(Size::fixed(1)));
+                Node { ty, decl, cost: base(Cost::fixed(1)), size, entry: None }
+            }
+            ("@not_strictly_false", [_]) => Node::new(Ty::Bool, base(Cost::fixed(1))),
+            _ => self.function(id, call, target.as_ref(), &args, namespace, base),
+        }
+    }
+
+    fn add(&mut self, id: u64, l: &Node<'d>, r: &Node<'d>, tys: &[&Ty<'d>], base: impl Fn(Cost) -> Cost) -> Node<'d> {
+        let size = l.size_or(self.unknown).add(r.size_or(self.unknown));
+        let ty = if l.ty.certain() && r.ty.certain() {
+            let result = match (&l.ty, &r.ty) {
+                (Ty::List(a), Ty::List(b)) => Some(Ty::List(Box::new(if a == b { (**a).clone() } else { Ty::Dyn }))),
+                (a, b) => arithmetic("_+_", a, b),
+            };
+            if result.is_none() {
+                self.no_overload(id, "_+_", tys, false);
+            }
+            result.unwrap_or(Ty::Dyn)
+        } else if l.ty == r.ty {
+            l.ty.clone()
+        } else {
+            Ty::Dyn
+        };
+        let entry = match (l.entry, r.entry) {
+            (Some(a), Some(b)) => Some(a.union(b)),
+            _ => None,
+        };
+        let textual = ty.text() || (ty == Ty::Dyn && (l.ty.text() || r.ty.text()));
+        let (own, size) = match &ty {
+            Ty::List(_) => (Cost::fixed(1), Some(size)),
+            _ if textual => (size.times(STRING_TRAVERSAL_COST_FACTOR), Some(size)),
+            t => (Cost::fixed(1), t.scalar().then_some(Size::fixed(1))),
+        };
+        Node { ty, decl: None, cost: base(own), size, entry }
+    }
+
+    /// Any other function: the standard ones' types are checked where certain, and every
+    /// one costs what [`call_cost`] says.
+    fn function(
+        &mut self,
+        id: u64,
+        call: &CallExpr,
+        target: Option<&Node<'d>>,
+        args: &[Node<'d>],
+        namespace: Option<&str>,
+        base: impl Fn(Cost) -> Cost,
+    ) -> Node<'d> {
+        let f = call.func_name.as_str();
+        let name = if namespace.is_some() { None } else { Some(f) };
+        // The receiver of a member call, or the argument of a global one of the same meaning.
+        let subject = target.or(if name == Some("size") { args.first() } else { None });
+        let ty = match (name, subject.map(|s| &s.ty)) {
+            (Some("size"), Some(t)) => {
+                if t.certain() && !matches!(t, Ty::String | Ty::Bytes | Ty::List(_) | Ty::Map(..)) {
+                    let mut all: Vec<&Ty<'_>> = vec![t];
+                    if target.is_some() {
+                        all.extend(args.iter().map(|a| &a.ty));
+                    }
+                    self.no_overload(id, f, &all, target.is_some());
+                }
+                Ty::Int
+            }
+            (Some("contains" | "startsWith" | "endsWith" | "matches"), Some(t)) if target.is_some() => {
+                if t.certain() && *t != Ty::String {
+                    let mut all: Vec<&Ty<'_>> = vec![t];
+                    all.extend(args.iter().map(|a| &a.ty));
+                    self.no_overload(id, f, &all, true);
+                }
+                Ty::Bool
+            }
+            (Some("matches"), _) => Ty::Bool,
+            (Some("int" | "indexOf" | "lastIndexOf"), _) => Ty::Int,
+            (Some("uint"), _) => Ty::Uint,
+            (Some("double"), _) => Ty::Double,
+            (
+                Some("string" | "lowerAscii" | "upperAscii" | "trim" | "replace" | "substring" | "charAt" | "join"),
+                _,
+            ) => Ty::String,
+            (Some("bytes"), _) => Ty::Bytes,
+            (Some("bool"), _) => Ty::Bool,
+            (Some("duration"), _) => Ty::Duration,
+            (Some("timestamp"), _) => Ty::Timestamp,
+            (Some("split"), _) => Ty::List(Box::new(Ty::String)),
+            (Some("type"), _) => Ty::Type,
+            _ => Ty::Dyn,
+        };
+        let mut operands: Vec<Operand> = args.iter().map(|a| a.operand(self.unknown)).collect();
+        for (o, a) in operands.iter_mut().zip(&call.args) {
+            if let Expr::Literal(LiteralValue::Int(n)) = &a.expr {
+                o.int_literal = Some(*n.inner());
+            }
+        }
+        let target_operand = target.map(|t| t.operand(self.unknown));
+        let qualified = namespace.map(|ns| format!("{ns}.{f}"));
+        let (own, result_size) = call_cost(qualified.as_deref().unwrap_or(f), target_operand.as_ref(), &operands);
+        let size = result_size.or(ty.scalar().then_some(Size::fixed(1)));
+        Node { ty, decl: None, cost: base(own), size, entry: None }
+    }
+}
+
+/// A literal's type, and its size (characters of a string, bytes of bytes, else 1).
+fn literal<'d>(lit: &LiteralValue) -> Node<'d> {
+    let (ty, size) = match lit {
+        LiteralValue::Boolean(_) => (Ty::Bool, 1),
+        LiteralValue::Bytes(b) => (Ty::Bytes, b.inner().len() as u64),
+        LiteralValue::Double(_) => (Ty::Double, 1),
+        LiteralValue::Int(_) => (Ty::Int, 1),
+        LiteralValue::Null => (Ty::Null, 1),
+        LiteralValue::String(s) => (Ty::String, s.inner().chars().count() as u64),
+        LiteralValue::UInt(_) => (Ty::Uint, 1),
+    };
+    let mut n = Node::new(ty, Cost::default());
+    n.size = Some(Size::fixed(size));
+    n
+}
+
+/// What comparing two values costs: the shorter one's length, walked (cel-go's figure for
+/// equality of any type and for ordering strings and bytes).
+fn compare_cost(l: &Node<'_>, r: &Node<'_>, unknown: Size) -> Cost {
+    let smallest = l.size_or(unknown).max.min(r.size_or(unknown).max);
+    Cost { min: u64::from(smallest > 0), max: smallest }.times(STRING_TRAVERSAL_COST_FACTOR)
+}
+
+/// The result type of an arithmetic operator on two known types, `None` when there is no
+/// such overload.
+fn arithmetic<'d>(op: &str, l: &Ty<'d>, r: &Ty<'d>) -> Option<Ty<'d>> {
+    use Ty::{Bytes, Double, Duration, Int, String, Timestamp, Uint};
+    let same_numeric = l == r && matches!(l, Int | Uint | Double);
+    match (op, l, r) {
+        ("_+_", String, String) | ("_+_", Bytes, Bytes) => Some(l.clone()),
+        ("_+_", Timestamp, Duration) | ("_+_", Duration, Timestamp) => Some(Timestamp),
+        ("_+_" | "_-_", Duration, Duration) => Some(Duration),
+        ("_-_", Timestamp, Timestamp) => Some(Duration),
+        ("_-_", Timestamp, Duration) => Some(Timestamp),
+        ("_%_", _, _) => (l == r && matches!(l, Int | Uint)).then(|| l.clone()),
+        _ => same_numeric.then(|| l.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    fn rule_type(t: &str) -> Value {
+        match t {
+            "duration" | "date" | "date-time" => json!({"type": "string", "format": t}),
+            "int-or-string" => json!({"x-kubernetes-int-or-string": true}),
+            t => json!({"type": t}),
+        }
+    }
+
+    fn with(mut v: Value, key: &str, max: Option<i64>) -> Value {
+        if let Some(m) = max {
+            v[key] = json!(m);
+        }
+        v
+    }
+
+    fn array(item: &str) -> impl Fn(Option<i64>) -> Value + '_ {
+        move |m| with(json!({"type": "array", "items": rule_type(item)}), "maxItems", m)
+    }
+
+    fn map(value: &str) -> impl Fn(Option<i64>) -> Value + '_ {
+        move |m| with(json!({"type": "object", "additionalProperties": rule_type(value)}), "maxProperties", m)
+    }
+
+    fn string(m: Option<i64>) -> Value {
+        with(json!({"type": "string"}), "maxLength", m)
+    }
+
+    fn object_item() -> Value {
+        json!({"type": "object", "required": ["required"],
+            "properties": {"required": {"type": "string"}, "optional": {"type": "string"}}})
+    }
+
+    fn cost(schema: &Value, rule: &str) -> u64 {
+        let decl = crate::cel_decl::of_schema(schema, false).expect("a typed schema");
+        let program = cel::Program::compile(rule).expect("a rule that parses");
+        let checked = check(&program, rule, &decl);
+        assert_eq!(checked.issues, None, "{rule}");
+        assert_eq!(checked.max_cost, walk_cost(&program, &decl, Size::unknown()));
+        checked.max_cost
+    }
+
+    /// Kubernetes' own table of estimated costs (its compilation tests): each rule on a
+    /// schema without limits, and with limits set to the figure given.
+    #[test]
+    fn estimates_match_kubernetes_figures() {
+        type Gen<'a> = Box<dyn Fn(Option<i64>) -> Value + 'a>;
+        let cases: Vec<(&str, Gen<'_>, &str, u64, i64, u64)> = vec![
+            ("number array with all", Box::new(array("number")), "self.all(x, true)", 4718591, 10, 32),
+            ("string array with all", Box::new(array("string")), "self.all(x, true)", 3145727, 20, 62),
+            ("boolean array with all", Box::new(array("boolean")), "self.all(x, true)", 1887437, 5, 17),
+            (
+                "array of number arrays with all",
+                Box::new(|m| {
+                    with(
+                        json!({"type": "array", "items": {"type": "array", "items": {"type": "number"}}}),
+                        "maxItems",
+                        m,
+                    )
+                }),
+                "self.all(x, true)",
+                3145727,
+                100,
+                302,
+            ),
+            (
+                "array of objects with all",
+                Box::new(|m| with(json!({"type": "array", "items": object_item()}), "maxItems", m)),
+                "self.all(x, true)",
+                555128,
+                50,
+                152,
+            ),
+            ("map of numbers with all", Box::new(map("number")), "self.all(x, true)", 1348169, 10, 32),
+            ("map of strings with all", Box::new(map("string")), "self.all(x, true)", 1179647, 3, 11),
+            ("map of booleans with all", Box::new(map("boolean")), "self.all(x, true)", 943718, 100, 302),
+            ("string with contains", Box::new(string), "self.contains('test')", 314574, 10, 5),
+            ("string with startsWith", Box::new(string), "self.startsWith('test')", 2, 15, 2),
+            ("string with endsWith", Box::new(string), "self.endsWith('test')", 2, 30, 2),
+            ("concat string", Box::new(string), r#"size(self + "hello") > size("hello")"#, 314578, 4, 7),
+            ("index of array with numbers", Box::new(array("number")), "self[1] == 0.0", 2, 5000, 2),
+            ("index of array with strings", Box::new(array("string")), "self[1] == self[1]", 314577, 8, 314577),
+            ("regex matches simple", Box::new(string), r#"self.matches("x")"#, 314574, 50, 22),
+            ("regex matches empty string", Box::new(string), r#""".matches("(((((((((())))))))))[0-9]")"#, 7, 10, 7),
+            ("regex matches empty regex", Box::new(string), r#"self.matches("")"#, 1, 100, 1),
+            (
+                "map of strings with value length",
+                Box::new(|m| {
+                    with(
+                        json!({"type": "object", "additionalProperties": with(json!({"type": "string"}), "maxLength", m)}),
+                        "maxProperties",
+                        m,
+                    )
+                }),
+                "self.all(x, x.contains(self[x]))",
+                2752507,
+                10,
+                72,
+            ),
+            ("set array maxLength to zero", Box::new(array("number")), "self[3] == 0.0", 2, 0, 2),
+            ("set map maxLength to zero", Box::new(map("number")), r#"self["x"] == 0.0"#, 2, 0, 2),
+            ("set string maxLength to zero", Box::new(string), r#"self == "x""#, 2, 0, 1),
+            (
+                "set bytes maxLength to zero",
+                Box::new(|m| with(json!({"type": "string", "format": "byte"}), "maxLength", m)),
+                r#"self == b"x""#,
+                2,
+                0,
+                1,
+            ),
+            (
+                "set maxLength greater than estimated maxLength",
+                Box::new(array("number")),
+                "self.all(x, x == 0.0)",
+                6291454,
+                3 * 1024 * 2048,
+                25165826,
+            ),
+            ("int-or-string array with all", Box::new(array("int-or-string")), "self.all(x, true)", 4718591, 10, 32),
+            ("index of array with int-or-strings", Box::new(array("int-or-string")), "self[0] == 5", 3, 10, 3),
+            ("index of array with booleans", Box::new(array("boolean")), "self[0] == false", 2, 25, 2),
+            (
+                "index of array of objects",
+                Box::new(|m| with(json!({"type": "array", "items": object_item()}), "maxItems", m)),
+                "self[0] == null",
+                2,
+                422,
+                2,
+            ),
+            (
+                "index of array of array of numbers",
+                Box::new(|m| {
+                    with(
+                        json!({"type": "array", "items": {"type": "array", "items": {"type": "number"}}}),
+                        "maxItems",
+                        m,
+                    )
+                }),
+                "self[0][0] == -1.0",
+                3,
+                51,
+                3,
+            ),
+            ("duration array with all", Box::new(array("duration")), "self.all(x, true)", 2359295, 5, 17),
+            ("index of duration array", Box::new(array("duration")), "self[0] == duration('1s')", 4, 525, 4),
+            ("date array with all", Box::new(array("date")), "self.all(x, true)", 725936, 15, 47),
+            ("date-time array with all", Box::new(array("date-time")), "self.all(x, true)", 428963, 25, 77),
+            ("map of int-or-strings with all", Box::new(map("int-or-string")), "self.all(x, true)", 1348169, 15, 47),
+            (
+                "map of objects with all",
+                Box::new(|m| {
+                    with(json!({"type": "object", "additionalProperties": object_item()}), "maxProperties", m)
+                }),
+                "self.all(x, true)",
+                428963,
+                20,
+                62,
+            ),
+            ("map of durations with all", Box::new(map("duration")), "self.all(x, true)", 1048577, 5, 17),
+            ("map of dates with all", Box::new(map("date")), "self.all(x, true)", 524288, 10, 32),
+            ("map of date-times with all", Box::new(map("date-time")), "self.all(x, true)", 349526, 25, 77),
+            ("extended library regex find", Box::new(string), "self.find('[0-9]+') == ''", 629147, 10, 11),
+            (
+                "extended library join",
+                Box::new(|m| with(json!({"type": "array", "items": string(m)}), "maxItems", m)),
+                "self.join(' ') == 'aa bb'",
+                329853068905,
+                10,
+                43,
+            ),
+            (
+                "extended library isSorted",
+                Box::new(|m| with(json!({"type": "array", "items": string(m)}), "maxItems", m)),
+                "self.isSorted() == true",
+                329854432052,
+                10,
+                52,
+            ),
+            (
+                "extended library replace",
+                Box::new(|m| {
+                    json!({"type": "object", "properties": {"str": string(m),
+                        "before": {"type": "string", "maxLength": 2}, "after": {"type": "string", "maxLength": 4}}})
+                }),
+                "self.str.replace(self.before, self.after) == 'does not matter'",
+                629154,
+                4,
+                12,
+            ),
+            (
+                "extended library split",
+                Box::new(|m| json!({"type": "object", "properties": {"str": string(m), "separator": string(m)}})),
+                "self.str.split(self.separator) == []",
+                629160,
+                10,
+                22,
+            ),
+            ("extended library lowerAscii", Box::new(string), "self.lowerAscii() == 'lower!'", 314575, 10, 6),
+            ("check cost of size call", Box::new(map("integer")), "oldSelf.size() == self.size()", 5, 10, 5),
+            ("check cost of timestamp comparison", Box::new(map("date-time")), r#"self["a"] == self["b"]"#, 8, 7, 8),
+            ("check cost of duration comparison", Box::new(map("duration")), r#"self["c"] == self["d"]"#, 8, 42, 8),
+            (
+                "enums with maxLength equals to the longest possible value",
+                Box::new(|m| with(json!({"type": "string", "enum": ["A", "B", "C", "LongValue"]}), "maxLength", m)),
+                "self.contains('A')",
+                2,
+                1000,
+                401,
+            ),
+            (
+                "IntOrString type with quantity rule",
+                Box::new(|m| with(json!({"x-kubernetes-int-or-string": true}), "maxLength", m)),
+                "isQuantity(self)",
+                314574,
+                20,
+                9,
+            ),
+        ];
+        let mut wrong = Vec::new();
+        for (name, schema, rule, calc, limit, set) in &cases {
+            let got = (cost(&schema(None), rule), cost(&schema(Some(*limit)), rule));
+            if got != (*calc, *set) {
+                wrong.push(format!("{name}: want ({calc}, {set}), got {got:?}"));
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+        // Nested loops exceed the per-rule limit without limits, and cost what kube says with.
+        assert!(cost(&array("number")(None), "self.all(x, self.all(y, true))") > crate::cel_cost::PER_CALL_LIMIT);
+        assert_eq!(cost(&array("number")(Some(10)), "self.all(x, self.all(y, true))"), 352);
+        assert_eq!(cost(&array("number")(Some(10)), "self.all(x, self.all(y, self.all(z, true)))"), 3552);
+    }
+
+    fn issues(schema: &Value, rule: &str) -> Option<String> {
+        let decl = crate::cel_decl::of_schema(schema, true).expect("a typed schema");
+        let program = cel::Program::compile(rule).expect("a rule that parses");
+        check(&program, rule, &decl).issues
+    }
+
+    #[test]
+    fn type_errors_read_as_kube_reports_them() {
+        let spec = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "replicas": {"type": "integer"}, "name": {"type": "string"},
+            "ports": {"type": "array", "items": {"type": "integer"}},
+            "any": {"x-kubernetes-int-or-string": true}}}}});
+        assert_eq!(
+            issues(&spec, "self.spec.foo == 1").as_deref(),
+            Some("ERROR: <input>:1:10: undefined field 'foo'\n | self.spec.foo == 1\n | .........^")
+        );
+        assert_eq!(
+            issues(&spec, "has(self.spec.bar) && x > 1").as_deref(),
+            Some(
+                "ERROR: <input>:1:4: undefined field 'bar'\n | has(self.spec.bar) && x > 1\n | ...^\n\
+                 ERROR: <input>:1:23: undeclared reference to 'x' (in container '')\n | has(self.spec.bar) && x > 1\n | ......................^"
+            )
+        );
+        assert_eq!(
+            issues(&spec, "self.spec.replicas + self.spec.name == 'a'").as_deref(),
+            Some(
+                "ERROR: <input>:1:20: found no matching overload for '_+_' applied to '(int, string)'\n | self.spec.replicas + self.spec.name == 'a'\n | ...................^"
+            )
+        );
+        assert_eq!(
+            issues(&spec, "[1, 'a'].all(x, true)").as_deref(),
+            Some("ERROR: <input>:1:5: expected type 'int' but found 'string'\n | [1, 'a'].all(x, true)\n | ....^")
+        );
+        // The root's metadata is name and generateName only; unknown types pass.
+        assert!(issues(&spec, "has(self.metadata.namespace)")
+            .expect("findings")
+            .contains("undefined field 'namespace'"));
+        for fine in [
+            "self.spec.any == 'a' || self.spec.any > 1",
+            "self.spec.ports.all(p, p > 0 && p < 65536)",
+            "self.metadata.name.startsWith('a') && self.kind == 'X'",
+            "self.spec.name.matches('^a') && size(self.spec.ports) < 3",
+            "type(self.spec.replicas) == int && quantity(self.spec.name).isLessThan(quantity('1'))",
+            "self.spec.ports.map(p, p * 2).exists(q, q == 4)",
+        ] {
+            assert_eq!(issues(&spec, fine), None, "{fine}");
+        }
+        let decl = crate::cel_decl::of_schema(&spec, true).expect("typed");
+        let program = cel::Program::compile("self.spec.replicas + 1").expect("parses");
+        assert!(check(&program, "", &decl).not_bool());
+    }
+}
