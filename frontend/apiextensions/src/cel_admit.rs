@@ -262,6 +262,32 @@ mod tests {
     }
 
     #[test]
+    fn the_large_fixture_is_admitted() {
+        let crd: Value = serde_yaml_ng::from_str(include_str!("../testdata/large-crd.yaml")).expect("fixture");
+        let errs: Vec<String> = crate::validation::validate(&crd, None).iter().map(ToString::to_string).collect();
+        assert!(errs.is_empty(), "{errs:?}");
+    }
+
+    #[test]
+    fn a_message_built_with_string_is_refused_as_kube_refuses_it() {
+        // kube's estimator cannot size `string(x)`, so the concatenation is unbounded.
+        let schema = json!({"type": "object", "properties": {"worker": {"type": "object",
+            "properties": {"min": {"type": "integer"}, "max": {"type": "integer"}},
+            "x-kubernetes-validations": [{"rule": "self.min <= self.max",
+                "messageExpression": "'min (' + string(self.min) + ') exceeds max'"}]}}});
+        let errs = findings(&schema);
+        let at = "s.properties[worker].x-kubernetes-validations[0].messageExpression";
+        assert_eq!(
+            errs,
+            vec![
+                format!("{at}: Forbidden: estimated messageExpression cost exceeds budget by factor of more than 100x (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)"),
+                format!("{at}: Forbidden: contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema"),
+                "s: Forbidden: x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema exceeds budget by factor of more than 100x (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)".to_string(),
+            ]
+        );
+    }
+
+    #[test]
     fn compile_errors_print_the_rule_as_kube_does() {
         let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
             "properties": {"a": {"type": "integer"}},

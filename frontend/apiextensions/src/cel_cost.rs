@@ -152,6 +152,8 @@ pub(crate) fn call_cost(function: &str, target: Option<&Operand>, args: &[Operan
             }
             None => (traversal(t.size), None),
         },
+        // The strings extension's `format`: one walk over the format string.
+        ("format", Some(t), _) => (traversal(t.size), None),
         ("url", None, [a]) => (traversal(a.size), Some(a.size)),
         ("lowerAscii" | "upperAscii" | "substring" | "trim", Some(t), _) => (traversal(t.size), Some(t.size)),
         ("replace", Some(t), [what, with, ..]) => {

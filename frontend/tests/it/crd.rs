@@ -323,7 +323,7 @@ async fn definitions_are_validated_as_kube_does(backend: Backend) {
     let file = write(&c, "bad-rule.yaml", &bad_rule);
     let out = c.kubectl(&["create", "-f", &file]).await;
     assert!(
-        out.stderr.contains("spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: \"self.size >\": compilation failed"),
+        out.stderr.contains("spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{Rule:\"self.size >\", Message:\"a widget cannot have zero size\", MessageExpression:\"\", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:\"\", OptionalOldSelf:(*bool)(nil)}: compilation failed: ERROR: <input>:1:12: Syntax error: mismatched input '<EOF>'"),
         "{}",
         out.stderr
     );
@@ -802,7 +802,7 @@ spec:
             - rule: "isQuantity(self.memory) && quantity(self.memory).isLessThan(quantity('1Gi'))"
               message: memory must be a quantity under 1Gi
             - rule: "quantity(self.memory).add(quantity(self.cache)).compareTo(quantity('1536Mi')) <= 0"
-              messageExpression: "'memory plus cache is ' + string(quantity(self.memory).add(quantity(self.cache)).asInteger())"
+              messageExpression: "'memory plus cache is %d'.format([quantity(self.memory).add(quantity(self.cache)).asInteger()])"
             - rule: "self.owner.lowerAscii() == self.owner && self.owner.split('@').size() == 2"
               message: owner must be a lower-case address
             - rule: "!has(self.steps) || (self.steps.isSorted() && self.steps.max() <= 10)"

@@ -11,6 +11,7 @@ mod apply;
 mod auth;
 mod chain;
 mod crd;
+mod crd_cel_cost;
 mod crd_conversion;
 mod extension_server;
 mod harness;

@@ -1,0 +1,181 @@
+//! CEL rules checked as kube checks them, driven by kubectl: a definition whose rules do not
+//! type-check against its schema or cost more than kube's estimate allows is refused with kube's
+//! messages, and an object whose rules would cost more than kube lets one evaluation or one
+//! object spend is refused with kube's runtime messages.
+
+use crate::harness::{in_memory, Backend, Cluster, Options};
+
+in_memory!(definitions_with_costly_or_ill_typed_rules_are_refused, objects_over_the_runtime_cost_are_refused);
+
+async fn cluster(backend: Backend) -> Cluster {
+    Cluster::start_with(Options { backend: Some(backend), crds: true, ..Options::default() }).await
+}
+
+fn write(c: &Cluster, name: &str, text: &str) -> String {
+    let path = c.dir.path().join(name);
+    std::fs::write(&path, text).expect("write manifest");
+    path.to_string_lossy().into_owned()
+}
+
+/// A definition of `plural`.example.com whose `spec` has `properties` (YAML at ten spaces'
+/// indent, under `spec.properties`) and `rules` (YAML list items at ten spaces).
+fn definition(plural: &str, kind: &str, properties: &str, rules: &str) -> String {
+    format!(
+        r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: {plural}.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {{plural: {plural}, singular: {kind_lower}, kind: {kind}}}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            x-kubernetes-validations:
+{rules}
+            properties:
+{properties}
+"#,
+        kind_lower = kind.to_lowercase()
+    )
+}
+
+const ADVICE: &str =
+    "(try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)";
+
+async fn definitions_with_costly_or_ill_typed_rules_are_refused(backend: Backend) {
+    let c = cluster(backend).await;
+
+    // An `all()` over a list with no maxItems: as many strings as fit in a request, each walked.
+    let names = |max_items: &str| {
+        format!("              names:\n                type: array\n{max_items}                items: {{type: string, maxLength: 64}}\n                x-kubernetes-validations:\n                - rule: \"self.all(x, x.contains('-'))\"\n")
+    };
+    let unbounded = definition("tags", "Tag", &names(""), "            - rule: 'true'");
+    let out = c.kubectl(&["create", "-f", &write(&c, "unbounded.yaml", &unbounded)]).await;
+    assert!(!out.ok);
+    assert_eq!(
+        out.stderr.trim(),
+        format!(
+            "The CustomResourceDefinition \"tags.example.com\" is invalid: spec.validation.openAPIV3Schema.properties[spec].properties[names].x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of 3.1x {ADVICE}"
+        )
+    );
+    // The same list with maxItems is admitted.
+    let bounded = definition("tags", "Tag", &names("                maxItems: 100\n"), "            - rule: 'true'");
+    c.must_kubectl(&["create", "-f", &write(&c, "bounded.yaml", &bounded)]).await;
+
+    // A rule naming a field the schema does not declare does not compile.
+    let undeclared = definition(
+        "gizmos",
+        "Gizmo",
+        "              size: {type: integer}\n",
+        "            - rule: self.replicas > self.size\n              message: replicas above size",
+    );
+    let out = c.kubectl(&["create", "-f", &write(&c, "undeclared.yaml", &undeclared)]).await;
+    assert!(!out.ok);
+    assert_eq!(
+        out.stderr.trim(),
+        "The CustomResourceDefinition \"gizmos.example.com\" is invalid: spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{Rule:\"self.replicas > self.size\", Message:\"replicas above size\", MessageExpression:\"\", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:\"\", OptionalOldSelf:(*bool)(nil)}: compilation failed: ERROR: <input>:1:5: undefined field 'replicas'\n | self.replicas > self.size\n | ....^"
+    );
+
+    // Operands whose types have no operator between them, and a rule that is not a bool.
+    let mistyped = definition(
+        "gizmos",
+        "Gizmo",
+        "              size: {type: integer}\n              name: {type: string, maxLength: 10}\n",
+        "            - rule: self.size + self.name == 'x'\n            - rule: self.size",
+    );
+    let out = c.kubectl(&["create", "-f", &write(&c, "mistyped.yaml", &mistyped)]).await;
+    assert!(!out.ok);
+    let err = out.stderr;
+    assert!(err.contains("x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{Rule:\"self.size + self.name == 'x'\", Message:\"\", MessageExpression:\"\", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:\"\", OptionalOldSelf:(*bool)(nil)}: compilation failed: ERROR: <input>:1:11: found no matching overload for '_+_' applied to '(int, string)'\n | self.size + self.name == 'x'\n | ..........^"), "{err}");
+    assert!(err.contains("x-kubernetes-validations[1].rule: Invalid value: apiextensions.ValidationRule{Rule:\"self.size\", Message:\"\", MessageExpression:\"\", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:\"\", OptionalOldSelf:(*bool)(nil)}: cel expression must evaluate to a bool"), "{err}");
+
+    // A message built with string() cannot be sized by kube's estimator, so it is refused.
+    let message = definition(
+        "gizmos",
+        "Gizmo",
+        "              size: {type: integer}\n",
+        "            - rule: self.size < 10\n              messageExpression: \"'size ' + string(self.size) + ' is too large'\"",
+    );
+    let out = c.kubectl(&["create", "-f", &write(&c, "message.yaml", &message)]).await;
+    assert!(!out.ok);
+    let at = "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].messageExpression";
+    assert_eq!(
+        out.stderr.trim(),
+        format!(
+            "The CustomResourceDefinition \"gizmos.example.com\" is invalid: \n\
+             * {at}: Forbidden: estimated messageExpression cost exceeds budget by factor of more than 100x {ADVICE}\n\
+             * {at}: Forbidden: contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema\n\
+             * spec.validation.openAPIV3Schema: Forbidden: x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema exceeds budget by factor of more than 100x {ADVICE}"
+        )
+    );
+    // Written with format(), the same message is admitted.
+    let formatted = message
+        .replace("\"'size ' + string(self.size) + ' is too large'\"", "\"'size %d is too large'.format([self.size])\"");
+    c.must_kubectl(&["create", "-f", &write(&c, "formatted.yaml", &formatted)]).await;
+}
+
+/// `count` lists of integers `l0`..., each with a rule comparing every item with every other.
+fn pairs_definition(count: usize) -> String {
+    let mut properties = String::new();
+    for i in 0..count {
+        properties.push_str(&format!(
+            "              l{i}:\n                type: array\n                maxItems: 1000\n                items: {{type: integer}}\n                x-kubernetes-validations:\n                - rule: self.all(x, self.all(y, x == y))\n"
+        ));
+    }
+    definition("pairs", "Pair", &properties, "            - rule: 'true'")
+}
+
+fn pairs_object(name: &str, lists: &[(usize, usize)]) -> String {
+    let spec: Vec<String> = lists.iter().map(|(i, n)| format!("l{i}: [{}]", vec!["7"; *n].join(", "))).collect();
+    format!(
+        "apiVersion: example.com/v1\nkind: Pair\nmetadata: {{name: {name}, namespace: default}}\nspec: {{{}}}\n",
+        spec.join(", ")
+    )
+}
+
+async fn objects_over_the_runtime_cost_are_refused(backend: Backend) {
+    let c = cluster(backend).await;
+    // Each rule is estimated at about 5 million: under kube's 10 million per rule, and twelve
+    // of them under its 100 million per schema.
+    c.must_kubectl(&["create", "-f", &write(&c, "pairs.yaml", &pairs_definition(12))]).await;
+    c.must_kubectl(&["wait", "--for", "condition=established", "--timeout=30s", "crd/pairs.example.com"]).await;
+
+    // Small lists cost little.
+    c.must_kubectl(&["create", "-f", &write(&c, "small.yaml", &pairs_object("small", &[(0, 10), (1, 10)]))]).await;
+
+    // A thousand equal items: one evaluation costs about 5 million, over the 1 million one
+    // call may spend.
+    let out = c.kubectl(&["create", "-f", &write(&c, "long.yaml", &pairs_object("long", &[(0, 1000)]))]).await;
+    assert!(!out.ok);
+    assert_eq!(
+        out.stderr.trim(),
+        "The Pair \"long\" is invalid: spec.l0: Invalid value: \"array\": 'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: self.all(x, self.all(y, x == y))"
+    );
+
+    // Twelve lists of 420: each evaluation is under the per-call limit, together they are
+    // over the 10 million one object may spend; the rule that would cross it is refused and
+    // no rule runs after it.
+    let lists: Vec<(usize, usize)> = (0..12).map(|i| (i, 420)).collect();
+    let out = c.kubectl(&["create", "-f", &write(&c, "many.yaml", &pairs_object("many", &lists))]).await;
+    assert!(!out.ok);
+    let err = out.stderr.trim();
+    assert!(err.starts_with("The Pair \"many\" is invalid: spec.l"), "{err}");
+    assert!(
+        err.ends_with(": Invalid value: \"array\": validation failed due to running out of cost budget, no further validation rules will be run"),
+        "{err}"
+    );
+    // Eleven such lists fit in the budget.
+    let lists: Vec<(usize, usize)> = (0..11).map(|i| (i, 420)).collect();
+    c.must_kubectl(&["create", "-f", &write(&c, "eleven.yaml", &pairs_object("eleven", &lists))]).await;
+    let names = c.must_kubectl(&["get", "pairs", "-o", "name"]).await;
+    assert_eq!(names.split_whitespace().collect::<Vec<_>>(), vec!["pair.example.com/eleven", "pair.example.com/small"]);
+}
