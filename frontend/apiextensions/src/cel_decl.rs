@@ -219,6 +219,35 @@ impl Decl {
         out
     }
 
+    /// Whether a field at or below this type is spelled differently in CEL than in JSON (an
+    /// escaped name always has a `__` in it, a plain one never).
+    pub(crate) fn renames(&self) -> bool {
+        match &self.kind {
+            DeclKind::List(e) | DeclKind::Map(e) => e.renames(),
+            DeclKind::Object(f) => f.iter().any(|(k, d)| k.contains("__") || d.renames()),
+            _ => false,
+        }
+    }
+
+    /// `value` with the fields of its objects under their CEL names, as rules read them.
+    pub(crate) fn escaped(&self, value: &Value) -> Value {
+        match (&self.kind, value) {
+            (DeclKind::List(e), Value::Array(items)) => Value::Array(items.iter().map(|i| e.escaped(i)).collect()),
+            (DeclKind::Map(e), Value::Object(m)) => {
+                Value::Object(m.iter().map(|(k, v)| (k.clone(), e.escaped(v))).collect())
+            }
+            (DeclKind::Object(fields), Value::Object(m)) => Value::Object(
+                m.iter()
+                    .map(|(k, v)| match escape(k).and_then(|e| fields.get(&e).map(|d| (e, d))) {
+                        Some((name, d)) => (name, d.escaped(v)),
+                        None => (k.clone(), v.clone()),
+                    })
+                    .collect(),
+            ),
+            _ => value.clone(),
+        }
+    }
+
     fn zeroed(&self) -> Decl {
         let kind = match &self.kind {
             DeclKind::List(e) => DeclKind::List(Box::new(e.zeroed())),
@@ -278,6 +307,23 @@ mod tests {
         assert_eq!(d.max_elements, 1_048_575);
         let d = of_schema(&json!({"type": "string", "maxLength": 10}), false).expect("typed");
         assert_eq!(d.max_elements, 40);
+    }
+
+    #[test]
+    fn values_are_read_under_cel_names() {
+        let schema = json!({"type": "object", "properties": {"namespace": {"type": "string"},
+            "items": {"type": "array", "items": {"type": "object", "properties": {"max-size": {"type": "integer"}}}},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}}}});
+        let d = of_schema(&schema, false).expect("typed");
+        assert!(d.renames());
+        let v = json!({"namespace": "a", "items": [{"max-size": 1}], "labels": {"a-b": "c"}, "other": 1});
+        assert_eq!(
+            d.escaped(&v),
+            json!({"__namespace__": "a", "items": [{"max__dash__size": 1}], "labels": {"a-b": "c"}, "other": 1})
+        );
+        assert!(!of_schema(&json!({"type": "object", "properties": {"a": {"type": "string"}}}), false)
+            .expect("typed")
+            .renames());
     }
 
     #[test]

@@ -271,7 +271,12 @@ impl CompiledRules {
         let cost = |p: &cel::Program| sized.as_ref().map_or(0, |(d, e)| crate::cel_check::max_cost_on(p, d, *e));
         // The old value is converted only where a rule reads it.
         let old = old.filter(|_| self.rules.iter().any(|r| r.reads_old));
-        let context = NodeContext::new(v, old);
+        // Rules name fields by their CEL spelling (`__namespace__`, `foo__dash__bar`).
+        let escaped = self.decl.as_ref().filter(|d| d.renames()).map(|d| (d.escaped(v), old.map(|o| d.escaped(o))));
+        let context = match &escaped {
+            Some((v, old)) => NodeContext::new(v, old.as_ref()),
+            None => NodeContext::new(v, old),
+        };
         for r in &self.rules {
             if r.transition && old.is_none() {
                 continue;
@@ -464,6 +469,20 @@ mod tests {
                 "s.x-kubernetes-validations[1].rule: Required value: rule is not specified",
                 "s.x-kubernetes-validations[2].message: Invalid value: \"a\\nb\": must not contain line breaks",
             ]
+        );
+    }
+
+    #[test]
+    fn rules_read_fields_by_their_cel_names() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+            "x-kubernetes-validations": [{"rule": "self.__namespace__ != self.max__dash__size"}],
+            "properties": {"namespace": {"type": "string"}, "max-size": {"type": "string"}}}}});
+        let mut errs = Vec::new();
+        validate(&schema, &json!({"spec": {"namespace": "a", "max-size": "a"}}), None, &mut errs);
+        let errs: Vec<String> = errs.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            errs,
+            vec!["spec: Invalid value: \"object\": failed rule: self.__namespace__ != self.max__dash__size"]
         );
     }
 
