@@ -83,18 +83,19 @@ fn walk(
     total: &mut TotalCost,
     errs: &mut Vec<FieldError>,
 ) {
-    if schema["x-kubernetes-validations"].as_array().is_some_and(|r| !r.is_empty()) {
-        check_rules(schema, path, resource_root, cardinality, total, errs);
-    }
+    // Children first, then the node's own rules: kube's order of findings.
     let child = cardinality.zip(child_factor(schema)).map(|(c, f)| c.saturating_mul(f));
-    for (key, sub) in schema["properties"].as_object().into_iter().flatten() {
-        walk(sub, &format!("{path}.properties[{key}]"), embedded(sub), child, total, errs);
-    }
     if let Some(sub) = schema.get("additionalProperties").filter(|a| a.is_object()) {
         walk(sub, &format!("{path}.additionalProperties"), embedded(sub), child, total, errs);
     }
+    for (key, sub) in schema["properties"].as_object().into_iter().flatten() {
+        walk(sub, &format!("{path}.properties[{key}]"), embedded(sub), child, total, errs);
+    }
     if let Some(sub) = schema.get("items").filter(|a| a.is_object()) {
         walk(sub, &format!("{path}.items"), embedded(sub), child, total, errs);
+    }
+    if schema["x-kubernetes-validations"].as_array().is_some_and(|r| !r.is_empty()) {
+        check_rules(schema, path, resource_root, cardinality, total, errs);
     }
 }
 
