@@ -29,7 +29,9 @@
 //!   `/status`, `/scale`, selectable fields and version rewriting;
 //!   [`registry::Registry::openapi_schema`] hands out a version's schema as written.
 //! * [`schema`]: pruning, defaulting and validation of custom resources by a version's
-//!   OpenAPI v3 schema; [`rules`]: its CEL `x-kubernetes-validations`; [`formats`]: string
+//!   OpenAPI v3 schema; [`rules`]: its CEL `x-kubernetes-validations`, checked when a
+//!   definition is admitted by `cel_admit` (types and costs by `cel_check`, over the schema's
+//!   CEL types of `cel_decl`, in the units and limits of `cel_cost`); [`formats`]: string
 //!   formats; [`jsonpath`]: the JSONPath subset of
 //!   printer columns and selectable fields; [`printer`]: Table columns from
 //!   `additionalPrinterColumns`.
@@ -44,7 +46,8 @@
 //! `ballast-apimachinery` through it; never on the built-in API's crate or on the aggregator
 //! (the chain delegates downwards only). Inside: `server` → `registry` → `schema`, `printer` →
 //! `jsonpath`; `registry` → `conversion` → `webhook_client`, `schema`; `controller` →
-//! `registry`, `definition`; `validation` → `definition`, `schema`.
+//! `registry`, `definition`; `validation` → `definition`, `schema`, `cel_admit`; `rules`,
+//! `cel_admit` → `cel_check` → `cel_decl` → `cel_cost`.
 //!
 //! Reading order: [`server`], [`registry`], [`controller`].
 
