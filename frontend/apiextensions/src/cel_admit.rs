@@ -145,12 +145,22 @@ fn invalid(field: String, rule: &Value, detail: String) -> FieldError {
     FieldError { field, kind: FieldErrorKind::InvalidPrinted { value: printed_rule(rule), detail } }
 }
 
-/// Compiles `source` and checks it against `decl`: its estimated cost, or kube's words for
-/// why it does not compile (`what` names it: `compilation failed` or `messageExpression
-/// compilation failed`). `result` says what the expression must evaluate to.
-fn compile(source: &str, decl: Option<&Decl>, what: &str, result: Result_) -> Result<u64, String> {
+/// What compiling an expression found.
+#[derive(Clone, Copy)]
+struct Compiled {
+    /// The estimated cost of one evaluation.
+    cost: u64,
+    /// Whether it reads `oldSelf`.
+    reads_old: bool,
+}
+
+/// Compiles `source` and checks it against `decl`, or gives kube's words for why it does not
+/// compile (`what` names it: `compilation failed` or `messageExpression compilation
+/// failed`). `result` says what the expression must evaluate to.
+fn compile(source: &str, decl: Option<&Decl>, what: &str, result: Result_) -> Result<Compiled, String> {
     let program = cel::Program::compile(source).map_err(|e| format!("{what}: {}", parse_issues(source, &e)))?;
-    let Some(decl) = decl else { return Ok(0) };
+    let reads_old = program.references().has_variable("oldSelf");
+    let Some(decl) = decl else { return Ok(Compiled { cost: 0, reads_old }) };
     let checked = check(&program, source, decl);
     if let Some(issues) = checked.issues {
         return Err(format!("{what}: {issues}"));
@@ -158,7 +168,7 @@ fn compile(source: &str, decl: Option<&Decl>, what: &str, result: Result_) -> Re
     match result {
         Result_::Bool if checked.not_bool() => Err("cel expression must evaluate to a bool".into()),
         Result_::String if checked.not_string() => Err("messageExpression must evaluate to a string".into()),
-        _ => Ok(checked.max_cost),
+        _ => Ok(Compiled { cost: checked.max_cost, reads_old }),
     }
 }
 
@@ -188,7 +198,7 @@ fn check_rules(
         }
         let at = format!("{path}.x-kubernetes-validations[{i}]");
         let compiled = compile(source, decl.as_ref(), "compilation failed", Result_::Bool);
-        let cost = compiled.as_ref().copied().unwrap_or(0).saturating_mul(cardinality);
+        let cost = compiled.as_ref().map_or(0, |c| c.cost).saturating_mul(cardinality);
         if cost > STATIC_ESTIMATED_COST_LIMIT {
             errs.push(FieldError::forbidden(
                 format!("{at}.rule"),
@@ -196,22 +206,47 @@ fn check_rules(
             ));
         }
         total.observe(format!("{at}.rule"), cost);
-        if let Err(e) = compiled {
-            errs.push(invalid(format!("{at}.rule"), r, e));
-            continue;
-        }
-        let Some(message) = r["messageExpression"].as_str().filter(|m| !m.trim().is_empty()) else { continue };
-        match compile(message, decl.as_ref(), "messageExpression compilation failed", Result_::String) {
-            Err(e) => errs.push(invalid(format!("{at}.messageExpression"), r, e)),
-            Ok(cost) => {
-                if cost > STATIC_ESTIMATED_COST_LIMIT {
-                    errs.push(FieldError::forbidden(
-                        format!("{at}.messageExpression"),
-                        over_budget("estimated messageExpression cost", cost, STATIC_ESTIMATED_COST_LIMIT),
-                    ));
-                }
-                total.observe(format!("{at}.messageExpression"), cost);
+        let reads_old = match compiled {
+            Err(e) => {
+                errs.push(invalid(format!("{at}.rule"), r, e));
+                continue;
             }
+            Ok(c) => c.reads_old,
+        };
+        let message = r["messageExpression"].as_str().filter(|m| !m.trim().is_empty());
+        if let Some(message) = message {
+            check_message(r, message, &at, decl.as_ref(), total, errs);
+        }
+        if let Some(optional) = r.get("optionalOldSelf").filter(|o| !o.is_null() && !reads_old) {
+            errs.push(FieldError::invalid(
+                format!("{at}.optionalOldSelf"),
+                optional.clone(),
+                "may not be set if oldSelf is not used in rule",
+            ));
+        }
+    }
+}
+
+/// Checks rule `r`'s `messageExpression` (`message`): it compiles, evaluates to a string and
+/// costs no more than kube allows (once: kube does not multiply it by the rule's cardinality).
+fn check_message(
+    r: &Value,
+    message: &str,
+    at: &str,
+    decl: Option<&Decl>,
+    total: &mut TotalCost,
+    errs: &mut Vec<FieldError>,
+) {
+    match compile(message, decl, "messageExpression compilation failed", Result_::String) {
+        Err(e) => errs.push(invalid(format!("{at}.messageExpression"), r, e)),
+        Ok(Compiled { cost, .. }) => {
+            if cost > STATIC_ESTIMATED_COST_LIMIT {
+                errs.push(FieldError::forbidden(
+                    format!("{at}.messageExpression"),
+                    over_budget("estimated messageExpression cost", cost, STATIC_ESTIMATED_COST_LIMIT),
+                ));
+            }
+            total.observe(format!("{at}.messageExpression"), cost);
         }
     }
 }
@@ -260,6 +295,17 @@ mod tests {
         let bounded = json!({"type": "object", "properties": {"l": {"type": "array", "maxItems": 100,
             "items": {"type": "string", "maxLength": 64, "x-kubernetes-validations": [{"rule": "self.contains('x')"}]}}}});
         assert!(findings(&bounded).is_empty());
+    }
+
+    #[test]
+    fn optional_old_self_needs_a_rule_reading_old_self() {
+        let schema = json!({"type": "object", "properties": {"n": {"type": "integer",
+            "x-kubernetes-validations": [{"rule": "self > 0", "optionalOldSelf": true},
+                {"rule": "!oldSelf.hasValue() || self >= oldSelf.value()", "optionalOldSelf": true}]}}});
+        assert_eq!(
+            findings(&schema),
+            vec!["s.properties[n].x-kubernetes-validations[0].optionalOldSelf: Invalid value: true: may not be set if oldSelf is not used in rule"]
+        );
     }
 
     #[test]

@@ -473,6 +473,43 @@ mod tests {
     }
 
     #[test]
+    fn rules_beyond_kube_cost_limits_do_not_run() {
+        let run = |schema: &Value, v: Value| {
+            let mut errs = Vec::new();
+            validate(schema, &json!({"spec": v}), None, &mut errs);
+            errs.iter().map(ToString::to_string).collect::<Vec<_>>()
+        };
+        // A thousand items compared pairwise: about 5 million for one evaluation, over the
+        // per-call limit.
+        let pairs = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {"l": {
+            "type": "array", "maxItems": 1000, "items": {"type": "integer"},
+            "x-kubernetes-validations": [{"rule": "self.all(x, self.all(y, x == y))"}]}}}}});
+        assert_eq!(
+            run(&pairs, json!({"l": vec![7; 1000]})),
+            vec!["spec.l: Invalid value: \"array\": 'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: self.all(x, self.all(y, x == y))"]
+        );
+        // A 7000-character string searched for itself costs about 0.49 million: twenty fit in
+        // the object's budget, the twenty-first does not, and no rule runs after it.
+        let strings = |n: usize| {
+            let props: serde_json::Map<String, Value> = (0..n)
+                .map(|i| {
+                    let s = json!({"type": "string", "x-kubernetes-validations": [{"rule": "self.contains(self)"}]});
+                    (format!("s{i:02}"), s)
+                })
+                .collect();
+            json!({"type": "object", "properties": {"spec": {"type": "object", "properties": props}}})
+        };
+        let values = |n: usize| -> serde_json::Map<String, Value> {
+            (0..n).map(|i| (format!("s{i:02}"), json!("a".repeat(7000)))).collect()
+        };
+        assert!(run(&strings(20), values(20).into()).is_empty());
+        assert_eq!(
+            run(&strings(22), values(22).into()),
+            vec!["spec.s20: Invalid value: \"string\": validation failed due to running out of cost budget, no further validation rules will be run"]
+        );
+    }
+
+    #[test]
     fn rules_read_fields_by_their_cel_names() {
         let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
             "x-kubernetes-validations": [{"rule": "self.__namespace__ != self.max__dash__size"}],
