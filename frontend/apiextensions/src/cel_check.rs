@@ -1047,6 +1047,79 @@ mod tests {
         check(&program, rule, &decl).issues
     }
 
+    /// Kubernetes' measured costs of rules on two strings (its cost stability tests): the bound
+    /// taken before evaluating is never below what kube's interpreter counts.
+    #[test]
+    fn runtime_bounds_cover_kubernetes_actual_costs() {
+        let schema = json!({"type": "object", "properties": {"val1": {"type": "string"}, "val2": {"type": "string"}}});
+        let value = json!({"val1": "Rook takes 👑", "val2": "Rook takes 👑"});
+        let decl = crate::cel_decl::of_schema(&schema, false).expect("typed");
+        let sized = decl.sized_by(&value);
+        let mut over = Vec::new();
+        for (rule, actual) in [
+            ("self.val1.startsWith('Rook')", 3),
+            ("!self.val1.startsWith('knight')", 4),
+            ("self.val1.matches('^[^0-9]*$')", 8),
+            ("!self.val1.matches('^[0-9]*$')", 7),
+            ("type(self.val1) == string", 4),
+            ("size(self.val1) == 12", 4),
+            ("self.val1.charAt(3) == 'k'", 4),
+            ("self.val1.indexOf('o') == 1", 4),
+            ("self.val1.replace(' ', 'x') == 'Rookxtakesx👑'", 7),
+            ("self.val1.split(' ') == ['Rook', 'takes', '👑']", 6),
+            ("self.val1.substring(5) == 'takes 👑'", 5),
+            ("self.val1.substring(4, 10).trim() == 'takes'", 6),
+            ("self.val1.upperAscii() == 'ROOK TAKES 👑'", 6),
+            ("self.val1.lowerAscii() == self.val1.lowerAscii()", 10),
+        ] {
+            let program = cel::Program::compile(rule).expect("parses");
+            let bound = walk_cost(&program, &sized, Size { min: 0, max: extent(&value) });
+            if bound < actual {
+                over.push(format!("{rule}: kube counts {actual}, bound {bound}"));
+            }
+        }
+        assert!(over.is_empty(), "{}", over.join("\n"));
+    }
+
+    /// Kubernetes' own cases of fields of unknown type (its validation tests): what rules may
+    /// and may not select.
+    #[test]
+    fn unknown_fields_are_undefined_as_in_kube() {
+        let unknown = json!({"x-kubernetes-preserve-unknown-fields": true});
+        let object = json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
+        let schema = json!({"type": "object", "properties": {
+            "withUnknown": object,
+            "withUnknownList": {"type": "array", "items": object},
+            "withUnknownFieldList": {"type": "array", "items": {"type": "object",
+                "properties": {"fieldOfUnknownType": unknown}}},
+            "anyvalList": {"type": "array", "items": unknown},
+            "anyvalMap": {"type": "object", "additionalProperties": unknown},
+            "anyvalField1": unknown, "anyvalField2": unknown}});
+        let decl = crate::cel_decl::of_schema(&schema, false).expect("typed");
+        let check_rule = |rule: &str| {
+            let program = cel::Program::compile(rule).expect("parses");
+            check(&program, rule, &decl).issues
+        };
+        for valid in [
+            "has(self.withUnknown)",
+            "self.withUnknownList.size() == 5",
+            "self.withUnknownList[0] != self.withUnknownList[1]",
+            "self.withUnknownFieldList[1] == self.withUnknownFieldList[2]",
+        ] {
+            assert_eq!(check_rule(valid), None, "{valid}");
+        }
+        for (rule, error) in [
+            ("has(self.withUnknown.field1)", "undefined field 'field1'"),
+            ("has(self.anyvalList)", "undefined field 'anyvalList'"),
+            ("has(self.anyvalMap)", "undefined field 'anyvalMap'"),
+            ("has(self.anyvalField1)", "undefined field 'anyvalField1'"),
+            ("has(self.anyvalField2)", "undefined field 'anyvalField2'"),
+        ] {
+            let issues = check_rule(rule).unwrap_or_default();
+            assert!(issues.contains(error), "{rule}: {issues}");
+        }
+    }
+
     #[test]
     fn type_errors_read_as_kube_reports_them() {
         let spec = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
