@@ -338,8 +338,15 @@ impl CompiledRules {
         old: Option<&Map<String, Value>>,
         errs: &mut Vec<FieldError>,
     ) {
-        // One budget for all of the object's rules (kube's per-object runtime budget).
+        // One budget for all of the object's rules (kube's per-object runtime budget), spent
+        // in kube's order: a node's own rules before those below it.
         let budget = &mut RuntimeBudget::default();
+        if !self.rules.is_empty() {
+            // Rules at the root see the whole object; kube prints the root's path as `<nil>`.
+            let v = Value::Object(obj.clone());
+            let old = old.map(|o| Value::Object(o.clone()));
+            self.check_node(&v, old.as_ref(), "<nil>", budget, errs);
+        }
         for (key, value) in obj {
             if key == "metadata" {
                 continue;
@@ -347,12 +354,6 @@ impl CompiledRules {
             if let Some(sub) = self.properties.get(key).or(self.additional.as_deref()) {
                 sub.validate(value, old.and_then(|o| o.get(key)), key, budget, errs);
             }
-        }
-        if !self.rules.is_empty() {
-            // Rules at the root see the whole object; kube prints the root's path as `<nil>`.
-            let v = Value::Object(obj.clone());
-            let old = old.map(|o| Value::Object(o.clone()));
-            self.check_node(&v, old.as_ref(), "<nil>", budget, errs);
         }
     }
 
