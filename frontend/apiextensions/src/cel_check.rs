@@ -314,6 +314,22 @@ fn signature(args: &[&Ty<'_>], instance: bool) -> Option<String> {
     Some(if instance { format!("{}.({})", names[0], names[1..].join(", ")) } else { format!("({})", names.join(", ")) })
 }
 
+/// Macros of CEL extensions that kube enables and that name variables in their arguments.
+const MACROS_WITH_VARIABLES: &[&str] = &[
+    "all",
+    "exists",
+    "exists_one",
+    "existsOne",
+    "map",
+    "filter",
+    "sortBy",
+    "transformList",
+    "transformMap",
+    "transformMapEntry",
+    "optMap",
+    "optFlatMap",
+];
+
 const TYPE_NAMES: &[&str] = &["int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type", "type"];
 
 impl<'d> Walk<'d, '_> {
@@ -537,7 +553,7 @@ impl<'d> Walk<'d, '_> {
             Some(t) if namespace.is_none() => Some(self.visit(t, true)),
             _ => None,
         };
-        let args: Vec<Node<'d>> = call.args.iter().map(|a| self.visit(a, false)).collect();
+        let args: Vec<Node<'d>> = self.visit_args(call, target.is_some());
         let arg_costs = args.iter().fold(Cost::default(), |c, a| c.add(a.cost));
         let target_cost = target.as_ref().map_or(Cost::default(), |t| t.cost);
         let base = |c: Cost| c.add(arg_costs).add(target_cost);
@@ -673,6 +689,32 @@ impl<'d> Walk<'d, '_> {
             ("@not_strictly_false", [_]) => Node::new(Ty::Bool, base(Cost::fixed(1))),
             _ => self.function(id, call, target.as_ref(), &args, namespace, base),
         }
+    }
+
+    /// The arguments of a call. The macros of kube's extensions the parser does not expand
+    /// (`sortBy`, two-variable `all`, `transformList`, ...) name their variables in their
+    /// leading arguments: those are bound, of unknown type, for the last one.
+    fn visit_args(&mut self, call: &CallExpr, member: bool) -> Vec<Node<'d>> {
+        let binds = member
+            && MACROS_WITH_VARIABLES.contains(&call.func_name.as_str())
+            && call.args.len() >= 2
+            && call.args[..call.args.len() - 1].iter().all(|a| matches!(a.expr, Expr::Ident(_)));
+        if !binds {
+            return call.args.iter().map(|a| self.visit(a, false)).collect();
+        }
+        let pushed = self.vars.len();
+        let mut out = Vec::new();
+        for a in &call.args[..call.args.len() - 1] {
+            if let Expr::Ident(name) = &a.expr {
+                self.vars.push(Var { name: name.clone(), node: Node::new(Ty::Dyn, Cost::default()) });
+            }
+            out.push(Node::new(Ty::Dyn, Cost::default()));
+        }
+        if let Some(last) = call.args.last() {
+            out.push(self.visit(last, false));
+        }
+        self.vars.truncate(pushed);
+        out
     }
 
     fn add(&mut self, id: u64, l: &Node<'d>, r: &Node<'d>, tys: &[&Ty<'d>], base: impl Fn(Cost) -> Cost) -> Node<'d> {
@@ -1166,6 +1208,8 @@ mod tests {
             "self.spec.name.matches('^a') && size(self.spec.ports) < 3",
             "type(self.spec.replicas) == int && quantity(self.spec.name).isLessThan(quantity('1'))",
             "self.spec.ports.map(p, p * 2).exists(q, q == 4)",
+            "self.spec.ports.all(i, p, p > i)",
+            "self.spec.ports.sortBy(p, -p) == self.spec.ports",
         ] {
             assert_eq!(issues(&spec, fine), None, "{fine}");
         }
