@@ -31,7 +31,7 @@ fn definition_path(name: &str) -> String {
     format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
 }
 
-async fn cluster(backend: Backend) -> Cluster {
+pub(crate) async fn cluster(backend: Backend) -> Cluster {
     Cluster::start_with(Options { backend: Some(backend), crds: true, ..Options::default() }).await
 }
 
@@ -133,7 +133,7 @@ spec:
                     status: {type: string}
 "#;
 
-fn write(c: &Cluster, name: &str, text: &str) -> String {
+pub(crate) fn write(c: &Cluster, name: &str, text: &str) -> String {
     let path = c.dir.path().join(name);
     std::fs::write(&path, text).expect("write manifest");
     path.to_string_lossy().into_owned()

@@ -3,19 +3,10 @@
 //! messages, and an object whose rules would cost more than kube lets one evaluation or one
 //! object spend is refused with kube's runtime messages.
 
-use crate::harness::{in_memory, Backend, Cluster, Options};
+use crate::crd::{cluster, write};
+use crate::harness::{in_memory, Backend};
 
 in_memory!(definitions_with_costly_or_ill_typed_rules_are_refused, objects_over_the_runtime_cost_are_refused);
-
-async fn cluster(backend: Backend) -> Cluster {
-    Cluster::start_with(Options { backend: Some(backend), crds: true, ..Options::default() }).await
-}
-
-fn write(c: &Cluster, name: &str, text: &str) -> String {
-    let path = c.dir.path().join(name);
-    std::fs::write(&path, text).expect("write manifest");
-    path.to_string_lossy().into_owned()
-}
 
 /// A definition of `plural`.example.com whose `spec` has `properties` (YAML at ten spaces'
 /// indent, under `spec.properties`) and `rules` (YAML list items at ten spaces).
