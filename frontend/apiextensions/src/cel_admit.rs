@@ -40,7 +40,8 @@ impl TotalCost {
 /// `...openAPIV3Schema`), appending kube's findings to `errs`.
 pub(crate) fn check_schema(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
     let mut total = TotalCost::default();
-    walk(schema, path, true, Some(1), &mut total, errs);
+    let root = Place { path: path.to_string(), resource_root: true, cardinality: Some(1), uncorrelatable: None };
+    walk(schema, &root, &mut total, errs);
     if total.total > STATIC_ESTIMATED_CRD_COST_LIMIT {
         for (rule_path, _) in &total.most_expensive {
             errs.push(FieldError::forbidden(
@@ -75,27 +76,45 @@ fn child_factor(schema: &Value) -> Option<u64> {
     }
 }
 
-fn walk(
-    schema: &Value,
-    path: &str,
+/// Where a schema node is, as its rules' checks need to know.
+struct Place {
+    /// Its field path.
+    path: String,
+    /// Whether it is the root of a resource or of an embedded one.
     resource_root: bool,
+    /// How many times it can occur in one object (`None`: no list or map limit bounds it).
     cardinality: Option<u64>,
-    total: &mut TotalCost,
-    errs: &mut Vec<FieldError>,
-) {
-    // Children first, then the node's own rules: kube's order of findings.
-    let child = cardinality.zip(child_factor(schema)).map(|(c, f)| c.saturating_mul(f));
-    if let Some(sub) = schema.get("additionalProperties").filter(|a| a.is_object()) {
-        walk(sub, &format!("{path}.additionalProperties"), embedded(sub), child, total, errs);
+    /// The highest node above it where stored and new values cannot be paired (an atomic or
+    /// set list's items, an atomic map's fields): rules there cannot read `oldSelf`.
+    uncorrelatable: Option<String>,
+}
+
+impl Place {
+    fn child(&self, schema: &Value, sub: &Value, segment: &str, correlatable: bool) -> Place {
+        Place {
+            path: format!("{}.{segment}", self.path),
+            resource_root: embedded(sub),
+            cardinality: self.cardinality.zip(child_factor(schema)).map(|(c, f)| c.saturating_mul(f)),
+            uncorrelatable: self.uncorrelatable.clone().or_else(|| (!correlatable).then(|| self.path.clone())),
+        }
     }
+}
+
+fn walk(schema: &Value, at: &Place, total: &mut TotalCost, errs: &mut Vec<FieldError>) {
+    // Children first, then the node's own rules: kube's order of findings.
+    if let Some(sub) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+        walk(sub, &at.child(schema, sub, "additionalProperties", true), total, errs);
+    }
+    let granular = schema["x-kubernetes-map-type"] != "atomic";
     for (key, sub) in schema["properties"].as_object().into_iter().flatten() {
-        walk(sub, &format!("{path}.properties[{key}]"), embedded(sub), child, total, errs);
+        walk(sub, &at.child(schema, sub, &format!("properties[{key}]"), granular), total, errs);
     }
     if let Some(sub) = schema.get("items").filter(|a| a.is_object()) {
-        walk(sub, &format!("{path}.items"), embedded(sub), child, total, errs);
+        let keyed = schema["x-kubernetes-list-type"] == "map";
+        walk(sub, &at.child(schema, sub, "items", keyed), total, errs);
     }
     if schema["x-kubernetes-validations"].as_array().is_some_and(|r| !r.is_empty()) {
-        check_rules(schema, path, resource_root, cardinality, total, errs);
+        check_rules(schema, at, total, errs);
     }
 }
 
@@ -179,18 +198,12 @@ enum Result_ {
     String,
 }
 
-fn check_rules(
-    schema: &Value,
-    path: &str,
-    resource_root: bool,
-    cardinality: Option<u64>,
-    total: &mut TotalCost,
-    errs: &mut Vec<FieldError>,
-) {
-    let decl = crate::cel_decl::of_schema(schema, resource_root);
+fn check_rules(schema: &Value, place: &Place, total: &mut TotalCost, errs: &mut Vec<FieldError>) {
+    let path = &place.path;
+    let decl = crate::cel_decl::of_schema(schema, place.resource_root);
     // Under an unbounded list or map, as many times as the smallest such node fits in a request.
     let cardinality =
-        cardinality.unwrap_or_else(|| MAX_REQUEST_SIZE_BYTES / (decl.as_ref().map_or(1, |d| d.min_size) + 1));
+        place.cardinality.unwrap_or_else(|| MAX_REQUEST_SIZE_BYTES / (decl.as_ref().map_or(1, |d| d.min_size) + 1));
     for (i, r) in schema["x-kubernetes-validations"].as_array().into_iter().flatten().enumerate() {
         let source = r["rule"].as_str().unwrap_or("");
         if source.trim().is_empty() {
@@ -217,7 +230,13 @@ fn check_rules(
         if let Some(message) = message {
             check_message(r, message, &at, decl.as_ref(), total, errs);
         }
-        if let Some(optional) = r.get("optionalOldSelf").filter(|o| !o.is_null() && !reads_old) {
+        if let (true, Some(within)) = (reads_old, &place.uncorrelatable) {
+            errs.push(FieldError::invalid(
+                format!("{at}.rule"),
+                source,
+                format!("oldSelf cannot be used on the uncorrelatable portion of the schema within {within}"),
+            ));
+        } else if let Some(optional) = r.get("optionalOldSelf").filter(|o| !o.is_null() && !reads_old) {
             errs.push(FieldError::invalid(
                 format!("{at}.optionalOldSelf"),
                 optional.clone(),
@@ -305,6 +324,26 @@ mod tests {
         assert_eq!(
             findings(&schema),
             vec!["s.properties[n].x-kubernetes-validations[0].optionalOldSelf: Invalid value: true: may not be set if oldSelf is not used in rule"]
+        );
+    }
+
+    #[test]
+    fn old_self_is_refused_where_values_cannot_be_paired() {
+        let rule = json!([{"rule": "self == oldSelf"}]);
+        let schema = json!({"type": "object", "properties": {
+            "set": {"type": "array", "x-kubernetes-list-type": "set", "maxItems": 10,
+                "items": {"type": "string", "maxLength": 10, "x-kubernetes-validations": rule}},
+            "keyed": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["k"],
+                "maxItems": 10, "items": {"type": "object",
+                    "properties": {"k": {"type": "string", "maxLength": 10, "x-kubernetes-validations": rule}}}},
+            "atomic": {"type": "object", "x-kubernetes-map-type": "atomic",
+                "properties": {"a": {"type": "object", "properties": {"b": {"type": "string", "x-kubernetes-validations": rule}}}}}}});
+        assert_eq!(
+            findings(&schema),
+            vec![
+                "s.properties[atomic].properties[a].properties[b].x-kubernetes-validations[0].rule: Invalid value: \"self == oldSelf\": oldSelf cannot be used on the uncorrelatable portion of the schema within s.properties[atomic]",
+                "s.properties[set].items.x-kubernetes-validations[0].rule: Invalid value: \"self == oldSelf\": oldSelf cannot be used on the uncorrelatable portion of the schema within s.properties[set]",
+            ]
         );
     }
 
