@@ -3,7 +3,9 @@
 //! node; `oldSelf` the stored value at the same place on an update (a transition rule, skipped
 //! on create and where the old value cannot be found). When a definition is admitted, its
 //! rules are checked as written ([`compile_errors`]), then compiled, type-checked and costed
-//! (`cel_admit`).
+//! (`cel_admit`). Before a rule runs, its cost over the object's sizes is charged against
+//! kube's per-call limit and the object's budget (`cel_cost`): past either, it and every rule
+//! after it are refused with kube's texts.
 //!
 //! A failed rule is reported at the node's path (plus its `fieldPath`) as kube reports it:
 //! `Invalid value: "<type>": <message>` (or `Forbidden`, `Required`, `Duplicate` per its
