@@ -16,7 +16,21 @@ pub(crate) fn eval_with(
     register: fn(&mut cel::Context<'static, 'static>) -> Result<(), String>,
     expr: &str,
 ) -> Result<cel::Value, String> {
-    let mut context = cel::Context::default();
+    eval_in(|_| Ok(()), register, expr)
+}
+
+/// [`eval_with`] for a library that also declares overloads on the environment (`extension`),
+/// beside the strings extension's.
+#[cfg(test)]
+pub(crate) fn eval_in(
+    extension: fn(&mut cel::Env) -> Result<(), cel::DeclarationError>,
+    register: fn(&mut cel::Context<'static, 'static>) -> Result<(), String>,
+    expr: &str,
+) -> Result<cel::Value, String> {
+    let mut env = cel::Env::stdlib();
+    env.add_extension(cel::extensions::strings).map_err(|e| e.to_string())?;
+    env.add_extension(extension).map_err(|e| e.to_string())?;
+    let mut context = cel::Context::with_env(std::sync::Arc::new(env));
     register(&mut context)?;
     cel::Program::compile(expr).map_err(|e| e.to_string())?.execute(&context).map_err(|e| text(&e))
 }

@@ -50,6 +50,7 @@
 
 mod cel_error;
 mod cel_lists;
+mod cel_overload;
 mod cel_quantity;
 pub mod controller;
 pub mod conversion;
