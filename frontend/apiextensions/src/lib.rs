@@ -52,6 +52,8 @@ mod cel_error;
 mod cel_lists;
 mod cel_overload;
 mod cel_quantity;
+mod cel_regex;
+mod cel_regex_syntax;
 pub mod controller;
 pub mod conversion;
 pub mod definition;
