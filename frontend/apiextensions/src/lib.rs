@@ -48,7 +48,9 @@
 //!
 //! Reading order: [`server`], [`registry`], [`controller`].
 
+mod cel_cidr;
 mod cel_error;
+mod cel_ip;
 mod cel_lists;
 mod cel_overload;
 mod cel_quantity;
