@@ -362,6 +362,12 @@ impl std::fmt::Display for Url {
     }
 }
 
+/// Go's `url.ParseRequestURI` error for `raw` (`parse "x": invalid URI for request`), if it
+/// refuses it: the format library's `uri`.
+pub(crate) fn request_uri_error(raw: &str) -> Option<String> {
+    Url::parse_go(raw, true).err().map(|e| format!("parse {}: {e}", go_quote(raw)))
+}
+
 fn error(function: &str, message: impl ToString) -> ExecutionError {
     ExecutionError::function_error(function, message)
 }

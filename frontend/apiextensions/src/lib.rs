@@ -50,6 +50,7 @@
 
 mod cel_cidr;
 mod cel_error;
+mod cel_format;
 mod cel_ip;
 mod cel_lists;
 mod cel_overload;
