@@ -4,8 +4,12 @@
 //!
 //! A pattern Go refuses is the rule's evaluation error, in kube's words: `Illegal regex:
 //! error parsing regexp: missing closing ): `(a``. The functions are overloads on the
-//! environment, declared for a string receiver as kube declares them.
+//! environment, declared for a string receiver as kube declares them. A constant pattern Go
+//! refuses is found when the definition is admitted ([`refuse_constant_patterns`]), as kube
+//! finds it.
 
+use ballast_apiserver::error::FieldError;
+use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue};
 use cel::common::types::{INT_TYPE, STRING_TYPE};
 use cel::common::value::CowVal;
 use cel::{ExecutionError, Value};
@@ -49,6 +53,55 @@ fn find_all_n<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Execu
     let [s, re, n] = values("findAll", args)?;
     let Value::Int(n) = n else { return Err(ExecutionError::function_error("findAll", "no such overload")) };
     owned(find_all_limited(s, re, n)?)
+}
+
+/// Go's error for the first constant pattern of a `find` or `findAll` call in `expr` that Go
+/// cannot compile.
+fn constant_pattern_error(expr: &IdedExpr) -> Option<String> {
+    let children: Vec<&IdedExpr> = match &expr.expr {
+        Expr::Call(call) => {
+            if matches!(call.func_name.as_str(), "find" | "findAll") && call.target.is_some() {
+                if let Some(Expr::Literal(LiteralValue::String(pattern))) = call.args.first().map(|a| &a.expr) {
+                    if let Err(e) = crate::cel_regex_syntax::compile(pattern.inner()) {
+                        return Some(e.to_string());
+                    }
+                }
+            }
+            call.target.iter().map(|t| &**t).chain(&call.args).collect()
+        }
+        Expr::Comprehension(c) => vec![&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result],
+        Expr::List(list) => list.elements.iter().collect(),
+        Expr::Map(map) => map
+            .entries
+            .iter()
+            .flat_map(|e| match &e.expr {
+                EntryExpr::MapEntry(entry) => vec![&entry.key, &entry.value],
+                EntryExpr::StructField(field) => vec![&field.value],
+            })
+            .collect(),
+        Expr::Struct(s) => s
+            .entries
+            .iter()
+            .flat_map(|e| match &e.expr {
+                EntryExpr::MapEntry(entry) => vec![&entry.key, &entry.value],
+                EntryExpr::StructField(field) => vec![&field.value],
+            })
+            .collect(),
+        Expr::Select(select) => vec![&*select.operand],
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => Vec::new(),
+    };
+    children.into_iter().find_map(constant_pattern_error)
+}
+
+/// Refuses `source` (a rule or a `messageExpression` at `field`) when a `find` or `findAll`
+/// in it has a constant pattern Go cannot compile: kube compiles those when it builds the
+/// program, so the definition is refused (`<what> instantiation failed: error parsing regexp:
+/// ...`) rather than every evaluation failing.
+pub(crate) fn refuse_constant_patterns(source: &str, field: &str, what: &str, errs: &mut Vec<FieldError>) {
+    let Ok(program) = cel::Program::compile(source) else { return };
+    if let Some(e) = constant_pattern_error(program.expression()) {
+        errs.push(FieldError::invalid(field, source, format!("{what} instantiation failed: {e}")));
+    }
 }
 
 /// Declares the library's overloads on `env`.
@@ -96,5 +149,23 @@ mod tests {
             eval("'abc'.findAll('a**', 2)"),
             Err("Illegal regex: error parsing regexp: invalid nested repetition operator: `**`".to_string())
         );
+    }
+
+    #[test]
+    fn constant_patterns_go_refuses_refuse_the_definition() {
+        let refused = |source: &str| {
+            let mut errs = Vec::new();
+            refuse_constant_patterns(source, "r", "program", &mut errs);
+            errs.iter().map(ToString::to_string).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            refused("self.all(x, x.name.findAll('(a', 2).size() > 0)"),
+            vec![
+                "r: Invalid value: \"self.all(x, x.name.findAll('(a', 2).size() > 0)\": program instantiation failed: \
+                  error parsing regexp: missing closing ): `(a`"
+            ]
+        );
+        assert!(refused("[self.find('a**')]").len() == 1);
+        assert!(refused("self.find('[a-z]+') == '' && self.find(self.pattern) == ''").is_empty());
     }
 }

@@ -52,6 +52,7 @@ pub fn compile_errors(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
         if let Err(e) = cel::Program::compile(r.rule) {
             errs.push(FieldError::invalid(format!("{at}.rule"), r.rule, format!("compilation failed: {e}")));
         }
+        crate::cel_regex::refuse_constant_patterns(r.rule, &format!("{at}.rule"), "program", errs);
         if let Some(m) = r.message {
             if m.contains('\n') {
                 errs.push(FieldError::invalid(format!("{at}.message"), m, "must not contain line breaks"));
@@ -65,6 +66,8 @@ pub fn compile_errors(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
                     format!("messageExpression compilation failed: {e}"),
                 ));
             }
+            let field = format!("{at}.messageExpression");
+            crate::cel_regex::refuse_constant_patterns(expr, &field, "messageExpression", errs);
         }
         if let Some(reason) = r.reason {
             if !REASONS.contains(&reason) {

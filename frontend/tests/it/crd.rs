@@ -957,4 +957,23 @@ async fn rules_use_the_kubernetes_network_and_text_libraries(backend: Backend) {
     );
     let names = c.must_kubectl(&["get", "routes", "-o", "name"]).await;
     assert_eq!(names.trim(), "route.example.com/good");
+
+    // A constant pattern Go cannot compile refuses the definition, as kube refuses it.
+    let bad_pattern = ROUTES
+        .replace("routes.example.com", "paths.example.com")
+        .replace("{plural: routes, singular: route, kind: Route}", "{plural: paths, singular: path, kind: Path}")
+        .replace("find('[0-9]+[.][0-9]+$')", "find('([0-9]+')");
+    let file = write(&c, "paths.yaml", &bad_pattern);
+    let out = c.kubectl(&["create", "-f", &file]).await;
+    assert!(!out.ok);
+    assert!(
+        out.stderr.contains(
+            "spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[4].rule: Invalid \
+             value: \
+             \"self.image.find('([0-9]+') != '' && self.image.findAll('/').size() <= 2\": program instantiation \
+             failed: error parsing regexp: missing closing ): `([0-9]+`"
+        ),
+        "{}",
+        out.stderr
+    );
 }
