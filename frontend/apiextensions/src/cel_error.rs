@@ -9,18 +9,10 @@ pub(crate) fn text(e: &cel::ExecutionError) -> String {
     }
 }
 
-/// Evaluates `expr` in a context with the standard library and one library `register`ed, its
-/// errors in the words rules show them: the libraries' unit tests share it.
-#[cfg(test)]
-pub(crate) fn eval_with(
-    register: fn(&mut cel::Context<'static, 'static>) -> Result<(), String>,
-    expr: &str,
-) -> Result<cel::Value, String> {
-    eval_in(|_| Ok(()), register, expr)
-}
-
-/// [`eval_with`] for a library that also declares overloads on the environment (`extension`),
-/// beside the strings extension's.
+/// Evaluates `expr` in a context with the standard library, the strings extension and one
+/// library (its overloads declared on the environment by `extension`, its functions
+/// `register`ed on the context), its errors in the words rules show them: the libraries' unit
+/// tests share it.
 #[cfg(test)]
 pub(crate) fn eval_in(
     extension: fn(&mut cel::Env) -> Result<(), cel::DeclarationError>,

@@ -90,6 +90,7 @@ static LIBRARIES: std::sync::LazyLock<Result<cel::Context<'static, 'static>, Str
     std::sync::LazyLock::new(|| {
         let mut env = cel::Env::stdlib();
         env.add_extension(cel::extensions::strings).map_err(|e| e.to_string())?;
+        env.add_extension(crate::cel_quantity::extension).map_err(|e| e.to_string())?;
         env.add_extension(crate::cel_lists::extension).map_err(|e| e.to_string())?;
         env.add_extension(crate::cel_regex::extension).map_err(|e| e.to_string())?;
         env.add_extension(crate::cel_ip::extension).map_err(|e| e.to_string())?;
