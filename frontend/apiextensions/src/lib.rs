@@ -59,6 +59,7 @@ mod cel_overload;
 mod cel_quantity;
 mod cel_regex;
 mod cel_regex_syntax;
+mod cel_semver;
 mod cel_sets;
 mod cel_url;
 pub mod controller;

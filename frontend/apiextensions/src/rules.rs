@@ -98,6 +98,7 @@ static LIBRARIES: std::sync::LazyLock<Result<cel::Context<'static, 'static>, Str
         env.add_extension(crate::cel_url::extension).map_err(|e| e.to_string())?;
         env.add_extension(crate::cel_format::extension).map_err(|e| e.to_string())?;
         env.add_extension(crate::cel_sets::extension).map_err(|e| e.to_string())?;
+        env.add_extension(crate::cel_semver::extension).map_err(|e| e.to_string())?;
         let mut context = cel::Context::with_env(std::sync::Arc::new(env));
         crate::cel_quantity::register(&mut context)?;
         crate::cel_lists::register(&mut context)?;
