@@ -31,8 +31,8 @@
 //! * [`schema`]: pruning, defaulting and validation of custom resources by a version's
 //!   OpenAPI v3 schema; [`rules`]: its CEL `x-kubernetes-validations`, with kube's CEL
 //!   libraries in the private `cel_*` modules (one per library: quantity, lists, regex, url,
-//!   ip, cidr, format; `cel_overload` lets a library declare typed overloads on the
-//!   environment); [`formats`]: string formats; [`jsonpath`]: the JSONPath subset of
+//!   ip, cidr, format, semver, sets; `cel_overload` lets a library declare typed overloads on
+//!   the environment); [`formats`]: string formats; [`jsonpath`]: the JSONPath subset of
 //!   printer columns and selectable fields; [`printer`]: Table columns from
 //!   `additionalPrinterColumns`.
 //! * [`conversion`]: each served version's converter to and from the storage version

@@ -889,6 +889,10 @@ spec:
               message: image must end in a version and have at most two slashes
             - rule: "self.tags.indexOf('default') == 0 && self.tags.lastIndexOf('default') == 0"
               message: the default tag comes first, once
+            - rule: "sets.intersects(self.tags, ['blue', 'green'])"
+              message: a tag must be blue or green
+            - rule: "isSemver(self.version, true) && semver(self.version, true).isGreaterThan(semver('1.20.0'))"
+              message: version must be a semantic version above 1.20
             properties:
               backend: {type: string, maxLength: 64}
               endpoint: {type: string, maxLength: 128}
@@ -896,12 +900,14 @@ spec:
               gateway: {type: string, maxLength: 64}
               image: {type: string, maxLength: 128}
               tags: {type: array, maxItems: 8, items: {type: string, maxLength: 32}}
+              version: {type: string, maxLength: 32}
 "#;
 
-/// Rules written with kube's format, URL, CIDR, IP, regex and list libraries: an object that
-/// keeps them is stored; one that breaks every rule is refused by kubectl with each rule's
-/// message (a format's own messages through `messageExpression`); a library function's own
-/// error (an address Go cannot read) is the rule's evaluation error in kube's words.
+/// Rules written with kube's format, URL, CIDR, IP, regex, list, set and semver libraries: an
+/// object that keeps them is stored; one that breaks every rule is refused by kubectl with each
+/// rule's message (a format's own messages through `messageExpression`); a library function's
+/// own error (an address Go cannot read) is the rule's evaluation error in kube's words; a
+/// constant pattern Go cannot compile refuses the definition.
 async fn rules_use_the_kubernetes_network_and_text_libraries(backend: Backend) {
     let c = cluster(backend).await;
     let file = write(&c, "routes.yaml", ROUTES);
@@ -917,14 +923,14 @@ async fn rules_use_the_kubernetes_network_and_text_libraries(backend: Backend) {
     let good = route(
         "good",
         "{backend: web-1, endpoint: 'https://api.example.com:8443/v1?x=1', subnet: 10.0.0.0/24, gateway: 10.0.0.1, \
-         image: 'registry.example.com/web:1.25', tags: [default, blue]}",
+         image: 'registry.example.com/web:1.25', tags: [default, blue], version: v1.25}",
     );
     c.must_kubectl(&["create", "-f", &good]).await;
 
     let bad = route(
         "bad",
         "{backend: Web_1, endpoint: 'http://api.example.com/', subnet: 10.0.0.0/24, gateway: 10.0.1.1, \
-         image: 'a/b/c/web:latest', tags: [blue, default, default]}",
+         image: 'a/b/c/web:latest', tags: [red, default, default], version: '1.2'}",
     );
     let out = c.kubectl(&["create", "-f", &bad]).await;
     assert!(!out.ok);
@@ -937,13 +943,15 @@ async fn rules_use_the_kubernetes_network_and_text_libraries(backend: Backend) {
          * spec: Invalid value: \"object\": endpoint must be an https URL with a port\n\
          * spec: Invalid value: \"object\": gateway must be inside subnet\n\
          * spec: Invalid value: \"object\": image must end in a version and have at most two slashes\n\
-         * spec: Invalid value: \"object\": the default tag comes first, once",
+         * spec: Invalid value: \"object\": the default tag comes first, once\n\
+         * spec: Invalid value: \"object\": a tag must be blue or green\n\
+         * spec: Invalid value: \"object\": version must be a semantic version above 1.20",
     );
 
     let broken = route(
         "broken",
         "{backend: web, endpoint: 'https://a:1/', subnet: 10.0.0.0/24, gateway: 10.0.0.256, image: 'web:1.0', \
-         tags: [default]}",
+         tags: [default, green], version: 1.30.0}",
     );
     let out = c.kubectl(&["create", "-f", &broken]).await;
     assert!(!out.ok);
