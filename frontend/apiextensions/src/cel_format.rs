@@ -6,8 +6,8 @@
 //! `format.dns1123Label().validate(self.name).value().join(', ')`.
 //!
 //! The name formats take kube's own checks and messages; `uri` is `url()`'s request-URI check
-//! with Go's message; `uuid`, `byte`, `date` and `datetime` are the schema formats of the same
-//! names, with kube's one-line messages.
+//! with Go's message; `uuid`, `byte`, `date` and `datetime` are the checks of the OpenAPI
+//! format library kube uses (strfmt), with kube's one-line messages.
 
 use std::sync::Arc;
 
@@ -85,6 +85,78 @@ fn full_date(s: &str) -> bool {
     (1..=days).contains(&day)
 }
 
+/// strfmt's `uuid`: five hex groups of 8, 4, 4, 4 and 12 digits, any case, each dash optional.
+fn uuid(s: &str) -> bool {
+    let mut rest = s.as_bytes();
+    for (i, len) in [8, 4, 4, 4, 12].into_iter().enumerate() {
+        if i > 0 {
+            rest = rest.strip_prefix(b"-").unwrap_or(rest);
+        }
+        if rest.len() < len || !rest[..len].iter().all(u8::is_ascii_hexdigit) {
+            return false;
+        }
+        rest = &rest[len..];
+    }
+    rest.is_empty()
+}
+
+/// strfmt's `byte` (govalidator's base64 pattern): whole groups of four from the standard
+/// alphabet, the last one padded with `=` or `==` if short; not empty.
+fn base64(s: &str) -> bool {
+    let b = s.as_bytes();
+    let alphabet = |c: &u8| c.is_ascii_alphanumeric() || *c == b'+' || *c == b'/';
+    if b.is_empty() || b.len() % 4 != 0 {
+        return false;
+    }
+    let body = b.strip_suffix(b"==").or_else(|| b.strip_suffix(b"=")).unwrap_or(b);
+    body.iter().all(alphabet)
+}
+
+/// strfmt's `datetime`: lower-cased and cut at each `t`, the first piece a full date and the
+/// second `hh:mm:ss`, an optional fraction (any one character, then digits) and `z` or an
+/// offset `±hh:mm` (pieces after a second `t` are not looked at, as strfmt does not).
+fn date_time(s: &str) -> bool {
+    if s.len() < 4 {
+        return false;
+    }
+    let lower = s.to_lowercase();
+    let mut pieces = lower.split('t');
+    let (Some(date), Some(time)) = (pieces.next(), pieces.next()) else { return false };
+    full_date(date) && time_of_day(time)
+}
+
+fn time_of_day(t: &str) -> bool {
+    let b = t.as_bytes();
+    let two =
+        |i: usize, max: &[u8; 2]| b.get(i..i + 2).is_some_and(|d| d.iter().all(u8::is_ascii_digit) && d <= &max[..]);
+    if !(two(0, b"23") && b.get(2) == Some(&b':') && two(3, b"59") && b.get(5) == Some(&b':') && two(6, b"59")) {
+        return false;
+    }
+    let zone = |z: &str| {
+        let z = z.as_bytes();
+        z == b"z"
+            || (z.len() == 6
+                && (z[0] == b'+' || z[0] == b'-')
+                && z[1..3].iter().all(u8::is_ascii_digit)
+                && z[3] == b':'
+                && z[4..].iter().all(u8::is_ascii_digit))
+    };
+    let rest = &t[8..];
+    if zone(rest) {
+        return true;
+    }
+    // A fraction: one character (not a newline), then digits; the zone cannot start with one.
+    let mut chars = rest.chars();
+    match chars.next() {
+        Some(c) if c != '\n' => {
+            let after = chars.as_str();
+            let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+            digits > 0 && zone(&after[digits..])
+        }
+        _ => false,
+    }
+}
+
 fn one(ok: bool, message: &str) -> Vec<String> {
     if ok {
         Vec::new()
@@ -104,16 +176,10 @@ const FORMATS: &[Format] = &[
     Format { name: "dns1035LabelPrefix", validate: |s| dns1035_label(&prefix_masked(s)) },
     Format { name: "labelValue", validate: label_value },
     Format { name: "uri", validate: |s| crate::cel_url::request_uri_error(s).into_iter().collect() },
-    Format { name: "uuid", validate: |s| one(crate::formats::conforms("uuid", s), "does not match the UUID format") },
-    Format { name: "byte", validate: |s| one(crate::formats::conforms("byte", s), "invalid base64") },
+    Format { name: "uuid", validate: |s| one(uuid(s), "does not match the UUID format") },
+    Format { name: "byte", validate: |s| one(base64(s), "invalid base64") },
     Format { name: "date", validate: |s| one(full_date(s), "invalid date") },
-    Format {
-        name: "datetime",
-        validate: |s| {
-            let ok = s.get(..10).is_some_and(full_date) && crate::formats::conforms("date-time", s);
-            one(ok, "invalid datetime")
-        },
-    },
+    Format { name: "datetime", validate: |s| one(date_time(s), "invalid datetime") },
 ];
 
 fn format_arg(function: &str, v: &Value) -> Result<Format, ExecutionError> {
@@ -242,6 +308,16 @@ mod tests {
         assert_eq!(problems("format.date().validate('2023-02-29')"), list(&["invalid date"]));
         assert_eq!(problems("format.datetime().validate('2020-01-32T00:00:00Z')"), list(&["invalid datetime"]));
         assert_eq!(problems("format.uuid().validate('123')"), list(&["does not match the UUID format"]));
+        valid("format.uuid().validate('123E4567E89B12D3A456426614174000')");
+        valid("format.uuid().validate('123e4567-e89b12d3-a456-426614174000')");
+        valid("format.byte().validate('aGVsbA==')");
+        assert_eq!(problems("format.byte().validate('')"), list(&["invalid base64"]));
+        assert_eq!(problems("format.byte().validate('aGV=bA==')"), list(&["invalid base64"]));
+        valid("format.datetime().validate('2021-01-01t10:20:30.123+05:30')");
+        valid("format.datetime().validate('2021-01-01T10:20:30,5Z')");
+        assert_eq!(problems("format.datetime().validate('2021-01-01T24:00:00Z')"), list(&["invalid datetime"]));
+        assert_eq!(problems("format.datetime().validate('2021-01-01T10:20:30')"), list(&["invalid datetime"]));
+        assert_eq!(problems("format.datetime().validate('2021-01-01T10:20:60Z')"), list(&["invalid datetime"]));
         assert_eq!(
             problems("format.uri().validate('relative')"),
             list(&["parse \"relative\": invalid URI for request"])
