@@ -52,6 +52,7 @@ pub fn compile_errors(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
         if let Err(e) = cel::Program::compile(r.rule) {
             errs.push(FieldError::invalid(format!("{at}.rule"), r.rule, format!("compilation failed: {e}")));
         }
+        crate::cel_regex::refuse_constant_patterns(r.rule, &format!("{at}.rule"), "program", errs);
         if let Some(m) = r.message {
             if m.contains('\n') {
                 errs.push(FieldError::invalid(format!("{at}.message"), m, "must not contain line breaks"));
@@ -65,6 +66,8 @@ pub fn compile_errors(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
                     format!("messageExpression compilation failed: {e}"),
                 ));
             }
+            let field = format!("{at}.messageExpression");
+            crate::cel_regex::refuse_constant_patterns(expr, &field, "messageExpression", errs);
         }
         if let Some(reason) = r.reason {
             if !REASONS.contains(&reason) {
@@ -87,6 +90,15 @@ static LIBRARIES: std::sync::LazyLock<Result<cel::Context<'static, 'static>, Str
     std::sync::LazyLock::new(|| {
         let mut env = cel::Env::stdlib();
         env.add_extension(cel::extensions::strings).map_err(|e| e.to_string())?;
+        env.add_extension(crate::cel_quantity::extension).map_err(|e| e.to_string())?;
+        env.add_extension(crate::cel_lists::extension).map_err(|e| e.to_string())?;
+        env.add_extension(crate::cel_regex::extension).map_err(|e| e.to_string())?;
+        env.add_extension(crate::cel_ip::extension).map_err(|e| e.to_string())?;
+        env.add_extension(crate::cel_cidr::extension).map_err(|e| e.to_string())?;
+        env.add_extension(crate::cel_url::extension).map_err(|e| e.to_string())?;
+        env.add_extension(crate::cel_format::extension).map_err(|e| e.to_string())?;
+        env.add_extension(crate::cel_sets::extension).map_err(|e| e.to_string())?;
+        env.add_extension(crate::cel_semver::extension).map_err(|e| e.to_string())?;
         let mut context = cel::Context::with_env(std::sync::Arc::new(env));
         crate::cel_quantity::register(&mut context)?;
         crate::cel_lists::register(&mut context)?;
