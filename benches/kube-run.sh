@@ -7,15 +7,18 @@
 #   bash benches/kube-run.sh                 # 5 s per scenario, 3 repeats (watch: 1)
 #   DURATION=10 REPEATS=5 bash benches/kube-run.sh
 #   SCENARIOS="get_c16 list_pods10k_c1" bash benches/kube-run.sh
+#   BALLAST=path LOAD=path bash benches/kube-run.sh   # prebuilt binaries, nothing built
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration=${DURATION:-5}
 repeats=${REPEATS:-3}
 watch_repeats=${WATCH_REPEATS:-1}
 target_dir=${CARGO_TARGET_DIR:-target}
-cargo build --release -p ballast -p ballast-kube-load
-load=$target_dir/release/ballast-kube-load
-ballast=$target_dir/release/ballast
+if [[ -z "${BALLAST:-}" || -z "${LOAD:-}" ]]; then
+  cargo build --release -p ballast -p ballast-kube-load
+fi
+load=${LOAD:-$target_dir/release/ballast-kube-load}
+ballast=${BALLAST:-$target_dir/release/ballast}
 scenarios=${SCENARIOS:-$($load list)}
 work=$(mktemp -d)
 store_pid= frontend_pid=

@@ -179,16 +179,29 @@ struct Compiled {
 fn compile(source: &str, decl: Option<&Decl>, what: &str, result: Result_) -> Result<Compiled, String> {
     let program = cel::Program::compile(source).map_err(|e| format!("{what}: {}", parse_issues(source, &e)))?;
     let reads_old = program.references().has_variable("oldSelf");
-    let Some(decl) = decl else { return Ok(Compiled { cost: 0, reads_old }) };
-    let checked = check(&program, source, decl);
-    if let Some(issues) = checked.issues {
-        return Err(format!("{what}: {issues}"));
+    let mut cost = 0;
+    if let Some(decl) = decl {
+        let checked = check(&program, source, decl);
+        if let Some(issues) = checked.issues {
+            return Err(format!("{what}: {issues}"));
+        }
+        match result {
+            Result_::Bool if checked.not_bool() => return Err("cel expression must evaluate to a bool".into()),
+            Result_::String if checked.not_string() => {
+                return Err("messageExpression must evaluate to a string".into());
+            }
+            _ => cost = checked.max_cost,
+        }
     }
-    match result {
-        Result_::Bool if checked.not_bool() => Err("cel expression must evaluate to a bool".into()),
-        Result_::String if checked.not_string() => Err("messageExpression must evaluate to a string".into()),
-        _ => Ok(Compiled { cost: checked.max_cost, reads_old }),
+    // kube compiles constant regular expressions when it builds the program.
+    if let Some(e) = crate::cel_regex::constant_pattern_error(program.expression()) {
+        let instantiation = match result {
+            Result_::Bool => "program instantiation failed",
+            Result_::String => "messageExpression instantiation failed",
+        };
+        return Err(format!("{instantiation}: {e}"));
     }
+    Ok(Compiled { cost, reads_old })
 }
 
 /// What an expression must evaluate to.

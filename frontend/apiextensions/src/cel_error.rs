@@ -9,14 +9,20 @@ pub(crate) fn text(e: &cel::ExecutionError) -> String {
     }
 }
 
-/// Evaluates `expr` in a context with the standard library and one library `register`ed, its
-/// errors in the words rules show them: the libraries' unit tests share it.
+/// Evaluates `expr` in a context with the standard library, the strings extension and one
+/// library (its overloads declared on the environment by `extension`, its functions
+/// `register`ed on the context), its errors in the words rules show them: the libraries' unit
+/// tests share it.
 #[cfg(test)]
-pub(crate) fn eval_with(
+pub(crate) fn eval_in(
+    extension: fn(&mut cel::Env) -> Result<(), cel::DeclarationError>,
     register: fn(&mut cel::Context<'static, 'static>) -> Result<(), String>,
     expr: &str,
 ) -> Result<cel::Value, String> {
-    let mut context = cel::Context::default();
+    let mut env = cel::Env::stdlib();
+    env.add_extension(cel::extensions::strings).map_err(|e| e.to_string())?;
+    env.add_extension(extension).map_err(|e| e.to_string())?;
+    let mut context = cel::Context::with_env(std::sync::Arc::new(env));
     register(&mut context)?;
     cel::Program::compile(expr).map_err(|e| e.to_string())?.execute(&context).map_err(|e| text(&e))
 }

@@ -1,14 +1,21 @@
 //! Kubernetes' CEL lists library for `x-kubernetes-validations` rules, on lists of comparable
-//! values (int, uint, double, string, bool, bytes): `isSorted()`, `sum()`, `min()`, `max()`.
-//! Kube's list `indexOf`/`lastIndexOf` are not here: cel-rust's strings extension holds those
-//! names for strings, and its function registry takes one implementation per name.
+//! values (int, uint, double, string, bool, bytes): `isSorted()`, `sum()`, `min()`, `max()`,
+//! and on lists of any values `indexOf(x)` and `lastIndexOf(x)`.
+//!
+//! The strings extension already declares `indexOf` and `lastIndexOf` on strings, so the list
+//! forms are overloads on the environment ([`extension`]) beside them, picked by the receiver's
+//! type; the rest are context functions ([`register`]).
 
 use std::cmp::Ordering;
 use std::sync::Arc;
 
+use cel::common::types::{DYN_TYPE, LIST_TYPE};
+use cel::common::value::CowVal;
 use cel::extractors::This;
 use cel::objects::Value;
 use cel::{ExecutionError, FunctionContext};
+
+use crate::cel_overload::{owned, values};
 
 /// The order of two elements of one comparable type; an error for anything else.
 fn compare(ftx: &FunctionContext<'_, '_>, a: &Value, b: &Value) -> Result<Ordering, ExecutionError> {
@@ -46,6 +53,32 @@ fn sum(ftx: &FunctionContext<'_, '_>, list: &[Value]) -> Result<Value, Execution
         (Value::Float(a), Value::Float(b)) => Ok(Value::Float(a + b)),
         _ => Err(ftx.error("no such overload")),
     })
+}
+
+/// The position of the first (or, with `last`, the last) element equal to `item`, or -1.
+fn position(list: &[Value], item: &Value, last: bool) -> i64 {
+    let found = if last { list.iter().rposition(|v| v == item) } else { list.iter().position(|v| v == item) };
+    found.and_then(|i| i64::try_from(i).ok()).unwrap_or(-1)
+}
+
+fn index_of<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let [list, item] = values("indexOf", args)?;
+    let Value::List(list) = list else { return Err(ExecutionError::function_error("indexOf", "no such overload")) };
+    owned(Value::Int(position(&list, &item, false)))
+}
+
+fn last_index_of<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let [list, item] = values("lastIndexOf", args)?;
+    let Value::List(list) = list else { return Err(ExecutionError::function_error("lastIndexOf", "no such overload")) };
+    owned(Value::Int(position(&list, &item, true)))
+}
+
+/// Declares the list forms of `indexOf` and `lastIndexOf` on `env`, next to the strings
+/// extension's.
+pub(crate) fn extension(env: &mut cel::Env) -> Result<(), cel::DeclarationError> {
+    env.add_member_overload("indexOf", "list_a_index_of_int", LIST_TYPE, vec![DYN_TYPE], index_of)?;
+    env.add_member_overload("lastIndexOf", "list_a_last_index_of_int", LIST_TYPE, vec![DYN_TYPE], last_index_of)?;
+    Ok(())
 }
 
 /// Registers the library's functions on `context`.
@@ -96,7 +129,7 @@ mod tests {
     use super::*;
 
     fn eval(expr: &str) -> Result<Value, String> {
-        crate::cel_error::eval_with(register, expr)
+        crate::cel_error::eval_in(extension, register, expr)
     }
 
     #[test]
@@ -110,5 +143,20 @@ mod tests {
         assert_eq!(eval("[].max()"), Err("max called on empty list".to_string()));
         assert_eq!(eval("[9223372036854775807, 1].sum()"), Err("integer overflow".to_string()));
         assert!(eval("[1, 'a'].isSorted()").is_err());
+    }
+
+    #[test]
+    fn index_of_dispatches_on_the_receiver() {
+        let t = |expr: &str| assert_eq!(eval(expr), Ok(Value::Bool(true)), "{expr}");
+        // Kube's examples.
+        t("[1, 2, 2, 3].indexOf(2) == 1");
+        t("['a', 'b', 'b', 'c'].lastIndexOf('b') == 2");
+        t("[1.0].indexOf(1.1) == -1");
+        t("[].indexOf('string') == -1 && [].lastIndexOf(1) == -1");
+        t("[[1], [2], [1]].lastIndexOf([1]) == 2 && [{'a': 1}].indexOf({'a': 1}) == 0");
+        // Strings keep the strings extension's.
+        t("'hello mellow'.indexOf('ello') == 1 && 'hello mellow'.lastIndexOf('ello') == 7");
+        t("'hello mellow'.indexOf('ello', 2) == 7");
+        assert_eq!(eval("'abc'.indexOf('', -1)"), Err("index out of range: -1".to_string()));
     }
 }

@@ -7,13 +7,21 @@
 //! arbitrary precision; an amount that does not fit (beyond about 10^38 significant digits'
 //! worth, far past anything a resource field holds) is refused with an error naming the
 //! limit rather than rounded silently.
+//!
+//! The comparisons are overloads on the environment for the quantity type ([`extension`]), as
+//! the semver library compares its versions under the same names; the rest are context
+//! functions ([`register`]).
 
 use std::cmp::Ordering;
 use std::sync::Arc;
 
+use cel::common::types::Type;
+use cel::common::value::CowVal;
 use cel::extractors::This;
 use cel::objects::{Opaque, Value};
 use cel::{ExecutionError, FunctionContext};
+
+use crate::cel_overload::{owned, values};
 
 /// Kube's text for a string that is not shaped like a quantity.
 pub(crate) const ERR_FORMAT: &str =
@@ -33,9 +41,11 @@ pub(crate) struct Quantity {
     exponent: i32,
 }
 
+const QUANTITY_TYPE_NAME: &str = "kubernetes.Quantity";
+
 impl Opaque for Quantity {
     fn runtime_type_name(&self) -> &str {
-        "kubernetes.Quantity"
+        QUANTITY_TYPE_NAME
     }
 }
 
@@ -200,7 +210,49 @@ fn wrap(q: Quantity) -> Value {
     Value::Opaque(Arc::new(q))
 }
 
-/// Registers the library's functions on `context`.
+/// The order of two quantities, for the comparison overloads.
+fn ordering(function: &str, args: Vec<CowVal<'_, '_>>) -> Result<Ordering, ExecutionError> {
+    let [q, other] = values(function, args)?;
+    let quantity = |v: &Value| match v {
+        Value::Opaque(o) => o.downcast_ref::<Quantity>().copied(),
+        _ => None,
+    };
+    match (quantity(&q), quantity(&other)) {
+        (Some(q), Some(other)) => Ok(q.compare(&other)),
+        _ => Err(ExecutionError::function_error(function, "no such overload")),
+    }
+}
+
+fn compare_to<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    owned(Value::Int(ordering("compareTo", args)? as i64))
+}
+
+fn is_greater_than<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    owned(Value::Bool(ordering("isGreaterThan", args)? == Ordering::Greater))
+}
+
+fn is_less_than<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    owned(Value::Bool(ordering("isLessThan", args)? == Ordering::Less))
+}
+
+/// Declares the comparisons on `env`, as overloads for the quantity type: other libraries
+/// (semver) compare their own values under the same names.
+pub(crate) fn extension(env: &mut cel::Env) -> Result<(), cel::DeclarationError> {
+    let quantity = || Type::new_opaque_type(QUANTITY_TYPE_NAME);
+    env.add_type(quantity())?;
+    env.add_member_overload("compareTo", "quantity_compare_to", quantity(), vec![quantity()], compare_to)?;
+    env.add_member_overload(
+        "isGreaterThan",
+        "quantity_is_greater_than",
+        quantity(),
+        vec![quantity()],
+        is_greater_than,
+    )?;
+    env.add_member_overload("isLessThan", "quantity_is_less_than", quantity(), vec![quantity()], is_less_than)?;
+    Ok(())
+}
+
+/// Registers the library's other functions on `context`.
 pub(crate) fn register(context: &mut cel::Context<'static, 'static>) -> Result<(), String> {
     let e = |e: cel::DeclarationError| e.to_string();
     context
@@ -254,33 +306,6 @@ pub(crate) fn register(context: &mut cel::Context<'static, 'static>) -> Result<(
             },
         )
         .map_err(e)?;
-    let ordering = |ftx: &FunctionContext<'_, '_>, q: &Value, other: &Value| -> Result<Ordering, ExecutionError> {
-        Ok(this(ftx, q)?.compare(&this(ftx, other)?))
-    };
-    context
-        .add_function(
-            "compareTo",
-            move |ftx: &FunctionContext<'_, '_>, This(q): This<Value>, other: Value| -> Result<i64, ExecutionError> {
-                Ok(ordering(ftx, &q, &other)? as i64)
-            },
-        )
-        .map_err(e)?;
-    context
-        .add_function(
-            "isGreaterThan",
-            move |ftx: &FunctionContext<'_, '_>, This(q): This<Value>, other: Value| -> Result<bool, ExecutionError> {
-                Ok(ordering(ftx, &q, &other)? == Ordering::Greater)
-            },
-        )
-        .map_err(e)?;
-    context
-        .add_function(
-            "isLessThan",
-            move |ftx: &FunctionContext<'_, '_>, This(q): This<Value>, other: Value| -> Result<bool, ExecutionError> {
-                Ok(ordering(ftx, &q, &other)? == Ordering::Less)
-            },
-        )
-        .map_err(e)?;
     Ok(())
 }
 
@@ -289,7 +314,7 @@ mod tests {
     use super::*;
 
     fn eval(expr: &str) -> Result<Value, String> {
-        crate::cel_error::eval_with(register, expr)
+        crate::cel_error::eval_in(extension, register, expr)
     }
 
     #[test]

@@ -29,10 +29,12 @@
 //!   `/status`, `/scale`, selectable fields and version rewriting;
 //!   [`registry::Registry::openapi_schema`] hands out a version's schema as written.
 //! * [`schema`]: pruning, defaulting and validation of custom resources by a version's
-//!   OpenAPI v3 schema; [`rules`]: its CEL `x-kubernetes-validations`, checked when a
-//!   definition is admitted by `cel_admit` (types and costs by `cel_check`, over the schema's
-//!   CEL types of `cel_decl`, in the units and limits of `cel_cost`); [`formats`]: string
-//!   formats; [`jsonpath`]: the JSONPath subset of
+//!   OpenAPI v3 schema; [`rules`]: its CEL `x-kubernetes-validations`, with kube's CEL
+//!   libraries in the private `cel_*` modules (one per library: quantity, lists, regex, url,
+//!   ip, cidr, format, semver, sets; `cel_overload` lets a library declare typed overloads on
+//!   the environment), checked when a definition is admitted by `cel_admit` (types and costs
+//!   by `cel_check`, over the schema's CEL types of `cel_decl`, in the units and limits of
+//!   `cel_cost`); [`formats`]: string formats; [`jsonpath`]: the JSONPath subset of
 //!   printer columns and selectable fields; [`printer`]: Table columns from
 //!   `additionalPrinterColumns`.
 //! * [`conversion`]: each served version's converter to and from the storage version
@@ -53,11 +55,20 @@
 
 mod cel_admit;
 mod cel_check;
+mod cel_cidr;
 mod cel_cost;
 mod cel_decl;
 mod cel_error;
+mod cel_format;
+mod cel_ip;
 mod cel_lists;
+mod cel_overload;
 mod cel_quantity;
+mod cel_regex;
+mod cel_regex_syntax;
+mod cel_semver;
+mod cel_sets;
+mod cel_url;
 pub mod controller;
 pub mod conversion;
 pub mod definition;

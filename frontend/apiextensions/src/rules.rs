@@ -83,6 +83,15 @@ static LIBRARIES: std::sync::LazyLock<Result<cel::Context<'static, 'static>, Str
     std::sync::LazyLock::new(|| {
         let mut env = cel::Env::stdlib();
         env.add_extension(cel::extensions::strings).map_err(|e| e.to_string())?;
+        env.add_extension(crate::cel_quantity::extension).map_err(|e| e.to_string())?;
+        env.add_extension(crate::cel_lists::extension).map_err(|e| e.to_string())?;
+        env.add_extension(crate::cel_regex::extension).map_err(|e| e.to_string())?;
+        env.add_extension(crate::cel_ip::extension).map_err(|e| e.to_string())?;
+        env.add_extension(crate::cel_cidr::extension).map_err(|e| e.to_string())?;
+        env.add_extension(crate::cel_url::extension).map_err(|e| e.to_string())?;
+        env.add_extension(crate::cel_format::extension).map_err(|e| e.to_string())?;
+        env.add_extension(crate::cel_sets::extension).map_err(|e| e.to_string())?;
+        env.add_extension(crate::cel_semver::extension).map_err(|e| e.to_string())?;
         let mut context = cel::Context::with_env(std::sync::Arc::new(env));
         crate::cel_quantity::register(&mut context)?;
         crate::cel_lists::register(&mut context)?;

@@ -20,7 +20,8 @@ both_backends!(
     conflicting_names_are_not_accepted,
     definitions_follow_the_lifecycle_of_kube,
     openapi_v2_carries_custom_resources,
-    a_large_definition_is_served_and_enforced
+    a_large_definition_is_served_and_enforced,
+    rules_use_the_kubernetes_network_and_text_libraries
 );
 
 in_memory!(rules_use_the_kubernetes_cel_libraries);
@@ -852,4 +853,134 @@ async fn rules_use_the_kubernetes_cel_libraries(backend: Backend) {
     );
     let names = c.must_kubectl(&["get", "quotas", "-o", "name"]).await;
     assert_eq!(names.trim(), "quota.example.com/good");
+}
+
+const ROUTES: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: routes.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: routes, singular: route, kind: Route}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            x-kubernetes-validations:
+            - rule: "!format.dns1123Label().validate(self.backend).hasValue()"
+              message: backend must be a lowercase RFC 1123 label
+            - rule: "isURL(self.endpoint) && url(self.endpoint).getScheme() == 'https' && url(self.endpoint).getPort() != ''"
+              message: endpoint must be an https URL with a port
+            - rule: "isCIDR(self.subnet) && cidr(self.subnet).containsIP(self.gateway)"
+              message: gateway must be inside subnet
+            - rule: "ip(self.gateway).family() == 4 && !ip(self.gateway).isLoopback()"
+              message: gateway must be a routable IPv4 address
+            - rule: "self.image.find('[0-9]+[.][0-9]+$') != '' && self.image.findAll('/').size() <= 2"
+              message: image must end in a version and have at most two slashes
+            - rule: "self.tags.indexOf('default') == 0 && self.tags.lastIndexOf('default') == 0"
+              message: the default tag comes first, once
+            - rule: "sets.intersects(self.tags, ['blue', 'green'])"
+              message: a tag must be blue or green
+            - rule: "isSemver(self.version, true) && semver(self.version, true).isGreaterThan(semver('1.20.0'))"
+              message: version must be a semantic version above 1.20
+            properties:
+              backend: {type: string, maxLength: 64}
+              endpoint: {type: string, maxLength: 128}
+              subnet: {type: string, maxLength: 64}
+              gateway: {type: string, maxLength: 64}
+              image: {type: string, maxLength: 128}
+              tags: {type: array, maxItems: 8, items: {type: string, maxLength: 32}}
+              version: {type: string, maxLength: 32}
+"#;
+
+/// Rules written with kube's format, URL, CIDR, IP, regex, list, set and semver libraries: an
+/// object that keeps them is stored; one that breaks every rule is refused by kubectl with each
+/// rule's message (not a format's own messages through `messageExpression`: kube's estimator
+/// cannot size them, so it refuses such a message at admission); a library function's
+/// own error (an address Go cannot read) is the rule's evaluation error in kube's words; a
+/// constant pattern Go cannot compile refuses the definition.
+async fn rules_use_the_kubernetes_network_and_text_libraries(backend: Backend) {
+    let c = cluster(backend).await;
+    let file = write(&c, "routes.yaml", ROUTES);
+    c.must_kubectl(&["create", "-f", &file]).await;
+    c.must_kubectl(&["wait", "--for", "condition=established", "--timeout=30s", "crd/routes.example.com"]).await;
+    let route = |name: &str, spec: &str| {
+        write(
+            &c,
+            &format!("{name}.yaml"),
+            &format!("apiVersion: example.com/v1\nkind: Route\nmetadata: {{name: {name}, namespace: default}}\nspec: {spec}\n"),
+        )
+    };
+    let good = route(
+        "good",
+        "{backend: web-1, endpoint: 'https://api.example.com:8443/v1?x=1', subnet: 10.0.0.0/24, gateway: 10.0.0.1, \
+         image: 'registry.example.com/web:1.25', tags: [default, blue], version: v1.25}",
+    );
+    c.must_kubectl(&["create", "-f", &good]).await;
+
+    let bad = route(
+        "bad",
+        "{backend: Web_1, endpoint: 'http://api.example.com/', subnet: 10.0.0.0/24, gateway: 10.0.1.1, \
+         image: 'a/b/c/web:latest', tags: [red, default, default], version: '1.2'}",
+    );
+    let out = c.kubectl(&["create", "-f", &bad]).await;
+    assert!(!out.ok);
+    assert_eq!(
+        out.stderr.trim(),
+        "The Route \"bad\" is invalid: \n\
+         * spec: Invalid value: \"object\": backend must be a lowercase RFC 1123 label\n\
+         * spec: Invalid value: \"object\": endpoint must be an https URL with a port\n\
+         * spec: Invalid value: \"object\": gateway must be inside subnet\n\
+         * spec: Invalid value: \"object\": image must end in a version and have at most two slashes\n\
+         * spec: Invalid value: \"object\": the default tag comes first, once\n\
+         * spec: Invalid value: \"object\": a tag must be blue or green\n\
+         * spec: Invalid value: \"object\": version must be a semantic version above 1.20",
+    );
+
+    let broken = route(
+        "broken",
+        "{backend: web, endpoint: 'https://a:1/', subnet: 10.0.0.0/24, gateway: 10.0.0.256, image: 'web:1.0', \
+         tags: [default, green], version: 1.30.0}",
+    );
+    let out = c.kubectl(&["create", "-f", &broken]).await;
+    assert!(!out.ok);
+    assert!(
+        out.stderr.contains(
+            "spec: Invalid value: \"object\": rule evaluation error: IP Address \"10.0.0.256\" parse error during \
+             conversion from string: ParseAddr(\"10.0.0.256\"): IPv4 field has value >255"
+        ),
+        "{}",
+        out.stderr
+    );
+    let names = c.must_kubectl(&["get", "routes", "-o", "name"]).await;
+    assert_eq!(names.trim(), "route.example.com/good");
+
+    // A constant pattern Go cannot compile refuses the definition, as kube refuses it.
+    let bad_pattern = ROUTES
+        .replace("routes.example.com", "paths.example.com")
+        .replace("{plural: routes, singular: route, kind: Route}", "{plural: paths, singular: path, kind: Path}")
+        .replace("find('[0-9]+[.][0-9]+$')", "find('([0-9]+')");
+    let file = write(&c, "paths.yaml", &bad_pattern);
+    let out = c.kubectl(&["create", "-f", &file]).await;
+    assert!(!out.ok);
+    assert!(
+        out.stderr.contains(
+            "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[4].rule: Invalid value: \
+             apiextensions.ValidationRule{Rule:\"self.image.find('([0-9]+') != '' && self.image.findAll('/').size() \
+             <= 2\", Message:\"image must end in a version and have at most two \
+             slashes\", MessageExpression:\"\", \
+             Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:\"\", OptionalOldSelf:(*bool)(nil)}: \
+             program instantiation failed: error parsing regexp: missing closing ): `([0-9]+`"
+        ),
+        "{}",
+        out.stderr
+    );
 }
