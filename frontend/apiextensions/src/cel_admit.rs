@@ -118,30 +118,12 @@ fn walk(schema: &Value, at: &Place, total: &mut TotalCost, errs: &mut Vec<FieldE
     }
 }
 
-/// A string as Go's `%#v` quotes it.
-fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 /// A rule as kube prints it in a finding: Go's `%#v` of its `ValidationRule`. kube prints a
 /// set `reason` or `optionalOldSelf` as a pointer's address, which tells a reader nothing; a
 /// fixed one stands in for it.
 fn printed_rule(r: &Value) -> String {
-    let s = |k: &str| go_quote(r[k].as_str().unwrap_or(""));
+    // Go's `%#v` quotes a string as `strconv.Quote` does.
+    let s = |k: &str| crate::cel_ip::go_quote(r[k].as_str().unwrap_or(""));
     let pointer = |k: &str, ty: &str| {
         if r.get(k).is_some_and(|v| !v.is_null()) {
             format!("({ty})(0xc000000000)")
@@ -363,8 +345,7 @@ mod tests {
     #[test]
     fn the_large_fixture_is_admitted() {
         let crd: Value = serde_yaml_ng::from_str(include_str!("../testdata/large-crd.yaml")).expect("fixture");
-        let errs: Vec<String> = crate::validation::validate(&crd, None).iter().map(ToString::to_string).collect();
-        assert!(errs.is_empty(), "{errs:?}");
+        assert!(findings(&crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]).is_empty());
     }
 
     #[test]
