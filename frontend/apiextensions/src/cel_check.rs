@@ -67,15 +67,15 @@ impl Ty<'_> {
     fn name(&self) -> Option<String> {
         Some(match self {
             Ty::Dyn => "dyn".into(),
-            Ty::Null => "null_type".into(),
+            Ty::Null => "null".into(),
             Ty::Bool => "bool".into(),
             Ty::Int => "int".into(),
             Ty::Uint => "uint".into(),
             Ty::Double => "double".into(),
             Ty::String => "string".into(),
             Ty::Bytes => "bytes".into(),
-            Ty::Duration => "google.protobuf.Duration".into(),
-            Ty::Timestamp => "google.protobuf.Timestamp".into(),
+            Ty::Duration => "duration".into(),
+            Ty::Timestamp => "timestamp".into(),
             Ty::Type => return None,
             Ty::List(e) => format!("list({})", e.name()?),
             Ty::Map(k, v) => format!("map({}, {})", k.name()?, v.name()?),
