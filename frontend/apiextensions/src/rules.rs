@@ -154,6 +154,25 @@ fn failure(rule: &CompiledRule, path: &str, type_name: String, message: String) 
     FieldError { field, kind }
 }
 
+/// What an evaluation failure names the rule by: its message when it has one, else its text.
+fn rule_error_string(rule: &CompiledRule) -> &str {
+    rule.message.as_deref().filter(|m| !m.trim().is_empty()).unwrap_or(&rule.rule).trim()
+}
+
+/// The detail of a rule whose evaluation failed (a missing key, a library function's error),
+/// framed as kube frames it; an overload the type checker could not see (an int-or-string
+/// value, say) gets kube's longer explanation.
+fn evaluation_error(error: &str, rule: &CompiledRule) -> String {
+    if error.starts_with("no such overload") {
+        format!(
+            "'{error}': call arguments did not match a supported operator, function or macro signature for rule: {}",
+            rule_error_string(rule)
+        )
+    } else {
+        format!("{error} evaluating rule: {}", rule_error_string(rule))
+    }
+}
+
 /// One rule, compiled.
 struct CompiledRule {
     program: cel::Program,
@@ -332,10 +351,10 @@ impl CompiledRules {
                 Ok(other) => errs.push(FieldError::invalid(
                     path,
                     type_name(declared, v),
-                    format!("rule evaluation error: {} returned {other:?}, not a bool", r.rule),
+                    format!("{other:?} is not a bool evaluating rule: {}", rule_error_string(r)),
                 )),
                 Err(e) => {
-                    errs.push(FieldError::invalid(path, type_name(declared, v), format!("rule evaluation error: {e}")));
+                    errs.push(FieldError::invalid(path, type_name(declared, v), evaluation_error(&e.to_string(), r)))
                 }
             }
         }
@@ -559,7 +578,7 @@ mod tests {
         );
         assert_eq!(
             run(json!({"spec": {"memory": "1.5m", "name": "a"}})),
-            vec!["spec: Invalid value: \"object\": rule evaluation error: cannot convert value to integer"]
+            vec!["spec: Invalid value: \"object\": cannot convert value to integer evaluating rule: quantity(self.memory).asInteger() > 0"]
         );
     }
 }

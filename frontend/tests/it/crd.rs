@@ -845,8 +845,13 @@ async fn rules_use_the_kubernetes_cel_libraries(backend: Backend) {
     let out = c.kubectl(&["create", "-f", &broken]).await;
     assert!(!out.ok);
     assert!(
+        out.stderr.contains("spec: Invalid value: \"object\": quantities must match the regular expression"),
+        "{}",
+        out.stderr
+    );
+    assert!(
         out.stderr.contains(
-            "spec: Invalid value: \"object\": rule evaluation error: quantities must match the regular expression"
+            " evaluating rule: quantity(self.memory).add(quantity(self.cache)).compareTo(quantity('1536Mi')) <= 0"
         ),
         "{}",
         out.stderr
@@ -954,8 +959,8 @@ async fn rules_use_the_kubernetes_network_and_text_libraries(backend: Backend) {
     assert!(!out.ok);
     assert!(
         out.stderr.contains(
-            "spec: Invalid value: \"object\": rule evaluation error: IP Address \"10.0.0.256\" parse error during \
-             conversion from string: ParseAddr(\"10.0.0.256\"): IPv4 field has value >255"
+            "spec: Invalid value: \"object\": IP Address \"10.0.0.256\" parse error during conversion from \
+             string: ParseAddr(\"10.0.0.256\"): IPv4 field has value >255 evaluating rule: gateway must be"
         ),
         "{}",
         out.stderr
