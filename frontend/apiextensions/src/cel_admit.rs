@@ -15,6 +15,7 @@ use crate::cel_cost::{
     over_budget, MAX_REQUEST_SIZE_BYTES, STATIC_ESTIMATED_COST_LIMIT, STATIC_ESTIMATED_CRD_COST_LIMIT,
 };
 use crate::cel_decl::Decl;
+use crate::cel_parse::Refused;
 
 /// The estimated cost of a schema's rules so far, and the costliest of them.
 #[derive(Default)]
@@ -39,6 +40,10 @@ impl TotalCost {
 /// Checks every rule of the version schema `schema` (at `path`, its
 /// `...openAPIV3Schema`), appending kube's findings to `errs`.
 pub(crate) fn check_schema(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
+    crate::cel_parse::with_stack(|| check_schema_here(schema, path, errs));
+}
+
+fn check_schema_here(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
     let mut total = TotalCost::default();
     let root = Place { path: path.to_string(), resource_root: true, cardinality: Some(1), uncorrelatable: None };
     walk(schema, &root, &mut total, errs);
@@ -159,7 +164,10 @@ struct Compiled {
 /// compile (`what` names it: `compilation failed` or `messageExpression compilation
 /// failed`). `result` says what the expression must evaluate to.
 fn compile(source: &str, decl: Option<&Decl>, what: &str, result: Result_) -> Result<Compiled, String> {
-    let program = cel::Program::compile(source).map_err(|e| format!("{what}: {}", parse_issues(source, &e)))?;
+    let program = crate::cel_parse::compile(source).map_err(|e| match e {
+        Refused::Limit(text) => format!("{what}: {text}"),
+        Refused::Parse(e) => format!("{what}: {}", parse_issues(source, &e)),
+    })?;
     let reads_old = program.references().has_variable("oldSelf");
     let mut cost = 0;
     if let Some(decl) = decl {

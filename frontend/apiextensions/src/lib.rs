@@ -63,6 +63,7 @@ mod cel_format;
 mod cel_ip;
 mod cel_lists;
 mod cel_overload;
+mod cel_parse;
 mod cel_quantity;
 mod cel_regex;
 mod cel_regex_syntax;

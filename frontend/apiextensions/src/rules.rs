@@ -102,9 +102,9 @@ impl NodeContext {
     fn new(value: &Value, old: Option<&Value>) -> NodeContext {
         let context = || -> Result<cel::Context<'static, 'static>, String> {
             let mut context = LIBRARIES.as_ref().map_err(Clone::clone)?.new_inner_scope();
-            context.add_variable("self", value).map_err(|e| e.to_string())?;
+            context.add_variable("self", cel_value(value)).map_err(|e| e.to_string())?;
             if let Some(old) = old {
-                context.add_variable("oldSelf", old).map_err(|e| e.to_string())?;
+                context.add_variable("oldSelf", cel_value(old)).map_err(|e| e.to_string())?;
             }
             Ok(context)
         };
@@ -118,6 +118,29 @@ impl NodeContext {
             Ok(c) => program.execute(c).map_err(|e| crate::cel_error::text(&e)),
             Err(e) => Err(e.clone()),
         }
+    }
+}
+
+/// A JSON value as CEL sees it: schema integers are CEL `int`s, as kube binds them (a value
+/// serialised as it is would make every non-negative number a `uint`, and `self.replicas + 1`
+/// would then mix `uint` with `int` and fail); only integers beyond `int`'s range stay `uint`.
+fn cel_value(v: &Value) -> cel::Value {
+    use std::sync::Arc;
+    match v {
+        Value::Null => cel::Value::Null,
+        Value::Bool(b) => cel::Value::Bool(*b),
+        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => cel::Value::Int(i),
+            (None, Some(u)) => cel::Value::UInt(u),
+            _ => cel::Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Value::String(s) => cel::Value::String(Arc::new(s.clone())),
+        Value::Array(items) => cel::Value::List(Arc::new(items.iter().map(cel_value).collect())),
+        Value::Object(fields) => cel::Value::Map(cel::objects::Map {
+            map: Arc::new(
+                fields.iter().map(|(k, v)| (cel::objects::Key::String(Arc::new(k.clone())), cel_value(v))).collect(),
+            ),
+        }),
     }
 }
 
@@ -218,7 +241,7 @@ impl CompiledRules {
     /// Compiles the rules of `schema` and below; `None` when there are none. Rules that do
     /// not compile are left out (admission refuses them; a stored one is never enforced).
     pub fn compile(schema: &Value) -> Option<CompiledRules> {
-        Self::compile_node(schema, true)
+        crate::cel_parse::with_stack(|| Self::compile_node(schema, true))
     }
 
     /// `resource_root`: the node is the root of a resource or an embedded one.
@@ -226,9 +249,9 @@ impl CompiledRules {
         let rules: Vec<CompiledRule> = rules(schema)
             .into_iter()
             .filter_map(|r| {
-                let program = cel::Program::compile(r.rule).ok()?;
+                let program = crate::cel_parse::compile(r.rule).ok()?;
                 let transition = program.references().has_variable("oldSelf");
-                let message_program = r.message_expression.and_then(|e| cel::Program::compile(e).ok());
+                let message_program = r.message_expression.and_then(|e| crate::cel_parse::compile(e).ok());
                 let reads_old =
                     transition || message_program.as_ref().is_some_and(|p| p.references().has_variable("oldSelf"));
                 Some(CompiledRule {
@@ -363,6 +386,15 @@ impl CompiledRules {
     /// Checks the rules against a custom resource (`old`, the stored object, on an update),
     /// appending failures to `errs`. `metadata` at the root is skipped.
     pub fn validate_root(
+        &self,
+        obj: &Map<String, Value>,
+        old: Option<&Map<String, Value>>,
+        errs: &mut Vec<FieldError>,
+    ) {
+        crate::cel_parse::with_stack(|| self.validate_root_here(obj, old, errs));
+    }
+
+    fn validate_root_here(
         &self,
         obj: &Map<String, Value>,
         old: Option<&Map<String, Value>>,
@@ -579,6 +611,23 @@ mod tests {
         assert_eq!(
             run(json!({"spec": {"memory": "1.5m", "name": "a"}})),
             vec!["spec: Invalid value: \"object\": cannot convert value to integer evaluating rule: quantity(self.memory).asInteger() > 0"]
+        );
+    }
+
+    #[test]
+    fn integers_are_cel_ints_so_arithmetic_with_literals_works() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+            "x-kubernetes-validations": [{"rule": "self.replicas + 1 <= self.limit * 2 - 9", "message": "too many"}],
+            "properties": {"replicas": {"type": "integer"}, "limit": {"type": "integer"}}}}});
+        let run = |v: Value| {
+            let mut errs = Vec::new();
+            validate(&schema, &v, None, &mut errs);
+            errs.iter().map(ToString::to_string).collect::<Vec<_>>()
+        };
+        assert!(run(json!({"spec": {"replicas": 3, "limit": 10}})).is_empty());
+        assert_eq!(
+            run(json!({"spec": {"replicas": 11, "limit": 10}})),
+            vec!["spec: Invalid value: \"object\": too many"]
         );
     }
 }

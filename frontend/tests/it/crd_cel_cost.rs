@@ -6,7 +6,11 @@
 use crate::crd::{cluster, write};
 use crate::harness::{in_memory, Backend};
 
-in_memory!(definitions_with_costly_or_ill_typed_rules_are_refused, objects_over_the_runtime_cost_are_refused);
+in_memory!(
+    definitions_with_costly_or_ill_typed_rules_are_refused,
+    objects_over_the_runtime_cost_are_refused,
+    deeply_nested_rules_are_refused_and_deep_ones_within_the_limit_run
+);
 
 /// A definition of `plural`.example.com whose `spec` has `properties` (YAML at ten spaces'
 /// indent, under `spec.properties`) and `rules` (YAML list items at ten spaces).
@@ -169,4 +173,37 @@ async fn objects_over_the_runtime_cost_are_refused(backend: Backend) {
     c.must_kubectl(&["create", "-f", &write(&c, "eleven.yaml", &pairs_object("eleven", &lists))]).await;
     let names = c.must_kubectl(&["get", "pairs", "-o", "name"]).await;
     assert_eq!(names.split_whitespace().collect::<Vec<_>>(), vec!["pair.example.com/eleven", "pair.example.com/small"]);
+}
+
+/// A rule nested past CEL's recursion limit is refused with CEL's message and a rule just
+/// within it is admitted and runs on an object, all without overflowing the server's stack
+/// (which would abort the process serving every other request).
+async fn deeply_nested_rules_are_refused_and_deep_ones_within_the_limit_run(backend: Backend) {
+    let c = cluster(backend).await;
+    let chain = |n: usize| format!("            - rule: \"self.count{} >= 0\"", " + 0".repeat(n));
+    let n = "              count: {type: integer, maximum: 100}\n";
+
+    let deep = definition("chains", "Chain", n, &chain(5000));
+    let out = c.kubectl(&["create", "-f", &write(&c, "deep.yaml", &deep)]).await;
+    assert!(!out.ok);
+    assert!(
+        out.stderr.contains("compilation failed: ERROR: <input>:-1:0: expression recursion limit exceeded: 250"),
+        "{}",
+        out.stderr
+    );
+    let parens = format!("            - rule: \"{}true{}\"", "(".repeat(120), ")".repeat(120));
+    let out = c.kubectl(&["create", "-f", &write(&c, "parens.yaml", &definition("chains", "Chain", n, &parens))]).await;
+    assert!(!out.ok);
+    assert!(out.stderr.contains("compilation failed: ERROR: "), "{}", out.stderr);
+
+    // Within the limit: admitted, and evaluated on every write.
+    let within = definition("chains", "Chain", n, &chain(240));
+    c.must_kubectl(&["create", "-f", &write(&c, "within.yaml", &within)]).await;
+    c.must_kubectl(&["wait", "--for", "condition=established", "--timeout=30s", "crd/chains.example.com"]).await;
+    let object = "apiVersion: example.com/v1\nkind: Chain\nmetadata: {name: c, namespace: default}\nspec: {count: 7}\n";
+    c.must_kubectl(&["create", "-f", &write(&c, "chain.yaml", object)]).await;
+    let bad = "apiVersion: example.com/v1\nkind: Chain\nmetadata: {name: d, namespace: default}\nspec: {count: -1}\n";
+    let out = c.kubectl(&["create", "-f", &write(&c, "bad-chain.yaml", bad)]).await;
+    assert!(!out.ok);
+    assert!(out.stderr.contains("spec: Invalid value: \"object\": failed rule: self.count + 0"), "{}", out.stderr);
 }
