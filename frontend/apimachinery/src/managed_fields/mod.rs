@@ -276,14 +276,35 @@ impl FieldManager<'_> {
         now: &str,
         describe: &str,
     ) -> Result<(Option<Value>, Option<Value>), ApplyError> {
+        let live_managed = take_managed_fields(live);
+        self.apply_with_managed(live, live_managed.as_ref(), config, manager, force, now, describe)
+    }
+
+    /// [`FieldManager::apply`] to `live` (without managedFields) whose managedFields are
+    /// `live_managed`: a caller holding the stored object copies it without its managedFields,
+    /// often the larger part, only to read them here.
+    ///
+    /// # Errors
+    ///
+    /// As [`FieldManager::apply`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn apply_with_managed(
+        &self,
+        live: &Value,
+        live_managed: Option<&Value>,
+        config: &Value,
+        manager: &str,
+        force: bool,
+        now: &str,
+        describe: &str,
+    ) -> Result<(Option<Value>, Option<Value>), ApplyError> {
         if config.get("metadata").and_then(|m| m.get("managedFields")).is_some_and(|v| !v.is_null()) {
             return Err(ApplyError::BadRequest("metadata.managedFields must be nil".into()));
         }
-        let mut managers = match take_managed_fields(live) {
-            Some(v) => Managers::decode(&v).map_err(ApplyError::Stored)?,
+        let mut managers = match live_managed {
+            Some(v) => Managers::decode(v).map_err(ApplyError::Stored)?,
             None => Managers::default(),
         };
-        let live = &*live;
         if managers.is_empty() {
             // The fields an object already holds belong to whoever set them before.
             let id = ManagerId::new(BEFORE_FIRST_APPLY, Operation::Update, self.api_version, self.subresource);

@@ -331,21 +331,21 @@ fn index_list<'v>(
 /// As [`to_set`], and duplicate elements in the configuration.
 pub fn merge(schema: &TypeSchema, lhs: &Value, rhs: &Value) -> Result<Value, TypedError> {
     let mut path = Vec::new();
-    Ok(merge_at(schema, schema.root(), Some(lhs.clone()), Some(rhs), &mut path)?.unwrap_or(Value::Null))
+    Ok(merge_at(schema, schema.root(), Some(lhs), Some(rhs), &mut path)?.unwrap_or(Value::Null))
 }
 
-/// Merges `rhs` into `lhs`, which it takes (the live object is moved, not copied, into the
-/// result).
+/// Merges `rhs` into `lhs`. The live side is read, not taken: only what the result keeps of it
+/// is copied (a configuration usually sets most of the object, whose live values it replaces).
 fn merge_at(
     schema: &TypeSchema,
     id: TypeId,
-    lhs: Option<Value>,
+    lhs: Option<&Value>,
     rhs: Option<&Value>,
     path: &mut Path,
 ) -> Result<Option<Value>, TypedError> {
     let (l, r) = match (lhs, rhs) {
         (None, None) => return Ok(None),
-        (Some(l), None) => return Ok(Some(l)),
+        (Some(l), None) => return Ok(Some(l.clone())),
         (None, Some(r)) => {
             // Validates the configuration's own lists (keys, duplicates) on the way.
             check_config(schema, id, r, path)?;
@@ -353,7 +353,7 @@ fn merge_at(
         }
         (Some(l), Some(r)) => (l, r),
     };
-    let (ls, rs) = (shape(schema, id, &l), shape(schema, id, r));
+    let (ls, rs) = (shape(schema, id, l), shape(schema, id, r));
     if !same_shape(&ls, &rs) {
         check_config(schema, id, r, path)?;
         return Ok(Some(r.clone()));
@@ -361,14 +361,15 @@ fn merge_at(
     match rs {
         Shape::Leaf => Ok(Some(r.clone())),
         Shape::Granular(id) => {
-            let (Value::Object(mut out), Value::Object(rm)) = (l, r) else { return Ok(Some(r.clone())) };
-            if out.is_empty() && rm.is_empty() {
+            let (Value::Object(lm), Value::Object(rm)) = (l, r) else { return Ok(Some(r.clone())) };
+            if lm.is_empty() && rm.is_empty() {
                 return Ok(Some(r.clone()));
             }
+            let mut out: Map<String, Value> =
+                lm.iter().filter(|(k, _)| !rm.contains_key(*k)).map(|(k, v)| (k.clone(), v.clone())).collect();
             for (k, rv) in rm {
                 path.push(PathElement::Field(k.clone()));
-                let lv = out.remove(k);
-                if let Some(v) = merge_at(schema, schema.field(id, k), lv, Some(rv), path)? {
+                if let Some(v) = merge_at(schema, schema.field(id, k), lm.get(k), Some(rv), path)? {
                     out.insert(k.clone(), v);
                 }
                 path.pop();
@@ -417,11 +418,11 @@ fn check_config(schema: &TypeSchema, id: TypeId, v: &Value, path: &mut Path) -> 
 
 /// Merges two keyed lists in kube's order: walk both; elements of both merge in the
 /// configuration's order, live-only elements stay where they were relative to them.
-fn merge_list(
+fn merge_list<'v>(
     schema: &TypeSchema,
     items: TypeId,
     kind: &ListKind,
-    lhs: Vec<Value>,
+    lhs: &'v [Value],
     rhs: &[Value],
     path: &mut Path,
 ) -> Result<Value, TypedError> {
@@ -443,23 +444,24 @@ fn merge_list(
         lobserved.entry(pe.clone()).and_modify(|v| *v = None).or_insert(Some(i));
         lpes.push(pe);
     }
-    let mut litems: Vec<Option<Value>> = lhs.into_iter().map(Some).collect();
+    let mut litems: Vec<Option<&Value>> = lhs.iter().map(Some).collect();
     let mut shared: std::collections::VecDeque<&PathElement> =
         rpes.iter().filter(|pe| lobserved.contains_key(*pe)).collect();
     let mut next_shared = shared.pop_front();
     let mut merged_rhs = std::collections::HashSet::new();
     let mut out = Vec::with_capacity(litems.len().max(rhs.len()));
     let (mut li, mut ri) = (0, 0);
-    let mut item = |pe: &PathElement, l: Option<Value>, r: Option<&Value>, path: &mut Path| -> Result<(), TypedError> {
-        path.push(pe.clone());
-        let v = merge_at(schema, items, l, r, path)?;
-        path.pop();
-        if let Some(v) = v {
-            out.push(v);
-        }
-        Ok(())
-    };
-    let take_live = |litems: &mut Vec<Option<Value>>, pe: &PathElement| -> Option<Value> {
+    let mut item =
+        |pe: &PathElement, l: Option<&Value>, r: Option<&Value>, path: &mut Path| -> Result<(), TypedError> {
+            path.push(pe.clone());
+            let v = merge_at(schema, items, l, r, path)?;
+            path.pop();
+            if let Some(v) = v {
+                out.push(v);
+            }
+            Ok(())
+        };
+    let take_live = |litems: &mut Vec<Option<&'v Value>>, pe: &PathElement| -> Option<&'v Value> {
         lobserved.get(pe).copied().flatten().and_then(|i| litems[i].take())
     };
     while li < lpes.len() || ri < rpes.len() {

@@ -10,6 +10,8 @@
 //! handler): conflicts name the Scale's `.spec.replicas`, and the merged replicas and their
 //! owners go back onto the object.
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 
 use super::managed::{self, group_version};
@@ -146,9 +148,9 @@ impl Store {
             let mut warnings = Vec::new();
             let updated = self
                 .guaranteed_update(kind, namespace, name, None, req.dry_run, |old| {
-                    let mut current = old.clone();
-                    object::to_served_version(kind, &mut current)?;
-                    let (new, w) = self.apply_to(kind, namespace, name, Some(old), current, &config, req)?;
+                    let (current, managed_fields) = live_parts(kind, old)?;
+                    let live = (old, managed_fields.as_deref());
+                    let (new, w) = self.apply_to(kind, namespace, name, Some(live), current, &config, req)?;
                     warnings = w;
                     Ok(new)
                 })
@@ -267,15 +269,16 @@ impl Store {
         Ok(new)
     }
 
-    /// Applies `config` to `current` (the served form of `old`, or the identity of a new
-    /// object) and prepares the result for storage like any write.
+    /// Applies `config` to `current` (the served form of `old` without its managedFields, or
+    /// the identity of a new object) and prepares the result for storage like any write.
+    /// `old` comes with the managedFields `current` was read with.
     #[allow(clippy::too_many_arguments)]
     fn apply_to(
         &self,
         kind: &ResourceKind,
         namespace: &str,
         name: &str,
-        old: Option<&Object>,
+        old: Option<(&Object, Option<&Value>)>,
         current: Object,
         config: &Value,
         req: PatchRequest<'_>,
@@ -296,9 +299,14 @@ impl Store {
         };
         let describe = format!("{namespace}/{name}; {}", gvk_string(&gv, kind.kind));
         let now = crate::clock::now_rfc3339();
-        let mut live = Value::Object(current);
-        let (merged, managed_fields) =
-            fm.apply(&mut live, config, req.manager, req.force, &now, &describe).map_err(apply_error)?;
+        let live = Value::Object(current);
+        let (old, live_managed) = match old {
+            Some((old, managed)) => (Some(old), managed),
+            None => (None, None),
+        };
+        let (merged, managed_fields) = fm
+            .apply_with_managed(&live, live_managed, config, req.manager, req.force, &now, &describe)
+            .map_err(apply_error)?;
         let merged = merged.unwrap_or(live);
         let (mut new, warnings) = object::decode_value(&**self.kinds(), kind, merged, req.validation)?;
         if let Some(old) = old {
@@ -320,4 +328,34 @@ impl Store {
         managed::set(&mut new, managed_fields);
         Ok((new, warnings))
     }
+}
+
+/// The stored object as the field manager reads it: a copy in the served version without its
+/// managedFields, and those managedFields. A kind stored as it is served is copied without
+/// them (they are often the larger part of the object) and its managedFields are read where
+/// they are.
+fn live_parts<'o>(kind: &ResourceKind, old: &'o Object) -> Result<(Object, Option<Cow<'o, Value>>), ApiError> {
+    if kind.converter.is_some() {
+        let mut current = old.clone();
+        object::to_served_version(kind, &mut current)?;
+        let managed = match current.get_mut("metadata") {
+            Some(Value::Object(meta)) => meta.remove("managedFields").map(Cow::Owned),
+            _ => None,
+        };
+        return Ok((current, managed));
+    }
+    let mut managed = None;
+    let current = old
+        .iter()
+        .map(|(k, v)| match v {
+            Value::Object(meta) if k == "metadata" => {
+                managed = meta.get("managedFields").map(Cow::Borrowed);
+                let copy =
+                    meta.iter().filter(|(mk, _)| *mk != "managedFields").map(|(mk, mv)| (mk.clone(), mv.clone()));
+                (k.clone(), Value::Object(copy.collect()))
+            }
+            _ => (k.clone(), v.clone()),
+        })
+        .collect();
+    Ok((current, managed))
 }
