@@ -89,7 +89,7 @@ impl Spread {
 }
 
 impl<B: KvBackend + Clone> Shard<B> {
-    fn shard_number(&self) -> u32 {
+    pub(super) fn shard_number(&self) -> u32 {
         self.colo.as_ref().map_or(0, |(s, _)| *s)
     }
 
