@@ -344,6 +344,11 @@ pub struct Shard<B: KvBackend + Clone> {
     switch_floor: i64,
     /// The shard's own mailbox, for the grants of a [`spread::Spread`] made after open.
     mailbox: flume::WeakSender<ShardMsg>,
+    /// When a raft message of this shard last came from each peer. Raft's own `recent_active`
+    /// is cleared on the leader every election timeout (check-quorum) and set again only by the
+    /// peer's next answer, so a healthy peer reads as inactive for a moment each timeout; what
+    /// asks whether a peer is up (MemberAdd's health check, the balance) reads both.
+    heard: Vec<(u64, Instant)>,
     /// A checkpoint asked for while a round was in flight, taken once it is applied.
     deferred_checkpoint: Option<(std::path::PathBuf, Option<Arc<cut::Cut>>, Reply<i64>)>,
 }
@@ -472,6 +477,7 @@ impl<B: KvBackend + Clone> Shard<B> {
             switch_entry: None,
             switch_floor: i64::MIN,
             mailbox,
+            heard: Vec::new(),
             deferred_checkpoint: None,
             conf_changed: true,
         };
@@ -637,6 +643,13 @@ impl<B: KvBackend + Clone> Shard<B> {
             }
             ShardMsg::Write(cmd, reply) => self.writes.push_back((cmd, Some(reply))),
             ShardMsg::Raft(msgs) => {
+                let now = self.clock.now();
+                for m in &msgs {
+                    match self.heard.iter_mut().find(|(p, _)| *p == m.from) {
+                        Some((_, at)) => *at = now,
+                        None => self.heard.push((m.from, now)),
+                    }
+                }
                 for m in msgs {
                     if let Err(e) = self.node.step(m) {
                         tracing::debug!(error = %e, "raft message not taken");
@@ -683,8 +696,9 @@ impl<B: KvBackend + Clone> Shard<B> {
             },
             ShardMsg::Progress(reply) => {
                 let ids = self.node.voters().into_iter().chain(self.node.learners());
+                let now = self.clock.now();
                 let progress: Vec<(u64, u64, bool)> =
-                    ids.filter_map(|id| self.node.progress_of(id).map(|(m, active)| (id, m, active))).collect();
+                    ids.filter_map(|id| self.peer_progress(id, now).map(|(m, active)| (id, m, active))).collect();
                 let r = if self.node.is_leader() {
                     Ok(GroupProgress { members: progress, last_index: self.node.last_index() })
                 } else {
@@ -824,6 +838,14 @@ impl<B: KvBackend + Clone> Shard<B> {
         };
         let r = store.backend().checkpoint(dir).map(|()| revision).map_err(EngineError::from);
         let _ = reply.send(r);
+    }
+
+    /// A peer's matched index and whether it is active: raft heard from it since the last
+    /// check-quorum, or this shard received a message from it within an election timeout.
+    fn peer_progress(&self, id: u64, now: Instant) -> Option<(u64, bool)> {
+        let timeout = self.cfg.tick_interval * self.cfg.raft.election_tick as u32;
+        let heard = self.heard.iter().any(|(p, at)| *p == id && now.saturating_duration_since(*at) < timeout);
+        self.node.progress_of(id).map(|(matched, active)| (matched, active || heard))
     }
 
     /// Serves one read from the current state.

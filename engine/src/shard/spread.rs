@@ -305,7 +305,7 @@ impl<B: KvBackend + Clone> Shard<B> {
             .node
             .voters()
             .into_iter()
-            .filter(|id| *id == me || (self.node.progress_of(*id).is_some_and(|(_, active)| active) && !lost(*id)))
+            .filter(|id| *id == me || (self.peer_progress(*id, now).is_some_and(|(_, active)| active) && !lost(*id)))
             .collect();
         candidates.sort_unstable();
         if let Some((shard, to)) = balance::hand_over(&leaders, &candidates, me) {
