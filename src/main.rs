@@ -376,8 +376,9 @@ struct EngineFlags {
     /// members, ordering writes with the revision allocator on shard 0's leader
     /// (engine/SHARDING.md); `false`: one member leads every shard. Recorded in the data
     /// directory at the member's first start (a joining member takes the cluster's). Unset:
-    /// spread, except on a member started alone; given (true) on a member started alone with
-    /// several shards: spread too, so members added later take leaderships.
+    /// spread; on a member started alone, one member leads until MemberAdd brings the cluster
+    /// to three voters, then it switches to spread at run time; given (true) on a member
+    /// started alone: spread at once; `false` on a member started alone: one leader for good.
     #[arg(
         long,
         action = clap::ArgAction::Set,

@@ -164,9 +164,7 @@ const META_CLUSTER_ID: &[u8] = b"cluster_id";
 /// Shard 0's record of the member's shard count (u32 BE). Data directories from before shards
 /// have none and hold one shard.
 const META_SHARD_COUNT: &[u8] = b"shard_count";
-/// Shard 0's record of how the cluster places its shards' leaders (u32 BE,
-/// `cluster::PLACEMENT_*`), written when the member is bootstrapped or joins.
-const META_LEADER_PLACEMENT: &[u8] = b"leader_placement";
+use crate::cluster::placement::META_LEADER_PLACEMENT;
 
 /// A started engine member.
 #[derive(Debug)]
@@ -279,43 +277,44 @@ fn identity(backend: &RocksBackend, cfg: &EngineConfig) -> Result<(u64, Membersh
     Ok((me, membership, told))
 }
 
-/// Returns true when this member spreads its shards' leaders over the members (see
-/// `cluster::revision_group`), and records the choice on its first start: every member of a
-/// cluster must place leaders alike, so a restart keeps the recorded placement whatever the
-/// flag says, and a joining member takes the one the cluster `told` it (`cluster::PLACEMENT_*`,
-/// 0: not told). Spreading needs several shards, and several members at the first start or a
-/// member started alone that asked for it (`ClusterConfig::spread_alone`): otherwise a member
-/// started alone records one member leading, and so does every member that joins it later
-/// (the placement is not switched at run time; `engine/SHARDING.md`, "A cluster grown from one
-/// member"). A joiner not told a placement and finding the raft ID 1 of a member bootstrapped
-/// alone takes one member leading. A directory that predates the record (`existed`) keeps one
-/// member leading every shard, the placement it had.
+/// Returns how this member places its shards' leaders (`cluster::PLACEMENT_*`, see
+/// `cluster::revision_group` and `cluster::placement`), and records the choice on its first
+/// start: every member of a cluster must place leaders alike, so a restart keeps the recorded
+/// placement whatever the flag says (the switch of a growing cluster records spread when it
+/// applies), and a joining member takes the one the cluster `told` it (0: not told). Spreading
+/// needs several shards, and several members at the first start or a member started alone that
+/// asked for it (`ClusterConfig::spread_alone`). A member started alone without the flag records
+/// a growing cluster (one member leads until it has `ClusterConfig::spread_at_voters` voters,
+/// then it switches), and with `--spread-shard-leaders=false` one member leading for good. A
+/// joiner not told a placement and finding the raft ID 1 of a member bootstrapped alone (a
+/// member of an older build) takes one member leading. A directory that predates the record
+/// (`existed`) keeps one member leading every shard, the placement it had.
 fn settle_leader_placement(
     backend: &RocksBackend,
     cfg: &EngineConfig,
     membership: &Membership,
     existed: bool,
     told: u32,
-) -> Result<bool> {
-    use crate::cluster::{PLACEMENT_SPREAD, PLACEMENT_TOGETHER};
+) -> Result<u32> {
+    use crate::cluster::{PLACEMENT_GROWING, PLACEMENT_SPREAD, PLACEMENT_TOGETHER};
     let stored = match backend.get(Cf::Meta, META_LEADER_PLACEMENT)? {
         Some(v) => Some(u32::from_be_bytes(
             v.as_slice().try_into().map_err(|_| StorageError::Corrupt { cf: "meta", what: "leader placement" })?,
         )),
         None => None,
     };
+    let alone = membership.members.len() == 1;
     let placement = match (stored, told) {
         (Some(p), _) => p,
         (None, _) if existed => PLACEMENT_TOGETHER,
-        (None, PLACEMENT_SPREAD | PLACEMENT_TOGETHER) => told,
+        (None, PLACEMENT_SPREAD | PLACEMENT_TOGETHER | PLACEMENT_GROWING) => told,
         (None, _) => {
-            let several = membership.members.len() > 1 && !membership.members.iter().any(|m| m.raft_id == 1);
-            let alone = membership.members.len() == 1 && cfg.cluster.spread_alone;
-            let can_spread = cfg.shards > 1 && (several || alone);
-            if cfg.cluster.spread_leaders && can_spread {
-                PLACEMENT_SPREAD
-            } else {
-                PLACEMENT_TOGETHER
+            let several = !alone && !membership.members.iter().any(|m| m.raft_id == 1);
+            let can_spread = cfg.shards > 1 && (several || (alone && cfg.cluster.spread_alone));
+            match cfg.cluster.spread_leaders {
+                true if can_spread => PLACEMENT_SPREAD,
+                true if alone && cfg.shards > 1 => PLACEMENT_GROWING,
+                _ => PLACEMENT_TOGETHER,
             }
         }
     };
@@ -324,18 +323,22 @@ fn settle_leader_placement(
         wb.put(Cf::Meta, META_LEADER_PLACEMENT.to_vec(), placement.to_be_bytes().to_vec());
         backend.write(wb, WriteOpts { sync: true })?;
     }
-    let spread = placement == PLACEMENT_SPREAD && cfg.shards > 1;
-    // Also said to a member alone that is asked to spread (`--spread-shard-leaders` given) but
-    // recorded one leader at its first start.
-    let asked_alone = membership.members.len() == 1 && cfg.cluster.spread_alone && cfg.cluster.spread_leaders;
-    let differs = (membership.members.len() > 1 && spread != cfg.cluster.spread_leaders) || (asked_alone && !spread);
-    if differs && cfg.shards > 1 {
+    // A growing cluster is what the default flag asks of a member started alone; an explicit
+    // `--spread-shard-leaders` on a member alone asks for spread at once.
+    let asked = match (cfg.cluster.spread_leaders, alone && cfg.cluster.spread_alone) {
+        (false, _) => PLACEMENT_TOGETHER,
+        (true, true) => PLACEMENT_SPREAD,
+        (true, false) if placement == PLACEMENT_GROWING => PLACEMENT_GROWING,
+        (true, false) if alone => placement,
+        (true, false) => PLACEMENT_SPREAD,
+    };
+    if placement != asked && cfg.shards > 1 {
         tracing::warn!(
-            spread,
+            placement,
             "the cluster's shard leaders are placed as its data directory records, not as --spread-shard-leaders says"
         );
     }
-    Ok(spread)
+    Ok(placement)
 }
 
 /// Asks the other members named in `--initial-cluster` for the cluster's membership, for a
@@ -455,7 +458,15 @@ impl Engine {
         settle_shard_count(&first, cfg.shards)?;
         let existed = first.get(Cf::Meta, META_MEMBER_ID)?.is_some();
         let (member_id, membership, told) = identity(&first, cfg)?;
-        let spread = settle_leader_placement(&first, cfg, &membership, existed, told)?;
+        let placement = settle_leader_placement(&first, cfg, &membership, existed, told)?;
+        let spread = placement == crate::cluster::PLACEMENT_SPREAD && cfg.shards > 1;
+        // A growing cluster builds the revision group too, for the switch to find.
+        let grouped = spread || (placement == crate::cluster::PLACEMENT_GROWING && cfg.shards > 1);
+        let placement = Arc::new(crate::cluster::placement::Placement::new(
+            if cfg.shards > 1 { placement } else { crate::cluster::PLACEMENT_TOGETHER },
+            cfg.shards as usize,
+            cfg.cluster.spread_at_voters,
+        ));
         let cluster_id = membership.cluster_id;
         let me = membership.get(member_id).cloned().ok_or_else(|| {
             EngineError::BadCluster(format!("member {member_id:x} is not in its own cluster's membership"))
@@ -491,7 +502,7 @@ impl Engine {
         let revs = Arc::new(RevisionCounter::default());
         let colocation = (cfg.shards > 1).then(|| Arc::new(Colocation::new(cfg.shards as usize)));
         let revisions = match tokio::runtime::Handle::try_current() {
-            Ok(runtime) if spread => Some(Arc::new(crate::cluster::allocation::RevisionGroup::new(
+            Ok(runtime) if grouped => Some(Arc::new(crate::cluster::allocation::RevisionGroup::new(
                 cfg.shards as usize,
                 cfg.cluster.allocator,
                 Arc::clone(&clock),
@@ -532,6 +543,7 @@ impl Engine {
                     }),
                     colocation: colocation.as_ref().map(|c| (s, Arc::clone(c))),
                     revisions: revisions.clone(),
+                    placement: Some(Arc::clone(&placement)),
                 },
             )?);
         }
@@ -597,6 +609,7 @@ impl Engine {
             leader_poll: Duration::from_millis(10),
             colocation,
             revisions,
+            placement,
             read_poll: cfg.cluster.read_poll,
             resolution,
             backends,

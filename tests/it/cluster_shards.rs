@@ -159,7 +159,7 @@ async fn writers_and_watchers_on_every_member(c: Cluster) {
 }
 
 /// Shard `s` of `shards` led by each member, as its `/metrics` says.
-fn leaderships(c: &Cluster, shards: usize) -> Vec<usize> {
+pub(crate) fn leaderships(c: &Cluster, shards: usize) -> Vec<usize> {
     leaderships_of(c.members.iter(), shards)
 }
 
@@ -178,12 +178,12 @@ fn leaderships_of<'a>(members: impl Iterator<Item = &'a crate::harness::Server>,
 }
 
 /// Waits until the members lead `shards` shards between them, none more than one above another.
-async fn assert_leaders_spread(c: &Cluster, shards: usize) -> Vec<usize> {
+pub(crate) async fn assert_leaders_spread(c: &Cluster, shards: usize) -> Vec<usize> {
     assert_running_lead_evenly(c, shards).await
 }
 
 /// [`assert_leaders_spread`] over the members still running.
-async fn assert_running_lead_evenly(c: &Cluster, shards: usize) -> Vec<usize> {
+pub(crate) async fn assert_running_lead_evenly(c: &Cluster, shards: usize) -> Vec<usize> {
     let mut led = Vec::new();
     let spread = wait_for(Duration::from_secs(30), async || {
         led = leaderships_of(c.members.iter().filter(|m| m.is_running()), shards);
@@ -399,7 +399,7 @@ async fn spread_cluster() -> Cluster {
 /// Runs `etcdctl member add` on `c`'s first member until it succeeds (`learner`: with
 /// `--learner`), then starts the member as `name` with the cluster's `--shards` only (it takes
 /// the cluster's leader placement from its peers) and adds it to `c`. Returns its peer URL.
-async fn add_member(c: &mut Cluster, name: &str, learner: bool) -> String {
+pub(crate) async fn add_member(c: &mut Cluster, name: &str, learner: bool) -> String {
     let peer = crate::harness::free_port();
     let url = format!("http://127.0.0.1:{peer}");
     let mut args = vec!["member", "add", name];
@@ -417,6 +417,14 @@ async fn add_member(c: &mut Cluster, name: &str, learner: bool) -> String {
     })
     .await;
     assert!(added, "{name} was never added");
+    start_added_member(c, name, peer).await;
+    url
+}
+
+/// Starts the member `name` that MemberAdd added with peer port `peer`, joining with the
+/// cluster's `--shards 6` only, waits until it answers, and adds it to `c`.
+pub(crate) async fn start_added_member(c: &mut Cluster, name: &str, peer: u16) {
+    let url = format!("http://127.0.0.1:{peer}");
     let mut ic: Vec<String> = c.members.iter().map(|m| format!("{}={}", m.name(), m.peer_url())).collect();
     ic.push(format!("{name}={url}"));
     let mut m =
@@ -426,7 +434,6 @@ async fn add_member(c: &mut Cluster, name: &str, learner: bool) -> String {
     m.spawn_member();
     assert!(m.ready().await, "{name} did not start; its log:\n{}", m.log_tail());
     c.members.push(m);
-    url
 }
 
 /// A member started alone with `--shards 6 --spread-shard-leaders` grows by MemberAdd into a

@@ -140,7 +140,7 @@ impl Server {
         std::mem::replace(&mut self.dir, replacement)
     }
 
-    fn log_path(&self) -> PathBuf {
+    pub(crate) fn log_path(&self) -> PathBuf {
         self.dir.path().join("server.log")
     }
 

@@ -16,6 +16,7 @@ mod auth;
 mod authority;
 mod cluster;
 mod cluster_frontend;
+mod cluster_growth;
 mod cluster_shards;
 mod crash;
 mod deploy;

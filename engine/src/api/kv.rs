@@ -92,7 +92,7 @@ impl Kv for KvService {
         // Compaction is applied synchronously, so `physical` needs no extra wait. Every shard
         // compacts its own history at the same revision.
         let req = req.into_inner();
-        if self.api.revisions.is_some() && self.api.shards_replicated() {
+        if self.api.spread_group().is_some() && self.api.shards_replicated() {
             // Spread leaders: a shard's leader may not hold other shards' revisions, so the
             // revision is checked against the cluster's and sent once every shard committed it.
             let at = self.api.cluster_revision(false).await?.grant.start - 1;

@@ -168,7 +168,7 @@ impl Maintenance for MaintenanceService {
 
     async fn snapshot(&self, req: Request<SnapshotRequest>) -> Result<Response<Self::SnapshotStream>, Status> {
         self.api.permit_admin(&req).await.map_err(super::status::unconverted_auth)?;
-        if !self.api.evaluates() && self.api.revisions.is_none() {
+        if !self.api.evaluates() && self.api.spread_group().is_none() {
             // This member's shards apply their logs on their own schedules, so no moment holds
             // one revision's state of every shard here: the member that orders every write takes
             // the snapshot, and this one passes its stream on.
@@ -225,7 +225,7 @@ impl Maintenance for MaintenanceService {
         // Led together, every shard moves. Spread, shard 0's leadership moves (the leader
         // Status names, and the revision allocator); the other shards keep their leaders, and
         // the balance moves some of the target's to others if it now leads too many.
-        let moved: Vec<&crate::shard::ShardHandle> = match self.api.revisions {
+        let moved: Vec<&crate::shard::ShardHandle> = match self.api.spread_group() {
             Some(_) => vec![self.api.first()],
             None => self.api.shards.iter().collect(),
         };

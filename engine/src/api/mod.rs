@@ -55,6 +55,7 @@ use ballast_proto::etcdserverpb::{LeaseTimeToLiveRequest, LeaseTimeToLiveRespons
 use parking_lot::RwLock;
 
 use crate::cluster::allocation::{Granted, RevisionGroup};
+use crate::cluster::placement::Placement;
 use crate::cluster::resolved::{Fact, Resolution};
 use crate::cluster::revision_group::{Release, RoundId};
 use crate::cluster::{Membership, PeerRouter};
@@ -134,8 +135,12 @@ pub struct ApiContext {
     /// What the member's shards share about their leadership (several shards only).
     pub colocation: Option<Arc<Colocation>>,
     /// The revision group, where the shards' leaders are spread over the members (see
-    /// `cluster::revision_group`); None where one member orders every write.
+    /// `cluster::revision_group`) or may be once a growing cluster switches; None where one
+    /// member orders every write for good. Its peer side is served whenever it exists; the
+    /// member's own paths use it through [`ApiContext::spread_group`].
     pub revisions: Option<Arc<RevisionGroup>>,
+    /// How the member's shards place their leaders right now (`cluster::placement`).
+    pub placement: Arc<Placement>,
     /// How often a linearizable read waits for this member to hold its revision
     /// (`ClusterConfig::read_poll`).
     pub read_poll: Duration,
@@ -478,7 +483,13 @@ impl ApiContext {
     /// cluster has one shard, or it leads every shard (`shard::colocate`).
     pub fn evaluates(&self) -> bool {
         !self.shards_replicated()
-            || (self.revisions.is_none() && self.colocation.as_ref().is_none_or(|c| c.all_ready()))
+            || (self.spread_group().is_none() && self.colocation.as_ref().is_none_or(|c| c.all_ready()))
+    }
+
+    /// The revision group while the shards' leaders are spread: None where one member orders
+    /// every write, also in a growing cluster until its switch is applied here.
+    pub fn spread_group(&self) -> Option<&Arc<RevisionGroup>> {
+        self.revisions.as_ref().filter(|_| self.placement.spread())
     }
 
     /// True for a member of a cluster of several members and several shards.
@@ -499,7 +510,7 @@ impl ApiContext {
     /// On the member that evaluates a cluster's writes, returns what it knows: every revision
     /// up to the returned one is applied, at or below each shard's applied index.
     pub fn local_fact(&self) -> Option<Fact> {
-        if let Some(group) = &self.revisions {
+        if let Some(group) = self.spread_group() {
             return group.fact();
         }
         if !self.shards_replicated() || !self.evaluates() {
@@ -522,7 +533,7 @@ impl ApiContext {
     /// # Errors
     /// `Timeout` when no allocator answered in time.
     pub async fn cluster_revision(&self, hold: bool) -> Result<Granted> {
-        let Some(group) = &self.revisions else { return Err(EngineError::NotCapable) };
+        let Some(group) = self.spread_group() else { return Err(EngineError::NotCapable) };
         let deadline = tokio::time::Instant::now() + self.request_timeout;
         let round = self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // A round of no shard: reads and holds are never reported on or abandoned with a gap.

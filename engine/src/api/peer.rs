@@ -38,7 +38,6 @@ use tonic::{Request, Response, Status, Streaming};
 
 use super::Api;
 use crate::cluster::resolved::Fact;
-use crate::cluster::{PLACEMENT_SPREAD, PLACEMENT_TOGETHER};
 use crate::error::EngineError;
 use crate::shard::ShardMsg;
 
@@ -289,7 +288,7 @@ impl Peer for PeerService {
         }
         let mut record = self.api.membership.read().to_record();
         record.shards = self.api.shards.len() as u32;
-        record.leader_placement = if self.api.revisions.is_some() { PLACEMENT_SPREAD } else { PLACEMENT_TOGETHER };
+        record.leader_placement = self.api.placement.mode();
         Ok(Response::new(record))
     }
 

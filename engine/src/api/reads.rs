@@ -34,7 +34,7 @@ impl ApiContext {
         if self.evaluates() {
             return self.range_here(r).await;
         }
-        if !r.serializable && self.revisions.is_some() {
+        if !r.serializable && self.spread_group().is_some() {
             // Spread leaders: the allocator's revision is at least every acknowledged write's;
             // once this member holds it, the serializable answer below reads at or above it.
             let at = self.cluster_revision(false).await?.grant.start - 1;
@@ -79,7 +79,7 @@ impl ApiContext {
         if self.evaluates() {
             return self.call(s, |tx| ShardMsg::ReadTxn(r, tx)).await;
         }
-        if self.revisions.is_some() {
+        if self.spread_group().is_some() {
             // As a linearizable Range (above): at or above the allocator's revision, reported
             // as the revision up to which this shard holds all of its own.
             let at = self.cluster_revision(false).await?.grant.start - 1;

@@ -28,11 +28,12 @@ pub async fn announce(api: Api, interval: Duration) {
     let busy: Arc<parking_lot::Mutex<std::collections::HashMap<u64, Arc<AtomicBool>>>> = Arc::default();
     loop {
         ticker.tick().await;
-        if let Some(group) = &api.revisions {
+        let group = api.spread_group();
+        if let Some(group) = group {
             group.tick();
         }
         let Some(fact) = api.local_fact() else { continue };
-        if api.revisions.is_some() {
+        if group.is_some() {
             // The allocator's member holds every revision only once its own shards applied them.
             api.resolution.offer(fact.clone());
         } else {
@@ -44,14 +45,14 @@ pub async fn announce(api: Api, interval: Duration) {
         }
         idle = 0;
         last_sent = fact.revision;
-        if let Some(group) = &api.revisions {
+        if let Some(group) = group {
             group.publish_fact(fact.clone());
         }
         let me = api.member.id;
         let peers: Vec<u64> = api.membership.read().members.iter().filter(|m| m.id != me).map(|m| m.raft_id).collect();
         for peer in peers {
             // A member with a `Revisions` stream open to this one takes the fact from it.
-            if api.revisions.as_ref().is_some_and(|g| g.has_fact_stream(peer)) {
+            if group.is_some_and(|g| g.has_fact_stream(peer)) {
                 continue;
             }
             let Some(mut client) = api.router.client(peer) else { continue };

@@ -10,13 +10,15 @@
 //! shards, the shards' leaders spread over the members and take revisions from the revision
 //! allocator on shard 0's leader ([`revision_group`], reached through [`allocation`] on one
 //! stream per member, [`revision_link`]), which tells
-//! every member how far every shard's writes reach ([`resolved`]), or (`spread_leaders` off, and
-//! in a cluster grown from a member bootstrapped alone without `spread_alone`) one member leads
-//! them all (`shard::colocate`).
+//! every member how far every shard's writes reach ([`resolved`]), or (`spread_leaders` off) one
+//! member leads them all (`shard::colocate`). A cluster grown from a member bootstrapped alone
+//! without `spread_alone` starts with one member leading and switches to spread leaders at one
+//! entry of shard 0's log once it has `spread_at_voters` voters ([`placement`]).
 
 pub mod allocation;
 pub mod forwarding;
 pub mod members;
+pub mod placement;
 pub mod resolved;
 pub mod revision_group;
 pub mod revision_link;
@@ -38,6 +40,10 @@ pub const PLACEMENT_TOGETHER: u32 = 1;
 /// A cluster of several members and several shards whose leaders spread over the members
 /// ([`revision_group`]).
 pub const PLACEMENT_SPREAD: u32 = 2;
+/// A cluster grown from a member bootstrapped alone: one member leads every shard until the
+/// cluster has `ClusterConfig::spread_at_voters` voters, then it switches to
+/// [`PLACEMENT_SPREAD`] at one entry of shard 0's log ([`placement`]).
+pub const PLACEMENT_GROWING: u32 = 3;
 
 /// What a shard applying a membership change updates: the member's view of the membership
 /// (MemberList, forwarding) and its peer connections. Only shard 0 carries membership changes.
@@ -254,6 +260,13 @@ pub struct ClusterConfig {
     /// from its own allocator, one round of one shard at a time, where its shards otherwise
     /// evaluate in parallel from one counter.
     pub spread_alone: bool,
+    /// The voters a cluster grown from a member bootstrapped alone (without `spread_alone` and
+    /// with `spread_leaders` on) needs before it switches to spread leaders ([`placement`]).
+    /// Three, etcd's smallest cluster that survives a failure: a cluster grown one member at a
+    /// time (1, 2, 3) switches once, when it reaches the size it is usually run at, and not at
+    /// two voters, where every member is needed for a quorum anyway and the switch's revision
+    /// gap and pause would buy little.
+    pub spread_at_voters: usize,
     /// How often a linearizable read on a cluster with spread shard leaders looks whether this
     /// member's shards hold the revision the allocator gave it. They reach it within about a
     /// round of each shard; 1 ms adds little to that without spinning.
@@ -296,6 +309,7 @@ impl Default for ClusterConfig {
             read_poll: Duration::from_millis(1),
             spread_leaders: true,
             spread_alone: false,
+            spread_at_voters: 3,
         }
     }
 }

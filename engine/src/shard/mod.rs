@@ -27,6 +27,7 @@ mod reads;
 mod spread;
 pub mod stall;
 pub mod state_machine;
+mod switch;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -167,6 +168,9 @@ pub struct ShardGroup {
     /// rounds take revisions from, so the shards' leaders may live on different members (see
     /// `cluster::revision_group`). None otherwise.
     pub revisions: Option<Arc<crate::cluster::allocation::RevisionGroup>>,
+    /// The member's leader placement as it stands (`cluster::placement`), shared by its shards;
+    /// None for a member of one shard or alone (then `revisions` alone says whether it spreads).
+    pub placement: Option<Arc<crate::cluster::placement::Placement>>,
 }
 
 impl ShardGroup {
@@ -179,6 +183,7 @@ impl ShardGroup {
             snapshots: None,
             colocation: None,
             revisions: None,
+            placement: None,
         }
     }
 }
@@ -325,8 +330,25 @@ pub struct Shard<B: KvBackend + Clone> {
     /// The group's voters or learners may have changed since they were last recorded in the
     /// colocation (set at open, by an applied conf change or snapshot).
     conf_changed: bool,
-    /// This shard's dealings with the revision group (see [`ShardGroup::revisions`]).
+    /// This shard's dealings with the revision group (see [`ShardGroup::revisions`]), from
+    /// open or from when the member switched to spread leaders ([`switch`]).
     spread: Option<spread::Spread>,
+    /// The revision group a growing cluster's shard takes once the member switches.
+    group: Option<Arc<crate::cluster::allocation::RevisionGroup>>,
+    /// See [`ShardGroup::placement`].
+    placement: Option<Arc<crate::cluster::placement::Placement>>,
+    /// Shard 0 of the member switching to spread leaders: its switch entry (index, term).
+    switch_entry: Option<(u64, u64)>,
+    /// What the shard's watchers were last told before it switched to spread leaders: a
+    /// spread shard never tells them less.
+    switch_floor: i64,
+    /// The shard's own mailbox, for the grants of a [`spread::Spread`] made after open.
+    mailbox: flume::WeakSender<ShardMsg>,
+    /// When a raft message of this shard last came from each peer. Raft's own `recent_active`
+    /// is cleared on the leader every election timeout (check-quorum) and set again only by the
+    /// peer's next answer, so a healthy peer reads as inactive for a moment each timeout; what
+    /// asks whether a peer is up (MemberAdd's health check, the balance) reads both.
+    heard: Vec<(u64, Instant)>,
     /// A checkpoint asked for while a round was in flight, taken once it is applied.
     deferred_checkpoint: Option<(std::path::PathBuf, Option<Arc<cut::Cut>>, Reply<i64>)>,
 }
@@ -355,7 +377,12 @@ impl<B: KvBackend + Clone> Shard<B> {
         clock: Arc<dyn Clock>,
         group: ShardGroup,
     ) -> Result<(Self, ShardHandle)> {
-        let ShardGroup { conf, transport, cluster, snapshots, colocation, revisions } = group;
+        let ShardGroup { conf, transport, cluster, snapshots, colocation, revisions, placement } = group;
+        // A growing cluster's shard keeps the group for the switch; it spreads from open only
+        // where the placement says so (or, with no placement, wherever a group is given).
+        let spreads = placement.as_ref().is_none_or(|p| p.spread());
+        let group = revisions.clone();
+        let revisions = revisions.filter(|_| spreads);
         // An install of a snapshot that a crash cut short is finished before anything reads.
         {
             let log = BackendLogStore::open(backend.clone(), cfg.raft_log_tail)?;
@@ -417,6 +444,7 @@ impl<B: KvBackend + Clone> Shard<B> {
         };
         let gauges = Arc::clone(&handle.gauges);
         let spread = revisions.map(|group| spread::Spread::new(group, handle.tx.downgrade()));
+        let mailbox = handle.tx.downgrade();
         let mut shard = Self {
             gauges,
             node,
@@ -444,6 +472,12 @@ impl<B: KvBackend + Clone> Shard<B> {
             own_rev,
             published_rev,
             spread,
+            group,
+            placement,
+            switch_entry: None,
+            switch_floor: i64::MIN,
+            mailbox,
+            heard: Vec::new(),
             deferred_checkpoint: None,
             conf_changed: true,
         };
@@ -506,6 +540,7 @@ impl<B: KvBackend + Clone> Shard<B> {
                 }
             };
             beat.busy();
+            self.follow_placement();
             let mut taken = 0;
             if let Some(msg) = first {
                 self.handle(msg)?;
@@ -523,6 +558,7 @@ impl<B: KvBackend + Clone> Shard<B> {
                 self.reads.request_index(&mut self.node, self.clock.now());
             }
             self.propose_ceiling()?;
+            self.propose_switch()?;
             self.evaluate_round()?;
             let now = self.clock.now();
             if now >= next_tick {
@@ -607,6 +643,13 @@ impl<B: KvBackend + Clone> Shard<B> {
             }
             ShardMsg::Write(cmd, reply) => self.writes.push_back((cmd, Some(reply))),
             ShardMsg::Raft(msgs) => {
+                let now = self.clock.now();
+                for m in &msgs {
+                    match self.heard.iter_mut().find(|(p, _)| *p == m.from) {
+                        Some((_, at)) => *at = now,
+                        None => self.heard.push((m.from, now)),
+                    }
+                }
                 for m in msgs {
                     if let Err(e) = self.node.step(m) {
                         tracing::debug!(error = %e, "raft message not taken");
@@ -653,8 +696,9 @@ impl<B: KvBackend + Clone> Shard<B> {
             },
             ShardMsg::Progress(reply) => {
                 let ids = self.node.voters().into_iter().chain(self.node.learners());
+                let now = self.clock.now();
                 let progress: Vec<(u64, u64, bool)> =
-                    ids.filter_map(|id| self.node.progress_of(id).map(|(m, active)| (id, m, active))).collect();
+                    ids.filter_map(|id| self.peer_progress(id, now).map(|(m, active)| (id, m, active))).collect();
                 let r = if self.node.is_leader() {
                     Ok(GroupProgress { members: progress, last_index: self.node.last_index() })
                 } else {
@@ -796,6 +840,14 @@ impl<B: KvBackend + Clone> Shard<B> {
         let _ = reply.send(r);
     }
 
+    /// A peer's matched index and whether it is active: raft heard from it since the last
+    /// check-quorum, or this shard received a message from it within an election timeout.
+    fn peer_progress(&self, id: u64, now: Instant) -> Option<(u64, bool)> {
+        let timeout = self.cfg.tick_interval * self.cfg.raft.election_tick as u32;
+        let heard = self.heard.iter().any(|(p, at)| *p == id && now.saturating_duration_since(*at) < timeout);
+        self.node.progress_of(id).map(|(matched, active)| (matched, active || heard))
+    }
+
     /// Serves one read from the current state.
     fn serve_read(&mut self, read: PendingRead, hdr: &HeaderInfo) {
         match read {
@@ -840,6 +892,12 @@ impl<B: KvBackend + Clone> Shard<B> {
     /// [`Shard::can_evaluate`] but for the revision group's grant, which a shard whose leaders
     /// are spread asks for once this holds.
     fn ready_to_evaluate(&self) -> bool {
+        self.leads_with_nothing_in_flight() && self.leads_every_shard()
+    }
+
+    /// True while this member leads the shard, every entry of earlier terms is applied, nothing
+    /// it evaluated is uncommitted, and it is not handing the leadership over.
+    fn leads_with_nothing_in_flight(&self) -> bool {
         let sm = self.node.state_machine();
         let applied = ballast_raft::StateMachine::applied_index(sm);
         // Not while the leadership is being handed over: raft would drop the round's entry, and
@@ -848,13 +906,15 @@ impl<B: KvBackend + Clone> Shard<B> {
             && !self.node.transferring()
             && applied >= self.term_start
             && sm.evaluated_index() <= applied
-            && self.leads_every_shard()
     }
 
     /// True unless this is one of several shards, led together, and this member does not lead
-    /// them all (see [`colocate`]); always true where leaders are spread.
+    /// them all (see [`colocate`]) or may not take from its counter (a switch to spread leaders
+    /// is under way or done, [`switch`]); always true where this shard's leaders are spread.
     fn leads_every_shard(&self) -> bool {
-        self.spread.is_some() || self.colo.as_ref().is_none_or(|(_, c)| c.all_ready())
+        self.spread.is_some()
+            || (self.colo.as_ref().is_none_or(|(_, c)| c.all_ready())
+                && self.placement.as_ref().is_none_or(|p| p.counter_open()))
     }
 
     /// Records this shard's configuration for the member and, on the leader of a shard other
@@ -1087,6 +1147,9 @@ impl<B: KvBackend + Clone> Shard<B> {
         self.term.store(self.node.term(), Ordering::Relaxed);
         self.is_leader.store(self.node.is_leader(), Ordering::Relaxed);
         self.single = self.node.is_single_voter();
+        // Before this shard is noted ready: a member that applied the switch never lets its
+        // other shards take from the counter.
+        self.switch_after_ready(applied);
         if let Some((s, colo)) = &self.colo {
             let ready = self.node.is_leader() && applied >= self.term_start;
             colo.note(*s, self.node.leader_id(), ready);
@@ -1106,6 +1169,7 @@ impl<B: KvBackend + Clone> Shard<B> {
     fn stepped_down(&mut self) {
         tracing::info!(term = self.node.term(), leader = self.node.leader_id(), "lost leadership");
         self.pending.store(NOTHING_PENDING, Ordering::SeqCst);
+        self.switch_stepped_down();
     }
 
     fn finish_round(&mut self, out: &ApplyOutput) {
@@ -1128,7 +1192,8 @@ impl<B: KvBackend + Clone> Shard<B> {
             // Leader or not, this shard's next revision comes from a grant above every revision
             // granted so far, and its own are applied in order: nothing at or below its last
             // applied one is still to come. The member's counter says nothing of this shard.
-            return self.own_rev;
+            // Nor below what it said before it switched: every later revision is above it.
+            return self.own_rev.max(self.switch_floor);
         }
         let last = self.node.state_machine().store().current_rev();
         let counted = match &self.colo {

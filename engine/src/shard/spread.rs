@@ -89,7 +89,7 @@ impl Spread {
 }
 
 impl<B: KvBackend + Clone> Shard<B> {
-    fn shard_number(&self) -> u32 {
+    pub(super) fn shard_number(&self) -> u32 {
         self.colo.as_ref().map_or(0, |(s, _)| *s)
     }
 
@@ -305,7 +305,7 @@ impl<B: KvBackend + Clone> Shard<B> {
             .node
             .voters()
             .into_iter()
-            .filter(|id| *id == me || (self.node.progress_of(*id).is_some_and(|(_, active)| active) && !lost(*id)))
+            .filter(|id| *id == me || (self.peer_progress(*id, now).is_some_and(|(_, active)| active) && !lost(*id)))
             .collect();
         candidates.sort_unstable();
         if let Some((shard, to)) = balance::hand_over(&leaders, &candidates, me) {

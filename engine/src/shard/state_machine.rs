@@ -40,6 +40,7 @@ use prost::Message;
 use super::msg::WriteResponse;
 use crate::apply::kv;
 use crate::clock::Clock;
+use crate::cluster::placement::META_LEADER_PLACEMENT;
 use crate::cluster::{ClusterView, MemberChange};
 use crate::error::{EngineError, Result};
 use crate::lease::Lessor;
@@ -107,6 +108,9 @@ pub struct ShardStateMachine<B: KvBackend> {
     ceiling: i64,
     /// The shards' leaders may live on different members (see `cluster::revision_group`).
     spread: bool,
+    /// Shard 0: the leader placement its applied entries (or its data directory) record,
+    /// `cluster::PLACEMENT_*` (0: none recorded).
+    placement: u32,
 }
 
 impl<B: KvBackend + Clone> ShardStateMachine<B> {
@@ -148,6 +152,12 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
             ),
             None => 0,
         };
+        let placement = match backend.get(Cf::Meta, META_LEADER_PLACEMENT)? {
+            Some(v) => u32::from_be_bytes(
+                v.as_slice().try_into().map_err(|_| StorageError::Corrupt { cf: "meta", what: "leader placement" })?,
+            ),
+            None => 0,
+        };
         let (store, live) = MvccStore::open_with(backend, value_cache_bytes, revs)?;
         let lessor = Lessor::restore(store.backend(), live, min_lease_ttl, clock.now())?;
         Ok(Self {
@@ -170,6 +180,7 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
             auth_dirty: false,
             ceiling,
             spread: false,
+            placement,
         })
     }
 
@@ -372,6 +383,7 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
             revision,
             batch: Vec::new(),
             revision_ceiling: 0,
+            spread_leaders: false,
         });
         Ok(Evaluated { result, entry })
     }
@@ -386,6 +398,27 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
     pub fn evaluate_ceiling(&mut self, ceiling: i64) -> RaftCommand {
         self.apply_ceiling(ceiling);
         RaftCommand { revision_ceiling: ceiling, ..Default::default() }
+    }
+
+    /// Evaluates the switch of a cluster grown from one member to spread leaders (shard 0's
+    /// leader, see `cluster::placement`) with the revision ceiling `ceiling`, and returns the
+    /// entry to propose. The record reaches the data directory with the entry's round; what
+    /// this state machine reports as applied ([`ShardStateMachine::spread_applied`]) changes
+    /// only when the entry is replayed (the proposing shard follows its own entry's index).
+    pub fn evaluate_placement_switch(&mut self, ceiling: i64) -> RaftCommand {
+        self.apply_ceiling(ceiling);
+        self.record_spread();
+        RaftCommand { revision_ceiling: ceiling, spread_leaders: true, ..Default::default() }
+    }
+
+    /// True when an applied entry of shard 0 (or the data directory) records spread leaders.
+    pub fn spread_applied(&self) -> bool {
+        self.placement == crate::cluster::PLACEMENT_SPREAD
+    }
+
+    fn record_spread(&mut self) {
+        let spread = crate::cluster::PLACEMENT_SPREAD;
+        self.store.pending_batch().put(Cf::Meta, META_LEADER_PLACEMENT.to_vec(), spread.to_be_bytes().to_vec());
     }
 
     fn apply_ceiling(&mut self, ceiling: i64) {
@@ -501,6 +534,10 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
     fn replay(&mut self, index: u64, cmd: RaftCommand) -> Result<()> {
         if cmd.revision_ceiling != 0 {
             self.apply_ceiling(cmd.revision_ceiling);
+        }
+        if cmd.spread_leaders {
+            self.record_spread();
+            self.placement = crate::cluster::PLACEMENT_SPREAD;
         }
         let Some(c) = cmd.command else { return Ok(()) };
         if cmd.revision != 0 {
