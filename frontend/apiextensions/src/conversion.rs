@@ -129,6 +129,11 @@ impl VersionConverter for ServedForm {
     fn served_as_stored(&self, namespace: &str, name: &str, revision: i64) -> bool {
         self.unchanged.contains(namespace, name, revision)
     }
+
+    /// Each version has its own schema, defaults and rules, which see objects in that version.
+    fn prepares_served(&self) -> bool {
+        true
+    }
 }
 
 /// One definition's conversion webhook.

@@ -428,15 +428,12 @@ fn build(def: &Definition, names: &crate::definition::Names, version: &Version, 
         }))
     });
     let converter = served_form.map(|f| f as &'static dyn VersionConverter);
-    // The generic store checks an object after converting it to the storage version, so
-    // where versions differ in shape (a webhook converts) it is checked by the storage
-    // version's schema; with strategy None every version has the stored shape.
-    let checked = match def.webhook {
-        Some(_) => def.versions.iter().find(|v| v.storage).unwrap_or(version),
-        None => version,
-    };
+    // A write is defaulted and checked by this version's schema and rules, in this version
+    // (the converter prepares writes as served: the stored object an update compares with is
+    // converted to this version first), as kube checks a custom resource in the version it
+    // was sent in.
     let strategy: &'static RowStrategy = Box::leak(Box::new(RowStrategy(RwLock::new(Some(Arc::new(
-        CustomResourceStrategy::new(checked.schema.clone(), version.status),
+        CustomResourceStrategy::new(version.schema.clone(), version.status),
     ))))));
     let mut kind = ResourceKind::row(
         leak(&def.group),

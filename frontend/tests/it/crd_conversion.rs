@@ -3,7 +3,8 @@
 //! `Webhook`, served with a conversion webhook the test runs in its own process over HTTPS
 //! (a certificate of its own CA, the definition's `caBundle`). Objects written in either version
 //! are stored in v1 and read, listed, watched and patched in the other; the webhook is named by
-//! URL and by Service; a failing or unreachable webhook answers with kube's error.
+//! URL and by Service; a failing or unreachable webhook answers with kube's error. Writes are
+//! defaulted and checked by the schema and rules of the version they were sent in.
 
 use std::sync::{Arc, Mutex};
 
@@ -16,7 +17,11 @@ use serde_json::{json, Value};
 
 use crate::harness::{both_backends, Backend, Cluster, Credentials, Options};
 
-both_backends!(objects_are_converted_by_the_webhook, webhook_metadata_is_checked);
+both_backends!(
+    objects_are_converted_by_the_webhook,
+    webhook_metadata_is_checked,
+    writes_are_checked_in_their_own_version
+);
 
 /// A conversion webhook on a free loopback port: `/convert` renames `spec.color` (v1) to
 /// `spec.paint` (v2) and back; `/fail` refuses every review; `/rename` and `/relabel` convert
@@ -177,6 +182,12 @@ async fn get(c: &Cluster, version: &str, name: &str) -> crate::harness::RawRespo
         "",
     )
     .await
+}
+
+/// Sends `body` with `method` to `path` under the widgets of `version` in `default`.
+async fn send(c: &Cluster, method: &str, version: &str, path: &str, body: &Value) -> crate::harness::RawResponse {
+    let path = format!("/apis/example.com/{version}/namespaces/default/widgets{path}");
+    c.request(Credentials::Admin, method, &path, Some("application/json"), body.to_string()).await
 }
 
 async fn stored(c: &Cluster, name: &str) -> Value {
@@ -399,3 +410,96 @@ async fn webhook_metadata_is_checked(backend: Backend) {
 
 /// Go's text for a label key that is not a qualified name.
 const QUALIFIED_NAME_PART: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+
+/// The first cause's field and the whole message of a 422 answer.
+fn refusal(r: &crate::harness::RawResponse) -> (String, String) {
+    assert_eq!(r.status, 422, "{}", String::from_utf8_lossy(&r.body));
+    let status = r.json();
+    assert_eq!(status["reason"], "Invalid", "{status}");
+    let field = status["details"]["causes"][0]["field"].as_str().unwrap_or("").to_string();
+    (field, status["message"].as_str().unwrap_or("").to_string())
+}
+
+/// A write is defaulted and checked by the schema and rules of the version it was sent in,
+/// with the stored object converted to that version for transition rules, as kube does:
+/// v2 (not the storage version) defaults `spec.paint`, refuses a black paint and makes paint
+/// immutable; v1 has its own default and none of the rules.
+async fn writes_are_checked_in_their_own_version(backend: Backend) {
+    let c = Cluster::start_with(Options { backend: Some(backend), crds: true, ..Options::default() }).await;
+    let hook = ConversionWebhook::start(false).await;
+    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(&hook.ca_pem);
+    let url = json!({"url": format!("https://127.0.0.1:{}/convert", hook.port), "caBundle": ca_bundle});
+    let mut def = definition(&url);
+    def["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["color"]["default"] =
+        json!("grey");
+    let v2_spec = &mut def["spec"]["versions"][1]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    v2_spec["x-kubernetes-validations"] =
+        json!([{"rule": "!has(self.paint) || self.paint != 'black'", "message": "v2 widgets are never black"}]);
+    v2_spec["properties"]["paint"]["default"] = json!("white");
+    v2_spec["properties"]["paint"]["x-kubernetes-validations"] =
+        json!([{"rule": "self == oldSelf", "message": "paint is immutable"}]);
+    apply(&c, "widgets.json", &def).await;
+    c.must_kubectl(&["wait", "--for", "condition=established", "--timeout=30s", "crd/widgets.example.com"]).await;
+    let widget = |version: &str, name: &str, spec: Value| {
+        json!({"apiVersion": format!("example.com/{version}"), "kind": "Widget", "metadata": {"name": name},
+            "spec": spec})
+    };
+
+    // v2's rule refuses what v1's schema accepts.
+    let refused = send(&c, "POST", "v2", "", &widget("v2", "black", json!({"paint": "black"}))).await;
+    let (field, message) = refusal(&refused);
+    assert_eq!(field, "spec");
+    assert!(message.starts_with("Widget.example.com \"black\" is invalid: spec: "), "{message}");
+    assert!(message.contains("v2 widgets are never black"), "{message}");
+    assert!(c.storage_get("/registry/example.com/widgets/default/black").await.is_none());
+    let created = send(&c, "POST", "v1", "", &widget("v1", "black", json!({"color": "black"}))).await;
+    assert_eq!(created.status, 201, "{}", String::from_utf8_lossy(&created.body));
+
+    // Each version's own defaults, applied before conversion to the stored v1.
+    let created = send(&c, "POST", "v2", "", &widget("v2", "plain", json!({}))).await;
+    assert_eq!(created.status, 201, "{}", String::from_utf8_lossy(&created.body));
+    assert_eq!(created.json()["spec"], json!({"paint": "white"}));
+    let plain = stored(&c, "plain").await;
+    assert_eq!(plain["spec"], json!({"color": "white"}));
+    // Its manager's entry names the fields it wrote as v2 has them.
+    let entry = &plain["metadata"]["managedFields"][0];
+    assert_eq!(entry["apiVersion"], "example.com/v2");
+    assert!(entry["fieldsV1"]["f:spec"].get("f:paint").is_some(), "{entry}");
+    let created = send(&c, "POST", "v1", "", &widget("v1", "grey", json!({}))).await;
+    assert_eq!(created.status, 201, "{}", String::from_utf8_lossy(&created.body));
+    assert_eq!(stored(&c, "grey").await["spec"], json!({"color": "grey"}));
+
+    // Immutable in v2 while stored in v1: the stored object is converted to v2 before the
+    // transition rule compares, so a change through v2 is refused (PUT, merge patch, apply).
+    let created = send(&c, "POST", "v1", "", &widget("v1", "a", json!({"color": "red"}))).await;
+    assert_eq!(created.status, 201, "{}", String::from_utf8_lossy(&created.body));
+    let mut put = get(&c, "v2", "a").await.json();
+    put["spec"]["paint"] = json!("blue");
+    let (field, message) = refusal(&send(&c, "PUT", "v2", "/a", &put).await);
+    assert_eq!(field, "spec.paint");
+    assert!(message.contains("paint is immutable"), "{message}");
+    let out = c
+        .kubectl(&["patch", "widgets.v2.example.com", "a", "--type=merge", "-p", r#"{"spec":{"paint":"blue"}}"#])
+        .await;
+    assert!(!out.ok && out.stderr.contains("paint is immutable"), "{}", out.stderr);
+    let path = c.dir.path().join("a-v2.json");
+    std::fs::write(&path, widget("v2", "a", json!({"paint": "blue"})).to_string()).expect("write");
+    let out = c.kubectl(&["apply", "--server-side", "-f", &path.to_string_lossy()]).await;
+    assert!(!out.ok && out.stderr.contains("paint is immutable"), "{}", out.stderr);
+    assert_eq!(stored(&c, "a").await["spec"], json!({"color": "red"}));
+    // The same paint through v2 with another change passes; v1 has no such rule.
+    put["spec"]["paint"] = json!("red");
+    put["metadata"]["labels"] = json!({"checked": "yes"});
+    let updated = send(&c, "PUT", "v2", "/a", &put).await;
+    assert_eq!(updated.status, 200, "{}", String::from_utf8_lossy(&updated.body));
+    assert_eq!(updated.json()["spec"], json!({"paint": "red"}));
+    let mut put = get(&c, "v1", "a").await.json();
+    put["spec"]["color"] = json!("blue");
+    let updated = send(&c, "PUT", "v1", "/a", &put).await;
+    assert_eq!(updated.status, 200, "{}", String::from_utf8_lossy(&updated.body));
+    let stored_a = stored(&c, "a").await;
+    assert_eq!(
+        (&stored_a["spec"], &stored_a["metadata"]["labels"]),
+        (&json!({"color": "blue"}), &json!({"checked": "yes"}))
+    );
+}

@@ -149,6 +149,16 @@ pub trait VersionConverter: Send + Sync + std::fmt::Debug {
     fn served_as_stored(&self, _namespace: &str, _name: &str, _revision: i64) -> bool {
         false
     }
+
+    /// Whether writes are prepared (defaulted, validated, their managers recorded) in the
+    /// version they were sent in and converted to the stored version after, with the stored
+    /// object converted to that version for comparison, as kube handles custom resources,
+    /// whose versions each have their own schema and rules. Otherwise a write is converted to
+    /// the stored form first and prepared there (built-in kinds, whose strategy is written
+    /// for their stored form).
+    fn prepares_served(&self) -> bool {
+        false
+    }
 }
 
 /// One served kind: a row of a server's table of kinds. Rows are built with [`ResourceKind::row`] and

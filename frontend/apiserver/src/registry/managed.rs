@@ -88,8 +88,9 @@ pub fn take_requested(obj: &mut Object) -> Option<Value> {
 }
 
 /// Records a create (`live` = `None`) or an update of `new` by `manager` through `subresource`,
-/// setting `new`'s managedFields. `live` and `new` are in the stored form; the field manager
-/// sees them in `kind`'s version, the one its entry records.
+/// setting `new`'s managedFields. `live` and `new` are in the form the write is prepared in
+/// (the stored form, or the served one for kinds prepared as served); the field manager sees
+/// them in `kind`'s version, the one its entry records.
 pub fn track(
     kinds: &dyn ServedKinds,
     kind: &ResourceKind,
@@ -108,9 +109,10 @@ pub fn track(
         subresource,
         versions: versions.as_ref().map(|v| v as &dyn KindVersions),
     };
+    let convert = versions.is_some() && !object::prepared_as_served(kind);
     let served = |obj: &Object| {
         let mut out = obj.clone();
-        if versions.is_some() && object::to_served_version(kind, &mut out).is_err() {
+        if convert && object::to_served_version(kind, &mut out).is_err() {
             // Not reached for the built-in conversions, which cannot fail.
             out = obj.clone();
         }

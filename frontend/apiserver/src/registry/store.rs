@@ -613,10 +613,11 @@ impl Store {
         manager: &str,
     ) -> Result<Object, ApiError> {
         let requested = managed::take_requested(&mut obj);
-        object::to_stored_version(kind, &mut obj)?;
+        object::to_prepared_form(kind, &mut obj)?;
         let prepared = object::prepare_create(kind, &mut obj, namespace);
         self.admit(kind, prepared, &obj, None)?;
         managed::track(&**self.kinds(), kind, None, &mut obj, requested.as_ref(), manager, "");
+        object::prepared_to_stored(kind, &mut obj)?;
         self.create_prepared(kind, namespace, obj, dry_run).await
     }
 
@@ -685,13 +686,15 @@ impl Store {
     ) -> Result<Object, ApiError> {
         let precondition = body_precondition(&obj, name)?;
         let requested = managed::take_requested(&mut obj);
-        object::to_stored_version(kind, &mut obj)?;
+        object::to_prepared_form(kind, &mut obj)?;
         let mut out = self
-            .guaranteed_update(kind, namespace, name, precondition, dry_run, |old| {
+            .guaranteed_update(kind, namespace, name, precondition, dry_run, |stored| {
+                let old = object::stored_in_prepared_form(kind, stored)?;
                 let mut new = obj.clone();
-                let prepared = object::prepare_update(kind, &mut new, old, namespace);
-                self.admit(kind, prepared, &new, Some(old))?;
-                managed::track(&**self.kinds(), kind, Some(old), &mut new, requested.as_ref(), manager, "");
+                let prepared = object::prepare_update(kind, &mut new, &old, namespace);
+                self.admit(kind, prepared, &new, Some(&old))?;
+                managed::track(&**self.kinds(), kind, Some(&old), &mut new, requested.as_ref(), manager, "");
+                object::prepared_to_stored(kind, &mut new)?;
                 Ok(new)
             })
             .await?;
@@ -730,11 +733,13 @@ impl Store {
         manager: &str,
     ) -> Result<Object, ApiError> {
         let precondition = body_precondition(&obj, name)?;
-        object::to_stored_version(kind, &mut obj)?;
+        object::to_prepared_form(kind, &mut obj)?;
         let mut out = self
-            .guaranteed_update(kind, namespace, name, precondition, dry_run, |old| {
-                let mut new = object::prepare_status_update(kind, &obj, old, namespace)?;
-                managed::track(&**self.kinds(), kind, Some(old), &mut new, None, manager, "status");
+            .guaranteed_update(kind, namespace, name, precondition, dry_run, |stored| {
+                let old = object::stored_in_prepared_form(kind, stored)?;
+                let mut new = object::prepare_status_update(kind, &obj, &old, namespace)?;
+                managed::track(&**self.kinds(), kind, Some(&old), &mut new, None, manager, "status");
+                object::prepared_to_stored(kind, &mut new)?;
                 Ok(new)
             })
             .await?;
