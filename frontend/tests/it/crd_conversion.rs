@@ -20,7 +20,8 @@ use crate::harness::{both_backends, Backend, Cluster, Credentials, Options};
 both_backends!(
     objects_are_converted_by_the_webhook,
     webhook_metadata_is_checked,
-    writes_are_checked_in_their_own_version
+    writes_are_checked_in_their_own_version,
+    a_list_is_converted_in_one_review_per_page
 );
 
 /// A conversion webhook on a free loopback port: `/convert` renames `spec.color` (v1) to
@@ -182,6 +183,22 @@ async fn get(c: &Cluster, version: &str, name: &str) -> crate::harness::RawRespo
         "",
     )
     .await
+}
+
+/// A cluster serving custom resources, a webhook, and the definition converted by its
+/// `/convert` (not applied yet).
+async fn cluster_and_webhook(backend: Backend) -> (Cluster, ConversionWebhook, Value) {
+    let c = Cluster::start_with(Options { backend: Some(backend), crds: true, ..Options::default() }).await;
+    let hook = ConversionWebhook::start(false).await;
+    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(&hook.ca_pem);
+    let url = json!({"url": format!("https://127.0.0.1:{}/convert", hook.port), "caBundle": ca_bundle});
+    let def = definition(&url);
+    (c, hook, def)
+}
+
+async fn list(c: &Cluster, version: &str) -> crate::harness::RawResponse {
+    c.request(Credentials::Admin, "GET", &format!("/apis/example.com/{version}/namespaces/default/widgets"), None, "")
+        .await
 }
 
 /// Sends `body` with `method` to `path` under the widgets of `version` in `default`.
@@ -425,11 +442,7 @@ fn refusal(r: &crate::harness::RawResponse) -> (String, String) {
 /// v2 (not the storage version) defaults `spec.paint`, refuses a black paint and makes paint
 /// immutable; v1 has its own default and none of the rules.
 async fn writes_are_checked_in_their_own_version(backend: Backend) {
-    let c = Cluster::start_with(Options { backend: Some(backend), crds: true, ..Options::default() }).await;
-    let hook = ConversionWebhook::start(false).await;
-    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(&hook.ca_pem);
-    let url = json!({"url": format!("https://127.0.0.1:{}/convert", hook.port), "caBundle": ca_bundle});
-    let mut def = definition(&url);
+    let (c, _hook, mut def) = cluster_and_webhook(backend).await;
     def["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["color"]["default"] =
         json!("grey");
     let v2_spec = &mut def["spec"]["versions"][1]["schema"]["openAPIV3Schema"]["properties"]["spec"];
@@ -502,4 +515,117 @@ async fn writes_are_checked_in_their_own_version(backend: Backend) {
         (&stored_a["spec"], &stored_a["metadata"]["labels"]),
         (&json!({"color": "blue"}), &json!({"checked": "yes"}))
     );
+}
+
+/// The number of objects in each review the webhook received after the first `skip`.
+fn objects_per_review(hook: &ConversionWebhook, skip: usize) -> Vec<usize> {
+    let reviews = hook.reviews();
+    reviews[skip..].iter().map(|r| r["request"]["objects"].as_array().map_or(0, Vec::len)).collect()
+}
+
+/// A LIST (and a watch's initial list) sends the objects of a page to the webhook in one
+/// ConversionReview; objects stored in the wanted version are not sent, and a list of objects
+/// all in it sends nothing.
+async fn a_list_is_converted_in_one_review_per_page(backend: Backend) {
+    let (c, hook, mut def) = cluster_and_webhook(backend).await;
+    apply(&c, "widgets.json", &def).await;
+    c.must_kubectl(&["wait", "--for", "condition=established", "--timeout=30s", "crd/widgets.example.com"]).await;
+    let colors = ["red", "green", "blue", "cyan", "plum"];
+    for (i, color) in colors.iter().enumerate() {
+        let body = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": format!("w{i}")},
+            "spec": {"color": color}});
+        let created = send(&c, "POST", "v1", "", &body).await;
+        assert_eq!(created.status, 201, "{}", String::from_utf8_lossy(&created.body));
+    }
+    // Written and listed in the storage version: nothing to convert.
+    let before = hook.reviews().len();
+    let listed = list(&c, "v1").await;
+    assert_eq!(listed.json()["items"].as_array().map(Vec::len), Some(5));
+    assert_eq!(objects_per_review(&hook, before), Vec::<usize>::new());
+
+    // Five objects listed in v2: one review of five.
+    let listed = list(&c, "v2").await;
+    assert_eq!(listed.status, 200, "{}", String::from_utf8_lossy(&listed.body));
+    let paints: Vec<Value> =
+        listed.json()["items"].as_array().expect("items").iter().map(|i| i["spec"]["paint"].clone()).collect();
+    assert_eq!(paints, colors.map(Value::from));
+    assert_eq!(objects_per_review(&hook, before), [5]);
+    let last = hook.reviews().last().cloned().expect("a review");
+    assert_eq!(last["request"]["desiredAPIVersion"], "example.com/v2");
+    let sent: Vec<&Value> =
+        last["request"]["objects"].as_array().expect("objects").iter().map(|o| &o["metadata"]["name"]).collect();
+    assert_eq!(sent, ["w0", "w1", "w2", "w3", "w4"]);
+
+    // Pages of two: one review per page.
+    let before = hook.reviews().len();
+    let mut names = Vec::new();
+    let mut token = String::new();
+    loop {
+        let path = format!("/apis/example.com/v2/namespaces/default/widgets?limit=2&continue={token}");
+        let page = c.request(Credentials::Admin, "GET", &path, None, "").await.json();
+        names.extend(page["items"].as_array().expect("items").iter().map(|i| i["metadata"]["name"].clone()));
+        token = page["metadata"]["continue"].as_str().unwrap_or("").to_string();
+        if token.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(names.len(), 5);
+    assert_eq!(objects_per_review(&hook, before), [2, 2, 1]);
+
+    // A watch's initial events: one review of five.
+    let before = hook.reviews().len();
+    let watch = c
+        .request(
+            Credentials::Admin,
+            "GET",
+            "/apis/example.com/v2/namespaces/default/widgets?watch=true&timeoutSeconds=1",
+            None,
+            "",
+        )
+        .await;
+    let text = String::from_utf8_lossy(&watch.body);
+    let added = text.lines().filter(|l| l.contains("\"ADDED\"") && l.contains("\"paint\"")).count();
+    assert_eq!(added, 5, "{text}");
+    assert_eq!(objects_per_review(&hook, before), [5]);
+
+    // With v2 the storage version, an object written in v2 is stored in v2: a LIST in v2
+    // sends only the five stored in v1, one in v1 only the one stored in v2.
+    def["spec"]["versions"][0]["storage"] = json!(false);
+    def["spec"]["versions"][1]["storage"] = json!(true);
+    apply(&c, "widgets.json", &def).await;
+    let body = json!({"apiVersion": "example.com/v2", "kind": "Widget", "metadata": {"name": "w5"}, "spec": {"paint": "teal"}});
+    let mut stored_in_v2 = false;
+    // The definition change reaches the served row within the controller's watch.
+    for attempt in 0..50 {
+        let name = format!("w5-{attempt}");
+        let mut body = body.clone();
+        body["metadata"]["name"] = json!(name);
+        let created = send(&c, "POST", "v2", "", &body).await;
+        assert_eq!(created.status, 201, "{}", String::from_utf8_lossy(&created.body));
+        if stored(&c, &name).await["apiVersion"] == "example.com/v2" {
+            stored_in_v2 = true;
+            break;
+        }
+        let deleted = c
+            .request(
+                Credentials::Admin,
+                "DELETE",
+                &format!("/apis/example.com/v2/namespaces/default/widgets/{name}"),
+                None,
+                "",
+            )
+            .await;
+        assert_eq!(deleted.status, 200, "{}", String::from_utf8_lossy(&deleted.body));
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(stored_in_v2, "the storage version did not change");
+    let before = hook.reviews().len();
+    let listed = list(&c, "v2").await;
+    assert_eq!(listed.json()["items"].as_array().map(Vec::len), Some(6));
+    assert_eq!(objects_per_review(&hook, before), [5]);
+    let before = hook.reviews().len();
+    let listed = list(&c, "v1").await.json();
+    let colors: Vec<&Value> = listed["items"].as_array().expect("items").iter().map(|i| &i["spec"]["color"]).collect();
+    assert_eq!(colors.last(), Some(&&json!("teal")));
+    assert_eq!(objects_per_review(&hook, before), [1]);
 }

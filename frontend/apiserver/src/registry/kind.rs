@@ -143,6 +143,17 @@ pub trait VersionConverter: Send + Sync + std::fmt::Debug {
         self.to_served(obj)
     }
 
+    /// [`VersionConverter::to_served_from_storage`] of many objects, each with the revision its
+    /// bytes were stored at, converted together: a converter that calls out (a conversion
+    /// webhook) sends them in one request, as kube's webhook converter converts a list.
+    ///
+    /// # Errors
+    ///
+    /// As [`VersionConverter::to_served`]; the objects are then in no defined state.
+    fn to_served_from_storage_all(&self, objs: &mut [(strategy::Object, i64)]) -> Result<(), crate::error::ApiError> {
+        objs.iter_mut().try_for_each(|(obj, revision)| self.to_served_from_storage(obj, *revision))
+    }
+
     /// Whether the stored object `namespace`/`name` at `revision` is known to be served
     /// exactly as stored (the converter read it before and changed nothing), so a LIST may hand
     /// out its stored bytes without decoding it. Never, unless a converter keeps such verdicts.
