@@ -21,7 +21,8 @@ both_backends!(
     objects_are_converted_by_the_webhook,
     webhook_metadata_is_checked,
     writes_are_checked_in_their_own_version,
-    a_list_is_converted_in_one_review_per_page
+    a_list_is_converted_in_one_review_per_page,
+    managers_keep_their_fields_in_their_own_version
 );
 
 /// A conversion webhook on a free loopback port: `/convert` renames `spec.color` (v1) to
@@ -497,7 +498,7 @@ async fn writes_are_checked_in_their_own_version(backend: Backend) {
     assert!(!out.ok && out.stderr.contains("paint is immutable"), "{}", out.stderr);
     let path = c.dir.path().join("a-v2.json");
     std::fs::write(&path, widget("v2", "a", json!({"paint": "blue"})).to_string()).expect("write");
-    let out = c.kubectl(&["apply", "--server-side", "-f", &path.to_string_lossy()]).await;
+    let out = c.kubectl(&["apply", "--server-side", "--force-conflicts", "-f", &path.to_string_lossy()]).await;
     assert!(!out.ok && out.stderr.contains("paint is immutable"), "{}", out.stderr);
     assert_eq!(stored(&c, "a").await["spec"], json!({"color": "red"}));
     // The same paint through v2 with another change passes; v1 has no such rule.
@@ -628,4 +629,109 @@ async fn a_list_is_converted_in_one_review_per_page(backend: Backend) {
     let colors: Vec<&Value> = listed["items"].as_array().expect("items").iter().map(|i| &i["spec"]["color"]).collect();
     assert_eq!(colors.last(), Some(&&json!("teal")));
     assert_eq!(objects_per_review(&hook, before), [1]);
+}
+
+/// Applies `spec` to widget `a` through `version` as `manager` with kubectl.
+async fn apply_as(c: &Cluster, manager: &str, version: &str, spec: Value) -> crate::harness::KubectlOutput {
+    let body = json!({"apiVersion": format!("example.com/{version}"), "kind": "Widget", "metadata": {"name": "a"},
+        "spec": spec});
+    let path = c.dir.path().join(format!("apply-{manager}-{version}.json"));
+    std::fs::write(&path, body.to_string()).expect("write manifest");
+    c.kubectl(&["apply", "--server-side", "--field-manager", manager, "-f", &path.to_string_lossy()]).await
+}
+
+/// The managers of the stored widget `a`: (manager, apiVersion, fields under `spec`).
+async fn managers(c: &Cluster) -> Vec<(String, String, Vec<String>)> {
+    let stored = stored(c, "a").await;
+    let mut out: Vec<(String, String, Vec<String>)> = stored["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            let fields = e["fieldsV1"]["f:spec"].as_object().map(|m| m.keys().cloned().collect()).unwrap_or_default();
+            (e["manager"].as_str().unwrap_or("").into(), e["apiVersion"].as_str().unwrap_or("").into(), fields)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Server-side apply through v1 and v2 of a webhook-converted definition: each manager's
+/// fields are kept, compared, released and pruned in the version it applied through (the
+/// objects converted by the webhook), as kube's field manager does; a failing webhook fails an
+/// apply that needs it and leaves an update without managedFields.
+async fn managers_keep_their_fields_in_their_own_version(backend: Backend) {
+    let (c, hook, mut def) = cluster_and_webhook(backend).await;
+    for (i, own) in ["color", "paint"].into_iter().enumerate() {
+        def["spec"]["versions"][i]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"] =
+            json!({own: {"type": "string"}, "size": {"type": "integer"}, "shape": {"type": "string"}});
+    }
+    apply(&c, "widgets.json", &def).await;
+    c.must_kubectl(&["wait", "--for", "condition=established", "--timeout=30s", "crd/widgets.example.com"]).await;
+    let fields = |names: &[&str]| names.iter().map(|n| format!("f:{n}")).collect::<Vec<_>>();
+
+    let out = apply_as(&c, "one", "v1", json!({"color": "red", "size": 1})).await;
+    assert!(out.ok, "{}", out.stderr);
+    let out = apply_as(&c, "two", "v2", json!({"paint": "red", "shape": "round"})).await;
+    assert!(out.ok, "{}", out.stderr);
+    assert_eq!(
+        managers(&c).await,
+        [
+            ("one".into(), "example.com/v1".into(), fields(&["color", "size"])),
+            ("two".into(), "example.com/v2".into(), fields(&["paint", "shape"])),
+        ]
+    );
+    // Changing through v1 the field "two" owns as v2's paint conflicts, named as "two" wrote it.
+    let out = apply_as(&c, "one", "v1", json!({"color": "blue", "size": 1})).await;
+    assert!(!out.ok);
+    assert!(out.stderr.contains(r#"Apply failed with 1 conflict: conflict with "two": .spec.paint"#), "{}", out.stderr);
+
+    // "one" stops sending color: "two" still owns it (as paint), so it stays.
+    let out = apply_as(&c, "one", "v1", json!({"size": 1})).await;
+    assert!(out.ok, "{}", out.stderr);
+    assert_eq!(stored(&c, "a").await["spec"], json!({"color": "red", "size": 1, "shape": "round"}));
+    // "two" stops sending paint: nobody owns it any more, so it goes.
+    let out = apply_as(&c, "two", "v2", json!({"shape": "round"})).await;
+    assert!(out.ok, "{}", out.stderr);
+    assert_eq!(stored(&c, "a").await["spec"], json!({"size": 1, "shape": "round"}));
+    assert_eq!(
+        managers(&c).await,
+        [
+            ("one".into(), "example.com/v1".into(), fields(&["size"])),
+            ("two".into(), "example.com/v2".into(), fields(&["shape"])),
+        ]
+    );
+
+    // A failing webhook: an apply through v1 (no conversion needed for storage) fails when
+    // "two"'s entry must be converted, with kube's text; an update leaves no managedFields.
+    def["spec"]["conversion"]["webhook"]["clientConfig"]["url"] =
+        json!(format!("https://127.0.0.1:{}/fail", hook.port));
+    apply(&c, "widgets.json", &def).await;
+    let expected = "failed to convert old object: conversion webhook for example.com/v1, Kind=Widget failed: widgets are not convertible today";
+    let mut refused = None;
+    // The definition change reaches the served row within the controller's watch.
+    for _ in 0..50 {
+        let out = apply_as(&c, "one", "v1", json!({"size": 2})).await;
+        if !out.ok && out.stderr.contains("not convertible") {
+            refused = Some(out.stderr);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let refused = refused.expect("the failing webhook's refusal");
+    assert_eq!(refused.trim(), format!("Error from server: {expected}"));
+    assert_eq!(stored(&c, "a").await["spec"]["size"], 1);
+    let patched = c
+        .request(
+            Credentials::Admin,
+            "PATCH",
+            "/apis/example.com/v1/namespaces/default/widgets/a",
+            Some("application/merge-patch+json"),
+            r#"{"spec":{"size":3}}"#,
+        )
+        .await;
+    assert_eq!(patched.status, 200, "{}", String::from_utf8_lossy(&patched.body));
+    let stored_a = stored(&c, "a").await;
+    assert_eq!(stored_a["spec"]["size"], 3);
+    assert!(stored_a["metadata"].get("managedFields").is_none(), "{stored_a}");
 }

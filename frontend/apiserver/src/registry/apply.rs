@@ -95,6 +95,8 @@ fn apply_error(err: ApplyError) -> ApiError {
                 .collect(),
         },
         ApplyError::BadRequest(m) => ApiError::BadRequest(m),
+        // kube answers a failed conversion with its error as it is (500, no reason).
+        e @ ApplyError::Conversion { .. } => ApiError::Failed(e.to_string()),
         other => ApiError::Internal(other.to_string()),
     }
 }

@@ -161,6 +161,19 @@ pub trait VersionConverter: Send + Sync + std::fmt::Debug {
         false
     }
 
+    /// Converts `obj`, an object of any version this converter's kind is served in, straight
+    /// to `api_version`, without defaults (the field manager's view of an object in a
+    /// manager's version), when this converter can: a conversion webhook converts between any
+    /// two versions in one call. `None` when it cannot; objects then go through the stored
+    /// version.
+    fn to_version(
+        &self,
+        _obj: &mut strategy::Object,
+        _api_version: &str,
+    ) -> Option<Result<(), crate::error::ApiError>> {
+        None
+    }
+
     /// Whether writes are prepared (defaulted, validated, their managers recorded) in the
     /// version they were sent in and converted to the stored version after, with the stored
     /// object converted to that version for comparison, as kube handles custom resources,
