@@ -86,8 +86,18 @@ impl Verdicts {
 impl ServedForm {
     /// Converts a stored object to the served form; returns whether that changed nothing.
     fn served_form(&self, obj: &mut Object) -> Result<bool, ApiError> {
-        let same_version = obj.get("apiVersion").and_then(Value::as_str) == Some(self.served.as_str());
+        let same_version = self.is_served(obj);
         self.convert(obj, &self.served)?;
+        Ok(self.default_served(obj, same_version))
+    }
+
+    fn is_served(&self, obj: &Object) -> bool {
+        obj.get("apiVersion").and_then(Value::as_str) == Some(self.served.as_str())
+    }
+
+    /// Applies the served version's defaults to an object converted to it; returns whether
+    /// the object is as stored (`same_version`: it was stored in the served version).
+    fn default_served(&self, obj: &mut Object, same_version: bool) -> bool {
         let mut defaulted = false;
         if let Some(schema) = &self.defaults {
             let mut v = Value::Object(std::mem::take(obj));
@@ -96,7 +106,7 @@ impl ServedForm {
                 *obj = m;
             }
         }
-        Ok(same_version && !defaulted)
+        same_version && !defaulted
     }
 
     fn convert(&self, obj: &mut Object, to: &str) -> Result<(), ApiError> {
@@ -126,8 +136,44 @@ impl VersionConverter for ServedForm {
         Ok(())
     }
 
+    /// Objects of other versions go to the webhook in one review; the rest are not sent.
+    fn to_served_from_storage_all(&self, objs: &mut [(Object, i64)]) -> Result<(), ApiError> {
+        let same: Vec<bool> = objs.iter().map(|(obj, _)| self.is_served(obj)).collect();
+        match &self.webhook {
+            Some(w) => {
+                let mut pending: Vec<&mut Object> =
+                    objs.iter_mut().zip(&same).filter(|(_, same)| !**same).map(|((obj, _), _)| obj).collect();
+                w.convert_all(&mut pending, &self.served)?;
+            }
+            None => {
+                for (obj, _) in objs.iter_mut() {
+                    obj.insert("apiVersion".into(), self.served.clone().into());
+                }
+            }
+        }
+        for ((obj, revision), same_version) in objs.iter_mut().zip(same) {
+            if self.default_served(obj, same_version) {
+                self.unchanged.insert(obj, *revision);
+            }
+        }
+        Ok(())
+    }
+
     fn served_as_stored(&self, namespace: &str, name: &str, revision: i64) -> bool {
         self.unchanged.contains(namespace, name, revision)
+    }
+
+    /// A webhook converts between any two versions in one call.
+    fn to_version(&self, obj: &mut Object, api_version: &str) -> Option<Result<(), ApiError>> {
+        self.webhook.as_ref().map(|w| match obj.get("apiVersion").and_then(Value::as_str) == Some(api_version) {
+            true => Ok(()),
+            false => w.convert(obj, api_version),
+        })
+    }
+
+    /// Each version has its own schema, defaults and rules, which see objects in that version.
+    fn prepares_served(&self) -> bool {
+        true
     }
 }
 
@@ -175,6 +221,49 @@ where
     })
 }
 
+/// Where an object sits in a review, for kube's texts about it: the one object of a single
+/// conversion, or the `index`th object sent with others (kube's list conversion, whose texts
+/// number the objects after the failing one for most checks).
+#[derive(Debug, Clone, Copy)]
+struct Place {
+    list: bool,
+    index: usize,
+}
+
+impl Place {
+    /// Prefix of a groupVersion or kind finding.
+    fn object(self) -> String {
+        match self.list {
+            false => "returned invalid object at index 0".into(),
+            true => format!("returned invalid converted object at index {}", self.index + 1),
+        }
+    }
+
+    /// Prefix of an identity finding (name, namespace, uid).
+    fn identity(self) -> String {
+        match self.list {
+            false => "returned invalid object".into(),
+            true => self.object(),
+        }
+    }
+
+    /// Prefix of a metadata finding.
+    fn metadata(self) -> String {
+        match self.list {
+            false => "returned invalid metadata".into(),
+            true => format!("returned invalid metadata in object at index {}", self.index + 1),
+        }
+    }
+
+    /// The finding of an answer that is not an object.
+    fn not_an_object(self) -> String {
+        match self.list {
+            false => "returned invalid object at index 0: not an object".into(),
+            true => format!("returned invalid converted object at index {}: not an object", self.index),
+        }
+    }
+}
+
 impl Webhook {
     /// Converts `obj` to `to` (`group/version`) through the webhook.
     fn convert(&self, obj: &mut Object, to: &str) -> Result<(), ApiError> {
@@ -183,7 +272,16 @@ impl Webhook {
             obj.insert("apiVersion".into(), to.into());
             return Ok(());
         }
-        let gvk = gvk(obj);
+        self.convert_all(&mut [obj], to)
+    }
+
+    /// Converts `objs` (none of them at `to`) to `to` in one ConversionReview; nothing is
+    /// sent when there are none. Several objects are reported on as kube reports on a list
+    /// (`<group>/<version>, Kind=<Kind>List`, objects by index).
+    fn convert_all(&self, objs: &mut [&mut Object], to: &str) -> Result<(), ApiError> {
+        let Some(first) = objs.first() else { return Ok(()) };
+        let list = objs.len() > 1;
+        let gvk = if list { format!("{}List", gvk(first)) } else { gvk(first) };
         let review_version = self
             .spec
             .review_versions
@@ -191,54 +289,55 @@ impl Webhook {
             .find(|v| *v == "v1" || *v == "v1beta1")
             .ok_or_else(|| ApiError::Failed("no supported conversion review versions".into()))?;
         let uid = ballast_apimachinery::uid::new_uid();
+        let sent: Vec<Value> = objs.iter().map(|obj| Value::Object((**obj).clone())).collect();
         let review = json!({
             "apiVersion": format!("apiextensions.k8s.io/{review_version}"),
             "kind": "ConversionReview",
-            "request": {"uid": uid, "desiredAPIVersion": to, "objects": [Value::Object(obj.clone())]},
+            "request": {"uid": uid, "desiredAPIVersion": to, "objects": sent},
         });
         let body = serde_json::to_vec(&review).unwrap_or_default();
         let failed = |e: String| ApiError::Failed(format!("conversion webhook for {gvk} failed: {e}"));
         let answer = block_on(webhook_client::post(&self.spec.client, self.services.as_ref(), body)).map_err(failed)?;
         let answer: Value = serde_json::from_slice(&answer).map_err(|e| failed(e.to_string()))?;
         let converted = converted_objects(review_version, &uid, &answer).map_err(failed)?;
-        if converted.len() != 1 {
+        if converted.len() != objs.len() {
             return Err(ApiError::Failed(format!(
-                "conversion webhook for {gvk} returned {} objects, expected 1",
-                converted.len()
+                "conversion webhook for {gvk} returned {} objects, expected {}",
+                converted.len(),
+                objs.len()
             )));
         }
-        let Some(Value::Object(mut out)) = converted.into_iter().next() else {
-            return Err(ApiError::Failed(format!(
-                "conversion webhook for {gvk} returned invalid object at index 0: not an object"
-            )));
-        };
         let invalid = |what: String| ApiError::Failed(format!("conversion webhook for {gvk} {what}"));
-        let got_version = out.get("apiVersion").and_then(Value::as_str).unwrap_or("").to_string();
-        if got_version != to {
-            return Err(invalid(format!(
-                "returned invalid object at index 0: invalid groupVersion (expected {to}, received {got_version})"
-            )));
+        for (index, (obj, out)) in objs.iter_mut().zip(converted).enumerate() {
+            let place = Place { list, index };
+            let Value::Object(mut out) = out else { return Err(invalid(place.not_an_object())) };
+            check_converted(obj, &mut out, to, place).map_err(invalid)?;
+            **obj = out;
         }
-        let (want_kind, got_kind) = (obj.get("kind").cloned(), out.get("kind").cloned());
-        if want_kind != got_kind {
-            let show = |k: Option<Value>| k.and_then(|k| k.as_str().map(String::from)).unwrap_or_default();
-            return Err(invalid(format!(
-                "returned invalid object at index 0: invalid kind (expected {}, received {})",
-                show(want_kind),
-                show(got_kind)
-            )));
-        }
-        for field in ["name", "namespace", "uid"] {
-            let (want, got) = (meta_str(obj, field), meta_str(&out, field));
-            if want != got {
-                let label = if field == "uid" { "UID".to_string() } else { field.to_string() };
-                return Err(invalid(format!("returned invalid object: must have the same {label}: {want} != {got}")));
-            }
-        }
-        restore_metadata(obj, &mut out).map_err(|e| invalid(format!("returned invalid metadata: {e}")))?;
-        *obj = out;
         Ok(())
     }
+}
+
+/// kube's checks of one converted object against the `original` sent: the wanted version, the
+/// same kind and identity; then the original's metadata restored into it.
+fn check_converted(original: &Object, out: &mut Object, to: &str, place: Place) -> Result<(), String> {
+    let got_version = out.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    if got_version != to {
+        return Err(format!("{}: invalid groupVersion (expected {to}, received {got_version})", place.object()));
+    }
+    let kind = |o: &Object| o.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
+    let (want_kind, got_kind) = (kind(original), kind(out));
+    if want_kind != got_kind {
+        return Err(format!("{}: invalid kind (expected {want_kind}, received {got_kind})", place.object()));
+    }
+    for field in ["name", "namespace", "uid"] {
+        let (want, got) = (meta_str(original, field), meta_str(out, field));
+        if want != got {
+            let label = if field == "uid" { "UID".to_string() } else { field.to_string() };
+            return Err(format!("{}: must have the same {label}: {want} != {got}", place.identity()));
+        }
+    }
+    restore_metadata(original, out).map_err(|e| format!("{}: {e}", place.metadata()))
 }
 
 /// The converted objects of a webhook's answer, with kube's checks of the review.
@@ -392,6 +491,39 @@ mod tests {
     }
 
     #[test]
+    fn objects_of_a_list_are_reported_by_index_as_kube_reports_them() {
+        let original = obj(json!({"apiVersion": "example.com/v1", "kind": "Widget",
+            "metadata": {"name": "a", "uid": "u1"}}));
+        let mut wrong_version = original.clone();
+        let one = Place { list: false, index: 0 };
+        let third = Place { list: true, index: 2 };
+        assert_eq!(
+            check_converted(&original, &mut wrong_version, "example.com/v2", third),
+            Err("returned invalid converted object at index 3: invalid groupVersion (expected example.com/v2, received example.com/v1)".into())
+        );
+        let mut renamed = obj(json!({"apiVersion": "example.com/v2", "kind": "Widget",
+            "metadata": {"name": "b", "uid": "u1"}}));
+        assert_eq!(
+            check_converted(&original, &mut renamed, "example.com/v2", one),
+            Err("returned invalid object: must have the same name: a != b".into())
+        );
+        assert_eq!(
+            check_converted(&original, &mut renamed, "example.com/v2", third),
+            Err("returned invalid converted object at index 3: must have the same name: a != b".into())
+        );
+        let mut bare = obj(json!({"apiVersion": "example.com/v2", "kind": "Widget"}));
+        assert_eq!(
+            check_converted(&original, &mut bare, "example.com/v2", third),
+            Err("returned invalid converted object at index 3: must have the same name: a != ".into())
+        );
+        let mut fine = obj(json!({"apiVersion": "example.com/v2", "kind": "Widget",
+            "metadata": {"name": "a", "uid": "u1", "labels": {"x": "y"}}, "spec": {}}));
+        check_converted(&original, &mut fine, "example.com/v2", third).expect("valid");
+        assert_eq!(fine["metadata"], json!({"name": "a", "uid": "u1", "labels": {"x": "y"}}));
+        assert_eq!(third.not_an_object(), "returned invalid converted object at index 2: not an object");
+    }
+
+    #[test]
     fn objects_read_unchanged_are_remembered_by_revision() {
         let form = ServedForm {
             stored: "example.com/v1".into(),
@@ -417,6 +549,18 @@ mod tests {
         form.to_served(&mut answer).expect("converts");
         assert!(!form.served_as_stored("ns", "a", 8));
         assert!(!form.served_as_stored("ns", "a", 7) && !form.served_as_stored("other", "a", 6));
+        // A page read together is remembered alike.
+        let stored = |spec: Value, rv: i64| {
+            (
+                obj(json!({"apiVersion": "example.com/v1", "kind": "W",
+                "metadata": {"namespace": "ns", "name": "p", "resourceVersion": rv.to_string()}, "spec": spec})),
+                rv,
+            )
+        };
+        let mut page = vec![stored(json!({}), 10), stored(json!({"size": 3}), 11)];
+        form.to_served_from_storage_all(&mut page).expect("converts");
+        assert_eq!(page[0].0["spec"], json!({"size": 1}));
+        assert!(!form.served_as_stored("ns", "p", 10) && form.served_as_stored("ns", "p", 11));
     }
 
     #[test]

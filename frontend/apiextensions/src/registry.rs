@@ -188,6 +188,9 @@ pub struct ServedVersion {
     pub definition: String,
     /// The warning sent with every request, for deprecated versions.
     pub warning: Option<String>,
+    /// Whether the definition converts between versions through a webhook (its versions
+    /// may differ in shape).
+    pub webhook: bool,
     /// Whether the definition is being deleted (its resources are still served, for the
     /// cleanup and for clients watching them go, but creates are refused).
     pub terminating: bool,
@@ -316,6 +319,7 @@ impl Registry {
                     schema: version.schema.clone().map(Arc::new),
                     definition: def.name.clone(),
                     warning,
+                    webhook: def.webhook.is_some(),
                     terminating: def.terminating,
                 });
             }
@@ -428,15 +432,12 @@ fn build(def: &Definition, names: &crate::definition::Names, version: &Version, 
         }))
     });
     let converter = served_form.map(|f| f as &'static dyn VersionConverter);
-    // The generic store checks an object after converting it to the storage version, so
-    // where versions differ in shape (a webhook converts) it is checked by the storage
-    // version's schema; with strategy None every version has the stored shape.
-    let checked = match def.webhook {
-        Some(_) => def.versions.iter().find(|v| v.storage).unwrap_or(version),
-        None => version,
-    };
+    // A write is defaulted and checked by this version's schema and rules, in this version
+    // (the converter prepares writes as served: the stored object an update compares with is
+    // converted to this version first), as kube checks a custom resource in the version it
+    // was sent in.
     let strategy: &'static RowStrategy = Box::leak(Box::new(RowStrategy(RwLock::new(Some(Arc::new(
-        CustomResourceStrategy::new(checked.schema.clone(), version.status),
+        CustomResourceStrategy::new(version.schema.clone(), version.status),
     ))))));
     let mut kind = ResourceKind::row(
         leak(&def.group),
@@ -517,10 +518,11 @@ impl ServedKinds for CrdKinds {
         &[]
     }
 
-    /// Custom resources compare every manager in the request's version: under conversion
-    /// `None` their versions have the same fields.
-    fn converts_managed_fields(&self) -> bool {
-        false
+    /// Managers of a custom resource converted by a webhook are compared in their own
+    /// version, converted through the webhook; under conversion `None` every version has the
+    /// same fields, so every manager is compared in the request's version.
+    fn converts_managed_fields(&self, kind: &ResourceKind) -> bool {
+        self.0.snapshot().served(kind).is_some_and(|s| s.webhook)
     }
 
     fn apply_schema(&self, kind: &ResourceKind) -> Arc<TypeSchema> {

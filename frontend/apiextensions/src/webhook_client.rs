@@ -23,10 +23,18 @@ use crate::definition::{ServiceReference, WebhookClientConfig};
 /// timeout, which it also sends as the `timeout` query parameter.
 pub const TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The largest answer read from a webhook. A ConversionReview answers with the objects it was
-/// sent, one object per call here, each bounded by the request size limit (3 MiB); a larger
-/// answer is refused rather than buffered.
+/// The smallest limit on an answer read from a webhook. A ConversionReview answers with the
+/// objects it was sent (one, each bounded by the request size limit of 3 MiB, or the objects
+/// of a LIST's page, already held in memory), so an answer may be up to this or twice the
+/// review sent, whichever is larger ([`response_limit`]); a larger answer is refused rather
+/// than buffered.
 pub const RESPONSE_LIMIT: usize = 16 << 20;
+
+/// The limit on the answer to a review of `sent` bytes: converted objects may grow, but not
+/// past twice what was sent.
+fn response_limit(sent: usize) -> usize {
+    RESPONSE_LIMIT.max(sent.saturating_mul(2))
+}
 
 /// Where a call goes.
 #[derive(Debug)]
@@ -258,6 +266,7 @@ async fn exchange(target: &Target, ca_bundle: &[u8], body: Vec<u8>) -> Result<By
             tracing::debug!(error = %e, "conversion webhook connection ended");
         }
     });
+    let limit = response_limit(body.len());
     let req = http::Request::post(&target.path)
         .header(http::header::HOST, format!("{}:{}", target.server_name, target.port))
         .header(http::header::CONTENT_TYPE, "application/json")
@@ -266,7 +275,7 @@ async fn exchange(target: &Target, ca_bundle: &[u8], body: Vec<u8>) -> Result<By
         .map_err(|e| e.to_string())?;
     let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
     let status = resp.status();
-    let answer = Limited::new(resp.into_body(), RESPONSE_LIMIT)
+    let answer = Limited::new(resp.into_body(), limit)
         .collect()
         .await
         .map_err(|e| format!("reading the answer: {e}"))?

@@ -73,6 +73,15 @@ pub enum ApplyError {
     /// The stored managedFields do not decode (kube answers 500).
     #[error("failed to decode managed fields: {0}")]
     Stored(String),
+    /// The object could not be converted to a manager's version: a conversion webhook failed
+    /// (kube answers 500 with this text).
+    #[error("{context}: {message}")]
+    Conversion {
+        /// What was being converted, in kube's words (`failed to convert old object`).
+        context: &'static str,
+        /// The converter's error.
+        message: String,
+    },
 }
 
 /// kube's conflict message: one conflict on one line, several grouped by manager.
@@ -209,7 +218,12 @@ impl FieldManager<'_> {
         let empty = self.empty_object(new);
         let before = live.map_or(empty, without_managed_fields);
         let id = ManagerId::new(manager, Operation::Update, self.api_version, self.subresource);
-        match self.record_update(&before, &without_managed_fields(new), &mut managers, &id, now) {
+        let recorded = self.record_update(&before, &without_managed_fields(new), &mut managers, &id, now);
+        // kube stores no managedFields when a manager's version could not be converted to.
+        if self.versions.and_then(KindVersions::take_failure).is_some() {
+            return None;
+        }
+        match recorded {
             Ok(()) => {
                 cap_update_managers(&mut managers);
                 managers.encode()
@@ -382,17 +396,26 @@ impl FieldManager<'_> {
         };
         let empty = Set::new();
         let current = managers.entries.get(&key).map_or(&empty, |e| &e.set);
-        let merged = self
-            .prune(merged, &managers, &last_set, &last_version, current)
-            .map_err(typed("failed to prune fields", describe))?;
+        let merged = self.prune(merged, &managers, &last_set, &last_version, current);
+        self.conversion_failed("failed to prune fields: failed to convert merged object to last applied version")?;
+        let merged = merged.map_err(typed("failed to prune fields", describe))?;
         let cmp = compare(self.schema, live, &merged).map_err(typed("failed to compare objects", describe))?;
-        let conflicts = self
-            .release_changed(&mut managers, live, &merged, &cmp, Some((&key, force)))
-            .map_err(typed("failed to compare objects", describe))?;
+        let conflicts = self.release_changed(&mut managers, live, &merged, &cmp, Some((&key, force)));
+        // The old object is converted before the new one, so its conversion fails first.
+        self.conversion_failed("failed to convert old object")?;
+        let conflicts = conflicts.map_err(typed("failed to compare objects", describe))?;
         if !conflicts.is_empty() {
             return Err(ApplyError::Conflicts(conflicts));
         }
         Ok(((!cmp.is_same()).then_some(merged), managers))
+    }
+
+    /// Fails with the conversion that failed (see [`KindVersions::take_failure`]), if one did.
+    fn conversion_failed(&self, context: &'static str) -> Result<(), ApplyError> {
+        match self.versions.and_then(KindVersions::take_failure) {
+            Some(message) => Err(ApplyError::Conversion { context, message }),
+            None => Ok(()),
+        }
     }
 
     /// Removes from `merged` what the applier set last time (`last_set`, at `last_version`)

@@ -8,8 +8,10 @@
 //! old and new objects and their comparison in each other version, made on first need: a
 //! write whose managers all share its version converts nothing.
 //!
-//! An entry whose version the kind is not served in (or whose objects do not convert) is
-//! dropped by the next write, as kube drops entries of versions it cannot convert to.
+//! An entry whose version the kind is not served in is dropped by the next write, as kube
+//! drops entries of versions it cannot convert to; a conversion that fails (a webhook's
+//! error) fails an apply and leaves any other write without managedFields, as kube's field
+//! manager does ([`KindVersions::take_failure`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,8 +27,17 @@ pub trait KindVersions {
     fn schema(&self, api_version: &str) -> Option<Arc<TypeSchema>>;
 
     /// Returns `obj`, an object at `from`, converted to `to` (its `apiVersion` set to `to`);
-    /// `None` when it cannot be.
+    /// `None` when it cannot be: the kind is not served at `to`, or the conversion failed,
+    /// which the implementation then keeps for [`KindVersions::take_failure`].
     fn convert(&self, obj: &Value, from: &str, to: &str) -> Option<Value>;
+
+    /// Takes the error of the first conversion that failed since the last call (a conversion
+    /// webhook's), if one did. kube's field manager tells a version the kind is not served in
+    /// (its entries are dropped) from a conversion that fails: an apply then fails with the
+    /// error, and any other write stores no managedFields at all.
+    fn take_failure(&self) -> Option<String> {
+        None
+    }
 }
 
 /// One other version's view of a write.

@@ -97,6 +97,8 @@ fn apply_error(err: ApplyError) -> ApiError {
                 .collect(),
         },
         ApplyError::BadRequest(m) => ApiError::BadRequest(m),
+        // kube answers a failed conversion with its error as it is (500, no reason).
+        e @ ApplyError::Conversion { .. } => ApiError::Failed(e.to_string()),
         other => ApiError::Internal(other.to_string()),
     }
 }
@@ -262,9 +264,7 @@ impl Store {
             None | Some(Value::Null) => 0,
             Some(r) => check_scale_replicas(name, r)?,
         };
-        let mut new = old.clone();
-        super::scale::set_replicas(kind, &mut new, replicas);
-        object::prepare_update(kind, &mut new, old, namespace)?;
+        let mut new = super::scale::rescaled(kind, old, replicas, namespace)?;
         managed::set_from_scale(&**self.kinds(), kind, old, &mut new, scale_list.as_ref());
         Ok(new)
     }
@@ -299,11 +299,15 @@ impl Store {
         };
         let describe = format!("{namespace}/{name}; {}", gvk_string(&gv, kind.kind));
         let now = crate::clock::now_rfc3339();
-        let live = Value::Object(current);
         let (old, live_managed) = match old {
             Some((old, managed)) => (Some(old), managed),
             None => (None, None),
         };
+        // The stored object in the form the write is prepared in: the served one for kinds
+        // prepared as served.
+        let served_old = (old.is_some() && object::prepared_as_served(kind)).then(|| current.clone());
+        let old = served_old.as_ref().or(old);
+        let live = Value::Object(current);
         let (merged, managed_fields) = fm
             .apply_with_managed(&live, live_managed, config, req.manager, req.force, &now, &describe)
             .map_err(apply_error)?;
@@ -313,7 +317,7 @@ impl Store {
             check_identity(kind, &new, old, name)?;
         }
         managed::take_requested(&mut new);
-        object::to_stored_version(kind, &mut new)?;
+        object::to_prepared_form(kind, &mut new)?;
         match (old, req.target) {
             (None, _) => {
                 let prepared = object::prepare_create(kind, &mut new, namespace);
@@ -326,6 +330,7 @@ impl Store {
             }
         }
         managed::set(&mut new, managed_fields);
+        object::prepared_to_stored(kind, &mut new)?;
         Ok((new, warnings))
     }
 }

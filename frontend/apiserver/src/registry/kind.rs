@@ -143,10 +143,44 @@ pub trait VersionConverter: Send + Sync + std::fmt::Debug {
         self.to_served(obj)
     }
 
+    /// [`VersionConverter::to_served_from_storage`] of many objects, each with the revision its
+    /// bytes were stored at, converted together: a converter that calls out (a conversion
+    /// webhook) sends them in one request, as kube's webhook converter converts a list.
+    ///
+    /// # Errors
+    ///
+    /// As [`VersionConverter::to_served`]; the objects are then in no defined state.
+    fn to_served_from_storage_all(&self, objs: &mut [(strategy::Object, i64)]) -> Result<(), crate::error::ApiError> {
+        objs.iter_mut().try_for_each(|(obj, revision)| self.to_served_from_storage(obj, *revision))
+    }
+
     /// Whether the stored object `namespace`/`name` at `revision` is known to be served
     /// exactly as stored (the converter read it before and changed nothing), so a LIST may hand
     /// out its stored bytes without decoding it. Never, unless a converter keeps such verdicts.
     fn served_as_stored(&self, _namespace: &str, _name: &str, _revision: i64) -> bool {
+        false
+    }
+
+    /// Converts `obj`, an object of any version this converter's kind is served in, straight
+    /// to `api_version`, without defaults (the field manager's view of an object in a
+    /// manager's version), when this converter can: a conversion webhook converts between any
+    /// two versions in one call. `None` when it cannot; objects then go through the stored
+    /// version.
+    fn to_version(
+        &self,
+        _obj: &mut strategy::Object,
+        _api_version: &str,
+    ) -> Option<Result<(), crate::error::ApiError>> {
+        None
+    }
+
+    /// Whether writes are prepared (defaulted, validated, their managers recorded) in the
+    /// version they were sent in and converted to the stored version after, with the stored
+    /// object converted to that version for comparison, as kube handles custom resources,
+    /// whose versions each have their own schema and rules. Otherwise a write is converted to
+    /// the stored form first and prepared there (built-in kinds, whose strategy is written
+    /// for their stored form).
+    fn prepares_served(&self) -> bool {
         false
     }
 }

@@ -88,8 +88,9 @@ pub fn take_requested(obj: &mut Object) -> Option<Value> {
 }
 
 /// Records a create (`live` = `None`) or an update of `new` by `manager` through `subresource`,
-/// setting `new`'s managedFields. `live` and `new` are in the stored form; the field manager
-/// sees them in `kind`'s version, the one its entry records.
+/// setting `new`'s managedFields. `live` and `new` are in the form the write is prepared in
+/// (the stored form, or the served one for kinds prepared as served); the field manager sees
+/// them in `kind`'s version, the one its entry records.
 pub fn track(
     kinds: &dyn ServedKinds,
     kind: &ResourceKind,
@@ -108,9 +109,10 @@ pub fn track(
         subresource,
         versions: versions.as_ref().map(|v| v as &dyn KindVersions),
     };
+    let convert = versions.is_some() && !object::prepared_as_served(kind);
     let served = |obj: &Object| {
         let mut out = obj.clone();
-        if versions.is_some() && object::to_served_version(kind, &mut out).is_err() {
+        if convert && object::to_served_version(kind, &mut out).is_err() {
             // Not reached for the built-in conversions, which cannot fail.
             out = obj.clone();
         }
@@ -124,20 +126,22 @@ pub fn track(
 }
 
 /// The versions a server serves one kind's storage in, for managers recorded through them:
-/// objects convert from one to another through the stored version, with each row's
-/// [`VersionConverter`](super::VersionConverter). Rows are looked up only when an entry's
-/// version is not the request's.
-#[derive(Debug, Clone, Copy)]
+/// objects convert from one to another straight (a conversion webhook) or through the stored
+/// version, with each row's [`VersionConverter`](super::VersionConverter). Rows are looked up
+/// only when an entry's version is not the request's. Made for one write: it keeps the first
+/// conversion that failed, for the field manager ([`KindVersions::take_failure`]).
+#[derive(Debug)]
 pub struct ServedVersions<'a> {
     kinds: &'a dyn ServedKinds,
     kind: &'a ResourceKind,
+    failure: std::cell::RefCell<Option<String>>,
 }
 
 impl<'a> ServedVersions<'a> {
     /// The versions of `kind`'s storage; `None` when the server compares every manager in the
     /// request's version (see [`ServedKinds::converts_managed_fields`]).
     pub fn of(kinds: &'a dyn ServedKinds, kind: &'a ResourceKind) -> Option<Self> {
-        kinds.converts_managed_fields().then_some(ServedVersions { kinds, kind })
+        kinds.converts_managed_fields(kind).then(|| ServedVersions { kinds, kind, failure: Default::default() })
     }
 
     /// The row serving `kind`'s storage at `api_version`.
@@ -164,10 +168,22 @@ impl KindVersions for ServedVersions<'_> {
         let (from_row, to_row) = (self.row(from)?, self.row(to)?);
         let Value::Object(obj) = obj else { return None };
         let mut obj = obj.clone();
-        object::to_stored_version(from_row, &mut obj).ok()?;
-        object::to_served_version(to_row, &mut obj).ok()?;
+        let converted = match from_row.converter.and_then(|c| c.to_version(&mut obj, to)) {
+            Some(direct) => direct,
+            None => {
+                object::to_stored_version(from_row, &mut obj).and_then(|()| object::to_served_version(to_row, &mut obj))
+            }
+        };
+        if let Err(e) = converted {
+            self.failure.borrow_mut().get_or_insert_with(|| e.to_string());
+            return None;
+        }
         obj.insert("apiVersion".into(), to.into());
         Some(Value::Object(obj))
+    }
+
+    fn take_failure(&self) -> Option<String> {
+        self.failure.borrow_mut().take()
     }
 }
 

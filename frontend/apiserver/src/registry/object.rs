@@ -541,6 +541,55 @@ pub fn to_served_version(kind: &ResourceKind, obj: &mut Object) -> Result<(), Ap
     }
 }
 
+/// Whether `kind`'s writes are prepared in the version they were sent in (see
+/// [`VersionConverter::prepares_served`](super::VersionConverter::prepares_served)); other
+/// kinds' writes are prepared in their stored form.
+pub fn prepared_as_served(kind: &ResourceKind) -> bool {
+    kind.converter.is_some_and(|c| c.prepares_served())
+}
+
+/// Rewrites a decoded body into the form its write is prepared in.
+///
+/// # Errors
+///
+/// As [`to_stored_version`].
+pub fn to_prepared_form(kind: &ResourceKind, obj: &mut Object) -> Result<(), ApiError> {
+    if prepared_as_served(kind) {
+        return Ok(());
+    }
+    to_stored_version(kind, obj)
+}
+
+/// Returns the stored object `old` in the form a write over it is prepared in: converted to
+/// the served version only for kinds prepared as served.
+///
+/// # Errors
+///
+/// As [`to_served_version`].
+pub fn stored_in_prepared_form<'a>(
+    kind: &ResourceKind,
+    old: &'a Object,
+) -> Result<std::borrow::Cow<'a, Object>, ApiError> {
+    if !prepared_as_served(kind) {
+        return Ok(std::borrow::Cow::Borrowed(old));
+    }
+    let mut served = old.clone();
+    to_served_version(kind, &mut served)?;
+    Ok(std::borrow::Cow::Owned(served))
+}
+
+/// Rewrites a prepared write into the stored form (a no-op where it was prepared there).
+///
+/// # Errors
+///
+/// As [`to_stored_version`].
+pub fn prepared_to_stored(kind: &ResourceKind, obj: &mut Object) -> Result<(), ApiError> {
+    if prepared_as_served(kind) {
+        return to_stored_version(kind, obj);
+    }
+    Ok(())
+}
+
 /// Decodes a stored value as `kind` serves it, with `resourceVersion` set to `revision`.
 ///
 /// # Errors

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::managed;
 use super::object::{self, meta_str, FieldValidation};
-use super::scale::{scale_of, set_replicas};
+use super::scale::{rescaled, scale_of};
 use super::strategy::{get_path, Object};
 use super::{ResourceKind, Store};
 use crate::error::{ApiError, FieldError, OPTIMISTIC_LOCK_MESSAGE};
@@ -121,37 +121,42 @@ impl Store {
                                 )],
                             })?,
                         };
-                        let mut new = old.clone();
-                        set_replicas(kind, &mut new, replicas);
-                        object::prepare_update(kind, &mut new, old, namespace)?;
+                        let mut new = rescaled(kind, old, replicas, namespace)?;
                         let patched = Value::Object(patched);
                         managed::track_scale(&**self.kinds(), kind, old, &mut new, &scale, &patched, req.manager);
                         Ok(new)
                     }
                     PatchTarget::Object | PatchTarget::Status => {
-                        let patched =
-                            patch::apply(req.patch_type, &Value::Object(current), req.body, kind.object_schema())?;
+                        let current = Value::Object(current);
+                        let patched = patch::apply(req.patch_type, &current, req.body, kind.object_schema())?;
                         let (mut patched, w) = object::decode_value(&**self.kinds(), kind, patched, req.validation)?;
                         warnings = w;
                         check_identity(kind, &patched, old, name)?;
                         let requested = managed::take_requested(&mut patched);
-                        object::to_stored_version(kind, &mut patched)?;
+                        object::to_prepared_form(kind, &mut patched)?;
+                        // The stored object in the form the write is prepared in.
+                        let live = match &current {
+                            Value::Object(served) if object::prepared_as_served(kind) => served,
+                            _ => old,
+                        };
                         if req.target == PatchTarget::Status {
-                            let mut new = object::prepare_status_update(kind, &patched, old, namespace)?;
-                            managed::track(&**self.kinds(), kind, Some(old), &mut new, None, req.manager, "status");
+                            let mut new = object::prepare_status_update(kind, &patched, live, namespace)?;
+                            managed::track(&**self.kinds(), kind, Some(live), &mut new, None, req.manager, "status");
+                            object::prepared_to_stored(kind, &mut new)?;
                             return Ok(new);
                         }
-                        let prepared = object::prepare_update(kind, &mut patched, old, namespace);
-                        self.admit(kind, prepared, &patched, Some(old))?;
+                        let prepared = object::prepare_update(kind, &mut patched, live, namespace);
+                        self.admit(kind, prepared, &patched, Some(live))?;
                         managed::track(
                             &**self.kinds(),
                             kind,
-                            Some(old),
+                            Some(live),
                             &mut patched,
                             requested.as_ref(),
                             req.manager,
                             "",
                         );
+                        object::prepared_to_stored(kind, &mut patched)?;
                         Ok(patched)
                     }
                 }

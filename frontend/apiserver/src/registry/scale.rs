@@ -37,6 +37,22 @@ pub fn set_replicas(kind: &ResourceKind, obj: &mut Object, replicas: i64) {
     }
 }
 
+/// Returns the stored object `old` with its desired replicas set to `replicas`, prepared as an
+/// update in the form `kind`'s writes are prepared in (the served version's, for custom
+/// resources) and back in the stored form.
+///
+/// # Errors
+///
+/// As [`object::prepare_update`], and the converter's.
+pub(crate) fn rescaled(kind: &ResourceKind, old: &Object, replicas: i64, namespace: &str) -> Result<Object, ApiError> {
+    let live = object::stored_in_prepared_form(kind, old)?;
+    let mut new = live.clone().into_owned();
+    set_replicas(kind, &mut new, replicas);
+    object::prepare_update(kind, &mut new, &live, namespace)?;
+    object::prepared_to_stored(kind, &mut new)?;
+    Ok(new)
+}
+
 /// Returns the `Scale` of a (stored) object of `kind`.
 pub fn scale_of(kind: &ResourceKind, obj: &Object) -> Value {
     let meta = &obj["metadata"];
@@ -123,9 +139,7 @@ impl Store {
         };
         let out = self
             .guaranteed_update(kind, namespace, name, precondition, dry_run, |old| {
-                let mut new = old.clone();
-                set_replicas(kind, &mut new, replicas);
-                object::prepare_update(kind, &mut new, old, namespace)?;
+                let mut new = rescaled(kind, old, replicas, namespace)?;
                 let mut old_scale = scale_of(kind, old);
                 managed::scale_managers(&**self.kinds(), kind, old, &mut old_scale);
                 let written = Value::Object(body.clone());

@@ -106,10 +106,10 @@ pub trait ServedKinds: Send + Sync + std::fmt::Debug {
     /// The OpenAPI documents if they have been built.
     fn openapi_if_built(&self) -> Option<&'static Documents>;
 
-    /// Whether managedFields entries recorded through another version of a kind are compared
+    /// Whether managedFields entries recorded through another version of `kind` are compared
     /// and pruned in their own version (kube's version converter), converted through the
     /// rows of the kind's storage; otherwise every entry is compared in the request's version.
-    fn converts_managed_fields(&self) -> bool {
+    fn converts_managed_fields(&self, _kind: &ResourceKind) -> bool {
         true
     }
 

@@ -5,7 +5,11 @@
 //! the namespace lifecycle) is in [`super::deletion`], `/scale` in [`super::scale`].
 //!
 //! Objects are converted to the stored version on the way in and to the served version on
-//! the way out (only events.k8s.io and autoscaling/v1 differ); strategies see the stored form.
+//! the way out (only events.k8s.io, autoscaling/v1 and custom resources differ); strategies
+//! see the stored form, but for kinds whose converter prepares writes in the version they
+//! were sent in (custom resources: see [`super::VersionConverter::prepares_served`]). A LIST
+//! converts the objects of one internal page together, so a converter that calls a webhook
+//! sends one request per page.
 //!
 //! Optimistic concurrency: every write is a Txn on the key's `mod_revision`. A PUT that carries
 //! `metadata.resourceVersion` must match it (else 409 Conflict); one that does not is retried
@@ -16,6 +20,7 @@
 use std::sync::Arc;
 
 use base64::Engine as _;
+use bytes::Bytes;
 use serde_json::{json, Value};
 
 use super::admission::{self, Admission};
@@ -289,13 +294,9 @@ impl ListScan<'_> {
                 self.ahead = Some(tokio::spawn(read));
             }
             let (more, count, examined) = (page.more, page.count, page.kvs.len() as i64);
-            batch.reserve(page.kvs.len());
-            for kv in page.kvs {
-                if let Some(item) = self.item(kv)? {
-                    batch.push(item);
-                    self.matched += 1;
-                }
-            }
+            let before = batch.len();
+            self.items(page.kvs, &mut batch)?;
+            self.matched += (batch.len() - before) as i64;
             if !more {
                 self.done = true;
             } else if self.limit > 0 && self.matched >= self.limit {
@@ -309,24 +310,67 @@ impl ListScan<'_> {
         Ok(batch)
     }
 
-    /// Returns the record as a list item if it passes the selectors.
-    fn item(&self, kv: KeyValue) -> Result<Option<ListItem>, ApiError> {
-        let mut bytes = kv.value;
-        if self.stored {
-            match RawObject::new(bytes, kv.mod_revision) {
-                // An object a converter would change is decoded and converted.
-                Ok(raw) if !self.as_stored(&raw, kv.mod_revision) => bytes = raw.into_bytes(),
-                Ok(raw) => match self.selects(&raw) {
-                    Some(selected) => return Ok(selected.then_some(ListItem::Stored(raw))),
-                    // Labels or names of another shape than strings: decode.
-                    None => bytes = raw.into_bytes(),
-                },
-                // Unusual bytes take the decoding path, which reports what is wrong with them.
-                Err(back) => bytes = back,
+    /// Appends the records of one page that pass the selectors to `batch` as list items, in
+    /// key order. The records that need decoding are decoded first and converted to the
+    /// served version together ([`VersionConverter::to_served_from_storage_all`]), then
+    /// selected, since field selectors read the served form.
+    ///
+    /// [`VersionConverter::to_served_from_storage_all`]: super::VersionConverter::to_served_from_storage_all
+    fn items(&self, kvs: Vec<KeyValue>, batch: &mut Vec<ListItem>) -> Result<(), ApiError> {
+        /// A record's place in the page: handed out as stored (or not selected), or the
+        /// next of the decoded objects.
+        enum Slot {
+            Ready(Option<ListItem>),
+            Decoded,
+        }
+        let mut slots = Vec::with_capacity(kvs.len());
+        let mut decoded: Vec<(Object, i64)> = Vec::new();
+        for kv in kvs {
+            match self.stored_item(kv.value, kv.mod_revision) {
+                Ok(item) => slots.push(Slot::Ready(item)),
+                Err(bytes) => {
+                    slots.push(Slot::Decoded);
+                    decoded.push((object::from_storage(&bytes, kv.mod_revision)?, kv.mod_revision));
+                }
             }
         }
-        let obj = Value::Object(object::from_storage_as(self.kind, &bytes, kv.mod_revision)?);
-        Ok((self.labels.matches(&object::labels(&obj)) && self.fields.matches(&obj)).then_some(ListItem::Object(obj)))
+        if let (Some(converter), false) = (self.kind.converter, decoded.is_empty()) {
+            converter.to_served_from_storage_all(&mut decoded)?;
+        }
+        let mut decoded = decoded.into_iter().map(|(obj, _)| Value::Object(obj));
+        batch.reserve(slots.len());
+        for slot in slots {
+            let item = match slot {
+                Slot::Ready(item) => item,
+                Slot::Decoded => {
+                    let obj =
+                        decoded.next().ok_or_else(|| ApiError::Internal("a decoded list item went missing".into()))?;
+                    (self.labels.matches(&object::labels(&obj)) && self.fields.matches(&obj))
+                        .then_some(ListItem::Object(obj))
+                }
+            };
+            batch.extend(item);
+        }
+        Ok(())
+    }
+
+    /// Returns a record served as its stored bytes as a list item, or `None` when the
+    /// selectors leave it out; its bytes back when it must be decoded.
+    fn stored_item(&self, bytes: Bytes, revision: i64) -> Result<Option<ListItem>, Bytes> {
+        if !self.stored {
+            return Err(bytes);
+        }
+        match RawObject::new(bytes, revision) {
+            // An object a converter would change is decoded and converted.
+            Ok(raw) if !self.as_stored(&raw, revision) => Err(raw.into_bytes()),
+            Ok(raw) => match self.selects(&raw) {
+                Some(selected) => Ok(selected.then_some(ListItem::Stored(raw))),
+                // Labels or names of another shape than strings: decode.
+                None => Err(raw.into_bytes()),
+            },
+            // Unusual bytes take the decoding path, which reports what is wrong with them.
+            Err(back) => Err(back),
+        }
     }
 
     /// Whether a stored object is served as stored: always without a converter, else when the
@@ -613,10 +657,11 @@ impl Store {
         manager: &str,
     ) -> Result<Object, ApiError> {
         let requested = managed::take_requested(&mut obj);
-        object::to_stored_version(kind, &mut obj)?;
+        object::to_prepared_form(kind, &mut obj)?;
         let prepared = object::prepare_create(kind, &mut obj, namespace);
         self.admit(kind, prepared, &obj, None)?;
         managed::track(&**self.kinds(), kind, None, &mut obj, requested.as_ref(), manager, "");
+        object::prepared_to_stored(kind, &mut obj)?;
         self.create_prepared(kind, namespace, obj, dry_run).await
     }
 
@@ -685,13 +730,15 @@ impl Store {
     ) -> Result<Object, ApiError> {
         let precondition = body_precondition(&obj, name)?;
         let requested = managed::take_requested(&mut obj);
-        object::to_stored_version(kind, &mut obj)?;
+        object::to_prepared_form(kind, &mut obj)?;
         let mut out = self
-            .guaranteed_update(kind, namespace, name, precondition, dry_run, |old| {
+            .guaranteed_update(kind, namespace, name, precondition, dry_run, |stored| {
+                let old = object::stored_in_prepared_form(kind, stored)?;
                 let mut new = obj.clone();
-                let prepared = object::prepare_update(kind, &mut new, old, namespace);
-                self.admit(kind, prepared, &new, Some(old))?;
-                managed::track(&**self.kinds(), kind, Some(old), &mut new, requested.as_ref(), manager, "");
+                let prepared = object::prepare_update(kind, &mut new, &old, namespace);
+                self.admit(kind, prepared, &new, Some(&old))?;
+                managed::track(&**self.kinds(), kind, Some(&old), &mut new, requested.as_ref(), manager, "");
+                object::prepared_to_stored(kind, &mut new)?;
                 Ok(new)
             })
             .await?;
@@ -730,11 +777,13 @@ impl Store {
         manager: &str,
     ) -> Result<Object, ApiError> {
         let precondition = body_precondition(&obj, name)?;
-        object::to_stored_version(kind, &mut obj)?;
+        object::to_prepared_form(kind, &mut obj)?;
         let mut out = self
-            .guaranteed_update(kind, namespace, name, precondition, dry_run, |old| {
-                let mut new = object::prepare_status_update(kind, &obj, old, namespace)?;
-                managed::track(&**self.kinds(), kind, Some(old), &mut new, None, manager, "status");
+            .guaranteed_update(kind, namespace, name, precondition, dry_run, |stored| {
+                let old = object::stored_in_prepared_form(kind, stored)?;
+                let mut new = object::prepare_status_update(kind, &obj, &old, namespace)?;
+                managed::track(&**self.kinds(), kind, Some(&old), &mut new, None, manager, "status");
+                object::prepared_to_stored(kind, &mut new)?;
                 Ok(new)
             })
             .await?;
