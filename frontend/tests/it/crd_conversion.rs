@@ -721,6 +721,11 @@ async fn managers_keep_their_fields_in_their_own_version(backend: Backend) {
     let refused = refused.expect("the failing webhook's refusal");
     assert_eq!(refused.trim(), format!("Error from server: {expected}"));
     assert_eq!(stored(&c, "a").await["spec"]["size"], 1);
+    // The webhook is asked once: the old object's conversion fails, the new one is not sent.
+    let before = hook.reviews().len();
+    let out = apply_as(&c, "one", "v1", json!({"size": 2})).await;
+    assert!(!out.ok && out.stderr.contains(expected), "{}", out.stderr);
+    assert_eq!(objects_per_review(&hook, before), [1]);
     let patched = c
         .request(
             Credentials::Admin,

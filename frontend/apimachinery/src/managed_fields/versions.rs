@@ -86,12 +86,10 @@ impl<'a> VersionViews<'a> {
 
     fn make(&self, api_version: &str) -> Result<Option<VersionView>, TypedError> {
         let Some(schema) = self.versions.schema(api_version) else { return Ok(None) };
-        let (Some(old), Some(new)) = (
-            self.versions.convert(self.old, self.from, api_version),
-            self.versions.convert(self.new, self.from, api_version),
-        ) else {
-            return Ok(None);
-        };
+        // The old object first, and the new one only if it converted: a failing webhook
+        // is asked once, as kube's field manager asks it.
+        let Some(old) = self.versions.convert(self.old, self.from, api_version) else { return Ok(None) };
+        let Some(new) = self.versions.convert(self.new, self.from, api_version) else { return Ok(None) };
         let comparison = compare(&schema, &old, &new)?;
         let changed = comparison.modified.union(&comparison.added);
         Ok(Some(VersionView { comparison, changed }))
