@@ -343,7 +343,11 @@ fn string(schema: &Value, patterns: &Patterns, v: &Value, s: &str, path: &str, e
     }
     if let Some(format) = schema["format"].as_str() {
         if !crate::formats::conforms(format, s) {
-            errs.push(invalid(path, v, format!("{path} in body must be of type {format}: {s:?}")));
+            errs.push(invalid(
+                path,
+                v,
+                format!("{path} in body must be of type {format}: {}", crate::cel_ip::go_quote(s)),
+            ));
         }
     }
 }
