@@ -408,6 +408,10 @@ fn validate_schema(schema: &Value, schema_path: &str, errs: &mut Vec<FieldError>
     if schema["nullable"] == true {
         errs.push(FieldError::forbidden(format!("{schema_path}.nullable"), "nullable cannot be true at the root"));
     }
+    if schema.get("additionalProperties").is_some_and(|a| a.is_object() || a == true) {
+        errs.push(FieldError::forbidden(format!("{schema_path}.additionalProperties"), "must not be used at the root"));
+    }
+    object_invariants(schema, &schema_path, true, errs);
     structural(schema, &schema_path, errs);
     // Rules are compiled against a schema kube accepts as structural, as kube does.
     if errs.len() == before {
@@ -484,10 +488,12 @@ fn structural(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
                     "must not be empty for specified object fields",
                 ));
             }
+            object_invariants(sub, &sub_path, false, errs);
             structural(sub, &sub_path, errs);
         }
     }
     if let Some(additional) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+        object_invariants(additional, &format!("{path}.additionalProperties"), false, errs);
         structural(additional, &format!("{path}.additionalProperties"), errs);
     }
     if schema["type"] == "array" {
@@ -504,6 +510,7 @@ fn structural(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
                         "must not be empty for specified array items",
                     ));
                 }
+                object_invariants(items, &format!("{path}.items"), false, errs);
                 structural(items, &format!("{path}.items"), errs);
             }
         }
@@ -546,6 +553,9 @@ fn structural(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
     // string}]` (directly or in its first `allOf`), as CRD generators write every quantity:
     // kube lets those types stand.
     let int_or_string = schema["x-kubernetes-int-or-string"] == true;
+    if let Some(not) = schema.get("not").filter(|n| n.is_object()) {
+        structural_value_validation(not, &format!("{path}.not"), errs);
+    }
     for combinator in ["allOf", "anyOf", "oneOf"] {
         for (i, sub) in schema[combinator].as_array().into_iter().flatten().enumerate() {
             let at = format!("{path}.{combinator}[{i}]");
@@ -572,15 +582,137 @@ fn is_int_or_string_any_of(schema: &Value) -> bool {
 }
 
 /// Inside `allOf`/`anyOf`/`oneOf`/`not` only value validations are allowed (kube's
-/// `validateValueValidation`): no types, defaults or descriptions.
+/// `validateNestedValueValidation`): no types, defaults, descriptions or kube extensions, and
+/// no reasoning about metadata; nested properties, items and junctors are held to the same.
 fn structural_value_validation(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
-    for (field, text) in [
-        ("type", "must be empty to be structural"),
-        ("default", "must be undefined to be structural"),
-        ("description", "must be empty to be structural"),
-    ] {
-        if schema.get(field).is_some() {
+    let set = |field: &str| schema.get(field).is_some_and(|v| !v.is_null() && *v != false && *v != "");
+    let listed = |field: &str| schema[field].as_array().is_some_and(|a| !a.is_empty());
+    for combinator in ["anyOf", "allOf", "oneOf"] {
+        for (i, sub) in schema[combinator].as_array().into_iter().flatten().enumerate() {
+            structural_value_validation(sub, &format!("{path}.{combinator}[{i}]"), errs);
+        }
+    }
+    if let Some(not) = schema.get("not").filter(|n| n.is_object()) {
+        structural_value_validation(not, &format!("{path}.not"), errs);
+    }
+    if let Some(items) = schema.get("items").filter(|i| i.is_object()) {
+        structural_value_validation(items, &format!("{path}.items"), errs);
+    }
+    for (key, sub) in schema["properties"].as_object().into_iter().flatten() {
+        structural_value_validation(sub, &format!("{path}.properties[{key}]"), errs);
+    }
+    let checks: [(&str, bool, &str); 13] = [
+        ("type", set("type"), "must be empty to be structural"),
+        ("additionalProperties", schema.get("additionalProperties").is_some(), "must be undefined to be structural"),
+        ("default", schema.get("default").is_some(), "must be undefined to be structural"),
+        ("title", set("title"), "must be empty to be structural"),
+        ("description", set("description"), "must be empty to be structural"),
+        ("nullable", schema["nullable"] == true, "must be false to be structural"),
+        ("externalDocs", schema.get("externalDocs").is_some(), "must be undefined to be structural"),
+        (
+            "x-kubernetes-preserve-unknown-fields",
+            schema["x-kubernetes-preserve-unknown-fields"] == true,
+            "must be false to be structural",
+        ),
+        (
+            "x-kubernetes-embedded-resource",
+            schema["x-kubernetes-embedded-resource"] == true,
+            "must be false to be structural",
+        ),
+        ("x-kubernetes-int-or-string", schema["x-kubernetes-int-or-string"] == true, "must be false to be structural"),
+        ("x-kubernetes-list-map-keys", listed("x-kubernetes-list-map-keys"), "must be empty to be structural"),
+        (
+            "x-kubernetes-list-type",
+            schema.get("x-kubernetes-list-type").is_some(),
+            "must be undefined to be structural",
+        ),
+        ("x-kubernetes-map-type", schema.get("x-kubernetes-map-type").is_some(), "must be undefined to be structural"),
+    ];
+    for (field, present, text) in checks {
+        if present {
             errs.push(FieldError::forbidden(format!("{path}.{field}"), text));
+        }
+    }
+    if schema["properties"].get("metadata").is_some() {
+        errs.push(FieldError::forbidden(
+            format!("{path}.properties[metadata]"),
+            "must not be specified in a nested context",
+        ));
+    }
+}
+
+/// kube's invariants of one schema node beyond types: the extensions that exclude each other,
+/// embedded resources (an object with properties or preserving unknown fields), and, at the
+/// root and in embedded resources, `kind`/`apiVersion` as strings and `metadata` as an object
+/// that may only say something about `name` and `generateName`.
+fn object_invariants(schema: &Value, path: &str, root: bool, errs: &mut Vec<FieldError>) {
+    let int_or_string = schema["x-kubernetes-int-or-string"] == true;
+    let embedded = schema["x-kubernetes-embedded-resource"] == true;
+    let preserve = schema["x-kubernetes-preserve-unknown-fields"] == true;
+    if int_or_string && preserve {
+        errs.push(FieldError::invalid(
+            format!("{path}.x-kubernetes-preserve-unknown-fields"),
+            true,
+            "must be false if x-kubernetes-int-or-string is true",
+        ));
+    }
+    if int_or_string && embedded {
+        errs.push(FieldError::invalid(
+            format!("{path}.x-kubernetes-embedded-resource"),
+            true,
+            "must be false if x-kubernetes-int-or-string is true",
+        ));
+    }
+    let type_ = schema["type"].as_str().unwrap_or("");
+    if embedded && type_ != "object" {
+        let text = "must be object if x-kubernetes-embedded-resource is true";
+        errs.push(match type_ {
+            "" => FieldError::required(format!("{path}.type"), text),
+            other => FieldError::invalid(format!("{path}.type"), other, text),
+        });
+    }
+    if embedded && schema.get("additionalProperties").is_some_and(|a| !a.is_null()) {
+        errs.push(FieldError::forbidden(
+            format!("{path}.additionalProperties"),
+            "must not be used if x-kubernetes-embedded-resource is set",
+        ));
+    }
+    let properties = schema["properties"].as_object();
+    if embedded && !preserve && properties.is_none_or(|p| p.is_empty()) {
+        errs.push(FieldError::required(
+            format!("{path}.properties"),
+            "must not be empty if x-kubernetes-embedded-resource is true without x-kubernetes-preserve-unknown-fields",
+        ));
+    }
+    let check_metadata = root || embedded;
+    let Some(properties) = properties else { return };
+    if check_metadata {
+        for key in ["kind", "apiVersion"] {
+            if let Some(sub) = properties.get(key).filter(|s| s["type"] != "string") {
+                let shown = sub["type"].as_str().unwrap_or("");
+                errs.push(FieldError::invalid(format!("{path}.properties[{key}].type"), shown, "must be string"));
+            }
+        }
+    }
+    let Some(metadata) = properties.get("metadata") else { return };
+    let metadata_path = format!("{path}.properties[metadata]");
+    if check_metadata && metadata["type"] != "object" {
+        let shown = metadata["type"].as_str().unwrap_or("");
+        errs.push(FieldError::invalid(format!("{metadata_path}.type"), shown, "must be object"));
+    }
+    if root {
+        let only_names =
+            |p: &Value| p.as_object().is_some_and(|m| m.keys().all(|k| k == "name" || k == "generateName"));
+        let other = metadata.as_object().into_iter().flatten().any(|(k, v)| match k.as_str() {
+            "type" | "default" => false,
+            "properties" => !only_names(v),
+            _ => true,
+        });
+        if other {
+            errs.push(FieldError::forbidden(
+                metadata_path,
+                "must not specify anything other than name and generateName, but metadata is implicitly specified",
+            ));
         }
     }
 }
@@ -705,5 +837,72 @@ mod tests {
         assert_eq!(errs, vec!["metadata.annotations[api-approved.kubernetes.io]: Required value: protected groups must have approval annotation \"api-approved.kubernetes.io\", see https://github.com/kubernetes/enhancements/pull/1111"]);
         c["metadata"]["annotations"] = json!({API_APPROVED: "https://github.com/kubernetes/kubernetes/pull/1"});
         assert!(validate(&c, None).is_empty());
+    }
+
+    fn schema_errors(schema: Value) -> Vec<String> {
+        let mut def = crd();
+        def["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = schema;
+        validate(&def, None).iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn structural_invariants_read_as_kube_words_them() {
+        let at = "spec.validation.openAPIV3Schema";
+        let cases: Vec<(Value, Vec<String>)> = vec![
+            (
+                json!({"type": "object", "additionalProperties": {"type": "string"}}),
+                vec![format!("{at}.additionalProperties: Forbidden: must not be used at the root")],
+            ),
+            (
+                json!({"type": "object", "properties": {"q": {"x-kubernetes-int-or-string": true,
+                    "x-kubernetes-preserve-unknown-fields": true}}}),
+                vec![format!("{at}.properties[q].x-kubernetes-preserve-unknown-fields: Invalid value: true: must be false if x-kubernetes-int-or-string is true")],
+            ),
+            (
+                json!({"type": "object", "properties": {"t": {"type": "string", "x-kubernetes-embedded-resource": true}}}),
+                vec![
+                    format!("{at}.properties[t].type: Invalid value: \"string\": must be object if x-kubernetes-embedded-resource is true"),
+                    format!("{at}.properties[t].properties: Required value: must not be empty if x-kubernetes-embedded-resource is true without x-kubernetes-preserve-unknown-fields"),
+                ],
+            ),
+            (
+                json!({"type": "object", "properties": {"t": {"type": "object", "x-kubernetes-embedded-resource": true,
+                    "x-kubernetes-preserve-unknown-fields": true,
+                    "properties": {"kind": {"type": "integer"}, "metadata": {"type": "string"}}}}}),
+                vec![
+                    format!("{at}.properties[t].properties[kind].type: Invalid value: \"integer\": must be string"),
+                    format!("{at}.properties[t].properties[metadata].type: Invalid value: \"string\": must be object"),
+                ],
+            ),
+            (
+                json!({"type": "object", "properties": {"metadata": {"type": "object",
+                    "properties": {"name": {"type": "string"}, "labels": {"type": "object"}}}}}),
+                vec![format!("{at}.properties[metadata]: Forbidden: must not specify anything other than name and generateName, but metadata is implicitly specified")],
+            ),
+            (
+                json!({"type": "object", "properties": {"metadata": {"type": "object",
+                    "properties": {"name": {"type": "string", "maxLength": 20}}}}}),
+                vec![],
+            ),
+            (
+                json!({"type": "object", "properties": {"s": {"type": "string",
+                    "not": {"title": "t", "nullable": true, "x-kubernetes-list-type": "set"},
+                    "oneOf": [{"properties": {"metadata": {"x-kubernetes-int-or-string": true}}}]}}}),
+                vec![
+                    format!("{at}.properties[s].not.title: Forbidden: must be empty to be structural"),
+                    format!("{at}.properties[s].not.nullable: Forbidden: must be false to be structural"),
+                    format!("{at}.properties[s].not.x-kubernetes-list-type: Forbidden: must be undefined to be structural"),
+                    format!("{at}.properties[s].oneOf[0].properties[metadata].x-kubernetes-int-or-string: Forbidden: must be false to be structural"),
+                    format!("{at}.properties[s].oneOf[0].properties[metadata]: Forbidden: must not be specified in a nested context"),
+                ],
+            ),
+        ];
+        for (schema, want) in cases {
+            let mut got = schema_errors(schema.clone());
+            let mut want = want;
+            got.sort();
+            want.sort();
+            assert_eq!(got, want, "{schema}");
+        }
     }
 }
