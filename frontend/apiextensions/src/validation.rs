@@ -413,6 +413,9 @@ fn validate_schema(schema: &Value, schema_path: &str, errs: &mut Vec<FieldError>
     }
     object_invariants(schema, &schema_path, true, errs);
     structural(schema, &schema_path, errs);
+    if errs.len() == before {
+        defaults(schema, &schema_path, true, errs);
+    }
     // Rules are compiled against a schema kube accepts as structural, as kube does.
     if errs.len() == before {
         crate::cel_admit::check_schema(schema, &schema_path, errs);
@@ -579,6 +582,27 @@ fn structural(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
 fn is_int_or_string_any_of(schema: &Value) -> bool {
     let typed = |s: &Value, t: &str| s.as_object().is_some_and(|m| m.len() == 1) && s["type"] == t;
     schema["anyOf"].as_array().is_some_and(|a| a.len() == 2 && typed(&a[0], "integer") && typed(&a[1], "string"))
+}
+
+/// kube's checks of `default`s in a structural schema: each holds no field the schema would
+/// prune and is valid against its node. Defaults inside the metadata of the object or of an
+/// embedded resource are not looked at (kube checks those as metadata); `additionalProperties`
+/// are not followed, as kube forbids defaults there.
+fn defaults(schema: &Value, path: &str, root: bool, errs: &mut Vec<FieldError>) {
+    if let Some(default) = schema.get("default").filter(|d| !d.is_null()) {
+        errs.extend(crate::schema::default_errors(schema, default, &format!("{path}.default")));
+    }
+    if let Some(items) = schema.get("items").filter(|i| i.is_object()) {
+        defaults(items, &format!("{path}.items"), false, errs);
+    }
+    let embedded = schema["x-kubernetes-embedded-resource"] == true;
+    for (key, sub) in schema["properties"].as_object().into_iter().flatten() {
+        let meta =
+            (root && key == "metadata") || (embedded && matches!(key.as_str(), "metadata" | "apiVersion" | "kind"));
+        if !meta {
+            defaults(sub, &format!("{path}.properties[{key}]"), false, errs);
+        }
+    }
 }
 
 /// Inside `allOf`/`anyOf`/`oneOf`/`not` only value validations are allowed (kube's
@@ -904,5 +928,26 @@ mod tests {
             want.sort();
             assert_eq!(got, want, "{schema}");
         }
+    }
+
+    #[test]
+    fn defaults_must_be_pruned_and_valid() {
+        let at = "spec.validation.openAPIV3Schema.properties[spec]";
+        let errs = schema_errors(json!({"type": "object", "properties": {"spec": {"type": "object",
+            "default": {"replicas": 1, "bogus": true},
+            "properties": {
+                "replicas": {"type": "integer", "maximum": 10, "default": 20},
+                "mode": {"type": "string", "enum": ["a", "b"], "default": "c"},
+                "size": {"type": "string", "default": "1cm"}}}}}));
+        let mut errs = errs;
+        errs.sort();
+        assert_eq!(
+            errs,
+            vec![
+                format!("{at}.default: Invalid value: {{\"bogus\":true,\"replicas\":1}}: must not have unknown fields"),
+                format!("{at}.properties[mode].default: Unsupported value: \"c\": supported values: \"a\", \"b\""),
+                format!("{at}.properties[replicas].default: Invalid value: 20: {at}.properties[replicas].default in body should be less than or equal to 10"),
+            ]
+        );
     }
 }
