@@ -536,12 +536,49 @@ fn structural(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
                     "entries must all be names of item properties",
                 ));
             }
+            list_map_items(schema, &keys, path, errs);
         }
         Some(other) => errs.push(FieldError::not_supported(
             format!("{path}.x-kubernetes-list-type"),
             other,
             &["atomic", "set", "map"],
         )),
+    }
+    let map_keys_given = schema["x-kubernetes-list-map-keys"].as_array().is_some_and(|k| !k.is_empty());
+    match schema["x-kubernetes-list-type"].as_str() {
+        Some("map") => {}
+        _ if !map_keys_given => {}
+        None => errs.push(FieldError::required(
+            format!("{path}.x-kubernetes-list-type"),
+            "must be map if x-kubernetes-list-map-keys is non-empty",
+        )),
+        Some(other) => errs.push(FieldError::invalid(
+            format!("{path}.x-kubernetes-list-type"),
+            other,
+            "must be map if x-kubernetes-list-map-keys is non-empty",
+        )),
+    }
+    if schema["x-kubernetes-list-type"] == "set" && schema["items"]["nullable"] == true {
+        errs.push(FieldError::forbidden(
+            format!("{path}.items.nullable"),
+            "cannot be nullable when x-kubernetes-list-type is set",
+        ));
+    }
+    for (field, text) in [
+        ("id", "id is not supported"),
+        ("additionalItems", "additionalItems is not supported"),
+        ("patternProperties", "patternProperties is not supported"),
+        ("definitions", "definitions is not supported"),
+    ] {
+        let given = schema.get(field).is_some_and(|v| match v {
+            Value::String(s) => !s.is_empty(),
+            Value::Object(m) => field == "additionalItems" || !m.is_empty(),
+            Value::Null => false,
+            _ => true,
+        });
+        if given {
+            errs.push(FieldError::forbidden(format!("{path}.{field}"), text));
+        }
     }
     if let Some(pattern) = schema["pattern"].as_str() {
         if let Err(e) = regex::Regex::new(pattern) {
@@ -582,6 +619,64 @@ fn structural(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
 fn is_int_or_string_any_of(schema: &Value) -> bool {
     let typed = |s: &Value, t: &str| s.as_object().is_some_and(|m| m.len() == 1) && s["type"] == t;
     schema["anyOf"].as_array().is_some_and(|a| a.len() == 2 && typed(&a[0], "integer") && typed(&a[1], "string"))
+}
+
+/// kube's requirements on the items of a list of type map: objects, not nullable, whose key
+/// properties are scalars, named once, each required or defaulted and not nullable.
+fn list_map_items(schema: &Value, keys: &[&str], path: &str, errs: &mut Vec<FieldError>) {
+    let items = &schema["items"];
+    if !items.is_object() {
+        errs.push(FieldError::required(format!("{path}.items"), "must have a schema if x-kubernetes-list-type is map"));
+        return;
+    }
+    let item_type = items["type"].as_str().unwrap_or("");
+    if item_type != "object" {
+        errs.push(FieldError::invalid(
+            format!("{path}.items.type"),
+            item_type,
+            "must be object if parent array's x-kubernetes-list-type is map",
+        ));
+        return;
+    }
+    if items["nullable"] == true {
+        errs.push(FieldError::forbidden(
+            format!("{path}.items.nullable"),
+            "cannot be nullable when x-kubernetes-list-type is map",
+        ));
+    }
+    let required: Vec<&str> = items["required"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    for (i, key) in keys.iter().enumerate() {
+        let key_path = format!("{path}.items.properties[{key}]");
+        if let Some(prop) = items["properties"].get(*key) {
+            if matches!(prop["type"].as_str(), Some("array" | "object")) {
+                // kube shows the items' type here, not the key's.
+                errs.push(FieldError::invalid(
+                    format!("{key_path}.type"),
+                    item_type,
+                    "must be a scalar type if parent array's x-kubernetes-list-type is map",
+                ));
+            }
+            if !required.contains(key) && prop.get("default").is_none_or(Value::is_null) {
+                errs.push(FieldError::required(
+                    format!("{key_path}.default"),
+                    "this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property",
+                ));
+            }
+            if prop["nullable"] == true {
+                errs.push(FieldError::forbidden(
+                    format!("{key_path}.nullable"),
+                    "this property is in x-kubernetes-list-map-keys, so it cannot be nullable",
+                ));
+            }
+        }
+        if keys[..i].contains(key) {
+            errs.push(FieldError::invalid(
+                format!("{path}.x-kubernetes-list-map-keys"),
+                schema["x-kubernetes-list-map-keys"].clone(),
+                "must not contain duplicate entries",
+            ));
+        }
+    }
 }
 
 /// kube's checks of `default`s in a structural schema: each holds no field the schema would
@@ -949,5 +1044,29 @@ mod tests {
                 format!("{at}.properties[replicas].default: Invalid value: 20: {at}.properties[replicas].default in body should be less than or equal to 10"),
             ]
         );
+    }
+
+    #[test]
+    fn list_map_keys_and_unsupported_keywords_read_as_kube_words_them() {
+        let at = "spec.validation.openAPIV3Schema.properties[ports]";
+        let mut errs = schema_errors(json!({"type": "object", "properties": {
+            "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name", "name", "opts"],
+                "items": {"type": "object", "nullable": true, "properties": {
+                    "name": {"type": "string"}, "opts": {"type": "object", "default": {}}}}},
+            "tags": {"type": "array", "x-kubernetes-list-map-keys": ["name"], "items": {"type": "string"}},
+            "odd": {"type": "object", "patternProperties": {"^a": {"type": "string"}}}}}));
+        errs.sort();
+        let root = "spec.validation.openAPIV3Schema";
+        let mut want = vec![
+                format!("{at}.items.nullable: Forbidden: cannot be nullable when x-kubernetes-list-type is map"),
+                format!("{at}.items.properties[name].default: Required value: this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property"),
+                format!("{at}.items.properties[name].default: Required value: this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property"),
+                format!("{at}.items.properties[opts].type: Invalid value: \"object\": must be a scalar type if parent array's x-kubernetes-list-type is map"),
+                format!("{at}.x-kubernetes-list-map-keys: Invalid value: [\"name\",\"name\",\"opts\"]: must not contain duplicate entries"),
+                format!("{root}.properties[odd].patternProperties: Forbidden: patternProperties is not supported"),
+                format!("{root}.properties[tags].x-kubernetes-list-type: Required value: must be map if x-kubernetes-list-map-keys is non-empty"),
+        ];
+        want.sort();
+        assert_eq!(errs, want);
     }
 }
