@@ -544,6 +544,10 @@ fn structural(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
             &["atomic", "set", "map"],
         )),
     }
+    const OPENAPI_TYPES: [&str; 6] = ["array", "boolean", "integer", "number", "object", "string"];
+    if let Some(t) = schema["type"].as_str().filter(|t| !t.is_empty() && !OPENAPI_TYPES.contains(t)) {
+        errs.push(FieldError::not_supported(format!("{path}.type"), t, &OPENAPI_TYPES));
+    }
     let map_keys_given = schema["x-kubernetes-list-map-keys"].as_array().is_some_and(|k| !k.is_empty());
     match schema["x-kubernetes-list-type"].as_str() {
         Some("map") => {}
@@ -1054,7 +1058,8 @@ mod tests {
                 "items": {"type": "object", "nullable": true, "properties": {
                     "name": {"type": "string"}, "opts": {"type": "object", "default": {}}}}},
             "tags": {"type": "array", "x-kubernetes-list-map-keys": ["name"], "items": {"type": "string"}},
-            "odd": {"type": "object", "patternProperties": {"^a": {"type": "string"}}}}}));
+            "odd": {"type": "object", "patternProperties": {"^a": {"type": "string"}}},
+            "when": {"type": "date"}}}));
         errs.sort();
         let root = "spec.validation.openAPIV3Schema";
         let mut want = vec![
@@ -1064,6 +1069,7 @@ mod tests {
                 format!("{at}.items.properties[opts].type: Invalid value: \"object\": must be a scalar type if parent array's x-kubernetes-list-type is map"),
                 format!("{at}.x-kubernetes-list-map-keys: Invalid value: [\"name\",\"name\",\"opts\"]: must not contain duplicate entries"),
                 format!("{root}.properties[odd].patternProperties: Forbidden: patternProperties is not supported"),
+                format!("{root}.properties[when].type: Unsupported value: \"date\": supported values: \"array\", \"boolean\", \"integer\", \"number\", \"object\", \"string\""),
                 format!("{root}.properties[tags].x-kubernetes-list-type: Required value: must be map if x-kubernetes-list-map-keys is non-empty"),
         ];
         want.sort();
