@@ -21,6 +21,7 @@ use cel::{ExecutionError, Value};
 
 use crate::cel_ip::string_arg;
 use crate::cel_overload::{owned, values};
+use crate::formats::{base64, date_time, full_date, uuid};
 
 /// One named format: its name in `format.<name>()` and its check.
 #[derive(Debug, Clone, Copy)]
@@ -60,103 +61,6 @@ fn prefix_masked(s: &str) -> String {
     }
 }
 
-fn leap(year: u32) -> bool {
-    year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
-}
-
-/// A full date, `YYYY-MM-DD`, naming a day that exists.
-fn full_date(s: &str) -> bool {
-    let b = s.as_bytes();
-    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
-        return false;
-    }
-    let number = |r: std::ops::Range<usize>| -> Option<u32> {
-        let t = s.get(r)?;
-        t.bytes().all(|c| c.is_ascii_digit()).then(|| t.parse().ok())?
-    };
-    let (Some(year), Some(month), Some(day)) = (number(0..4), number(5..7), number(8..10)) else { return false };
-    let days = match month {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if leap(year) => 29,
-        2 => 28,
-        _ => return false,
-    };
-    (1..=days).contains(&day)
-}
-
-/// strfmt's `uuid`: five hex groups of 8, 4, 4, 4 and 12 digits, any case, each dash optional.
-fn uuid(s: &str) -> bool {
-    let mut rest = s.as_bytes();
-    for (i, len) in [8, 4, 4, 4, 12].into_iter().enumerate() {
-        if i > 0 {
-            rest = rest.strip_prefix(b"-").unwrap_or(rest);
-        }
-        if rest.len() < len || !rest[..len].iter().all(u8::is_ascii_hexdigit) {
-            return false;
-        }
-        rest = &rest[len..];
-    }
-    rest.is_empty()
-}
-
-/// strfmt's `byte` (govalidator's base64 pattern): whole groups of four from the standard
-/// alphabet, the last one padded with `=` or `==` if short; not empty.
-fn base64(s: &str) -> bool {
-    let b = s.as_bytes();
-    let alphabet = |c: &u8| c.is_ascii_alphanumeric() || *c == b'+' || *c == b'/';
-    if b.is_empty() || b.len() % 4 != 0 {
-        return false;
-    }
-    let body = b.strip_suffix(b"==").or_else(|| b.strip_suffix(b"=")).unwrap_or(b);
-    body.iter().all(alphabet)
-}
-
-/// strfmt's `datetime`: lower-cased and cut at each `t`, the first piece a full date and the
-/// second `hh:mm:ss`, an optional fraction (any one character, then digits) and `z` or an
-/// offset `±hh:mm` (pieces after a second `t` are not looked at, as strfmt does not).
-fn date_time(s: &str) -> bool {
-    if s.len() < 4 {
-        return false;
-    }
-    let lower = s.to_lowercase();
-    let mut pieces = lower.split('t');
-    let (Some(date), Some(time)) = (pieces.next(), pieces.next()) else { return false };
-    full_date(date) && time_of_day(time)
-}
-
-fn time_of_day(t: &str) -> bool {
-    let b = t.as_bytes();
-    let two =
-        |i: usize, max: &[u8; 2]| b.get(i..i + 2).is_some_and(|d| d.iter().all(u8::is_ascii_digit) && d <= &max[..]);
-    if !(two(0, b"23") && b.get(2) == Some(&b':') && two(3, b"59") && b.get(5) == Some(&b':') && two(6, b"59")) {
-        return false;
-    }
-    let zone = |z: &str| {
-        let z = z.as_bytes();
-        z == b"z"
-            || (z.len() == 6
-                && (z[0] == b'+' || z[0] == b'-')
-                && z[1..3].iter().all(u8::is_ascii_digit)
-                && z[3] == b':'
-                && z[4..].iter().all(u8::is_ascii_digit))
-    };
-    let rest = &t[8..];
-    if zone(rest) {
-        return true;
-    }
-    // A fraction: one character (not a newline), then digits; the zone cannot start with one.
-    let mut chars = rest.chars();
-    match chars.next() {
-        Some(c) if c != '\n' => {
-            let after = chars.as_str();
-            let digits = after.bytes().take_while(u8::is_ascii_digit).count();
-            digits > 0 && zone(&after[digits..])
-        }
-        _ => false,
-    }
-}
-
 fn one(ok: bool, message: &str) -> Vec<String> {
     if ok {
         Vec::new()
@@ -176,7 +80,7 @@ const FORMATS: &[Format] = &[
     Format { name: "dns1035LabelPrefix", validate: |s| dns1035_label(&prefix_masked(s)) },
     Format { name: "labelValue", validate: label_value },
     Format { name: "uri", validate: |s| crate::cel_url::request_uri_error(s).into_iter().collect() },
-    Format { name: "uuid", validate: |s| one(uuid(s), "does not match the UUID format") },
+    Format { name: "uuid", validate: |s| one(uuid(s, None), "does not match the UUID format") },
     Format { name: "byte", validate: |s| one(base64(s), "invalid base64") },
     Format { name: "date", validate: |s| one(full_date(s), "invalid date") },
     Format { name: "datetime", validate: |s| one(date_time(s), "invalid datetime") },

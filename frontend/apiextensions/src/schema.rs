@@ -102,6 +102,20 @@ pub fn prune_root(schema: &Value, obj: &mut Map<String, Value>) -> Vec<String> {
     pruned
 }
 
+/// What kube finds wrong with a schema node's `default` (at `path`, the default's own field
+/// path): fields the schema would prune, and every finding of validating it against the node.
+pub(crate) fn default_errors(schema: &Value, default: &Value, path: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let mut copy = default.clone();
+    let mut pruned = Vec::new();
+    prune(schema, &mut copy, path, &mut pruned);
+    if !pruned.is_empty() {
+        errs.push(FieldError::invalid(path, default.clone(), "must not have unknown fields"));
+    }
+    validate(schema, &Patterns::of(schema), default, path, &mut errs);
+    errs
+}
+
 fn prune(schema: &Value, value: &mut Value, path: &str, pruned: &mut Vec<String>) {
     match value {
         Value::Object(map) => {
@@ -343,7 +357,11 @@ fn string(schema: &Value, patterns: &Patterns, v: &Value, s: &str, path: &str, e
     }
     if let Some(format) = schema["format"].as_str() {
         if !crate::formats::conforms(format, s) {
-            errs.push(invalid(path, v, format!("{path} in body must be of type {format}: {s:?}")));
+            errs.push(invalid(
+                path,
+                v,
+                format!("{path} in body must be of type {format}: {}", crate::cel_ip::go_quote(s)),
+            ));
         }
     }
 }

@@ -159,7 +159,23 @@ pub fn validate(obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
             errs.extend(now);
         }
     }
+    // The list-map and list-set rules on items and keys bind a definition only if its stored
+    // version already kept them (kube's ratchet): one stored before they were checked can
+    // still be updated.
+    if let Some(old) = old {
+        if !errs.is_empty() && validate(old, None).iter().any(is_list_type_rule) {
+            errs.retain(|e| !is_list_type_rule(e));
+        }
+    }
     errs
+}
+
+/// Whether `e` is one of the list-map and list-set rules on a list's items and keys.
+fn is_list_type_rule(e: &FieldError) -> bool {
+    let text = e.to_string();
+    text.contains("x-kubernetes-list-type is map")
+        || text.contains("x-kubernetes-list-type is set")
+        || text.contains("this property is in x-kubernetes-list-map-keys")
 }
 
 fn validate_names(names: &Value, def: &Definition, errs: &mut Vec<FieldError>) {
@@ -408,7 +424,14 @@ fn validate_schema(schema: &Value, schema_path: &str, errs: &mut Vec<FieldError>
     if schema["nullable"] == true {
         errs.push(FieldError::forbidden(format!("{schema_path}.nullable"), "nullable cannot be true at the root"));
     }
+    if schema.get("additionalProperties").is_some_and(|a| a.is_object() || a == true) {
+        errs.push(FieldError::forbidden(format!("{schema_path}.additionalProperties"), "must not be used at the root"));
+    }
+    object_invariants(schema, &schema_path, true, errs);
     structural(schema, &schema_path, errs);
+    if errs.len() == before {
+        defaults(schema, &schema_path, true, errs);
+    }
     // Rules are compiled against a schema kube accepts as structural, as kube does.
     if errs.len() == before {
         crate::cel_admit::check_schema(schema, &schema_path, errs);
@@ -484,10 +507,12 @@ fn structural(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
                     "must not be empty for specified object fields",
                 ));
             }
+            object_invariants(sub, &sub_path, false, errs);
             structural(sub, &sub_path, errs);
         }
     }
     if let Some(additional) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+        object_invariants(additional, &format!("{path}.additionalProperties"), false, errs);
         structural(additional, &format!("{path}.additionalProperties"), errs);
     }
     if schema["type"] == "array" {
@@ -504,6 +529,7 @@ fn structural(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
                         "must not be empty for specified array items",
                     ));
                 }
+                object_invariants(items, &format!("{path}.items"), false, errs);
                 structural(items, &format!("{path}.items"), errs);
             }
         }
@@ -526,12 +552,53 @@ fn structural(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
                     "entries must all be names of item properties",
                 ));
             }
+            list_map_items(schema, &keys, path, errs);
         }
         Some(other) => errs.push(FieldError::not_supported(
             format!("{path}.x-kubernetes-list-type"),
             other,
             &["atomic", "set", "map"],
         )),
+    }
+    const OPENAPI_TYPES: [&str; 6] = ["array", "boolean", "integer", "number", "object", "string"];
+    if let Some(t) = schema["type"].as_str().filter(|t| !t.is_empty() && !OPENAPI_TYPES.contains(t)) {
+        errs.push(FieldError::not_supported(format!("{path}.type"), t, &OPENAPI_TYPES));
+    }
+    let map_keys_given = schema["x-kubernetes-list-map-keys"].as_array().is_some_and(|k| !k.is_empty());
+    match schema["x-kubernetes-list-type"].as_str() {
+        Some("map") => {}
+        _ if !map_keys_given => {}
+        None => errs.push(FieldError::required(
+            format!("{path}.x-kubernetes-list-type"),
+            "must be map if x-kubernetes-list-map-keys is non-empty",
+        )),
+        Some(other) => errs.push(FieldError::invalid(
+            format!("{path}.x-kubernetes-list-type"),
+            other,
+            "must be map if x-kubernetes-list-map-keys is non-empty",
+        )),
+    }
+    if schema["x-kubernetes-list-type"] == "set" && schema["items"]["nullable"] == true {
+        errs.push(FieldError::forbidden(
+            format!("{path}.items.nullable"),
+            "cannot be nullable when x-kubernetes-list-type is set",
+        ));
+    }
+    for (field, text) in [
+        ("id", "id is not supported"),
+        ("additionalItems", "additionalItems is not supported"),
+        ("patternProperties", "patternProperties is not supported"),
+        ("definitions", "definitions is not supported"),
+    ] {
+        let given = schema.get(field).is_some_and(|v| match v {
+            Value::String(s) => !s.is_empty(),
+            Value::Object(m) => field == "additionalItems" || !m.is_empty(),
+            Value::Null => false,
+            _ => true,
+        });
+        if given {
+            errs.push(FieldError::forbidden(format!("{path}.{field}"), text));
+        }
     }
     if let Some(pattern) = schema["pattern"].as_str() {
         if let Err(e) = regex::Regex::new(pattern) {
@@ -546,6 +613,9 @@ fn structural(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
     // string}]` (directly or in its first `allOf`), as CRD generators write every quantity:
     // kube lets those types stand.
     let int_or_string = schema["x-kubernetes-int-or-string"] == true;
+    if let Some(not) = schema.get("not").filter(|n| n.is_object()) {
+        structural_value_validation(not, &format!("{path}.not"), errs);
+    }
     for combinator in ["allOf", "anyOf", "oneOf"] {
         for (i, sub) in schema[combinator].as_array().into_iter().flatten().enumerate() {
             let at = format!("{path}.{combinator}[{i}]");
@@ -571,16 +641,217 @@ fn is_int_or_string_any_of(schema: &Value) -> bool {
     schema["anyOf"].as_array().is_some_and(|a| a.len() == 2 && typed(&a[0], "integer") && typed(&a[1], "string"))
 }
 
+/// kube's requirements on the items of a list of type map: objects, not nullable, whose key
+/// properties are scalars, named once, each required or defaulted and not nullable.
+fn list_map_items(schema: &Value, keys: &[&str], path: &str, errs: &mut Vec<FieldError>) {
+    let items = &schema["items"];
+    if !items.is_object() {
+        errs.push(FieldError::required(format!("{path}.items"), "must have a schema if x-kubernetes-list-type is map"));
+        return;
+    }
+    let item_type = items["type"].as_str().unwrap_or("");
+    if item_type != "object" {
+        errs.push(FieldError::invalid(
+            format!("{path}.items.type"),
+            item_type,
+            "must be object if parent array's x-kubernetes-list-type is map",
+        ));
+        return;
+    }
+    if items["nullable"] == true {
+        errs.push(FieldError::forbidden(
+            format!("{path}.items.nullable"),
+            "cannot be nullable when x-kubernetes-list-type is map",
+        ));
+    }
+    let required: Vec<&str> = items["required"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    for (i, key) in keys.iter().enumerate() {
+        let key_path = format!("{path}.items.properties[{key}]");
+        if let Some(prop) = items["properties"].get(*key) {
+            if matches!(prop["type"].as_str(), Some("array" | "object")) {
+                // kube shows the items' type here, not the key's.
+                errs.push(FieldError::invalid(
+                    format!("{key_path}.type"),
+                    item_type,
+                    "must be a scalar type if parent array's x-kubernetes-list-type is map",
+                ));
+            }
+            if !required.contains(key) && prop.get("default").is_none_or(Value::is_null) {
+                errs.push(FieldError::required(
+                    format!("{key_path}.default"),
+                    "this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property",
+                ));
+            }
+            if prop["nullable"] == true {
+                errs.push(FieldError::forbidden(
+                    format!("{key_path}.nullable"),
+                    "this property is in x-kubernetes-list-map-keys, so it cannot be nullable",
+                ));
+            }
+        }
+        if keys[..i].contains(key) {
+            errs.push(FieldError::invalid(
+                format!("{path}.x-kubernetes-list-map-keys"),
+                schema["x-kubernetes-list-map-keys"].clone(),
+                "must not contain duplicate entries",
+            ));
+        }
+    }
+}
+
+/// kube's checks of `default`s in a structural schema: each holds no field the schema would
+/// prune and is valid against its node. Defaults inside the metadata of the object or of an
+/// embedded resource are not looked at (kube checks those as metadata); `additionalProperties`
+/// are not followed, as kube forbids defaults there.
+fn defaults(schema: &Value, path: &str, root: bool, errs: &mut Vec<FieldError>) {
+    if let Some(default) = schema.get("default").filter(|d| !d.is_null()) {
+        errs.extend(crate::schema::default_errors(schema, default, &format!("{path}.default")));
+    }
+    if let Some(items) = schema.get("items").filter(|i| i.is_object()) {
+        defaults(items, &format!("{path}.items"), false, errs);
+    }
+    let embedded = schema["x-kubernetes-embedded-resource"] == true;
+    for (key, sub) in schema["properties"].as_object().into_iter().flatten() {
+        let meta =
+            (root && key == "metadata") || (embedded && matches!(key.as_str(), "metadata" | "apiVersion" | "kind"));
+        if !meta {
+            defaults(sub, &format!("{path}.properties[{key}]"), false, errs);
+        }
+    }
+}
+
 /// Inside `allOf`/`anyOf`/`oneOf`/`not` only value validations are allowed (kube's
-/// `validateValueValidation`): no types, defaults or descriptions.
+/// `validateNestedValueValidation`): no types, defaults, descriptions or kube extensions, and
+/// no reasoning about metadata; nested properties, items and junctors are held to the same.
 fn structural_value_validation(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
-    for (field, text) in [
-        ("type", "must be empty to be structural"),
-        ("default", "must be undefined to be structural"),
-        ("description", "must be empty to be structural"),
-    ] {
-        if schema.get(field).is_some() {
+    let set = |field: &str| schema.get(field).is_some_and(|v| !v.is_null() && *v != false && *v != "");
+    let listed = |field: &str| schema[field].as_array().is_some_and(|a| !a.is_empty());
+    for combinator in ["anyOf", "allOf", "oneOf"] {
+        for (i, sub) in schema[combinator].as_array().into_iter().flatten().enumerate() {
+            structural_value_validation(sub, &format!("{path}.{combinator}[{i}]"), errs);
+        }
+    }
+    if let Some(not) = schema.get("not").filter(|n| n.is_object()) {
+        structural_value_validation(not, &format!("{path}.not"), errs);
+    }
+    if let Some(items) = schema.get("items").filter(|i| i.is_object()) {
+        structural_value_validation(items, &format!("{path}.items"), errs);
+    }
+    for (key, sub) in schema["properties"].as_object().into_iter().flatten() {
+        structural_value_validation(sub, &format!("{path}.properties[{key}]"), errs);
+    }
+    let checks: [(&str, bool, &str); 13] = [
+        ("type", set("type"), "must be empty to be structural"),
+        ("additionalProperties", schema.get("additionalProperties").is_some(), "must be undefined to be structural"),
+        ("default", schema.get("default").is_some(), "must be undefined to be structural"),
+        ("title", set("title"), "must be empty to be structural"),
+        ("description", set("description"), "must be empty to be structural"),
+        ("nullable", schema["nullable"] == true, "must be false to be structural"),
+        ("externalDocs", schema.get("externalDocs").is_some(), "must be undefined to be structural"),
+        (
+            "x-kubernetes-preserve-unknown-fields",
+            schema["x-kubernetes-preserve-unknown-fields"] == true,
+            "must be false to be structural",
+        ),
+        (
+            "x-kubernetes-embedded-resource",
+            schema["x-kubernetes-embedded-resource"] == true,
+            "must be false to be structural",
+        ),
+        ("x-kubernetes-int-or-string", schema["x-kubernetes-int-or-string"] == true, "must be false to be structural"),
+        ("x-kubernetes-list-map-keys", listed("x-kubernetes-list-map-keys"), "must be empty to be structural"),
+        (
+            "x-kubernetes-list-type",
+            schema.get("x-kubernetes-list-type").is_some(),
+            "must be undefined to be structural",
+        ),
+        ("x-kubernetes-map-type", schema.get("x-kubernetes-map-type").is_some(), "must be undefined to be structural"),
+    ];
+    for (field, present, text) in checks {
+        if present {
             errs.push(FieldError::forbidden(format!("{path}.{field}"), text));
+        }
+    }
+    if schema["properties"].get("metadata").is_some() {
+        errs.push(FieldError::forbidden(
+            format!("{path}.properties[metadata]"),
+            "must not be specified in a nested context",
+        ));
+    }
+}
+
+/// kube's invariants of one schema node beyond types: the extensions that exclude each other,
+/// embedded resources (an object with properties or preserving unknown fields), and, at the
+/// root and in embedded resources, `kind`/`apiVersion` as strings and `metadata` as an object
+/// that may only say something about `name` and `generateName`.
+fn object_invariants(schema: &Value, path: &str, root: bool, errs: &mut Vec<FieldError>) {
+    let int_or_string = schema["x-kubernetes-int-or-string"] == true;
+    let embedded = schema["x-kubernetes-embedded-resource"] == true;
+    let preserve = schema["x-kubernetes-preserve-unknown-fields"] == true;
+    if int_or_string && preserve {
+        errs.push(FieldError::invalid(
+            format!("{path}.x-kubernetes-preserve-unknown-fields"),
+            true,
+            "must be false if x-kubernetes-int-or-string is true",
+        ));
+    }
+    if int_or_string && embedded {
+        errs.push(FieldError::invalid(
+            format!("{path}.x-kubernetes-embedded-resource"),
+            true,
+            "must be false if x-kubernetes-int-or-string is true",
+        ));
+    }
+    let type_ = schema["type"].as_str().unwrap_or("");
+    if embedded && type_ != "object" {
+        let text = "must be object if x-kubernetes-embedded-resource is true";
+        errs.push(match type_ {
+            "" => FieldError::required(format!("{path}.type"), text),
+            other => FieldError::invalid(format!("{path}.type"), other, text),
+        });
+    }
+    if embedded && schema.get("additionalProperties").is_some_and(|a| !a.is_null()) {
+        errs.push(FieldError::forbidden(
+            format!("{path}.additionalProperties"),
+            "must not be used if x-kubernetes-embedded-resource is set",
+        ));
+    }
+    let properties = schema["properties"].as_object();
+    if embedded && !preserve && properties.is_none_or(|p| p.is_empty()) {
+        errs.push(FieldError::required(
+            format!("{path}.properties"),
+            "must not be empty if x-kubernetes-embedded-resource is true without x-kubernetes-preserve-unknown-fields",
+        ));
+    }
+    let check_metadata = root || embedded;
+    let Some(properties) = properties else { return };
+    if check_metadata {
+        for key in ["kind", "apiVersion"] {
+            if let Some(sub) = properties.get(key).filter(|s| s["type"] != "string") {
+                let shown = sub["type"].as_str().unwrap_or("");
+                errs.push(FieldError::invalid(format!("{path}.properties[{key}].type"), shown, "must be string"));
+            }
+        }
+    }
+    let Some(metadata) = properties.get("metadata") else { return };
+    let metadata_path = format!("{path}.properties[metadata]");
+    if check_metadata && metadata["type"] != "object" {
+        let shown = metadata["type"].as_str().unwrap_or("");
+        errs.push(FieldError::invalid(format!("{metadata_path}.type"), shown, "must be object"));
+    }
+    if root {
+        let only_names =
+            |p: &Value| p.as_object().is_some_and(|m| m.keys().all(|k| k == "name" || k == "generateName"));
+        let other = metadata.as_object().into_iter().flatten().any(|(k, v)| match k.as_str() {
+            "type" | "default" => false,
+            "properties" => !only_names(v),
+            _ => true,
+        });
+        if other {
+            errs.push(FieldError::forbidden(
+                metadata_path,
+                "must not specify anything other than name and generateName, but metadata is implicitly specified",
+            ));
         }
     }
 }
@@ -705,5 +976,145 @@ mod tests {
         assert_eq!(errs, vec!["metadata.annotations[api-approved.kubernetes.io]: Required value: protected groups must have approval annotation \"api-approved.kubernetes.io\", see https://github.com/kubernetes/enhancements/pull/1111"]);
         c["metadata"]["annotations"] = json!({API_APPROVED: "https://github.com/kubernetes/kubernetes/pull/1"});
         assert!(validate(&c, None).is_empty());
+    }
+
+    fn schema_errors(schema: Value) -> Vec<String> {
+        let mut def = crd();
+        def["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = schema;
+        validate(&def, None).iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn structural_invariants_read_as_kube_words_them() {
+        let at = "spec.validation.openAPIV3Schema";
+        let cases: Vec<(Value, Vec<String>)> = vec![
+            (
+                json!({"type": "object", "additionalProperties": {"type": "string"}}),
+                vec![format!("{at}.additionalProperties: Forbidden: must not be used at the root")],
+            ),
+            (
+                json!({"type": "object", "properties": {"q": {"x-kubernetes-int-or-string": true,
+                    "x-kubernetes-preserve-unknown-fields": true}}}),
+                vec![format!("{at}.properties[q].x-kubernetes-preserve-unknown-fields: Invalid value: true: must be false if x-kubernetes-int-or-string is true")],
+            ),
+            (
+                json!({"type": "object", "properties": {"t": {"type": "string", "x-kubernetes-embedded-resource": true}}}),
+                vec![
+                    format!("{at}.properties[t].type: Invalid value: \"string\": must be object if x-kubernetes-embedded-resource is true"),
+                    format!("{at}.properties[t].properties: Required value: must not be empty if x-kubernetes-embedded-resource is true without x-kubernetes-preserve-unknown-fields"),
+                ],
+            ),
+            (
+                json!({"type": "object", "properties": {"t": {"type": "object", "x-kubernetes-embedded-resource": true,
+                    "x-kubernetes-preserve-unknown-fields": true,
+                    "properties": {"kind": {"type": "integer"}, "metadata": {"type": "string"}}}}}),
+                vec![
+                    format!("{at}.properties[t].properties[kind].type: Invalid value: \"integer\": must be string"),
+                    format!("{at}.properties[t].properties[metadata].type: Invalid value: \"string\": must be object"),
+                ],
+            ),
+            (
+                json!({"type": "object", "properties": {"metadata": {"type": "object",
+                    "properties": {"name": {"type": "string"}, "labels": {"type": "object"}}}}}),
+                vec![format!("{at}.properties[metadata]: Forbidden: must not specify anything other than name and generateName, but metadata is implicitly specified")],
+            ),
+            (
+                json!({"type": "object", "properties": {"metadata": {"type": "object",
+                    "properties": {"name": {"type": "string", "maxLength": 20}}}}}),
+                vec![],
+            ),
+            (
+                json!({"type": "object", "properties": {"s": {"type": "string",
+                    "not": {"title": "t", "nullable": true, "x-kubernetes-list-type": "set"},
+                    "oneOf": [{"properties": {"metadata": {"x-kubernetes-int-or-string": true}}}]}}}),
+                vec![
+                    format!("{at}.properties[s].not.title: Forbidden: must be empty to be structural"),
+                    format!("{at}.properties[s].not.nullable: Forbidden: must be false to be structural"),
+                    format!("{at}.properties[s].not.x-kubernetes-list-type: Forbidden: must be undefined to be structural"),
+                    format!("{at}.properties[s].oneOf[0].properties[metadata].x-kubernetes-int-or-string: Forbidden: must be false to be structural"),
+                    format!("{at}.properties[s].oneOf[0].properties[metadata]: Forbidden: must not be specified in a nested context"),
+                ],
+            ),
+        ];
+        for (schema, want) in cases {
+            let mut got = schema_errors(schema.clone());
+            let mut want = want;
+            got.sort();
+            want.sort();
+            assert_eq!(got, want, "{schema}");
+        }
+    }
+
+    #[test]
+    fn defaults_must_be_pruned_and_valid() {
+        let at = "spec.validation.openAPIV3Schema.properties[spec]";
+        let errs = schema_errors(json!({"type": "object", "properties": {"spec": {"type": "object",
+            "default": {"replicas": 1, "bogus": true},
+            "properties": {
+                "replicas": {"type": "integer", "maximum": 10, "default": 20},
+                "mode": {"type": "string", "enum": ["a", "b"], "default": "c"},
+                "size": {"type": "string", "default": "1cm"}}}}}));
+        let mut errs = errs;
+        errs.sort();
+        assert_eq!(
+            errs,
+            vec![
+                format!("{at}.default: Invalid value: {{\"bogus\":true,\"replicas\":1}}: must not have unknown fields"),
+                format!("{at}.properties[mode].default: Unsupported value: \"c\": supported values: \"a\", \"b\""),
+                format!("{at}.properties[replicas].default: Invalid value: 20: {at}.properties[replicas].default in body should be less than or equal to 10"),
+            ]
+        );
+    }
+
+    #[test]
+    fn list_map_keys_and_unsupported_keywords_read_as_kube_words_them() {
+        let at = "spec.validation.openAPIV3Schema.properties[ports]";
+        let mut errs = schema_errors(json!({"type": "object", "properties": {
+            "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name", "name", "opts"],
+                "items": {"type": "object", "nullable": true, "properties": {
+                    "name": {"type": "string"}, "opts": {"type": "object", "default": {}}}}},
+            "tags": {"type": "array", "x-kubernetes-list-map-keys": ["name"], "items": {"type": "string"}},
+            "odd": {"type": "object", "patternProperties": {"^a": {"type": "string"}}},
+            "when": {"type": "date"}}}));
+        errs.sort();
+        let root = "spec.validation.openAPIV3Schema";
+        let mut want = vec![
+                format!("{at}.items.nullable: Forbidden: cannot be nullable when x-kubernetes-list-type is map"),
+                format!("{at}.items.properties[name].default: Required value: this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property"),
+                format!("{at}.items.properties[name].default: Required value: this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property"),
+                format!("{at}.items.properties[opts].type: Invalid value: \"object\": must be a scalar type if parent array's x-kubernetes-list-type is map"),
+                format!("{at}.x-kubernetes-list-map-keys: Invalid value: [\"name\",\"name\",\"opts\"]: must not contain duplicate entries"),
+                format!("{root}.properties[odd].patternProperties: Forbidden: patternProperties is not supported"),
+                format!("{root}.properties[when].type: Unsupported value: \"date\": supported values: \"array\", \"boolean\", \"integer\", \"number\", \"object\", \"string\""),
+                format!("{root}.properties[tags].x-kubernetes-list-type: Required value: must be map if x-kubernetes-list-map-keys is non-empty"),
+        ];
+        want.sort();
+        assert_eq!(errs, want);
+    }
+
+    #[test]
+    fn list_map_rules_bind_an_update_only_if_the_stored_definition_kept_them() {
+        let with_ports = |key: Value| {
+            let mut def = crd();
+            def["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = json!({"type": "object", "properties": {
+                "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                    "items": {"type": "object", "properties": {"name": key, "size": {"type": "integer"}}}}}});
+            def
+        };
+        let loose = with_ports(json!({"type": "string"}));
+        let kept = with_ports(json!({"type": "string", "default": "a"}));
+        let texts = |errs: Vec<FieldError>| errs.iter().map(ToString::to_string).collect::<Vec<_>>();
+        let refused = vec!["spec.validation.openAPIV3Schema.properties[ports].items.properties[name].default: Required value: this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property"];
+        // New, or updated from a definition that kept the rules: refused.
+        assert_eq!(texts(validate(&loose, None)), refused);
+        assert_eq!(texts(validate(&loose, Some(&kept))), refused);
+        // Stored before the rules were checked: its updates are admitted, other checks still run.
+        assert!(validate(&loose, Some(&loose)).is_empty());
+        let mut renamed = loose.clone();
+        renamed["spec"]["scope"] = json!("Cluster");
+        assert_eq!(
+            texts(validate(&renamed, Some(&loose))),
+            vec!["spec.scope: Invalid value: \"Cluster\": field is immutable"]
+        );
     }
 }

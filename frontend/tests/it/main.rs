@@ -13,6 +13,7 @@ mod chain;
 mod crd;
 mod crd_cel_cost;
 mod crd_conversion;
+mod crd_schema_rules;
 mod extension_server;
 mod harness;
 mod kinds;
