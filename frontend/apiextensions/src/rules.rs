@@ -235,6 +235,9 @@ pub struct CompiledRules {
     /// The CEL type of the node (with rules only), which each rule's cost is estimated over
     /// before it runs.
     decl: Option<Box<crate::cel_decl::Decl>>,
+    /// Whether the node's CEL type names a field other than the object does (`__namespace__`),
+    /// so values are copied under the CEL names before the rules run.
+    renames: bool,
 }
 
 impl CompiledRules {
@@ -291,6 +294,7 @@ impl CompiledRules {
             additional,
             items,
             map_keys,
+            renames: decl.as_ref().is_some_and(|d| d.renames()),
             decl,
         })
     }
@@ -325,7 +329,7 @@ impl CompiledRules {
         // The old value is converted only where a rule reads it.
         let old = old.filter(|_| self.rules.iter().any(|r| r.reads_old));
         // Rules name fields by their CEL spelling (`__namespace__`, `foo__dash__bar`).
-        let escaped = self.decl.as_ref().filter(|d| d.renames()).map(|d| (d.escaped(v), old.map(|o| d.escaped(o))));
+        let escaped = self.decl.as_ref().filter(|_| self.renames).map(|d| (d.escaped(v), old.map(|o| d.escaped(o))));
         let context = match &escaped {
             Some((v, old)) => NodeContext::new(v, old.as_ref()),
             None => NodeContext::new(v, old),

@@ -303,15 +303,19 @@ impl Store {
             Some((old, managed)) => (Some(old), managed),
             None => (None, None),
         };
-        // The stored object in the form the write is prepared in: the served one for kinds
-        // prepared as served.
-        let served_old = (old.is_some() && object::prepared_as_served(kind)).then(|| current.clone());
-        let old = served_old.as_ref().or(old);
         let live = Value::Object(current);
         let (merged, managed_fields) = fm
             .apply_with_managed(&live, live_managed, config, req.manager, req.force, &now, &describe)
             .map_err(apply_error)?;
-        let merged = merged.unwrap_or(live);
+        // The stored object in the form the write is prepared in: for kinds prepared as
+        // served, the served one the merge read (copied only when the merge changed nothing).
+        let served = old.is_some() && object::prepared_as_served(kind);
+        let (merged, served_old) = match merged {
+            Some(merged) => (merged, served.then_some(live)),
+            None if served => (live.clone(), Some(live)),
+            None => (live, None),
+        };
+        let old = served_old.as_ref().and_then(Value::as_object).or(old);
         let (mut new, warnings) = object::decode_value(&**self.kinds(), kind, merged, req.validation)?;
         if let Some(old) = old {
             check_identity(kind, &new, old, name)?;
