@@ -14,6 +14,7 @@ in_memory!(
     scale_owns_the_replicas,
     custom_resource_versions_keep_their_managers,
     hpa_versions_keep_their_managers,
+    hpa_v1_carries_v2_fields_in_annotations,
     event_versions_keep_their_managers,
     apply_refusals_write_nothing
 );
@@ -847,6 +848,94 @@ async fn hpa_versions_keep_their_managers(backend: Backend) {
     let v1 = c.must_get(&path("v1")).await;
     assert_eq!(v1["spec"]["targetCPUUtilizationPercentage"], 90);
     assert_eq!(entry_versions(&v1), entries);
+}
+
+/// An HPA created through `autoscaling/v2` with a metric and a behavior v1 cannot express: read
+/// through v1 (by kubectl) they are annotations, a v1 write back keeps them, and a v1 applier
+/// owns them through the annotation, as kube's conversion and field manager do.
+async fn hpa_v1_carries_v2_fields_in_annotations(backend: Backend) {
+    const METRICS: &str = "autoscaling.alpha.kubernetes.io/metrics";
+    const BEHAVIOR: &str = "autoscaling.alpha.kubernetes.io/behavior";
+    let c = Cluster::start_on(backend).await;
+    let path = |v: &str| format!("/apis/autoscaling/{v}/namespaces/default/horizontalpodautoscalers/web");
+    let memory = json!({"type": "Resource", "resource": {"name": "memory",
+        "target": {"type": "AverageValue", "averageValue": "500Mi"}}});
+    let cpu = |n: u32| json!({"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": n}}});
+    let hpa = json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "web"},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "maxReplicas": 5, "metrics": [cpu(50), memory.clone()],
+            "behavior": {"scaleDown": {"stabilizationWindowSeconds": 300}}}});
+    crate::kinds::kubectl_create(&c, &hpa).await;
+
+    let v1 = json_of(&c.must_kubectl(&["get", "horizontalpodautoscalers.v1.autoscaling", "web", "-o", "json"]).await);
+    assert_eq!(v1["apiVersion"], "autoscaling/v1");
+    assert_eq!(v1["spec"]["targetCPUUtilizationPercentage"], 50);
+    assert_eq!(v1["spec"].get("metrics"), None);
+    let annotations = &v1["metadata"]["annotations"];
+    assert_eq!(
+        annotations[METRICS],
+        r#"[{"type":"Resource","resource":{"name":"memory","targetAverageValue":"500Mi"}}]"#
+    );
+    assert_eq!(
+        annotations[BEHAVIOR],
+        concat!(
+            r#"{"ScaleUp":{"StabilizationWindowSeconds":0,"SelectPolicy":"Max","Policies":[{"Type":"Pods","Value":4,"PeriodSeconds":15},{"Type":"Percent","Value":100,"PeriodSeconds":15}],"Tolerance":null},"#,
+            r#""ScaleDown":{"StabilizationWindowSeconds":300,"SelectPolicy":"Max","Policies":[{"Type":"Percent","Value":100,"PeriodSeconds":15}],"Tolerance":null}}"#
+        )
+    );
+    let stored_behavior = c.must_get(&path("v2")).await["spec"]["behavior"].clone();
+
+    // A v1 client writes what it read back with another maximum: nothing v2 holds is lost, no
+    // annotation is stored, and the writer owns only what it changed.
+    let mut back = v1.clone();
+    back["spec"]["maxReplicas"] = 6.into();
+    back["metadata"]["managedFields"] = Value::Null;
+    let r =
+        c.request(Credentials::Admin, "PUT", &format!("{}?fieldManager=u", path("v1")), None, back.to_string()).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let h = c.must_get(&path("v2")).await;
+    assert_eq!(h["spec"]["maxReplicas"], 6);
+    assert_eq!(h["spec"]["metrics"], json!([memory, cpu(50)]), "the annotation's metrics first, as kube orders them");
+    assert_eq!(h["spec"]["behavior"], stored_behavior);
+    assert_eq!(h["metadata"].get("annotations"), None);
+    assert_eq!(fields_of(&h, "u"), json!({"f:spec": {"f:maxReplicas": {}}}));
+
+    // A v1 applier setting other metrics through the annotation conflicts with the creator's
+    // metrics, takes them when forced, and owns the annotation at v1.
+    let pods = r#"[{"type":"Pods","pods":{"metricName":"qps","targetAverageValue":"1k"}}]"#;
+    let apply = |force: bool, annotation: Option<&str>| {
+        let c = &c;
+        let annotations = annotation.map_or(String::new(), |a| format!(", annotations: {{{METRICS}: '{a}'}}"));
+        let body = format!(
+            "apiVersion: autoscaling/v1\nkind: HorizontalPodAutoscaler\nmetadata: {{name: web{annotations}}}\n\
+             spec: {{maxReplicas: 6, targetCPUUtilizationPercentage: 50}}\n"
+        );
+        let url = format!("{}?fieldManager=b&force={force}", path("v1"));
+        async move { c.request(Credentials::Admin, "PATCH", &url, Some("application/apply-patch+yaml"), body).await }
+    };
+    let r = apply(false, Some(pods)).await;
+    assert_eq!(r.status, 409, "{:?}", r.body);
+    let message = r.json()["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.contains(r#"conflict with "kubectl-create""#) && message.contains(".spec.metrics"), "{message}");
+    let r = apply(true, Some(pods)).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let h = c.must_get(&path("v2")).await;
+    let qps = json!({"type": "Pods", "pods": {"metric": {"name": "qps"},
+        "target": {"type": "AverageValue", "averageValue": "1k"}}});
+    assert_eq!(h["spec"]["metrics"], json!([qps, cpu(50)]));
+    assert_eq!(
+        fields_of(&h, "b"),
+        json!({"f:metadata": {"f:annotations": {format!("f:{METRICS}"): {}}},
+            "f:spec": {"f:maxReplicas": {}, "f:targetCPUUtilizationPercentage": {}}})
+    );
+    // Its next apply without the annotation releases it, but the metrics stay: pruned in v1,
+    // the creator's fields are added back in v2, where the metrics field is still set (the
+    // CPU target), with the merged object's value, as kube's field manager does.
+    let r = apply(false, None).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let h = c.must_get(&path("v2")).await;
+    assert_eq!(h["spec"]["metrics"], json!([qps, cpu(50)]));
+    assert_eq!(fields_of(&h, "b"), json!({"f:spec": {"f:maxReplicas": {}, "f:targetCPUUtilizationPercentage": {}}}));
 }
 
 /// An Event written through core `v1` and `events.k8s.io/v1`, where `message` is `note`: each
