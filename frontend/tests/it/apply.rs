@@ -12,6 +12,7 @@ in_memory!(
     client_side_then_server_side,
     status_and_scale_apply,
     scale_owns_the_replicas,
+    scale_keeps_known_versions_and_lists_updaters_as_kube,
     custom_resource_versions_keep_their_managers,
     hpa_versions_keep_their_managers,
     hpa_v1_carries_v2_fields_in_annotations,
@@ -723,6 +724,58 @@ fn entry_versions(obj: &Value) -> Vec<(String, String, String)> {
         .collect();
     out.sort();
     out
+}
+
+/// A write to `/scale` keeps the entries of versions kube no longer serves but still knows the
+/// replicas of (a Deployment's `apps/v1beta1`), drops those of versions it does not know, and
+/// when it leaves the replicas alone lists an updater owning them twice, as kube does.
+async fn scale_keeps_known_versions_and_lists_updaters_as_kube(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
+    let mut deployment = crate::kinds::deployment("web");
+    deployment["spec"]["replicas"] = 1.into();
+    crate::kinds::kubectl_create(&c, &deployment).await;
+    let d = get(&c, &["deploy", "web"]).await;
+    assert_eq!(d["spec"]["replicas"], 1);
+    let creator = fields_of(&d, "kubectl-create");
+    assert_eq!(creator["f:spec"]["f:replicas"], json!({}), "{creator}");
+
+    // `kubectl scale` to the replicas the object has changes no field: the creator's update
+    // entry loses the replicas to the one it has through the Scale (another identity, by its
+    // apiVersion), which comes back without time beside it.
+    c.must_kubectl(&["scale", "deployment", "web", "--replicas=1"]).await;
+    let d = get(&c, &["deploy", "web"]).await;
+    let entries: Vec<&Value> = d["metadata"]["managedFields"].as_array().expect("entries").iter().collect();
+    let creators: Vec<&&Value> = entries.iter().filter(|e| e["manager"] == "kubectl-create").collect();
+    assert_eq!(creators.len(), 2, "{entries:?}");
+    assert_eq!(
+        (&creators[0]["operation"], &creators[0]["apiVersion"], creators[0].get("time"), &creators[0]["fieldsV1"]),
+        (&json!("Update"), &json!("apps/v1"), None, &json!({"f:spec": {"f:replicas": {}}}))
+    );
+    let mut rest = creator.clone();
+    rest["f:spec"].as_object_mut().expect("spec").remove("f:replicas");
+    assert_eq!(creators[1]["fieldsV1"], rest);
+    assert!(creators[1]["time"].is_string());
+    assert_eq!(entries.len(), 2, "the scaler changed nothing: {entries:?}");
+
+    // Entries at apps/v1beta1 (a version kube knows the replicas of, though it serves it no
+    // more) and at extensions/v1beta1 (one it does not), as an older server stored them: a
+    // scale write keeps the first, taking its replicas, and drops the second.
+    let key = "/registry/deployments/default/web";
+    let mut stored: Value = serde_json::from_slice(&c.storage_get(key).await.expect("stored")).expect("JSON");
+    let managed = stored["metadata"]["managedFields"].as_array_mut().expect("entries");
+    for (manager, version) in [("old", "apps/v1beta1"), ("gone", "extensions/v1beta1")] {
+        managed.push(json!({"manager": manager, "operation": "Update", "apiVersion": version,
+            "time": "2026-01-01T00:00:00Z", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:spec": {"f:replicas": {}, "f:paused": {}}}}));
+    }
+    c.storage_put(key, stored.to_string().into_bytes()).await;
+    c.must_kubectl(&["scale", "deployment", "web", "--replicas=3"]).await;
+    let d = get(&c, &["deploy", "web"]).await;
+    assert_eq!(d["spec"]["replicas"], 3);
+    assert_eq!(fields_of(&d, "old"), json!({"f:spec": {"f:paused": {}}}), "kept, without the replicas");
+    assert_eq!(fields_of(&d, "gone"), Value::Null, "dropped");
+    let owners = replicas_owners(&d);
+    assert!(owners.len() == 1 && owners[0].starts_with("kubectl"), "the scaler alone: {owners:?}");
 }
 
 /// An HPA written through `autoscaling/v2` and `autoscaling/v1`, whose CPU target is a
