@@ -13,6 +13,7 @@ in_memory!(
     status_and_scale_apply,
     scale_owns_the_replicas,
     scale_keeps_known_versions_and_lists_updaters_as_kube,
+    creates_mark_structs_by_their_go_kinds,
     custom_resource_versions_keep_their_managers,
     hpa_versions_keep_their_managers,
     hpa_v1_carries_v2_fields_in_annotations,
@@ -776,6 +777,29 @@ async fn scale_keeps_known_versions_and_lists_updaters_as_kube(backend: Backend)
     assert_eq!(fields_of(&d, "gone"), Value::Null, "dropped");
     let owners = replicas_owners(&d);
     assert!(owners.len() == 1 && owners[0].starts_with("kubectl"), "the scaler alone: {owners:?}");
+}
+
+/// `kubectl create` of a ReplicationController (whose template is a pointer in Go) and of a
+/// Deployment (whose template is a value): kube's `.` marks the first's template as added by
+/// the create, not the second's.
+async fn creates_mark_structs_by_their_go_kinds(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
+    let template = json!({"metadata": {"labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "nginx", "image": "nginx"}]}});
+    let rc = json!({"apiVersion": "v1", "kind": "ReplicationController", "metadata": {"name": "web"},
+        "spec": {"replicas": 1, "selector": {"app": "web"}, "template": template}});
+    crate::kinds::kubectl_create(&c, &rc).await;
+    crate::kinds::kubectl_create(&c, &crate::kinds::deployment("web")).await;
+    let rc = json_of(&c.must_kubectl(&["get", "rc", "web", "-o", "json", "--show-managed-fields"]).await);
+    let template = &fields_of(&rc, "kubectl-create")["f:spec"]["f:template"];
+    assert_eq!(template["."], json!({}), "{template}");
+    assert_eq!(template["f:spec"]["."], json!({}), "{template}");
+    assert_eq!(template["f:spec"]["f:containers"]["."], json!({}), "{template}");
+    let d = json_of(&c.must_kubectl(&["get", "deploy", "web", "-o", "json", "--show-managed-fields"]).await);
+    let template = &fields_of(&d, "kubectl-create")["f:spec"]["f:template"];
+    assert_eq!(template.get("."), None, "{template}");
+    assert_eq!(template["f:spec"].get("."), None, "{template}");
+    assert_eq!(template["f:spec"]["f:containers"].get("."), None, "{template}");
 }
 
 /// An HPA written through `autoscaling/v2` and `autoscaling/v1`, whose CPU target is a
