@@ -6,17 +6,20 @@ use serde_json::{json, Value};
 
 use crate::harness::{both_backends, in_memory, Backend, Cluster, Credentials, Options};
 
-both_backends!(configmap_apply_session, two_appliers_share_a_deployment);
+both_backends!(
+    configmap_apply_session,
+    two_appliers_share_a_deployment,
+    hpa_v1_carries_v2_fields_in_annotations,
+    scale_keeps_known_versions_and_lists_updaters_as_kube
+);
 in_memory!(
     updates_record_managers,
     client_side_then_server_side,
     status_and_scale_apply,
     scale_owns_the_replicas,
-    scale_keeps_known_versions_and_lists_updaters_as_kube,
     creates_mark_structs_by_their_go_kinds,
     custom_resource_versions_keep_their_managers,
     hpa_versions_keep_their_managers,
-    hpa_v1_carries_v2_fields_in_annotations,
     event_versions_keep_their_managers,
     apply_refusals_write_nothing
 );
