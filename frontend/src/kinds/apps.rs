@@ -27,18 +27,21 @@ pub static ROWS: &[&ResourceKind] = &[
         .short(&["deploy"])
         .categories(ALL_CATEGORY)
         .sub(STATUS_SCALE)
+        .scale_versions(&["apps/v1beta1", "apps/v1beta2"])
         .generation(SPEC)
         .rules(&Workload::DEPLOYMENT),
     &ResourceKind::row("apps", "v1", "replicasets", "ReplicaSet", "replicaset", true)
         .short(&["rs"])
         .categories(ALL_CATEGORY)
         .sub(STATUS_SCALE)
+        .scale_versions(&["apps/v1beta2"])
         .generation(SPEC)
         .rules(&Workload::REPLICA_SET),
     &ResourceKind::row("apps", "v1", "statefulsets", "StatefulSet", "statefulset", true)
         .short(&["sts"])
         .categories(ALL_CATEGORY)
         .sub(STATUS_SCALE)
+        .scale_versions(&["apps/v1beta1", "apps/v1beta2"])
         .generation(SPEC)
         .rules(&Workload::STATEFUL_SET),
 ];

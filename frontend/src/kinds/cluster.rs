@@ -120,7 +120,7 @@ pub static ROWS: &[&ResourceKind] =
     ];
 
 /// HorizontalPodAutoscalers (rules on the stored autoscaling/v2 form): minReplicas 1, a CPU
-/// 80% target when no metric is given, kube's default scaling behavior.
+/// 80% target when no metric is given, kube's default rules in a behavior that is given.
 #[derive(Debug)]
 struct HpaStrategy;
 
@@ -133,18 +133,23 @@ impl Strategy for HpaStrategy {
                 "target": {"type": "Utilization", "averageUtilization": 80}}}]);
             ballast_apiserver::registry::strategy::map_field_mut(obj, "spec").insert("metrics".into(), cpu);
         }
-        default_at(
-            obj,
-            &["spec", "behavior", "scaleUp"],
-            json!({"stabilizationWindowSeconds": 0, "selectPolicy": "Max", "policies": [
+        // kube fills in the rules of a behavior that is given, field by field; an HPA without
+        // one keeps none.
+        if get_path(obj, &["spec", "behavior"]).is_some_and(Value::is_object) {
+            let up = json!({"stabilizationWindowSeconds": 0, "selectPolicy": "Max", "policies": [
                 {"type": "Pods", "value": 4, "periodSeconds": 15},
-                {"type": "Percent", "value": 100, "periodSeconds": 15}]}),
-        );
-        default_at(
-            obj,
-            &["spec", "behavior", "scaleDown"],
-            json!({"selectPolicy": "Max", "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}]}),
-        );
+                {"type": "Percent", "value": 100, "periodSeconds": 15}]});
+            let down =
+                json!({"selectPolicy": "Max", "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}]});
+            for (direction, defaults) in [("scaleUp", up), ("scaleDown", down)] {
+                let Value::Object(defaults) = defaults else { continue };
+                for (k, v) in defaults {
+                    default_at(obj, &["spec", "behavior", direction, k.as_str()], v);
+                }
+            }
+        }
+        // The v1 form's annotations are never stored (kube drops them on every write).
+        super::hpa_v1::drop_round_trip(obj);
     }
 
     fn validate(&self, obj: &Object) -> Vec<FieldError> {
@@ -258,7 +263,16 @@ mod tests {
         HpaStrategy.prepare_for_create(&mut hpa);
         assert_eq!(hpa["spec"]["minReplicas"], 1);
         assert_eq!(hpa["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"], 80);
+        assert!(hpa["spec"].get("behavior").is_none(), "no behavior given, none made");
         assert!(HpaStrategy.validate(&hpa).is_empty());
+        hpa["spec"]["behavior"] = json!({"scaleUp": {"selectPolicy": "Min"}});
+        HpaStrategy.prepare_for_create(&mut hpa);
+        assert_eq!(
+            hpa["spec"]["behavior"],
+            json!({"scaleUp": {"stabilizationWindowSeconds": 0, "selectPolicy": "Min", "policies": [
+                {"type": "Pods", "value": 4, "periodSeconds": 15}, {"type": "Percent", "value": 100, "periodSeconds": 15}]},
+                "scaleDown": {"selectPolicy": "Max", "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}]}})
+        );
         hpa["spec"]["maxReplicas"] = 0.into();
         assert_eq!(HpaStrategy.validate(&hpa).len(), 1);
     }

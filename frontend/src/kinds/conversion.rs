@@ -5,14 +5,12 @@
 //!   `message`, `regarding` is `involvedObject`, `deprecatedX` is `x`, `reportingController`
 //!   is `reportingComponent`);
 //! * autoscaling/v1 `HorizontalPodAutoscaler` over autoscaling/v2 storage: the v1 CPU target
-//!   and current utilization map to a `Resource` `cpu` `Utilization` metric. Unlike kube,
-//!   other v2 metrics, conditions and behavior are not carried through v1 annotations: a v1
-//!   read does not show them and a v1 update drops the extra metrics.
+//!   and current utilization map to a `Resource` `cpu` `Utilization` metric, and what else v2
+//!   holds travels in annotations ([`super::hpa_v1`]).
 
-use serde_json::{json, Value};
-
+use super::hpa_v1;
 use ballast_apiserver::error::ApiError;
-use ballast_apiserver::registry::strategy::{map_field_mut, Object};
+use ballast_apiserver::registry::strategy::Object;
 use ballast_apiserver::registry::VersionConverter;
 
 /// events.k8s.io/v1 over core/v1 storage.
@@ -63,58 +61,16 @@ impl VersionConverter for EventsV1 {
 #[derive(Debug)]
 pub struct HpaV1;
 
-fn cpu_utilization(metrics: Option<&Value>, field: &str) -> Option<Value> {
-    metrics?
-        .as_array()?
-        .iter()
-        .find_map(|m| {
-            let r = &m["resource"];
-            (m["type"] == "Resource" && r["name"] == "cpu").then(|| r[field]["averageUtilization"].clone())
-        })
-        .filter(|v| !v.is_null())
-}
-
 impl VersionConverter for HpaV1 {
     fn to_stored(&self, obj: &mut Object) -> Result<(), ApiError> {
         obj.insert("apiVersion".into(), "autoscaling/v2".into());
-        let spec = map_field_mut(obj, "spec");
-        if let Some(target) = spec.remove("targetCPUUtilizationPercentage") {
-            spec.insert(
-                "metrics".into(),
-                json!([{"type": "Resource", "resource": {"name": "cpu",
-                    "target": {"type": "Utilization", "averageUtilization": target}}}]),
-            );
-        }
-        if let Some(Value::Object(status)) = obj.get_mut("status") {
-            if let Some(current) = status.remove("currentCPUUtilizationPercentage") {
-                status.insert(
-                    "currentMetrics".into(),
-                    json!([{"type": "Resource", "resource": {"name": "cpu",
-                        "current": {"averageUtilization": current}}}]),
-                );
-            }
-        }
+        hpa_v1::to_v2(obj);
         Ok(())
     }
 
     fn to_served(&self, obj: &mut Object) -> Result<(), ApiError> {
         obj.insert("apiVersion".into(), "autoscaling/v1".into());
-        if let Some(Value::Object(spec)) = obj.get_mut("spec") {
-            let target = cpu_utilization(spec.get("metrics"), "target");
-            spec.remove("metrics");
-            spec.remove("behavior");
-            if let Some(t) = target {
-                spec.insert("targetCPUUtilizationPercentage".into(), t);
-            }
-        }
-        if let Some(Value::Object(status)) = obj.get_mut("status") {
-            let current = cpu_utilization(status.get("currentMetrics"), "current");
-            status.remove("currentMetrics");
-            status.remove("conditions");
-            if let Some(c) = current {
-                status.insert("currentCPUUtilizationPercentage".into(), c);
-            }
-        }
+        hpa_v1::to_v1(obj);
         Ok(())
     }
 }
@@ -122,6 +78,7 @@ impl VersionConverter for HpaV1 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn events_round_trip() {

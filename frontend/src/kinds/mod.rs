@@ -15,6 +15,7 @@ pub mod categories;
 pub mod cluster;
 pub mod conversion;
 pub mod core;
+pub mod hpa_v1;
 pub mod networking;
 pub mod pod_spec;
 pub mod rbac;

@@ -6,12 +6,18 @@ use serde_json::{json, Value};
 
 use crate::harness::{both_backends, in_memory, Backend, Cluster, Credentials, Options};
 
-both_backends!(configmap_apply_session, two_appliers_share_a_deployment);
+both_backends!(
+    configmap_apply_session,
+    two_appliers_share_a_deployment,
+    hpa_v1_carries_v2_fields_in_annotations,
+    scale_keeps_known_versions_and_lists_updaters_as_kube
+);
 in_memory!(
     updates_record_managers,
     client_side_then_server_side,
     status_and_scale_apply,
     scale_owns_the_replicas,
+    creates_mark_structs_by_their_go_kinds,
     custom_resource_versions_keep_their_managers,
     hpa_versions_keep_their_managers,
     event_versions_keep_their_managers,
@@ -724,6 +730,81 @@ fn entry_versions(obj: &Value) -> Vec<(String, String, String)> {
     out
 }
 
+/// A write to `/scale` keeps the entries of versions kube no longer serves but still knows the
+/// replicas of (a Deployment's `apps/v1beta1`), drops those of versions it does not know, and
+/// when it leaves the replicas alone lists an updater owning them twice, as kube does.
+async fn scale_keeps_known_versions_and_lists_updaters_as_kube(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
+    let mut deployment = crate::kinds::deployment("web");
+    deployment["spec"]["replicas"] = 1.into();
+    crate::kinds::kubectl_create(&c, &deployment).await;
+    let d = get(&c, &["deploy", "web"]).await;
+    assert_eq!(d["spec"]["replicas"], 1);
+    let creator = fields_of(&d, "kubectl-create");
+    assert_eq!(creator["f:spec"]["f:replicas"], json!({}), "{creator}");
+
+    // `kubectl scale` to the replicas the object has changes no field: the creator's update
+    // entry loses the replicas to the one it has through the Scale (another identity, by its
+    // apiVersion), which comes back without time beside it.
+    c.must_kubectl(&["scale", "deployment", "web", "--replicas=1"]).await;
+    let d = get(&c, &["deploy", "web"]).await;
+    let entries: Vec<&Value> = d["metadata"]["managedFields"].as_array().expect("entries").iter().collect();
+    let creators: Vec<&&Value> = entries.iter().filter(|e| e["manager"] == "kubectl-create").collect();
+    assert_eq!(creators.len(), 2, "{entries:?}");
+    assert_eq!(
+        (&creators[0]["operation"], &creators[0]["apiVersion"], creators[0].get("time"), &creators[0]["fieldsV1"]),
+        (&json!("Update"), &json!("apps/v1"), None, &json!({"f:spec": {"f:replicas": {}}}))
+    );
+    let mut rest = creator.clone();
+    rest["f:spec"].as_object_mut().expect("spec").remove("f:replicas");
+    assert_eq!(creators[1]["fieldsV1"], rest);
+    assert!(creators[1]["time"].is_string());
+    assert_eq!(entries.len(), 2, "the scaler changed nothing: {entries:?}");
+
+    // Entries at apps/v1beta1 (a version kube knows the replicas of, though it serves it no
+    // more) and at extensions/v1beta1 (one it does not), as an older server stored them: a
+    // scale write keeps the first, taking its replicas, and drops the second.
+    let key = "/registry/deployments/default/web";
+    let mut stored: Value = serde_json::from_slice(&c.storage_get(key).await.expect("stored")).expect("JSON");
+    let managed = stored["metadata"]["managedFields"].as_array_mut().expect("entries");
+    for (manager, version) in [("old", "apps/v1beta1"), ("gone", "extensions/v1beta1")] {
+        managed.push(json!({"manager": manager, "operation": "Update", "apiVersion": version,
+            "time": "2026-01-01T00:00:00Z", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:spec": {"f:replicas": {}, "f:paused": {}}}}));
+    }
+    c.storage_put(key, stored.to_string().into_bytes()).await;
+    c.must_kubectl(&["scale", "deployment", "web", "--replicas=3"]).await;
+    let d = get(&c, &["deploy", "web"]).await;
+    assert_eq!(d["spec"]["replicas"], 3);
+    assert_eq!(fields_of(&d, "old"), json!({"f:spec": {"f:paused": {}}}), "kept, without the replicas");
+    assert_eq!(fields_of(&d, "gone"), Value::Null, "dropped");
+    let owners = replicas_owners(&d);
+    assert!(owners.len() == 1 && owners[0].starts_with("kubectl"), "the scaler alone: {owners:?}");
+}
+
+/// `kubectl create` of a ReplicationController (whose template is a pointer in Go) and of a
+/// Deployment (whose template is a value): kube's `.` marks the first's template as added by
+/// the create, not the second's.
+async fn creates_mark_structs_by_their_go_kinds(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
+    let template = json!({"metadata": {"labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "nginx", "image": "nginx"}]}});
+    let rc = json!({"apiVersion": "v1", "kind": "ReplicationController", "metadata": {"name": "web"},
+        "spec": {"replicas": 1, "selector": {"app": "web"}, "template": template}});
+    crate::kinds::kubectl_create(&c, &rc).await;
+    crate::kinds::kubectl_create(&c, &crate::kinds::deployment("web")).await;
+    let rc = json_of(&c.must_kubectl(&["get", "rc", "web", "-o", "json", "--show-managed-fields"]).await);
+    let template = &fields_of(&rc, "kubectl-create")["f:spec"]["f:template"];
+    assert_eq!(template["."], json!({}), "{template}");
+    assert_eq!(template["f:spec"]["."], json!({}), "{template}");
+    assert_eq!(template["f:spec"]["f:containers"]["."], json!({}), "{template}");
+    let d = json_of(&c.must_kubectl(&["get", "deploy", "web", "-o", "json", "--show-managed-fields"]).await);
+    let template = &fields_of(&d, "kubectl-create")["f:spec"]["f:template"];
+    assert_eq!(template.get("."), None, "{template}");
+    assert_eq!(template["f:spec"].get("."), None, "{template}");
+    assert_eq!(template["f:spec"]["f:containers"].get("."), None, "{template}");
+}
+
 /// An HPA written through `autoscaling/v2` and `autoscaling/v1`, whose CPU target is a
 /// `metrics` item in one and `targetCPUUtilizationPercentage` in the other: every manager's
 /// entry keeps the version it wrote through, and its fields are compared, released and pruned
@@ -847,6 +928,94 @@ async fn hpa_versions_keep_their_managers(backend: Backend) {
     let v1 = c.must_get(&path("v1")).await;
     assert_eq!(v1["spec"]["targetCPUUtilizationPercentage"], 90);
     assert_eq!(entry_versions(&v1), entries);
+}
+
+/// An HPA created through `autoscaling/v2` with a metric and a behavior v1 cannot express: read
+/// through v1 (by kubectl) they are annotations, a v1 write back keeps them, and a v1 applier
+/// owns them through the annotation, as kube's conversion and field manager do.
+async fn hpa_v1_carries_v2_fields_in_annotations(backend: Backend) {
+    const METRICS: &str = "autoscaling.alpha.kubernetes.io/metrics";
+    const BEHAVIOR: &str = "autoscaling.alpha.kubernetes.io/behavior";
+    let c = Cluster::start_on(backend).await;
+    let path = |v: &str| format!("/apis/autoscaling/{v}/namespaces/default/horizontalpodautoscalers/web");
+    let memory = json!({"type": "Resource", "resource": {"name": "memory",
+        "target": {"type": "AverageValue", "averageValue": "500Mi"}}});
+    let cpu = |n: u32| json!({"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": n}}});
+    let hpa = json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "web"},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "maxReplicas": 5, "metrics": [cpu(50), memory.clone()],
+            "behavior": {"scaleDown": {"stabilizationWindowSeconds": 300}}}});
+    crate::kinds::kubectl_create(&c, &hpa).await;
+
+    let v1 = json_of(&c.must_kubectl(&["get", "horizontalpodautoscalers.v1.autoscaling", "web", "-o", "json"]).await);
+    assert_eq!(v1["apiVersion"], "autoscaling/v1");
+    assert_eq!(v1["spec"]["targetCPUUtilizationPercentage"], 50);
+    assert_eq!(v1["spec"].get("metrics"), None);
+    let annotations = &v1["metadata"]["annotations"];
+    assert_eq!(
+        annotations[METRICS],
+        r#"[{"type":"Resource","resource":{"name":"memory","targetAverageValue":"500Mi"}}]"#
+    );
+    assert_eq!(
+        annotations[BEHAVIOR],
+        concat!(
+            r#"{"ScaleUp":{"StabilizationWindowSeconds":0,"SelectPolicy":"Max","Policies":[{"Type":"Pods","Value":4,"PeriodSeconds":15},{"Type":"Percent","Value":100,"PeriodSeconds":15}],"Tolerance":null},"#,
+            r#""ScaleDown":{"StabilizationWindowSeconds":300,"SelectPolicy":"Max","Policies":[{"Type":"Percent","Value":100,"PeriodSeconds":15}],"Tolerance":null}}"#
+        )
+    );
+    let stored_behavior = c.must_get(&path("v2")).await["spec"]["behavior"].clone();
+
+    // A v1 client writes what it read back with another maximum: nothing v2 holds is lost, no
+    // annotation is stored, and the writer owns only what it changed.
+    let mut back = v1.clone();
+    back["spec"]["maxReplicas"] = 6.into();
+    back["metadata"]["managedFields"] = Value::Null;
+    let r =
+        c.request(Credentials::Admin, "PUT", &format!("{}?fieldManager=u", path("v1")), None, back.to_string()).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let h = c.must_get(&path("v2")).await;
+    assert_eq!(h["spec"]["maxReplicas"], 6);
+    assert_eq!(h["spec"]["metrics"], json!([memory, cpu(50)]), "the annotation's metrics first, as kube orders them");
+    assert_eq!(h["spec"]["behavior"], stored_behavior);
+    assert_eq!(h["metadata"].get("annotations"), None);
+    assert_eq!(fields_of(&h, "u"), json!({"f:spec": {"f:maxReplicas": {}}}));
+
+    // A v1 applier setting other metrics through the annotation conflicts with the creator's
+    // metrics, takes them when forced, and owns the annotation at v1.
+    let pods = r#"[{"type":"Pods","pods":{"metricName":"qps","targetAverageValue":"1k"}}]"#;
+    let apply = |force: bool, annotation: Option<&str>| {
+        let c = &c;
+        let annotations = annotation.map_or(String::new(), |a| format!(", annotations: {{{METRICS}: '{a}'}}"));
+        let body = format!(
+            "apiVersion: autoscaling/v1\nkind: HorizontalPodAutoscaler\nmetadata: {{name: web{annotations}}}\n\
+             spec: {{maxReplicas: 6, targetCPUUtilizationPercentage: 50}}\n"
+        );
+        let url = format!("{}?fieldManager=b&force={force}", path("v1"));
+        async move { c.request(Credentials::Admin, "PATCH", &url, Some("application/apply-patch+yaml"), body).await }
+    };
+    let r = apply(false, Some(pods)).await;
+    assert_eq!(r.status, 409, "{:?}", r.body);
+    let message = r.json()["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.contains(r#"conflict with "kubectl-create""#) && message.contains(".spec.metrics"), "{message}");
+    let r = apply(true, Some(pods)).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let h = c.must_get(&path("v2")).await;
+    let qps = json!({"type": "Pods", "pods": {"metric": {"name": "qps"},
+        "target": {"type": "AverageValue", "averageValue": "1k"}}});
+    assert_eq!(h["spec"]["metrics"], json!([qps, cpu(50)]));
+    assert_eq!(
+        fields_of(&h, "b"),
+        json!({"f:metadata": {"f:annotations": {format!("f:{METRICS}"): {}}},
+            "f:spec": {"f:maxReplicas": {}, "f:targetCPUUtilizationPercentage": {}}})
+    );
+    // Its next apply without the annotation releases it, but the metrics stay: pruned in v1,
+    // the creator's fields are added back in v2, where the metrics field is still set (the
+    // CPU target), with the merged object's value, as kube's field manager does.
+    let r = apply(false, None).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let h = c.must_get(&path("v2")).await;
+    assert_eq!(h["spec"]["metrics"], json!([qps, cpu(50)]));
+    assert_eq!(fields_of(&h, "b"), json!({"f:spec": {"f:maxReplicas": {}, "f:targetCPUUtilizationPercentage": {}}}));
 }
 
 /// An Event written through core `v1` and `events.k8s.io/v1`, where `message` is `note`: each

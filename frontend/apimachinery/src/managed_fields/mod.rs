@@ -25,7 +25,7 @@ pub mod entries;
 pub mod scale;
 pub mod versions;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 pub use entries::{Entry, ManagerId, Managers, Operation};
 pub use versions::KindVersions;
@@ -233,11 +233,12 @@ impl FieldManager<'_> {
     }
 
     /// kube's zero value of the kind, what a create is compared against: the object's
-    /// identity and the structs Go always serialises, even empty (`metadata`, `spec`,
-    /// `status`, and the templates and strategies within), so that a create owns their fields
-    /// but not the structs themselves.
+    /// identity and the value structs of its Go type (`metadata`, `spec`, `status`, a
+    /// Deployment's `template` and `strategy`, but not a ReplicationController's `template`,
+    /// a pointer), always written even empty, so that a create owns their fields but not the
+    /// structs themselves ([`TypeSchema::zero_value`]).
     fn empty_object(&self, new: &Value) -> Value {
-        let mut m = zero_structs(new);
+        let mut m = self.schema.zero_value(new);
         for k in ["apiVersion", "kind"] {
             if let Some(v) = new.get(k) {
                 m.insert(k.into(), v.clone());
@@ -636,30 +637,6 @@ fn add_back_owned_in(
     let merged_set = with_named_fields(s, &to_set(s, merged)?);
     let pruned_set = with_named_fields(s, &to_set(s, &pruned)?);
     Ok(remove_items(s, merged, &merged_set.difference(&pruned_set.union(&added))))
-}
-
-/// The fields of Kubernetes types that are Go structs rather than pointers: their zero value is
-/// an empty object, present in every object kube converts.
-const NON_POINTER_STRUCTS: &[&str] =
-    &["metadata", "spec", "status", "template", "strategy", "updateStrategy", "jobTemplate"];
-
-/// Lists Go serialises as `null` when empty (no `omitempty`): a pod's `containers`.
-const NULL_LISTS: &[&str] = &["containers"];
-
-/// The non-pointer structs of `v` (as empty objects, nested ones kept) and its null lists.
-fn zero_structs(v: &Value) -> Map<String, Value> {
-    let mut m = Map::new();
-    for k in NON_POINTER_STRUCTS {
-        if let Some(child) = v.get(*k).filter(|c| c.is_object()) {
-            m.insert((*k).into(), Value::Object(zero_structs(child)));
-        }
-    }
-    for k in NULL_LISTS {
-        if v.get(*k).is_some_and(Value::is_array) {
-            m.insert((*k).into(), Value::Null);
-        }
-    }
-    m
 }
 
 /// kube's cap: past [`MAX_UPDATE_MANAGERS`] update entries, the oldest merge, per apiVersion,

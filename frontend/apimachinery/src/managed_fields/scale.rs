@@ -13,7 +13,9 @@
 //! the same identity, which for a manager new to the parent is none (kube stores scale entries
 //! without `time`). Update identities include the apiVersion, so a parent's update entry is
 //! never the Scale's entry of the same manager: its replicas field is taken away and given
-//! back, at the parent's version, when the Scale's entry still owns `.spec.replicas`.
+//! back in an entry of its own, at the parent's version and without time, when the Scale's
+//! entry still owns `.spec.replicas`; if the parent entry kept other fields, the manager is
+//! then listed twice (the next write keeps the later of the two, as kube's decoding does).
 //!
 //! Worked example (a Deployment `apps/v1`, replicas at `.spec.replicas`):
 //!
@@ -103,18 +105,11 @@ pub fn to_parent(parent: &Managers, scale: &Managers, api_version: &str, paths: 
         if !e.set.has(&replicas) {
             continue;
         }
-        let id = at_version(&e.id, api_version);
+        // Kept under the Scale's identity (whose update apiVersion is the Scale's), written at
+        // the parent's version: an update entry of the same manager that kept its other
+        // fields is then listed twice, as kube lists it.
         let time = parent.entries.get(&key).and_then(|p| p.time.clone());
-        let new_key = id.identifier();
-        match out.entries.get_mut(&new_key) {
-            // A parent update entry of the same manager kept its other fields: one entry
-            // holds both (kube would list the identity twice).
-            Some(kept) => kept.set.insert(path),
-            None => {
-                let entry = Entry { id, api_version: api_version.into(), time, set: single(path) };
-                out.entries.insert(new_key, entry);
-            }
-        }
+        out.entries.insert(key, Entry { id: e.id, api_version: api_version.into(), time, set: single(path) });
     }
     out
 }
@@ -189,9 +184,53 @@ mod tests {
         let scale = to_subresource(&parent, &deployment_paths());
         let out = to_parent(&parent, &scale, "apps/v1", &deployment_paths());
         // The applier's entry is the same identity on both sides: kept as it was. The
-        // updater's entry is another identity on the Scale (its apiVersion): it keeps both
-        // fields, in one entry.
-        assert_eq!(out, parent);
+        // updater's entry is another identity on the Scale (its apiVersion): the parent entry
+        // loses the replicas, which come back in an entry of their own, without time, listed
+        // after it with the same manager, operation and apiVersion, as kube lists them.
+        assert_eq!(
+            out.encode(),
+            Some(json!([
+                {"manager": "a", "operation": "Apply", "apiVersion": "apps/v1", "time": T,
+                 "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:replicas": {}}}, "subresource": "scale"},
+                {"manager": "u", "operation": "Update", "apiVersion": "apps/v1",
+                 "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:replicas": {}}}},
+                {"manager": "u", "operation": "Update", "apiVersion": "apps/v1", "time": T,
+                 "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:paused": {}}}}
+            ]))
+        );
+        // Read back, the later of the two entries of one identity is the one kept.
+        let again = managers(&out.encode().expect("managers"));
+        assert_eq!(again.entries.len(), 2);
+        assert_eq!(fields_of_u(&again), json!({"f:spec": {"f:paused": {}}}));
+    }
+
+    fn fields_of_u(m: &Managers) -> serde_json::Value {
+        let u = ManagerId::new("u", super::super::Operation::Update, "apps/v1", "");
+        crate::fieldpath::to_fields_v1_value(&m.get(&u).expect("u's entry").set)
+    }
+
+    #[test]
+    fn entries_of_versions_kube_knows_but_does_not_serve_are_kept() {
+        let mut paths = deployment_paths();
+        paths.insert("apps/v1beta1".into(), Some(scale_replicas_path()));
+        let parent = managers(&json!([
+            {"manager": "old", "operation": "Update", "apiVersion": "apps/v1beta1", "time": T,
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:replicas": {}, "f:paused": {}}}},
+            {"manager": "gone", "operation": "Update", "apiVersion": "extensions/v1beta1", "time": T,
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:paused": {}}}}
+        ]));
+        let scale = to_subresource(&parent, &paths);
+        assert_eq!(scale.entries.len(), 1, "its owner of the replicas owns the Scale's");
+        let scaler = managers(&json!([
+            {"manager": "hpa", "operation": "Update", "apiVersion": "autoscaling/v1", "time": T,
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:replicas": {}}}, "subresource": "scale"}
+        ]));
+        let out = to_parent(&parent, &scaler, "apps/v1", &paths).encode().expect("managers");
+        let list = out.as_array().expect("a list");
+        assert_eq!(list.len(), 2, "the unknown version's entry goes: {out}");
+        assert_eq!(list[0]["manager"], "hpa");
+        assert_eq!(list[1]["apiVersion"], "apps/v1beta1");
+        assert_eq!(list[1]["fieldsV1"], json!({"f:spec": {"f:paused": {}}}), "it lost the replicas");
     }
 
     #[test]

@@ -370,3 +370,42 @@ fn an_applier_moving_versions_is_pruned_in_its_last() {
     let (obj, _) = v2.apply(&mut shared, &empty, "m", false, NOW, "test").expect("applies");
     assert_eq!(obj.expect("changed")["new"], "a");
 }
+
+#[test]
+fn create_marks_pointer_structs_as_each_go_type_declares_them() {
+    // A ReplicationController's `spec.template` is a pointer in Go (a Deployment's is a value):
+    // kube's zero value has none, so a create adds it, and it and every struct and list within
+    // get `.` (the pod's `containers` too, which a Deployment's zero value holds as `null`).
+    // The selector is an atomic map: one field.
+    let s = schema("", "ReplicationController");
+    let fm = FieldManager { schema: &s, api_version: "v1", subresource: "", versions: None };
+    let new = json!({"apiVersion": "v1", "kind": "ReplicationController",
+        "metadata": {"name": "web", "namespace": "default", "uid": "u"},
+        "spec": {"replicas": 1, "selector": {"app": "web"},
+                 "template": {"metadata": {"creationTimestamp": null, "labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "c", "image": "nginx"}], "restartPolicy": "Always",
+                                       "securityContext": {}}}},
+        "status": {"replicas": 0}});
+    let managed = fm.update(None, &new, None, "kubectl-create", NOW).expect("tracked");
+    assert_eq!(
+        managed[0]["fieldsV1"],
+        json!({"f:spec": {"f:replicas": {}, "f:selector": {},
+            "f:template": {".": {},
+                "f:metadata": {".": {}, "f:creationTimestamp": {}, "f:labels": {".": {}, "f:app": {}}},
+                "f:spec": {".": {}, "f:containers": {".": {}, r#"k:{"name":"c"}"#: {".": {}, "f:image": {}, "f:name": {}}},
+                    "f:restartPolicy": {}, "f:securityContext": {}}}},
+            "f:status": {"f:replicas": {}}})
+    );
+
+    // A custom resource has no Go type: kube's zero value is an empty object, so its `spec`
+    // is added too (`f:spec: {.: {}}`, as kube records a custom resource's create).
+    let s = TypeSchema::deduced();
+    let fm = FieldManager { schema: &s, api_version: "example.com/v1", subresource: "", versions: None };
+    let new = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "labels": {"a": "b"}},
+        "spec": {"size": 1}});
+    let managed = fm.update(None, &new, None, "m", NOW).expect("tracked");
+    assert_eq!(
+        managed[0]["fieldsV1"],
+        json!({"f:metadata": {"f:labels": {".": {}, "f:a": {}}}, "f:spec": {".": {}, "f:size": {}}})
+    );
+}

@@ -7,11 +7,26 @@
 //! k8s-openapi (JSON names) crate sources, pinned to the served Kubernetes version (1.33); the
 //! script's doc says how to run it. Fields newer than 1.33 in k8s-pb are left out, so a body
 //! carrying them decodes as 1.33 would (unknown fields skipped).
+//!
+//! [`zero_values`] is written by `tools/zero_value_gen.py` from the Go types themselves (which
+//! fields are value structs, which are written as `null` when unset): what a type's zero value
+//! holds in JSON, which server-side apply compares a create against.
 
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 pub mod generated;
+#[allow(clippy::all, clippy::pedantic)]
+pub mod zero_values;
 
 pub use generated::{lookup, ATOMIC_STRUCTS};
+
+use crate::protobuf::Message;
+
+/// What the zero value of `message`'s Go type holds in JSON: its value-struct fields (written
+/// as objects, their own zero values within) and its fields written as `null`; `None` when
+/// it holds neither.
+pub fn zero_fields(message: &'static Message) -> Option<(&'static [&'static str], &'static [&'static str])> {
+    zero_values::ZERO_VALUES.iter().find(|(m, _, _)| std::ptr::eq(*m, message)).map(|(_, v, n)| (*v, *n))
+}
 
 #[cfg(test)]
 mod tests {

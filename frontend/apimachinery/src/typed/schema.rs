@@ -75,6 +75,17 @@ pub enum Node {
 pub struct TypeSchema {
     nodes: Vec<Node>,
     root: TypeId,
+    /// What the zero value of each struct holds (built-in kinds only, from their Go types).
+    zero: HashMap<TypeId, ZeroFields>,
+}
+
+/// The fields a struct's Go zero value holds in JSON.
+#[derive(Debug, Clone, PartialEq, Default)]
+struct ZeroFields {
+    /// Value structs: written as objects, with their own zero values.
+    values: Vec<(String, TypeId)>,
+    /// Slices, maps and pointers without `omitempty`: written as `null`.
+    nulls: Vec<String>,
 }
 
 /// The deduced type's id in every schema.
@@ -85,7 +96,7 @@ impl TypeSchema {
     /// A schema that knows nothing: every object deduced (what kube uses for kinds without
     /// a schema).
     pub fn deduced() -> TypeSchema {
-        TypeSchema { nodes: vec![Node::Deduced, Node::Scalar], root: DEDUCED }
+        TypeSchema { nodes: vec![Node::Deduced, Node::Scalar], root: DEDUCED, zero: HashMap::new() }
     }
 
     /// The object's type.
@@ -138,10 +149,39 @@ impl TypeSchema {
         memo.insert(addr, id);
         let mut fields = HashMap::new();
         self.collect_fields(message, memo, &mut fields);
+        if let Some((values, nulls)) = crate::schema::zero_fields(message) {
+            let values = values.iter().filter_map(|v| Some((v.to_string(), *fields.get(*v)?))).collect();
+            let nulls = nulls.iter().map(|n| n.to_string()).collect();
+            self.zero.insert(id, ZeroFields { values, nulls });
+        }
         if let Node::Struct { fields: f, .. } = &mut self.nodes[id] {
             *f = fields;
         }
         id
+    }
+
+    /// The zero value of the kind's Go type as kube's unstructured converter writes it, as far
+    /// as `obj` goes: its value structs `obj` holds (as objects, their own zero values within)
+    /// and the fields Go writes as `null` that `obj` sets. Empty for a kind without Go types
+    /// (a custom resource: kube's zero value is an empty object).
+    pub fn zero_value(&self, obj: &Value) -> Map<String, Value> {
+        self.zero_of(self.root, obj)
+    }
+
+    fn zero_of(&self, id: TypeId, obj: &Value) -> Map<String, Value> {
+        let mut out = Map::new();
+        let Some(zero) = self.zero.get(&id) else { return out };
+        for (field, child) in &zero.values {
+            if let Some(v) = obj.get(field).filter(|v| v.is_object()) {
+                out.insert(field.clone(), Value::Object(self.zero_of(*child, v)));
+            }
+        }
+        for field in &zero.nulls {
+            if obj.get(field).is_some_and(|v| !v.is_null()) {
+                out.insert(field.clone(), Value::Null);
+            }
+        }
+        out
     }
 
     fn collect_fields(

@@ -230,6 +230,10 @@ pub struct ResourceKind {
     /// Where `/scale` reads and writes; `None` is a workload's `spec.replicas`,
     /// `status.replicas` and `spec.selector`.
     pub scale_paths: Option<&'static ScalePaths>,
+    /// Group versions (`apps/v1beta1`) kube no longer serves the kind in but whose replicas
+    /// path (`spec.replicas`) its scale handler still knows: their managedFields entries
+    /// outlive a write to `/scale`, and their owners of the replicas own the Scale's.
+    pub scale_versions: &'static [&'static str],
     /// Whether the top-level fields are the schema's business too: `fields` is not consulted
     /// and [`ServedKinds::prune_unknown_fields`](super::ServedKinds::prune_unknown_fields)
     /// decides at every level (custom resources, whose schema may keep any field).
@@ -292,6 +296,7 @@ impl ResourceKind {
             subresources: Subresources::NONE,
             generation: &[],
             scale_paths: None,
+            scale_versions: &[],
             fields_from_schema: false,
             strategic_merge: true,
             converter: None,
@@ -299,6 +304,11 @@ impl ResourceKind {
             binder: None,
             create_binds: false,
         }
+    }
+
+    /// Sets the unserved versions whose replicas path `/scale` knows.
+    pub const fn scale_versions(self, scale_versions: &'static [&'static str]) -> Self {
+        ResourceKind { scale_versions, ..self }
     }
 
     /// Sets the short names.

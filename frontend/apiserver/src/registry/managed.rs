@@ -202,20 +202,22 @@ pub static SCALE_SCHEMA: LazyLock<TypeSchema> = LazyLock::new(|| {
         .map_or_else(TypeSchema::deduced, TypeSchema::from_message)
 });
 
-/// Where each served version of `kind` keeps its desired replicas (`None` for a version
-/// without `/scale`).
+/// Where each version of `kind` keeps its desired replicas (`None` for a served version
+/// without `/scale`): the served ones, and those kube no longer serves but still knows
+/// ([`ResourceKind::scale_versions`]).
 pub fn replicas_paths(kinds: &dyn ServedKinds, kind: &ResourceKind) -> ReplicasPaths {
-    kinds
-        .kinds()
-        .iter()
-        .filter(|k| k.group == kind.group && k.storage_resource == kind.storage_resource)
-        .map(|k| {
-            let path = k.subresources.has(Subresources::SCALE).then(|| {
-                scale_owners::dotted_path(k.scale_paths.map_or("spec.replicas", |p| p.spec_replicas.as_str()))
-            });
-            (group_version(k), path)
-        })
-        .collect()
+    let mut paths = ReplicasPaths::new();
+    for k in kinds.kinds().iter().filter(|k| k.group == kind.group && k.storage_resource == kind.storage_resource) {
+        let path = k
+            .subresources
+            .has(Subresources::SCALE)
+            .then(|| scale_owners::dotted_path(k.scale_paths.map_or("spec.replicas", |p| p.spec_replicas.as_str())));
+        for gv in k.scale_versions {
+            paths.entry((*gv).to_string()).or_insert_with(|| Some(scale_owners::scale_replicas_path()));
+        }
+        paths.insert(group_version(k), path);
+    }
+    paths
 }
 
 /// The managers of the stored object `parent`; `None` when they do not decode.
