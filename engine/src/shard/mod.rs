@@ -570,7 +570,7 @@ impl<B: KvBackend + Clone> Shard<B> {
             }
             self.run_ready()?;
             let round_next = !self.writes.is_empty() && self.can_evaluate();
-            if !round_next && self.node.commit_untold() {
+            if !self.single && !round_next && self.node.commit_untold() {
                 // No round is about to carry the commit index to the followers: they would learn
                 // it only from the next heartbeat, and their reads and forwarded writes wait
                 // for it.
