@@ -19,6 +19,14 @@ pub struct RaftConfig {
     pub pre_vote: bool,
     /// A leader that cannot hear a quorum steps down, so stale leaders stop serving.
     pub check_quorum: bool,
+    /// A leader whose commit index moves does not send an append of its own to say so: the
+    /// index rides on the next append with entries (every append carries it). Under load that
+    /// halves the messages per round (an append and its acknowledgement per follower), and each
+    /// follower runs one Ready round per leader round instead of two. The caller then owes the
+    /// followers the index whenever no next append follows soon: see
+    /// [`RaftNode::tell_commit`](crate::RaftNode::tell_commit). Off by default (raft's own
+    /// behaviour: every commit is broadcast at once).
+    pub commit_with_next_append: bool,
 }
 
 impl Default for RaftConfig {
@@ -31,6 +39,7 @@ impl Default for RaftConfig {
             max_inflight_msgs: 256,
             pre_vote: true,
             check_quorum: true,
+            commit_with_next_append: false,
         }
     }
 }

@@ -34,6 +34,11 @@ pub struct RaftNode<L: LogStore, S: StateMachine, T: Transport> {
     sm: S,
     transport: T,
     role: StateRole,
+    /// The highest commit index the followers were sent with an append (see
+    /// [`RaftConfig::commit_with_next_append`]).
+    commit_told: u64,
+    /// See [`RaftConfig::commit_with_next_append`].
+    commit_with_next_append: bool,
 }
 
 impl<L: LogStore, S: StateMachine, T: Transport> std::fmt::Debug for RaftNode<L, S, T> {
@@ -89,11 +94,20 @@ impl<L: LogStore, S: StateMachine, T: Transport> RaftNode<L, S, T> {
             max_inflight_msgs: cfg.max_inflight_msgs,
             pre_vote: cfg.pre_vote,
             check_quorum: cfg.check_quorum,
+            skip_bcast_commit: cfg.commit_with_next_append,
             ..Default::default()
         };
         raft_cfg.validate()?;
         let raw = RawNode::new(&raft_cfg, store.clone(), &discard_logger())?;
-        Ok(Self { raw, store, sm, transport, role: StateRole::Follower })
+        Ok(Self {
+            raw,
+            store,
+            sm,
+            transport,
+            role: StateRole::Follower,
+            commit_told: 0,
+            commit_with_next_append: cfg.commit_with_next_append,
+        })
     }
 
     /// Proposes `data` as a normal entry.
@@ -107,7 +121,30 @@ impl<L: LogStore, S: StateMachine, T: Transport> RaftNode<L, S, T> {
         self.raw.propose(vec![], data).map_err(|e| match e {
             raft::Error::ProposalDropped => RaftError::ProposalDropped,
             e => RaftError::Raft(e),
-        })
+        })?;
+        // raft sent the entry to every follower it may send to, with the commit index.
+        self.commit_told = self.raw.raft.raft_log.committed;
+        Ok(())
+    }
+
+    /// True on a leader whose commit index moved past what its followers were last sent with
+    /// an append (only with [`RaftConfig::commit_with_next_append`]; raft broadcasts it
+    /// otherwise).
+    pub fn commit_untold(&self) -> bool {
+        self.commit_with_next_append
+            && self.raw.raft.state == StateRole::Leader
+            && self.raw.raft.raft_log.committed > self.commit_told
+    }
+
+    /// On a leader, sends every follower an append carrying the commit index (entries too for
+    /// one that lacks some), for when [`RaftNode::commit_untold`] and no proposal follows soon:
+    /// followers apply (and answer their waiting reads and forwarded writes) only once they
+    /// hear it. The messages leave with the next [`RaftNode::handle_ready`].
+    pub fn tell_commit(&mut self) {
+        if self.raw.raft.state == StateRole::Leader {
+            self.raw.raft.bcast_append();
+            self.commit_told = self.raw.raft.raft_log.committed;
+        }
     }
 
     /// Proposes a membership change. raft takes one at a time: while one is not yet applied,

@@ -7,7 +7,8 @@
 //! iteration ("round"): take up to `max_msgs_per_round` messages (reads answered at once, writes
 //! set aside), evaluate and propose the round's writes (see [`state_machine`]), tick raft when
 //! due, run the Ready loop (one synced log write, one state write, watch fan-out), answer the
-//! writes, then move lagging watchers forward.
+//! writes, send the followers the commit index when no next round is about to carry it, then
+//! move lagging watchers forward.
 //!
 //! Reads are answered from state every acknowledged write is in, and never see a write that is
 //! not yet committed. With a single voter, a round's reads are all answered before its writes
@@ -66,7 +67,9 @@ pub struct ShardConfig {
     /// Raft tick. 100 ms is etcd's heartbeat interval; with `election_tick = 10` elections take
     /// etcd's 1 s.
     pub tick_interval: Duration,
-    /// Raft parameters.
+    /// Raft parameters. A shard's leader lets its commit index ride on its next round's
+    /// append (`RaftConfig::commit_with_next_append`) and tells followers itself when no round
+    /// follows at once (see [`Shard::run`]).
     pub raft: RaftConfig,
     /// Messages waiting for the shard before callers get "too many requests". 10,000 is about
     /// etcd's gap between committed and applied entries before it refuses proposals (5,000)
@@ -129,7 +132,7 @@ impl Default for ShardConfig {
     fn default() -> Self {
         Self {
             tick_interval: Duration::from_millis(100),
-            raft: RaftConfig::default(),
+            raft: RaftConfig { commit_with_next_append: true, ..RaftConfig::default() },
             mailbox_capacity: 10_000,
             max_msgs_per_round: 4_096,
             raft_log_retain: 5_000,
@@ -566,6 +569,14 @@ impl<B: KvBackend + Clone> Shard<B> {
                 self.on_tick(now)?;
             }
             self.run_ready()?;
+            let round_next = !self.writes.is_empty() && self.can_evaluate();
+            if !self.single && !round_next && self.node.commit_untold() {
+                // No round is about to carry the commit index to the followers: they would learn
+                // it only from the next heartbeat, and their reads and forwarded writes wait
+                // for it.
+                self.node.tell_commit();
+                self.run_ready()?;
+            }
             if self.deferred_checkpoint.is_some() && !self.round_in_flight() {
                 if let Some((dir, cut, reply)) = self.deferred_checkpoint.take() {
                     self.checkpoint(&dir, cut.as_deref(), reply);

@@ -95,12 +95,17 @@ struct Cluster {
 
 impl Cluster {
     fn new(n: u64) -> Self {
+        Self::with_config(n, &RaftConfig::default())
+    }
+
+    /// A group of `n` members with `base`'s parameters (each with its own ID).
+    fn with_config(n: u64, base: &RaftConfig) -> Self {
         let net = LocalNetwork::new();
         let ids: Vec<u64> = (1..=n).collect();
         let nodes = ids
             .iter()
             .map(|&id| {
-                let cfg = RaftConfig { id, ..RaftConfig::default() };
+                let cfg = RaftConfig { id, ..base.clone() };
                 (id, RaftNode::new(&cfg, &ids, MemLogStore::new(), Recorder::default(), net.transport()).expect("node"))
             })
             .collect();
@@ -224,4 +229,52 @@ fn isolated_leader_is_replaced_and_committed_entries_survive() {
         "the old leader catches up"
     );
     assert_eq!(c.leaders().len(), 1);
+}
+
+#[test]
+fn commit_index_rides_on_the_next_append_and_is_told_on_demand() {
+    // raft's own behaviour: the commit is broadcast at once, followers apply without a tick.
+    let mut plain = Cluster::new(3);
+    plain.nodes.get_mut(&1).expect("node 1").campaign().expect("campaign");
+    plain.settle();
+    plain.nodes.get_mut(&1).expect("leader").propose(b"a".to_vec()).expect("propose");
+    plain.settle();
+    assert!(!plain.nodes[&1].commit_untold());
+    for id in [2, 3] {
+        assert_eq!(plain.nodes[&id].state_machine().data, vec![b"a".to_vec()], "member {id}");
+    }
+
+    let mut c = Cluster::with_config(3, &RaftConfig { commit_with_next_append: true, ..RaftConfig::default() });
+    c.nodes.get_mut(&1).expect("node 1").campaign().expect("campaign");
+    c.settle();
+    assert_eq!(c.leaders(), vec![1]);
+    // The leader's first entry committed with nothing to carry the index.
+    assert!(c.nodes[&1].commit_untold());
+    c.nodes.get_mut(&1).expect("leader").tell_commit();
+    c.settle();
+    assert!(!c.nodes[&1].commit_untold());
+    let applied_before: Vec<u64> = [2, 3].iter().map(|id| c.nodes[id].state_machine().applied).collect();
+
+    c.nodes.get_mut(&1).expect("leader").propose(b"a".to_vec()).expect("propose");
+    c.settle();
+    assert_eq!(c.nodes[&1].state_machine().data, vec![b"a".to_vec()], "the leader applies once a quorum has it");
+    assert!(c.nodes[&1].commit_untold());
+    for (i, id) in [2u64, 3].iter().enumerate() {
+        let f = c.nodes[id].state_machine();
+        assert!(f.data.is_empty(), "member {id} has not heard the commit");
+        assert_eq!(f.applied, applied_before[i], "member {id}");
+    }
+
+    c.nodes.get_mut(&1).expect("leader").propose(b"b".to_vec()).expect("propose");
+    c.settle();
+    for id in [2, 3] {
+        assert_eq!(c.nodes[&id].state_machine().data, vec![b"a".to_vec()], "the next append told member {id}");
+    }
+    c.nodes.get_mut(&1).expect("leader").tell_commit();
+    c.settle();
+    assert!(!c.nodes[&1].commit_untold());
+    for id in [2, 3] {
+        assert_eq!(c.nodes[&id].state_machine().data, vec![b"a".to_vec(), b"b".to_vec()], "member {id}");
+    }
+    assert!(!c.nodes.get_mut(&2).expect("follower").commit_untold(), "never on a follower");
 }
