@@ -5,6 +5,12 @@ fields that are value structs (never omitted, so present as `{}`, their own zero
 and the slices, maps and pointers without `omitempty` (present as `null`). Server-side apply
 compares a create against that zero value, so it decides which structs a create marks with `.`.
 
+A second table lists, per message, the number and boolean fields that are not pointers and carry
+`omitempty`. gogo-protobuf writes such a field even when it is zero, while kube's JSON of the
+same Go object leaves it out; so the protobuf decoder drops a zero of these fields, and keeps
+the zero of a pointer (`*int32`: set on purpose) or of a field without `omitempty` (kube's JSON
+prints it).
+
 Inputs are the Go sources of k8s.io/api, k8s.io/apimachinery, k8s.io/apiextensions-apiserver and
 k8s.io/kube-aggregator at the release the built-in kinds follow (v0.33.x), each a directory.
 
@@ -62,14 +68,22 @@ def packages(api, apimachinery, apiextensions, aggregator):
     return out
 
 
+# Go's number and boolean types: kube's JSON writes their zero as `0` or `false`.
+SCALARS = {
+    "bool", "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64",
+    "float32", "float64",
+}
+
+
 def strip_comments(text):
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
     return re.sub(r"//[^\n]*", "", text)
 
 
 def parse_package(directory, import_path):
-    """Returns ({struct name: [(go type, json tag)]}, {other type names}) of one package."""
-    structs, others = {}, set()
+    """Returns ({struct name: ([(go type, json tag, named)], imports)}, {other type name:
+    underlying type}) of one package."""
+    structs, others = {}, {}
     for name in sorted(os.listdir(directory)):
         if not name.endswith(".go") or name.endswith("_test.go") or name.startswith("zz_generated"):
             continue
@@ -81,7 +95,7 @@ def parse_package(directory, import_path):
         for m in re.finditer(r"^type (\w+) (struct\s*\{|[^\n]+)", text, flags=re.M):
             type_name, rest = m.group(1), m.group(2)
             if not rest.startswith("struct"):
-                others.add(type_name)
+                others[type_name] = rest.split()[0] if rest.split() else ""
                 continue
             start = m.end()
             depth, i = 1, start
@@ -104,7 +118,13 @@ def parse_package(directory, import_path):
 def main():
     pkgs = packages(*sys.argv[1:5])
     parsed = {path: parse_package(d, path) for path, (d, _) in pkgs.items()}
-    generated = set(re.findall(r"^pub static (\w+): Message", open(GENERATED).read(), flags=re.M))
+    generated_text = open(GENERATED).read()
+    generated = set(re.findall(r"^pub static (\w+): Message", generated_text, flags=re.M))
+    # Per message, the JSON names of its number and boolean fields in generated.rs: a Go field
+    # listed in the second table must be one the decoder reads as such.
+    scalar_fields = {}
+    for name, body in re.findall(r"^pub static (\w+): Message\s*=(.*?)^\S", generated_text, flags=re.M | re.S):
+        scalar_fields[name] = set(re.findall(r'field\(\d+, "([^"]+)", T::(?:Int|Bool|Double)\)', body))
 
     def resolve(go_type, imports, here):
         """(import path, type name) of a bare or qualified type name."""
@@ -113,7 +133,18 @@ def main():
             return imports.get(alias), name
         return here, go_type
 
-    rows = []
+    def scalar_kind(go_type, imports, here):
+        """Whether a non-pointer Go type is a number or a boolean, through named types."""
+        for _ in range(4):
+            if go_type in SCALARS:
+                return True
+            pkg, name = resolve(go_type, imports, here)
+            if pkg not in parsed or name not in parsed[pkg][1]:
+                return False
+            go_type, here = parsed[pkg][1][name], pkg
+        return False
+
+    rows, unset = [], []
     for path, (structs, _) in sorted(parsed.items()):
         prefix = pkgs[path][1]
         for name, (fields, imports) in sorted(structs.items()):
@@ -137,21 +168,20 @@ def main():
                     values.append(json_name)
                 elif type_name in parsed[pkg][1] and not omitempty:
                     # A named slice or map type (ResourceList): Go writes its nil as `null`.
-                    underlying = re.search(
-                        rf"^type {type_name} (\S+)",
-                        strip_comments(
-                            "".join(
-                                open(os.path.join(pkgs[pkg][0], f)).read()
-                                for f in sorted(os.listdir(pkgs[pkg][0]))
-                                if f.endswith(".go") and not f.endswith("_test.go")
-                            )
-                        ),
-                        flags=re.M,
-                    )
-                    if underlying and underlying.group(1).startswith(("[]", "map[")):
+                    if parsed[pkg][1][type_name].startswith(("[]", "map[")):
                         nulls.append(json_name)
             if values or nulls:
                 rows.append((message, values, nulls))
+            omitted = [
+                tag.split(",")[0]
+                for go_type, tag, _ in fields
+                if "omitempty" in tag.split(",")[1:]
+                and not go_type.startswith(("*", "[]", "map["))
+                and scalar_kind(go_type, imports, path)
+                and tag.split(",")[0] in scalar_fields.get(message, ())
+            ]
+            if omitted:
+                unset.append((message, omitted))
 
     print("//! Generated by tools/zero_value_gen.py from the Go types of k8s.io/api, k8s.io/apimachinery,")
     print("//! k8s.io/apiextensions-apiserver and k8s.io/kube-aggregator v0.33. Do not edit.")
@@ -166,6 +196,14 @@ def main():
         v = ", ".join(f'"{x}"' for x in values)
         n = ", ".join(f'"{x}"' for x in nulls)
         print(f"    (&{message}, &[{v}], &[{n}]),")
+    print("];")
+    print()
+    print("/// Per message, its number and boolean fields that are not pointers and carry `omitempty`:")
+    print("/// protobuf writes their zero, kube's JSON leaves it out.")
+    print("pub static UNSET_ZEROS: &[(&Message, &[&str])] = &[")
+    for message, names in unset:
+        n = ", ".join(f'"{x}"' for x in names)
+        print(f"    (&{message}, &[{n}]),")
     print("];")
 
 

@@ -11,7 +11,7 @@
 //! Worked example: the smallest ConfigMap body, byte by byte.
 //!
 //! ```
-//! use ballast_apimachinery::{protobuf::decode_object, schema::lookup};
+//! use ballast_apimachinery::{protobuf::decode_object, schema::{lookup, unset_zeros}};
 //!
 //! let body = [
 //!     &b"k8s\0"[..],                                  // magic
@@ -22,7 +22,7 @@
 //! ]
 //! .concat();
 //! let schema = lookup("", "v1", "ConfigMap").expect("a built-in kind");
-//! let object = decode_object(&body, schema).expect("a valid body");
+//! let object = decode_object(&body, schema, unset_zeros).expect("a valid body");
 //! assert_eq!(
 //!     object,
 //!     serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": "v"}})
@@ -37,13 +37,19 @@
 //! land in the parent.
 //!
 //! Zero values: gogo-protobuf writes every non-pointer field, zero or not, and a pointer field
-//! only when it is set; the schema cannot tell the two apart. The decoder keeps numbers and
-//! booleans that are on the wire, even zero (so `replicas: 0`, `backoffLimit: 0` and
-//! `allowPrivilegeEscalation: false` keep their meaning), keeps empty messages (`emptyDir: {}`
-//! means something; kube's JSON prints `resources: {}` too), and drops empty strings, null
-//! times and `metadata.generation: 0`, which is what kube's JSON of the same object omits. The
-//! cost: a non-pointer zero such as `hostNetwork: false` appears explicitly in the stored JSON,
-//! where kube's would omit it; both decode to the same Go object.
+//! only when it is set, so a zero on the wire means "set" for a pointer and nothing for a
+//! non-pointer. Which is which comes from the Go types, not the `.proto` files: the caller
+//! passes an [`UnsetZeros`] lookup (the generated `schema::unset_zeros`) naming, per message,
+//! the number and boolean fields that are non-pointers with `omitempty`. A zero of those is
+//! dropped, as kube's JSON of the same Go object omits it (`paused: false`,
+//! `minReadySeconds: 0`, `hostNetwork: false`, `metadata.generation: 0`), so the stored object
+//! and the fields a create owns in `managedFields` are kube's. Every other number or boolean
+//! on the wire is kept, zero or not: a pointer's zero was set on purpose (`replicas: 0`,
+//! `backoffLimit: 0`, `allowPrivilegeEscalation: false`) and a non-pointer without `omitempty`
+//! is printed by kube too (`containerPort`, PriorityClass `value`). Empty messages are kept
+//! (`emptyDir: {}` means something; kube's JSON prints `resources: {}` too); empty strings and
+//! null times are dropped. What remains different from kube: a non-pointer string without
+//! `omitempty` that is empty (kube prints `""`) is dropped here.
 
 use base64::Engine as _;
 use serde_json::{Map, Value};
@@ -227,6 +233,10 @@ pub enum DecodeError {
     #[error("protobuf messages nested deeper than {MAX_DEPTH}")]
     TooDeep,
 }
+
+/// Names, per message, its number and boolean fields whose zero on the wire means "unset"
+/// (non-pointer Go fields with `omitempty`); the decoder drops such a zero.
+pub type UnsetZeros = fn(&Message) -> &'static [&'static str];
 
 /// How deep messages may nest in a body. Only self-referential schemas (a CRD's
 /// `JSONSchemaProps`) nest without bound, and each level costs stack: 100 is protobuf's own
@@ -429,7 +439,7 @@ fn go_duration(nanos: i64) -> String {
     }
 }
 
-fn scalar(ty: FieldType, wire: Wire<'_>, depth: usize) -> Result<Option<Value>, DecodeError> {
+fn scalar(ty: FieldType, wire: Wire<'_>, depth: usize, unset: UnsetZeros) -> Result<Option<Value>, DecodeError> {
     Ok(Some(match (ty, wire) {
         (FieldType::String, Wire::Bytes(b)) => Value::String(utf8(b)?),
         (FieldType::Bytes, Wire::Bytes(b)) => b64(b),
@@ -438,7 +448,7 @@ fn scalar(ty: FieldType, wire: Wire<'_>, depth: usize) -> Result<Option<Value>, 
         (FieldType::Double, Wire::Fixed64(v)) => {
             serde_json::Number::from_f64(f64::from_bits(v)).map_or(Value::Null, Value::Number)
         }
-        (FieldType::Message(m), Wire::Bytes(b)) => decode_at(b, m, depth + 1)?,
+        (FieldType::Message(m), Wire::Bytes(b)) => decode_at(b, m, depth + 1, unset)?,
         (FieldType::Time, Wire::Bytes(b)) => time(b, false)?,
         (FieldType::MicroTime, Wire::Bytes(b)) => time(b, true)?,
         (FieldType::Duration, Wire::Bytes(b)) => {
@@ -473,12 +483,12 @@ fn scalar(ty: FieldType, wire: Wire<'_>, depth: usize) -> Result<Option<Value>, 
             let items: Vec<Value> = f
                 .iter()
                 .filter_map(|(n, w)| match (n, w) {
-                    (2, Wire::Bytes(item)) => Some(decode_at(item, m, depth + 1)),
+                    (2, Wire::Bytes(item)) => Some(decode_at(item, m, depth + 1, unset)),
                     _ => None,
                 })
                 .collect::<Result<_, _>>()?;
             if items.is_empty() {
-                bytes_field(&f, 1).map(|s| decode_at(s, m, depth + 1)).transpose()?.unwrap_or(Value::Null)
+                bytes_field(&f, 1).map(|s| decode_at(s, m, depth + 1, unset)).transpose()?.unwrap_or(Value::Null)
             } else {
                 Value::Array(items)
             }
@@ -486,14 +496,14 @@ fn scalar(ty: FieldType, wire: Wire<'_>, depth: usize) -> Result<Option<Value>, 
         (FieldType::SchemaOrBool(m), Wire::Bytes(b)) => {
             let f = fields_of(b)?;
             match bytes_field(&f, 2) {
-                Some(schema) => decode_at(schema, m, depth + 1)?,
+                Some(schema) => decode_at(schema, m, depth + 1, unset)?,
                 None => Value::Bool(varint_field(&f, 1).unwrap_or(0) != 0),
             }
         }
         (FieldType::SchemaOrStringArray(m), Wire::Bytes(b)) => {
             let f = fields_of(b)?;
             match bytes_field(&f, 1) {
-                Some(schema) => decode_at(schema, m, depth + 1)?,
+                Some(schema) => decode_at(schema, m, depth + 1, unset)?,
                 None => Value::Array(
                     f.iter()
                         .filter_map(|(n, w)| match (n, w) {
@@ -511,7 +521,7 @@ fn scalar(ty: FieldType, wire: Wire<'_>, depth: usize) -> Result<Option<Value>, 
             for (n, w) in fields_of(b)? {
                 match (n, w) {
                     (1, Wire::Bytes(k)) => key = utf8(k)?,
-                    (2, w) => value = scalar(*value_ty, w, depth)?,
+                    (2, w) => value = scalar(*value_ty, w, depth, unset)?,
                     _ => {}
                 }
             }
@@ -542,12 +552,21 @@ fn empty_of(ty: FieldType) -> Value {
 /// # Errors
 ///
 /// Returns a wire-format error.
-pub fn decode_message(bytes: &[u8], schema: &Message) -> Result<Value, DecodeError> {
-    decode_at(bytes, schema, 0)
+pub fn decode_message(bytes: &[u8], schema: &Message, unset: UnsetZeros) -> Result<Value, DecodeError> {
+    decode_at(bytes, schema, 0, unset)
+}
+
+/// Whether a decoded number or boolean is its type's zero.
+fn is_zero(value: &Value) -> bool {
+    match value {
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        _ => false,
+    }
 }
 
 /// Decodes a message nested `depth` messages deep, refusing one deeper than [`MAX_DEPTH`].
-fn decode_at(bytes: &[u8], schema: &Message, depth: usize) -> Result<Value, DecodeError> {
+fn decode_at(bytes: &[u8], schema: &Message, depth: usize, unset: UnsetZeros) -> Result<Value, DecodeError> {
     if depth > MAX_DEPTH {
         return Err(DecodeError::TooDeep);
     }
@@ -555,7 +574,7 @@ fn decode_at(bytes: &[u8], schema: &Message, depth: usize) -> Result<Value, Deco
     let mut r = Reader { buf: bytes };
     while let Some((number, wire)) = r.next()? {
         let Some(field) = schema.fields.iter().find(|f| f.number == number) else { continue };
-        let Some(v) = scalar(field.ty, wire, depth)? else { continue };
+        let Some(v) = scalar(field.ty, wire, depth, unset)? else { continue };
         match (field.ty, v) {
             (FieldType::Message(_), Value::Object(embedded)) if field.json.is_empty() => {
                 out.extend(embedded);
@@ -570,6 +589,12 @@ fn decode_at(bytes: &[u8], schema: &Message, depth: usize) -> Result<Value, Deco
                     list.push(v);
                 }
             }
+            // The last occurrence of a field wins, so an unset zero also clears an earlier value.
+            (FieldType::Int | FieldType::Bool | FieldType::Double, v)
+                if is_zero(&v) && unset(schema).contains(&field.json) =>
+            {
+                out.remove(field.json);
+            }
             (_, v) => {
                 out.insert(field.json.to_string(), v);
             }
@@ -582,20 +607,14 @@ fn decode_at(bytes: &[u8], schema: &Message, depth: usize) -> Result<Value, Deco
 }
 
 /// Decodes an enveloped object with the kind's schema; `apiVersion` and `kind` come from the
-/// envelope.
+/// envelope, and `unset` names the zeros to drop (see the module doc).
 ///
 /// # Errors
 ///
 /// Returns `MissingMagic` or a wire-format error.
-pub fn decode_object(body: &[u8], schema: &Message) -> Result<Value, DecodeError> {
+pub fn decode_object(body: &[u8], schema: &Message, unset: UnsetZeros) -> Result<Value, DecodeError> {
     let env = envelope(body)?;
-    let mut obj = decode_message(env.raw, schema)?;
-    if let Some(Value::Object(meta)) = obj.get_mut("metadata") {
-        // ObjectMeta.generation is not a pointer: 0 is "unset", which JSON omits.
-        if meta.get("generation").and_then(Value::as_i64) == Some(0) {
-            meta.remove("generation");
-        }
-    }
+    let mut obj = decode_message(env.raw, schema, unset)?;
     if let Value::Object(map) = &mut obj {
         if !env.api_version.is_empty() {
             map.insert("apiVersion".into(), env.api_version.into());
@@ -612,6 +631,9 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// Keeps every zero: these tests' messages are not kube's.
+    const KEEP_ALL: UnsetZeros = |_| &[];
+
     #[test]
     fn kube_value_forms() {
         assert_eq!(go_duration(0), "0s");
@@ -621,16 +643,19 @@ mod tests {
         assert_eq!(go_duration(2_000_000), "2ms");
         assert_eq!(go_duration(-5_000_000_000), "-5s");
         // IntOrString {type: 1, strVal: "25%"} and {intVal: 1}; Quantity {string: "100m"}.
-        assert_eq!(scalar(FieldType::IntOrString, Wire::Bytes(b"\x08\x01\x1a\x0325%"), 0), Ok(Some(json!("25%"))));
-        assert_eq!(scalar(FieldType::IntOrString, Wire::Bytes(b"\x10\x01"), 0), Ok(Some(json!(1))));
-        assert_eq!(scalar(FieldType::Quantity, Wire::Bytes(b"\n\x04100m"), 0), Ok(Some(json!("100m"))));
+        assert_eq!(
+            scalar(FieldType::IntOrString, Wire::Bytes(b"\x08\x01\x1a\x0325%"), 0, KEEP_ALL),
+            Ok(Some(json!("25%")))
+        );
+        assert_eq!(scalar(FieldType::IntOrString, Wire::Bytes(b"\x10\x01"), 0, KEEP_ALL), Ok(Some(json!(1))));
+        assert_eq!(scalar(FieldType::Quantity, Wire::Bytes(b"\n\x04100m"), 0, KEEP_ALL), Ok(Some(json!("100m"))));
         // MicroTime {seconds: 1, nanos: 5000}; RawExtension {raw: {"a":1}}.
         assert_eq!(
-            scalar(FieldType::MicroTime, Wire::Bytes(b"\x08\x01\x10\x88\x27"), 0),
+            scalar(FieldType::MicroTime, Wire::Bytes(b"\x08\x01\x10\x88\x27"), 0, KEEP_ALL),
             Ok(Some(json!("1970-01-01T00:00:01.000005Z")))
         );
-        assert_eq!(scalar(FieldType::RawJson, Wire::Bytes(b"\n\x07{\"a\":1}"), 0), Ok(Some(json!({"a": 1}))));
-        assert_eq!(scalar(FieldType::RawJson, Wire::Bytes(b"\n\x02{x"), 0), Err(DecodeError::RawNotJson));
+        assert_eq!(scalar(FieldType::RawJson, Wire::Bytes(b"\n\x07{\"a\":1}"), 0, KEEP_ALL), Ok(Some(json!({"a": 1}))));
+        assert_eq!(scalar(FieldType::RawJson, Wire::Bytes(b"\n\x02{x"), 0, KEEP_ALL), Err(DecodeError::RawNotJson));
     }
 
     /// A CRD schema nested a million levels deep (a few MB of bytes) is refused, not followed
@@ -656,8 +681,8 @@ mod tests {
             }
             msg
         };
-        assert!(decode_message(&nest(MAX_DEPTH / 2), props).is_ok());
-        assert_eq!(decode_message(&nest(200_000), props), Err(DecodeError::TooDeep));
+        assert!(decode_message(&nest(MAX_DEPTH / 2), props, KEEP_ALL).is_ok());
+        assert_eq!(decode_message(&nest(200_000), props, KEEP_ALL), Err(DecodeError::TooDeep));
     }
 
     fn push_varint(out: &mut Vec<u8>, mut v: u64) {

@@ -5,7 +5,11 @@ use serde_json::{json, Value};
 
 use crate::harness::{in_memory, Backend, Cluster, Credentials};
 
-in_memory!(typed_creates_decode_protobuf_bodies, malformed_protobuf_is_refused);
+in_memory!(
+    typed_creates_decode_protobuf_bodies,
+    malformed_protobuf_is_refused,
+    unset_zeros_are_stored_as_kube_stores_them
+);
 
 /// Reads an object back in-process: kubectl's part here is the protobuf create.
 async fn get(c: &Cluster, what: &[&str]) -> Value {
@@ -72,4 +76,44 @@ async fn malformed_protobuf_is_refused(backend: Backend) {
     }
     let list = c.request(Credentials::Admin, "GET", path, None, Vec::new()).await;
     assert_eq!(list.json()["items"], json!([]), "nothing was written");
+}
+
+/// `kubectl create deployment` sends every non-pointer field of the Go object, so `paused:
+/// false`, `minReadySeconds: 0`, `hostNetwork: false` and a container's `stdin: false` are on
+/// the wire. Kube stores the Go object, whose JSON leaves those zeros out, and the creator's
+/// managedFields own only what that JSON holds: defaults (`progressDeadlineSeconds: 600`) and
+/// the pointer `replicas`, never `f:paused`.
+async fn unset_zeros_are_stored_as_kube_stores_them(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
+    c.must_kubectl(&["create", "deployment", "x", "--image=nginx"]).await;
+    let out = c.must_kubectl(&["get", "deployment", "x", "-o", "json", "--show-managed-fields"]).await;
+    let d: Value = serde_json::from_str(&out).expect("kubectl prints JSON");
+    let spec = &d["spec"];
+    for absent in ["paused", "minReadySeconds"] {
+        assert!(spec.get(absent).is_none(), "{absent} is unset: {spec}");
+    }
+    assert_eq!((spec["replicas"].clone(), spec["progressDeadlineSeconds"].clone()), (json!(1), json!(600)));
+    assert_eq!(spec["revisionHistoryLimit"], 10);
+    let pod = &spec["template"]["spec"];
+    for absent in ["hostNetwork", "hostPID", "hostIPC"] {
+        assert!(pod.get(absent).is_none(), "{absent} is unset: {pod}");
+    }
+    let container = pod["containers"][0].as_object().expect("a container");
+    for absent in ["stdin", "stdinOnce", "tty"] {
+        assert!(!container.contains_key(absent), "{absent} is unset: {container:?}");
+    }
+
+    let managed = d["metadata"]["managedFields"].as_array().expect("managedFields");
+    let create = managed.iter().find(|e| e["manager"] == "kubectl-create").expect("kubectl-create's entry");
+    let fields = &create["fieldsV1"]["f:spec"];
+    assert!(fields.get("f:paused").is_none() && fields.get("f:minReadySeconds").is_none(), "{fields}");
+    for owned in ["f:replicas", "f:progressDeadlineSeconds", "f:revisionHistoryLimit", "f:selector"] {
+        assert!(fields.get(owned).is_some(), "{owned} is owned: {fields}");
+    }
+    let pod_fields = &fields["f:template"]["f:spec"];
+    assert!(pod_fields.get("f:hostNetwork").is_none(), "{pod_fields}");
+    assert_eq!(pod_fields["f:terminationGracePeriodSeconds"], json!({}), "{pod_fields}");
+    let container_fields = &pod_fields["f:containers"]["k:{\"name\":\"nginx\"}"];
+    assert!(container_fields.get("f:stdin").is_none() && container_fields.get("f:tty").is_none(), "{container_fields}");
+    assert_eq!(container_fields["f:image"], json!({}), "{container_fields}");
 }

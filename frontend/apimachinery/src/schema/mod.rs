@@ -10,7 +10,9 @@
 //!
 //! [`zero_values`] is written by `tools/zero_value_gen.py` from the Go types themselves (which
 //! fields are value structs, which are written as `null` when unset): what a type's zero value
-//! holds in JSON, which server-side apply compares a create against.
+//! holds in JSON, which server-side apply compares a create against), and which number and
+//! boolean fields are non-pointers with `omitempty` (a zero of theirs in a protobuf body means
+//! unset, and the decoder drops it as kube's JSON does).
 
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 pub mod generated;
@@ -28,6 +30,12 @@ pub fn zero_fields(message: &'static Message) -> Option<(&'static [&'static str]
     zero_values::ZERO_VALUES.iter().find(|(m, _, _)| std::ptr::eq(*m, message)).map(|(_, v, n)| (*v, *n))
 }
 
+/// The number and boolean fields of `message` whose zero means "unset" (non-pointer Go fields
+/// with `omitempty`): protobuf carries that zero, kube's JSON omits it.
+pub fn unset_zeros(message: &Message) -> &'static [&'static str] {
+    zero_values::UNSET_ZEROS.iter().find(|(m, _)| std::ptr::eq(*m, message)).map_or(&[], |(_, names)| names)
+}
+
 #[cfg(test)]
 mod tests {
     //! The generated tables decode the protobuf bodies kubectl sends.
@@ -41,19 +49,77 @@ mod tests {
         // The exact body `kubectl create configmap cm1 --from-literal=a=b` sends
         // (kubectl-transcripts/create-cm).
         let body = b"k8s\x00\n\x0f\n\x02v1\x12\tConfigMap\x12\x1d\n\x13\n\x03cm1\x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x12\x06\n\x01a\x12\x01b\x1a\x00\"\x00";
-        let obj = decode_object(body, lookup("", "v1", "ConfigMap").expect("schema")).expect("decode");
+        let obj = decode_object(body, lookup("", "v1", "ConfigMap").expect("schema"), unset_zeros).expect("decode");
         assert_eq!(
             obj,
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm1"}, "data": {"a": "b"}})
         );
     }
 
+    /// A varint field `number: value` (both below 128; the key takes two bytes from field 16).
+    fn varint(number: u8, value: u8) -> Vec<u8> {
+        match number << 3 {
+            key if key < 0x80 => vec![key, value],
+            key => vec![key, 1, value],
+        }
+    }
+
+    /// A length-delimited field `number: parts` (shorter than 128 bytes).
+    fn nested(number: u8, parts: &[Vec<u8>]) -> Vec<u8> {
+        let body = parts.concat();
+        [vec![number << 3 | 2, u8::try_from(body.len()).expect("a short message")], body].concat()
+    }
+
     #[test]
-    fn explicit_zeros_survive_and_generated_tags_are_upstream_ones() {
-        // Deployment{spec{replicas: 0, paused: false}}: replicas is a pointer, so 0 is meant.
+    fn zeros_of_omitempty_values_are_dropped_and_pointer_zeros_kept() {
+        // What gogo-protobuf writes for a Deployment whose non-pointer fields are zero:
+        // replicas (*int32) 0, minReadySeconds (int32, omitempty) 0, paused (bool, omitempty)
+        // false, progressDeadlineSeconds (*int32) 0, and in the pod template hostNetwork
+        // (bool, omitempty) false, a container's stdin (bool, omitempty) false and a port's
+        // containerPort (int32, no omitempty) 0 and hostPort (int32, omitempty) 0.
+        let port = nested(6, &[varint(2, 0), varint(3, 0)]);
+        let container = nested(2, &[nested(1, &[b"c".to_vec()]), port, varint(16, 0)]);
+        let pod_spec = nested(2, &[container, varint(11, 0)]);
+        let spec = nested(2, &[varint(1, 0), varint(5, 0), varint(7, 0), varint(9, 0), nested(3, &[pod_spec])]);
+        let metadata = nested(1, &[nested(1, &[b"x".to_vec()]), varint(7, 0)]);
         let deployment = lookup("apps", "v1", "Deployment").expect("deployment schema");
-        let obj = decode_message(b"\x12\x04\x08\x00\x38\x00", deployment).expect("decode");
-        assert_eq!(obj, json!({"spec": {"replicas": 0, "paused": false}}));
+        let obj = decode_message(&[metadata, spec].concat(), deployment, unset_zeros).expect("decode");
+        assert_eq!(
+            obj,
+            json!({
+                "metadata": {"name": "x"},
+                "spec": {
+                    "replicas": 0,
+                    "progressDeadlineSeconds": 0,
+                    "template": {"spec": {"containers": [{"name": "c", "ports": [{"containerPort": 0}]}]}}
+                }
+            })
+        );
+        // The last occurrence wins: `paused: true` then `paused: false` is unset.
+        let spec = nested(2, &[varint(7, 1), varint(7, 0)]);
+        assert_eq!(decode_message(&spec, deployment, unset_zeros), Ok(json!({"spec": {}})));
+        // A non-zero value of an omitempty field is kept.
+        let spec = nested(2, &[varint(7, 1), varint(5, 3)]);
+        assert_eq!(
+            decode_message(&spec, deployment, unset_zeros),
+            Ok(json!({"spec": {"paused": true, "minReadySeconds": 3}}))
+        );
+    }
+
+    #[test]
+    fn pod_spec_host_network_false_is_unset() {
+        // Pod{spec{hostNetwork: false, hostPID: true}}: kube's JSON has hostPID only.
+        let pod = lookup("", "v1", "Pod").expect("pod schema");
+        let body = nested(2, &[varint(11, 0), varint(12, 1)]);
+        assert_eq!(decode_message(&body, pod, unset_zeros), Ok(json!({"spec": {"hostPID": true}})));
+        assert_eq!(unset_zeros(&generated::API_CORE_V1_PODSPEC), ["hostNetwork", "hostPID", "hostIPC"]);
+        // A message without such fields has none; a pointer (`replicas`) is never listed.
+        assert!(unset_zeros(&generated::API_CORE_V1_CONFIGMAP).is_empty());
+        assert!(!unset_zeros(&generated::API_APPS_V1_DEPLOYMENTSPEC).contains(&"replicas"));
+    }
+
+    #[test]
+    fn generated_tags_are_upstream_ones() {
         let pod_spec = generated::API_CORE_V1_PODSPEC.fields.iter();
         let tags: Vec<(&str, &str, &str)> = pod_spec
             .filter(|f| matches!(f.json, "containers" | "volumes" | "imagePullSecrets"))
@@ -72,11 +138,11 @@ mod tests {
     #[test]
     fn rejects_bodies_without_magic() {
         assert_eq!(
-            decode_object(b"{}", lookup("", "v1", "ConfigMap").expect("schema")),
+            decode_object(b"{}", lookup("", "v1", "ConfigMap").expect("schema"), unset_zeros),
             Err(DecodeError::MissingMagic)
         );
         assert_eq!(
-            decode_object(b"k8s\x00\x12\x05ab", lookup("", "v1", "ConfigMap").expect("schema")),
+            decode_object(b"k8s\x00\x12\x05ab", lookup("", "v1", "ConfigMap").expect("schema"), unset_zeros),
             Err(DecodeError::Truncated)
         );
     }
@@ -85,11 +151,11 @@ mod tests {
     fn decodes_secret_bytes_and_namespace_spec() {
         // Secret{metadata{name:"s"}, data{"k": [0xff]}, type:"Opaque"}
         let raw = b"\n\x03\n\x01s\x12\x06\n\x01k\x12\x01\xff\x1a\x06Opaque";
-        let obj = decode_message(raw, lookup("", "v1", "Secret").expect("schema")).expect("decode");
+        let obj = decode_message(raw, lookup("", "v1", "Secret").expect("schema"), unset_zeros).expect("decode");
         assert_eq!(obj, json!({"metadata": {"name": "s"}, "data": {"k": "/w=="}, "type": "Opaque"}));
         // Namespace{metadata{name:"x", labels{"a":"b"}}, spec{finalizers:["kubernetes"]}}
         let raw = b"\n\x0b\n\x01xZ\x06\n\x01a\x12\x01b\x12\x0c\n\nkubernetes";
-        let obj = decode_message(raw, lookup("", "v1", "Namespace").expect("schema")).expect("decode");
+        let obj = decode_message(raw, lookup("", "v1", "Namespace").expect("schema"), unset_zeros).expect("decode");
         assert_eq!(
             obj,
             json!({"metadata": {"name": "x", "labels": {"a": "b"}}, "spec": {"finalizers": ["kubernetes"]}})
