@@ -642,12 +642,19 @@ async fn definitions_follow_the_lifecycle_of_kube(backend: Backend) {
     assert!(gone, "the definition goes once its last resource is gone");
 
     // A definition taking a built-in resource's names is not served, and says why; one that
-    // adds a new resource to a built-in group is, and the group is listed once.
+    // adds a new resource to a built-in group is, and the group is listed once; so is one
+    // that adds a version to it.
     let ingresses = write(&c, "ingresses.yaml", &thing("networking.k8s.io", "ingresses", "Ingress"));
     let gateways = write(&c, "gateways.yaml", &thing("networking.k8s.io", "edgegateways", "EdgeGateway"));
-    c.must_kubectl(&["create", "-f", &ingresses, "-f", &gateways]).await;
-    c.must_kubectl(&["wait", "--for", "condition=established", "--timeout=30s", "crd/edgegateways.networking.k8s.io"])
-        .await;
+    let routes = write(
+        &c,
+        "routes.yaml",
+        &thing("networking.k8s.io", "edgeroutes", "EdgeRoute").replace("- name: v1\n", "- name: v1alpha9\n"),
+    );
+    c.must_kubectl(&["create", "-f", &ingresses, "-f", &gateways, "-f", &routes]).await;
+    for crd in ["crd/edgegateways.networking.k8s.io", "crd/edgeroutes.networking.k8s.io"] {
+        c.must_kubectl(&["wait", "--for", "condition=established", "--timeout=30s", crd]).await;
+    }
     let said = wait_for(Duration::from_secs(10), async || {
         let crd = c.must_get(&definition_path("ingresses.networking.k8s.io")).await;
         condition(&crd, "NamesAccepted")
@@ -666,6 +673,34 @@ async fn definitions_follow_the_lifecycle_of_kube(backend: Backend) {
     c.must_kubectl(&["create", "-f", &e]).await;
     let listed = c.must_kubectl(&["get", "edgegateways", "-o", "name"]).await;
     assert_eq!(listed.trim(), "edgegateway.networking.k8s.io/edge");
+    let resources = c.must_kubectl(&["api-resources", "--api-group", "networking.k8s.io", "-o", "name"]).await;
+    for name in ["edgegateways.networking.k8s.io", "edgeroutes.networking.k8s.io", "ingresses.networking.k8s.io"] {
+        assert!(resources.lines().any(|l| l == name), "{name} in api-resources: {resources}");
+    }
+    // The legacy documents of the group carry the definitions' resources and versions too.
+    let names = |list: &Value| -> Vec<String> {
+        list["resources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["name"].as_str().map(String::from))
+            .collect()
+    };
+    let v1 = c.must_get("/apis/networking.k8s.io/v1").await;
+    let v1_names = names(&v1);
+    assert!(v1_names.iter().any(|n| n == "ingresses"), "{v1}");
+    assert!(v1_names.iter().any(|n| n == "edgegateways"), "{v1}");
+    assert_eq!(v1_names.iter().filter(|n| *n == "ingresses").count(), 1, "the refused definition adds nothing: {v1}");
+    let alpha = c.must_get("/apis/networking.k8s.io/v1alpha9").await;
+    assert_eq!(alpha["groupVersion"], "networking.k8s.io/v1alpha9");
+    assert_eq!(names(&alpha), vec!["edgeroutes"]);
+    let group = c.must_get("/apis/networking.k8s.io").await;
+    let versions: Vec<&str> =
+        group["versions"].as_array().expect("versions").iter().filter_map(|v| v["version"].as_str()).collect();
+    assert!(versions.contains(&"v1") && versions.contains(&"v1alpha9"), "{group}");
+    assert_eq!(group["preferredVersion"]["version"], "v1", "{group}");
+    let v1_entry = group["versions"].as_array().expect("versions").iter().find(|v| v["version"] == "v1").cloned();
+    assert_eq!(v1_entry, Some(json!({"groupVersion": "networking.k8s.io/v1", "version": "v1"})));
     let groups = c.request(Credentials::Admin, "GET", "/apis", None, "").await.json();
     let named =
         groups["groups"].as_array().expect("groups").iter().filter(|g| g["name"] == "networking.k8s.io").count();
