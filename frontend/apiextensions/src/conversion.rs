@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use ballast_apiserver::error::{ApiError, FieldError};
+use ballast_apiserver::error::ApiError;
 use ballast_apiserver::registry::strategy::Object;
 use ballast_apiserver::registry::validation;
 use ballast_apiserver::registry::VersionConverter;
@@ -400,7 +400,7 @@ fn restore_metadata(original: &Object, converted: &mut Object) -> Result<(), Str
                         validation::annotations(m, "metadata.annotation")
                     };
                     if !errs.is_empty() {
-                        return Err(aggregate(&errs));
+                        return Err(crate::object_meta::aggregate(&errs));
                     }
                 }
                 meta.insert(field.into(), Value::Object(m.clone()));
@@ -412,15 +412,6 @@ fn restore_metadata(original: &Object, converted: &mut Object) -> Result<(), Str
     }
     converted.insert("metadata".into(), Value::Object(meta));
     Ok(())
-}
-
-/// Field errors as one message, as Go aggregates them: the error alone, or `[a, b]`.
-fn aggregate(errs: &[FieldError]) -> String {
-    let texts: Vec<String> = errs.iter().map(ToString::to_string).collect();
-    match texts.as_slice() {
-        [one] => one.clone(),
-        many => format!("[{}]", many.join(", ")),
-    }
 }
 
 /// The Go type a decoded JSON value has, as kube's messages name it.
