@@ -420,8 +420,14 @@ fn build(def: &Definition, names: &crate::definition::Names, version: &Version, 
     // Objects are read through a converter only when their served form differs from the
     // stored one (another version, or defaults to apply): the rest are served as stored.
     let defaults = version.schema.as_ref().is_some_and(has_defaults);
-    let webhook =
-        def.webhook.as_ref().map(|spec| Arc::new(Webhook { spec: spec.clone(), services: services.cloned() }));
+    let webhook = def.webhook.as_ref().map(|spec| {
+        let schemas = def
+            .versions
+            .iter()
+            .filter_map(|v| Some((format!("{}/{}", def.group, v.name), Arc::new(v.schema.clone()?))))
+            .collect();
+        Arc::new(Webhook { spec: spec.clone(), services: services.cloned(), schemas })
+    });
     let served_form: Option<&'static ServedForm> = (def.versions.len() > 1 || defaults).then(|| {
         &*Box::leak(Box::new(ServedForm {
             stored: format!("{}/{storage}", def.group),
