@@ -2,18 +2,25 @@
 //! storage whenever one changes, and [`CrdKinds`], the generic server's `ServedKinds` over it.
 //!
 //! The generic server takes kinds as `&'static ResourceKind` rows (the built-in table is
-//! static), so a served version's row, printer and strategy are built once per distinct
-//! definition content and kept for the life of the process ([`Registry::intern`]), and so are
-//! the lists of rows and groups: memory grows with the number of distinct definition specs (and
-//! sets of them) this frontend has seen, not with requests or watch events.
+//! static), so a served version's row is built once per distinct definition content
+//! ([`Registry::intern`]). What makes a row large, its compiled schema and rules and its
+//! converter with the schemas it defaults and prunes by, sits behind a small handle and is
+//! dropped once no definition serves the version (deleted, or its spec changed) and the last
+//! request holding it is done. The row's names, printer and handle, and the lists of rows and
+//! groups, stay for the life of the process: a few hundred bytes to a few KiB per distinct
+//! definition content (and set of them) this frontend has seen, not per request or watch
+//! event.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use arc_swap::ArcSwapOption;
 
 use serde_json::{Map, Value};
 
 use ballast_apimachinery::typed::TypeSchema;
-use ballast_apiserver::error::FieldError;
+use ballast_apiserver::error::{ApiError, FieldError};
 use ballast_apiserver::registry::served_kinds::{ApiGroup, Document, Documents};
 use ballast_apiserver::registry::strategy::{Object, Strategy};
 use ballast_apiserver::registry::table::Printer;
@@ -97,50 +104,119 @@ impl Strategy for CustomResourceStrategy {
     }
 }
 
-/// A served version's strategy as its row holds it: rows live for the process (the generic
-/// server holds them as `'static`), but the compiled schema inside is dropped once no served
-/// definition uses the version (deleted, or its spec changed). A write that reached the row
-/// before then and is checked after is refused rather than checked by nothing.
+/// What a served version's row checks and converts its objects with: its strategy (the
+/// compiled schema and rules) and its converter (with the schemas it defaults and prunes
+/// by). Dropped, with all of that, once no definition serves the version and the last request
+/// that took it is done; counted while alive ([`Registry::rows_alive`]).
 #[derive(Debug)]
-struct RowStrategy(RwLock<Option<Arc<CustomResourceStrategy>>>);
+struct RowParts {
+    strategy: CustomResourceStrategy,
+    form: Option<ServedForm>,
+    alive: Arc<AtomicUsize>,
+}
 
-impl RowStrategy {
-    fn current(&self) -> Option<Arc<CustomResourceStrategy>> {
-        self.0.read().unwrap_or_else(PoisonError::into_inner).clone()
+impl Drop for RowParts {
+    fn drop(&mut self) {
+        self.alive.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A served version's strategy and converter as its row holds them. The generic server holds
+/// rows as `'static`, so this small handle stays for the process, but what it hands out
+/// ([`RowParts`]) goes when the row is retired: no definition serves the version any more
+/// (deleted, or its spec changed). A request that reached the row before then keeps the parts
+/// it took until it is done; one that reaches it after is refused rather than checked or
+/// converted by nothing, and a watch cache of the row ends (its watchers start again on the
+/// current row). Reading the parts takes no lock.
+#[derive(Debug)]
+struct RowHandle(ArcSwapOption<RowParts>);
+
+impl RowHandle {
+    fn current(&self) -> Option<Arc<RowParts>> {
+        self.0.load_full()
     }
 
     fn retire(&self) {
-        *self.0.write().unwrap_or_else(PoisonError::into_inner) = None;
+        self.0.store(None);
     }
 
     fn retired() -> Vec<FieldError> {
         vec![FieldError::forbidden("<nil>", "the resource's definition changed while the request was served; retry")]
     }
+
+    /// Runs `f` on the current served form, keeping the parts alive meanwhile.
+    fn with_form<T>(&self, f: impl FnOnce(&ServedForm) -> Result<T, ApiError>) -> Result<T, ApiError> {
+        let parts = self.current().ok_or_else(|| {
+            ApiError::Internal("the resource's definition changed while the request was served; retry".into())
+        })?;
+        // Only rows built with a served form are given this handle as their converter.
+        let form =
+            parts.form.as_ref().ok_or_else(|| ApiError::Internal("a row converts without a served form".into()))?;
+        f(form)
+    }
 }
 
-impl Strategy for RowStrategy {
+impl Strategy for RowHandle {
     fn prepare_for_create(&self, obj: &mut Object) {
-        if let Some(s) = self.current() {
-            s.prepare_for_create(obj);
+        if let Some(p) = self.current() {
+            p.strategy.prepare_for_create(obj);
         }
     }
 
     fn validate(&self, obj: &Object) -> Vec<FieldError> {
-        self.current().map_or_else(RowStrategy::retired, |s| s.validate(obj))
+        self.current().map_or_else(RowHandle::retired, |p| p.strategy.validate(obj))
     }
 
     fn prepare_for_update(&self, new: &mut Object, old: &Object) {
-        if let Some(s) = self.current() {
-            s.prepare_for_update(new, old);
+        if let Some(p) = self.current() {
+            p.strategy.prepare_for_update(new, old);
         }
     }
 
     fn validate_update(&self, new: &Object, old: &Object) -> Vec<FieldError> {
-        self.current().map_or_else(RowStrategy::retired, |s| s.validate_update(new, old))
+        self.current().map_or_else(RowHandle::retired, |p| p.strategy.validate_update(new, old))
     }
 
     fn reset_status_on_create(&self) -> bool {
-        self.current().is_some_and(|s| s.reset_status_on_create())
+        self.current().is_some_and(|p| p.strategy.reset_status_on_create())
+    }
+
+    fn retired(&self) -> bool {
+        self.0.load().is_none()
+    }
+}
+
+impl VersionConverter for RowHandle {
+    fn to_stored(&self, obj: &mut Object) -> Result<(), ApiError> {
+        self.with_form(|f| f.to_stored(obj))
+    }
+
+    fn to_served(&self, obj: &mut Object) -> Result<(), ApiError> {
+        self.with_form(|f| f.to_served(obj))
+    }
+
+    fn to_served_from_storage(&self, obj: &mut Object, revision: i64) -> Result<(), ApiError> {
+        self.with_form(|f| f.to_served_from_storage(obj, revision))
+    }
+
+    fn to_served_from_storage_all(&self, objs: &mut [(Object, i64)]) -> Result<(), ApiError> {
+        self.with_form(|f| f.to_served_from_storage_all(objs))
+    }
+
+    fn served_as_stored(&self, namespace: &str, name: &str, revision: i64) -> bool {
+        let parts = self.0.load();
+        parts.as_ref().and_then(|p| p.form.as_ref()).is_some_and(|f| f.served_as_stored(namespace, name, revision))
+    }
+
+    fn to_version(&self, obj: &mut Object, api_version: &str) -> Option<Result<(), ApiError>> {
+        match self.with_form(|f| Ok(f.to_version(obj, api_version))) {
+            Ok(done) => done,
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    fn prepares_served(&self) -> bool {
+        true
     }
 }
 
@@ -149,17 +225,13 @@ impl Strategy for RowStrategy {
 struct Built {
     kind: &'static ResourceKind,
     printer: &'static Printer,
-    strategy: &'static RowStrategy,
-    served_form: Option<&'static ServedForm>,
+    handle: &'static RowHandle,
 }
 
 impl Built {
-    /// Drops what the version's row no longer needs once no definition serves it.
+    /// Lets the version's parts go once no definition serves it.
     fn retire(&self) {
-        self.strategy.retire();
-        if let Some(form) = self.served_form {
-            form.unchanged.clear();
-        }
+        self.handle.retire();
     }
 }
 
@@ -226,6 +298,8 @@ pub struct Registry {
     lists: Mutex<InternedLists>,
     /// Where conversion webhooks' Services are looked up.
     services: std::sync::OnceLock<Services>,
+    /// How many rows' parts are alive (served, or still held by a request).
+    alive: Arc<AtomicUsize>,
 }
 
 /// The `'static` lists of [`Registry::intern_lists`].
@@ -350,6 +424,12 @@ impl Registry {
         self.interned.lock().unwrap_or_else(PoisonError::into_inner).len()
     }
 
+    /// How many rows' parts (compiled schema and rules, converter and its schemas) are still
+    /// in memory: those served now, and retired ones a request still holds.
+    pub fn rows_alive(&self) -> usize {
+        self.alive.load(Ordering::Relaxed)
+    }
+
     /// Returns the served lists as the generic server takes them (`'static` slices), made on
     /// first sight of this content: a definition's status written or a replica's watch event
     /// rebuilds the snapshot with the same lists, which must not leak a copy each time.
@@ -386,7 +466,9 @@ impl Registry {
         version: &Version,
     ) -> (String, Built) {
         let key = format!("{}\n{}\n{}\n{:?}", def.uid, version.name, def.object["spec"], names);
-        let built = *interned.entry(key.clone()).or_insert_with(|| build(def, names, version, self.services.get()));
+        let built = *interned
+            .entry(key.clone())
+            .or_insert_with(|| build(def, names, version, self.services.get(), &self.alive));
         (key, built)
     }
 }
@@ -396,7 +478,13 @@ fn dotted(path: &str) -> String {
     path.trim_start_matches('.').to_string()
 }
 
-fn build(def: &Definition, names: &crate::definition::Names, version: &Version, services: Option<&Services>) -> Built {
+fn build(
+    def: &Definition,
+    names: &crate::definition::Names,
+    version: &Version,
+    services: Option<&Services>,
+    alive: &Arc<AtomicUsize>,
+) -> Built {
     let short: Vec<&'static str> = names.short_names.iter().map(|s| leak(s)).collect();
     let categories: Vec<&'static str> = names.categories.iter().map(|s| leak(s)).collect();
     let mut selectors: Vec<(&'static str, &'static str)> = META_SELECTORS.to_vec();
@@ -428,23 +516,26 @@ fn build(def: &Definition, names: &crate::definition::Names, version: &Version, 
             .collect();
         Arc::new(Webhook { spec: spec.clone(), services: services.cloned(), schemas })
     });
-    let served_form: Option<&'static ServedForm> = (def.versions.len() > 1 || defaults).then(|| {
-        &*Box::leak(Box::new(ServedForm {
-            stored: format!("{}/{storage}", def.group),
-            served: format!("{}/{}", def.group, version.name),
-            defaults: version.schema.clone().filter(|_| defaults),
-            webhook,
-            unchanged: Verdicts::default(),
-        }))
+    let served_form = (def.versions.len() > 1 || defaults).then(|| ServedForm {
+        stored: format!("{}/{storage}", def.group),
+        served: format!("{}/{}", def.group, version.name),
+        defaults: version.schema.clone().filter(|_| defaults),
+        webhook,
+        unchanged: Verdicts::default(),
     });
-    let converter = served_form.map(|f| f as &'static dyn VersionConverter);
+    let converts = served_form.is_some();
     // A write is defaulted and checked by this version's schema and rules, in this version
     // (the converter prepares writes as served: the stored object an update compares with is
     // converted to this version first), as kube checks a custom resource in the version it
     // was sent in.
-    let strategy: &'static RowStrategy = Box::leak(Box::new(RowStrategy(RwLock::new(Some(Arc::new(
-        CustomResourceStrategy::new(version.schema.clone(), version.status),
-    ))))));
+    alive.fetch_add(1, Ordering::Relaxed);
+    let parts = RowParts {
+        strategy: CustomResourceStrategy::new(version.schema.clone(), version.status),
+        form: served_form,
+        alive: alive.clone(),
+    };
+    let handle: &'static RowHandle = Box::leak(Box::new(RowHandle(ArcSwapOption::from_pointee(parts))));
+    let converter = converts.then_some(handle as &'static dyn VersionConverter);
     let mut kind = ResourceKind::row(
         leak(&def.group),
         leak(&version.name),
@@ -460,7 +551,7 @@ fn build(def: &Definition, names: &crate::definition::Names, version: &Version, 
     .selectors(Box::leak(selectors.into_boxed_slice()))
     .returns_deleted()
     .sub(subresources)
-    .rules(strategy as &'static dyn Strategy);
+    .rules(handle as &'static dyn Strategy);
     kind.scale_paths = scale_paths;
     kind.fields_from_schema = true;
     kind.strategic_merge = false;
@@ -469,7 +560,7 @@ fn build(def: &Definition, names: &crate::definition::Names, version: &Version, 
     let columns: &'static [_] = Box::leak(printer::columns(&cols).into_boxed_slice());
     let cells = printer::cells(&cols);
     let printer = &*Box::leak(Box::new(Printer { columns, cells: Box::leak(Box::new(cells)) }));
-    Built { kind: &*Box::leak(Box::new(kind)), printer, strategy, served_form }
+    Built { kind: &*Box::leak(Box::new(kind)), printer, handle }
 }
 
 /// The namespaces kind, read to check that a namespace exists before creating in it.
@@ -595,9 +686,58 @@ mod tests {
             vec!["<nil>: Forbidden: the resource's definition changed while the request was served; retry"]
         );
 
-        // Deleting the definition leaves nothing kept.
+        // Deleting the definition leaves nothing kept, and no row's parts alive.
         assert!(serve(&registry, &[]).is_none());
         assert_eq!(registry.rows_kept(), 0);
+        assert_eq!(registry.rows_alive(), 0);
         assert_eq!(second.strategy.validate(obj).len(), 1);
+        assert!(second.strategy.retired());
+    }
+
+    /// `definition(5)` under another name and uid, with two versions (so it converts).
+    fn converting(i: usize) -> Definition {
+        let mut def = definition(5);
+        let mut object = def.object.clone();
+        object["metadata"] = json!({"name": format!("widgets{i}.example.com"), "uid": format!("u{i}")});
+        object["spec"]["group"] = format!("example{i}.com").into();
+        let v1 = object["spec"]["versions"][0].clone();
+        let mut v2 = v1.clone();
+        v2["name"] = "v2".into();
+        v2["storage"] = false.into();
+        object["spec"]["versions"] = json!([v1, v2]);
+        def = Definition::from_json(&object);
+        def
+    }
+
+    #[test]
+    fn parts_of_deleted_definitions_are_freed_and_requests_holding_them_finish() {
+        let registry = Registry::default();
+        for i in 0..200 {
+            let kind = serve(&registry, &[converting(i)]).expect("served");
+            assert_eq!(registry.rows_alive(), 2, "two versions served");
+            let converter = kind.converter.expect("two versions convert");
+            let mut obj: Object = json!({"apiVersion": format!("example{i}.com/v1"), "kind": "Widget",
+                "metadata": {"name": "a"}, "spec": {}})
+            .as_object()
+            .cloned()
+            .expect("object");
+            converter.to_served(&mut obj).expect("converts while served");
+            // A request that took one version's parts before the definition went keeps them
+            // until it is done; the other version's go at once.
+            let held = {
+                let interned = registry.interned.lock().expect("lock");
+                interned.values().next().and_then(|b| b.handle.current()).expect("parts")
+            };
+            assert!(serve(&registry, &[]).is_none());
+            assert_eq!(registry.rows_kept(), 0);
+            assert_eq!(registry.rows_alive(), 1, "the held parts are still there");
+            drop(held);
+            assert_eq!(registry.rows_alive(), 0, "definition {i}'s parts are freed");
+            let err = converter.to_stored(&mut obj).expect_err("a retired row converts nothing");
+            assert_eq!(
+                err.to_string(),
+                "Internal error occurred: the resource's definition changed while the request was served; retry"
+            );
+        }
     }
 }
