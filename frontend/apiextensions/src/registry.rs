@@ -30,13 +30,9 @@ use ballast_apiserver::registry::{
 use ballast_apiserver::served::VirtualResource;
 
 use crate::conversion::{ServedForm, Verdicts, Webhook};
-use crate::definition::{Definition, Version};
+use crate::definition::{Definition, PrinterColumn, Version};
 use crate::webhook_client::Services;
 use crate::{printer, rules, schema};
-
-fn leak(s: &str) -> &'static str {
-    Box::leak(s.to_string().into_boxed_str())
-}
 
 /// The rules of one served version's custom resources: defaulting and schema validation,
 /// with the schema's patterns and CEL rules compiled once, when the version is built.
@@ -302,13 +298,53 @@ pub struct Registry {
     alive: Arc<AtomicUsize>,
 }
 
-/// The `'static` lists of [`Registry::intern_lists`].
+/// The `'static` data rows and served lists are made of, each made once per distinct content:
+/// a definition whose spec changes, created again, or with the printer columns of another,
+/// reuses what was made before.
 #[derive(Debug, Default)]
 struct InternedLists {
     /// By the rows' addresses (rows are interned, so equal rows are one address).
     kinds: HashMap<Vec<usize>, &'static [&'static ResourceKind]>,
     /// By group names and versions.
     groups: HashMap<Vec<(String, Vec<String>)>, &'static [ApiGroup]>,
+    /// Names, versions and paths.
+    strings: std::collections::HashSet<&'static str>,
+    /// Lists of them: short names, categories, a group's versions.
+    string_lists: HashMap<Vec<String>, &'static [&'static str]>,
+    /// Table printers, by their columns (a printer holds no more than its columns).
+    printers: HashMap<Vec<PrinterColumn>, &'static Printer>,
+}
+
+impl InternedLists {
+    fn str(&mut self, s: &str) -> &'static str {
+        if let Some(found) = self.strings.get(s) {
+            return found;
+        }
+        let made: &'static str = Box::leak(s.to_string().into_boxed_str());
+        self.strings.insert(made);
+        made
+    }
+
+    fn strs(&mut self, list: &[String]) -> &'static [&'static str] {
+        if let Some(found) = self.string_lists.get(list) {
+            return found;
+        }
+        let made: Vec<&'static str> = list.iter().map(|s| self.str(s)).collect();
+        let made: &'static [&'static str] = Box::leak(made.into_boxed_slice());
+        self.string_lists.insert(list.to_vec(), made);
+        made
+    }
+
+    fn printer(&mut self, cols: Vec<PrinterColumn>) -> &'static Printer {
+        if let Some(found) = self.printers.get(&cols) {
+            return found;
+        }
+        let columns: &'static [_] = Box::leak(printer::columns(&cols).into_boxed_slice());
+        let cells = printer::cells(&cols);
+        let made: &'static Printer = Box::leak(Box::new(Printer { columns, cells: Box::leak(Box::new(cells)) }));
+        self.printers.insert(cols, made);
+        made
+    }
 }
 
 /// kube's version priority order: GA before beta before alpha, higher numbers first, then
@@ -363,6 +399,7 @@ impl Registry {
     pub fn replace(&self, definitions: BTreeMap<String, Definition>) {
         // Held throughout, so two rebuilds never retire what the other serves.
         let mut interned = self.interned.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut statics = self.lists.lock().unwrap_or_else(PoisonError::into_inner);
         let mut used = std::collections::HashSet::new();
         let mut served = Vec::new();
         let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -372,7 +409,7 @@ impl Registry {
                 continue;
             }
             for version in def.versions.iter().filter(|v| v.served) {
-                let (key, built) = self.intern(&mut interned, def, names, version);
+                let (key, built) = self.intern(&mut interned, &mut statics, def, names, version);
                 used.insert(key);
                 let Built { kind, printer, .. } = built;
                 groups.entry(def.group.clone()).or_default().push(version.name.clone());
@@ -407,7 +444,8 @@ impl Registry {
             })
             .collect();
         let kinds: Vec<&'static ResourceKind> = served.iter().map(|s| s.kind).collect();
-        let (kinds, groups) = self.intern_lists(kinds, groups);
+        let (kinds, groups) = intern_lists(&mut statics, kinds, groups);
+        drop(statics);
         let snapshot = Snapshot { kinds, groups, served, definitions };
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(snapshot);
         interned.retain(|key, built| {
@@ -430,37 +468,12 @@ impl Registry {
         self.alive.load(Ordering::Relaxed)
     }
 
-    /// Returns the served lists as the generic server takes them (`'static` slices), made on
-    /// first sight of this content: a definition's status written or a replica's watch event
-    /// rebuilds the snapshot with the same lists, which must not leak a copy each time.
-    fn intern_lists(
-        &self,
-        kinds: Vec<&'static ResourceKind>,
-        groups: Vec<(String, Vec<String>)>,
-    ) -> (&'static [&'static ResourceKind], &'static [ApiGroup]) {
-        let mut lists = self.lists.lock().unwrap_or_else(PoisonError::into_inner);
-        let kinds_key: Vec<usize> = kinds.iter().map(|k| std::ptr::from_ref(*k) as usize).collect();
-        let kinds = *lists.kinds.entry(kinds_key).or_insert_with(|| Box::leak(kinds.into_boxed_slice()));
-        if let Some(found) = lists.groups.get(&groups) {
-            return (kinds, found);
-        }
-        let built: Vec<ApiGroup> = groups
-            .iter()
-            .map(|(name, versions)| {
-                let versions: Vec<&'static str> = versions.iter().map(|v| leak(v)).collect();
-                ApiGroup { name: leak(name), versions: Box::leak(versions.into_boxed_slice()) }
-            })
-            .collect();
-        let built: &'static [ApiGroup] = Box::leak(built.into_boxed_slice());
-        lists.groups.insert(groups, built);
-        (kinds, built)
-    }
-
     /// Returns what one served version was built into, and its key, building it on first
     /// sight of this content.
     fn intern(
         &self,
         interned: &mut HashMap<String, Built>,
+        statics: &mut InternedLists,
         def: &Definition,
         names: &crate::definition::Names,
         version: &Version,
@@ -468,9 +481,31 @@ impl Registry {
         let key = format!("{}\n{}\n{}\n{:?}", def.uid, version.name, def.object["spec"], names);
         let built = *interned
             .entry(key.clone())
-            .or_insert_with(|| build(def, names, version, self.services.get(), &self.alive));
+            .or_insert_with(|| build(def, names, version, self.services.get(), &self.alive, statics));
         (key, built)
     }
+}
+
+/// Returns the served lists as the generic server takes them (`'static` slices), made on
+/// first sight of this content: a definition's status written or a replica's watch event
+/// rebuilds the snapshot with the same lists, which must not leak a copy each time.
+fn intern_lists(
+    lists: &mut InternedLists,
+    kinds: Vec<&'static ResourceKind>,
+    groups: Vec<(String, Vec<String>)>,
+) -> (&'static [&'static ResourceKind], &'static [ApiGroup]) {
+    let kinds_key: Vec<usize> = kinds.iter().map(|k| std::ptr::from_ref(*k) as usize).collect();
+    let kinds = *lists.kinds.entry(kinds_key).or_insert_with(|| Box::leak(kinds.into_boxed_slice()));
+    if let Some(found) = lists.groups.get(&groups) {
+        return (kinds, found);
+    }
+    let built: Vec<ApiGroup> = groups
+        .iter()
+        .map(|(name, versions)| ApiGroup { name: lists.str(name), versions: lists.strs(versions) })
+        .collect();
+    let built: &'static [ApiGroup] = Box::leak(built.into_boxed_slice());
+    lists.groups.insert(groups, built);
+    (kinds, built)
 }
 
 /// Strips a JSONPath's leading dot: `.spec.replicas` -> `spec.replicas`.
@@ -484,12 +519,13 @@ fn build(
     version: &Version,
     services: Option<&Services>,
     alive: &Arc<AtomicUsize>,
+    statics: &mut InternedLists,
 ) -> Built {
-    let short: Vec<&'static str> = names.short_names.iter().map(|s| leak(s)).collect();
-    let categories: Vec<&'static str> = names.categories.iter().map(|s| leak(s)).collect();
+    let short = statics.strs(&names.short_names);
+    let categories = statics.strs(&names.categories);
     let mut selectors: Vec<(&'static str, &'static str)> = META_SELECTORS.to_vec();
     for f in &version.selectable_fields {
-        let path = leak(&dotted(f));
+        let path = statics.str(&dotted(f));
         selectors.push((path, path));
     }
     let mut subresources = Subresources::NONE;
@@ -537,16 +573,16 @@ fn build(
     let handle: &'static RowHandle = Box::leak(Box::new(RowHandle(ArcSwapOption::from_pointee(parts))));
     let converter = converts.then_some(handle as &'static dyn VersionConverter);
     let mut kind = ResourceKind::row(
-        leak(&def.group),
-        leak(&version.name),
-        leak(&names.plural),
-        leak(&names.kind),
-        leak(&names.singular),
+        statics.str(&def.group),
+        statics.str(&version.name),
+        statics.str(&names.plural),
+        statics.str(&names.kind),
+        statics.str(&names.singular),
         def.namespaced,
     )
-    .short(Box::leak(short.into_boxed_slice()))
-    .categories(Box::leak(categories.into_boxed_slice()))
-    .stored_as(leak(&format!("{}/{}", def.group, names.plural)))
+    .short(short)
+    .categories(categories)
+    .stored_as(statics.str(&format!("{}/{}", def.group, names.plural)))
     .with_fields(&[])
     .selectors(Box::leak(selectors.into_boxed_slice()))
     .returns_deleted()
@@ -557,9 +593,7 @@ fn build(
     kind.strategic_merge = false;
     kind.converter = converter;
     let cols = if version.columns.is_empty() { printer::default_columns() } else { version.columns.clone() };
-    let columns: &'static [_] = Box::leak(printer::columns(&cols).into_boxed_slice());
-    let cells = printer::cells(&cols);
-    let printer = &*Box::leak(Box::new(Printer { columns, cells: Box::leak(Box::new(cells)) }));
+    let printer = statics.printer(cols);
     Built { kind: &*Box::leak(Box::new(kind)), printer, handle }
 }
 
@@ -676,8 +710,12 @@ mod tests {
 
         // A changed spec builds a new row; the old one's compiled schema is dropped, and a
         // write that still reaches it is refused, not waved through.
+        let first_printer = registry.snapshot().served[0].printer;
         let second = serve(&registry, &[definition(10)]).expect("served");
         assert!(!std::ptr::eq(first, second));
+        // What does not depend on the spec's change is made once: names, the printer.
+        assert!(std::ptr::eq(first.resource, second.resource));
+        assert!(std::ptr::eq(first_printer, registry.snapshot().served[0].printer));
         assert_eq!(registry.rows_kept(), 1);
         assert!(second.strategy.validate(obj).is_empty(), "size 7 is within the new maximum");
         let refused: Vec<String> = first.strategy.validate(obj).iter().map(ToString::to_string).collect();
