@@ -6,19 +6,21 @@
 //! to the definition's webhook and takes the converted object from the answer, with kube's
 //! checks of it (same kind, name, namespace and uid; metadata other than labels and
 //! annotations restored from the original; changed labels and annotations validated as kube
-//! validates them) and kube's error texts. An object already in the
+//! validates them) and kube's error texts; fields the wanted version's schema does not know
+//! are pruned from it, as kube's codec prunes a converted object. An object already in the
 //! wanted version is not sent.
 //!
 //! The generic store converts synchronously (inside its update closures too), so a webhook
 //! call blocks its caller: on a multi-threaded runtime the worker hands its other tasks over
 //! first (`block_in_place`); elsewhere the call runs on a thread of its own.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use ballast_apiserver::error::{ApiError, FieldError};
+use ballast_apiserver::error::ApiError;
 use ballast_apiserver::registry::strategy::Object;
 use ballast_apiserver::registry::validation;
 use ballast_apiserver::registry::VersionConverter;
@@ -184,6 +186,9 @@ pub struct Webhook {
     pub spec: WebhookConversion,
     /// How Services are resolved (`None` where there is no store: unit tests).
     pub services: Option<Services>,
+    /// The definition's schemas by `group/version`: an object the webhook converted loses
+    /// the fields its new version's schema does not know, as kube's codec prunes it.
+    pub schemas: BTreeMap<String, Arc<Value>>,
 }
 
 /// `group/version, Kind=kind` (kube's `GroupVersionKind.String()`).
@@ -312,6 +317,9 @@ impl Webhook {
             let place = Place { list, index };
             let Value::Object(mut out) = out else { return Err(invalid(place.not_an_object())) };
             check_converted(obj, &mut out, to, place).map_err(invalid)?;
+            if let Some(schema) = self.schemas.get(to) {
+                schema::prune_root(schema, &mut out);
+            }
             **obj = out;
         }
         Ok(())
@@ -400,7 +408,7 @@ fn restore_metadata(original: &Object, converted: &mut Object) -> Result<(), Str
                         validation::annotations(m, "metadata.annotation")
                     };
                     if !errs.is_empty() {
-                        return Err(aggregate(&errs));
+                        return Err(crate::object_meta::aggregate(&errs));
                     }
                 }
                 meta.insert(field.into(), Value::Object(m.clone()));
@@ -412,15 +420,6 @@ fn restore_metadata(original: &Object, converted: &mut Object) -> Result<(), Str
     }
     converted.insert("metadata".into(), Value::Object(meta));
     Ok(())
-}
-
-/// Field errors as one message, as Go aggregates them: the error alone, or `[a, b]`.
-fn aggregate(errs: &[FieldError]) -> String {
-    let texts: Vec<String> = errs.iter().map(ToString::to_string).collect();
-    match texts.as_slice() {
-        [one] => one.clone(),
-        many => format!("[{}]", many.join(", ")),
-    }
 }
 
 /// The Go type a decoded JSON value has, as kube's messages name it.
@@ -578,6 +577,7 @@ mod tests {
                 review_versions: vec!["v1".into()],
             },
             services: None,
+            schemas: BTreeMap::new(),
         };
         let form = ServedForm {
             stored: "example.com/v1".into(),

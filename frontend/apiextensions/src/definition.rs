@@ -63,7 +63,7 @@ impl Names {
 }
 
 /// One printer column (`additionalPrinterColumns[i]`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PrinterColumn {
     /// Header.
     pub name: String,

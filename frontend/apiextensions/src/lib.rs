@@ -21,7 +21,8 @@
 //! # Map
 //!
 //! * [`definition`]: a definition read from its JSON ([`definition::Definition`]).
-//! * [`validation`]: kube's checks of definitions, as admission.
+//! * [`validation`]: kube's checks of definitions, as admission (`object_meta`: the checks of
+//!   embedded resources' `apiVersion`, `kind` and `metadata` that schema defaults must pass).
 //! * [`controller`]: one watch on the definitions per frontend; keeps the [`registry`] current
 //!   and writes `acceptedNames`, `NamesAccepted`, `Established` and `storedVersions`.
 //! * [`registry`]: what is served now ([`registry::Snapshot`]), built into generic-server rows
@@ -75,6 +76,7 @@ pub mod conversion;
 pub mod definition;
 pub mod formats;
 pub mod jsonpath;
+mod object_meta;
 pub mod openapi;
 pub mod printer;
 pub mod registry;

@@ -2,18 +2,25 @@
 //! storage whenever one changes, and [`CrdKinds`], the generic server's `ServedKinds` over it.
 //!
 //! The generic server takes kinds as `&'static ResourceKind` rows (the built-in table is
-//! static), so a served version's row, printer and strategy are built once per distinct
-//! definition content and kept for the life of the process ([`Registry::intern`]), and so are
-//! the lists of rows and groups: memory grows with the number of distinct definition specs (and
-//! sets of them) this frontend has seen, not with requests or watch events.
+//! static), so a served version's row is built once per distinct definition content
+//! ([`Registry::intern`]). What makes a row large, its compiled schema and rules and its
+//! converter with the schemas it defaults and prunes by, sits behind a small handle and is
+//! dropped once no definition serves the version (deleted, or its spec changed) and the last
+//! request holding it is done. The row's names, printer and handle, and the lists of rows and
+//! groups, stay for the life of the process: a few hundred bytes to a few KiB per distinct
+//! definition content (and set of them) this frontend has seen, not per request or watch
+//! event.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use arc_swap::ArcSwapOption;
 
 use serde_json::{Map, Value};
 
 use ballast_apimachinery::typed::TypeSchema;
-use ballast_apiserver::error::FieldError;
+use ballast_apiserver::error::{ApiError, FieldError};
 use ballast_apiserver::registry::served_kinds::{ApiGroup, Document, Documents};
 use ballast_apiserver::registry::strategy::{Object, Strategy};
 use ballast_apiserver::registry::table::Printer;
@@ -23,13 +30,9 @@ use ballast_apiserver::registry::{
 use ballast_apiserver::served::VirtualResource;
 
 use crate::conversion::{ServedForm, Verdicts, Webhook};
-use crate::definition::{Definition, Version};
+use crate::definition::{Definition, PrinterColumn, Version};
 use crate::webhook_client::Services;
 use crate::{printer, rules, schema};
-
-fn leak(s: &str) -> &'static str {
-    Box::leak(s.to_string().into_boxed_str())
-}
 
 /// The rules of one served version's custom resources: defaulting and schema validation,
 /// with the schema's patterns and CEL rules compiled once, when the version is built.
@@ -97,50 +100,119 @@ impl Strategy for CustomResourceStrategy {
     }
 }
 
-/// A served version's strategy as its row holds it: rows live for the process (the generic
-/// server holds them as `'static`), but the compiled schema inside is dropped once no served
-/// definition uses the version (deleted, or its spec changed). A write that reached the row
-/// before then and is checked after is refused rather than checked by nothing.
+/// What a served version's row checks and converts its objects with: its strategy (the
+/// compiled schema and rules) and its converter (with the schemas it defaults and prunes
+/// by). Dropped, with all of that, once no definition serves the version and the last request
+/// that took it is done; counted while alive ([`Registry::rows_alive`]).
 #[derive(Debug)]
-struct RowStrategy(RwLock<Option<Arc<CustomResourceStrategy>>>);
+struct RowParts {
+    strategy: CustomResourceStrategy,
+    form: Option<ServedForm>,
+    alive: Arc<AtomicUsize>,
+}
 
-impl RowStrategy {
-    fn current(&self) -> Option<Arc<CustomResourceStrategy>> {
-        self.0.read().unwrap_or_else(PoisonError::into_inner).clone()
+impl Drop for RowParts {
+    fn drop(&mut self) {
+        self.alive.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A served version's strategy and converter as its row holds them. The generic server holds
+/// rows as `'static`, so this small handle stays for the process, but what it hands out
+/// ([`RowParts`]) goes when the row is retired: no definition serves the version any more
+/// (deleted, or its spec changed). A request that reached the row before then keeps the parts
+/// it took until it is done; one that reaches it after is refused rather than checked or
+/// converted by nothing, and a watch cache of the row ends (its watchers start again on the
+/// current row). Reading the parts takes no lock.
+#[derive(Debug)]
+struct RowHandle(ArcSwapOption<RowParts>);
+
+impl RowHandle {
+    fn current(&self) -> Option<Arc<RowParts>> {
+        self.0.load_full()
     }
 
     fn retire(&self) {
-        *self.0.write().unwrap_or_else(PoisonError::into_inner) = None;
+        self.0.store(None);
     }
 
     fn retired() -> Vec<FieldError> {
         vec![FieldError::forbidden("<nil>", "the resource's definition changed while the request was served; retry")]
     }
+
+    /// Runs `f` on the current served form, keeping the parts alive meanwhile.
+    fn with_form<T>(&self, f: impl FnOnce(&ServedForm) -> Result<T, ApiError>) -> Result<T, ApiError> {
+        let parts = self.current().ok_or_else(|| {
+            ApiError::Internal("the resource's definition changed while the request was served; retry".into())
+        })?;
+        // Only rows built with a served form are given this handle as their converter.
+        let form =
+            parts.form.as_ref().ok_or_else(|| ApiError::Internal("a row converts without a served form".into()))?;
+        f(form)
+    }
 }
 
-impl Strategy for RowStrategy {
+impl Strategy for RowHandle {
     fn prepare_for_create(&self, obj: &mut Object) {
-        if let Some(s) = self.current() {
-            s.prepare_for_create(obj);
+        if let Some(p) = self.current() {
+            p.strategy.prepare_for_create(obj);
         }
     }
 
     fn validate(&self, obj: &Object) -> Vec<FieldError> {
-        self.current().map_or_else(RowStrategy::retired, |s| s.validate(obj))
+        self.current().map_or_else(RowHandle::retired, |p| p.strategy.validate(obj))
     }
 
     fn prepare_for_update(&self, new: &mut Object, old: &Object) {
-        if let Some(s) = self.current() {
-            s.prepare_for_update(new, old);
+        if let Some(p) = self.current() {
+            p.strategy.prepare_for_update(new, old);
         }
     }
 
     fn validate_update(&self, new: &Object, old: &Object) -> Vec<FieldError> {
-        self.current().map_or_else(RowStrategy::retired, |s| s.validate_update(new, old))
+        self.current().map_or_else(RowHandle::retired, |p| p.strategy.validate_update(new, old))
     }
 
     fn reset_status_on_create(&self) -> bool {
-        self.current().is_some_and(|s| s.reset_status_on_create())
+        self.current().is_some_and(|p| p.strategy.reset_status_on_create())
+    }
+
+    fn retired(&self) -> bool {
+        self.0.load().is_none()
+    }
+}
+
+impl VersionConverter for RowHandle {
+    fn to_stored(&self, obj: &mut Object) -> Result<(), ApiError> {
+        self.with_form(|f| f.to_stored(obj))
+    }
+
+    fn to_served(&self, obj: &mut Object) -> Result<(), ApiError> {
+        self.with_form(|f| f.to_served(obj))
+    }
+
+    fn to_served_from_storage(&self, obj: &mut Object, revision: i64) -> Result<(), ApiError> {
+        self.with_form(|f| f.to_served_from_storage(obj, revision))
+    }
+
+    fn to_served_from_storage_all(&self, objs: &mut [(Object, i64)]) -> Result<(), ApiError> {
+        self.with_form(|f| f.to_served_from_storage_all(objs))
+    }
+
+    fn served_as_stored(&self, namespace: &str, name: &str, revision: i64) -> bool {
+        let parts = self.0.load();
+        parts.as_ref().and_then(|p| p.form.as_ref()).is_some_and(|f| f.served_as_stored(namespace, name, revision))
+    }
+
+    fn to_version(&self, obj: &mut Object, api_version: &str) -> Option<Result<(), ApiError>> {
+        match self.with_form(|f| Ok(f.to_version(obj, api_version))) {
+            Ok(done) => done,
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    fn prepares_served(&self) -> bool {
+        true
     }
 }
 
@@ -149,17 +221,13 @@ impl Strategy for RowStrategy {
 struct Built {
     kind: &'static ResourceKind,
     printer: &'static Printer,
-    strategy: &'static RowStrategy,
-    served_form: Option<&'static ServedForm>,
+    handle: &'static RowHandle,
 }
 
 impl Built {
-    /// Drops what the version's row no longer needs once no definition serves it.
+    /// Lets the version's parts go once no definition serves it.
     fn retire(&self) {
-        self.strategy.retire();
-        if let Some(form) = self.served_form {
-            form.unchanged.clear();
-        }
+        self.handle.retire();
     }
 }
 
@@ -226,15 +294,57 @@ pub struct Registry {
     lists: Mutex<InternedLists>,
     /// Where conversion webhooks' Services are looked up.
     services: std::sync::OnceLock<Services>,
+    /// How many rows' parts are alive (served, or still held by a request).
+    alive: Arc<AtomicUsize>,
 }
 
-/// The `'static` lists of [`Registry::intern_lists`].
+/// The `'static` data rows and served lists are made of, each made once per distinct content:
+/// a definition whose spec changes, created again, or with the printer columns of another,
+/// reuses what was made before.
 #[derive(Debug, Default)]
 struct InternedLists {
     /// By the rows' addresses (rows are interned, so equal rows are one address).
     kinds: HashMap<Vec<usize>, &'static [&'static ResourceKind]>,
     /// By group names and versions.
     groups: HashMap<Vec<(String, Vec<String>)>, &'static [ApiGroup]>,
+    /// Names, versions and paths.
+    strings: std::collections::HashSet<&'static str>,
+    /// Lists of them: short names, categories, a group's versions.
+    string_lists: HashMap<Vec<String>, &'static [&'static str]>,
+    /// Table printers, by their columns (a printer holds no more than its columns).
+    printers: HashMap<Vec<PrinterColumn>, &'static Printer>,
+}
+
+impl InternedLists {
+    fn str(&mut self, s: &str) -> &'static str {
+        if let Some(found) = self.strings.get(s) {
+            return found;
+        }
+        let made: &'static str = Box::leak(s.to_string().into_boxed_str());
+        self.strings.insert(made);
+        made
+    }
+
+    fn strs(&mut self, list: &[String]) -> &'static [&'static str] {
+        if let Some(found) = self.string_lists.get(list) {
+            return found;
+        }
+        let made: Vec<&'static str> = list.iter().map(|s| self.str(s)).collect();
+        let made: &'static [&'static str] = Box::leak(made.into_boxed_slice());
+        self.string_lists.insert(list.to_vec(), made);
+        made
+    }
+
+    fn printer(&mut self, cols: Vec<PrinterColumn>) -> &'static Printer {
+        if let Some(found) = self.printers.get(&cols) {
+            return found;
+        }
+        let columns: &'static [_] = Box::leak(printer::columns(&cols).into_boxed_slice());
+        let cells = printer::cells(&cols);
+        let made: &'static Printer = Box::leak(Box::new(Printer { columns, cells: Box::leak(Box::new(cells)) }));
+        self.printers.insert(cols, made);
+        made
+    }
 }
 
 /// kube's version priority order: GA before beta before alpha, higher numbers first, then
@@ -289,6 +399,7 @@ impl Registry {
     pub fn replace(&self, definitions: BTreeMap<String, Definition>) {
         // Held throughout, so two rebuilds never retire what the other serves.
         let mut interned = self.interned.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut statics = self.lists.lock().unwrap_or_else(PoisonError::into_inner);
         let mut used = std::collections::HashSet::new();
         let mut served = Vec::new();
         let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -298,7 +409,7 @@ impl Registry {
                 continue;
             }
             for version in def.versions.iter().filter(|v| v.served) {
-                let (key, built) = self.intern(&mut interned, def, names, version);
+                let (key, built) = self.intern(&mut interned, &mut statics, def, names, version);
                 used.insert(key);
                 let Built { kind, printer, .. } = built;
                 groups.entry(def.group.clone()).or_default().push(version.name.clone());
@@ -333,7 +444,8 @@ impl Registry {
             })
             .collect();
         let kinds: Vec<&'static ResourceKind> = served.iter().map(|s| s.kind).collect();
-        let (kinds, groups) = self.intern_lists(kinds, groups);
+        let (kinds, groups) = intern_lists(&mut statics, kinds, groups);
+        drop(statics);
         let snapshot = Snapshot { kinds, groups, served, definitions };
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(snapshot);
         interned.retain(|key, built| {
@@ -350,30 +462,10 @@ impl Registry {
         self.interned.lock().unwrap_or_else(PoisonError::into_inner).len()
     }
 
-    /// Returns the served lists as the generic server takes them (`'static` slices), made on
-    /// first sight of this content: a definition's status written or a replica's watch event
-    /// rebuilds the snapshot with the same lists, which must not leak a copy each time.
-    fn intern_lists(
-        &self,
-        kinds: Vec<&'static ResourceKind>,
-        groups: Vec<(String, Vec<String>)>,
-    ) -> (&'static [&'static ResourceKind], &'static [ApiGroup]) {
-        let mut lists = self.lists.lock().unwrap_or_else(PoisonError::into_inner);
-        let kinds_key: Vec<usize> = kinds.iter().map(|k| std::ptr::from_ref(*k) as usize).collect();
-        let kinds = *lists.kinds.entry(kinds_key).or_insert_with(|| Box::leak(kinds.into_boxed_slice()));
-        if let Some(found) = lists.groups.get(&groups) {
-            return (kinds, found);
-        }
-        let built: Vec<ApiGroup> = groups
-            .iter()
-            .map(|(name, versions)| {
-                let versions: Vec<&'static str> = versions.iter().map(|v| leak(v)).collect();
-                ApiGroup { name: leak(name), versions: Box::leak(versions.into_boxed_slice()) }
-            })
-            .collect();
-        let built: &'static [ApiGroup] = Box::leak(built.into_boxed_slice());
-        lists.groups.insert(groups, built);
-        (kinds, built)
+    /// How many rows' parts (compiled schema and rules, converter and its schemas) are still
+    /// in memory: those served now, and retired ones a request still holds.
+    pub fn rows_alive(&self) -> usize {
+        self.alive.load(Ordering::Relaxed)
     }
 
     /// Returns what one served version was built into, and its key, building it on first
@@ -381,14 +473,39 @@ impl Registry {
     fn intern(
         &self,
         interned: &mut HashMap<String, Built>,
+        statics: &mut InternedLists,
         def: &Definition,
         names: &crate::definition::Names,
         version: &Version,
     ) -> (String, Built) {
         let key = format!("{}\n{}\n{}\n{:?}", def.uid, version.name, def.object["spec"], names);
-        let built = *interned.entry(key.clone()).or_insert_with(|| build(def, names, version, self.services.get()));
+        let built = *interned
+            .entry(key.clone())
+            .or_insert_with(|| build(def, names, version, self.services.get(), &self.alive, statics));
         (key, built)
     }
+}
+
+/// Returns the served lists as the generic server takes them (`'static` slices), made on
+/// first sight of this content: a definition's status written or a replica's watch event
+/// rebuilds the snapshot with the same lists, which must not leak a copy each time.
+fn intern_lists(
+    lists: &mut InternedLists,
+    kinds: Vec<&'static ResourceKind>,
+    groups: Vec<(String, Vec<String>)>,
+) -> (&'static [&'static ResourceKind], &'static [ApiGroup]) {
+    let kinds_key: Vec<usize> = kinds.iter().map(|k| std::ptr::from_ref(*k) as usize).collect();
+    let kinds = *lists.kinds.entry(kinds_key).or_insert_with(|| Box::leak(kinds.into_boxed_slice()));
+    if let Some(found) = lists.groups.get(&groups) {
+        return (kinds, found);
+    }
+    let built: Vec<ApiGroup> = groups
+        .iter()
+        .map(|(name, versions)| ApiGroup { name: lists.str(name), versions: lists.strs(versions) })
+        .collect();
+    let built: &'static [ApiGroup] = Box::leak(built.into_boxed_slice());
+    lists.groups.insert(groups, built);
+    (kinds, built)
 }
 
 /// Strips a JSONPath's leading dot: `.spec.replicas` -> `spec.replicas`.
@@ -396,12 +513,19 @@ fn dotted(path: &str) -> String {
     path.trim_start_matches('.').to_string()
 }
 
-fn build(def: &Definition, names: &crate::definition::Names, version: &Version, services: Option<&Services>) -> Built {
-    let short: Vec<&'static str> = names.short_names.iter().map(|s| leak(s)).collect();
-    let categories: Vec<&'static str> = names.categories.iter().map(|s| leak(s)).collect();
+fn build(
+    def: &Definition,
+    names: &crate::definition::Names,
+    version: &Version,
+    services: Option<&Services>,
+    alive: &Arc<AtomicUsize>,
+    statics: &mut InternedLists,
+) -> Built {
+    let short = statics.strs(&names.short_names);
+    let categories = statics.strs(&names.categories);
     let mut selectors: Vec<(&'static str, &'static str)> = META_SELECTORS.to_vec();
     for f in &version.selectable_fields {
-        let path = leak(&dotted(f));
+        let path = statics.str(&dotted(f));
         selectors.push((path, path));
     }
     let mut subresources = Subresources::NONE;
@@ -420,50 +544,57 @@ fn build(def: &Definition, names: &crate::definition::Names, version: &Version, 
     // Objects are read through a converter only when their served form differs from the
     // stored one (another version, or defaults to apply): the rest are served as stored.
     let defaults = version.schema.as_ref().is_some_and(has_defaults);
-    let webhook =
-        def.webhook.as_ref().map(|spec| Arc::new(Webhook { spec: spec.clone(), services: services.cloned() }));
-    let served_form: Option<&'static ServedForm> = (def.versions.len() > 1 || defaults).then(|| {
-        &*Box::leak(Box::new(ServedForm {
-            stored: format!("{}/{storage}", def.group),
-            served: format!("{}/{}", def.group, version.name),
-            defaults: version.schema.clone().filter(|_| defaults),
-            webhook,
-            unchanged: Verdicts::default(),
-        }))
+    let webhook = def.webhook.as_ref().map(|spec| {
+        let schemas = def
+            .versions
+            .iter()
+            .filter_map(|v| Some((format!("{}/{}", def.group, v.name), Arc::new(v.schema.clone()?))))
+            .collect();
+        Arc::new(Webhook { spec: spec.clone(), services: services.cloned(), schemas })
     });
-    let converter = served_form.map(|f| f as &'static dyn VersionConverter);
+    let served_form = (def.versions.len() > 1 || defaults).then(|| ServedForm {
+        stored: format!("{}/{storage}", def.group),
+        served: format!("{}/{}", def.group, version.name),
+        defaults: version.schema.clone().filter(|_| defaults),
+        webhook,
+        unchanged: Verdicts::default(),
+    });
+    let converts = served_form.is_some();
     // A write is defaulted and checked by this version's schema and rules, in this version
     // (the converter prepares writes as served: the stored object an update compares with is
     // converted to this version first), as kube checks a custom resource in the version it
     // was sent in.
-    let strategy: &'static RowStrategy = Box::leak(Box::new(RowStrategy(RwLock::new(Some(Arc::new(
-        CustomResourceStrategy::new(version.schema.clone(), version.status),
-    ))))));
+    alive.fetch_add(1, Ordering::Relaxed);
+    let parts = RowParts {
+        strategy: CustomResourceStrategy::new(version.schema.clone(), version.status),
+        form: served_form,
+        alive: alive.clone(),
+    };
+    let handle: &'static RowHandle = Box::leak(Box::new(RowHandle(ArcSwapOption::from_pointee(parts))));
+    let converter = converts.then_some(handle as &'static dyn VersionConverter);
     let mut kind = ResourceKind::row(
-        leak(&def.group),
-        leak(&version.name),
-        leak(&names.plural),
-        leak(&names.kind),
-        leak(&names.singular),
+        statics.str(&def.group),
+        statics.str(&version.name),
+        statics.str(&names.plural),
+        statics.str(&names.kind),
+        statics.str(&names.singular),
         def.namespaced,
     )
-    .short(Box::leak(short.into_boxed_slice()))
-    .categories(Box::leak(categories.into_boxed_slice()))
-    .stored_as(leak(&format!("{}/{}", def.group, names.plural)))
+    .short(short)
+    .categories(categories)
+    .stored_as(statics.str(&format!("{}/{}", def.group, names.plural)))
     .with_fields(&[])
     .selectors(Box::leak(selectors.into_boxed_slice()))
     .returns_deleted()
     .sub(subresources)
-    .rules(strategy as &'static dyn Strategy);
+    .rules(handle as &'static dyn Strategy);
     kind.scale_paths = scale_paths;
     kind.fields_from_schema = true;
     kind.strategic_merge = false;
     kind.converter = converter;
     let cols = if version.columns.is_empty() { printer::default_columns() } else { version.columns.clone() };
-    let columns: &'static [_] = Box::leak(printer::columns(&cols).into_boxed_slice());
-    let cells = printer::cells(&cols);
-    let printer = &*Box::leak(Box::new(Printer { columns, cells: Box::leak(Box::new(cells)) }));
-    Built { kind: &*Box::leak(Box::new(kind)), printer, strategy, served_form }
+    let printer = statics.printer(cols);
+    Built { kind: &*Box::leak(Box::new(kind)), printer, handle }
 }
 
 /// The namespaces kind, read to check that a namespace exists before creating in it.
@@ -579,8 +710,12 @@ mod tests {
 
         // A changed spec builds a new row; the old one's compiled schema is dropped, and a
         // write that still reaches it is refused, not waved through.
+        let first_printer = registry.snapshot().served[0].printer;
         let second = serve(&registry, &[definition(10)]).expect("served");
         assert!(!std::ptr::eq(first, second));
+        // What does not depend on the spec's change is made once: names, the printer.
+        assert!(std::ptr::eq(first.resource, second.resource));
+        assert!(std::ptr::eq(first_printer, registry.snapshot().served[0].printer));
         assert_eq!(registry.rows_kept(), 1);
         assert!(second.strategy.validate(obj).is_empty(), "size 7 is within the new maximum");
         let refused: Vec<String> = first.strategy.validate(obj).iter().map(ToString::to_string).collect();
@@ -589,9 +724,58 @@ mod tests {
             vec!["<nil>: Forbidden: the resource's definition changed while the request was served; retry"]
         );
 
-        // Deleting the definition leaves nothing kept.
+        // Deleting the definition leaves nothing kept, and no row's parts alive.
         assert!(serve(&registry, &[]).is_none());
         assert_eq!(registry.rows_kept(), 0);
+        assert_eq!(registry.rows_alive(), 0);
         assert_eq!(second.strategy.validate(obj).len(), 1);
+        assert!(second.strategy.retired());
+    }
+
+    /// `definition(5)` under another name and uid, with two versions (so it converts).
+    fn converting(i: usize) -> Definition {
+        let mut def = definition(5);
+        let mut object = def.object.clone();
+        object["metadata"] = json!({"name": format!("widgets{i}.example.com"), "uid": format!("u{i}")});
+        object["spec"]["group"] = format!("example{i}.com").into();
+        let v1 = object["spec"]["versions"][0].clone();
+        let mut v2 = v1.clone();
+        v2["name"] = "v2".into();
+        v2["storage"] = false.into();
+        object["spec"]["versions"] = json!([v1, v2]);
+        def = Definition::from_json(&object);
+        def
+    }
+
+    #[test]
+    fn parts_of_deleted_definitions_are_freed_and_requests_holding_them_finish() {
+        let registry = Registry::default();
+        for i in 0..200 {
+            let kind = serve(&registry, &[converting(i)]).expect("served");
+            assert_eq!(registry.rows_alive(), 2, "two versions served");
+            let converter = kind.converter.expect("two versions convert");
+            let mut obj: Object = json!({"apiVersion": format!("example{i}.com/v1"), "kind": "Widget",
+                "metadata": {"name": "a"}, "spec": {}})
+            .as_object()
+            .cloned()
+            .expect("object");
+            converter.to_served(&mut obj).expect("converts while served");
+            // A request that took one version's parts before the definition went keeps them
+            // until it is done; the other version's go at once.
+            let held = {
+                let interned = registry.interned.lock().expect("lock");
+                interned.values().next().and_then(|b| b.handle.current()).expect("parts")
+            };
+            assert!(serve(&registry, &[]).is_none());
+            assert_eq!(registry.rows_kept(), 0);
+            assert_eq!(registry.rows_alive(), 1, "the held parts are still there");
+            drop(held);
+            assert_eq!(registry.rows_alive(), 0, "definition {i}'s parts are freed");
+            let err = converter.to_stored(&mut obj).expect_err("a retired row converts nothing");
+            assert_eq!(
+                err.to_string(),
+                "Internal error occurred: the resource's definition changed while the request was served; retry"
+            );
+        }
     }
 }

@@ -102,16 +102,18 @@ pub fn prune_root(schema: &Value, obj: &mut Map<String, Value>) -> Vec<String> {
     pruned
 }
 
-/// What kube finds wrong with a schema node's `default` (at `path`, the default's own field
-/// path): fields the schema would prune, and every finding of validating it against the node.
-pub(crate) fn default_errors(schema: &Value, default: &Value, path: &str) -> Vec<FieldError> {
-    let mut errs = Vec::new();
+/// Whether a schema node's `default` (at `path`, the default's own field path) holds fields
+/// the schema would prune, as kube reports it.
+pub(crate) fn default_unknown_fields(schema: &Value, default: &Value, path: &str) -> Option<FieldError> {
     let mut copy = default.clone();
     let mut pruned = Vec::new();
     prune(schema, &mut copy, path, &mut pruned);
-    if !pruned.is_empty() {
-        errs.push(FieldError::invalid(path, default.clone(), "must not have unknown fields"));
-    }
+    (!pruned.is_empty()).then(|| FieldError::invalid(path, default.clone(), "must not have unknown fields"))
+}
+
+/// Every finding of validating a schema node's `default` (at `path`) against the node.
+pub(crate) fn default_value_errors(schema: &Value, default: &Value, path: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
     validate(schema, &Patterns::of(schema), default, path, &mut errs);
     errs
 }

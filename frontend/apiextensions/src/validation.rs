@@ -430,7 +430,8 @@ fn validate_schema(schema: &Value, schema_path: &str, errs: &mut Vec<FieldError>
     object_invariants(schema, &schema_path, true, errs);
     structural(schema, &schema_path, errs);
     if errs.len() == before {
-        defaults(schema, &schema_path, true, errs);
+        let root = Around { resource: schema, steps: Vec::new(), inside_meta: false };
+        defaults(schema, &schema_path, &root, errs);
     }
     // Rules are compiled against a schema kube accepts as structural, as kube does.
     if errs.len() == before {
@@ -700,23 +701,91 @@ fn list_map_items(schema: &Value, keys: &[&str], path: &str, errs: &mut Vec<Fiel
 }
 
 /// kube's checks of `default`s in a structural schema: each holds no field the schema would
-/// prune and is valid against its node. Defaults inside the metadata of the object or of an
-/// embedded resource are not looked at (kube checks those as metadata); `additionalProperties`
-/// are not followed, as kube forbids defaults there.
-fn defaults(schema: &Value, path: &str, root: bool, errs: &mut Vec<FieldError>) {
+/// prune, leaves every embedded resource in it with decodable and valid `apiVersion`, `kind`
+/// and `metadata`, and is valid against its node. A default inside the metadata (or
+/// `apiVersion`, `kind`) of the object or of an embedded resource is checked as what it
+/// makes of that resource: plugged into an object of kind `validation/v1` `Validation`
+/// whose metadata must then decode and validate, and against its node; such a default is
+/// not checked for unknown fields (metadata drops them). `additionalProperties` are not
+/// followed, as kube forbids defaults there.
+fn defaults(schema: &Value, path: &str, around: &Around<'_>, errs: &mut Vec<FieldError>) {
+    let fresh;
+    let around = if schema["x-kubernetes-embedded-resource"] == true {
+        fresh = Around { resource: schema, steps: Vec::new(), inside_meta: false };
+        &fresh
+    } else {
+        around
+    };
+    // No steps: this node is the root or an embedded resource (kube counts the root as one).
+    let resource_here = around.steps.is_empty();
     if let Some(default) = schema.get("default").filter(|d| !d.is_null()) {
-        errs.extend(crate::schema::default_errors(schema, default, &format!("{path}.default")));
+        let at = format!("{path}.default");
+        if around.inside_meta {
+            let surrounding = around.surround(default.clone());
+            let meta = crate::object_meta::errors(around.resource, &surrounding, "", true);
+            if meta.is_empty() {
+                errs.extend(crate::schema::default_value_errors(schema, default, &at));
+            } else {
+                let detail = format!("must result in valid metadata: {}", crate::object_meta::aggregate(&meta));
+                errs.push(FieldError::invalid(at, default.clone(), detail));
+            }
+        } else {
+            errs.extend(crate::schema::default_unknown_fields(schema, default, &at));
+            let meta = crate::object_meta::errors(schema, default, &at, resource_here);
+            if meta.is_empty() {
+                errs.extend(crate::schema::default_value_errors(schema, default, &at));
+            } else {
+                errs.extend(meta);
+            }
+        }
     }
     if let Some(items) = schema.get("items").filter(|i| i.is_object()) {
-        defaults(items, &format!("{path}.items"), false, errs);
+        defaults(items, &format!("{path}.items"), &around.step(Step::Index, false), errs);
     }
-    let embedded = schema["x-kubernetes-embedded-resource"] == true;
     for (key, sub) in schema["properties"].as_object().into_iter().flatten() {
-        let meta =
-            (root && key == "metadata") || (embedded && matches!(key.as_str(), "metadata" | "apiVersion" | "kind"));
-        if !meta {
-            defaults(sub, &format!("{path}.properties[{key}]"), false, errs);
+        let into_meta = resource_here && matches!(key.as_str(), "metadata" | "apiVersion" | "kind");
+        defaults(sub, &format!("{path}.properties[{key}]"), &around.step(Step::Child(key), into_meta), errs);
+    }
+}
+
+/// One step from an embedded resource (or the root) down to a schema node.
+#[derive(Debug, Clone, Copy)]
+enum Step<'a> {
+    Child(&'a str),
+    Index,
+}
+
+/// Where [`defaults`] is: the nearest embedded resource's schema (the root's at first), the
+/// steps from it, and whether they went into its metadata.
+#[derive(Debug, Clone)]
+struct Around<'a> {
+    resource: &'a Value,
+    steps: Vec<Step<'a>>,
+    inside_meta: bool,
+}
+
+impl<'a> Around<'a> {
+    fn step(&self, step: Step<'a>, into_meta: bool) -> Around<'a> {
+        let mut steps = self.steps.clone();
+        steps.push(step);
+        Around { resource: self.resource, steps, inside_meta: self.inside_meta || into_meta }
+    }
+
+    /// `focus` where the steps lead, in an object of kind `validation/v1` `Validation` (an
+    /// item of a list as its only item).
+    fn surround(&self, focus: Value) -> Value {
+        let mut v = focus;
+        for step in self.steps.iter().rev() {
+            v = match step {
+                Step::Child(k) => serde_json::json!({ *k: v }),
+                Step::Index => Value::Array(vec![v]),
+            };
         }
+        if let Value::Object(m) = &mut v {
+            m.insert("kind".into(), "Validation".into());
+            m.insert("apiVersion".into(), "validation/v1".into());
+        }
+        v
     }
 }
 
@@ -1043,6 +1112,45 @@ mod tests {
             want.sort();
             assert_eq!(got, want, "{schema}");
         }
+    }
+
+    #[test]
+    fn defaults_inside_metadata_must_make_valid_metadata() {
+        let at = "spec.validation.openAPIV3Schema";
+        let mut errs = schema_errors(json!({"type": "object", "properties": {
+            "metadata": {"type": "object", "properties": {
+                "name": {"type": "string", "default": "a/b"},
+                "generateName": {"type": "string", "default": "fine-"}}},
+            "spec": {"type": "object", "properties": {
+                "template": {"type": "object", "x-kubernetes-embedded-resource": true, "properties": {
+                    "kind": {"type": "string", "default": "Pod"},
+                    "metadata": {"type": "object", "properties": {
+                        "namespace": {"type": "string", "default": "Not_A_Namespace"},
+                        "labels": {"type": "object", "additionalProperties": {"type": "string"},
+                            "default": {"app": 7}},
+                        "finalizers": {"type": "array", "items": {"type": "string"},
+                            "default": ["orphan", "foregroundDeletion"]}}}}},
+                "pod": {"type": "object", "x-kubernetes-embedded-resource": true,
+                    "x-kubernetes-preserve-unknown-fields": true,
+                    "default": {"metadata": {"name": "a%b", "generation": -1}}},
+                "fine": {"type": "object", "x-kubernetes-embedded-resource": true,
+                    "x-kubernetes-preserve-unknown-fields": true,
+                    "default": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}}}}}}));
+        errs.sort();
+        let template = format!("{at}.properties[spec].properties[template].properties");
+        let pod = format!("{at}.properties[spec].properties[pod].default");
+        let mut want = vec![
+            format!("{at}.properties[metadata].properties[name].default: Invalid value: \"a/b\": must result in valid metadata: metadata.name: Invalid value: \"a/b\": may not contain '/'"),
+            format!("{template}[metadata].properties[namespace].default: Invalid value: \"Not_A_Namespace\": must result in valid metadata: metadata.namespace: Invalid value: \"Not_A_Namespace\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"),
+            format!("{template}[metadata].properties[labels].default: Invalid value: {{\"app\":7}}: must result in valid metadata: metadata: Invalid value: {{\"labels\":{{\"app\":7}}}}: json: cannot unmarshal number into Go struct field ObjectMeta.labels of type string"),
+            format!("{template}[metadata].properties[finalizers].default: Invalid value: [\"orphan\",\"foregroundDeletion\"]: must result in valid metadata: metadata.finalizers: Invalid value: [\"orphan\",\"foregroundDeletion\"]: finalizer orphan and foregroundDeletion cannot be both set"),
+            format!("{pod}.apiVersion: Required value"),
+            format!("{pod}.kind: Required value"),
+            format!("{pod}.metadata.name: Invalid value: \"a%b\": may not contain '%'"),
+            format!("{pod}.metadata.generation: Invalid value: -1: must be greater than or equal to 0"),
+        ];
+        want.sort();
+        assert_eq!(errs, want);
     }
 
     #[test]

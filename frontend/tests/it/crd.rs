@@ -21,7 +21,8 @@ both_backends!(
     definitions_follow_the_lifecycle_of_kube,
     openapi_v2_carries_custom_resources,
     a_large_definition_is_served_and_enforced,
-    rules_use_the_kubernetes_network_and_text_libraries
+    rules_use_the_kubernetes_network_and_text_libraries,
+    a_changed_definition_is_watched_in_its_new_form
 );
 
 in_memory!(rules_use_the_kubernetes_cel_libraries);
@@ -642,12 +643,19 @@ async fn definitions_follow_the_lifecycle_of_kube(backend: Backend) {
     assert!(gone, "the definition goes once its last resource is gone");
 
     // A definition taking a built-in resource's names is not served, and says why; one that
-    // adds a new resource to a built-in group is, and the group is listed once.
+    // adds a new resource to a built-in group is, and the group is listed once; so is one
+    // that adds a version to it.
     let ingresses = write(&c, "ingresses.yaml", &thing("networking.k8s.io", "ingresses", "Ingress"));
     let gateways = write(&c, "gateways.yaml", &thing("networking.k8s.io", "edgegateways", "EdgeGateway"));
-    c.must_kubectl(&["create", "-f", &ingresses, "-f", &gateways]).await;
-    c.must_kubectl(&["wait", "--for", "condition=established", "--timeout=30s", "crd/edgegateways.networking.k8s.io"])
-        .await;
+    let routes = write(
+        &c,
+        "routes.yaml",
+        &thing("networking.k8s.io", "edgeroutes", "EdgeRoute").replace("- name: v1\n", "- name: v1alpha9\n"),
+    );
+    c.must_kubectl(&["create", "-f", &ingresses, "-f", &gateways, "-f", &routes]).await;
+    for crd in ["crd/edgegateways.networking.k8s.io", "crd/edgeroutes.networking.k8s.io"] {
+        c.must_kubectl(&["wait", "--for", "condition=established", "--timeout=30s", crd]).await;
+    }
     let said = wait_for(Duration::from_secs(10), async || {
         let crd = c.must_get(&definition_path("ingresses.networking.k8s.io")).await;
         condition(&crd, "NamesAccepted")
@@ -666,6 +674,34 @@ async fn definitions_follow_the_lifecycle_of_kube(backend: Backend) {
     c.must_kubectl(&["create", "-f", &e]).await;
     let listed = c.must_kubectl(&["get", "edgegateways", "-o", "name"]).await;
     assert_eq!(listed.trim(), "edgegateway.networking.k8s.io/edge");
+    let resources = c.must_kubectl(&["api-resources", "--api-group", "networking.k8s.io", "-o", "name"]).await;
+    for name in ["edgegateways.networking.k8s.io", "edgeroutes.networking.k8s.io", "ingresses.networking.k8s.io"] {
+        assert!(resources.lines().any(|l| l == name), "{name} in api-resources: {resources}");
+    }
+    // The legacy documents of the group carry the definitions' resources and versions too.
+    let names = |list: &Value| -> Vec<String> {
+        list["resources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["name"].as_str().map(String::from))
+            .collect()
+    };
+    let v1 = c.must_get("/apis/networking.k8s.io/v1").await;
+    let v1_names = names(&v1);
+    assert!(v1_names.iter().any(|n| n == "ingresses"), "{v1}");
+    assert!(v1_names.iter().any(|n| n == "edgegateways"), "{v1}");
+    assert_eq!(v1_names.iter().filter(|n| *n == "ingresses").count(), 1, "the refused definition adds nothing: {v1}");
+    let alpha = c.must_get("/apis/networking.k8s.io/v1alpha9").await;
+    assert_eq!(alpha["groupVersion"], "networking.k8s.io/v1alpha9");
+    assert_eq!(names(&alpha), vec!["edgeroutes"]);
+    let group = c.must_get("/apis/networking.k8s.io").await;
+    let versions: Vec<&str> =
+        group["versions"].as_array().expect("versions").iter().filter_map(|v| v["version"].as_str()).collect();
+    assert!(versions.contains(&"v1") && versions.contains(&"v1alpha9"), "{group}");
+    assert_eq!(group["preferredVersion"]["version"], "v1", "{group}");
+    let v1_entry = group["versions"].as_array().expect("versions").iter().find(|v| v["version"] == "v1").cloned();
+    assert_eq!(v1_entry, Some(json!({"groupVersion": "networking.k8s.io/v1", "version": "v1"})));
     let groups = c.request(Credentials::Admin, "GET", "/apis", None, "").await.json();
     let named =
         groups["groups"].as_array().expect("groups").iter().filter(|g| g["name"] == "networking.k8s.io").count();
@@ -988,4 +1024,54 @@ async fn rules_use_the_kubernetes_network_and_text_libraries(backend: Backend) {
         "{}",
         out.stderr
     );
+}
+
+/// A watch after a definition's schema changed sees objects in the new schema's form: the
+/// watch cache of the old form ends (its row is retired) and a new one decodes with the row
+/// served now, here applying a default the change added to an object stored without it.
+async fn a_changed_definition_is_watched_in_its_new_form(backend: Backend) {
+    let c = cluster(backend).await;
+    must_create_widgets(&c).await;
+    let path = "/apis/example.com/v1/namespaces/default/widgets";
+    let w1 =
+        write(&c, "w1.yaml", "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1}\nspec: {color: red}\n");
+    c.must_kubectl(&["create", "-f", &w1]).await;
+    let watch_from = async |rv: &str| {
+        let url = format!("{path}?watch=true&resourceVersion={rv}&timeoutSeconds=1");
+        String::from_utf8_lossy(&c.request(Credentials::Admin, "GET", &url, None, "").await.body).to_string()
+    };
+    let rv = |list: &Value| list["metadata"]["resourceVersion"].as_str().expect("rv").to_string();
+    // A watch starts the cache in the definition's first form.
+    let before = rv(&c.must_get(path).await);
+    watch_from(&before).await;
+
+    let shade = r#"[{"op": "add", "path": "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/shade",
+        "value": {"type": "string", "default": "dark"}}]"#;
+    c.must_kubectl(&["patch", "crd", "widgets.example.com", "--type=json", "-p", shade]).await;
+    let defaulted =
+        wait_for(Duration::from_secs(10), async || c.must_get(&format!("{path}/w1")).await["spec"]["shade"] == "dark")
+            .await;
+    assert!(defaulted, "a read defaults by the changed schema");
+
+    // An object stored without the new field, as another server could have written it.
+    let before = rv(&c.must_get(path).await);
+    let w2 = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "w2", "namespace": "default", "uid": "8d5c5b0e-0000-4000-8000-000000000002",
+            "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"color": "blue", "replicas": 1}});
+    c.storage_put("/registry/example.com/widgets/default/w2", w2.to_string().into_bytes()).await;
+    let mut seen = String::new();
+    let watched = wait_for(Duration::from_secs(10), async || {
+        seen = watch_from(&before).await;
+        seen.contains("\"name\":\"w2\"")
+    })
+    .await;
+    assert!(watched, "the watch sees w2: {seen}");
+    let event: Value = seen
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| e["object"]["metadata"]["name"] == "w2")
+        .expect("w2's event");
+    assert_eq!(event["type"], "ADDED");
+    assert_eq!(event["object"]["spec"], json!({"color": "blue", "replicas": 1, "shade": "dark"}), "{event}");
 }

@@ -27,7 +27,8 @@ both_backends!(
 
 /// A conversion webhook on a free loopback port: `/convert` renames `spec.color` (v1) to
 /// `spec.paint` (v2) and back; `/fail` refuses every review; `/rename` and `/relabel` convert
-/// but change the name or set an invalid label. Stopped when dropped.
+/// but change the name or set an invalid label; `/extra` converts and adds fields neither
+/// version's schema knows. Stopped when dropped.
 struct ConversionWebhook {
     port: u16,
     ca_pem: String,
@@ -73,6 +74,10 @@ fn review_answer(path: &str, review: &Value) -> Value {
             match path {
                 "/rename" => out["metadata"]["name"] = json!("renamed"),
                 "/relabel" => out["metadata"]["labels"] = json!({"bad key!": "x"}),
+                "/extra" => {
+                    out["spec"]["extra"] = json!("x");
+                    out["bogus"] = json!(1);
+                }
                 _ => {}
             }
             out
@@ -424,6 +429,34 @@ async fn webhook_metadata_is_checked(backend: Backend) {
         }
         assert_eq!(seen, Some(json!(expected)));
     }
+
+    // Fields the wanted version's schema does not know are pruned from what the webhook
+    // returns, on reads and on writes alike, as kube's codec prunes a converted object.
+    let (def, _) = failing("/extra", "");
+    apply(&c, "widgets.json", &def).await;
+    let mut read = Value::Null;
+    for _ in 0..50 {
+        let r = get(&c, "v2", "v1").await;
+        if r.status == 200 {
+            read = r.json();
+            if hook.reviews().last().is_some_and(|r| r["request"]["desiredAPIVersion"] == "example.com/v2") {
+                break;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let converted_here = hook.reviews().iter().any(|r| r["request"]["desiredAPIVersion"] == "example.com/v2");
+    assert!(converted_here, "the webhook converted the read");
+    assert_eq!(read["spec"], json!({"paint": "red"}), "{read}");
+    assert!(read.get("bogus").is_none(), "{read}");
+    let body = json!({"apiVersion": "example.com/v2", "kind": "Widget", "metadata": {"name": "v2"},
+        "spec": {"paint": "blue"}});
+    let created = send(&c, "POST", "v2", "", &body).await;
+    assert_eq!(created.status, 201, "{}", String::from_utf8_lossy(&created.body));
+    let kept = stored(&c, "v2").await;
+    assert_eq!(kept["apiVersion"], "example.com/v1");
+    assert_eq!(kept["spec"], json!({"color": "blue"}), "{kept}");
+    assert!(kept.get("bogus").is_none(), "{kept}");
 }
 
 /// Go's text for a label key that is not a qualified name.

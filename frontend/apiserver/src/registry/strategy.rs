@@ -39,6 +39,14 @@ pub trait Strategy: Send + Sync + std::fmt::Debug {
     fn graceful_delete(&self, _obj: &Object, _requested: Option<i64>) -> Option<i64> {
         None
     }
+
+    /// Returns whether the kind this strategy belongs to is no longer served (a custom
+    /// resource version whose definition changed or went): its row is kept only for requests
+    /// already under way, and a watch cache of it ends so its watchers start again on the
+    /// kind served now. Built-in kinds are never retired.
+    fn retired(&self) -> bool {
+        false
+    }
 }
 
 /// How a kind's objects are bound to a node by a `Binding` (kube's `BindingREST`, for pods):

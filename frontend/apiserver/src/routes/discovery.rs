@@ -105,6 +105,19 @@ pub fn aggregated(items: &[Value]) -> Response {
 
 /// Returns the legacy `APIResourceList` of one group version.
 pub fn resource_list(kinds: &dyn ServedKinds, group: &str, version: &str) -> Value {
+    resource_list_of(group, version, resource_entries(kinds, group, version))
+}
+
+fn resource_list_of(group: &str, version: &str, resources: Vec<Value>) -> Value {
+    let group_version = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
+    let mut list = json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version});
+    list["resources"] = Value::Array(resources);
+    list
+}
+
+/// Returns the legacy `APIResource` entries of one group version of `kinds`, each resource
+/// followed by its subresources.
+pub fn resource_entries(kinds: &dyn ServedKinds, group: &str, version: &str) -> Vec<Value> {
     let mut resources = Vec::new();
     for k in kinds.of(group, version) {
         let mut r = json!({
@@ -136,8 +149,7 @@ pub fn resource_list(kinds: &dyn ServedKinds, group: &str, version: &str) -> Val
             resources.push(sub);
         }
     }
-    let group_version = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
-    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources})
+    resources
 }
 
 /// Returns the legacy `APIGroup` entry of one group.
@@ -238,7 +250,8 @@ fn with_review_groups(mut registry: Vec<Value>, reviews: Vec<Value>, name_of: fn
 /// Appends the groups of the servers behind to `groups`; a group already listed (a built-in
 /// group a CustomResourceDefinition adds resources to) is listed once, with the versions it
 /// lacked added and, in the aggregated form, the resources of a version it has added to that
-/// version, as kube's discovery merges a group served by several servers.
+/// version. (kube keeps the built-in API's version and drops the other server's resources in
+/// it; here those resources are served, so discovery lists them.)
 fn merged(mut groups: Vec<Value>, behind: impl Iterator<Item = Value>, name_of: fn(&Value) -> &str) -> Vec<Value> {
     for group in behind {
         let Some(at) = groups.iter().position(|g| name_of(g) == name_of(&group)) else {
@@ -249,9 +262,11 @@ fn merged(mut groups: Vec<Value>, behind: impl Iterator<Item = Value>, name_of: 
         for version in group["versions"].as_array().into_iter().flatten() {
             match versions.iter_mut().find(|v| v["version"] == version["version"]) {
                 Some(have) => {
-                    if let (Some(resources), Some(more)) =
-                        (have["resources"].as_array_mut(), version["resources"].as_array())
-                    {
+                    // `get_mut`, not indexing: a legacy entry has no `resources` to add.
+                    if let (Some(resources), Some(more)) = (
+                        have.get_mut("resources").and_then(Value::as_array_mut),
+                        version.get("resources").and_then(Value::as_array),
+                    ) {
                         resources.extend(more.iter().cloned());
                     }
                 }
@@ -326,13 +341,35 @@ pub fn handle(state: &AppState, path: &str, headers: &HeaderMap) -> Result<Respo
             let Some(g) = named_groups(kinds).find(|g| g.name == group) else {
                 return virtual_group(kinds.virtual_resources(), group, version);
             };
-            match version {
-                None => Ok(body::json(StatusCode::OK, &group_document(g))),
-                Some(v) if g.versions.contains(&v) => Ok(body::json(StatusCode::OK, &resource_list(kinds, group, v))),
-                Some(_) => Err(ApiError::NoRoute),
-            }
+            built_in_group(state, kinds, g, version)
         }
     }
+}
+
+/// `/apis/<group>[/<version>]` of a built-in group, with what the servers behind add to it
+/// (a CustomResourceDefinition of the group): their versions in the group document and their
+/// resources in a version's list, as the aggregated form lists them.
+fn built_in_group(
+    state: &AppState,
+    kinds: &dyn ServedKinds,
+    g: &ApiGroup,
+    version: Option<&str>,
+) -> Result<Response, ApiError> {
+    let behind: Vec<Value> =
+        state.delegated.iter().flat_map(|d| d.legacy_groups()).filter(|other| legacy_name(other) == g.name).collect();
+    let Some(v) = version else {
+        let mut doc = merged(vec![group_document(g)], behind.into_iter(), legacy_name);
+        return Ok(body::json(StatusCode::OK, &doc.swap_remove(0)));
+    };
+    let mut resources = if g.versions.contains(&v) {
+        resource_entries(kinds, g.name, v)
+    } else if behind.iter().any(|other| other["versions"].as_array().into_iter().flatten().any(|o| o["version"] == v)) {
+        Vec::new()
+    } else {
+        return Err(ApiError::NoRoute);
+    };
+    resources.extend(state.delegated.iter().flat_map(|d| d.legacy_resources(g.name, v)));
+    Ok(body::json(StatusCode::OK, &resource_list_of(g.name, v, resources)))
 }
 
 /// `/apis/<group>[/<version>]` for the groups of resources answered without storage.

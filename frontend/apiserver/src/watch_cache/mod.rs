@@ -372,7 +372,12 @@ impl WatchCaches {
 
     fn live(&self, key: &str) -> Option<Arc<ResourceCache>> {
         let caches = self.caches.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        caches.get(key).filter(|c| c.state.lock().map(|s| s.alive).unwrap_or(false)).cloned()
+        // A cache of a retired kind is not reused (it decodes with that kind's converter);
+        // it ends at its next event or progress tick.
+        caches
+            .get(key)
+            .filter(|c| !c.kind.strategy.retired() && c.state.lock().map(|s| s.alive).unwrap_or(false))
+            .cloned()
     }
 
     /// Returns the cache of `prefix`, starting it (and its upstream watch) if needed.
@@ -421,8 +426,12 @@ impl WatchCaches {
         tokio::spawn(async move {
             let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
             loop {
+                if feeder.kind.strategy.retired() {
+                    break;
+                }
                 tokio::select! {
                     item = events.next_item() => match item {
+                        Ok(Some(_)) if feeder.kind.strategy.retired() => break,
                         Ok(Some(item)) => feeder.apply(item),
                         Ok(None) | Err(_) => break,
                     },
