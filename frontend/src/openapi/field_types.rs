@@ -12,7 +12,7 @@
 
 use serde_json::{Map, Value};
 
-use super::schemas::{definitions, Definitions};
+use super::schemas::{definitions, field_node, sorted_fields, Definitions, Fields};
 
 /// How deep the walk goes (as `unknown_fields`): real bodies nest far less, and it bounds the
 /// work a hostile body can cause.
@@ -38,8 +38,22 @@ pub fn first_mismatch(group: &str, version: &str, kind: &str, obj: &Map<String, 
     let defs = definitions();
     let name = defs.kind_schema(group, version, kind)?;
     let schema = defs.schemas.get(name)?;
+    // Most bodies fit: the compiled schemas say so, and only a body that does not is walked
+    // again to spell out the complaint.
+    if !index().mismatch_in(name, obj) {
+        return None;
+    }
     let at = Place { structure: go_name(name), field: None };
     check_object(defs, schema, obj, &at, 0)
+}
+
+/// [`first_mismatch`] by walking the schemas as they are.
+#[cfg(test)]
+fn walk_mismatch(group: &str, version: &str, kind: &str, obj: &Map<String, Value>) -> Option<String> {
+    let defs = definitions();
+    let name = defs.kind_schema(group, version, kind)?;
+    let at = Place { structure: go_name(name), field: None };
+    check_object(defs, defs.schemas.get(name)?, obj, &at, 0)
 }
 
 /// Where a value sits, in the terms of Go's error: the innermost struct and the field path.
@@ -196,6 +210,154 @@ fn check(defs: &Definitions, schema: &Value, value: &Value, at: &Place<'_>, dept
     }
 }
 
+/// The schemas as [`check`] reads them, compiled once: each schema a node with its JSON type
+/// and its fields in a sorted list, references, `allOf` wrappers and lenient types already
+/// followed, so that checking a body costs a few comparisons per value instead of lookups by
+/// definition name.
+struct Index {
+    nodes: Vec<Node>,
+    /// Definition name to its fields, as [`first_mismatch`] reads them (sorted).
+    roots: std::collections::HashMap<&'static str, Fields>,
+}
+
+/// What [`check`] accepts for one schema.
+#[derive(Default)]
+enum Node {
+    /// Anything (lenient types, preserved unknown fields, int-or-string).
+    #[default]
+    Any,
+    /// A JSON string, bool or number.
+    String,
+    Bool,
+    Number,
+    /// A number without a fraction.
+    Integer,
+    /// An array, its items checked against the node if any.
+    Array(Option<usize>),
+    /// An object (`typed`: of type `object`, so other values do not fit; untyped, they do):
+    /// a map's values, or a struct's fields.
+    Object {
+        typed: bool,
+        values: Option<usize>,
+        fields: Option<Fields>,
+    },
+    /// A type no JSON value but null fits.
+    Nothing,
+}
+
+/// The id of the shared [`Node::Any`].
+const ANY: usize = 0;
+
+fn index() -> &'static Index {
+    static INDEX: std::sync::LazyLock<Index> = std::sync::LazyLock::new(|| Index::build(definitions()));
+    &INDEX
+}
+
+impl Index {
+    fn build(defs: &'static Definitions) -> Index {
+        let mut index = Index { nodes: vec![Node::Any], roots: Default::default() };
+        let mut seen = std::collections::HashMap::new();
+        for (name, schema) in &defs.schemas {
+            let Some(fields) = index.fields(defs, schema, &mut seen) else { continue };
+            index.roots.insert(name.as_str(), fields);
+        }
+        index
+    }
+
+    fn fields(
+        &mut self,
+        defs: &'static Definitions,
+        resolved: &'static Value,
+        seen: &mut std::collections::HashMap<usize, usize>,
+    ) -> Option<Fields> {
+        let properties = resolved.get("properties").and_then(Value::as_object)?;
+        Some(sorted_fields(properties.iter().map(|(k, v)| (k.as_str(), self.compile(defs, v, seen))).collect()))
+    }
+
+    /// The node of `schema` as [`check`] reads it; one node per resolved schema (`seen`, by
+    /// address), so recursive definitions compile to cycles.
+    fn compile(
+        &mut self,
+        defs: &'static Definitions,
+        schema: &'static Value,
+        seen: &mut std::collections::HashMap<usize, usize>,
+    ) -> usize {
+        let schema = match schema.get("allOf").and_then(Value::as_array).map(Vec::as_slice) {
+            Some([inner]) => inner,
+            _ => schema,
+        };
+        if ref_name(schema).is_some_and(|n| LENIENT.contains(&n)) {
+            return ANY;
+        }
+        let resolved = defs.resolve(schema);
+        let address = std::ptr::from_ref(resolved) as usize;
+        if let Some(id) = seen.get(&address) {
+            return *id;
+        }
+        let id = self.nodes.len();
+        self.nodes.push(Node::Any);
+        seen.insert(address, id);
+        let node = if resolved.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true))
+            || resolved.get("format").and_then(Value::as_str) == Some("int-or-string")
+        {
+            Node::Any
+        } else {
+            match resolved.get("type").and_then(Value::as_str).unwrap_or("") {
+                "string" => Node::String,
+                "boolean" => Node::Bool,
+                "number" => Node::Number,
+                "integer" => Node::Integer,
+                "array" => Node::Array(resolved.get("items").map(|i| self.compile(defs, i, seen))),
+                ty @ ("object" | "") => Node::Object {
+                    typed: ty == "object",
+                    values: resolved
+                        .get("additionalProperties")
+                        .filter(|a| a.is_object())
+                        .map(|a| self.compile(defs, a, seen)),
+                    fields: self.fields(defs, resolved, seen),
+                },
+                _ => Node::Nothing,
+            }
+        };
+        self.nodes[id] = node;
+        id
+    }
+
+    /// Whether [`check_object`] finds a mismatch in the object of definition `name`.
+    fn mismatch_in(&self, name: &str, obj: &Map<String, Value>) -> bool {
+        self.roots.get(name).is_some_and(|fields| self.mismatch_in_fields(fields, obj, 0))
+    }
+
+    fn mismatch_in_fields(&self, fields: &Fields, obj: &Map<String, Value>, depth: usize) -> bool {
+        obj.iter().any(|(key, child)| field_node(fields, key).is_some_and(|id| self.mismatch(id, child, depth + 1)))
+    }
+
+    /// [`check`] without spelling out the complaint: whether it has one.
+    fn mismatch(&self, id: usize, value: &Value, depth: usize) -> bool {
+        if depth > MAX_DEPTH || value.is_null() {
+            return false;
+        }
+        match (&self.nodes[id], value) {
+            (Node::Any, _)
+            | (Node::String, Value::String(_))
+            | (Node::Bool, Value::Bool(_))
+            | (Node::Number, Value::Number(_)) => false,
+            (Node::Integer, Value::Number(n)) => !(n.is_i64() || n.is_u64()),
+            (Node::Array(items), Value::Array(list)) => {
+                items.is_some_and(|i| list.iter().any(|v| self.mismatch(i, v, depth + 1)))
+            }
+            (Node::Object { values: Some(values), .. }, Value::Object(map)) => {
+                map.values().any(|v| self.mismatch(*values, v, depth + 1))
+            }
+            (Node::Object { fields, .. }, Value::Object(map)) => {
+                fields.as_ref().is_some_and(|f| self.mismatch_in_fields(f, map, depth))
+            }
+            (Node::Object { typed: false, .. }, _) => false,
+            _ => true,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -258,5 +420,21 @@ mod tests {
             "ports": [{"containerPort": 80}],
             "livenessProbe": {"httpGet": {"port": "http"}}}]}});
         assert_eq!(first_mismatch("", "v1", "Pod", &object(&pod)), None);
+    }
+
+    #[test]
+    fn compiled_schemas_agree_with_the_walk() {
+        let mut found = 0;
+        for (group, version, kind, base) in crate::openapi::test_bodies::bodies() {
+            for body in std::iter::once(base.clone()).chain(crate::openapi::test_bodies::variants(&base)) {
+                let walked = walk_mismatch(group, version, kind, &body);
+                let name = definitions().kind_schema(group, version, kind).expect("a schema");
+                assert_eq!(index().mismatch_in(name, &body), walked.is_some(), "{kind}: {body:?}");
+                assert_eq!(first_mismatch(group, version, kind, &body), walked, "{kind}: {body:?}");
+                found += usize::from(walked.is_some());
+            }
+        }
+        // The variants do put wrong types in structs, lists and maps.
+        assert!(found > 100, "{found}");
     }
 }

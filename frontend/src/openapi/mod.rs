@@ -18,6 +18,8 @@
 pub mod field_types;
 pub mod operations;
 pub mod schemas;
+#[cfg(test)]
+mod test_bodies;
 pub mod unknown_fields;
 pub mod v2;
 pub mod v3;

@@ -266,6 +266,21 @@ fn collect_refs(schema: &Value, out: &mut Vec<String>) {
     }
 }
 
+/// A compiled schema's fields (see `field_types` and `unknown_fields`): name and node, sorted
+/// by name.
+pub type Fields = Vec<(&'static str, usize)>;
+
+/// Sorts a compiled schema's fields for [`field_node`].
+pub fn sorted_fields(mut fields: Fields) -> Fields {
+    fields.sort_unstable_by_key(|(name, _)| *name);
+    fields
+}
+
+/// The node of field `key` in sorted fields.
+pub fn field_node(fields: &Fields, key: &str) -> Option<usize> {
+    fields.binary_search_by(|(name, _)| (*name).cmp(key)).ok().map(|i| fields[i].1)
+}
+
 /// Returns the definitions, building them on first use.
 pub fn definitions() -> &'static Definitions {
     static DEFINITIONS: LazyLock<Definitions> = LazyLock::new(build);

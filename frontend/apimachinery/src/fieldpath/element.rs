@@ -59,7 +59,13 @@ fn hash_value<H: std::hash::Hasher>(v: &Value, state: &mut H) {
     match v {
         Value::Null => 0u8.hash(state),
         Value::Bool(b) => b.hash(state),
-        Value::Number(n) => n.to_string().hash(state),
+        // By kind and value, as serde's numbers compare, without formatting one.
+        Value::Number(n) => match (n.as_u64(), n.as_i64()) {
+            (Some(u), _) => (1u8, u).hash(state),
+            (None, Some(i)) => (2u8, i).hash(state),
+            // 0.0 and -0.0 are equal.
+            (None, None) => (3u8, n.as_f64().map(|f| if f == 0.0 { 0 } else { f.to_bits() })).hash(state),
+        },
         Value::String(s) => s.hash(state),
         Value::Array(items) => items.iter().for_each(|i| hash_value(i, state)),
         Value::Object(m) => m.iter().for_each(|(k, i)| {

@@ -426,29 +426,41 @@ fn merge_list<'v>(
     rhs: &[Value],
     path: &mut Path,
 ) -> Result<Value, TypedError> {
+    // The elements' path elements are made once; the maps below borrow them.
     let mut rpes = Vec::with_capacity(rhs.len());
-    let mut robserved: HashMap<PathElement, &Value> = HashMap::with_capacity(rhs.len());
+    let mut key_error = None;
     for (i, item) in rhs.iter().enumerate() {
-        let pe = element_of(kind, item, path, i)?;
-        if robserved.insert(pe.clone(), item).is_some() {
+        match element_of(kind, item, path, i) {
+            Ok(pe) => rpes.push(pe),
+            Err(e) => {
+                key_error = Some(e);
+                break;
+            }
+        }
+    }
+    // A duplicate before an element without keys is the error reported, as in document order.
+    let mut robserved: HashMap<&PathElement, &Value> = HashMap::with_capacity(rpes.len());
+    for (pe, item) in rpes.iter().zip(rhs) {
+        if robserved.insert(pe, item).is_some() {
             return Err(error(path, format!("duplicate entries for key {pe}")));
         }
-        rpes.push(pe);
     }
-    let mut lpes = Vec::with_capacity(lhs.len());
+    if let Some(e) = key_error {
+        return Err(e);
+    }
+    let lpes =
+        lhs.iter().enumerate().map(|(i, item)| element_of(kind, item, path, i)).collect::<Result<Vec<_>, _>>()?;
     // The index of each live element; `None` for a duplicated one, which merges as absent
     // (kube keeps no value for it).
-    let mut lobserved: HashMap<PathElement, Option<usize>> = HashMap::with_capacity(lhs.len());
-    for (i, item) in lhs.iter().enumerate() {
-        let pe = element_of(kind, item, path, i)?;
-        lobserved.entry(pe.clone()).and_modify(|v| *v = None).or_insert(Some(i));
-        lpes.push(pe);
+    let mut lobserved: HashMap<&PathElement, Option<usize>> = HashMap::with_capacity(lhs.len());
+    for (i, pe) in lpes.iter().enumerate() {
+        lobserved.entry(pe).and_modify(|v| *v = None).or_insert(Some(i));
     }
     let mut litems: Vec<Option<&Value>> = lhs.iter().map(Some).collect();
     let mut shared: std::collections::VecDeque<&PathElement> =
         rpes.iter().filter(|pe| lobserved.contains_key(*pe)).collect();
     let mut next_shared = shared.pop_front();
-    let mut merged_rhs = std::collections::HashSet::new();
+    let mut merged_rhs: std::collections::HashSet<&PathElement> = std::collections::HashSet::new();
     let mut out = Vec::with_capacity(litems.len().max(rhs.len()));
     let (mut li, mut ri) = (0, 0);
     let mut item =
@@ -468,7 +480,7 @@ fn merge_list<'v>(
         if li < lpes.len() && ri < rpes.len() {
             let pe = &lpes[li];
             if *pe == rpes[ri] {
-                merged_rhs.insert(pe.clone());
+                merged_rhs.insert(pe);
                 let l = take_live(&mut litems, pe);
                 item(pe, l, robserved.get(pe).copied(), path)?;
                 li += 1;
@@ -494,7 +506,7 @@ fn merge_list<'v>(
         }
         if ri < rpes.len() {
             let pe = &rpes[ri];
-            merged_rhs.insert(pe.clone());
+            merged_rhs.insert(pe);
             let l = take_live(&mut litems, pe);
             item(pe, l, robserved.get(pe).copied(), path)?;
             ri += 1;
