@@ -5,12 +5,15 @@
 //!
 //! The checker reports what kube's reports when the types make it certain: a field the schema
 //! does not declare (`undefined field 'foo'`), a name nothing declares (`undeclared reference
-//! to 'x' (in container '')`), operators and standard functions applied to types they have no
-//! overload for (`found no matching overload for '_+_' applied to '(int, string)'`), list
-//! literals of mixed types, and a rule whose result cannot be a bool. Where a type is not
-//! known (an int-or-string, a function of a library it has no signature for) it assumes the
-//! best and reports nothing: a rule is never refused that kube's checker would pass for lack
-//! of knowledge here.
+//! to 'x' (in container '')`), operators and functions applied to arguments none of their
+//! overloads takes (`found no matching overload for '_+_' applied to '(int, string)'`; the
+//! functions' overloads are those [`crate::cel_signatures`] declares, resolved as cel-go
+//! resolves them, member calls apart from global ones), operands that must be of one type and
+//! are not (`?:` branches, `==`, `in`, an index: an int is not a double here), list literals of
+//! mixed types, and a rule whose result cannot be a bool. Where a type is not known (an
+//! int-or-string, a schema object, whose type kube names by a generated name, an optional
+//! value, `null`) it assumes the best and reports nothing: a rule is never refused that kube's
+//! checker would pass for lack of knowledge here.
 
 use std::collections::BTreeMap;
 
@@ -22,6 +25,7 @@ use crate::cel_cost::{
     STRING_TRAVERSAL_COST_FACTOR,
 };
 use crate::cel_decl::{Decl, DeclKind, MAP_KEY};
+use crate::cel_signatures::Param;
 
 /// A type as far as the checker knows it.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,9 +47,11 @@ enum Ty<'d> {
     Map(Box<Ty<'d>>, Box<Ty<'d>>),
     /// An object of the schema, with its fields.
     Object(&'d BTreeMap<String, Decl>),
+    /// A library's own type (a quantity, a URL, ...), by cel-go's name of it.
+    Opaque(&'static str),
 }
 
-impl Ty<'_> {
+impl<'d> Ty<'d> {
     fn of(decl: &Decl) -> Ty<'_> {
         match &decl.kind {
             DeclKind::Dyn => Ty::Dyn,
@@ -80,12 +86,75 @@ impl Ty<'_> {
             Ty::List(e) => format!("list({})", e.name()?),
             Ty::Map(k, v) => format!("map({}, {})", k.name()?, v.name()?),
             Ty::Object(_) => return None,
+            Ty::Opaque(name) => (*name).into(),
         })
     }
 
     /// Whether the type is known well enough to refuse an operation on it.
     fn certain(&self) -> bool {
         !matches!(self, Ty::Dyn | Ty::Type | Ty::Object(_))
+    }
+
+    /// The type a declared parameter or result stands for, `a` being what the overload's
+    /// type parameter is bound to.
+    fn of_param(p: &Param, a: &Option<Ty<'d>>) -> Ty<'d> {
+        match p {
+            Param::Bool => Ty::Bool,
+            Param::Int => Ty::Int,
+            Param::Uint => Ty::Uint,
+            Param::Double => Ty::Double,
+            Param::String => Ty::String,
+            Param::Bytes => Ty::Bytes,
+            Param::Duration => Ty::Duration,
+            Param::Timestamp => Ty::Timestamp,
+            Param::Dyn => Ty::Dyn,
+            Param::A => a.clone().unwrap_or(Ty::Dyn),
+            Param::List(e) => Ty::List(Box::new(Ty::of_param(e, a))),
+            Param::Map(k, v) => Ty::Map(Box::new(Ty::of_param(k, a)), Box::new(Ty::of_param(v, a))),
+            Param::Opaque(name) => Ty::Opaque(name),
+            Param::Type => Ty::Type,
+        }
+    }
+
+    /// Whether a value of this type may be passed as `p`, binding the type parameter in `a`
+    /// (cel-go's assignability, a type not known being assignable to anything).
+    fn binds(&self, p: &Param, a: &mut Option<Ty<'d>>) -> bool {
+        if !self.certain() || *self == Ty::Null {
+            return true;
+        }
+        match (p, self) {
+            (Param::Dyn, _) => true,
+            (Param::A, t) => match a {
+                None => {
+                    *a = Some(t.clone());
+                    true
+                }
+                Some(bound) => {
+                    let fits = bound.agrees(t);
+                    if fits && !bound.certain() {
+                        *a = Some(t.clone());
+                    }
+                    fits
+                }
+            },
+            (Param::List(e), Ty::List(t)) => t.binds(e, a),
+            (Param::Map(k, v), Ty::Map(tk, tv)) => tk.binds(k, a) && tv.binds(v, a),
+            (Param::Opaque(name), Ty::Opaque(t)) => name == t,
+            (Param::Type, Ty::Type) => true,
+            (p, t) => Ty::of_param(p, &None) == *t,
+        }
+    }
+
+    /// Whether two values of these types may be compared, or be the branches of one `?:`
+    /// (both bind one type parameter): a type not known agrees with any.
+    fn agrees(&self, other: &Ty<'_>) -> bool {
+        match (self, other) {
+            (a, b) if !a.certain() || !b.certain() => true,
+            (Ty::Null, _) | (_, Ty::Null) => true,
+            (Ty::List(a), Ty::List(b)) => a.agrees(b),
+            (Ty::Map(ak, av), Ty::Map(bk, bv)) => ak.agrees(bk) && av.agrees(bv),
+            (a, b) => a.name() == b.name(),
+        }
     }
 
     fn text(&self) -> bool {
@@ -572,7 +641,7 @@ impl<'d> Walk<'d, '_> {
                 Node::new(Ty::Bool, Cost { min: l.cost.min, max: l.cost.max.saturating_add(r.cost.max) })
             }
             ("_?_:_", [c, t, e]) => {
-                if c.ty.certain() && c.ty != Ty::Bool {
+                if (c.ty.certain() && c.ty != Ty::Bool) || !t.ty.agrees(&e.ty) {
                     self.no_overload(id, f, &tys, false);
                 }
                 let ty = if t.ty == e.ty { t.ty.clone() } else { Ty::Dyn };
@@ -600,13 +669,9 @@ impl<'d> Walk<'d, '_> {
                 n
             }
             ("_==_" | "_!=_", [l, r]) => {
-                if l.ty.certain()
-                    && r.ty.certain()
-                    && l.ty != r.ty
-                    && !matches!((&l.ty, &r.ty), (Ty::Null, _) | (_, Ty::Null))
-                    && !(l.ty.numeric() && r.ty.numeric())
-                    && !matches!((&l.ty, &r.ty), (Ty::List(_), Ty::List(_)) | (Ty::Map(..), Ty::Map(..)))
-                {
+                // Both sides bind one type parameter: an int is not a double here (kube's
+                // checker compares numbers of different types only in order, not equality).
+                if !l.ty.agrees(&r.ty) {
                     self.no_overload(id, f, &tys, false);
                 }
                 Node::new(Ty::Bool, base(compare_cost(l, r, self.unknown)))
@@ -654,6 +719,10 @@ impl<'d> Walk<'d, '_> {
             }
             ("@in", [l, r]) => {
                 let own = match &r.ty {
+                    Ty::List(e) | Ty::Map(e, _) if !l.ty.agrees(e) => {
+                        self.no_overload(id, f, &[&l.ty, &r.ty], false);
+                        Cost::fixed(1)
+                    }
                     Ty::List(_) | Ty::Dyn => r.size_or(self.unknown).times(1.0),
                     Ty::Map(..) | Ty::Object(_) => Cost::fixed(1),
                     _ => {
@@ -666,13 +735,16 @@ impl<'d> Walk<'d, '_> {
             ("_[_]", [c, i]) => {
                 let (ty, decl, size) = match &c.ty {
                     Ty::List(e) => {
-                        if i.ty.certain() && !matches!(i.ty, Ty::Int | Ty::Uint) {
+                        if !i.ty.agrees(&Ty::Int) {
                             self.no_overload(id, f, &tys, false);
                         }
                         let (decl, size) = c.element();
                         ((**e).clone(), decl, size)
                     }
-                    Ty::Map(_, v) => {
+                    Ty::Map(k, v) => {
+                        if !i.ty.agrees(k) {
+                            self.no_overload(id, f, &tys, false);
+                        }
                         let (decl, size) = c.element();
                         ((**v).clone(), decl, size)
                     }
@@ -758,44 +830,9 @@ impl<'d> Walk<'d, '_> {
         base: impl Fn(Cost) -> Cost,
     ) -> Node<'d> {
         let f = call.func_name.as_str();
-        let name = if namespace.is_some() { None } else { Some(f) };
-        // The receiver of a member call, or the argument of a global one of the same meaning.
-        let subject = target.or(if name == Some("size") { args.first() } else { None });
-        let ty = match (name, subject.map(|s| &s.ty)) {
-            (Some("size"), Some(t)) => {
-                if t.certain() && !matches!(t, Ty::String | Ty::Bytes | Ty::List(_) | Ty::Map(..)) {
-                    let mut all: Vec<&Ty<'_>> = vec![t];
-                    if target.is_some() {
-                        all.extend(args.iter().map(|a| &a.ty));
-                    }
-                    self.no_overload(id, f, &all, target.is_some());
-                }
-                Ty::Int
-            }
-            (Some("contains" | "startsWith" | "endsWith" | "matches"), Some(t)) if target.is_some() => {
-                if t.certain() && *t != Ty::String {
-                    let mut all: Vec<&Ty<'_>> = vec![t];
-                    all.extend(args.iter().map(|a| &a.ty));
-                    self.no_overload(id, f, &all, true);
-                }
-                Ty::Bool
-            }
-            (Some("matches"), _) => Ty::Bool,
-            (Some("int" | "indexOf" | "lastIndexOf"), _) => Ty::Int,
-            (Some("uint"), _) => Ty::Uint,
-            (Some("double"), _) => Ty::Double,
-            (
-                Some("string" | "lowerAscii" | "upperAscii" | "trim" | "replace" | "substring" | "charAt" | "join"),
-                _,
-            ) => Ty::String,
-            (Some("bytes"), _) => Ty::Bytes,
-            (Some("bool"), _) => Ty::Bool,
-            (Some("duration"), _) => Ty::Duration,
-            (Some("timestamp"), _) => Ty::Timestamp,
-            (Some("split"), _) => Ty::List(Box::new(Ty::String)),
-            (Some("type"), _) => Ty::Type,
-            _ => Ty::Dyn,
-        };
+        let qualified = namespace.map(|ns| format!("{ns}.{f}"));
+        let name = qualified.as_deref().unwrap_or(f);
+        let ty = self.resolve(id, name, target, args).unwrap_or(Ty::Dyn);
         let mut operands: Vec<Operand> = args.iter().map(|a| a.operand(self.unknown)).collect();
         for (o, a) in operands.iter_mut().zip(&call.args) {
             if let Expr::Literal(LiteralValue::Int(n)) = &a.expr {
@@ -803,10 +840,42 @@ impl<'d> Walk<'d, '_> {
             }
         }
         let target_operand = target.map(|t| t.operand(self.unknown));
-        let qualified = namespace.map(|ns| format!("{ns}.{f}"));
-        let (own, result_size) = call_cost(qualified.as_deref().unwrap_or(f), target_operand.as_ref(), &operands);
+        let (own, result_size) = call_cost(name, target_operand.as_ref(), &operands);
         let size = result_size.or(ty.scalar().then_some(Size::fixed(1)));
         Node { ty, decl: None, cost: base(own), size, entry: None }
+    }
+}
+
+impl<'d> Walk<'d, '_> {
+    /// The result type of a call of `function` on the declared overloads, reporting cel-go's
+    /// error when none takes the arguments; `None` when nothing here declares the function.
+    fn resolve(&mut self, id: u64, function: &str, target: Option<&Node<'d>>, args: &[Node<'d>]) -> Option<Ty<'d>> {
+        let all: Vec<&Ty<'d>> = target.into_iter().chain(args).map(|n| &n.ty).collect();
+        let mut declared = false;
+        let mut result: Option<Ty<'d>> = None;
+        for o in crate::cel_signatures::overloads(function) {
+            declared = true;
+            if o.member != target.is_some() || o.params.len() != all.len() {
+                continue;
+            }
+            let mut a = None;
+            if o.params.iter().zip(&all).all(|(p, t)| t.binds(p, &mut a)) {
+                let ty = Ty::of_param(&o.result, &a);
+                // Several overloads that fit: the result is known only when they agree.
+                result = Some(match result {
+                    None => ty,
+                    Some(r) if r == ty => r,
+                    Some(_) => Ty::Dyn,
+                });
+            }
+        }
+        if !declared {
+            return None;
+        }
+        if result.is_none() {
+            self.no_overload(id, function, &all, target.is_some());
+        }
+        Some(result.unwrap_or(Ty::Dyn))
     }
 }
 
@@ -1095,6 +1164,151 @@ mod tests {
         let decl = crate::cel_decl::of_schema(schema, true).expect("a typed schema");
         let program = cel::Program::compile(rule).expect("a rule that parses");
         check(&program, rule, &decl).issues
+    }
+
+    /// Calls of library functions on arguments no overload takes, refused in cel-go's words;
+    /// calls their declarations allow, passed.
+    #[test]
+    fn library_calls_are_checked_against_their_declarations() {
+        let spec = json!({"type": "object", "properties": {
+            "name": {"type": "string"}, "replicas": {"type": "integer"}, "ratio": {"type": "number"},
+            "ports": {"type": "array", "items": {"type": "integer"}},
+            "flags": {"type": "array", "items": {"type": "array", "items": {"type": "boolean"}}},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+            "any": {"x-kubernetes-int-or-string": true}}});
+        let refused = |rule: &str| issues(&spec, rule).unwrap_or_else(|| panic!("{rule}: passed"));
+        let first_line = |rule: &str| refused(rule).lines().next().unwrap_or("").to_string();
+        assert_eq!(
+            refused("self.name.indexOf(1) > 0"),
+            "ERROR: <input>:1:18: found no matching overload for 'indexOf' applied to 'string.(int)'\n | self.name.indexOf(1) > 0\n | .................^"
+        );
+        for (rule, error) in [
+            ("url(1).getHost() == ''", "ERROR: <input>:1:4: found no matching overload for 'url' applied to '(int)'"),
+            (
+                "quantity(self.replicas).isInteger()",
+                "ERROR: <input>:1:9: found no matching overload for 'quantity' applied to '(int)'",
+            ),
+            (
+                "self.flags.isSorted()",
+                "ERROR: <input>:1:20: found no matching overload for 'isSorted' applied to 'list(list(bool)).()'",
+            ),
+            (
+                "self.ports.indexOf('80') >= 0",
+                "ERROR: <input>:1:19: found no matching overload for 'indexOf' applied to 'list(int).(string)'",
+            ),
+            (
+                "self.name.quantity().isInteger()",
+                "ERROR: <input>:1:19: found no matching overload for 'quantity' applied to 'string.()'",
+            ),
+            (
+                "quantity(self.name) < quantity('1')",
+                "ERROR: <input>:1:21: found no matching overload for '_<_' applied to '(kubernetes.Quantity, kubernetes.Quantity)'",
+            ),
+            (
+                "ip(self.name).family() == '4'",
+                "ERROR: <input>:1:24: found no matching overload for '_==_' applied to '(int, string)'",
+            ),
+            (
+                "cidr(self.name).containsIP(1)",
+                "ERROR: <input>:1:27: found no matching overload for 'containsIP' applied to 'net.CIDR.(int)'",
+            ),
+            (
+                "sets.contains(self.ports, ['a'])",
+                "ERROR: <input>:1:14: found no matching overload for 'sets.contains' applied to '(list(int), list(string))'",
+            ),
+            (
+                "self.name.split(',', '2').size() > 0",
+                "ERROR: <input>:1:16: found no matching overload for 'split' applied to 'string.(string, string)'",
+            ),
+            (
+                "semver(self.name).isLessThan(quantity('1'))",
+                "ERROR: <input>:1:29: found no matching overload for 'isLessThan' applied to 'kubernetes.Semver.(kubernetes.Quantity)'",
+            ),
+            (
+                "self.ports.sum() == 1.0",
+                "ERROR: <input>:1:18: found no matching overload for '_==_' applied to '(int, double)'",
+            ),
+            ("int(self.ports) > 0", "ERROR: <input>:1:4: found no matching overload for 'int' applied to '(list(int))'"),
+            (
+                "self.name.find(1) == ''",
+                "ERROR: <input>:1:15: found no matching overload for 'find' applied to 'string.(int)'",
+            ),
+            (
+                "format.dns1123Label().validate(self.replicas).hasValue()",
+                "ERROR: <input>:1:31: found no matching overload for 'validate' applied to 'kubernetes.NamedFormat.(int)'",
+            ),
+        ] {
+            assert_eq!(first_line(rule), error, "{rule}");
+        }
+        for fine in [
+            "self.name.indexOf('a') >= 0 && self.ports.indexOf(80) >= 0 && self.name.indexOf('a', 1) >= 0",
+            "url(self.name).getQuery()['a'][0] == 'b' && isURL(self.name)",
+            "quantity(self.name).add(1).isLessThan(quantity('1')) && quantity(self.name).compareTo(quantity('2')) < 0",
+            "ip(self.name).family() == 4 && cidr(self.name).containsIP(ip(self.name)) && cidr(self.name).containsIP(self.name)",
+            "string(ip(self.name)) == self.name && string(cidr(self.name).masked()) == self.name",
+            "self.ports.isSorted() && self.ports.sum() < 10 && self.ports.max() > self.ports.min()",
+            "sets.contains(self.ports, [1]) && sets.intersects(self.ports, self.ports)",
+            "semver(self.name, true).isGreaterThan(semver('1.0.0')) && semver(self.name).major() == 1",
+            "self.name.split(',').join('-') == self.name && self.name.substring(1, 2).trim() == ''",
+            "'%s'.format([self.name]) == strings.quote(self.name)",
+            "format.named(self.name).hasValue() && format.dns1123Label().validate(self.name).hasValue()",
+            "self.any.indexOf('a') > 0 && quantity(self.any).isInteger() && int(self.any) > 0",
+            "duration(self.name).getHours() > 1 && timestamp(self.name).getFullYear('UTC') > 1",
+            "self.labels.all(k, k.startsWith('a') && self.labels[k].endsWith('b'))",
+            "size(self.labels) > 0 && self.name.size() > 0 && matches(self.name, '^a') && self.name.matches('a')",
+            "self.replicas < self.ratio && double(self.replicas) == self.ratio && self.ratio > 1",
+            "(self.replicas > 1 ? self.name : 'x') == 'x' && (self.replicas > 1 ? self.any : 1) == 1",
+            "dyn(self.replicas) == self.ratio && self.name != null",
+            "self.ports == [] && self.labels == {} && [1, 2] == self.ports",
+        ] {
+            assert_eq!(issues(&spec, fine), None, "{fine}");
+        }
+    }
+
+    /// Operators whose operands must be of one type: `?:` branches, equality, `in`, indexes.
+    #[test]
+    fn operands_of_one_type_are_checked() {
+        let spec = json!({"type": "object", "properties": {
+            "name": {"type": "string"}, "replicas": {"type": "integer"},
+            "ports": {"type": "array", "items": {"type": "integer"}},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}}}});
+        for (rule, error) in [
+            (
+                "(self.replicas > 1 ? 1 : 'a') == 1",
+                "ERROR: <input>:1:20: found no matching overload for '_?_:_' applied to '(bool, int, string)'",
+            ),
+            (
+                "self.replicas == 1.0",
+                "ERROR: <input>:1:15: found no matching overload for '_==_' applied to '(int, double)'",
+            ),
+            (
+                "self.replicas != 1u",
+                "ERROR: <input>:1:15: found no matching overload for '_!=_' applied to '(int, uint)'",
+            ),
+            (
+                "self.ports == ['80']",
+                "ERROR: <input>:1:12: found no matching overload for '_==_' applied to '(list(int), list(string))'",
+            ),
+            (
+                "self.name in self.ports",
+                "ERROR: <input>:1:11: found no matching overload for '@in' applied to '(string, list(int))'",
+            ),
+            (
+                "self.ports['a'] > 0",
+                "ERROR: <input>:1:11: found no matching overload for '_[_]' applied to '(list(int), string)'",
+            ),
+            (
+                "self.ports[0u] > 0",
+                "ERROR: <input>:1:11: found no matching overload for '_[_]' applied to '(list(int), uint)'",
+            ),
+            (
+                "self.labels[1] == ''",
+                "ERROR: <input>:1:12: found no matching overload for '_[_]' applied to '(map(string, string), int)'",
+            ),
+        ] {
+            let issues = issues(&spec, rule).unwrap_or_else(|| panic!("{rule}: passed"));
+            assert_eq!(issues.lines().next(), Some(error), "{rule}");
+        }
     }
 
     /// Kubernetes' measured costs of rules on two strings (its cost stability tests): the bound

@@ -98,6 +98,13 @@ static LIBRARIES: std::sync::LazyLock<Result<cel::Context<'static, 'static>, Str
         Ok(context)
     });
 
+/// Evaluates `expr` in the context rules run in, without variables (the libraries' tests).
+#[cfg(test)]
+pub(crate) fn evaluate_in_libraries(expr: &str) -> Result<cel::Value, String> {
+    let context = LIBRARIES.as_ref().map_err(Clone::clone)?;
+    cel::Program::compile(expr).map_err(|e| e.to_string())?.execute(context).map_err(|e| e.to_string())
+}
+
 impl NodeContext {
     fn new(value: &Value, old: Option<&Value>) -> NodeContext {
         let context = || -> Result<cel::Context<'static, 'static>, String> {
