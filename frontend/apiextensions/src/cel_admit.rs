@@ -375,6 +375,36 @@ mod tests {
         );
     }
 
+    /// Constant arguments kube checks when it compiles a rule, and the patterns it compiles
+    /// when it builds the program.
+    #[test]
+    fn constant_arguments_that_do_not_convert_are_refused() {
+        let rules = [
+            "self.s.matches('[')",
+            "duration(self.d) < duration('1x')",
+            "timestamp(self.t) > timestamp('2020-13-01T00:00:00Z')",
+            "matches(self.s, 'a(')",
+            "self.s.find('a**') == ''",
+            "self.s.matches('^[a-z]+$') && duration(self.d) < duration('1h30m') && timestamp(self.t) > timestamp('2020-02-29T23:59:59.5+01:00')",
+        ];
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+            "properties": {"s": {"type": "string"}, "d": {"type": "string"}, "t": {"type": "string"}},
+            "x-kubernetes-validations": rules.iter().map(|r| json!({"rule": r})).collect::<Vec<_>>()}}});
+        let detail = |e: &String| e.split_once("OptionalOldSelf:(*bool)(nil)}: ").map(|(_, d)| d.to_string());
+        let details: Vec<Option<String>> = findings(&schema).iter().map(detail).collect();
+        assert_eq!(
+            details,
+            [
+                "compilation failed: ERROR: <input>:1:16: invalid matches argument\n | self.s.matches('[')\n | ...............^",
+                "compilation failed: ERROR: <input>:1:29: invalid duration argument\n | duration(self.d) < duration('1x')\n | ............................^",
+                "compilation failed: ERROR: <input>:1:31: invalid timestamp argument\n | timestamp(self.t) > timestamp('2020-13-01T00:00:00Z')\n | ..............................^",
+                "program instantiation failed: error parsing regexp: missing closing ): `a(`",
+                "program instantiation failed: error parsing regexp: invalid nested repetition operator: `**`",
+            ]
+            .map(|d| Some(d.to_string()))
+        );
+    }
+
     #[test]
     fn compile_errors_print_the_rule_as_kube_does() {
         let schema = json!({"type": "object", "properties": {"spec": {"type": "object",

@@ -286,6 +286,10 @@ pub(crate) fn check(program: &cel::Program, source: &str, root: &Decl) -> Checke
         unknown: Size::unknown(),
     };
     let node = walk.visit(program.expression(), false);
+    // kube's validators of constant arguments look only at a program whose types check.
+    if walk.findings.is_empty() {
+        constant_arguments(program.expression(), program.source_info(), &mut walk.findings);
+    }
     let issues = (!walk.findings.is_empty()).then(|| issues_text(source, walk.findings));
     Checked {
         issues,
@@ -313,6 +317,95 @@ fn walk_cost(program: &cel::Program, root: &Decl, unknown: Size) -> u64 {
         unknown,
     };
     walk.visit(program.expression(), false).cost.max
+}
+
+/// The direct subexpressions of `expr`.
+pub(crate) fn children(expr: &IdedExpr) -> Vec<&IdedExpr> {
+    fn entries(entries: &[cel::common::ast::IdedEntryExpr]) -> Vec<&IdedExpr> {
+        entries
+            .iter()
+            .flat_map(|e| match &e.expr {
+                EntryExpr::MapEntry(entry) => vec![&entry.key, &entry.value],
+                EntryExpr::StructField(field) => vec![&field.value],
+            })
+            .collect()
+    }
+    match &expr.expr {
+        Expr::Call(call) => call.target.iter().map(|t| &**t).chain(&call.args).collect(),
+        Expr::Comprehension(c) => vec![&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result],
+        Expr::List(list) => list.elements.iter().collect(),
+        Expr::Map(map) => entries(&map.entries),
+        Expr::Struct(s) => entries(&s.entries),
+        Expr::Select(select) => vec![&*select.operand],
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => Vec::new(),
+    }
+}
+
+/// kube's checks of constant arguments (cel-go's validators): a `duration` or `timestamp` of a
+/// string that does not convert, and a `matches` pattern Go cannot compile, each reported at
+/// the constant as `invalid <function> argument`. As cel-go's, they look at the first
+/// argument after the receiver: the pattern of `s.matches(p)`, but the subject of
+/// `matches(s, p)`.
+fn constant_arguments(expr: &IdedExpr, source_info: &SourceInfo, findings: &mut Vec<Finding>) {
+    if let Expr::Call(call) = &expr.expr {
+        let f = call.func_name.as_str();
+        if let Some(arg) = call.args.first() {
+            if let Expr::Literal(LiteralValue::String(s)) = &arg.expr {
+                let s = s.inner();
+                let invalid = match f {
+                    "duration" => !crate::formats::go_duration(s),
+                    "timestamp" => !rfc3339(s),
+                    "matches" => crate::cel_regex_syntax::compile(s).is_err(),
+                    _ => false,
+                };
+                if invalid {
+                    let offset = source_info.offset_for(arg.id).map(|(start, _)| start);
+                    findings.push(Finding { offset, message: format!("invalid {f} argument") });
+                }
+            }
+        }
+    }
+    for child in children(expr) {
+        constant_arguments(child, source_info, findings);
+    }
+}
+
+/// Whether `s` is a timestamp as CEL's `timestamp` reads one (Go's RFC 3339:
+/// `2006-01-02T15:04:05Z07:00`, the seconds optionally with a fraction), in years 1 to 9999.
+fn rfc3339(s: &str) -> bool {
+    let b = s.as_bytes();
+    let digits = |r: std::ops::Range<usize>, max: u32| {
+        b.get(r.clone()).is_some_and(|d| d.iter().all(u8::is_ascii_digit))
+            && s[r].parse::<u32>().is_ok_and(|n| n <= max)
+    };
+    if !(s.is_char_boundary(10) && crate::formats::full_date(&s[..10]) && &s[..4] != "0000") {
+        return false;
+    }
+    if !(b.get(10) == Some(&b'T')
+        && digits(11..13, 23)
+        && b.get(13) == Some(&b':')
+        && digits(14..16, 59)
+        && b.get(16) == Some(&b':')
+        && digits(17..19, 59))
+    {
+        return false;
+    }
+    let mut rest = &s[19..];
+    if let Some(frac) = rest.strip_prefix(['.', ',']) {
+        let n = frac.bytes().take_while(u8::is_ascii_digit).count();
+        if n == 0 {
+            return false;
+        }
+        rest = &frac[n..];
+    }
+    let z = rest.as_bytes();
+    rest == "Z"
+        || (z.len() == 6
+            && (z[0] == b'+' || z[0] == b'-')
+            && rest[1..3].parse::<u32>().is_ok_and(|h| h <= 23)
+            && z[3] == b':'
+            && rest[4..6].parse::<u32>().is_ok_and(|m| m <= 59)
+            && z[1..3].iter().chain(&z[4..6]).all(u8::is_ascii_digit))
 }
 
 /// A bound on the length of any string or list a rule can derive from `v` without repeating

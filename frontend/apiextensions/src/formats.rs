@@ -184,7 +184,7 @@ fn time_of_day(t: &str) -> bool {
 
 /// Go's `time.ParseDuration` syntax: an optional sign, then one or more decimal numbers each
 /// with a unit (`ns us µs μs ms s m h`), or a lone `0`; the total within ±2^63 ns.
-fn go_duration(s: &str) -> bool {
+pub(crate) fn go_duration(s: &str) -> bool {
     let s = s.strip_prefix(['-', '+']).unwrap_or(s);
     if s == "0" {
         return true;
