@@ -49,6 +49,8 @@ enum Ty<'d> {
     Object(&'d BTreeMap<String, Decl>),
     /// A library's own type (a quantity, a URL, ...), by cel-go's name of it.
     Opaque(&'static str),
+    /// An optional value of the type.
+    Optional(Box<Ty<'d>>),
 }
 
 impl<'d> Ty<'d> {
@@ -87,6 +89,7 @@ impl<'d> Ty<'d> {
             Ty::Map(k, v) => format!("map({}, {})", k.name()?, v.name()?),
             Ty::Object(_) => return None,
             Ty::Opaque(name) => (*name).into(),
+            Ty::Optional(t) => format!("optional_type({})", t.name()?),
         })
     }
 
@@ -113,6 +116,7 @@ impl<'d> Ty<'d> {
             Param::Map(k, v) => Ty::Map(Box::new(Ty::of_param(k, a)), Box::new(Ty::of_param(v, a))),
             Param::Opaque(name) => Ty::Opaque(name),
             Param::Type => Ty::Type,
+            Param::Optional(t) => Ty::Optional(Box::new(Ty::of_param(t, a))),
         }
     }
 
@@ -141,6 +145,7 @@ impl<'d> Ty<'d> {
             (Param::Map(k, v), Ty::Map(tk, tv)) => tk.binds(k, a) && tv.binds(v, a),
             (Param::Opaque(name), Ty::Opaque(t)) => name == t,
             (Param::Type, Ty::Type) => true,
+            (Param::Optional(p), Ty::Optional(t)) => t.binds(p, a),
             (p, t) => Ty::of_param(p, &None) == *t,
         }
     }
@@ -153,6 +158,7 @@ impl<'d> Ty<'d> {
             (Ty::Null, _) | (_, Ty::Null) => true,
             (Ty::List(a), Ty::List(b)) => a.agrees(b),
             (Ty::Map(ak, av), Ty::Map(bk, bv)) => ak.agrees(bk) && av.agrees(bv),
+            (Ty::Optional(a), Ty::Optional(b)) => a.agrees(b),
             (a, b) => a.name() == b.name(),
         }
     }
@@ -247,6 +253,17 @@ struct Walk<'d, 's> {
     checking: bool,
     /// The size taken for a value whose size is not followed (a conversion's result, ...).
     unknown: Size,
+    /// How `oldSelf` is bound.
+    old: OldSelf,
+}
+
+/// How a rule sees `oldSelf`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum OldSelf {
+    /// The old value, as `self` is typed (the rule runs on updates only).
+    Value,
+    /// An optional of it (`optionalOldSelf`: the rule runs on creates too, with none).
+    Optional,
 }
 
 /// The result of checking one expression.
@@ -275,8 +292,9 @@ impl Checked {
     }
 }
 
-/// Checks `expr` (parsed from `source`) with `self` and `oldSelf` of type `root`.
-pub(crate) fn check(program: &cel::Program, source: &str, root: &Decl) -> Checked {
+/// Checks `expr` (parsed from `source`) with `self` of type `root` and `oldSelf` bound as
+/// `old` says.
+pub(crate) fn check(program: &cel::Program, source: &str, root: &Decl, old: OldSelf) -> Checked {
     let mut walk = Walk {
         root,
         source_info: program.source_info(),
@@ -284,6 +302,7 @@ pub(crate) fn check(program: &cel::Program, source: &str, root: &Decl) -> Checke
         findings: Vec::new(),
         checking: true,
         unknown: Size::unknown(),
+        old,
     };
     let node = walk.visit(program.expression(), false);
     // kube's validators of constant arguments look only at a program whose types check.
@@ -315,6 +334,7 @@ fn walk_cost(program: &cel::Program, root: &Decl, unknown: Size) -> u64 {
         findings: Vec::new(),
         checking: false,
         unknown,
+        old: OldSelf::Value,
     };
     walk.visit(program.expression(), false).cost.max
 }
@@ -514,7 +534,15 @@ impl<'d> Walk<'d, '_> {
             node.cost = Cost::fixed(SELECT_AND_IDENT_COST);
             return Some(node);
         }
-        (name == "self" || name == "oldSelf").then(|| Node::of_decl(self.root, Cost::fixed(SELECT_AND_IDENT_COST)))
+        let node =
+            (name == "self" || name == "oldSelf").then(|| Node::of_decl(self.root, Cost::fixed(SELECT_AND_IDENT_COST)));
+        match node {
+            Some(mut n) if name == "oldSelf" && self.old == OldSelf::Optional => {
+                n.ty = Ty::Optional(Box::new(n.ty));
+                Some(n)
+            }
+            n => n,
+        }
     }
 
     /// `as_target`: the expression is the receiver of a call, where a name nothing declares
@@ -533,8 +561,14 @@ impl<'d> Walk<'d, '_> {
                 let mut entry: Option<Size> = None;
                 let mut elem_ty: Option<Ty<'d>> = None;
                 let mut mixed = false;
-                for item in &list.elements {
-                    let n = self.visit(item, false);
+                for (index, item) in list.elements.iter().enumerate() {
+                    let mut n = self.visit(item, false);
+                    // An optional entry (`[?x]`) adds the value, if any.
+                    if list.optional_indices.contains(&index) {
+                        if let Ty::Optional(t) = n.ty {
+                            n.ty = *t;
+                        }
+                    }
                     cost = cost.add(n.cost);
                     let s = n.size_or(self.unknown);
                     entry = Some(entry.map_or(s, |x| x.union(s)));
@@ -852,6 +886,33 @@ impl<'d> Walk<'d, '_> {
                 Node { ty, decl, cost: base(Cost::fixed(1)), size, entry: None }
             }
             ("@not_strictly_false", [_]) => Node::new(Ty::Bool, base(Cost::fixed(1))),
+            ("_?._", [operand, _]) => {
+                let field = match call.args.get(1).map(|a| &a.expr) {
+                    Some(Expr::Literal(LiteralValue::String(f))) => f.inner().to_string(),
+                    _ => String::new(),
+                };
+                // Selecting on an optional selects on its value, if any.
+                let inner = match &operand.ty {
+                    Ty::Optional(t) => Node { ty: (**t).clone(), ..operand.clone() },
+                    _ => operand.clone(),
+                };
+                let mut n = self.select(id, &inner, &field, false);
+                n.ty = optional(n.ty);
+                n.cost = base(Cost::fixed(1));
+                n
+            }
+            ("_[?_]", [c, i]) => {
+                let ty = match &c.ty {
+                    Ty::List(e) | Ty::Map(_, e) => optional((**e).clone()),
+                    Ty::Optional(t) => match &**t {
+                        Ty::List(e) | Ty::Map(_, e) => optional((**e).clone()),
+                        _ => Ty::Dyn,
+                    },
+                    _ => Ty::Dyn,
+                };
+                let _ = i;
+                Node::new(ty, base(Cost::fixed(1)))
+            }
             _ => self.function(id, call, target.as_ref(), &args, namespace, base),
         }
     }
@@ -972,6 +1033,14 @@ impl<'d> Walk<'d, '_> {
     }
 }
 
+/// An optional of `t`; of `dyn`, `dyn`.
+fn optional(t: Ty<'_>) -> Ty<'_> {
+    match t {
+        Ty::Dyn | Ty::Type => Ty::Dyn,
+        t => Ty::Optional(Box::new(t)),
+    }
+}
+
 /// A literal's type, and its size (characters of a string, bytes of bytes, else 1).
 fn literal<'d>(lit: &LiteralValue) -> Node<'d> {
     let (ty, size) = match lit {
@@ -1051,7 +1120,7 @@ mod tests {
     fn cost(schema: &Value, rule: &str) -> u64 {
         let decl = crate::cel_decl::of_schema(schema, false).expect("a typed schema");
         let program = cel::Program::compile(rule).expect("a rule that parses");
-        let checked = check(&program, rule, &decl);
+        let checked = check(&program, rule, &decl, OldSelf::Value);
         assert_eq!(checked.issues, None, "{rule}");
         assert_eq!(checked.max_cost, walk_cost(&program, &decl, Size::unknown()));
         checked.max_cost
@@ -1256,7 +1325,7 @@ mod tests {
     fn issues(schema: &Value, rule: &str) -> Option<String> {
         let decl = crate::cel_decl::of_schema(schema, true).expect("a typed schema");
         let program = cel::Program::compile(rule).expect("a rule that parses");
-        check(&program, rule, &decl).issues
+        check(&program, rule, &decl, OldSelf::Value).issues
     }
 
     /// Calls of library functions on arguments no overload takes, refused in cel-go's words;
@@ -1404,6 +1473,56 @@ mod tests {
         }
     }
 
+    /// Optional values as kube's checker types them: `.?` selections and `[?]` indexes, the
+    /// optional functions, and `oldSelf` of a rule with `optionalOldSelf`.
+    #[test]
+    fn optional_values_are_typed() {
+        let spec = json!({"type": "object", "properties": {
+            "name": {"type": "string"}, "replicas": {"type": "integer"},
+            "ports": {"type": "array", "items": {"type": "integer"}},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}}}});
+        let decl = crate::cel_decl::of_schema(&spec, false).expect("typed");
+        let issues = |rule: &str, old: OldSelf| {
+            let program = crate::cel_parse::compile(rule).unwrap_or_else(|e| panic!("{rule}: {e:?}"));
+            check(&program, rule, &decl, old).issues.map(|i| i.lines().next().unwrap_or("").to_string())
+        };
+        for fine in [
+            "self.?name.orValue('') == 'a' && self.?name.hasValue() && self.?name.value().size() > 0",
+            "self.ports[?0].orValue(1) > 0 && self.labels[?'a'].or(optional.of('b')).value() == 'b'",
+            "self.?labels.?a.orValue('') == '' && [?self.?name] == ['a'] && optional.none().orValue(1) == 1",
+            "optional.ofNonZeroValue(self.replicas).hasValue() && self.?ports.orValue([]).size() == 0",
+        ] {
+            assert_eq!(issues(fine, OldSelf::Value), None, "{fine}");
+        }
+        assert_eq!(issues("!oldSelf.hasValue() || self.replicas >= oldSelf.value().replicas", OldSelf::Optional), None);
+        assert_eq!(issues("oldSelf.?replicas.orValue(0) <= self.replicas", OldSelf::Optional), None);
+        for (rule, old, error) in [
+            (
+                "self.?name.orValue(1) == 1",
+                OldSelf::Value,
+                "ERROR: <input>:1:19: found no matching overload for 'orValue' applied to 'optional_type(string).(int)'",
+            ),
+            ("self.?nom.hasValue()", OldSelf::Value, "ERROR: <input>:1:5: undefined field 'nom'"),
+            (
+                "optional.of(1).or(optional.of('a')).hasValue()",
+                OldSelf::Value,
+                "ERROR: <input>:1:18: found no matching overload for 'or' applied to 'optional_type(int).(optional_type(string))'",
+            ),
+            (
+                "self.?replicas > 1",
+                OldSelf::Value,
+                "ERROR: <input>:1:16: found no matching overload for '_>_' applied to '(optional_type(int), int)'",
+            ),
+            (
+                "self.name.hasValue()",
+                OldSelf::Value,
+                "ERROR: <input>:1:19: found no matching overload for 'hasValue' applied to 'string.()'",
+            ),
+        ] {
+            assert_eq!(issues(rule, old).as_deref(), Some(error), "{rule}");
+        }
+    }
+
     /// Kubernetes' measured costs of rules on two strings (its cost stability tests): the bound
     /// taken before evaluating is never below what kube's interpreter counts.
     #[test]
@@ -1455,7 +1574,7 @@ mod tests {
         let decl = crate::cel_decl::of_schema(&schema, false).expect("typed");
         let check_rule = |rule: &str| {
             let program = cel::Program::compile(rule).expect("parses");
-            check(&program, rule, &decl).issues
+            check(&program, rule, &decl, OldSelf::Value).issues
         };
         for valid in [
             "has(self.withUnknown)",
@@ -1522,6 +1641,6 @@ mod tests {
         }
         let decl = crate::cel_decl::of_schema(&spec, true).expect("typed");
         let program = cel::Program::compile("self.spec.replicas + 1").expect("parses");
-        assert!(check(&program, "", &decl).not_bool());
+        assert!(check(&program, "", &decl, OldSelf::Value).not_bool());
     }
 }

@@ -1,5 +1,6 @@
 //! The declared signatures of the functions rules may call, as kube's CEL environment declares
-//! them: the standard library's functions (operators aside), the strings extension at kube's
+//! them: the standard library's functions (operators aside), optional values' functions, the
+//! strings extension at kube's
 //! version 2, CEL's sets extension, and kube's quantity, lists, regex, URL, IP, CIDR, format
 //! and semver libraries. The type checker resolves a call against these overloads as cel-go
 //! does, so a call the declarations do not allow is refused when the definition is admitted,
@@ -31,6 +32,8 @@ pub(crate) enum Param {
     Opaque(&'static str),
     /// A type, as a value (`type(x)`).
     Type,
+    /// An optional value of the type.
+    Optional(&'static Param),
 }
 
 pub(crate) const QUANTITY: &str = "kubernetes.Quantity";
@@ -60,6 +63,7 @@ const fn member(function: &'static str, params: &'static [Param], result: Param)
 }
 
 const LIST_A: Param = Param::List(&A);
+const OPTIONAL_A: Param = Param::Optional(&A);
 const LIST_STRING: Param = Param::List(&String);
 const MAP_AB: Param = Param::Map(&A, &Dyn);
 
@@ -154,6 +158,14 @@ pub(crate) static OVERLOADS: &[Overload] = &[
     member("getMilliseconds", &[Timestamp], Int),
     member("getMilliseconds", &[Timestamp, String], Int),
     member("getMilliseconds", &[Duration], Int),
+    // Optional values.
+    global("optional.of", &[A], OPTIONAL_A),
+    global("optional.ofNonZeroValue", &[A], OPTIONAL_A),
+    global("optional.none", &[], Param::Optional(&Dyn)),
+    member("hasValue", &[OPTIONAL_A], Bool),
+    member("value", &[OPTIONAL_A], A),
+    member("orValue", &[OPTIONAL_A, A], A),
+    member("or", &[OPTIONAL_A, OPTIONAL_A], OPTIONAL_A),
     // The strings extension, version 2.
     member("charAt", &[String, Int], String),
     member("indexOf", &[String, String], Int),
@@ -228,9 +240,9 @@ pub(crate) static OVERLOADS: &[Overload] = &[
     member("ip", &[Opaque(CIDR)], Opaque(IP)),
     member("prefixLength", &[Opaque(CIDR)], Int),
     member("masked", &[Opaque(CIDR)], Opaque(CIDR)),
-    // kube's format library: `format.named` and `validate` give optionals.
-    global("format.named", &[String], Dyn),
-    member("validate", &[Opaque(FORMAT), String], Dyn),
+    // kube's format library.
+    global("format.named", &[String], Param::Optional(&Opaque(FORMAT))),
+    member("validate", &[Opaque(FORMAT), String], Param::Optional(&LIST_STRING)),
     // kube's semver library.
     global("semver", &[String], Opaque(SEMVER)),
     global("semver", &[String, Bool], Opaque(SEMVER)),

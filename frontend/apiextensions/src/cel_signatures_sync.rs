@@ -16,6 +16,7 @@ fn sample(function: &str, p: &Param) -> std::string::String {
         Duration => "duration('1s')".into(),
         Timestamp => "timestamp('2020-01-01T00:00:00Z')".into(),
         Param::Type => "int".into(),
+        Param::Optional(t) => format!("optional.of({})", sample(function, t)),
         Param::List(e) => format!("[{}]", sample(function, e)),
         Param::Map(k, v) => format!("{{{}: {}}}", sample(function, k), sample(function, v)),
         Opaque(QUANTITY) => "quantity('1')".into(),

@@ -1,7 +1,8 @@
 //! `x-kubernetes-validations`: CEL rules on a schema node, checked on every write of a custom
 //! resource (kube's CEL validator) with the cel-rust interpreter. `self` is the value at the
 //! node; `oldSelf` the stored value at the same place on an update (a transition rule, skipped
-//! on create and where the old value cannot be found). When a definition is admitted, its
+//! on create and where the old value cannot be found, unless it sets `optionalOldSelf`: then it
+//! runs there too, `oldSelf` being an optional of the old value, none where there is none). When a definition is admitted, its
 //! rules are checked as written ([`compile_errors`]), then compiled, type-checked and costed
 //! (`cel_admit`). Before a rule runs, its cost over the object's sizes is charged against
 //! kube's per-call limit and the object's budget (`cel_cost`): past either, it and every rule
@@ -29,6 +30,7 @@ struct Rule<'a> {
     message_expression: Option<&'a str>,
     reason: Option<&'a str>,
     field_path: Option<&'a str>,
+    optional_old_self: bool,
 }
 
 fn rules(schema: &Value) -> Vec<Rule<'_>> {
@@ -42,6 +44,7 @@ fn rules(schema: &Value) -> Vec<Rule<'_>> {
             message_expression: r["messageExpression"].as_str().filter(|m| !m.is_empty()),
             reason: r["reason"].as_str(),
             field_path: r["fieldPath"].as_str().filter(|p| !p.is_empty()),
+            optional_old_self: r["optionalOldSelf"] == true,
         })
         .collect()
 }
@@ -107,11 +110,25 @@ pub(crate) fn evaluate_in_libraries(expr: &str) -> Result<cel::Value, String> {
 
 impl NodeContext {
     fn new(value: &Value, old: Option<&Value>) -> NodeContext {
+        NodeContext::bound(value, old.map(cel_value))
+    }
+
+    /// The context of rules with `optionalOldSelf`: `oldSelf` is an optional of the old value,
+    /// none where there is none (on a create).
+    fn with_optional_old(value: &Value, old: Option<&Value>) -> NodeContext {
+        let optional = match old {
+            Some(old) => cel::objects::OptionalValue::of(cel_value(old)),
+            None => cel::objects::OptionalValue::none(),
+        };
+        NodeContext::bound(value, Some(cel::Value::Opaque(std::sync::Arc::new(optional))))
+    }
+
+    fn bound(value: &Value, old: Option<cel::Value>) -> NodeContext {
         let context = || -> Result<cel::Context<'static, 'static>, String> {
             let mut context = LIBRARIES.as_ref().map_err(Clone::clone)?.new_inner_scope();
             context.add_variable("self", cel_value(value)).map_err(|e| e.to_string())?;
             if let Some(old) = old {
-                context.add_variable("oldSelf", cel_value(old)).map_err(|e| e.to_string())?;
+                context.add_variable("oldSelf", old).map_err(|e| e.to_string())?;
             }
             Ok(context)
         };
@@ -213,6 +230,8 @@ struct CompiledRule {
     transition: bool,
     /// Whether the rule or its `messageExpression` reads `oldSelf`.
     reads_old: bool,
+    /// `optionalOldSelf`: the rule runs on creates too, `oldSelf` an optional.
+    optional_old_self: bool,
     rule: String,
     message: Option<String>,
     reason: Option<String>,
@@ -269,6 +288,7 @@ impl CompiledRules {
                     message_program,
                     transition,
                     reads_old,
+                    optional_old_self: r.optional_old_self,
                     rule: r.rule.to_string(),
                     message: r.message.map(String::from),
                     message_expression: r.message_expression.map(String::from),
@@ -337,14 +357,21 @@ impl CompiledRules {
         let old = old.filter(|_| self.rules.iter().any(|r| r.reads_old));
         // Rules name fields by their CEL spelling (`__namespace__`, `foo__dash__bar`).
         let escaped = self.decl.as_ref().filter(|_| self.renames).map(|d| (d.escaped(v), old.map(|o| d.escaped(o))));
-        let context = match &escaped {
-            Some((v, old)) => NodeContext::new(v, old.as_ref()),
-            None => NodeContext::new(v, old),
+        let (v_bound, old_bound) = match &escaped {
+            Some((v, old)) => (v, old.as_ref()),
+            None => (v, old),
         };
+        let context = NodeContext::new(v_bound, old_bound);
+        let optional_context =
+            self.rules.iter().any(|r| r.optional_old_self).then(|| NodeContext::with_optional_old(v_bound, old_bound));
         for r in &self.rules {
-            if r.transition && old.is_none() {
+            if r.transition && old.is_none() && !r.optional_old_self {
                 continue;
             }
+            let context = match &optional_context {
+                Some(optional) if r.optional_old_self => optional,
+                _ => &context,
+            };
             let declared = self.type_name.as_deref();
             if let Err(refused) = budget.charge(cost(&r.program)) {
                 let detail = match refused {
@@ -515,6 +542,33 @@ mod tests {
                 Some(&json!({"spec": {"replicas": 1, "maxReplicas": 3, "mode": "a", "name": "x"}}))
             ),
             vec!["spec: Forbidden: mode is immutable"]
+        );
+    }
+
+    /// A rule with `optionalOldSelf` runs on creates too, `oldSelf` being an optional of the
+    /// old value (none on a create); optional syntax reads values that may be absent.
+    #[test]
+    fn optional_old_self_runs_on_creates_with_no_value() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+            "x-kubernetes-validations": [
+                {"rule": "!oldSelf.hasValue() || self.n >= oldSelf.value().n", "optionalOldSelf": true,
+                    "message": "n may only grow"},
+                {"rule": "oldSelf.hasValue() || self.?n.orValue(0) < 10", "optionalOldSelf": true,
+                    "message": "n starts under 10"},
+                {"rule": "self.n != oldSelf.n || true"},
+            ],
+            "properties": {"n": {"type": "integer"}}}}});
+        let run = |new: Value, old: Option<Value>| {
+            let mut errs = Vec::new();
+            validate(&schema, &new, old.as_ref(), &mut errs);
+            errs.iter().map(ToString::to_string).collect::<Vec<_>>()
+        };
+        assert_eq!(run(json!({"spec": {"n": 12}}), None), vec!["spec: Invalid value: \"object\": n starts under 10"]);
+        assert!(run(json!({"spec": {"n": 3}}), None).is_empty());
+        assert!(run(json!({"spec": {"n": 12}}), Some(json!({"spec": {"n": 3}}))).is_empty());
+        assert_eq!(
+            run(json!({"spec": {"n": 2}}), Some(json!({"spec": {"n": 3}}))),
+            vec!["spec: Invalid value: \"object\": n may only grow"]
         );
     }
 
