@@ -496,6 +496,36 @@ fn signature(args: &[&Ty<'_>], instance: bool) -> Option<String> {
     Some(if instance { format!("{}.({})", names[0], names[1..].join(", ")) } else { format!("({})", names.join(", ")) })
 }
 
+/// Functions kube's environment declares that rules here do not type (the checker lets them
+/// through untyped): the list extension and lists' `includes` of later kube versions, the
+/// authorization library's (usable only with an authorizer, which rules do not have), and
+/// `has`, should it reach the walk unexpanded.
+const DECLARED_ELSEWHERE: &[&str] = &[
+    "distinct",
+    "flatten",
+    "reverse",
+    "slice",
+    "sort",
+    "first",
+    "last",
+    "includes",
+    "has",
+    "path",
+    "group",
+    "serviceAccount",
+    "resource",
+    "subresource",
+    "namespace",
+    "name",
+    "check",
+    "allowed",
+    "reason",
+    "errored",
+    "error",
+    "fieldSelector",
+    "labelSelector",
+];
+
 /// Macros of CEL extensions that kube enables and that name variables in their arguments.
 const MACROS_WITH_VARIABLES: &[&str] = &[
     "all",
@@ -986,7 +1016,14 @@ impl<'d> Walk<'d, '_> {
         let f = call.func_name.as_str();
         let qualified = namespace.map(|ns| format!("{ns}.{f}"));
         let name = qualified.as_deref().unwrap_or(f);
-        let ty = self.resolve(id, name, target, args).unwrap_or(Ty::Dyn);
+        let ty = self.resolve(id, name, target, args).unwrap_or_else(|| {
+            // A function nothing declares (kube's other libraries aside); a namespaced name's
+            // namespace may be a variable of a macro this walk does not follow.
+            if namespace.is_none() && !MACROS_WITH_VARIABLES.contains(&f) && !DECLARED_ELSEWHERE.contains(&f) {
+                self.report(id, format!("undeclared reference to '{f}' (in container '')"));
+            }
+            Ty::Dyn
+        });
         let mut operands: Vec<Operand> = args.iter().map(|a| a.operand(self.unknown)).collect();
         for (o, a) in operands.iter_mut().zip(&call.args) {
             if let Expr::Literal(LiteralValue::Int(n)) = &a.expr {
@@ -1423,6 +1460,21 @@ mod tests {
             "dyn(self.replicas) == self.ratio && self.name != null",
             "self.ports == [] && self.labels == {} && [1, 2] == self.ports",
         ] {
+            assert_eq!(issues(&spec, fine), None, "{fine}");
+        }
+    }
+
+    /// A function nothing declares is an undeclared reference, as in kube.
+    #[test]
+    fn undeclared_functions_are_refused() {
+        let spec = json!({"type": "object", "properties": {"name": {"type": "string"},
+            "ports": {"type": "array", "items": {"type": "integer"}}}});
+        assert_eq!(
+            issues(&spec, "self.name.lenght() > 1").as_deref(),
+            Some("ERROR: <input>:1:17: undeclared reference to 'lenght' (in container '')\n | self.name.lenght() > 1\n | ................^")
+        );
+        assert!(issues(&spec, "lower(self.name) == 'a'").is_some_and(|i| i.contains("undeclared reference to 'lower'")));
+        for fine in ["self.ports.sortBy(p, -p).size() > 0", "self.ports.includes(1)", "self.ports.all(i, p, p > i)"] {
             assert_eq!(issues(&spec, fine), None, "{fine}");
         }
     }
