@@ -9,6 +9,7 @@ use crate::harness::{in_memory, Backend};
 in_memory!(
     definitions_with_costly_or_ill_typed_rules_are_refused,
     rules_calling_functions_on_the_wrong_types_are_refused,
+    durations_timestamps_and_optional_values_run_as_in_kube,
     objects_over_the_runtime_cost_are_refused,
     deeply_nested_rules_are_refused_and_deep_ones_within_the_limit_run
 );
@@ -178,6 +179,52 @@ async fn rules_calling_functions_on_the_wrong_types_are_refused(backend: Backend
         out.stderr.trim(),
         "The Probe \"bracketed\" is invalid: spec: Invalid value: \"object\": endpoint must be an https URL"
     );
+}
+
+/// Rules over durations and timestamps (fields of format duration and date-time are such
+/// values), optional values and `optionalOldSelf` run on objects as kube runs them.
+async fn durations_timestamps_and_optional_values_run_as_in_kube(backend: Backend) {
+    let c = cluster(backend).await;
+    let properties = "              timeout: {type: string, format: duration}\n              backoff: {type: string, maxLength: 16}\n              start: {type: string, format: date-time}\n              size: {type: integer}\n              limit: {type: integer}\n";
+    let rules = [
+        "            - rule: \"!has(self.timeout) || self.timeout <= duration('1h')\"\n              message: timeout is at most an hour",
+        "            - rule: \"!has(self.backoff) || duration(self.backoff) > duration('0s')\"\n              message: backoff must be positive",
+        "            - rule: \"!has(self.start) || self.start.getFullYear() >= 2020\"\n              message: start is too early",
+        "            - rule: \"self.?size.orValue(0) <= self.?limit.orValue(100)\"\n              message: size above limit",
+        "            - rule: \"!oldSelf.hasValue() || self.?size.orValue(0) >= oldSelf.value().?size.orValue(0)\"\n              optionalOldSelf: true\n              message: size may only grow",
+    ];
+    let jobs = definition("jobs", "Job", properties, &rules.join("\n"));
+    c.must_kubectl(&["apply", "-f", &write(&c, "jobs.yaml", &jobs)]).await;
+    c.must_kubectl(&["wait", "--for", "condition=established", "--timeout=30s", "crd/jobs.example.com"]).await;
+    let job = |name: &str, spec: &str| {
+        format!("apiVersion: example.com/v1\nkind: Job\nmetadata: {{name: {name}, namespace: default}}\nspec: {spec}\n")
+    };
+    let refused = |name: &str, message: &str| {
+        format!("The Job \"{name}\" is invalid: spec: Invalid value: \"object\": {message}")
+    };
+    let c = &c;
+    let apply = |name: &str, spec: &str| {
+        let file = write(c, &format!("{name}.yaml"), &job(name, spec));
+        async move { c.kubectl(&["apply", "-f", &file]).await }
+    };
+    let out = apply("a", "{timeout: 30m, backoff: 10s, start: '2024-05-01T10:00:00Z', size: 5}").await;
+    assert!(out.ok, "{}", out.stderr);
+    for (spec, message) in [
+        ("{timeout: 2h}", "timeout is at most an hour"),
+        ("{backoff: '-1s'}", "backoff must be positive"),
+        ("{start: '2019-12-31T23:00:00Z'}", "start is too early"),
+        ("{size: 200}", "size above limit"),
+    ] {
+        let out = apply("b", spec).await;
+        assert!(!out.ok, "{spec}");
+        assert_eq!(out.stderr.trim(), refused("b", message), "{spec}");
+    }
+    // The optional old value: none on the create above, the stored object on updates.
+    let out = apply("a", "{size: 7}").await;
+    assert!(out.ok, "{}", out.stderr);
+    let out = apply("a", "{size: 6}").await;
+    assert!(!out.ok);
+    assert_eq!(out.stderr.trim(), refused("a", "size may only grow"));
 }
 
 /// `count` lists of integers `l0`..., each with a rule comparing every item with every other.
