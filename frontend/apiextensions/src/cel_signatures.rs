@@ -277,8 +277,19 @@ pub(crate) static LISTS: &[Overload] = per_element!(comparable: Int Uint Double 
 /// A named format's constant, `format.<name>()`.
 static NAMED_FORMAT: Overload = global("format.<name>", &[], Opaque(FORMAT));
 
+/// The overloads by function, indexed once: the cost of a rule is bounded before each
+/// evaluation by a walk that resolves every call.
+type Index = std::collections::HashMap<&'static str, Vec<&'static Overload>>;
+static BY_FUNCTION: std::sync::LazyLock<Index> = std::sync::LazyLock::new(|| {
+    let mut index = Index::new();
+    for o in OVERLOADS.iter().chain(LISTS) {
+        index.entry(o.function).or_default().push(o);
+    }
+    index
+});
+
 /// The overloads of `function` (qualified, as `sets.contains`); none when nothing declares it.
 pub(crate) fn overloads(function: &str) -> impl Iterator<Item = &'static Overload> + '_ {
     let named_format = function.strip_prefix("format.").is_some_and(|name| NAMED_FORMATS.contains(&name));
-    OVERLOADS.iter().chain(LISTS).filter(move |o| o.function == function).chain(named_format.then_some(&NAMED_FORMAT))
+    BY_FUNCTION.get(function).into_iter().flatten().copied().chain(named_format.then_some(&NAMED_FORMAT))
 }
