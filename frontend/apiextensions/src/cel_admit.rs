@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use ballast_apiserver::error::{FieldError, FieldErrorKind};
 
-use crate::cel_check::{check, parse_issues};
+use crate::cel_check::{check, parse_issues, OldSelf};
 use crate::cel_cost::{
     over_budget, MAX_REQUEST_SIZE_BYTES, STATIC_ESTIMATED_COST_LIMIT, STATIC_ESTIMATED_CRD_COST_LIMIT,
 };
@@ -163,7 +163,7 @@ struct Compiled {
 /// Compiles `source` and checks it against `decl`, or gives kube's words for why it does not
 /// compile (`what` names it: `compilation failed` or `messageExpression compilation
 /// failed`). `result` says what the expression must evaluate to.
-fn compile(source: &str, decl: Option<&Decl>, what: &str, result: Result_) -> Result<Compiled, String> {
+fn compile(source: &str, decl: Option<&Decl>, old: OldSelf, what: &str, result: Result_) -> Result<Compiled, String> {
     let program = crate::cel_parse::compile(source).map_err(|e| match e {
         Refused::Limit(text) => format!("{what}: {text}"),
         Refused::Parse(e) => format!("{what}: {}", parse_issues(source, &e)),
@@ -171,7 +171,7 @@ fn compile(source: &str, decl: Option<&Decl>, what: &str, result: Result_) -> Re
     let reads_old = program.references().has_variable("oldSelf");
     let mut cost = 0;
     if let Some(decl) = decl {
-        let checked = check(&program, source, decl);
+        let checked = check(&program, source, decl, old);
         if let Some(issues) = checked.issues {
             return Err(format!("{what}: {issues}"));
         }
@@ -194,6 +194,15 @@ fn compile(source: &str, decl: Option<&Decl>, what: &str, result: Result_) -> Re
     Ok(Compiled { cost, reads_old })
 }
 
+/// How rule `r` sees `oldSelf`: an optional with `optionalOldSelf: true`.
+fn old_self(r: &Value) -> OldSelf {
+    if r["optionalOldSelf"] == true {
+        OldSelf::Optional
+    } else {
+        OldSelf::Value
+    }
+}
+
 /// What an expression must evaluate to.
 #[derive(Clone, Copy)]
 enum Result_ {
@@ -213,7 +222,7 @@ fn check_rules(schema: &Value, place: &Place, total: &mut TotalCost, errs: &mut 
             continue;
         }
         let at = format!("{path}.x-kubernetes-validations[{i}]");
-        let compiled = compile(source, decl.as_ref(), "compilation failed", Result_::Bool);
+        let compiled = compile(source, decl.as_ref(), old_self(r), "compilation failed", Result_::Bool);
         let cost = compiled.as_ref().map_or(0, |c| c.cost).saturating_mul(cardinality);
         if cost > STATIC_ESTIMATED_COST_LIMIT {
             errs.push(FieldError::forbidden(
@@ -259,7 +268,7 @@ fn check_message(
     total: &mut TotalCost,
     errs: &mut Vec<FieldError>,
 ) {
-    match compile(message, decl, "messageExpression compilation failed", Result_::String) {
+    match compile(message, decl, old_self(r), "messageExpression compilation failed", Result_::String) {
         Err(e) => errs.push(invalid(format!("{at}.messageExpression"), r, e)),
         Ok(Compiled { cost, .. }) => {
             if cost > STATIC_ESTIMATED_COST_LIMIT {
@@ -372,6 +381,36 @@ mod tests {
                 format!("{at}: Forbidden: contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema"),
                 "s: Forbidden: x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema exceeds budget by factor of more than 100x (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)".to_string(),
             ]
+        );
+    }
+
+    /// Constant arguments kube checks when it compiles a rule, and the patterns it compiles
+    /// when it builds the program.
+    #[test]
+    fn constant_arguments_that_do_not_convert_are_refused() {
+        let rules = [
+            "self.s.matches('[')",
+            "duration(self.d) < duration('1x')",
+            "timestamp(self.t) > timestamp('2020-13-01T00:00:00Z')",
+            "matches(self.s, 'a(')",
+            "self.s.find('a**') == ''",
+            "self.s.matches('^[a-z]+$') && duration(self.d) < duration('1h30m') && timestamp(self.t) > timestamp('2020-02-29T23:59:59.5+01:00')",
+        ];
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+            "properties": {"s": {"type": "string"}, "d": {"type": "string"}, "t": {"type": "string"}},
+            "x-kubernetes-validations": rules.iter().map(|r| json!({"rule": r})).collect::<Vec<_>>()}}});
+        let detail = |e: &String| e.split_once("OptionalOldSelf:(*bool)(nil)}: ").map(|(_, d)| d.to_string());
+        let details: Vec<Option<String>> = findings(&schema).iter().map(detail).collect();
+        assert_eq!(
+            details,
+            [
+                "compilation failed: ERROR: <input>:1:16: invalid matches argument\n | self.s.matches('[')\n | ...............^",
+                "compilation failed: ERROR: <input>:1:29: invalid duration argument\n | duration(self.d) < duration('1x')\n | ............................^",
+                "compilation failed: ERROR: <input>:1:31: invalid timestamp argument\n | timestamp(self.t) > timestamp('2020-13-01T00:00:00Z')\n | ..............................^",
+                "program instantiation failed: error parsing regexp: missing closing ): `a(`",
+                "program instantiation failed: error parsing regexp: invalid nested repetition operator: `**`",
+            ]
+            .map(|d| Some(d.to_string()))
         );
     }
 

@@ -5,12 +5,15 @@
 //!
 //! The checker reports what kube's reports when the types make it certain: a field the schema
 //! does not declare (`undefined field 'foo'`), a name nothing declares (`undeclared reference
-//! to 'x' (in container '')`), operators and standard functions applied to types they have no
-//! overload for (`found no matching overload for '_+_' applied to '(int, string)'`), list
-//! literals of mixed types, and a rule whose result cannot be a bool. Where a type is not
-//! known (an int-or-string, a function of a library it has no signature for) it assumes the
-//! best and reports nothing: a rule is never refused that kube's checker would pass for lack
-//! of knowledge here.
+//! to 'x' (in container '')`), operators and functions applied to arguments none of their
+//! overloads takes (`found no matching overload for '_+_' applied to '(int, string)'`; the
+//! functions' overloads are those [`crate::cel_signatures`] declares, resolved as cel-go
+//! resolves them, member calls apart from global ones), operands that must be of one type and
+//! are not (`?:` branches, `==`, `in`, an index: an int is not a double here), list literals of
+//! mixed types, and a rule whose result cannot be a bool. Where a type is not known (an
+//! int-or-string, a schema object, whose type kube names by a generated name, an optional
+//! value, `null`) it assumes the best and reports nothing: a rule is never refused that kube's
+//! checker would pass for lack of knowledge here.
 
 use std::collections::BTreeMap;
 
@@ -22,6 +25,7 @@ use crate::cel_cost::{
     STRING_TRAVERSAL_COST_FACTOR,
 };
 use crate::cel_decl::{Decl, DeclKind, MAP_KEY};
+use crate::cel_signatures::Param;
 
 /// A type as far as the checker knows it.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,9 +47,13 @@ enum Ty<'d> {
     Map(Box<Ty<'d>>, Box<Ty<'d>>),
     /// An object of the schema, with its fields.
     Object(&'d BTreeMap<String, Decl>),
+    /// A library's own type (a quantity, a URL, ...), by cel-go's name of it.
+    Opaque(&'static str),
+    /// An optional value of the type.
+    Optional(Box<Ty<'d>>),
 }
 
-impl Ty<'_> {
+impl<'d> Ty<'d> {
     fn of(decl: &Decl) -> Ty<'_> {
         match &decl.kind {
             DeclKind::Dyn => Ty::Dyn,
@@ -80,12 +88,79 @@ impl Ty<'_> {
             Ty::List(e) => format!("list({})", e.name()?),
             Ty::Map(k, v) => format!("map({}, {})", k.name()?, v.name()?),
             Ty::Object(_) => return None,
+            Ty::Opaque(name) => (*name).into(),
+            Ty::Optional(t) => format!("optional_type({})", t.name()?),
         })
     }
 
     /// Whether the type is known well enough to refuse an operation on it.
     fn certain(&self) -> bool {
         !matches!(self, Ty::Dyn | Ty::Type | Ty::Object(_))
+    }
+
+    /// The type a declared parameter or result stands for, `a` being what the overload's
+    /// type parameter is bound to.
+    fn of_param(p: &Param, a: &Option<Ty<'d>>) -> Ty<'d> {
+        match p {
+            Param::Bool => Ty::Bool,
+            Param::Int => Ty::Int,
+            Param::Uint => Ty::Uint,
+            Param::Double => Ty::Double,
+            Param::String => Ty::String,
+            Param::Bytes => Ty::Bytes,
+            Param::Duration => Ty::Duration,
+            Param::Timestamp => Ty::Timestamp,
+            Param::Dyn => Ty::Dyn,
+            Param::A => a.clone().unwrap_or(Ty::Dyn),
+            Param::List(e) => Ty::List(Box::new(Ty::of_param(e, a))),
+            Param::Map(k, v) => Ty::Map(Box::new(Ty::of_param(k, a)), Box::new(Ty::of_param(v, a))),
+            Param::Opaque(name) => Ty::Opaque(name),
+            Param::Type => Ty::Type,
+            Param::Optional(t) => Ty::Optional(Box::new(Ty::of_param(t, a))),
+        }
+    }
+
+    /// Whether a value of this type may be passed as `p`, binding the type parameter in `a`
+    /// (cel-go's assignability, a type not known being assignable to anything).
+    fn binds(&self, p: &Param, a: &mut Option<Ty<'d>>) -> bool {
+        if !self.certain() || *self == Ty::Null {
+            return true;
+        }
+        match (p, self) {
+            (Param::Dyn, _) => true,
+            (Param::A, t) => match a {
+                None => {
+                    *a = Some(t.clone());
+                    true
+                }
+                Some(bound) => {
+                    let fits = bound.agrees(t);
+                    if fits && !bound.certain() {
+                        *a = Some(t.clone());
+                    }
+                    fits
+                }
+            },
+            (Param::List(e), Ty::List(t)) => t.binds(e, a),
+            (Param::Map(k, v), Ty::Map(tk, tv)) => tk.binds(k, a) && tv.binds(v, a),
+            (Param::Opaque(name), Ty::Opaque(t)) => name == t,
+            (Param::Type, Ty::Type) => true,
+            (Param::Optional(p), Ty::Optional(t)) => t.binds(p, a),
+            (p, t) => Ty::of_param(p, &None) == *t,
+        }
+    }
+
+    /// Whether two values of these types may be compared, or be the branches of one `?:`
+    /// (both bind one type parameter): a type not known agrees with any.
+    fn agrees(&self, other: &Ty<'_>) -> bool {
+        match (self, other) {
+            (a, b) if !a.certain() || !b.certain() => true,
+            (Ty::Null, _) | (_, Ty::Null) => true,
+            (Ty::List(a), Ty::List(b)) => a.agrees(b),
+            (Ty::Map(ak, av), Ty::Map(bk, bv)) => ak.agrees(bk) && av.agrees(bv),
+            (Ty::Optional(a), Ty::Optional(b)) => a.agrees(b),
+            (a, b) => a.name() == b.name(),
+        }
     }
 
     fn text(&self) -> bool {
@@ -178,6 +253,17 @@ struct Walk<'d, 's> {
     checking: bool,
     /// The size taken for a value whose size is not followed (a conversion's result, ...).
     unknown: Size,
+    /// How `oldSelf` is bound.
+    old: OldSelf,
+}
+
+/// How a rule sees `oldSelf`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum OldSelf {
+    /// The old value, as `self` is typed (the rule runs on updates only).
+    Value,
+    /// An optional of it (`optionalOldSelf`: the rule runs on creates too, with none).
+    Optional,
 }
 
 /// The result of checking one expression.
@@ -206,8 +292,9 @@ impl Checked {
     }
 }
 
-/// Checks `expr` (parsed from `source`) with `self` and `oldSelf` of type `root`.
-pub(crate) fn check(program: &cel::Program, source: &str, root: &Decl) -> Checked {
+/// Checks `expr` (parsed from `source`) with `self` of type `root` and `oldSelf` bound as
+/// `old` says.
+pub(crate) fn check(program: &cel::Program, source: &str, root: &Decl, old: OldSelf) -> Checked {
     let mut walk = Walk {
         root,
         source_info: program.source_info(),
@@ -215,8 +302,13 @@ pub(crate) fn check(program: &cel::Program, source: &str, root: &Decl) -> Checke
         findings: Vec::new(),
         checking: true,
         unknown: Size::unknown(),
+        old,
     };
     let node = walk.visit(program.expression(), false);
+    // kube's validators of constant arguments look only at a program whose types check.
+    if walk.findings.is_empty() {
+        constant_arguments(program.expression(), program.source_info(), &mut walk.findings);
+    }
     let issues = (!walk.findings.is_empty()).then(|| issues_text(source, walk.findings));
     Checked {
         issues,
@@ -242,8 +334,98 @@ fn walk_cost(program: &cel::Program, root: &Decl, unknown: Size) -> u64 {
         findings: Vec::new(),
         checking: false,
         unknown,
+        old: OldSelf::Value,
     };
     walk.visit(program.expression(), false).cost.max
+}
+
+/// The direct subexpressions of `expr`.
+pub(crate) fn children(expr: &IdedExpr) -> Vec<&IdedExpr> {
+    fn entries(entries: &[cel::common::ast::IdedEntryExpr]) -> Vec<&IdedExpr> {
+        entries
+            .iter()
+            .flat_map(|e| match &e.expr {
+                EntryExpr::MapEntry(entry) => vec![&entry.key, &entry.value],
+                EntryExpr::StructField(field) => vec![&field.value],
+            })
+            .collect()
+    }
+    match &expr.expr {
+        Expr::Call(call) => call.target.iter().map(|t| &**t).chain(&call.args).collect(),
+        Expr::Comprehension(c) => vec![&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result],
+        Expr::List(list) => list.elements.iter().collect(),
+        Expr::Map(map) => entries(&map.entries),
+        Expr::Struct(s) => entries(&s.entries),
+        Expr::Select(select) => vec![&*select.operand],
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => Vec::new(),
+    }
+}
+
+/// kube's checks of constant arguments (cel-go's validators): a `duration` or `timestamp` of a
+/// string that does not convert, and a `matches` pattern Go cannot compile, each reported at
+/// the constant as `invalid <function> argument`. As cel-go's, they look at the first
+/// argument after the receiver: the pattern of `s.matches(p)`, but the subject of
+/// `matches(s, p)`.
+fn constant_arguments(expr: &IdedExpr, source_info: &SourceInfo, findings: &mut Vec<Finding>) {
+    if let Expr::Call(call) = &expr.expr {
+        let f = call.func_name.as_str();
+        if let Some(arg) = call.args.first() {
+            if let Expr::Literal(LiteralValue::String(s)) = &arg.expr {
+                let s = s.inner();
+                let invalid = match f {
+                    "duration" => !crate::formats::go_duration(s),
+                    "timestamp" => !rfc3339(s),
+                    "matches" => crate::cel_regex_syntax::compile(s).is_err(),
+                    _ => false,
+                };
+                if invalid {
+                    let offset = source_info.offset_for(arg.id).map(|(start, _)| start);
+                    findings.push(Finding { offset, message: format!("invalid {f} argument") });
+                }
+            }
+        }
+    }
+    for child in children(expr) {
+        constant_arguments(child, source_info, findings);
+    }
+}
+
+/// Whether `s` is a timestamp as CEL's `timestamp` reads one (Go's RFC 3339:
+/// `2006-01-02T15:04:05Z07:00`, the seconds optionally with a fraction), in years 1 to 9999.
+fn rfc3339(s: &str) -> bool {
+    let b = s.as_bytes();
+    let digits = |r: std::ops::Range<usize>, max: u32| {
+        b.get(r.clone()).is_some_and(|d| d.iter().all(u8::is_ascii_digit))
+            && s[r].parse::<u32>().is_ok_and(|n| n <= max)
+    };
+    if !(s.is_char_boundary(10) && crate::formats::full_date(&s[..10]) && &s[..4] != "0000") {
+        return false;
+    }
+    if !(b.get(10) == Some(&b'T')
+        && digits(11..13, 23)
+        && b.get(13) == Some(&b':')
+        && digits(14..16, 59)
+        && b.get(16) == Some(&b':')
+        && digits(17..19, 59))
+    {
+        return false;
+    }
+    let mut rest = &s[19..];
+    if let Some(frac) = rest.strip_prefix(['.', ',']) {
+        let n = frac.bytes().take_while(u8::is_ascii_digit).count();
+        if n == 0 {
+            return false;
+        }
+        rest = &frac[n..];
+    }
+    let z = rest.as_bytes();
+    rest == "Z"
+        || (z.len() == 6
+            && (z[0] == b'+' || z[0] == b'-')
+            && rest[1..3].parse::<u32>().is_ok_and(|h| h <= 23)
+            && z[3] == b':'
+            && rest[4..6].parse::<u32>().is_ok_and(|m| m <= 59)
+            && z[1..3].iter().chain(&z[4..6]).all(u8::is_ascii_digit))
 }
 
 /// A bound on the length of any string or list a rule can derive from `v` without repeating
@@ -314,6 +496,36 @@ fn signature(args: &[&Ty<'_>], instance: bool) -> Option<String> {
     Some(if instance { format!("{}.({})", names[0], names[1..].join(", ")) } else { format!("({})", names.join(", ")) })
 }
 
+/// Functions kube's environment declares that rules here do not type (the checker lets them
+/// through untyped): the list extension and lists' `includes` of later kube versions, the
+/// authorization library's (usable only with an authorizer, which rules do not have), and
+/// `has`, should it reach the walk unexpanded.
+const DECLARED_ELSEWHERE: &[&str] = &[
+    "distinct",
+    "flatten",
+    "reverse",
+    "slice",
+    "sort",
+    "first",
+    "last",
+    "includes",
+    "has",
+    "path",
+    "group",
+    "serviceAccount",
+    "resource",
+    "subresource",
+    "namespace",
+    "name",
+    "check",
+    "allowed",
+    "reason",
+    "errored",
+    "error",
+    "fieldSelector",
+    "labelSelector",
+];
+
 /// Macros of CEL extensions that kube enables and that name variables in their arguments.
 const MACROS_WITH_VARIABLES: &[&str] = &[
     "all",
@@ -352,7 +564,15 @@ impl<'d> Walk<'d, '_> {
             node.cost = Cost::fixed(SELECT_AND_IDENT_COST);
             return Some(node);
         }
-        (name == "self" || name == "oldSelf").then(|| Node::of_decl(self.root, Cost::fixed(SELECT_AND_IDENT_COST)))
+        let node =
+            (name == "self" || name == "oldSelf").then(|| Node::of_decl(self.root, Cost::fixed(SELECT_AND_IDENT_COST)));
+        match node {
+            Some(mut n) if name == "oldSelf" && self.old == OldSelf::Optional => {
+                n.ty = Ty::Optional(Box::new(n.ty));
+                Some(n)
+            }
+            n => n,
+        }
     }
 
     /// `as_target`: the expression is the receiver of a call, where a name nothing declares
@@ -371,8 +591,14 @@ impl<'d> Walk<'d, '_> {
                 let mut entry: Option<Size> = None;
                 let mut elem_ty: Option<Ty<'d>> = None;
                 let mut mixed = false;
-                for item in &list.elements {
-                    let n = self.visit(item, false);
+                for (index, item) in list.elements.iter().enumerate() {
+                    let mut n = self.visit(item, false);
+                    // An optional entry (`[?x]`) adds the value, if any.
+                    if list.optional_indices.contains(&index) {
+                        if let Ty::Optional(t) = n.ty {
+                            n.ty = *t;
+                        }
+                    }
                     cost = cost.add(n.cost);
                     let s = n.size_or(self.unknown);
                     entry = Some(entry.map_or(s, |x| x.union(s)));
@@ -572,7 +798,7 @@ impl<'d> Walk<'d, '_> {
                 Node::new(Ty::Bool, Cost { min: l.cost.min, max: l.cost.max.saturating_add(r.cost.max) })
             }
             ("_?_:_", [c, t, e]) => {
-                if c.ty.certain() && c.ty != Ty::Bool {
+                if (c.ty.certain() && c.ty != Ty::Bool) || !t.ty.agrees(&e.ty) {
                     self.no_overload(id, f, &tys, false);
                 }
                 let ty = if t.ty == e.ty { t.ty.clone() } else { Ty::Dyn };
@@ -600,13 +826,9 @@ impl<'d> Walk<'d, '_> {
                 n
             }
             ("_==_" | "_!=_", [l, r]) => {
-                if l.ty.certain()
-                    && r.ty.certain()
-                    && l.ty != r.ty
-                    && !matches!((&l.ty, &r.ty), (Ty::Null, _) | (_, Ty::Null))
-                    && !(l.ty.numeric() && r.ty.numeric())
-                    && !matches!((&l.ty, &r.ty), (Ty::List(_), Ty::List(_)) | (Ty::Map(..), Ty::Map(..)))
-                {
+                // Both sides bind one type parameter: an int is not a double here (kube's
+                // checker compares numbers of different types only in order, not equality).
+                if !l.ty.agrees(&r.ty) {
                     self.no_overload(id, f, &tys, false);
                 }
                 Node::new(Ty::Bool, base(compare_cost(l, r, self.unknown)))
@@ -654,6 +876,10 @@ impl<'d> Walk<'d, '_> {
             }
             ("@in", [l, r]) => {
                 let own = match &r.ty {
+                    Ty::List(e) | Ty::Map(e, _) if !l.ty.agrees(e) => {
+                        self.no_overload(id, f, &[&l.ty, &r.ty], false);
+                        Cost::fixed(1)
+                    }
                     Ty::List(_) | Ty::Dyn => r.size_or(self.unknown).times(1.0),
                     Ty::Map(..) | Ty::Object(_) => Cost::fixed(1),
                     _ => {
@@ -666,13 +892,16 @@ impl<'d> Walk<'d, '_> {
             ("_[_]", [c, i]) => {
                 let (ty, decl, size) = match &c.ty {
                     Ty::List(e) => {
-                        if i.ty.certain() && !matches!(i.ty, Ty::Int | Ty::Uint) {
+                        if !i.ty.agrees(&Ty::Int) {
                             self.no_overload(id, f, &tys, false);
                         }
                         let (decl, size) = c.element();
                         ((**e).clone(), decl, size)
                     }
-                    Ty::Map(_, v) => {
+                    Ty::Map(k, v) => {
+                        if !i.ty.agrees(k) {
+                            self.no_overload(id, f, &tys, false);
+                        }
                         let (decl, size) = c.element();
                         ((**v).clone(), decl, size)
                     }
@@ -687,6 +916,33 @@ impl<'d> Walk<'d, '_> {
                 Node { ty, decl, cost: base(Cost::fixed(1)), size, entry: None }
             }
             ("@not_strictly_false", [_]) => Node::new(Ty::Bool, base(Cost::fixed(1))),
+            ("_?._", [operand, _]) => {
+                let field = match call.args.get(1).map(|a| &a.expr) {
+                    Some(Expr::Literal(LiteralValue::String(f))) => f.inner().to_string(),
+                    _ => String::new(),
+                };
+                // Selecting on an optional selects on its value, if any.
+                let inner = match &operand.ty {
+                    Ty::Optional(t) => Node { ty: (**t).clone(), ..operand.clone() },
+                    _ => operand.clone(),
+                };
+                let mut n = self.select(id, &inner, &field, false);
+                n.ty = optional(n.ty);
+                n.cost = base(Cost::fixed(1));
+                n
+            }
+            ("_[?_]", [c, i]) => {
+                let ty = match &c.ty {
+                    Ty::List(e) | Ty::Map(_, e) => optional((**e).clone()),
+                    Ty::Optional(t) => match &**t {
+                        Ty::List(e) | Ty::Map(_, e) => optional((**e).clone()),
+                        _ => Ty::Dyn,
+                    },
+                    _ => Ty::Dyn,
+                };
+                let _ = i;
+                Node::new(ty, base(Cost::fixed(1)))
+            }
             _ => self.function(id, call, target.as_ref(), &args, namespace, base),
         }
     }
@@ -758,44 +1014,16 @@ impl<'d> Walk<'d, '_> {
         base: impl Fn(Cost) -> Cost,
     ) -> Node<'d> {
         let f = call.func_name.as_str();
-        let name = if namespace.is_some() { None } else { Some(f) };
-        // The receiver of a member call, or the argument of a global one of the same meaning.
-        let subject = target.or(if name == Some("size") { args.first() } else { None });
-        let ty = match (name, subject.map(|s| &s.ty)) {
-            (Some("size"), Some(t)) => {
-                if t.certain() && !matches!(t, Ty::String | Ty::Bytes | Ty::List(_) | Ty::Map(..)) {
-                    let mut all: Vec<&Ty<'_>> = vec![t];
-                    if target.is_some() {
-                        all.extend(args.iter().map(|a| &a.ty));
-                    }
-                    self.no_overload(id, f, &all, target.is_some());
-                }
-                Ty::Int
+        let qualified = namespace.map(|ns| format!("{ns}.{f}"));
+        let name = qualified.as_deref().unwrap_or(f);
+        let ty = self.resolve(id, name, target, args).unwrap_or_else(|| {
+            // A function nothing declares (kube's other libraries aside); a namespaced name's
+            // namespace may be a variable of a macro this walk does not follow.
+            if namespace.is_none() && !MACROS_WITH_VARIABLES.contains(&f) && !DECLARED_ELSEWHERE.contains(&f) {
+                self.report(id, format!("undeclared reference to '{f}' (in container '')"));
             }
-            (Some("contains" | "startsWith" | "endsWith" | "matches"), Some(t)) if target.is_some() => {
-                if t.certain() && *t != Ty::String {
-                    let mut all: Vec<&Ty<'_>> = vec![t];
-                    all.extend(args.iter().map(|a| &a.ty));
-                    self.no_overload(id, f, &all, true);
-                }
-                Ty::Bool
-            }
-            (Some("matches"), _) => Ty::Bool,
-            (Some("int" | "indexOf" | "lastIndexOf"), _) => Ty::Int,
-            (Some("uint"), _) => Ty::Uint,
-            (Some("double"), _) => Ty::Double,
-            (
-                Some("string" | "lowerAscii" | "upperAscii" | "trim" | "replace" | "substring" | "charAt" | "join"),
-                _,
-            ) => Ty::String,
-            (Some("bytes"), _) => Ty::Bytes,
-            (Some("bool"), _) => Ty::Bool,
-            (Some("duration"), _) => Ty::Duration,
-            (Some("timestamp"), _) => Ty::Timestamp,
-            (Some("split"), _) => Ty::List(Box::new(Ty::String)),
-            (Some("type"), _) => Ty::Type,
-            _ => Ty::Dyn,
-        };
+            Ty::Dyn
+        });
         let mut operands: Vec<Operand> = args.iter().map(|a| a.operand(self.unknown)).collect();
         for (o, a) in operands.iter_mut().zip(&call.args) {
             if let Expr::Literal(LiteralValue::Int(n)) = &a.expr {
@@ -803,10 +1031,50 @@ impl<'d> Walk<'d, '_> {
             }
         }
         let target_operand = target.map(|t| t.operand(self.unknown));
-        let qualified = namespace.map(|ns| format!("{ns}.{f}"));
-        let (own, result_size) = call_cost(qualified.as_deref().unwrap_or(f), target_operand.as_ref(), &operands);
+        let (own, result_size) = call_cost(name, target_operand.as_ref(), &operands);
         let size = result_size.or(ty.scalar().then_some(Size::fixed(1)));
         Node { ty, decl: None, cost: base(own), size, entry: None }
+    }
+}
+
+impl<'d> Walk<'d, '_> {
+    /// The result type of a call of `function` on the declared overloads, reporting cel-go's
+    /// error when none takes the arguments; `None` when nothing here declares the function.
+    fn resolve(&mut self, id: u64, function: &str, target: Option<&Node<'d>>, args: &[Node<'d>]) -> Option<Ty<'d>> {
+        let all: Vec<&Ty<'d>> = target.into_iter().chain(args).map(|n| &n.ty).collect();
+        let mut declared = false;
+        let mut result: Option<Ty<'d>> = None;
+        for o in crate::cel_signatures::overloads(function) {
+            declared = true;
+            if o.member != target.is_some() || o.params.len() != all.len() {
+                continue;
+            }
+            let mut a = None;
+            if o.params.iter().zip(&all).all(|(p, t)| t.binds(p, &mut a)) {
+                let ty = Ty::of_param(&o.result, &a);
+                // Several overloads that fit: the result is known only when they agree.
+                result = Some(match result {
+                    None => ty,
+                    Some(r) if r == ty => r,
+                    Some(_) => Ty::Dyn,
+                });
+            }
+        }
+        if !declared {
+            return None;
+        }
+        if result.is_none() {
+            self.no_overload(id, function, &all, target.is_some());
+        }
+        Some(result.unwrap_or(Ty::Dyn))
+    }
+}
+
+/// An optional of `t`; of `dyn`, `dyn`.
+fn optional(t: Ty<'_>) -> Ty<'_> {
+    match t {
+        Ty::Dyn | Ty::Type => Ty::Dyn,
+        t => Ty::Optional(Box::new(t)),
     }
 }
 
@@ -889,7 +1157,7 @@ mod tests {
     fn cost(schema: &Value, rule: &str) -> u64 {
         let decl = crate::cel_decl::of_schema(schema, false).expect("a typed schema");
         let program = cel::Program::compile(rule).expect("a rule that parses");
-        let checked = check(&program, rule, &decl);
+        let checked = check(&program, rule, &decl, OldSelf::Value);
         assert_eq!(checked.issues, None, "{rule}");
         assert_eq!(checked.max_cost, walk_cost(&program, &decl, Size::unknown()));
         checked.max_cost
@@ -1094,7 +1362,217 @@ mod tests {
     fn issues(schema: &Value, rule: &str) -> Option<String> {
         let decl = crate::cel_decl::of_schema(schema, true).expect("a typed schema");
         let program = cel::Program::compile(rule).expect("a rule that parses");
-        check(&program, rule, &decl).issues
+        check(&program, rule, &decl, OldSelf::Value).issues
+    }
+
+    /// Calls of library functions on arguments no overload takes, refused in cel-go's words;
+    /// calls their declarations allow, passed.
+    #[test]
+    fn library_calls_are_checked_against_their_declarations() {
+        let spec = json!({"type": "object", "properties": {
+            "name": {"type": "string"}, "replicas": {"type": "integer"}, "ratio": {"type": "number"},
+            "ports": {"type": "array", "items": {"type": "integer"}},
+            "flags": {"type": "array", "items": {"type": "array", "items": {"type": "boolean"}}},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+            "any": {"x-kubernetes-int-or-string": true}}});
+        let refused = |rule: &str| issues(&spec, rule).unwrap_or_else(|| panic!("{rule}: passed"));
+        let first_line = |rule: &str| refused(rule).lines().next().unwrap_or("").to_string();
+        assert_eq!(
+            refused("self.name.indexOf(1) > 0"),
+            "ERROR: <input>:1:18: found no matching overload for 'indexOf' applied to 'string.(int)'\n | self.name.indexOf(1) > 0\n | .................^"
+        );
+        for (rule, error) in [
+            ("url(1).getHost() == ''", "ERROR: <input>:1:4: found no matching overload for 'url' applied to '(int)'"),
+            (
+                "quantity(self.replicas).isInteger()",
+                "ERROR: <input>:1:9: found no matching overload for 'quantity' applied to '(int)'",
+            ),
+            (
+                "self.flags.isSorted()",
+                "ERROR: <input>:1:20: found no matching overload for 'isSorted' applied to 'list(list(bool)).()'",
+            ),
+            (
+                "self.ports.indexOf('80') >= 0",
+                "ERROR: <input>:1:19: found no matching overload for 'indexOf' applied to 'list(int).(string)'",
+            ),
+            (
+                "self.name.quantity().isInteger()",
+                "ERROR: <input>:1:19: found no matching overload for 'quantity' applied to 'string.()'",
+            ),
+            (
+                "quantity(self.name) < quantity('1')",
+                "ERROR: <input>:1:21: found no matching overload for '_<_' applied to '(kubernetes.Quantity, kubernetes.Quantity)'",
+            ),
+            (
+                "ip(self.name).family() == '4'",
+                "ERROR: <input>:1:24: found no matching overload for '_==_' applied to '(int, string)'",
+            ),
+            (
+                "cidr(self.name).containsIP(1)",
+                "ERROR: <input>:1:27: found no matching overload for 'containsIP' applied to 'net.CIDR.(int)'",
+            ),
+            (
+                "sets.contains(self.ports, ['a'])",
+                "ERROR: <input>:1:14: found no matching overload for 'sets.contains' applied to '(list(int), list(string))'",
+            ),
+            (
+                "self.name.split(',', '2').size() > 0",
+                "ERROR: <input>:1:16: found no matching overload for 'split' applied to 'string.(string, string)'",
+            ),
+            (
+                "semver(self.name).isLessThan(quantity('1'))",
+                "ERROR: <input>:1:29: found no matching overload for 'isLessThan' applied to 'kubernetes.Semver.(kubernetes.Quantity)'",
+            ),
+            (
+                "self.ports.sum() == 1.0",
+                "ERROR: <input>:1:18: found no matching overload for '_==_' applied to '(int, double)'",
+            ),
+            ("int(self.ports) > 0", "ERROR: <input>:1:4: found no matching overload for 'int' applied to '(list(int))'"),
+            (
+                "self.name.find(1) == ''",
+                "ERROR: <input>:1:15: found no matching overload for 'find' applied to 'string.(int)'",
+            ),
+            (
+                "format.dns1123Label().validate(self.replicas).hasValue()",
+                "ERROR: <input>:1:31: found no matching overload for 'validate' applied to 'kubernetes.NamedFormat.(int)'",
+            ),
+        ] {
+            assert_eq!(first_line(rule), error, "{rule}");
+        }
+        for fine in [
+            "self.name.indexOf('a') >= 0 && self.ports.indexOf(80) >= 0 && self.name.indexOf('a', 1) >= 0",
+            "url(self.name).getQuery()['a'][0] == 'b' && isURL(self.name)",
+            "quantity(self.name).add(1).isLessThan(quantity('1')) && quantity(self.name).compareTo(quantity('2')) < 0",
+            "ip(self.name).family() == 4 && cidr(self.name).containsIP(ip(self.name)) && cidr(self.name).containsIP(self.name)",
+            "string(ip(self.name)) == self.name && string(cidr(self.name).masked()) == self.name",
+            "self.ports.isSorted() && self.ports.sum() < 10 && self.ports.max() > self.ports.min()",
+            "sets.contains(self.ports, [1]) && sets.intersects(self.ports, self.ports)",
+            "semver(self.name, true).isGreaterThan(semver('1.0.0')) && semver(self.name).major() == 1",
+            "self.name.split(',').join('-') == self.name && self.name.substring(1, 2).trim() == ''",
+            "'%s'.format([self.name]) == strings.quote(self.name)",
+            "format.named(self.name).hasValue() && format.dns1123Label().validate(self.name).hasValue()",
+            "self.any.indexOf('a') > 0 && quantity(self.any).isInteger() && int(self.any) > 0",
+            "duration(self.name).getHours() > 1 && timestamp(self.name).getFullYear('UTC') > 1",
+            "self.labels.all(k, k.startsWith('a') && self.labels[k].endsWith('b'))",
+            "size(self.labels) > 0 && self.name.size() > 0 && matches(self.name, '^a') && self.name.matches('a')",
+            "self.replicas < self.ratio && double(self.replicas) == self.ratio && self.ratio > 1",
+            "(self.replicas > 1 ? self.name : 'x') == 'x' && (self.replicas > 1 ? self.any : 1) == 1",
+            "dyn(self.replicas) == self.ratio && self.name != null",
+            "self.ports == [] && self.labels == {} && [1, 2] == self.ports",
+        ] {
+            assert_eq!(issues(&spec, fine), None, "{fine}");
+        }
+    }
+
+    /// A function nothing declares is an undeclared reference, as in kube.
+    #[test]
+    fn undeclared_functions_are_refused() {
+        let spec = json!({"type": "object", "properties": {"name": {"type": "string"},
+            "ports": {"type": "array", "items": {"type": "integer"}}}});
+        assert_eq!(
+            issues(&spec, "self.name.lenght() > 1").as_deref(),
+            Some("ERROR: <input>:1:17: undeclared reference to 'lenght' (in container '')\n | self.name.lenght() > 1\n | ................^")
+        );
+        assert!(issues(&spec, "lower(self.name) == 'a'").is_some_and(|i| i.contains("undeclared reference to 'lower'")));
+        for fine in ["self.ports.sortBy(p, -p).size() > 0", "self.ports.includes(1)", "self.ports.all(i, p, p > i)"] {
+            assert_eq!(issues(&spec, fine), None, "{fine}");
+        }
+    }
+
+    /// Operators whose operands must be of one type: `?:` branches, equality, `in`, indexes.
+    #[test]
+    fn operands_of_one_type_are_checked() {
+        let spec = json!({"type": "object", "properties": {
+            "name": {"type": "string"}, "replicas": {"type": "integer"},
+            "ports": {"type": "array", "items": {"type": "integer"}},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}}}});
+        for (rule, error) in [
+            (
+                "(self.replicas > 1 ? 1 : 'a') == 1",
+                "ERROR: <input>:1:20: found no matching overload for '_?_:_' applied to '(bool, int, string)'",
+            ),
+            (
+                "self.replicas == 1.0",
+                "ERROR: <input>:1:15: found no matching overload for '_==_' applied to '(int, double)'",
+            ),
+            (
+                "self.replicas != 1u",
+                "ERROR: <input>:1:15: found no matching overload for '_!=_' applied to '(int, uint)'",
+            ),
+            (
+                "self.ports == ['80']",
+                "ERROR: <input>:1:12: found no matching overload for '_==_' applied to '(list(int), list(string))'",
+            ),
+            (
+                "self.name in self.ports",
+                "ERROR: <input>:1:11: found no matching overload for '@in' applied to '(string, list(int))'",
+            ),
+            (
+                "self.ports['a'] > 0",
+                "ERROR: <input>:1:11: found no matching overload for '_[_]' applied to '(list(int), string)'",
+            ),
+            (
+                "self.ports[0u] > 0",
+                "ERROR: <input>:1:11: found no matching overload for '_[_]' applied to '(list(int), uint)'",
+            ),
+            (
+                "self.labels[1] == ''",
+                "ERROR: <input>:1:12: found no matching overload for '_[_]' applied to '(map(string, string), int)'",
+            ),
+        ] {
+            let issues = issues(&spec, rule).unwrap_or_else(|| panic!("{rule}: passed"));
+            assert_eq!(issues.lines().next(), Some(error), "{rule}");
+        }
+    }
+
+    /// Optional values as kube's checker types them: `.?` selections and `[?]` indexes, the
+    /// optional functions, and `oldSelf` of a rule with `optionalOldSelf`.
+    #[test]
+    fn optional_values_are_typed() {
+        let spec = json!({"type": "object", "properties": {
+            "name": {"type": "string"}, "replicas": {"type": "integer"},
+            "ports": {"type": "array", "items": {"type": "integer"}},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}}}});
+        let decl = crate::cel_decl::of_schema(&spec, false).expect("typed");
+        let issues = |rule: &str, old: OldSelf| {
+            let program = crate::cel_parse::compile(rule).unwrap_or_else(|e| panic!("{rule}: {e:?}"));
+            check(&program, rule, &decl, old).issues.map(|i| i.lines().next().unwrap_or("").to_string())
+        };
+        for fine in [
+            "self.?name.orValue('') == 'a' && self.?name.hasValue() && self.?name.value().size() > 0",
+            "self.ports[?0].orValue(1) > 0 && self.labels[?'a'].or(optional.of('b')).value() == 'b'",
+            "self.?labels.?a.orValue('') == '' && [?self.?name] == ['a'] && optional.none().orValue(1) == 1",
+            "optional.ofNonZeroValue(self.replicas).hasValue() && self.?ports.orValue([]).size() == 0",
+        ] {
+            assert_eq!(issues(fine, OldSelf::Value), None, "{fine}");
+        }
+        assert_eq!(issues("!oldSelf.hasValue() || self.replicas >= oldSelf.value().replicas", OldSelf::Optional), None);
+        assert_eq!(issues("oldSelf.?replicas.orValue(0) <= self.replicas", OldSelf::Optional), None);
+        for (rule, old, error) in [
+            (
+                "self.?name.orValue(1) == 1",
+                OldSelf::Value,
+                "ERROR: <input>:1:19: found no matching overload for 'orValue' applied to 'optional_type(string).(int)'",
+            ),
+            ("self.?nom.hasValue()", OldSelf::Value, "ERROR: <input>:1:5: undefined field 'nom'"),
+            (
+                "optional.of(1).or(optional.of('a')).hasValue()",
+                OldSelf::Value,
+                "ERROR: <input>:1:18: found no matching overload for 'or' applied to 'optional_type(int).(optional_type(string))'",
+            ),
+            (
+                "self.?replicas > 1",
+                OldSelf::Value,
+                "ERROR: <input>:1:16: found no matching overload for '_>_' applied to '(optional_type(int), int)'",
+            ),
+            (
+                "self.name.hasValue()",
+                OldSelf::Value,
+                "ERROR: <input>:1:19: found no matching overload for 'hasValue' applied to 'string.()'",
+            ),
+        ] {
+            assert_eq!(issues(rule, old).as_deref(), Some(error), "{rule}");
+        }
     }
 
     /// Kubernetes' measured costs of rules on two strings (its cost stability tests): the bound
@@ -1148,7 +1626,7 @@ mod tests {
         let decl = crate::cel_decl::of_schema(&schema, false).expect("typed");
         let check_rule = |rule: &str| {
             let program = cel::Program::compile(rule).expect("parses");
-            check(&program, rule, &decl).issues
+            check(&program, rule, &decl, OldSelf::Value).issues
         };
         for valid in [
             "has(self.withUnknown)",
@@ -1215,6 +1693,6 @@ mod tests {
         }
         let decl = crate::cel_decl::of_schema(&spec, true).expect("typed");
         let program = cel::Program::compile("self.spec.replicas + 1").expect("parses");
-        assert!(check(&program, "", &decl).not_bool());
+        assert!(check(&program, "", &decl, OldSelf::Value).not_bool());
     }
 }

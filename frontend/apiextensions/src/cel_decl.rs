@@ -229,6 +229,17 @@ impl Decl {
         }
     }
 
+    /// Whether a value of this type holds strings rules read as other types: durations,
+    /// timestamps (formats `date` and `date-time`) and bytes (format `byte`).
+    pub(crate) fn formatted(&self) -> bool {
+        match &self.kind {
+            DeclKind::Duration | DeclKind::Timestamp | DeclKind::Bytes => true,
+            DeclKind::List(e) | DeclKind::Map(e) => e.formatted(),
+            DeclKind::Object(f) => f.values().any(Decl::formatted),
+            _ => false,
+        }
+    }
+
     /// `value` with the fields of its objects under their CEL names, as rules read them.
     pub(crate) fn escaped(&self, value: &Value) -> Value {
         match (&self.kind, value) {

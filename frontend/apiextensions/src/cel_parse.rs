@@ -49,8 +49,13 @@ pub(crate) fn compile(source: &str) -> Result<cel::Program, Refused> {
     if depth_bound(source) > MAX_DEPTH {
         return Err(Refused::Limit(format!("ERROR: <input>:-1:0: expression recursion limit exceeded: {MAX_DEPTH}")));
     }
-    with_stack(|| cel::Program::compile(source)).map_err(Refused::Parse)
+    with_stack(|| SYNTAX.compile(source)).map_err(Refused::Parse)
 }
+
+/// The syntax rules are written in: CEL's standard macros and, as kube enables them, optional
+/// values (`self.?field`, `list[?index]`, `[?item]`, `{?key: value}`).
+static SYNTAX: std::sync::LazyLock<cel::Env> =
+    std::sync::LazyLock::new(|| cel::Env::stdlib().with_optional_support(true));
 
 /// An upper bound on the depth of the expression `source` parses to, from its characters
 /// alone (without recursing). Operators chain to the left, so a chain of n operators nests n

@@ -8,7 +8,7 @@
 //! refuses is found when the definition is admitted ([`refuse_constant_patterns`]), as kube
 //! finds it.
 
-use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue};
+use cel::common::ast::{Expr, IdedExpr, LiteralValue};
 use cel::common::types::{INT_TYPE, STRING_TYPE};
 use cel::common::value::CowVal;
 use cel::{ExecutionError, Value};
@@ -54,42 +54,24 @@ fn find_all_n<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Execu
     owned(find_all_limited(s, re, n)?)
 }
 
-/// Go's error for the first constant pattern of a `find` or `findAll` call in `expr` that Go
-/// cannot compile.
+/// Go's error for the first constant pattern of a `find`, `findAll` or `matches` call in
+/// `expr` that Go cannot compile (kube compiles them when it builds the program).
 pub(crate) fn constant_pattern_error(expr: &IdedExpr) -> Option<String> {
-    let children: Vec<&IdedExpr> = match &expr.expr {
-        Expr::Call(call) => {
-            if matches!(call.func_name.as_str(), "find" | "findAll") && call.target.is_some() {
-                if let Some(Expr::Literal(LiteralValue::String(pattern))) = call.args.first().map(|a| &a.expr) {
-                    if let Err(e) = crate::cel_regex_syntax::compile(pattern.inner()) {
-                        return Some(e.to_string());
-                    }
-                }
+    if let Expr::Call(call) = &expr.expr {
+        // The pattern: the argument of `s.find(p)`, `s.findAll(p)`, `s.matches(p)`, the second
+        // of `matches(s, p)`.
+        let pattern = match (call.func_name.as_str(), call.target.is_some()) {
+            ("find" | "findAll" | "matches", true) => call.args.first(),
+            ("matches", false) => call.args.get(1),
+            _ => None,
+        };
+        if let Some(Expr::Literal(LiteralValue::String(pattern))) = pattern.map(|a| &a.expr) {
+            if let Err(e) = crate::cel_regex_syntax::compile(pattern.inner()) {
+                return Some(e.to_string());
             }
-            call.target.iter().map(|t| &**t).chain(&call.args).collect()
         }
-        Expr::Comprehension(c) => vec![&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result],
-        Expr::List(list) => list.elements.iter().collect(),
-        Expr::Map(map) => map
-            .entries
-            .iter()
-            .flat_map(|e| match &e.expr {
-                EntryExpr::MapEntry(entry) => vec![&entry.key, &entry.value],
-                EntryExpr::StructField(field) => vec![&field.value],
-            })
-            .collect(),
-        Expr::Struct(s) => s
-            .entries
-            .iter()
-            .flat_map(|e| match &e.expr {
-                EntryExpr::MapEntry(entry) => vec![&entry.key, &entry.value],
-                EntryExpr::StructField(field) => vec![&field.value],
-            })
-            .collect(),
-        Expr::Select(select) => vec![&*select.operand],
-        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => Vec::new(),
-    };
-    children.into_iter().find_map(constant_pattern_error)
+    }
+    crate::cel_check::children(expr).into_iter().find_map(constant_pattern_error)
 }
 
 /// Declares the library's overloads on `env`.

@@ -172,19 +172,31 @@ fn split_scheme(raw: &str) -> Result<(&str, &str), String> {
 /// Go's `parseHost`: `host[:port]` or `[literal][:port]`, unescaped.
 fn parse_host(host: &str) -> Result<String, String> {
     let invalid_port = |port: &str| format!("invalid port {} after host", go_quote(port));
-    if host.starts_with('[') {
-        let end = host.rfind(']').ok_or("missing ']' in host")?;
-        let port = &host[end + 1..];
-        if !valid_optional_port(port) {
-            return Err(invalid_port(port));
+    match host.rfind('[') {
+        // A bracket inside the host name.
+        Some(open) if open > 0 => return Err("invalid IP-literal".into()),
+        Some(_) => {
+            let end = host.rfind(']').ok_or("missing ']' in host")?;
+            let port = &host[end + 1..];
+            if !valid_optional_port(port) {
+                return Err(invalid_port(port));
+            }
+            let port = unescape(port, Part::Host)?;
+            let hostname = &host[1..end];
+            let hostname = match hostname.find("%25") {
+                Some(zone) => unescape(&hostname[..zone], Part::Host)? + &unescape(&hostname[zone..], Part::Zone)?,
+                None => unescape(hostname, Part::Host)?,
+            };
+            // Only an IPv6 address (an IPv4-mapped one too, not an IPv4 one) may be bracketed.
+            let (addr, _) = crate::cel_ip::parse_go_addr(&hostname).map_err(|e| format!("invalid host: {e}"))?;
+            if addr.is_ipv4() {
+                return Err("invalid IP-literal".into());
+            }
+            return Ok(format!("[{hostname}]{port}"));
         }
-        if let Some(zone) = host[..end].find("%25") {
-            let literal = unescape(&host[..zone], Part::Host)?;
-            let zone_id = unescape(&host[zone..end], Part::Zone)?;
-            let rest = unescape(&host[end..], Part::Host)?;
-            return Ok(format!("{literal}{zone_id}{rest}"));
-        }
-    } else if let Some(colon) = host.rfind(':') {
+        None => {}
+    }
+    if let Some(colon) = host.rfind(':') {
         let port = &host[colon..];
         if !valid_optional_port(port) {
             return Err(invalid_port(port));
@@ -488,6 +500,20 @@ mod tests {
         assert!(err("url('')").ends_with("parse \"\": empty url"));
         assert!(err("url(':x')").ends_with("missing protocol scheme"));
         assert!(err("url('https://[::1/')").ends_with("missing ']' in host"));
+        // Brackets hold an IPv6 address and nothing else (Go since its fix of CVE-2025-47912).
+        assert_eq!(
+            err("url('https://[foo]/')"),
+            "URL parse error during conversion from string: parse \"https://[foo]/\": invalid host: ParseAddr(\"foo\"): unable to parse IP"
+        );
+        assert!(err("url('https://[1.2.3.4]:80/')").ends_with("parse \"https://[1.2.3.4]:80/\": invalid IP-literal"));
+        assert!(err("url('https://a[::1]/')").ends_with("invalid IP-literal"));
+        assert!(err("url('https://[v1.x]/')")
+            .ends_with("invalid host: ParseAddr(\"v1.x\"): unexpected character (at \"v1.x\")"));
+        assert!(err("url('https://[2001:db8:::1]/')").ends_with(
+            "invalid host: ParseAddr(\"2001:db8:::1\"): each colon-separated field must have at least one digit (at \":1\")"
+        ));
+        assert_eq!(eval("url('https://[::ffff:1.2.3.4]:8/').getHostname() == '::ffff:1.2.3.4'"), Ok(Value::Bool(true)));
+        assert_eq!(eval("url('https://[fe80::1%25en0]/').getHost() == '[fe80::1%en0]'"), Ok(Value::Bool(true)));
         assert!(err("url('https://ex ample.com/')").ends_with("invalid character \" \" in host name"));
         assert!(err("url('/a%zz')").ends_with("invalid URL escape \"%zz\""));
         assert!(err("url('https://example.com/\\x01')").ends_with("net/url: invalid control character in URL"));

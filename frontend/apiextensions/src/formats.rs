@@ -184,16 +184,25 @@ fn time_of_day(t: &str) -> bool {
 
 /// Go's `time.ParseDuration` syntax: an optional sign, then one or more decimal numbers each
 /// with a unit (`ns us µs μs ms s m h`), or a lone `0`; the total within ±2^63 ns.
-fn go_duration(s: &str) -> bool {
-    let s = s.strip_prefix(['-', '+']).unwrap_or(s);
+pub(crate) fn go_duration(s: &str) -> bool {
+    go_duration_nanos(s).is_some()
+}
+
+/// The nanoseconds of a duration in Go's `time.ParseDuration` syntax; `None` when Go refuses
+/// it.
+pub(crate) fn go_duration_nanos(s: &str) -> Option<i64> {
+    let (negative, s) = match s.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, s.strip_prefix('+').unwrap_or(s)),
+    };
     if s == "0" {
-        return true;
+        return Some(0);
     }
     if s.is_empty() {
-        return false;
+        return None;
     }
     let mut rest = s;
-    let mut total: f64 = 0.0;
+    let mut total: u128 = 0;
     while !rest.is_empty() {
         let int_len = rest.bytes().take_while(u8::is_ascii_digit).count();
         let (int, after) = rest.split_at(int_len);
@@ -205,24 +214,38 @@ fn go_duration(s: &str) -> bool {
             None => ("", after),
         };
         if int.is_empty() && frac.is_empty() {
-            return false;
+            return None;
         }
         let unit_len = after.find(|c: char| c == '.' || c.is_ascii_digit()).unwrap_or(after.len());
         let (unit, after) = after.split_at(unit_len);
-        let scale: f64 = match unit {
-            "ns" => 1.0,
-            "us" | "µs" | "μs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            "m" => 60e9,
-            "h" => 3600e9,
-            _ => return false,
+        let scale: u128 = match unit {
+            "ns" => 1,
+            "us" | "µs" | "μs" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60_000_000_000,
+            "h" => 3_600_000_000_000,
+            _ => return None,
         };
-        let value: f64 = format!("{}.{}", if int.is_empty() { "0" } else { int }, frac).parse().unwrap_or(f64::MAX);
-        total += value * scale;
+        let whole: u128 = if int.is_empty() { 0 } else { int.parse().ok()? };
+        let mut value = whole.checked_mul(scale)?;
+        // Digits past the twentieth are below a nanosecond of any unit.
+        let frac = &frac[..frac.len().min(20)];
+        if !frac.is_empty() {
+            let digits: u128 = frac.parse().ok()?;
+            value += digits * scale / 10u128.pow(frac.len() as u32);
+        }
+        total = total.checked_add(value)?;
+        if total > 1 << 63 {
+            return None;
+        }
         rest = after;
     }
-    total <= 9_223_372_036_854_775_807.0
+    if negative {
+        Some((-(total as i128)) as i64)
+    } else {
+        i64::try_from(total).ok()
+    }
 }
 
 static DURATION_TERM: LazyLock<Regex> =
@@ -231,33 +254,47 @@ static DURATION_TERM: LazyLock<Regex> =
 /// strfmt's `duration`: Go's syntax, or else terms of the Scala-like form `<n> <unit>` found
 /// anywhere in the string (`3 days`, `1 hour 20 min`), at least one naming a known unit.
 fn duration(s: &str) -> bool {
-    if go_duration(s) {
-        return true;
+    duration_nanos(s).is_some()
+}
+
+/// The nanoseconds of a duration as strfmt reads one (kube's value of a `duration` field in
+/// rules): Go's syntax, or else the sum of the Scala-like terms, each unit's every variant
+/// that matches counting.
+pub(crate) fn duration_nanos(s: &str) -> Option<i64> {
+    if let Some(nanos) = go_duration_nanos(s) {
+        return Some(nanos);
     }
-    const UNITS: &[&[&str]] = &[
-        &["ns", "nano"],
-        &["us", "µs", "micro"],
-        &["ms", "milli"],
-        &["s", "sec"],
-        &["m", "min"],
-        &["h", "hr", "hour"],
-        &["d", "day"],
-        &["w", "wk", "week"],
+    const UNITS: &[(&[&str], i64)] = &[
+        (&["ns", "nano"], 1),
+        (&["us", "µs", "micro"], 1_000),
+        (&["ms", "milli"], 1_000_000),
+        (&["s", "sec"], 1_000_000_000),
+        (&["m", "min"], 60_000_000_000),
+        (&["h", "hr", "hour"], 3_600_000_000_000),
+        (&["d", "day"], 86_400_000_000_000),
+        (&["w", "wk", "week"], 604_800_000_000_000),
     ];
-    let mut ok = false;
+    let mut total: Option<i64> = None;
     for term in DURATION_TERM.captures_iter(s) {
-        let number = term[2].strip_prefix('-').unwrap_or(&term[2]).trim_start();
+        let (negative, number) = match term[2].strip_prefix('-') {
+            Some(n) => (true, n.trim_start()),
+            None => (false, &term[2]),
+        };
         // Go's `strconv.Atoi` refuses a number beyond 64 bits and the whole string with it.
-        if number.parse::<i64>().is_err() {
-            return false;
-        }
+        let factor = number.parse::<i64>().ok()?;
+        let factor = if negative { -factor } else { factor };
         let unit = term[3].to_lowercase();
-        ok |= UNITS.iter().any(|variants| {
+        for (variants, multiplier) in UNITS {
             let last = variants.len() - 1;
-            variants.iter().enumerate().any(|(i, v)| (i == last && unit.starts_with(v)) || unit == *v)
-        });
+            for (i, v) in variants.iter().enumerate() {
+                if (i == last && unit.starts_with(v)) || unit == *v {
+                    // Go's arithmetic wraps.
+                    total = Some(total.unwrap_or(0).wrapping_add(factor.wrapping_mul(*multiplier)));
+                }
+            }
+        }
     }
-    ok
+    total
 }
 
 /// An IPv4 field as Go 1.16 read it (and kube's sloppy parser still does): decimal digits,

@@ -32,10 +32,10 @@
 //! * [`schema`]: pruning, defaulting and validation of custom resources by a version's
 //!   OpenAPI v3 schema; [`rules`]: its CEL `x-kubernetes-validations`, with kube's CEL
 //!   libraries in the private `cel_*` modules (one per library: quantity, lists, regex, url,
-//!   ip, cidr, format, semver, sets; `cel_overload` lets a library declare typed overloads on
+//!   ip, cidr, format, semver, sets, and the durations' conversion `cel_time`; `cel_overload` lets a library declare typed overloads on
 //!   the environment), checked when a definition is admitted by `cel_admit` (types and costs
-//!   by `cel_check`, over the schema's CEL types of `cel_decl`, in the units and limits of
-//!   `cel_cost`); [`formats`]: string formats; [`jsonpath`]: the JSONPath subset of
+//!   by `cel_check`, over the schema's CEL types of `cel_decl` and the functions' declared
+//!   overloads of `cel_signatures`, in the units and limits of `cel_cost`); [`formats`]: string formats; [`jsonpath`]: the JSONPath subset of
 //!   printer columns and selectable fields; [`printer`]: Table columns from
 //!   `additionalPrinterColumns`.
 //! * [`conversion`]: each served version's converter to and from the storage version
@@ -50,7 +50,7 @@
 //! (the chain delegates downwards only). Inside: `server` → `registry` → `schema`, `printer` →
 //! `jsonpath`; `registry` → `conversion` → `webhook_client`, `schema`; `controller` →
 //! `registry`, `definition`; `validation` → `definition`, `schema`, `cel_admit`; `rules`,
-//! `cel_admit` → `cel_check` → `cel_decl` → `cel_cost`.
+//! `cel_admit` → `cel_check` → `cel_decl`, `cel_signatures`, `cel_cost`.
 //!
 //! Reading order: [`server`], [`registry`], [`controller`].
 
@@ -70,6 +70,10 @@ mod cel_regex;
 mod cel_regex_syntax;
 mod cel_semver;
 mod cel_sets;
+mod cel_signatures;
+#[cfg(test)]
+mod cel_signatures_sync;
+mod cel_time;
 mod cel_url;
 pub mod controller;
 pub mod conversion;

@@ -1,7 +1,8 @@
 //! `x-kubernetes-validations`: CEL rules on a schema node, checked on every write of a custom
 //! resource (kube's CEL validator) with the cel-rust interpreter. `self` is the value at the
 //! node; `oldSelf` the stored value at the same place on an update (a transition rule, skipped
-//! on create and where the old value cannot be found). When a definition is admitted, its
+//! on create and where the old value cannot be found, unless it sets `optionalOldSelf`: then it
+//! runs there too, `oldSelf` being an optional of the old value, none where there is none). When a definition is admitted, its
 //! rules are checked as written ([`compile_errors`]), then compiled, type-checked and costed
 //! (`cel_admit`). Before a rule runs, its cost over the object's sizes is charged against
 //! kube's per-call limit and the object's budget (`cel_cost`): past either, it and every rule
@@ -29,6 +30,7 @@ struct Rule<'a> {
     message_expression: Option<&'a str>,
     reason: Option<&'a str>,
     field_path: Option<&'a str>,
+    optional_old_self: bool,
 }
 
 fn rules(schema: &Value) -> Vec<Rule<'_>> {
@@ -42,6 +44,7 @@ fn rules(schema: &Value) -> Vec<Rule<'_>> {
             message_expression: r["messageExpression"].as_str().filter(|m| !m.is_empty()),
             reason: r["reason"].as_str(),
             field_path: r["fieldPath"].as_str().filter(|p| !p.is_empty()),
+            optional_old_self: r["optionalOldSelf"] == true,
         })
         .collect()
 }
@@ -92,19 +95,41 @@ static LIBRARIES: std::sync::LazyLock<Result<cel::Context<'static, 'static>, Str
         env.add_extension(crate::cel_format::extension).map_err(|e| e.to_string())?;
         env.add_extension(crate::cel_sets::extension).map_err(|e| e.to_string())?;
         env.add_extension(crate::cel_semver::extension).map_err(|e| e.to_string())?;
+        env.add_extension(crate::cel_time::extension).map_err(|e| e.to_string())?;
         let mut context = cel::Context::with_env(std::sync::Arc::new(env));
         crate::cel_quantity::register(&mut context)?;
         crate::cel_lists::register(&mut context)?;
         Ok(context)
     });
 
+/// Evaluates `expr` in the context rules run in, without variables (the libraries' tests).
+#[cfg(test)]
+pub(crate) fn evaluate_in_libraries(expr: &str) -> Result<cel::Value, String> {
+    let context = LIBRARIES.as_ref().map_err(Clone::clone)?;
+    cel::Program::compile(expr).map_err(|e| e.to_string())?.execute(context).map_err(|e| e.to_string())
+}
+
 impl NodeContext {
-    fn new(value: &Value, old: Option<&Value>) -> NodeContext {
+    fn new(value: cel::Value, old: Option<cel::Value>) -> NodeContext {
+        NodeContext::bound(value, old)
+    }
+
+    /// The context of rules with `optionalOldSelf`: `oldSelf` is an optional of the old value,
+    /// none where there is none (on a create).
+    fn with_optional_old(value: cel::Value, old: Option<cel::Value>) -> NodeContext {
+        let optional = match old {
+            Some(old) => cel::objects::OptionalValue::of(old),
+            None => cel::objects::OptionalValue::none(),
+        };
+        NodeContext::bound(value, Some(cel::Value::Opaque(std::sync::Arc::new(optional))))
+    }
+
+    fn bound(value: cel::Value, old: Option<cel::Value>) -> NodeContext {
         let context = || -> Result<cel::Context<'static, 'static>, String> {
             let mut context = LIBRARIES.as_ref().map_err(Clone::clone)?.new_inner_scope();
-            context.add_variable("self", cel_value(value)).map_err(|e| e.to_string())?;
+            context.add_variable("self", value).map_err(|e| e.to_string())?;
             if let Some(old) = old {
-                context.add_variable("oldSelf", cel_value(old)).map_err(|e| e.to_string())?;
+                context.add_variable("oldSelf", old).map_err(|e| e.to_string())?;
             }
             Ok(context)
         };
@@ -119,6 +144,50 @@ impl NodeContext {
             Err(e) => Err(e.clone()),
         }
     }
+}
+
+/// A JSON value as CEL sees it at a node of type `decl`: as [`cel_value`], but a string of
+/// format duration is a duration, of format date or date-time a timestamp and of format byte
+/// bytes, as kube binds them (one that does not read as such stays a string, and a rule
+/// converting it fails as kube's fails on it).
+fn typed_value(v: &Value, decl: &crate::cel_decl::Decl) -> cel::Value {
+    use crate::cel_decl::DeclKind;
+    use base64::Engine;
+    use std::sync::Arc;
+    let converted = match (&decl.kind, v) {
+        (DeclKind::Duration, Value::String(s)) => {
+            crate::formats::duration_nanos(s).map(|n| cel::Value::Duration(chrono::Duration::nanoseconds(n)))
+        }
+        (DeclKind::Timestamp, Value::String(s)) => timestamp(s).map(cel::Value::Timestamp),
+        (DeclKind::Bytes, Value::String(s)) => {
+            base64::engine::general_purpose::STANDARD.decode(s).ok().map(|b| cel::Value::Bytes(Arc::new(b)))
+        }
+        (DeclKind::List(e), Value::Array(items)) => {
+            Some(cel::Value::List(Arc::new(items.iter().map(|i| typed_value(i, e)).collect())))
+        }
+        (DeclKind::Map(e), Value::Object(m)) => Some(map_value(m, |_| Some(e))),
+        (DeclKind::Object(fields), Value::Object(m)) => Some(map_value(m, |k| fields.get(k))),
+        _ => None,
+    };
+    converted.unwrap_or_else(|| cel_value(v))
+}
+
+/// An object as a CEL map, each value converted by the type `field` gives its key.
+fn map_value<'d>(m: &Map<String, Value>, field: impl Fn(&str) -> Option<&'d crate::cel_decl::Decl>) -> cel::Value {
+    use std::sync::Arc;
+    let entries = m.iter().map(|(k, v)| {
+        let value = field(k).map_or_else(|| cel_value(v), |d| typed_value(v, d));
+        (cel::objects::Key::String(Arc::new(k.clone())), value)
+    });
+    cel::Value::Map(cel::objects::Map { map: Arc::new(entries.collect()) })
+}
+
+/// A `date-time` (RFC 3339) or `date` (midnight UTC) as a timestamp.
+fn timestamp(s: &str) -> Option<chrono::DateTime<chrono::FixedOffset>> {
+    chrono::DateTime::parse_from_rfc3339(s).ok().or_else(|| {
+        let date = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").ok()?;
+        Some(date.and_hms_opt(0, 0, 0)?.and_utc().fixed_offset())
+    })
 }
 
 /// A JSON value as CEL sees it: schema integers are CEL `int`s, as kube binds them (a value
@@ -206,6 +275,8 @@ struct CompiledRule {
     transition: bool,
     /// Whether the rule or its `messageExpression` reads `oldSelf`.
     reads_old: bool,
+    /// `optionalOldSelf`: the rule runs on creates too, `oldSelf` an optional.
+    optional_old_self: bool,
     rule: String,
     message: Option<String>,
     reason: Option<String>,
@@ -238,6 +309,9 @@ pub struct CompiledRules {
     /// Whether the node's CEL type names a field other than the object does (`__namespace__`),
     /// so values are copied under the CEL names before the rules run.
     renames: bool,
+    /// Whether the node's CEL type holds strings of a format rules read as another type
+    /// (durations, timestamps, bytes), so values are converted by the type.
+    formatted: bool,
 }
 
 impl CompiledRules {
@@ -262,6 +336,7 @@ impl CompiledRules {
                     message_program,
                     transition,
                     reads_old,
+                    optional_old_self: r.optional_old_self,
                     rule: r.rule.to_string(),
                     message: r.message.map(String::from),
                     message_expression: r.message_expression.map(String::from),
@@ -295,6 +370,7 @@ impl CompiledRules {
             items,
             map_keys,
             renames: decl.as_ref().is_some_and(|d| d.renames()),
+            formatted: decl.as_ref().is_some_and(|d| d.formatted()),
             decl,
         })
     }
@@ -330,14 +406,30 @@ impl CompiledRules {
         let old = old.filter(|_| self.rules.iter().any(|r| r.reads_old));
         // Rules name fields by their CEL spelling (`__namespace__`, `foo__dash__bar`).
         let escaped = self.decl.as_ref().filter(|_| self.renames).map(|d| (d.escaped(v), old.map(|o| d.escaped(o))));
-        let context = match &escaped {
-            Some((v, old)) => NodeContext::new(v, old.as_ref()),
-            None => NodeContext::new(v, old),
+        let (v_bound, old_bound) = match &escaped {
+            Some((v, old)) => (v, old.as_ref()),
+            None => (v, old),
         };
+        // Values are converted once (a converted list or map is shared, not copied).
+        let to_cel = |x: &Value| match self.decl.as_deref().filter(|_| self.formatted) {
+            Some(d) => typed_value(x, d),
+            None => cel_value(x),
+        };
+        let (v_cel, old_cel) = (to_cel(v_bound), old_bound.map(to_cel));
+        let optional_context = self
+            .rules
+            .iter()
+            .any(|r| r.optional_old_self)
+            .then(|| NodeContext::with_optional_old(v_cel.clone(), old_cel.clone()));
+        let context = NodeContext::new(v_cel, old_cel);
         for r in &self.rules {
-            if r.transition && old.is_none() {
+            if r.transition && old.is_none() && !r.optional_old_self {
                 continue;
             }
+            let context = match &optional_context {
+                Some(optional) if r.optional_old_self => optional,
+                _ => &context,
+            };
             let declared = self.type_name.as_deref();
             if let Err(refused) = budget.charge(cost(&r.program)) {
                 let detail = match refused {
@@ -508,6 +600,72 @@ mod tests {
                 Some(&json!({"spec": {"replicas": 1, "maxReplicas": 3, "mode": "a", "name": "x"}}))
             ),
             vec!["spec: Forbidden: mode is immutable"]
+        );
+    }
+
+    /// Durations and timestamps as kube's rules have them: the functions, and fields of
+    /// format duration, date, date-time and byte bound as durations, timestamps and bytes.
+    #[test]
+    fn formatted_fields_are_durations_timestamps_and_bytes() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+            "x-kubernetes-validations": [
+                {"rule": "self.timeout < duration('1h') && self.timeout > duration('0s')", "message": "timeout"},
+                {"rule": "duration(self.interval) > duration('0s')", "message": "interval"},
+                {"rule": "self.start < timestamp('2030-01-01T00:00:00Z') && self.start.getFullYear() >= 2020", "message": "start"},
+                {"rule": "self.day == timestamp('2024-02-29T00:00:00Z')", "message": "day"},
+                {"rule": "size(self.data) == 3 && self.windows.all(w, w > duration('1s'))", "message": "data"},
+                {"rule": "int(self.timeout) % 1000000000 == 0", "message": "whole seconds"},
+            ],
+            "properties": {"timeout": {"type": "string", "format": "duration"}, "interval": {"type": "string"},
+                "start": {"type": "string", "format": "date-time"}, "day": {"type": "string", "format": "date"},
+                "data": {"type": "string", "format": "byte"},
+                "windows": {"type": "array", "items": {"type": "string", "format": "duration"}}}}}});
+        let run = |spec: Value| {
+            let mut errs = Vec::new();
+            validate(&schema, &json!({"spec": spec}), None, &mut errs);
+            errs.iter().map(ToString::to_string).collect::<Vec<_>>()
+        };
+        let fine = json!({"timeout": "1m30s", "interval": "10s", "start": "2024-05-01T10:00:00+02:00",
+            "day": "2024-02-29", "data": "YWJj", "windows": ["2s", "1 hour"]});
+        assert!(run(fine.clone()).is_empty(), "{:?}", run(fine));
+        let failing = |field: &str, value: &str| {
+            let mut spec = fine.clone();
+            spec[field] = json!(value);
+            run(spec)
+        };
+        let failure = |m: &str| vec![format!("spec: Invalid value: \"object\": {m}")];
+        assert_eq!(failing("timeout", "2h"), failure("timeout"));
+        assert_eq!(failing("timeout", "1.5s"), failure("whole seconds"));
+        assert_eq!(failing("interval", "-1s"), failure("interval"));
+        assert_eq!(failing("start", "2031-01-01T00:00:00Z"), failure("start"));
+        assert_eq!(failing("day", "2024-03-01"), failure("day"));
+        assert_eq!(failing("data", "YWJjZA=="), failure("data"));
+    }
+
+    /// A rule with `optionalOldSelf` runs on creates too, `oldSelf` being an optional of the
+    /// old value (none on a create); optional syntax reads values that may be absent.
+    #[test]
+    fn optional_old_self_runs_on_creates_with_no_value() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+            "x-kubernetes-validations": [
+                {"rule": "!oldSelf.hasValue() || self.n >= oldSelf.value().n", "optionalOldSelf": true,
+                    "message": "n may only grow"},
+                {"rule": "oldSelf.hasValue() || self.?n.orValue(0) < 10", "optionalOldSelf": true,
+                    "message": "n starts under 10"},
+                {"rule": "self.n != oldSelf.n || true"},
+            ],
+            "properties": {"n": {"type": "integer"}}}}});
+        let run = |new: Value, old: Option<Value>| {
+            let mut errs = Vec::new();
+            validate(&schema, &new, old.as_ref(), &mut errs);
+            errs.iter().map(ToString::to_string).collect::<Vec<_>>()
+        };
+        assert_eq!(run(json!({"spec": {"n": 12}}), None), vec!["spec: Invalid value: \"object\": n starts under 10"]);
+        assert!(run(json!({"spec": {"n": 3}}), None).is_empty());
+        assert!(run(json!({"spec": {"n": 12}}), Some(json!({"spec": {"n": 3}}))).is_empty());
+        assert_eq!(
+            run(json!({"spec": {"n": 2}}), Some(json!({"spec": {"n": 3}}))),
+            vec!["spec: Invalid value: \"object\": n may only grow"]
         );
     }
 

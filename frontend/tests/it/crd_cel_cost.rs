@@ -8,6 +8,8 @@ use crate::harness::{in_memory, Backend};
 
 in_memory!(
     definitions_with_costly_or_ill_typed_rules_are_refused,
+    rules_calling_functions_on_the_wrong_types_are_refused,
+    durations_timestamps_and_optional_values_run_as_in_kube,
     objects_over_the_runtime_cost_are_refused,
     deeply_nested_rules_are_refused_and_deep_ones_within_the_limit_run
 );
@@ -116,6 +118,113 @@ async fn definitions_with_costly_or_ill_typed_rules_are_refused(backend: Backend
     let formatted = message
         .replace("\"'size ' + string(self.size) + ' is too large'\"", "\"'size %d is too large'.format([self.size])\"");
     c.must_kubectl(&["create", "-f", &write(&c, "formatted.yaml", &formatted)]).await;
+}
+
+/// A rule calling a library function on arguments it does not take, comparing an int with a
+/// double, mixing types in `?:` or holding a pattern Go cannot compile is refused when the
+/// definition is applied, each in kube's words; the rules written right are admitted and run.
+async fn rules_calling_functions_on_the_wrong_types_are_refused(backend: Backend) {
+    let c = cluster(backend).await;
+    let properties = "              name: {type: string, maxLength: 64}\n              replicas: {type: integer}\n              endpoint: {type: string, maxLength: 256}\n";
+    let rules = [
+        "self.name.indexOf(1) >= 0",
+        "self.replicas == 1.0",
+        "(self.replicas > 1 ? self.name : self.replicas) == 1",
+        "self.name.matches('[')",
+        "url(self.replicas).getScheme() == 'https'",
+    ];
+    let yaml: Vec<String> = rules.iter().map(|r| format!("            - rule: \"{r}\"")).collect();
+    let wrong = definition("probes", "Probe", properties, &yaml.join("\n"));
+    let out = c.kubectl(&["apply", "-f", &write(&c, "wrong.yaml", &wrong)]).await;
+    assert!(!out.ok);
+    let cause = |i: usize, detail: &str| {
+        format!(
+            "* spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[{i}].rule: Invalid value: apiextensions.ValidationRule{{Rule:{:?}, Message:\"\", MessageExpression:\"\", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:\"\", OptionalOldSelf:(*bool)(nil)}}: compilation failed: {detail}",
+            rules[i]
+        )
+    };
+    assert_eq!(
+        out.stderr.trim(),
+        [
+            "The CustomResourceDefinition \"probes.example.com\" is invalid: ".to_string(),
+            cause(0, "ERROR: <input>:1:18: found no matching overload for 'indexOf' applied to 'string.(int)'\n | self.name.indexOf(1) >= 0\n | .................^"),
+            cause(1, "ERROR: <input>:1:15: found no matching overload for '_==_' applied to '(int, double)'\n | self.replicas == 1.0\n | ..............^"),
+            cause(2, "ERROR: <input>:1:20: found no matching overload for '_?_:_' applied to '(bool, string, int)'\n | (self.replicas > 1 ? self.name : self.replicas) == 1\n | ...................^"),
+            cause(3, "ERROR: <input>:1:19: invalid matches argument\n | self.name.matches('[')\n | ..................^"),
+            cause(4, "ERROR: <input>:1:4: found no matching overload for 'url' applied to '(int)'\n | url(self.replicas).getScheme() == 'https'\n | ...^"),
+        ]
+        .join("\n")
+    );
+    let out = c.kubectl(&["get", "crd", "probes.example.com"]).await;
+    assert!(!out.ok, "a refused definition is not stored");
+
+    // Written right, the same rules are admitted and run on every write.
+    let right = definition(
+        "probes",
+        "Probe",
+        properties,
+        "            - rule: \"self.name.indexOf('-') != 0\"\n            - rule: \"self.replicas == 1 || double(self.replicas) > 1.5\"\n            - rule: \"self.name.matches('^[a-z-]+$')\"\n            - rule: \"isURL(self.endpoint) && url(self.endpoint).getScheme() == 'https'\"\n              message: endpoint must be an https URL",
+    );
+    c.must_kubectl(&["apply", "-f", &write(&c, "right.yaml", &right)]).await;
+    c.must_kubectl(&["wait", "--for", "condition=established", "--timeout=30s", "crd/probes.example.com"]).await;
+    let probe = |name: &str, endpoint: &str| {
+        format!("apiVersion: example.com/v1\nkind: Probe\nmetadata: {{name: {name}, namespace: default}}\nspec: {{name: web, replicas: 2, endpoint: '{endpoint}'}}\n")
+    };
+    c.must_kubectl(&["apply", "-f", &write(&c, "v6.yaml", &probe("v6", "https://[::1]:8443/healthz"))]).await;
+    // Brackets hold an IPv6 address and nothing else, as Go reads URLs.
+    let out =
+        c.kubectl(&["apply", "-f", &write(&c, "bracketed.yaml", &probe("bracketed", "https://[web]/healthz"))]).await;
+    assert!(!out.ok);
+    assert_eq!(
+        out.stderr.trim(),
+        "The Probe \"bracketed\" is invalid: spec: Invalid value: \"object\": endpoint must be an https URL"
+    );
+}
+
+/// Rules over durations and timestamps (fields of format duration and date-time are such
+/// values), optional values and `optionalOldSelf` run on objects as kube runs them.
+async fn durations_timestamps_and_optional_values_run_as_in_kube(backend: Backend) {
+    let c = cluster(backend).await;
+    let properties = "              timeout: {type: string, format: duration}\n              backoff: {type: string, maxLength: 16}\n              start: {type: string, format: date-time}\n              size: {type: integer}\n              limit: {type: integer}\n";
+    let rules = [
+        "            - rule: \"!has(self.timeout) || self.timeout <= duration('1h')\"\n              message: timeout is at most an hour",
+        "            - rule: \"!has(self.backoff) || duration(self.backoff) > duration('0s')\"\n              message: backoff must be positive",
+        "            - rule: \"!has(self.start) || self.start.getFullYear() >= 2020\"\n              message: start is too early",
+        "            - rule: \"self.?size.orValue(0) <= self.?limit.orValue(100)\"\n              message: size above limit",
+        "            - rule: \"!oldSelf.hasValue() || self.?size.orValue(0) >= oldSelf.value().?size.orValue(0)\"\n              optionalOldSelf: true\n              message: size may only grow",
+    ];
+    let jobs = definition("jobs", "Job", properties, &rules.join("\n"));
+    c.must_kubectl(&["apply", "-f", &write(&c, "jobs.yaml", &jobs)]).await;
+    c.must_kubectl(&["wait", "--for", "condition=established", "--timeout=30s", "crd/jobs.example.com"]).await;
+    let job = |name: &str, spec: &str| {
+        format!("apiVersion: example.com/v1\nkind: Job\nmetadata: {{name: {name}, namespace: default}}\nspec: {spec}\n")
+    };
+    let refused = |name: &str, message: &str| {
+        format!("The Job \"{name}\" is invalid: spec: Invalid value: \"object\": {message}")
+    };
+    let c = &c;
+    let apply = |name: &str, spec: &str| {
+        let file = write(c, &format!("{name}.yaml"), &job(name, spec));
+        async move { c.kubectl(&["apply", "-f", &file]).await }
+    };
+    let out = apply("a", "{timeout: 30m, backoff: 10s, start: '2024-05-01T10:00:00Z', size: 5}").await;
+    assert!(out.ok, "{}", out.stderr);
+    for (spec, message) in [
+        ("{timeout: 2h}", "timeout is at most an hour"),
+        ("{backoff: '-1s'}", "backoff must be positive"),
+        ("{start: '2019-12-31T23:00:00Z'}", "start is too early"),
+        ("{size: 200}", "size above limit"),
+    ] {
+        let out = apply("b", spec).await;
+        assert!(!out.ok, "{spec}");
+        assert_eq!(out.stderr.trim(), refused("b", message), "{spec}");
+    }
+    // The optional old value: none on the create above, the stored object on updates.
+    let out = apply("a", "{size: 7}").await;
+    assert!(out.ok, "{}", out.stderr);
+    let out = apply("a", "{size: 6}").await;
+    assert!(!out.ok);
+    assert_eq!(out.stderr.trim(), refused("a", "size may only grow"));
 }
 
 /// `count` lists of integers `l0`..., each with a rule comparing every item with every other.
