@@ -70,6 +70,7 @@ mod cel_regex_syntax;
 mod cel_semver;
 mod cel_sets;
 mod cel_url;
+mod cel_view;
 pub mod controller;
 pub mod conversion;
 pub mod definition;

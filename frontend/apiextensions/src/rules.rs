@@ -21,6 +21,8 @@ use ballast_apiserver::error::{FieldError, FieldErrorKind};
 use crate::cel_cost::{
     message_over_call_limit, over_call_limit, Refusal, RuntimeBudget, MESSAGE_OUT_OF_BUDGET, OUT_OF_BUDGET,
 };
+use crate::cel_decl::Decl;
+use crate::cel_view::Reads;
 
 /// One rule as written.
 struct Rule<'a> {
@@ -71,9 +73,10 @@ pub fn compile_errors(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
 }
 
 /// The context one node's rules run in: `self`, and `oldSelf` where there is an old value and a
-/// rule reads it. Converting a value for CEL copies the whole subtree, so each is converted once
-/// per node for all of its rules, and the old value only for a node with transition rules.
-struct NodeContext(Result<cel::Context<'static, 'static>, String>);
+/// rule reads it, each only as far as the rules read it ([`Reads`]) and borrowing the object's
+/// strings. Each is converted once per node for all of its rules, and the old value only for a
+/// node with transition rules.
+struct NodeContext<'a>(Result<cel::Context<'a, 'a>, String>);
 
 /// The context every rule runs in: the standard library, the strings extension (kube's
 /// `charAt`, `indexOf`, `lastIndexOf`, `lowerAscii`, `upperAscii`, `replace`, `split`,
@@ -98,13 +101,15 @@ static LIBRARIES: std::sync::LazyLock<Result<cel::Context<'static, 'static>, Str
         Ok(context)
     });
 
-impl NodeContext {
-    fn new(value: &Value, old: Option<&Value>) -> NodeContext {
-        let context = || -> Result<cel::Context<'static, 'static>, String> {
-            let mut context = LIBRARIES.as_ref().map_err(Clone::clone)?.new_inner_scope();
-            context.add_variable("self", cel_value(value)).map_err(|e| e.to_string())?;
+impl<'a> NodeContext<'a> {
+    /// `decl`, the node's type, names fields by their CEL spelling when `renames`.
+    fn new(reads: &Reads, decl: Option<&Decl>, renames: bool, value: &'a Value, old: Option<&'a Value>) -> Self {
+        let context = || -> Result<cel::Context<'a, 'a>, String> {
+            let libraries: &'a cel::Context<'a, 'a> = LIBRARIES.as_ref().map_err(Clone::clone)?;
+            let mut context = libraries.new_inner_scope();
+            context.add_variable_as_val("self", reads.value(decl, renames, value));
             if let Some(old) = old {
-                context.add_variable("oldSelf", cel_value(old)).map_err(|e| e.to_string())?;
+                context.add_variable_as_val("oldSelf", reads.value(decl, renames, old));
             }
             Ok(context)
         };
@@ -118,29 +123,6 @@ impl NodeContext {
             Ok(c) => program.execute(c).map_err(|e| crate::cel_error::text(&e)),
             Err(e) => Err(e.clone()),
         }
-    }
-}
-
-/// A JSON value as CEL sees it: schema integers are CEL `int`s, as kube binds them (a value
-/// serialised as it is would make every non-negative number a `uint`, and `self.replicas + 1`
-/// would then mix `uint` with `int` and fail); only integers beyond `int`'s range stay `uint`.
-fn cel_value(v: &Value) -> cel::Value {
-    use std::sync::Arc;
-    match v {
-        Value::Null => cel::Value::Null,
-        Value::Bool(b) => cel::Value::Bool(*b),
-        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
-            (Some(i), _) => cel::Value::Int(i),
-            (None, Some(u)) => cel::Value::UInt(u),
-            _ => cel::Value::Float(n.as_f64().unwrap_or(f64::NAN)),
-        },
-        Value::String(s) => cel::Value::String(Arc::new(s.clone())),
-        Value::Array(items) => cel::Value::List(Arc::new(items.iter().map(cel_value).collect())),
-        Value::Object(fields) => cel::Value::Map(cel::objects::Map {
-            map: Arc::new(
-                fields.iter().map(|(k, v)| (cel::objects::Key::String(Arc::new(k.clone())), cel_value(v))).collect(),
-            ),
-        }),
     }
 }
 
@@ -232,12 +214,16 @@ pub struct CompiledRules {
     /// The `x-kubernetes-list-map-keys` of a list-type map (its items correlate with the stored
     /// items of the same keys).
     map_keys: Option<Vec<String>>,
-    /// The CEL type of the node (with rules only), which each rule's cost is estimated over
-    /// before it runs.
-    decl: Option<Box<crate::cel_decl::Decl>>,
+    /// The CEL type of the node (with rules only).
+    decl: Option<Box<Decl>>,
+    /// That type with only the fields the rules name ([`Decl::only_fields`]): each rule's cost
+    /// is estimated over it, sized by the value, before it runs.
+    sizing: Option<Box<Decl>>,
     /// Whether the node's CEL type names a field other than the object does (`__namespace__`),
-    /// so values are copied under the CEL names before the rules run.
+    /// so values are read under the CEL names.
     renames: bool,
+    /// What the rules read of the node's value.
+    reads: Reads,
 }
 
 impl CompiledRules {
@@ -287,6 +273,8 @@ impl CompiledRules {
             .then(|| keys.into_iter().map(String::from).collect());
         let decl =
             if rules.is_empty() { None } else { crate::cel_decl::of_schema(schema, resource_root).map(Box::new) };
+        let reads = Reads::of(rules.iter().flat_map(|r| std::iter::once(&r.program).chain(&r.message_program)));
+        let sizing = decl.as_ref().map(|d| Box::new(d.only_fields(&reads.names)));
         Some(CompiledRules {
             rules,
             type_name: schema["type"].as_str().map(String::from),
@@ -296,6 +284,8 @@ impl CompiledRules {
             map_keys,
             renames: decl.as_ref().is_some_and(|d| d.renames()),
             decl,
+            sizing,
+            reads,
         })
     }
 
@@ -314,26 +304,21 @@ impl CompiledRules {
         if self.rules.is_empty() || budget.exhausted {
             return;
         }
-        // Each rule's cost is bounded before it runs, over the sizes of this value (and the
-        // old one): the interpreter cannot count as it goes.
-        let sized = self.decl.as_ref().map(|d| {
+        // Each rule's cost is bounded before it runs, over the sizes of what the rules read of
+        // this value (and the old one): the interpreter cannot count as it goes.
+        let sized = self.sizing.as_ref().map(|d| {
             let mut sized = d.sized_by(v);
-            let mut extent = crate::cel_check::extent(v);
+            let mut extent = self.reads.extent(v);
             if let Some(old) = old {
                 sized.observe(d, old);
-                extent = extent.max(crate::cel_check::extent(old));
+                extent = extent.max(self.reads.extent(old));
             }
             (sized, extent)
         });
         let cost = |p: &cel::Program| sized.as_ref().map_or(0, |(d, e)| crate::cel_check::max_cost_on(p, d, *e));
         // The old value is converted only where a rule reads it.
         let old = old.filter(|_| self.rules.iter().any(|r| r.reads_old));
-        // Rules name fields by their CEL spelling (`__namespace__`, `foo__dash__bar`).
-        let escaped = self.decl.as_ref().filter(|_| self.renames).map(|d| (d.escaped(v), old.map(|o| d.escaped(o))));
-        let context = match &escaped {
-            Some((v, old)) => NodeContext::new(v, old.as_ref()),
-            None => NodeContext::new(v, old),
-        };
+        let context = NodeContext::new(&self.reads, self.decl.as_deref(), self.renames, v, old);
         for r in &self.rules {
             if r.transition && old.is_none() {
                 continue;
