@@ -14,14 +14,24 @@ const MAX_CODE_POINTS: usize = 100_000;
 /// of `a == b && c == d && ...` counts each `==` and `&&` twice.
 const MAX_DEPTH: usize = 250;
 
-/// Remaining stack under which recursive CEL work moves to a fresh segment: an expression at
-/// the recursion limit needs about 12 MiB to parse and evaluate in a debug build (measured
-/// with chains of `+` and nested parentheses), a release build several times less.
-const STACK_RED_ZONE: usize = 16 << 20;
+/// Remaining stack under which recursive CEL work moves to a fresh segment. The deepest
+/// expressions within the limits above (about 95 nested lists, calls or comprehensions, the
+/// parser's own limit on groups; chains of a few hundred operators need half as much) take, to
+/// admit a definition and check an object, at most 0.8 MiB of stack in a release build and
+/// 16 MiB in a debug build (measured by running them on threads of decreasing stack): the red
+/// zone leaves half as much again or more as margin.
+const STACK_RED_ZONE: usize = if cfg!(debug_assertions) { 24 << 20 } else { 2 << 20 };
 
 /// The size of that segment. It is reserved, not committed: only the pages a rule's recursion
 /// touches are ever backed by memory.
-const STACK_SEGMENT: usize = 32 << 20;
+const STACK_SEGMENT: usize = if cfg!(debug_assertions) { 32 << 20 } else { 4 << 20 };
+
+/// The stack a thread that checks rules is given so that they run on it without a segment:
+/// the red zone, above what the frames of a request's handling take before the rules start
+/// (tokio's default stack for its workers, 2 MiB, which they fit in). Mapping a segment per
+/// object costs more than checking a typical object's rules; a thread with less stack still
+/// checks them, on a segment. Like any thread stack it is reserved, not committed.
+pub const RULES_THREAD_STACK: usize = STACK_RED_ZONE + (2 << 20);
 
 /// Runs `f`, which recurses over CEL expressions, with enough stack for any expression
 /// [`compile`] accepts.

@@ -86,12 +86,7 @@ impl Reads {
     /// The entries of `v` the rules can read, under their CEL names (renamed by `decl`, the
     /// node's type, when `renames`), each with its field's type; `None` when they read all of
     /// `v`.
-    fn entries<'a, 'd>(
-        &self,
-        decl: Option<&'d Decl>,
-        renames: bool,
-        v: &'a Value,
-    ) -> Option<Vec<Entry<'a, 'd>>> {
+    fn entries<'a, 'd>(&self, decl: Option<&'d Decl>, renames: bool, v: &'a Value) -> Option<Vec<Entry<'a, 'd>>> {
         let (Some(root), Value::Object(m)) = (&self.root, v) else { return None };
         let entries = m
             .iter()

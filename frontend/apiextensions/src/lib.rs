@@ -87,6 +87,8 @@ pub mod webhook_client;
 
 use std::sync::Arc;
 
+pub use cel_parse::RULES_THREAD_STACK;
+
 use ballast_apiserver::delegation::{in_front_of, Delegate, DelegateContext, Handler};
 use ballast_apiserver::routes::AppState;
 use ballast_apiserver::watch_cache::WatchCaches;
