@@ -4,7 +4,9 @@
 //! hundred `+`, would overflow a 2 MiB runtime thread and abort the whole server. So a rule is
 //! refused before parsing when it is longer than CEL's size limit or its nesting may be deeper
 //! than CEL's recursion limit (the limits and texts of kube's CEL parser), and the work that
-//! recurses runs on a stack segment big enough for an expression within those limits.
+//! recurses runs on the thread's stack when enough of it is left (the server's runtime threads
+//! are given [`RULES_THREAD_STACK`]), else on a stack segment big enough for an expression
+//! within those limits.
 
 /// CEL's limit on an expression's length, in code points.
 const MAX_CODE_POINTS: usize = 100_000;
@@ -194,7 +196,24 @@ mod tests {
             with_stack(|| program.execute(&cel::Context::default()).map_err(|e| e.to_string()))
         });
         assert_eq!(at_limit, Ok(cel::Value::Bool(true)));
+        // Nested lists were measured to need the most stack per level.
+        let lists = on_small_stack(|| {
+            let program = compile(&format!("size({}1{}) == 1", "[".repeat(94), "]".repeat(94))).expect("parses");
+            with_stack(|| program.execute(&cel::Context::default()).map_err(|e| e.to_string()))
+        });
+        assert_eq!(lists, Ok(cel::Value::Bool(true)));
         let nested = on_small_stack(|| compile(&format!("{}true{}", "(".repeat(120), ")".repeat(120))).is_err());
         assert!(nested);
+    }
+
+    #[test]
+    fn a_thread_of_the_rules_stack_runs_them_without_a_segment() {
+        let left = std::thread::Builder::new()
+            .stack_size(RULES_THREAD_STACK)
+            .spawn(stacker::remaining_stack)
+            .expect("thread")
+            .join()
+            .expect("joined");
+        assert!(left.is_some_and(|l| l >= STACK_RED_ZONE + (1 << 20)), "{left:?}");
     }
 }
