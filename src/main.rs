@@ -755,7 +755,13 @@ fn main() -> anyhow::Result<()> {
     if let Err(e) = ballast_engine::fd_limit::raise_nofile() {
         tracing::warn!(error = %e, "cannot read the open-file limit");
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("ballast-net").build()?;
+    // Custom resources' CEL rules recurse; on threads this large they run on the thread's own
+    // stack instead of a segment mapped per object.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("ballast-net")
+        .thread_stack_size(ballast_apiextensions::RULES_THREAD_STACK)
+        .build()?;
     match &cli.command {
         Command::Engine(flags) => {
             let cfg = config(flags)?;

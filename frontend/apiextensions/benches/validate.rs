@@ -32,6 +32,16 @@ fn median(mut v: Vec<Duration>) -> Duration {
 }
 
 fn main() {
+    // On a thread with the stack the server's runtime threads have, as the server checks rules.
+    std::thread::Builder::new()
+        .stack_size(ballast_apiextensions::RULES_THREAD_STACK)
+        .spawn(run)
+        .expect("bench thread")
+        .join()
+        .expect("bench");
+}
+
+fn run() {
     let crd: Value = serde_yaml_ng::from_str(CRD).expect("large-crd.yaml");
     let object: Value = serde_yaml_ng::from_str(OBJECT).expect("large-object.yaml");
     let schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone();

@@ -428,11 +428,14 @@ fn rfc3339(s: &str) -> bool {
             && z[1..3].iter().chain(&z[4..6]).all(u8::is_ascii_digit))
 }
 
+/// The least [`extent`] of a value: room for a number written out.
+pub(crate) const NUMBER_EXTENT: u64 = 32;
+
 /// A bound on the length of any string or list a rule can derive from `v` without repeating
 /// it: every character and element in it, and room for a number written out.
 pub(crate) fn extent(v: &serde_json::Value) -> u64 {
     use serde_json::Value;
-    const NUMBER: u64 = 32;
+    const NUMBER: u64 = NUMBER_EXTENT;
     match v {
         Value::String(s) => s.chars().count() as u64,
         Value::Array(items) => items.iter().fold(items.len() as u64, |n, i| n.saturating_add(extent(i))),

@@ -7,7 +7,7 @@
 //! escaped forms (`foo-bar` is `foo__dash__bar`, `namespace` is `__namespace__`); a name with
 //! characters CEL cannot spell is not a field at all.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
@@ -219,6 +219,21 @@ impl Decl {
         out
     }
 
+    /// The same type with only the object fields named in `names`, at any depth: what cost
+    /// estimates of rules that select only those names can reach of it (they reach an
+    /// object's field by selecting it, nothing else).
+    pub(crate) fn only_fields(&self, names: &BTreeSet<String>) -> Decl {
+        let kind = match &self.kind {
+            DeclKind::List(e) => DeclKind::List(Box::new(e.only_fields(names))),
+            DeclKind::Map(e) => DeclKind::Map(Box::new(e.only_fields(names))),
+            DeclKind::Object(f) => DeclKind::Object(
+                f.iter().filter(|(k, _)| names.contains(*k)).map(|(k, d)| (k.clone(), d.only_fields(names))).collect(),
+            ),
+            other => other.clone(),
+        };
+        Decl { kind, max_elements: self.max_elements, min_size: self.min_size }
+    }
+
     /// Whether a field at or below this type is spelled differently in CEL than in JSON (an
     /// escaped name always has a `__` in it, a plain one never).
     pub(crate) fn renames(&self) -> bool {
@@ -237,25 +252,6 @@ impl Decl {
             DeclKind::List(e) | DeclKind::Map(e) => e.formatted(),
             DeclKind::Object(f) => f.values().any(Decl::formatted),
             _ => false,
-        }
-    }
-
-    /// `value` with the fields of its objects under their CEL names, as rules read them.
-    pub(crate) fn escaped(&self, value: &Value) -> Value {
-        match (&self.kind, value) {
-            (DeclKind::List(e), Value::Array(items)) => Value::Array(items.iter().map(|i| e.escaped(i)).collect()),
-            (DeclKind::Map(e), Value::Object(m)) => {
-                Value::Object(m.iter().map(|(k, v)| (k.clone(), e.escaped(v))).collect())
-            }
-            (DeclKind::Object(fields), Value::Object(m)) => Value::Object(
-                m.iter()
-                    .map(|(k, v)| match escape(k).and_then(|e| fields.get(&e).map(|d| (e, d))) {
-                        Some((name, d)) => (name, d.escaped(v)),
-                        None => (k.clone(), v.clone()),
-                    })
-                    .collect(),
-            ),
-            _ => value.clone(),
         }
     }
 
@@ -327,11 +323,10 @@ mod tests {
             "labels": {"type": "object", "additionalProperties": {"type": "string"}}}});
         let d = of_schema(&schema, false).expect("typed");
         assert!(d.renames());
-        let v = json!({"namespace": "a", "items": [{"max-size": 1}], "labels": {"a-b": "c"}, "other": 1});
-        assert_eq!(
-            d.escaped(&v),
-            json!({"__namespace__": "a", "items": [{"max__dash__size": 1}], "labels": {"a-b": "c"}, "other": 1})
-        );
+        let DeclKind::Object(fields) = &d.kind else { panic!("object") };
+        let DeclKind::List(item) = &fields["items"].kind else { panic!("list") };
+        assert!(matches!(&item.kind, DeclKind::Object(f) if f.contains_key("max__dash__size")));
+        assert!(fields.contains_key("__namespace__"));
         assert!(!of_schema(&json!({"type": "object", "properties": {"a": {"type": "string"}}}), false)
             .expect("typed")
             .renames());

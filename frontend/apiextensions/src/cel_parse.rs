@@ -4,7 +4,9 @@
 //! hundred `+`, would overflow a 2 MiB runtime thread and abort the whole server. So a rule is
 //! refused before parsing when it is longer than CEL's size limit or its nesting may be deeper
 //! than CEL's recursion limit (the limits and texts of kube's CEL parser), and the work that
-//! recurses runs on a stack segment big enough for an expression within those limits.
+//! recurses runs on the thread's stack when enough of it is left (the server's runtime threads
+//! are given [`RULES_THREAD_STACK`]), else on a stack segment big enough for an expression
+//! within those limits.
 
 /// CEL's limit on an expression's length, in code points.
 const MAX_CODE_POINTS: usize = 100_000;
@@ -14,14 +16,24 @@ const MAX_CODE_POINTS: usize = 100_000;
 /// of `a == b && c == d && ...` counts each `==` and `&&` twice.
 const MAX_DEPTH: usize = 250;
 
-/// Remaining stack under which recursive CEL work moves to a fresh segment: an expression at
-/// the recursion limit needs about 12 MiB to parse and evaluate in a debug build (measured
-/// with chains of `+` and nested parentheses), a release build several times less.
-const STACK_RED_ZONE: usize = 16 << 20;
+/// Remaining stack under which recursive CEL work moves to a fresh segment. The deepest
+/// expressions within the limits above (about 95 nested lists, calls or comprehensions, the
+/// parser's own limit on groups; chains of a few hundred operators need half as much) take, to
+/// admit a definition and check an object, at most 0.8 MiB of stack in a release build and
+/// 16 MiB in a debug build (measured by running them on threads of decreasing stack): the red
+/// zone leaves half as much again or more as margin.
+const STACK_RED_ZONE: usize = if cfg!(debug_assertions) { 24 << 20 } else { 2 << 20 };
 
 /// The size of that segment. It is reserved, not committed: only the pages a rule's recursion
 /// touches are ever backed by memory.
-const STACK_SEGMENT: usize = 32 << 20;
+const STACK_SEGMENT: usize = if cfg!(debug_assertions) { 32 << 20 } else { 4 << 20 };
+
+/// The stack a thread that checks rules is given so that they run on it without a segment:
+/// the red zone, above what the frames of a request's handling take before the rules start
+/// (tokio's default stack for its workers, 2 MiB, which they fit in). Mapping a segment per
+/// object costs more than checking a typical object's rules; a thread with less stack still
+/// checks them, on a segment. Like any thread stack it is reserved, not committed.
+pub const RULES_THREAD_STACK: usize = STACK_RED_ZONE + (2 << 20);
 
 /// Runs `f`, which recurses over CEL expressions, with enough stack for any expression
 /// [`compile`] accepts.
@@ -189,7 +201,24 @@ mod tests {
             with_stack(|| program.execute(&cel::Context::default()).map_err(|e| e.to_string()))
         });
         assert_eq!(at_limit, Ok(cel::Value::Bool(true)));
+        // Nested lists were measured to need the most stack per level.
+        let lists = on_small_stack(|| {
+            let program = compile(&format!("size({}1{}) == 1", "[".repeat(94), "]".repeat(94))).expect("parses");
+            with_stack(|| program.execute(&cel::Context::default()).map_err(|e| e.to_string()))
+        });
+        assert_eq!(lists, Ok(cel::Value::Bool(true)));
         let nested = on_small_stack(|| compile(&format!("{}true{}", "(".repeat(120), ")".repeat(120))).is_err());
         assert!(nested);
+    }
+
+    #[test]
+    fn a_thread_of_the_rules_stack_runs_them_without_a_segment() {
+        let left = std::thread::Builder::new()
+            .stack_size(RULES_THREAD_STACK)
+            .spawn(stacker::remaining_stack)
+            .expect("thread")
+            .join()
+            .expect("joined");
+        assert!(left.is_some_and(|l| l >= STACK_RED_ZONE + (1 << 20)), "{left:?}");
     }
 }

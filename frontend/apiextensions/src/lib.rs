@@ -75,6 +75,7 @@ mod cel_signatures;
 mod cel_signatures_sync;
 mod cel_time;
 mod cel_url;
+mod cel_view;
 pub mod controller;
 pub mod conversion;
 pub mod definition;
@@ -91,6 +92,8 @@ pub mod validation;
 pub mod webhook_client;
 
 use std::sync::Arc;
+
+pub use cel_parse::RULES_THREAD_STACK;
 
 use ballast_apiserver::delegation::{in_front_of, Delegate, DelegateContext, Handler};
 use ballast_apiserver::routes::AppState;

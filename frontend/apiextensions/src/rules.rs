@@ -22,6 +22,8 @@ use ballast_apiserver::error::{FieldError, FieldErrorKind};
 use crate::cel_cost::{
     message_over_call_limit, over_call_limit, Refusal, RuntimeBudget, MESSAGE_OUT_OF_BUDGET, OUT_OF_BUDGET,
 };
+use crate::cel_decl::Decl;
+use crate::cel_view::{Reads, Spelling};
 
 /// One rule as written.
 struct Rule<'a> {
@@ -74,9 +76,10 @@ pub fn compile_errors(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
 }
 
 /// The context one node's rules run in: `self`, and `oldSelf` where there is an old value and a
-/// rule reads it. Converting a value for CEL copies the whole subtree, so each is converted once
-/// per node for all of its rules, and the old value only for a node with transition rules.
-struct NodeContext(Result<cel::Context<'static, 'static>, String>);
+/// rule reads it, each only as far as the rules read it ([`Reads`]) and borrowing the object's
+/// strings. Each is converted once per node for all of its rules, and the old value only for a
+/// node with transition rules.
+struct NodeContext<'a>(Result<cel::Context<'a, 'a>, String>);
 
 /// The context every rule runs in: the standard library, the strings extension (kube's
 /// `charAt`, `indexOf`, `lastIndexOf`, `lowerAscii`, `upperAscii`, `replace`, `split`,
@@ -109,27 +112,32 @@ pub(crate) fn evaluate_in_libraries(expr: &str) -> Result<cel::Value, String> {
     cel::Program::compile(expr).map_err(|e| e.to_string())?.execute(context).map_err(|e| e.to_string())
 }
 
-impl NodeContext {
-    fn new(value: cel::Value, old: Option<cel::Value>) -> NodeContext {
-        NodeContext::bound(value, old)
-    }
-
-    /// The context of rules with `optionalOldSelf`: `oldSelf` is an optional of the old value,
-    /// none where there is none (on a create).
-    fn with_optional_old(value: cel::Value, old: Option<cel::Value>) -> NodeContext {
-        let optional = match old {
-            Some(old) => cel::objects::OptionalValue::of(old),
-            None => cel::objects::OptionalValue::none(),
-        };
-        NodeContext::bound(value, Some(cel::Value::Opaque(std::sync::Arc::new(optional))))
-    }
-
-    fn bound(value: cel::Value, old: Option<cel::Value>) -> NodeContext {
-        let context = || -> Result<cel::Context<'static, 'static>, String> {
-            let mut context = LIBRARIES.as_ref().map_err(Clone::clone)?.new_inner_scope();
-            context.add_variable("self", value).map_err(|e| e.to_string())?;
-            if let Some(old) = old {
-                context.add_variable("oldSelf", old).map_err(|e| e.to_string())?;
+impl<'a> NodeContext<'a> {
+    /// `decl`, the node's type, names fields by their CEL spelling when `renames`, and gives
+    /// strings of a format rules read as another type (durations, timestamps, bytes) that type
+    /// when `formatted`. With `optional_old` (rules with `optionalOldSelf`), `oldSelf` is an
+    /// optional of the old value, none where there is none (on a create).
+    fn new(
+        reads: &Reads,
+        decl: Option<&Decl>,
+        spelling: Spelling,
+        value: &'a Value,
+        old: Option<&'a Value>,
+        optional_old: bool,
+    ) -> Self {
+        let context = || -> Result<cel::Context<'a, 'a>, String> {
+            let libraries: &'a cel::Context<'a, 'a> = LIBRARIES.as_ref().map_err(Clone::clone)?;
+            let mut context = libraries.new_inner_scope();
+            context.add_variable_as_val("self", reads.value(decl, spelling, value));
+            let old = old.map(|o| reads.value(decl, spelling, o));
+            if optional_old {
+                let optional = match old {
+                    Some(old) => cel::common::types::CelOptional::of(old),
+                    None => cel::common::types::CelOptional::none(),
+                };
+                context.add_variable_as_val("oldSelf", Box::new(optional));
+            } else if let Some(old) = old {
+                context.add_variable_as_val("oldSelf", old);
             }
             Ok(context)
         };
@@ -143,73 +151,6 @@ impl NodeContext {
             Ok(c) => program.execute(c).map_err(|e| crate::cel_error::text(&e)),
             Err(e) => Err(e.clone()),
         }
-    }
-}
-
-/// A JSON value as CEL sees it at a node of type `decl`: as [`cel_value`], but a string of
-/// format duration is a duration, of format date or date-time a timestamp and of format byte
-/// bytes, as kube binds them (one that does not read as such stays a string, and a rule
-/// converting it fails as kube's fails on it).
-fn typed_value(v: &Value, decl: &crate::cel_decl::Decl) -> cel::Value {
-    use crate::cel_decl::DeclKind;
-    use base64::Engine;
-    use std::sync::Arc;
-    let converted = match (&decl.kind, v) {
-        (DeclKind::Duration, Value::String(s)) => {
-            crate::formats::duration_nanos(s).map(|n| cel::Value::Duration(chrono::Duration::nanoseconds(n)))
-        }
-        (DeclKind::Timestamp, Value::String(s)) => timestamp(s).map(cel::Value::Timestamp),
-        (DeclKind::Bytes, Value::String(s)) => {
-            base64::engine::general_purpose::STANDARD.decode(s).ok().map(|b| cel::Value::Bytes(Arc::new(b)))
-        }
-        (DeclKind::List(e), Value::Array(items)) => {
-            Some(cel::Value::List(Arc::new(items.iter().map(|i| typed_value(i, e)).collect())))
-        }
-        (DeclKind::Map(e), Value::Object(m)) => Some(map_value(m, |_| Some(e))),
-        (DeclKind::Object(fields), Value::Object(m)) => Some(map_value(m, |k| fields.get(k))),
-        _ => None,
-    };
-    converted.unwrap_or_else(|| cel_value(v))
-}
-
-/// An object as a CEL map, each value converted by the type `field` gives its key.
-fn map_value<'d>(m: &Map<String, Value>, field: impl Fn(&str) -> Option<&'d crate::cel_decl::Decl>) -> cel::Value {
-    use std::sync::Arc;
-    let entries = m.iter().map(|(k, v)| {
-        let value = field(k).map_or_else(|| cel_value(v), |d| typed_value(v, d));
-        (cel::objects::Key::String(Arc::new(k.clone())), value)
-    });
-    cel::Value::Map(cel::objects::Map { map: Arc::new(entries.collect()) })
-}
-
-/// A `date-time` (RFC 3339) or `date` (midnight UTC) as a timestamp.
-fn timestamp(s: &str) -> Option<chrono::DateTime<chrono::FixedOffset>> {
-    chrono::DateTime::parse_from_rfc3339(s).ok().or_else(|| {
-        let date = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").ok()?;
-        Some(date.and_hms_opt(0, 0, 0)?.and_utc().fixed_offset())
-    })
-}
-
-/// A JSON value as CEL sees it: schema integers are CEL `int`s, as kube binds them (a value
-/// serialised as it is would make every non-negative number a `uint`, and `self.replicas + 1`
-/// would then mix `uint` with `int` and fail); only integers beyond `int`'s range stay `uint`.
-fn cel_value(v: &Value) -> cel::Value {
-    use std::sync::Arc;
-    match v {
-        Value::Null => cel::Value::Null,
-        Value::Bool(b) => cel::Value::Bool(*b),
-        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
-            (Some(i), _) => cel::Value::Int(i),
-            (None, Some(u)) => cel::Value::UInt(u),
-            _ => cel::Value::Float(n.as_f64().unwrap_or(f64::NAN)),
-        },
-        Value::String(s) => cel::Value::String(Arc::new(s.clone())),
-        Value::Array(items) => cel::Value::List(Arc::new(items.iter().map(cel_value).collect())),
-        Value::Object(fields) => cel::Value::Map(cel::objects::Map {
-            map: Arc::new(
-                fields.iter().map(|(k, v)| (cel::objects::Key::String(Arc::new(k.clone())), cel_value(v))).collect(),
-            ),
-        }),
     }
 }
 
@@ -303,15 +244,19 @@ pub struct CompiledRules {
     /// The `x-kubernetes-list-map-keys` of a list-type map (its items correlate with the stored
     /// items of the same keys).
     map_keys: Option<Vec<String>>,
-    /// The CEL type of the node (with rules only), which each rule's cost is estimated over
-    /// before it runs.
-    decl: Option<Box<crate::cel_decl::Decl>>,
+    /// The CEL type of the node (with rules only).
+    decl: Option<Box<Decl>>,
+    /// That type with only the fields the rules name ([`Decl::only_fields`]): each rule's cost
+    /// is estimated over it, sized by the value, before it runs.
+    sizing: Option<Box<Decl>>,
     /// Whether the node's CEL type names a field other than the object does (`__namespace__`),
-    /// so values are copied under the CEL names before the rules run.
+    /// so values are read under the CEL names.
     renames: bool,
     /// Whether the node's CEL type holds strings of a format rules read as another type
     /// (durations, timestamps, bytes), so values are converted by the type.
     formatted: bool,
+    /// What the rules read of the node's value.
+    reads: Reads,
 }
 
 impl CompiledRules {
@@ -362,6 +307,8 @@ impl CompiledRules {
             .then(|| keys.into_iter().map(String::from).collect());
         let decl =
             if rules.is_empty() { None } else { crate::cel_decl::of_schema(schema, resource_root).map(Box::new) };
+        let reads = Reads::of(rules.iter().flat_map(|r| std::iter::once(&r.program).chain(&r.message_program)));
+        let sizing = decl.as_ref().map(|d| Box::new(d.only_fields(&reads.names)));
         Some(CompiledRules {
             rules,
             type_name: schema["type"].as_str().map(String::from),
@@ -372,6 +319,8 @@ impl CompiledRules {
             renames: decl.as_ref().is_some_and(|d| d.renames()),
             formatted: decl.as_ref().is_some_and(|d| d.formatted()),
             decl,
+            sizing,
+            reads,
         })
     }
 
@@ -390,38 +339,28 @@ impl CompiledRules {
         if self.rules.is_empty() || budget.exhausted {
             return;
         }
-        // Each rule's cost is bounded before it runs, over the sizes of this value (and the
-        // old one): the interpreter cannot count as it goes.
-        let sized = self.decl.as_ref().map(|d| {
+        // Each rule's cost is bounded before it runs, over the sizes of what the rules read of
+        // this value (and the old one): the interpreter cannot count as it goes.
+        let sized = self.sizing.as_ref().map(|d| {
             let mut sized = d.sized_by(v);
-            let mut extent = crate::cel_check::extent(v);
+            let mut extent = self.reads.extent(v);
             if let Some(old) = old {
                 sized.observe(d, old);
-                extent = extent.max(crate::cel_check::extent(old));
+                extent = extent.max(self.reads.extent(old));
             }
             (sized, extent)
         });
         let cost = |p: &cel::Program| sized.as_ref().map_or(0, |(d, e)| crate::cel_check::max_cost_on(p, d, *e));
         // The old value is converted only where a rule reads it.
         let old = old.filter(|_| self.rules.iter().any(|r| r.reads_old));
-        // Rules name fields by their CEL spelling (`__namespace__`, `foo__dash__bar`).
-        let escaped = self.decl.as_ref().filter(|_| self.renames).map(|d| (d.escaped(v), old.map(|o| d.escaped(o))));
-        let (v_bound, old_bound) = match &escaped {
-            Some((v, old)) => (v, old.as_ref()),
-            None => (v, old),
-        };
-        // Values are converted once (a converted list or map is shared, not copied).
-        let to_cel = |x: &Value| match self.decl.as_deref().filter(|_| self.formatted) {
-            Some(d) => typed_value(x, d),
-            None => cel_value(x),
-        };
-        let (v_cel, old_cel) = (to_cel(v_bound), old_bound.map(to_cel));
+        let spelling = Spelling { renames: self.renames, formatted: self.formatted };
+        let decl = self.decl.as_deref();
         let optional_context = self
             .rules
             .iter()
             .any(|r| r.optional_old_self)
-            .then(|| NodeContext::with_optional_old(v_cel.clone(), old_cel.clone()));
-        let context = NodeContext::new(v_cel, old_cel);
+            .then(|| NodeContext::new(&self.reads, decl, spelling, v, old, true));
+        let context = NodeContext::new(&self.reads, decl, spelling, v, old, false);
         for r in &self.rules {
             if r.transition && old.is_none() && !r.optional_old_self {
                 continue;
