@@ -152,7 +152,13 @@ impl Server {
     /// Returns the end of the server's log, for failure messages.
     pub(crate) fn log_tail(&self) -> String {
         let log = std::fs::read_to_string(self.log_path()).unwrap_or_default();
-        log.lines().rev().take(30).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
+        // A backtrace's frames would push the error or panic message above them out of the tail.
+        let frame = |l: &&str| {
+            let t = l.trim_start();
+            t.starts_with("at ") || t.split_once(':').is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        };
+        let lines: Vec<&str> = log.lines().filter(|l| !frame(l)).collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
     }
 
     /// Returns a member of a cluster, not started: `name` on `port` and `peer_port`, with
