@@ -155,7 +155,8 @@ impl Server {
         // A backtrace's frames would push the error or panic message above them out of the tail.
         let frame = |l: &&str| {
             let t = l.trim_start();
-            t.starts_with("at ") || t.split_once(':').is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            t.starts_with("at ")
+                || t.split_once(':').is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
         };
         let lines: Vec<&str> = log.lines().filter(|l| !frame(l)).collect();
         lines[lines.len().saturating_sub(30)..].join("\n")
