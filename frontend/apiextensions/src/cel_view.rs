@@ -11,7 +11,7 @@
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
 
-use cel::common::ast::{EntryExpr, Expr};
+use cel::common::ast::Expr;
 use cel::common::types::{
     CelBool, CelBytes, CelDouble, CelDuration, CelInt, CelList, CelMap, CelMapKey, CelNull, CelString, CelTimestamp,
     CelUInt,
@@ -72,28 +72,7 @@ impl Reads {
                     _ => self.visit(&s.operand),
                 }
             }
-            Expr::Call(c) => {
-                c.target.iter().for_each(|t| self.visit(t));
-                c.args.iter().for_each(|a| self.visit(a));
-            }
-            Expr::List(l) => l.elements.iter().for_each(|i| self.visit(i)),
-            Expr::Map(m) => m.entries.iter().for_each(|i| self.visit_entry(&i.expr)),
-            Expr::Struct(s) => s.entries.iter().for_each(|i| self.visit_entry(&i.expr)),
-            Expr::Comprehension(c) => {
-                for part in [&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result] {
-                    self.visit(part);
-                }
-            }
-        }
-    }
-
-    fn visit_entry(&mut self, e: &EntryExpr) {
-        match e {
-            EntryExpr::MapEntry(m) => {
-                self.visit(&m.key);
-                self.visit(&m.value);
-            }
-            EntryExpr::StructField(f) => self.visit(&f.value),
+            _ => crate::cel_check::children(e).into_iter().for_each(|c| self.visit(c)),
         }
     }
 
