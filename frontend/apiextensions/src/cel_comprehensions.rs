@@ -6,7 +6,9 @@
 //!
 //! The cel-rust interpreter runs comprehensions of one variable only (it ignores a second
 //! one), so each macro expands to two forms of the same expression, side by side as the
-//! branches of `true ? <lowered> : <cel-go's>` ([`TwoVar::of`] recognises the pair):
+//! branches of `@lowered() ? <lowered> : <cel-go's>` ([`TwoVar::of`] recognises the pair;
+//! `@lowered()`, true, is a name source cannot write, so no expression of a rule's own is
+//! taken for one):
 //!
 //! * cel-go's own comprehension, exactly as its macro builds it (two variables, `@result` the
 //!   accumulator, `cel.@mapInsert` building maps). The interpreter never evaluates it; the
@@ -49,6 +51,8 @@ const ENTRIES: &str = "@entries";
 const MAP_OF_PAIRS: &str = "@mapOfPairs";
 /// The function merging a list of maps into one (`transformMapEntry`).
 const MERGED_MAPS: &str = "@mergedMaps";
+/// The condition choosing the lowered form: always true.
+const LOWERED: &str = "@lowered";
 /// cel-go's function inserting into the accumulated map, in its form of the macros.
 pub(crate) const MAP_INSERT: &str = "cel.@mapInsert";
 
@@ -85,6 +89,7 @@ pub(crate) fn extension(env: &mut cel::Env) -> Result<(), cel::DeclarationError>
     env.add_overload(ENTRIES, "@entries_dyn", vec![DYN_TYPE], entries)?;
     env.add_overload(MAP_OF_PAIRS, "@mapOfPairs_list", vec![DYN_TYPE], map_of_pairs)?;
     env.add_overload(MERGED_MAPS, "@mergedMaps_list", vec![DYN_TYPE], merged_maps)?;
+    env.add_overload(LOWERED, "@lowered", Vec::new(), lowered)?;
     Ok(())
 }
 
@@ -97,16 +102,14 @@ pub(crate) struct TwoVar<'e> {
 }
 
 impl<'e> TwoVar<'e> {
-    /// The two forms, when `call` is an expanded macro (`true ? lowered : cel-go's`, the
-    /// latter a comprehension of two variables, which source cannot write otherwise).
+    /// The two forms, when `call` is an expanded macro (`@lowered() ? lowered : cel-go's`).
     pub(crate) fn of(call: &'e CallExpr) -> Option<TwoVar<'e>> {
         if call.func_name != operators::CONDITIONAL || call.target.is_some() {
             return None;
         }
         match call.args.as_slice() {
-            [cond, lowered, IdedExpr { expr: Expr::Comprehension(c), .. }]
-                if c.iter_var2.is_some()
-                    && matches!(&cond.expr, Expr::Literal(LiteralValue::Boolean(b)) if *b.inner()) =>
+            [IdedExpr { expr: Expr::Call(cond), .. }, lowered, IdedExpr { expr: Expr::Comprehension(c), .. }]
+                if cond.func_name == LOWERED && cond.target.is_none() && cond.args.is_empty() =>
             {
                 Some(TwoVar { lowered, cel_go: c })
             }
@@ -343,8 +346,8 @@ fn expand(
         filter.map(|f| keep(Form::Lowered, f)),
         keep(Form::Lowered, body),
     );
-    let yes = b.boolean(true);
-    Ok(Some(b.call(operators::CONDITIONAL, vec![yes, lowered, cel_go])))
+    let choice = b.call(LOWERED, Vec::new());
+    Ok(Some(b.call(operators::CONDITIONAL, vec![choice, lowered, cel_go])))
 }
 
 /// cel-go's comprehension for the macro, node for node.
@@ -464,6 +467,10 @@ fn lowered_form(
             }
         }
     }
+}
+
+fn lowered<'b, 'v>(_: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    owned(Value::Bool(true))
 }
 
 /// `[index, element]` of each element of a list, `[key, value]` of each entry of a map.
@@ -814,6 +821,9 @@ mod check_tests {
             issue("self.ports.all(i, p, duration('1x') > duration('1s'))").matches("invalid duration argument").count(),
             1
         );
+        // A rule's own `true ? a : b` around a nested macro is checked as written.
+        assert!(issue("self.ports.all(i, p, true ? p == 'x' : self.ports.all(j, q, q > 0))")
+            .contains("'_==_' applied to '(int, string)'"));
         for fine in [
             "self.ports.all(i, p, p > i) && self.labels.exists(k, v, k.startsWith('a') && v == 1)",
             "self.labels.transformMap(k, v, v + 1)['a'] == 2 && self.ports.transformList(i, p, p)[0] == 1",
