@@ -257,6 +257,17 @@ struct Walk<'d, 's> {
     old: OldSelf,
     /// Expressions (by id) whose nodes a two-variable comprehension wants, as they are walked.
     watched: Vec<(u64, Option<Node<'d>>)>,
+    /// The environment the expression is checked in.
+    expressions: Expressions,
+}
+
+/// Which of kube's environments an expression is checked in: a rule new to a definition in
+/// that of the version before the one served (kube's minimum compatibility version), one
+/// stored already in that of the version served.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Expressions {
+    New,
+    Stored,
 }
 
 /// How a rule sees `oldSelf`.
@@ -295,8 +306,20 @@ impl Checked {
 }
 
 /// Checks `expr` (parsed from `source`) with `self` of type `root` and `oldSelf` bound as
-/// `old` says.
+/// `old` says, as a stored expression (the tests' shorthand of [`check_in`]).
+#[cfg(test)]
 pub(crate) fn check(program: &cel::Program, source: &str, root: &Decl, old: OldSelf) -> Checked {
+    check_in(program, source, root, old, Expressions::Stored)
+}
+
+/// [`check`] in the environment `expressions` says.
+pub(crate) fn check_in(
+    program: &cel::Program,
+    source: &str,
+    root: &Decl,
+    old: OldSelf,
+    expressions: Expressions,
+) -> Checked {
     let mut walk = Walk {
         root,
         source_info: program.source_info(),
@@ -306,6 +329,7 @@ pub(crate) fn check(program: &cel::Program, source: &str, root: &Decl, old: OldS
         unknown: Size::unknown(),
         old,
         watched: Vec::new(),
+        expressions,
     };
     let node = walk.visit(program.expression(), false);
     // kube's validators of constant arguments look only at a program whose types check.
@@ -339,6 +363,7 @@ fn walk_cost(program: &cel::Program, root: &Decl, unknown: Size) -> u64 {
         unknown,
         old: OldSelf::Value,
         watched: Vec::new(),
+        expressions: Expressions::Stored,
     };
     walk.visit(program.expression(), false).cost.max
 }
@@ -1093,7 +1118,9 @@ impl<'d> Walk<'d, '_> {
         let f = call.func_name.as_str();
         let qualified = namespace.map(|ns| format!("{ns}.{f}"));
         let name = qualified.as_deref().unwrap_or(f);
-        let ty = self.resolve(id, name, target, args).unwrap_or_else(|| {
+        let newer = self.expressions == Expressions::New && crate::cel_signatures::STORED_ONLY.contains(&name);
+        let resolved = if newer { None } else { self.resolve(id, name, target, args) };
+        let ty = resolved.unwrap_or_else(|| {
             // A function nothing declares (kube's other libraries aside); a namespaced name's
             // namespace may be a variable of a macro this walk does not follow.
             if namespace.is_none() && !MACROS_WITH_VARIABLES.contains(&f) && !DECLARED_ELSEWHERE.contains(&f) {

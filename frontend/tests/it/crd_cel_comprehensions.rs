@@ -1,7 +1,8 @@
 //! Two-variable comprehensions in CEL rules (kube 1.32's `all(i, v, ...)`, `exists`,
 //! `existsOne`, `transformList`, `transformMap`, `transformMapEntry`), driven by kubectl: rules
-//! over list indices and map keys run on objects; a rule using them wrongly, or kube's list
-//! extension of a later version, is refused when the definition is applied, in kube's words.
+//! over list indices and map keys run on objects; a rule using them wrongly, or a library kube
+//! does not yet offer new rules at the version served (semver, the list extension), is refused
+//! when the definition is applied, in kube's words.
 
 use crate::crd::{cluster, write};
 use crate::harness::{in_memory, Backend};
@@ -105,6 +106,11 @@ async fn two_variable_comprehensions_check_objects_and_definitions(backend: Back
         (
             "self.labels.all(k, v, k == 1)",
             "ERROR: <input>:1:25: found no matching overload for '_==_' applied to '(string, int)'\n | self.labels.all(k, v, k == 1)\n | ........................^",
+        ),
+        // kube's semver library comes with the version served: a new rule may not call it yet.
+        (
+            "isSemver('1.0.0')",
+            "ERROR: <input>:1:9: undeclared reference to 'isSemver' (in container '')\n | isSemver('1.0.0')\n | ........^",
         ),
         // kube's list extension comes after the version served.
         (
