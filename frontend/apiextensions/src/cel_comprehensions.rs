@@ -94,6 +94,11 @@ pub(crate) fn extension(env: &mut cel::Env) -> Result<(), cel::DeclarationError>
 }
 
 /// The two forms of one expanded macro.
+///
+/// What evaluating it costs in kube is what cel-go's form costs. The lowered form's nodes that
+/// stand for a node of cel-go's carry its id (see [`lowered_form`]): counting, for each such
+/// node the interpreter evaluates, the cost of cel-go's node of that id, and nothing for the
+/// lowered form's other nodes, counts what kube counts.
 pub(crate) struct TwoVar<'e> {
     /// What the interpreter runs.
     pub(crate) lowered: &'e IdedExpr,
@@ -341,6 +346,7 @@ fn expand(
     let lowered = lowered_form(
         &mut b,
         kind,
+        &cel_go,
         keep(Form::Lowered, target),
         (&one, &two),
         filter.map(|f| keep(Form::Lowered, f)),
@@ -405,67 +411,83 @@ fn cel_go_form(
     b.comprehension(range, one, Some(two), init, cond, step, result)
 }
 
-/// The form the interpreter runs.
+/// The form the interpreter runs, made from cel-go's (`go`): its nodes that stand for one of
+/// cel-go's carry that node's id (the accumulator's reads, the condition, the step's operator,
+/// the result, a key read as `@pair[0]`, ...), so that what kube counts for cel-go's node can
+/// be counted for it; the other nodes (listing the pairs, binding the variables, building maps
+/// from lists) are this form's own, with ids of their own.
 fn lowered_form(
     b: &mut Build<'_, '_>,
     kind: Kind2,
+    go: &IdedExpr,
     range: IdedExpr,
     vars: (&str, &str),
     filter: Option<IdedExpr>,
     body: IdedExpr,
 ) -> IdedExpr {
+    let Expr::Comprehension(c) = &go.expr else { unreachable!("invariant: cel-go's form is a comprehension") };
     let pairs = b.call(ENTRIES, vec![range]);
     let body = b.both(vars, body);
+    let filter = filter.map(|f| b.both(vars, f));
+    let call_of = |e: &IdedExpr| match &e.expr {
+        Expr::Call(call) => call.clone(),
+        _ => unreachable!("invariant: cel-go's step is a call"),
+    };
+    // The step: cel-go's, its transform (or predicate) and filter lowered.
+    let step = |b: &mut Build<'_, '_>| -> IdedExpr {
+        let (filtered, inner) = match (&filter, &c.loop_step.expr) {
+            (Some(_), Expr::Call(cond)) => (Some(cond.clone()), &cond.args[1]),
+            _ => (None, &c.loop_step),
+        };
+        let mut call = call_of(inner);
+        let accu = call.args[0].clone();
+        let lowered = match kind {
+            Kind2::All | Kind2::Exists => Expr::Call(CallExpr { args: vec![accu, body.clone()], ..call }),
+            Kind2::ExistsOne => {
+                call.args[0] = body.clone();
+                Expr::Call(call)
+            }
+            Kind2::TransformList => {
+                let item = IdedExpr { id: call.args[1].id, expr: Expr::List(ListExpr::new(vec![body.clone()])) };
+                Expr::Call(CallExpr { func_name: operators::ADD.to_owned(), target: None, args: vec![accu, item] })
+            }
+            Kind2::TransformMap => {
+                // `cel.@mapInsert(@result, k, e)` appends `[k, e]`, `k` read as `@pair[0]`.
+                let key_id = call.args[1].id;
+                let mut key = b.pair(0);
+                key.id = key_id;
+                let pair = b.list(vec![key, body.clone()]);
+                let item = b.list(vec![pair]);
+                Expr::Call(CallExpr { func_name: operators::ADD.to_owned(), target: None, args: vec![accu, item] })
+            }
+            Kind2::TransformMapEntry => {
+                let item = b.list(vec![body.clone()]);
+                Expr::Call(CallExpr { func_name: operators::ADD.to_owned(), target: None, args: vec![accu, item] })
+            }
+        };
+        let lowered = IdedExpr { id: inner.id, expr: lowered };
+        match (filtered, &filter) {
+            (Some(mut cond), Some(f)) => {
+                cond.args[0] = f.clone();
+                cond.args[1] = lowered;
+                IdedExpr { id: c.loop_step.id, expr: Expr::Call(cond) }
+            }
+            _ => lowered,
+        }
+    };
+    let step = step(b);
+    // Lists and maps are accumulated as a list; maps are made of it at the end.
+    let init = match kind {
+        Kind2::TransformMap | Kind2::TransformMapEntry => {
+            IdedExpr { id: c.accu_init.id, expr: Expr::List(ListExpr::new(Vec::new())) }
+        }
+        _ => c.accu_init.clone(),
+    };
+    let list = b.comprehension(pairs, PAIR, None, init, c.loop_cond.clone(), step, c.result.clone());
     match kind {
-        Kind2::All | Kind2::Exists => {
-            let all = kind == Kind2::All;
-            let init = b.boolean(all);
-            let accu = b.accu();
-            let tested = if all { accu } else { b.call(operators::LOGICAL_NOT, vec![accu]) };
-            let cond = b.call(operators::NOT_STRICTLY_FALSE, vec![tested]);
-            let accu = b.accu();
-            let step = b.call(if all { operators::LOGICAL_AND } else { operators::LOGICAL_OR }, vec![accu, body]);
-            let result = b.accu();
-            b.comprehension(pairs, PAIR, None, init, cond, step, result)
-        }
-        Kind2::ExistsOne => {
-            let init = b.int(0);
-            let cond = b.boolean(true);
-            let (accu, one_more) = (b.accu(), b.int(1));
-            let plus = b.call(operators::ADD, vec![accu, one_more]);
-            let accu = b.accu();
-            let step = b.call(operators::CONDITIONAL, vec![body, plus, accu]);
-            let (accu, once) = (b.accu(), b.int(1));
-            let result = b.call(operators::EQUALS, vec![accu, once]);
-            b.comprehension(pairs, PAIR, None, init, cond, step, result)
-        }
-        Kind2::TransformList | Kind2::TransformMap | Kind2::TransformMapEntry => {
-            // Appended items: the value, a `[key, value]` pair, or a map to merge.
-            let item = match kind {
-                Kind2::TransformMap => {
-                    let key = b.pair(0);
-                    b.list(vec![key, body])
-                }
-                _ => body,
-            };
-            let init = b.list(Vec::new());
-            let cond = b.boolean(true);
-            let accu = b.accu();
-            let items = b.list(vec![item]);
-            let mut step = b.call(operators::ADD, vec![accu, items]);
-            if let Some(filter) = filter {
-                let filter = b.both(vars, filter);
-                let accu = b.accu();
-                step = b.call(operators::CONDITIONAL, vec![filter, step, accu]);
-            }
-            let result = b.accu();
-            let list = b.comprehension(pairs, PAIR, None, init, cond, step, result);
-            match kind {
-                Kind2::TransformList => list,
-                Kind2::TransformMap => b.call(MAP_OF_PAIRS, vec![list]),
-                _ => b.call(MERGED_MAPS, vec![list]),
-            }
-        }
+        Kind2::TransformMap => b.call(MAP_OF_PAIRS, vec![list]),
+        Kind2::TransformMapEntry => b.call(MERGED_MAPS, vec![list]),
+        _ => list,
     }
 }
 
@@ -640,6 +662,34 @@ mod tests {
         t("{'hello': 'world'}.transformMapEntry(k, v, {}) == {} && [1, 2].transformMapEntry(i, v, {v: i, -v: i}).size() == 4");
         // Nested: each level's variables.
         t("[[1, 2], [3]].transformList(i, row, row.transformList(j, v, i * 10 + j + v)) == [[1, 3], [13]]");
+    }
+
+    /// The lowered form's condition, step, result and start stand for cel-go's: they carry
+    /// their ids.
+    #[test]
+    fn the_lowered_form_carries_cel_gos_ids() {
+        fn ids(e: &IdedExpr, out: &mut Vec<u64>) {
+            out.push(e.id);
+            crate::cel_check::children(e).into_iter().for_each(|c| ids(c, out));
+        }
+        for rule in [
+            "[1].all(i, v, v > 0)",
+            "[1].exists(i, v, v > 0)",
+            "[1].existsOne(i, v, v > 0)",
+            "[1].transformList(i, v, v > 0, v)",
+            "[1].transformMap(i, v, v)",
+            "{1: 2}.transformMapEntry(k, v, k > 0, {v: k})",
+        ] {
+            let program = crate::cel_parse::compile(rule).expect("parses");
+            let Expr::Call(call) = &program.expression().expr else { panic!("{rule}") };
+            let two = TwoVar::of(call).expect("two forms");
+            let mut lowered = Vec::new();
+            ids(two.lowered, &mut lowered);
+            let go = two.cel_go;
+            for part in [&go.accu_init, &go.loop_cond, &go.loop_step, &go.result] {
+                assert!(lowered.contains(&part.id), "{rule}: {part:?}");
+            }
+        }
     }
 
     #[test]
