@@ -20,7 +20,9 @@
 //!   whose accumulator is the bound name). `all` and `exists` keep the standard macros'
 //!   `@result && p` and `@result || p` steps, so the interpreter absorbs a predicate's error as
 //!   cel-go does (`false && error` is false); lists and maps are built by appending to a list,
-//!   which the interpreter does in place, and maps made from it once at the end.
+//!   which the interpreter does in place, and maps made from it once at the end. (So when
+//!   `transformMapEntry` meets a key twice and, later, an element whose transform fails, the
+//!   rule fails with the latter's error, where cel-go stops at the repeated key.)
 //!
 //! Nested macros would copy each other's two forms into both of theirs; each copy keeps only
 //! its own kind ([`Form`]), so an expression grows by a factor of two, not two per level.
@@ -58,7 +60,7 @@ pub(crate) const MAP_INSERT: &str = "cel.@mapInsert";
 
 /// What a macro computes.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Kind2 {
+enum Computes {
     All,
     Exists,
     ExistsOne,
@@ -68,17 +70,17 @@ enum Kind2 {
 }
 
 /// The macros, by name and argument count.
-const MACROS: &[(&str, usize, Kind2)] = &[
-    ("all", 3, Kind2::All),
-    ("exists", 3, Kind2::Exists),
-    ("existsOne", 3, Kind2::ExistsOne),
-    ("exists_one", 3, Kind2::ExistsOne),
-    ("transformList", 3, Kind2::TransformList),
-    ("transformList", 4, Kind2::TransformList),
-    ("transformMap", 3, Kind2::TransformMap),
-    ("transformMap", 4, Kind2::TransformMap),
-    ("transformMapEntry", 3, Kind2::TransformMapEntry),
-    ("transformMapEntry", 4, Kind2::TransformMapEntry),
+const MACROS: &[(&str, usize, Computes)] = &[
+    ("all", 3, Computes::All),
+    ("exists", 3, Computes::Exists),
+    ("existsOne", 3, Computes::ExistsOne),
+    ("exists_one", 3, Computes::ExistsOne),
+    ("transformList", 3, Computes::TransformList),
+    ("transformList", 4, Computes::TransformList),
+    ("transformMap", 3, Computes::TransformMap),
+    ("transformMap", 4, Computes::TransformMap),
+    ("transformMapEntry", 3, Computes::TransformMapEntry),
+    ("transformMapEntry", 4, Computes::TransformMapEntry),
 ];
 
 /// Declares the macros and the functions their lowered forms call on `env`.
@@ -324,7 +326,7 @@ impl Build<'_, '_> {
 
 /// Expands one macro into its two forms.
 fn expand(
-    kind: Kind2,
+    kind: Computes,
     helper: &mut MacroExprHelper<'_>,
     target: &mut Option<IdedExpr>,
     args: &mut Vec<IdedExpr>,
@@ -359,15 +361,15 @@ fn expand(
 /// cel-go's comprehension for the macro, node for node.
 fn cel_go_form(
     b: &mut Build<'_, '_>,
-    kind: Kind2,
+    kind: Computes,
     range: IdedExpr,
     (one, two): (&str, &str),
     filter: Option<IdedExpr>,
     body: IdedExpr,
 ) -> IdedExpr {
     let (init, cond, step, result) = match kind {
-        Kind2::All | Kind2::Exists => {
-            let all = kind == Kind2::All;
+        Computes::All | Computes::Exists => {
+            let all = kind == Computes::All;
             let init = b.boolean(all);
             let accu = b.accu();
             let tested = if all { accu } else { b.call(operators::LOGICAL_NOT, vec![accu]) };
@@ -376,7 +378,7 @@ fn cel_go_form(
             let step = b.call(if all { operators::LOGICAL_AND } else { operators::LOGICAL_OR }, vec![accu, body]);
             (init, cond, step, b.accu())
         }
-        Kind2::ExistsOne => {
+        Computes::ExistsOne => {
             let init = b.int(0);
             let cond = b.boolean(true);
             let (accu, one_more) = (b.accu(), b.int(1));
@@ -386,16 +388,16 @@ fn cel_go_form(
             let (accu, once) = (b.accu(), b.int(1));
             (init, cond, step, b.call(operators::EQUALS, vec![accu, once]))
         }
-        Kind2::TransformList | Kind2::TransformMap | Kind2::TransformMapEntry => {
-            let init = if kind == Kind2::TransformList { b.list(Vec::new()) } else { b.map() };
+        Computes::TransformList | Computes::TransformMap | Computes::TransformMapEntry => {
+            let init = if kind == Computes::TransformList { b.list(Vec::new()) } else { b.map() };
             let cond = b.boolean(true);
             let accu = b.accu();
             let mut step = match kind {
-                Kind2::TransformList => {
+                Computes::TransformList => {
                     let item = b.list(vec![body]);
                     b.call(operators::ADD, vec![accu, item])
                 }
-                Kind2::TransformMap => {
+                Computes::TransformMap => {
                     let key = b.ident(one);
                     b.call(MAP_INSERT, vec![accu, key, body])
                 }
@@ -418,7 +420,7 @@ fn cel_go_form(
 /// from lists) are this form's own, with ids of their own.
 fn lowered_form(
     b: &mut Build<'_, '_>,
-    kind: Kind2,
+    kind: Computes,
     go: &IdedExpr,
     range: IdedExpr,
     vars: (&str, &str),
@@ -442,16 +444,16 @@ fn lowered_form(
         let mut call = call_of(inner);
         let accu = call.args[0].clone();
         let lowered = match kind {
-            Kind2::All | Kind2::Exists => Expr::Call(CallExpr { args: vec![accu, body.clone()], ..call }),
-            Kind2::ExistsOne => {
+            Computes::All | Computes::Exists => Expr::Call(CallExpr { args: vec![accu, body.clone()], ..call }),
+            Computes::ExistsOne => {
                 call.args[0] = body.clone();
                 Expr::Call(call)
             }
-            Kind2::TransformList => {
+            Computes::TransformList => {
                 let item = IdedExpr { id: call.args[1].id, expr: Expr::List(ListExpr::new(vec![body.clone()])) };
                 Expr::Call(CallExpr { func_name: operators::ADD.to_owned(), target: None, args: vec![accu, item] })
             }
-            Kind2::TransformMap => {
+            Computes::TransformMap => {
                 // `cel.@mapInsert(@result, k, e)` appends `[k, e]`, `k` read as `@pair[0]`.
                 let key_id = call.args[1].id;
                 let mut key = b.pair(0);
@@ -460,7 +462,7 @@ fn lowered_form(
                 let item = b.list(vec![pair]);
                 Expr::Call(CallExpr { func_name: operators::ADD.to_owned(), target: None, args: vec![accu, item] })
             }
-            Kind2::TransformMapEntry => {
+            Computes::TransformMapEntry => {
                 let item = b.list(vec![body.clone()]);
                 Expr::Call(CallExpr { func_name: operators::ADD.to_owned(), target: None, args: vec![accu, item] })
             }
@@ -478,15 +480,15 @@ fn lowered_form(
     let step = step(b);
     // Lists and maps are accumulated as a list; maps are made of it at the end.
     let init = match kind {
-        Kind2::TransformMap | Kind2::TransformMapEntry => {
+        Computes::TransformMap | Computes::TransformMapEntry => {
             IdedExpr { id: c.accu_init.id, expr: Expr::List(ListExpr::new(Vec::new())) }
         }
         _ => c.accu_init.clone(),
     };
     let list = b.comprehension(pairs, PAIR, None, init, c.loop_cond.clone(), step, c.result.clone());
     match kind {
-        Kind2::TransformMap => b.call(MAP_OF_PAIRS, vec![list]),
-        Kind2::TransformMapEntry => b.call(MERGED_MAPS, vec![list]),
+        Computes::TransformMap => b.call(MAP_OF_PAIRS, vec![list]),
+        Computes::TransformMapEntry => b.call(MERGED_MAPS, vec![list]),
         _ => list,
     }
 }
