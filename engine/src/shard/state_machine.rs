@@ -45,10 +45,10 @@ use crate::cluster::{ClusterView, MemberChange};
 use crate::error::{EngineError, Result};
 use crate::lease::Lessor;
 use crate::mvcc::{KeyRange, MvccStore, RevisionCounter};
+use crate::raft_log::NextAppend;
 use crate::raft_snapshot::SnapshotConfig;
 use crate::storage::{Cf, KvBackend, StorageError, WriteOpts};
 
-use crate::raft_log::NextAppend;
 pub use crate::raft_log::META_APPLIED_INDEX;
 const META_ALARM_PREFIX: &[u8] = b"alarm/";
 /// Shard 0's highest committed revision ceiling (see `cluster::revision_group`).
