@@ -12,13 +12,19 @@
 //! A copy of the newest entries stays in memory (`tail`), so the Ready loop reading back entries
 //! it just appended never touches the disk. raft-rs reads through `&self` from the shard thread
 //! only; the lock exists because raft-rs owns one handle and the Ready loop another.
+//!
+//! Writes per round: an append of entries goes out with the hard state and, on a follower, with
+//! the applied state of the round before ([`NextAppend`]), as one synced write. A hard state
+//! whose only change is the commit index is kept in memory until the next write of the log:
+//! raft's commit index may be lost (the leader tells it again), and on open the saved one is
+//! raised to the applied index, which raft-rs requires.
 
 // #[PerformanceCriticalPath]
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 use ballast_raft::{ConfState, Entry, HardState, LogStore, RaftError, Snapshot, SnapshotMetadata};
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use prost_011::Message;
 use raft::{GetEntriesContext, RaftState, Storage, StorageError as RaftStorageError};
 
@@ -42,10 +48,7 @@ const SNAP_META: &[u8] = b"sm";
 /// # Errors
 /// A storage error, or `Corrupt` for undecodable records.
 pub fn restart_as_lone_voter<B: KvBackend>(backend: &B) -> Result<(), StorageError> {
-    let applied = match backend.get(Cf::Meta, META_APPLIED_INDEX)? {
-        Some(v) => u64::from_be_bytes(v.as_slice().try_into().map_err(|_| corrupt("applied index"))?),
-        None => 0,
-    };
+    let applied = applied_index(backend)?;
     let mut term = 0;
     if let Some(v) = backend.get(Cf::Raft, &entry_key(applied))? {
         term = Entry::decode(v.as_slice()).map_err(|_| corrupt("log entry"))?.term;
@@ -70,6 +73,36 @@ pub fn restart_as_lone_voter<B: KvBackend>(backend: &B) -> Result<(), StorageErr
     let cs = ConfState { voters: vec![1], ..Default::default() };
     wb.put(Cf::Raft, CONF_STATE.to_vec(), cs.encode_to_vec());
     backend.write(wb, WriteOpts { sync: true })
+}
+
+/// A shard state machine's write that goes out with the log's next append, as one write with
+/// one sync: a follower applies round k in the Ready that persists round k+1
+/// (`StateMachine::apply_before_append`), so each of its rounds costs one write instead of
+/// two. The state machine and the log store share one.
+#[derive(Clone, Debug, Default)]
+pub struct NextAppend(Arc<Mutex<Option<WriteBatch>>>);
+
+impl NextAppend {
+    /// Queues `wb` for the next append, after anything queued before it.
+    pub fn push(&self, wb: WriteBatch) {
+        let mut slot = self.0.lock();
+        match slot.as_mut() {
+            Some(queued) => queued.extend(wb),
+            None => *slot = Some(wb),
+        }
+    }
+
+    fn take(&self) -> Option<WriteBatch> {
+        self.0.lock().take()
+    }
+}
+
+/// Reads the state machine's applied index (0 when none is saved).
+fn applied_index<B: KvBackend>(backend: &B) -> Result<u64, StorageError> {
+    match backend.get(Cf::Meta, META_APPLIED_INDEX)? {
+        Some(v) => Ok(u64::from_be_bytes(v.as_slice().try_into().map_err(|_| corrupt("applied index"))?)),
+        None => Ok(0),
+    }
 }
 
 fn entry_key(index: u64) -> Vec<u8> {
@@ -109,6 +142,8 @@ pub struct BackendLogStore<B: KvBackend> {
     /// Where snapshots for followers are checkpointed; None: the member has no followers to
     /// send one to (raft is told to try later).
     snapshots: Option<Arc<SnapshotConfig>>,
+    /// The state machine's write that rides on the next append.
+    next_append: NextAppend,
 }
 
 impl<B: KvBackend + Clone> Clone for BackendLogStore<B> {
@@ -118,6 +153,7 @@ impl<B: KvBackend + Clone> Clone for BackendLogStore<B> {
             inner: Arc::clone(&self.inner),
             tail_cap: self.tail_cap,
             snapshots: self.snapshots.clone(),
+            next_append: self.next_append.clone(),
         }
     }
 }
@@ -155,6 +191,9 @@ impl<B: KvBackend + Clone> BackendLogStore<B> {
         if let Some(v) = backend.get(Cf::Raft, HARD_STATE)? {
             inner.hard_state = HardState::decode(v.as_slice()).map_err(|_| corrupt("hard state"))?;
         }
+        // The commit index is saved only with other writes of the log, so the applied index
+        // may be past it; every applied entry was committed.
+        inner.hard_state.commit = inner.hard_state.commit.max(applied_index(&backend)?);
         if let Some(v) = backend.get(Cf::Raft, CONF_STATE)? {
             inner.conf_state = ConfState::decode(v.as_slice()).map_err(|_| corrupt("conf state"))?;
         }
@@ -180,7 +219,18 @@ impl<B: KvBackend + Clone> BackendLogStore<B> {
             inner.last_index = last.index;
         }
         inner.tail = tail;
-        Ok(Self { backend, inner: Arc::new(RwLock::new(inner)), tail_cap: tail_cap.max(1), snapshots: None })
+        Ok(Self {
+            backend,
+            inner: Arc::new(RwLock::new(inner)),
+            tail_cap: tail_cap.max(1),
+            snapshots: None,
+            next_append: NextAppend::default(),
+        })
+    }
+
+    /// Returns the handle through which the state machine's write rides on the next append.
+    pub fn next_append(&self) -> NextAppend {
+        self.next_append.clone()
     }
 
     /// Lets this log answer raft's snapshot requests with checkpoints (see `raft_snapshot`).
@@ -276,7 +326,9 @@ impl<B: KvBackend + Clone> Storage for BackendLogStore<B> {
 
 impl<B: KvBackend + Clone> LogStore for BackendLogStore<B> {
     fn append(&self, entries: &[Entry], hard_state: Option<&HardState>, sync: bool) -> Result<(), RaftError> {
-        let mut wb = WriteBatch::new();
+        // The state machine's part first: it never writes `Cf::Raft`, so the order within the
+        // batch does not matter, and the one write is atomic.
+        let mut wb = self.next_append.take().unwrap_or_default();
         let mut inner = self.inner.write();
         if let Some(first) = entries.first() {
             if first.index <= inner.last_index {
@@ -288,9 +340,18 @@ impl<B: KvBackend + Clone> LogStore for BackendLogStore<B> {
             }
         }
         if let Some(hs) = hard_state {
-            wb.put(Cf::Raft, HARD_STATE.to_vec(), hs.encode_to_vec());
+            let saved = &inner.hard_state;
+            let commit_only = hs.term == saved.term && hs.vote == saved.vote;
+            // A moved commit index alone is not worth a write of its own (see the module doc):
+            // it is saved with the next write that goes out anyway.
+            if !commit_only || !wb.is_empty() || sync {
+                wb.put(Cf::Raft, HARD_STATE.to_vec(), hs.encode_to_vec());
+            }
         }
         if wb.is_empty() && !sync {
+            if let Some(hs) = hard_state {
+                inner.hard_state = hs.clone();
+            }
             return Ok(());
         }
         self.backend.write(wb, WriteOpts { sync }).map_err(store_err)?;
@@ -310,11 +371,9 @@ impl<B: KvBackend + Clone> LogStore for BackendLogStore<B> {
     }
 
     fn set_commit(&self, commit: u64) -> Result<(), RaftError> {
-        let mut inner = self.inner.write();
-        inner.hard_state.commit = commit;
-        let mut wb = WriteBatch::new();
-        wb.put(Cf::Raft, HARD_STATE.to_vec(), inner.hard_state.encode_to_vec());
-        self.backend.write(wb, WriteOpts::default()).map_err(store_err)
+        // Saved with the next write of the log (see the module doc).
+        self.inner.write().hard_state.commit = commit;
+        Ok(())
     }
 
     fn compact(&self, index: u64) -> Result<(), RaftError> {
@@ -370,3 +429,6 @@ impl<B: KvBackend + Clone> LogStore for BackendLogStore<B> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -18,7 +18,10 @@
 //!    the disk.
 //! 4. `advance` returns a `LightReady`: its commit index is recorded, its messages are sent.
 //! 5. Committed entries from the Ready and the LightReady are applied in index order in one
-//!    [`StateMachine::apply`] call, then `advance_apply`.
+//!    [`StateMachine::apply`] call, then `advance_apply`. Committed entries are always durable
+//!    already, so when the Ready also holds newer entries that commit nothing more, the round
+//!    is applied before they are persisted ([`StateMachine::apply_before_append`]), letting
+//!    the machine's write go out with the append.
 //! 6. Nothing calls `step`, `propose` or `tick` between `ready` and `advance`: the node's
 //!    methods take `&mut self`, and `handle_ready` does the whole round.
 //!

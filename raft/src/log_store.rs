@@ -17,7 +17,11 @@ pub trait LogStore: raft::Storage + Clone + Send + 'static {
     /// The store's write error; the member must stop.
     fn append(&self, entries: &[Entry], hard_state: Option<&HardState>, sync: bool) -> Result<(), RaftError>;
 
-    /// Records the commit index in the saved hard state.
+    /// Records the commit index in the hard state. It need not be written at once: raft's
+    /// commit index may be lost in a crash (the leader tells it again), so a store may keep
+    /// the index in memory and save it with the next write of the log. A store that does
+    /// must give back at least the state machine's applied index as the commit index after a
+    /// restart: raft-rs refuses to start with applied entries past its commit index.
     ///
     /// # Errors
     /// The store's write error.

@@ -229,12 +229,27 @@ impl<L: LogStore, S: StateMachine, T: Transport> RaftNode<L, S, T> {
         }
         let mut committed = ready.take_committed_entries();
         let read_states = ready.take_read_states().into_iter().map(|rs| (rs.request_ctx, rs.index)).collect();
-        // 3. Persist before acknowledging anything.
+        // 3. A follower that persists the next round in this Ready applies the committed one
+        //    first (its entries are durable already), so the machine's write can go out with
+        //    the append (`StateMachine::apply_before_append`). Only when the append commits
+        //    nothing more, so the round is still applied in one call: a follower's commit index
+        //    moves only with the leader's messages, and entries at or below it that this append
+        //    makes durable would come back in the light ready. (A leader's own append can
+        //    commit, alone in its group; leaders take the plain path.)
+        let committed_now = self.raw.raft.raft_log.committed;
+        let before_append = self.role != StateRole::Leader
+            && !committed.is_empty()
+            && ready.entries().first().is_some_and(|e| e.index > committed_now);
+        let mut applied = None;
+        if before_append {
+            applied = Some(self.sm.apply_before_append(&committed));
+        }
+        // 4. Persist before acknowledging anything.
         self.store.append(ready.entries(), ready.hs(), ready.must_sync())?;
         if !ready.persisted_messages().is_empty() {
             self.transport.send(ready.take_persisted_messages());
         }
-        // 4. Advance; record the commit index and send what the light ready has.
+        // 5. Advance; record the commit index and send what the light ready has.
         let mut light = self.raw.advance(ready);
         if let Some(commit) = light.commit_index() {
             self.store.set_commit(commit)?;
@@ -242,9 +257,17 @@ impl<L: LogStore, S: StateMachine, T: Transport> RaftNode<L, S, T> {
         if !light.messages().is_empty() {
             self.transport.send(light.take_messages());
         }
-        committed.extend(light.take_committed_entries());
-        // 5. Apply the round in one call, then conf changes, then advance_apply.
-        let applied = if committed.is_empty() { None } else { Some(self.sm.apply(&committed)) };
+        let more = light.take_committed_entries();
+        if before_append && !more.is_empty() {
+            // Ruled out above: every entry this append persisted is past the follower's commit
+            // index, which its own append does not move.
+            return Err(RaftError::Store("entries committed by an append whose round was already applied".into()));
+        }
+        committed.extend(more);
+        // 6. Apply the round in one call, then conf changes, then advance_apply.
+        if !before_append && !committed.is_empty() {
+            applied = Some(self.sm.apply(&committed));
+        }
         self.apply_conf_changes(&committed)?;
         self.raw.advance_apply();
         let is_leader = self.role == StateRole::Leader;

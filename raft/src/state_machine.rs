@@ -15,6 +15,15 @@ pub trait StateMachine {
     /// after this call.
     fn apply(&mut self, entries: &[Entry]) -> Self::Output;
 
+    /// As [`StateMachine::apply`], for a round applied just before the log store's
+    /// [`LogStore::append`](crate::LogStore::append) of newer entries in the same Ready (a
+    /// follower persisting round k+1 while it applies round k): a machine whose state shares the
+    /// log's store may hand its write to that append, so both go out as one write with one
+    /// sync. The round is not answered before the append returns. By default, `apply`.
+    fn apply_before_append(&mut self, entries: &[Entry]) -> Self::Output {
+        self.apply(entries)
+    }
+
     /// Called when this member stops leading, before any entry of the round is applied: a
     /// machine that applies its own proposals before they commit must drop them here, since the
     /// next leader may replace them.

@@ -497,6 +497,14 @@ impl<B: KvBackend> MvccStore<B> {
         Ok(std::mem::take(&mut self.events))
     }
 
+    /// As [`MvccStore::flush`], but hands the round's batch back for the caller to write in a
+    /// write of its own that follows at once (the shard's log append): until then the round's
+    /// records are in neither the overlay nor the backend, so nothing may read in between.
+    pub fn take_round(&mut self) -> (WriteBatch, Vec<Event>) {
+        self.overlay.clear();
+        (std::mem::take(&mut self.batch), std::mem::take(&mut self.events))
+    }
+
     /// Calls `visit(event)` for history events with main revision in `[from, to]`, in order, with
     /// the previous value attached when it is still in history, until `visit` returns false.
     /// Reads only flushed history.

@@ -406,6 +406,7 @@ impl<B: KvBackend + Clone> Shard<B> {
         let own_rev = sm.store().opened_at();
         let hub = WatchHub::new(cfg.watch.clone(), own_rev);
         let mut sm = sm;
+        sm.set_next_append(log.next_append());
         if let Some(view) = cluster {
             sm.set_auth(Arc::clone(&view.auth));
             sm.set_cluster_view(view);

@@ -45,6 +45,7 @@ use crate::cluster::{ClusterView, MemberChange};
 use crate::error::{EngineError, Result};
 use crate::lease::Lessor;
 use crate::mvcc::{KeyRange, MvccStore, RevisionCounter};
+use crate::raft_log::NextAppend;
 use crate::raft_snapshot::SnapshotConfig;
 use crate::storage::{Cf, KvBackend, StorageError, WriteOpts};
 
@@ -111,6 +112,11 @@ pub struct ShardStateMachine<B: KvBackend> {
     /// Shard 0: the leader placement its applied entries (or its data directory) record,
     /// `cluster::PLACEMENT_*` (0: none recorded).
     placement: u32,
+    /// Where a round applied just before the log's append leaves its write (None: the round
+    /// writes its own, as alone or in tests).
+    next_append: Option<NextAppend>,
+    /// The round being applied goes out with the next append.
+    joins_append: bool,
 }
 
 impl<B: KvBackend + Clone> ShardStateMachine<B> {
@@ -181,7 +187,15 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
             ceiling,
             spread: false,
             placement,
+            next_append: None,
+            joins_append: false,
         })
+    }
+
+    /// Lets rounds applied just before the log's next append hand it their write (see
+    /// [`NextAppend`]); `next_append` is the log store's.
+    pub fn set_next_append(&mut self, next_append: NextAppend) {
+        self.next_append = Some(next_append);
     }
 
     /// Makes this state machine keep the cluster's auth store (shard 0): auth changes apply
@@ -316,7 +330,9 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
         let (cluster, snapshots, shared, spread) =
             (self.cluster.take(), self.snapshots.take(), self.counter_shared, self.spread);
         let auth_shared = self.auth_shared.take();
+        let next_append = self.next_append.take();
         *self = fresh;
+        self.next_append = next_append;
         self.cluster = cluster;
         self.snapshots = snapshots;
         self.counter_shared = shared;
@@ -480,8 +496,16 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
             META_APPLIED_INDEX.to_vec(),
             self.applied_index.to_be_bytes().to_vec(),
         );
-        // Unsynced: the raft log entries behind this round were synced before they committed.
-        out.events = self.store.flush(WriteOpts { sync: false })?;
+        match self.next_append.as_ref().filter(|_| self.joins_append) {
+            // In the log's synced write that follows at once, before the round is answered.
+            Some(next) => {
+                let (batch, events) = self.store.take_round();
+                next.push(batch);
+                out.events = events;
+            }
+            // Unsynced: the raft log entries behind this round were synced before they committed.
+            None => out.events = self.store.flush(WriteOpts { sync: false })?,
+        }
         if std::mem::take(&mut self.auth_dirty) {
             // Only now are the round's auth changes committed (a leader evaluates a round only
             // once the previous one committed), so only now may requests be checked against them.
@@ -632,6 +656,13 @@ impl<B: KvBackend + Clone> StateMachine for ShardStateMachine<B> {
 
     fn apply(&mut self, entries: &[Entry]) -> Self::Output {
         self.apply_round(entries)
+    }
+
+    fn apply_before_append(&mut self, entries: &[Entry]) -> Self::Output {
+        self.joins_append = true;
+        let out = self.apply_round(entries);
+        self.joins_append = false;
+        out
     }
 
     fn on_step_down(&mut self) -> Result<(), RaftError> {

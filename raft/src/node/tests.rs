@@ -13,6 +13,8 @@ struct Recorder {
     applied: u64,
     data: Vec<Vec<u8>>,
     rounds: Vec<usize>,
+    /// Rounds applied through `apply_before_append`.
+    before_append: usize,
 }
 
 impl StateMachine for Recorder {
@@ -28,6 +30,11 @@ impl StateMachine for Recorder {
         }
         self.rounds.push(entries.len());
         entries.len()
+    }
+
+    fn apply_before_append(&mut self, entries: &[Entry]) -> usize {
+        self.before_append += 1;
+        self.apply(entries)
     }
 
     fn applied_index(&self) -> u64 {
@@ -268,8 +275,12 @@ fn commit_index_rides_on_the_next_append_and_is_told_on_demand() {
     c.nodes.get_mut(&1).expect("leader").propose(b"b".to_vec()).expect("propose");
     c.settle();
     for id in [2, 3] {
-        assert_eq!(c.nodes[&id].state_machine().data, vec![b"a".to_vec()], "the next append told member {id}");
+        let f = c.nodes[&id].state_machine();
+        assert_eq!(f.data, vec![b"a".to_vec()], "the next append told member {id}");
+        // Round a was applied in the Ready that persisted round b, ahead of b's append.
+        assert_eq!(f.before_append, 1, "member {id}");
     }
+    assert_eq!(c.nodes[&1].state_machine().before_append, 0, "the leader persists no entries while it applies");
     c.nodes.get_mut(&1).expect("leader").tell_commit();
     c.settle();
     assert!(!c.nodes[&1].commit_untold());
