@@ -781,6 +781,20 @@ async fn definitions_in_built_in_groups_are_shadowed(backend: Backend) {
     assert!(!schemas.as_object().expect("schemas").keys().any(|k| k.ends_with(".EdgeGateway")));
     let alpha_doc = c.must_get("/openapi/v3/apis/networking.k8s.io/v1alpha9").await;
     assert!(alpha_doc["components"]["schemas"].get("io.k8s.networking.v1alpha9.EdgeRoute").is_some(), "{alpha_doc}");
+
+    // OpenAPI v2 is merged as kube-aggregator merges it: the definitions' paths are added
+    // where the built-in API has none, and a definition whose every path it has adds nothing.
+    let v2 = wait_for(Duration::from_secs(10), async || {
+        let doc = c.request(Credentials::Admin, "GET", "/openapi/v2", None, "").await.json();
+        doc["definitions"].get("io.k8s.networking.v1alpha9.EdgeRoute").is_some()
+    })
+    .await;
+    assert!(v2, "the v2 document carries the definitions' paths");
+    let doc = c.request(Credentials::Admin, "GET", "/openapi/v2", None, "").await.json();
+    assert!(doc["paths"].get("/apis/networking.k8s.io/v1/namespaces/{namespace}/edgegateways").is_some());
+    let list = &doc["paths"]["/apis/networking.k8s.io/v1/namespaces/{namespace}/ingresses"]["get"];
+    assert_eq!(list["responses"]["200"]["schema"]["$ref"], "#/definitions/io.k8s.api.networking.v1.IngressList");
+    assert!(doc["definitions"].get("io.k8s.networking.v1.Ingress").is_none(), "the shadowed ingresses add nothing");
 }
 
 async fn openapi_v2_carries_custom_resources(backend: Backend) {
