@@ -20,6 +20,7 @@ both_backends!(
     conflicting_names_are_not_accepted,
     definitions_follow_the_lifecycle_of_kube,
     definitions_in_built_in_groups_are_shadowed,
+    rules_are_typed_with_schema_objects_and_null,
     openapi_v2_carries_custom_resources,
     a_large_definition_is_served_and_enforced,
     rules_use_the_kubernetes_network_and_text_libraries,
@@ -795,6 +796,82 @@ async fn definitions_in_built_in_groups_are_shadowed(backend: Backend) {
     let list = &doc["paths"]["/apis/networking.k8s.io/v1/namespaces/{namespace}/ingresses"]["get"];
     assert_eq!(list["responses"]["200"]["schema"]["$ref"], "#/definitions/io.k8s.api.networking.v1.IngressList");
     assert!(doc["definitions"].get("io.k8s.networking.v1.Ingress").is_none(), "the shadowed ingresses add nothing");
+}
+
+/// kube's name of a rule's `self` type (`selfType` and the clock's nanoseconds) made
+/// `selfTypeN`.
+fn generic_self_type(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("selfType") {
+        out.push_str(&rest[..at + "selfType".len()]);
+        rest = rest[at + "selfType".len()..].trim_start_matches(|c: char| c.is_ascii_digit());
+        out.push('N');
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Rules comparing a schema object with another type, or a string with `null`, are refused
+/// as kube refuses them, naming the object's generated type; rules comparing objects of one
+/// type, objects with `null` and selecting a reserved word's field are admitted and run.
+async fn rules_are_typed_with_schema_objects_and_null(backend: Backend) {
+    let c = cluster(backend).await;
+    let crd = |rules: &[&str]| {
+        let rules: String = rules.iter().map(|r| format!("            - rule: \"{r}\"\n")).collect();
+        format!(
+            "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {{name: probes.example.com}}\n\
+             spec:\n  group: example.com\n  scope: Namespaced\n  names: {{plural: probes, singular: probe, kind: Probe}}\n\
+             \x20 versions:\n  - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema:\n\
+             \x20       type: object\n        properties:\n          spec:\n            type: object\n\
+             \x20           properties:\n              name: {{type: string, maxLength: 64}}\n\
+             \x20             template:\n                type: object\n\
+             \x20               properties: {{namespace: {{type: string, maxLength: 64}}, image: {{type: string, maxLength: 64}}}}\n\
+             \x20           x-kubernetes-validations:\n{rules}"
+        )
+    };
+    let wrong = ["self.template == 1", "self.name != null"];
+    let out = c.kubectl(&["apply", "-f", &write(&c, "wrong.yaml", &crd(&wrong))]).await;
+    assert!(!out.ok);
+    let cause = |i: usize, detail: &str| {
+        format!(
+            "* spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[{i}].rule: Invalid value: apiextensions.ValidationRule{{Rule:{:?}, Message:\"\", MessageExpression:\"\", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:\"\", OptionalOldSelf:(*bool)(nil)}}: compilation failed: {detail}",
+            wrong[i]
+        )
+    };
+    assert_eq!(
+        generic_self_type(out.stderr.trim()),
+        [
+            "The CustomResourceDefinition \"probes.example.com\" is invalid: ".to_string(),
+            cause(0, "ERROR: <input>:1:15: found no matching overload for '_==_' applied to '(selfTypeN.template, int)'\n | self.template == 1\n | ..............^"),
+            cause(1, "ERROR: <input>:1:11: found no matching overload for '_!=_' applied to '(string, null)'\n | self.name != null\n | ..........^"),
+        ]
+        .join("\n")
+    );
+
+    let right = [
+        "self.template != null && (!has(oldSelf.template) || self.template == oldSelf.template)",
+        "!has(self.template.namespace) || self.template.namespace != 'kube-system'",
+    ];
+    c.must_kubectl(&["apply", "-f", &write(&c, "right.yaml", &crd(&right))]).await;
+    c.must_kubectl(&["wait", "--for", "condition=established", "--timeout=30s", "crd/probes.example.com"]).await;
+    let probe = |name: &str, namespace: &str, image: &str| {
+        format!(
+            "apiVersion: example.com/v1\nkind: Probe\nmetadata: {{name: {name}, namespace: default}}\n\
+             spec: {{name: a, template: {{namespace: {namespace}, image: {image}}}}}\n"
+        )
+    };
+    let out = c.kubectl(&["create", "-f", &write(&c, "system.yaml", &probe("p", "kube-system", "x"))]).await;
+    assert!(!out.ok);
+    assert!(
+        out.stderr.contains(&format!("spec: Invalid value: \"object\": failed rule: {}", right[1])),
+        "a reserved word's field is read: {}",
+        out.stderr
+    );
+    c.must_kubectl(&["create", "-f", &write(&c, "team.yaml", &probe("p", "team", "x"))]).await;
+    let out = c.kubectl(&["apply", "-f", &write(&c, "changed.yaml", &probe("p", "team", "y"))]).await;
+    assert!(!out.ok);
+    assert!(out.stderr.contains(&format!("failed rule: {}", right[0])), "objects compare: {}", out.stderr);
 }
 
 async fn openapi_v2_carries_custom_resources(backend: Backend) {
