@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use ballast_apiserver::error::{FieldError, FieldErrorKind};
 
-use crate::cel_check::{check, parse_issues, OldSelf};
+use crate::cel_check::{check_in, parse_issues, Expressions, OldSelf};
 use crate::cel_cost::{
     over_budget, MAX_REQUEST_SIZE_BYTES, STATIC_ESTIMATED_COST_LIMIT, STATIC_ESTIMATED_CRD_COST_LIMIT,
 };
@@ -37,16 +37,73 @@ impl TotalCost {
     }
 }
 
-/// Checks every rule of the version schema `schema` (at `path`, its
-/// `...openAPIV3Schema`), appending kube's findings to `errs`.
-pub(crate) fn check_schema(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
-    crate::cel_parse::with_stack(|| check_schema_here(schema, path, errs));
+/// The rules and message expressions a definition held before an update (kube's
+/// `preexistingExpressions`): checked as stored expressions, the others as new ones.
+#[derive(Debug, Default)]
+pub(crate) struct Preexisting {
+    rules: std::collections::HashSet<String>,
+    messages: std::collections::HashSet<String>,
 }
 
-fn check_schema_here(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
+impl Preexisting {
+    /// Those of `old`, the stored definition (none on a create), in any of its schemas.
+    pub(crate) fn of(old: Option<&Value>) -> Preexisting {
+        let mut found = Preexisting::default();
+        if let Some(spec) = old.map(|o| &o["spec"]) {
+            found.collect(&spec["validation"]["openAPIV3Schema"]);
+            for v in spec["versions"].as_array().into_iter().flatten() {
+                found.collect(&v["schema"]["openAPIV3Schema"]);
+            }
+        }
+        found
+    }
+
+    fn collect(&mut self, schema: &Value) {
+        match schema {
+            Value::Object(m) => {
+                for r in m.get("x-kubernetes-validations").and_then(Value::as_array).into_iter().flatten() {
+                    if let Some(rule) = r["rule"].as_str() {
+                        self.rules.insert(rule.to_string());
+                    }
+                    if let Some(message) = r["messageExpression"].as_str().filter(|m| !m.is_empty()) {
+                        self.messages.insert(message.to_string());
+                    }
+                }
+                m.iter().filter(|(k, _)| *k != "x-kubernetes-validations").for_each(|(_, v)| self.collect(v));
+            }
+            Value::Array(items) => items.iter().for_each(|v| self.collect(v)),
+            _ => {}
+        }
+    }
+
+    fn rule(&self, source: &str) -> Expressions {
+        if self.rules.contains(source) {
+            Expressions::Stored
+        } else {
+            Expressions::New
+        }
+    }
+
+    fn message(&self, source: &str) -> Expressions {
+        if self.messages.contains(source) {
+            Expressions::Stored
+        } else {
+            Expressions::New
+        }
+    }
+}
+
+/// Checks every rule of the version schema `schema` (at `path`, its
+/// `...openAPIV3Schema`), appending kube's findings to `errs`; a rule or message expression
+/// in `preexisting` is checked as stored, the others as new.
+pub(crate) fn check_schema(schema: &Value, path: &str, preexisting: &Preexisting, errs: &mut Vec<FieldError>) {
+    crate::cel_parse::with_stack(|| check_schema_here(schema, path, preexisting, errs));
+}
+
+fn check_schema_here(schema: &Value, path: &str, preexisting: &Preexisting, errs: &mut Vec<FieldError>) {
     let mut total = TotalCost::default();
     let root = Place { path: path.to_string(), resource_root: true, cardinality: Some(1), uncorrelatable: None };
-    walk(schema, &root, &mut total, errs);
+    walk(schema, &root, preexisting, &mut total, errs);
     if total.total > STATIC_ESTIMATED_CRD_COST_LIMIT {
         for (rule_path, _) in &total.most_expensive {
             errs.push(FieldError::forbidden(
@@ -105,21 +162,21 @@ impl Place {
     }
 }
 
-fn walk(schema: &Value, at: &Place, total: &mut TotalCost, errs: &mut Vec<FieldError>) {
+fn walk(schema: &Value, at: &Place, pre: &Preexisting, total: &mut TotalCost, errs: &mut Vec<FieldError>) {
     // Children first, then the node's own rules: kube's order of findings.
     if let Some(sub) = schema.get("additionalProperties").filter(|a| a.is_object()) {
-        walk(sub, &at.child(schema, sub, "additionalProperties", true), total, errs);
+        walk(sub, &at.child(schema, sub, "additionalProperties", true), pre, total, errs);
     }
     let granular = schema["x-kubernetes-map-type"] != "atomic";
     for (key, sub) in schema["properties"].as_object().into_iter().flatten() {
-        walk(sub, &at.child(schema, sub, &format!("properties[{key}]"), granular), total, errs);
+        walk(sub, &at.child(schema, sub, &format!("properties[{key}]"), granular), pre, total, errs);
     }
     if let Some(sub) = schema.get("items").filter(|a| a.is_object()) {
         let keyed = schema["x-kubernetes-list-type"] == "map";
-        walk(sub, &at.child(schema, sub, "items", keyed), total, errs);
+        walk(sub, &at.child(schema, sub, "items", keyed), pre, total, errs);
     }
     if schema["x-kubernetes-validations"].as_array().is_some_and(|r| !r.is_empty()) {
-        check_rules(schema, at, total, errs);
+        check_rules(schema, at, pre, total, errs);
     }
 }
 
@@ -163,7 +220,13 @@ struct Compiled {
 /// Compiles `source` and checks it against `decl`, or gives kube's words for why it does not
 /// compile (`what` names it: `compilation failed` or `messageExpression compilation
 /// failed`). `result` says what the expression must evaluate to.
-fn compile(source: &str, decl: Option<&Decl>, old: OldSelf, what: &str, result: Result_) -> Result<Compiled, String> {
+fn compile(
+    source: &str,
+    decl: Option<&Decl>,
+    (old, expressions): (OldSelf, Expressions),
+    what: &str,
+    result: Result_,
+) -> Result<Compiled, String> {
     let program = crate::cel_parse::compile(source).map_err(|e| match e {
         Refused::Limit(text) => format!("{what}: {text}"),
         Refused::Parse(e) => format!("{what}: {}", parse_issues(source, &e)),
@@ -171,7 +234,7 @@ fn compile(source: &str, decl: Option<&Decl>, old: OldSelf, what: &str, result: 
     let reads_old = program.references().has_variable("oldSelf");
     let mut cost = 0;
     if let Some(decl) = decl {
-        let checked = check(&program, source, decl, old);
+        let checked = check_in(&program, source, decl, old, expressions);
         if let Some(issues) = checked.issues {
             return Err(format!("{what}: {issues}"));
         }
@@ -210,7 +273,7 @@ enum Result_ {
     String,
 }
 
-fn check_rules(schema: &Value, place: &Place, total: &mut TotalCost, errs: &mut Vec<FieldError>) {
+fn check_rules(schema: &Value, place: &Place, pre: &Preexisting, total: &mut TotalCost, errs: &mut Vec<FieldError>) {
     let path = &place.path;
     let decl = crate::cel_decl::of_schema(schema, place.resource_root);
     // Under an unbounded list or map, as many times as the smallest such node fits in a request.
@@ -222,7 +285,8 @@ fn check_rules(schema: &Value, place: &Place, total: &mut TotalCost, errs: &mut 
             continue;
         }
         let at = format!("{path}.x-kubernetes-validations[{i}]");
-        let compiled = compile(source, decl.as_ref(), old_self(r), "compilation failed", Result_::Bool);
+        let env = (old_self(r), pre.rule(source));
+        let compiled = compile(source, decl.as_ref(), env, "compilation failed", Result_::Bool);
         let cost = compiled.as_ref().map_or(0, |c| c.cost).saturating_mul(cardinality);
         if cost > STATIC_ESTIMATED_COST_LIMIT {
             errs.push(FieldError::forbidden(
@@ -240,7 +304,7 @@ fn check_rules(schema: &Value, place: &Place, total: &mut TotalCost, errs: &mut 
         };
         let message = r["messageExpression"].as_str().filter(|m| !m.trim().is_empty());
         if let Some(message) = message {
-            check_message(r, message, &at, decl.as_ref(), total, errs);
+            check_message(r, message, &at, (decl.as_ref(), pre.message(message)), total, errs);
         }
         if let (true, Some(within)) = (reads_old, &place.uncorrelatable) {
             errs.push(FieldError::invalid(
@@ -264,11 +328,12 @@ fn check_message(
     r: &Value,
     message: &str,
     at: &str,
-    decl: Option<&Decl>,
+    (decl, expressions): (Option<&Decl>, Expressions),
     total: &mut TotalCost,
     errs: &mut Vec<FieldError>,
 ) {
-    match compile(message, decl, old_self(r), "messageExpression compilation failed", Result_::String) {
+    let env = (old_self(r), expressions);
+    match compile(message, decl, env, "messageExpression compilation failed", Result_::String) {
         Err(e) => errs.push(invalid(format!("{at}.messageExpression"), r, e)),
         Ok(Compiled { cost, .. }) => {
             if cost > STATIC_ESTIMATED_COST_LIMIT {
@@ -289,8 +354,47 @@ mod tests {
 
     fn findings(schema: &Value) -> Vec<String> {
         let mut errs = Vec::new();
-        check_schema(schema, "s", &mut errs);
+        check_schema(schema, "s", &Preexisting::default(), &mut errs);
         errs.iter().map(ToString::to_string).collect()
+    }
+
+    /// kube's semver library comes with the version served: a rule the stored definition held
+    /// may call it, a new one may not (kube checks new rules in the previous version's
+    /// environment), nor a new message expression.
+    #[test]
+    fn the_newest_library_is_for_stored_rules_only() {
+        let schema = json!({"type": "object", "properties": {"v": {"type": "string", "maxLength": 10}},
+            "x-kubernetes-validations": [{"rule": "semver(self.v).major() == 1",
+                "messageExpression": "isSemver(self.v) ? 'wrong major' : 'not a version'"}]});
+        let new = findings(&schema);
+        assert_eq!(new.len(), 1, "{new:?}");
+        assert!(
+            new[0]
+                .contains("compilation failed: ERROR: <input>:1:7: undeclared reference to 'semver' (in container '')"),
+            "{new:?}"
+        );
+        assert!(new[0].contains("ERROR: <input>:1:21: undeclared reference to 'major' (in container '')"), "{new:?}");
+        let old = json!({"spec": {"versions": [{"schema": {"openAPIV3Schema": schema.clone()}}]}});
+        let mut errs = Vec::new();
+        check_schema(&schema, "s", &Preexisting::of(Some(&old)), &mut errs);
+        assert!(errs.is_empty(), "{errs:?}");
+        // The rule stored, a new message expression.
+        let mut changed = schema.clone();
+        changed["x-kubernetes-validations"][0]["messageExpression"] = json!("isSemver(self.v) ? 'a' : 'b'");
+        let mut errs = Vec::new();
+        check_schema(&changed, "s", &Preexisting::of(Some(&old)), &mut errs);
+        let errs: Vec<String> = errs.iter().map(ToString::to_string).collect();
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(
+            errs[0].contains(
+                "messageExpression compilation failed: ERROR: <input>:1:9: undeclared reference to 'isSemver'"
+            ),
+            "{errs:?}"
+        );
+        // Two-variable comprehensions came a version before: new rules have them.
+        let two = json!({"type": "array", "maxItems": 4, "items": {"type": "integer"},
+            "x-kubernetes-validations": [{"rule": "self.all(i, v, v > i)"}]});
+        assert!(findings(&two).is_empty());
     }
 
     fn list_of_strings(max_items: Option<u64>, rule: &str) -> Value {

@@ -301,6 +301,19 @@ struct Walk<'d, 's> {
     /// kube's name of the type of `self` should it be an object (empty where only the cost is
     /// wanted: no message names it).
     self_type: Rc<str>,
+    /// Expressions (by id) whose nodes a two-variable comprehension wants, as they are walked.
+    watched: Vec<(u64, Option<Node<'d>>)>,
+    /// The environment the expression is checked in.
+    expressions: Expressions,
+}
+
+/// Which of kube's environments an expression is checked in: a rule new to a definition in
+/// that of the version before the one served (kube's minimum compatibility version), one
+/// stored already in that of the version served.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Expressions {
+    New,
+    Stored,
 }
 
 /// How a rule sees `oldSelf`.
@@ -339,8 +352,20 @@ impl Checked {
 }
 
 /// Checks `expr` (parsed from `source`) with `self` of type `root` and `oldSelf` bound as
-/// `old` says.
+/// `old` says, as a stored expression (the tests' shorthand of [`check_in`]).
+#[cfg(test)]
 pub(crate) fn check(program: &cel::Program, source: &str, root: &Decl, old: OldSelf) -> Checked {
+    check_in(program, source, root, old, Expressions::Stored)
+}
+
+/// [`check`] in the environment `expressions` says.
+pub(crate) fn check_in(
+    program: &cel::Program,
+    source: &str,
+    root: &Decl,
+    old: OldSelf,
+    expressions: Expressions,
+) -> Checked {
     let mut walk = Walk {
         root,
         source_info: program.source_info(),
@@ -350,6 +375,8 @@ pub(crate) fn check(program: &cel::Program, source: &str, root: &Decl, old: OldS
         unknown: Size::unknown(),
         old,
         self_type: generated_self_type(),
+        watched: Vec::new(),
+        expressions,
     };
     let node = walk.visit(program.expression(), false);
     // kube's validators of constant arguments look only at a program whose types check.
@@ -399,6 +426,8 @@ fn walk_cost(program: &cel::Program, root: &Decl, unknown: Size) -> u64 {
         unknown,
         old: OldSelf::Value,
         self_type: Rc::from(""),
+        watched: Vec::new(),
+        expressions: Expressions::Stored,
     };
     walk.visit(program.expression(), false).cost.max
 }
@@ -432,6 +461,13 @@ pub(crate) fn children(expr: &IdedExpr) -> Vec<&IdedExpr> {
 /// `matches(s, p)`.
 fn constant_arguments(expr: &IdedExpr, source_info: &SourceInfo, findings: &mut Vec<Finding>) {
     if let Expr::Call(call) = &expr.expr {
+        // A two-variable macro's arguments are in both of its forms: checked once.
+        if let Some(two) = crate::cel_comprehensions::TwoVar::of(call) {
+            for child in [&two.cel_go.iter_range, &two.cel_go.loop_step, &two.cel_go.result] {
+                constant_arguments(child, source_info, findings);
+            }
+            return;
+        }
         let f = call.func_name.as_str();
         if let Some(arg) = call.args.first() {
             if let Expr::Literal(LiteralValue::String(s)) = &arg.expr {
@@ -564,18 +600,11 @@ fn signature(args: &[&Ty<'_>], instance: bool) -> Option<String> {
 }
 
 /// Functions kube's environment declares that rules here do not type (the checker lets them
-/// through untyped): the list extension and lists' `includes` of later kube versions, the
-/// authorization library's (usable only with an authorizer, which rules do not have), and
-/// `has`, should it reach the walk unexpanded.
+/// through untyped): the authorization library's (usable only with an authorizer, which rules
+/// do not have), and `has`, should it reach the walk unexpanded. kube's list extension
+/// (`distinct`, `flatten`, `slice`, `sortBy`, ...) and lists' `includes` come after the
+/// version served here: undeclared, as kube's checker finds them at that version.
 const DECLARED_ELSEWHERE: &[&str] = &[
-    "distinct",
-    "flatten",
-    "reverse",
-    "slice",
-    "sort",
-    "first",
-    "last",
-    "includes",
     "has",
     "path",
     "group",
@@ -593,21 +622,10 @@ const DECLARED_ELSEWHERE: &[&str] = &[
     "labelSelector",
 ];
 
-/// Macros of CEL extensions that kube enables and that name variables in their arguments.
-const MACROS_WITH_VARIABLES: &[&str] = &[
-    "all",
-    "exists",
-    "exists_one",
-    "existsOne",
-    "map",
-    "filter",
-    "sortBy",
-    "transformList",
-    "transformMap",
-    "transformMapEntry",
-    "optMap",
-    "optFlatMap",
-];
+/// Macros of CEL extensions that kube enables, that name variables in their arguments and
+/// that the parser leaves unexpanded: optional values' `optMap` and `optFlatMap`. (The
+/// standard macros and the two-variable comprehensions are expanded.)
+const MACROS_WITH_VARIABLES: &[&str] = &["optMap", "optFlatMap"];
 
 const TYPE_NAMES: &[&str] = &["int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type", "type"];
 
@@ -645,6 +663,14 @@ impl<'d> Walk<'d, '_> {
     /// `as_target`: the expression is the receiver of a call, where a name nothing declares
     /// may be a function's namespace (`strings.quote`).
     fn visit(&mut self, e: &IdedExpr, as_target: bool) -> Node<'d> {
+        let node = self.visit_expr(e, as_target);
+        if let Some(slot) = self.watched.iter_mut().rev().find(|(id, _)| *id == e.id) {
+            slot.1 = Some(node.clone());
+        }
+        node
+    }
+
+    fn visit_expr(&mut self, e: &IdedExpr, as_target: bool) -> Node<'d> {
         match &e.expr {
             Expr::Ident(name) => self.ident(e.id, name, as_target),
             Expr::Literal(lit) => literal(lit),
@@ -807,35 +833,7 @@ impl<'d> Walk<'d, '_> {
     fn comprehension(&mut self, c: &ComprehensionExpr) -> Node<'d> {
         let range = self.visit(&c.iter_range, false);
         let init = self.visit(&c.accu_init, false);
-        let (key, value): (Node<'d>, Node<'d>) = match &range.ty {
-            Ty::List(e) => {
-                let (decl, size) = range.element();
-                let value = Node { ty: (**e).clone(), decl, cost: Cost::default(), size, entry: None };
-                (Node::new(Ty::Int, Cost::default()), value)
-            }
-            Ty::Map(k, v) => {
-                let (decl, size) = range.element();
-                let key = Node {
-                    ty: (**k).clone(),
-                    decl: Some(&MAP_KEY),
-                    cost: Cost::default(),
-                    size: Some(Size::fixed(0)),
-                    entry: None,
-                };
-                (key, Node { ty: (**v).clone(), decl, cost: Cost::default(), size, entry: None })
-            }
-            t => {
-                if t.certain() {
-                    if let Some(name) = t.name() {
-                        self.report(
-                            c.iter_range.id,
-                            format!("expression of type '{name}' cannot be range of a comprehension (must be list, map, or dynamic)"),
-                        );
-                    }
-                }
-                (Node::new(Ty::Dyn, Cost::default()), Node::new(Ty::Dyn, Cost::default()))
-            }
-        };
+        let (key, value) = self.iteration_vars(c, &range);
         let pushed = self.vars.len();
         let accu = init.clone();
         self.vars.push(Var { name: c.accu_var.clone(), node: accu });
@@ -868,7 +866,107 @@ impl<'d> Walk<'d, '_> {
         Node { ty, decl: None, cost, size, entry: None }
     }
 
+    /// A two-variable comprehension, as cel-go's macro writes it: checked and costed as any
+    /// comprehension, its result typed as cel-go's checker infers it from what the macro
+    /// builds (a list of the transform's values, a map from the keys or indices to them, or
+    /// the transform's maps merged), which the accumulator's start (`[]`, `{}`) does not say.
+    fn two_var(&mut self, c: &ComprehensionExpr) -> Node<'d> {
+        // The step appends `[transform]` or calls `cel.@mapInsert(..., transform)`, itself or
+        // as the `?:` of a filter.
+        let step = match &c.loop_step.expr {
+            Expr::Call(call) if call.func_name == "_?_:_" => call.args.get(1).unwrap_or(&c.loop_step),
+            _ => &c.loop_step,
+        };
+        let (transform, insert) = match &step.expr {
+            Expr::Call(call) if call.func_name == "_+_" => match call.args.get(1).map(|a| &a.expr) {
+                Some(Expr::List(item)) => (item.elements.first(), None),
+                _ => (None, None),
+            },
+            Expr::Call(call) if call.func_name == crate::cel_comprehensions::MAP_INSERT => {
+                (call.args.last(), Some(step.id))
+            }
+            _ => (None, None),
+        };
+        let Some(transform) = transform else { return self.comprehension(c) };
+        // Their nodes, kept as the walk passes them (walking them again would walk nested
+        // macros once more per level).
+        let watched = self.watched.len();
+        self.watched.push((transform.id, None));
+        if let Some(insert) = insert {
+            self.watched.push((insert, None));
+        }
+        let mut node = self.comprehension(c);
+        let mut seen = self.watched.split_off(watched).into_iter().map(|(_, n)| n);
+        let body = seen.next().flatten();
+        let inserted = seen.next().flatten();
+        node.ty = match (inserted, &body) {
+            (Some(map), _) => map.ty,
+            (None, Some(body)) if insert.is_none() => Ty::List(Box::new(body.ty.clone())),
+            _ => node.ty,
+        };
+        node.entry = body.and_then(|b| b.size);
+        node
+    }
+
+    /// `cel.@mapInsert` of cel-go's form of `transformMap` (`(map, key, value)`) and
+    /// `transformMapEntry` (`(map, map)`): cel-go's cost of a function it has no figure for.
+    fn map_insert(&mut self, id: u64, args: &[Node<'d>], base: impl Fn(Cost) -> Cost) -> Node<'d> {
+        let ty = match args {
+            [accu, key, value] => match &accu.ty {
+                Ty::Map(..) => Ty::Map(Box::new(key.ty.clone()), Box::new(value.ty.clone())),
+                t => t.clone(),
+            },
+            [accu, entry] => {
+                if entry.ty.certain() && !matches!(entry.ty, Ty::Map(..) | Ty::Null) {
+                    let tys = [&accu.ty, &entry.ty];
+                    self.no_overload(id, crate::cel_comprehensions::MAP_INSERT, &tys, false);
+                }
+                entry.ty.clone()
+            }
+            _ => Ty::Dyn,
+        };
+        Node::new(ty, base(Cost::fixed(1)))
+    }
+
+    /// The nodes of a comprehension's variables: an element of a list range (or, with two
+    /// variables, its index and the element), a key of a map range (and its value).
+    fn iteration_vars(&mut self, c: &ComprehensionExpr, range: &Node<'d>) -> (Node<'d>, Node<'d>) {
+        match &range.ty {
+            Ty::List(e) => {
+                let (decl, size) = range.element();
+                let value = Node { ty: (**e).clone(), decl, cost: Cost::default(), size, entry: None };
+                (Node::new(Ty::Int, Cost::default()), value)
+            }
+            Ty::Map(k, v) => {
+                let (decl, size) = range.element();
+                let key = Node {
+                    ty: (**k).clone(),
+                    decl: Some(&MAP_KEY),
+                    cost: Cost::default(),
+                    size: Some(Size::fixed(0)),
+                    entry: None,
+                };
+                (key, Node { ty: (**v).clone(), decl, cost: Cost::default(), size, entry: None })
+            }
+            t => {
+                if t.certain() {
+                    if let Some(name) = t.name() {
+                        self.report(
+                            c.iter_range.id,
+                            format!("expression of type '{name}' cannot be range of a comprehension (must be list, map, or dynamic)"),
+                        );
+                    }
+                }
+                (Node::new(Ty::Dyn, Cost::default()), Node::new(Ty::Dyn, Cost::default()))
+            }
+        }
+    }
+
     fn call(&mut self, id: u64, call: &CallExpr) -> Node<'d> {
+        // An expanded two-variable macro: cel-go's form is what kube checks and costs.
+        if let Some(two) = crate::cel_comprehensions::TwoVar::of(call) {
+            return self.two_var(two.cel_go);
+        }
         let f = call.func_name.as_str();
         // A receiver nothing declares names a namespace of functions (`strings.quote(x)`).
         let namespace = match call.target.as_deref().map(|t| &t.expr) {
@@ -1018,6 +1116,7 @@ impl<'d> Walk<'d, '_> {
                 Node { ty, decl, cost: base(Cost::fixed(1)), size, entry: None }
             }
             ("@not_strictly_false", [_]) => Node::new(Ty::Bool, base(Cost::fixed(1))),
+            (crate::cel_comprehensions::MAP_INSERT, _) if target.is_none() => self.map_insert(id, &args, base),
             ("_?._", [operand, _]) => {
                 let field = match call.args.get(1).map(|a| &a.expr) {
                     Some(Expr::Literal(LiteralValue::String(f))) => f.inner().to_string(),
@@ -1050,8 +1149,8 @@ impl<'d> Walk<'d, '_> {
     }
 
     /// The arguments of a call. The macros of kube's extensions the parser does not expand
-    /// (`sortBy`, two-variable `all`, `transformList`, ...) name their variables in their
-    /// leading arguments: those are bound, of unknown type, for the last one.
+    /// (`optMap`, `optFlatMap`) name their variables in their leading arguments: those are
+    /// bound, of unknown type, for the last one.
     fn visit_args(&mut self, call: &CallExpr, member: bool) -> Vec<Node<'d>> {
         let binds = member
             && MACROS_WITH_VARIABLES.contains(&call.func_name.as_str())
@@ -1121,7 +1220,9 @@ impl<'d> Walk<'d, '_> {
         let f = call.func_name.as_str();
         let qualified = namespace.map(|ns| format!("{ns}.{f}"));
         let name = qualified.as_deref().unwrap_or(f);
-        let ty = self.resolve(id, name, target, args).unwrap_or_else(|| {
+        let newer = self.expressions == Expressions::New && crate::cel_signatures::STORED_ONLY.contains(&name);
+        let resolved = if newer { None } else { self.resolve(id, name, target, args) };
+        let ty = resolved.unwrap_or_else(|| {
             // A function nothing declares (kube's other libraries aside); a namespaced name's
             // namespace may be a variable of a macro this walk does not follow.
             if namespace.is_none() && !MACROS_WITH_VARIABLES.contains(&f) && !DECLARED_ELSEWHERE.contains(&f) {
@@ -1261,7 +1362,7 @@ mod tests {
 
     fn cost(schema: &Value, rule: &str) -> u64 {
         let decl = crate::cel_decl::of_schema(schema, false).expect("a typed schema");
-        let program = cel::Program::compile(rule).expect("a rule that parses");
+        let program = crate::cel_parse::compile(rule).expect("a rule that parses");
         let checked = check(&program, rule, &decl, OldSelf::Value);
         assert_eq!(checked.issues, None, "{rule}");
         assert_eq!(checked.max_cost, walk_cost(&program, &decl, Size::unknown()));
@@ -1466,7 +1567,7 @@ mod tests {
 
     fn issues(schema: &Value, rule: &str) -> Option<String> {
         let decl = crate::cel_decl::of_schema(schema, true).expect("a typed schema");
-        let program = cel::Program::compile(rule).expect("a rule that parses");
+        let program = crate::cel_parse::compile(rule).expect("a rule that parses");
         check(&program, rule, &decl, OldSelf::Value).issues
     }
 
@@ -1579,9 +1680,21 @@ mod tests {
             Some("ERROR: <input>:1:17: undeclared reference to 'lenght' (in container '')\n | self.name.lenght() > 1\n | ................^")
         );
         assert!(issues(&spec, "lower(self.name) == 'a'").is_some_and(|i| i.contains("undeclared reference to 'lower'")));
-        for fine in ["self.ports.sortBy(p, -p).size() > 0", "self.ports.includes(1)", "self.ports.all(i, p, p > i)"] {
-            assert_eq!(issues(&spec, fine), None, "{fine}");
+        // kube's list extension and lists' `includes` come after the version served.
+        assert_eq!(
+            issues(&spec, "self.ports.includes(1)").as_deref(),
+            Some("ERROR: <input>:1:20: undeclared reference to 'includes' (in container '')\n | self.ports.includes(1)\n | ...................^")
+        );
+        for later in
+            ["self.ports.distinct() == self.ports", "self.ports.sort()[0] == 1", "self.ports.slice(0, 1) == []"]
+        {
+            assert!(issues(&spec, later).is_some_and(|i| i.contains("undeclared reference to '")), "{later}");
         }
+        let sort_by = issues(&spec, "self.ports.sortBy(p, -p).size() > 0").expect("findings");
+        assert!(
+            sort_by.contains("undeclared reference to 'sortBy'") && sort_by.contains("undeclared reference to 'p'")
+        );
+        assert_eq!(issues(&spec, "self.ports.all(i, p, p > i)"), None);
     }
 
     /// Operators whose operands must be of one type: `?:` branches, equality, `in`, indexes.
@@ -1792,7 +1905,6 @@ mod tests {
             "type(self.spec.replicas) == int && quantity(self.spec.name).isLessThan(quantity('1'))",
             "self.spec.ports.map(p, p * 2).exists(q, q == 4)",
             "self.spec.ports.all(i, p, p > i)",
-            "self.spec.ports.sortBy(p, -p) == self.spec.ports",
         ] {
             assert_eq!(issues(&spec, fine), None, "{fine}");
         }

@@ -65,9 +65,14 @@ pub(crate) fn compile(source: &str) -> Result<cel::Program, Refused> {
 }
 
 /// The syntax rules are written in: CEL's standard macros and, as kube enables them, optional
-/// values (`self.?field`, `list[?index]`, `[?item]`, `{?key: value}`).
-static SYNTAX: std::sync::LazyLock<cel::Env> =
-    std::sync::LazyLock::new(|| cel::Env::stdlib().with_optional_support(true));
+/// values (`self.?field`, `list[?index]`, `[?item]`, `{?key: value}`) and two-variable
+/// comprehensions ([`crate::cel_comprehensions`]).
+static SYNTAX: std::sync::LazyLock<cel::Env> = std::sync::LazyLock::new(|| {
+    let mut env = cel::Env::stdlib().with_optional_support(true);
+    env.add_extension(crate::cel_comprehensions::extension)
+        .expect("invariant: the two-variable macros are declared once, beside the standard ones");
+    env
+});
 
 /// An upper bound on the depth of the expression `source` parses to, from its characters
 /// alone (without recursing). Operators chain to the left, so a chain of n operators nests n

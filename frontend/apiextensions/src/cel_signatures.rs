@@ -43,6 +43,12 @@ pub(crate) const CIDR: &str = "net.CIDR";
 pub(crate) const SEMVER: &str = "kubernetes.Semver";
 pub(crate) const FORMAT: &str = "kubernetes.NamedFormat";
 
+/// The functions of the library kube's environment adds at the version served (semver, 1.33):
+/// a rule already stored may call them, a new one not yet, as kube checks new rules in the
+/// environment of its minimum compatibility version, the version before. (`compareTo`,
+/// `isGreaterThan` and `isLessThan` stay: the quantity library declares them too.)
+pub(crate) const STORED_ONLY: &[&str] = &["semver", "isSemver", "major", "minor", "patch"];
+
 /// One overload: a member overload's first parameter is its receiver.
 #[derive(Debug)]
 pub(crate) struct Overload {

@@ -32,7 +32,8 @@
 //! * [`schema`]: pruning, defaulting and validation of custom resources by a version's
 //!   OpenAPI v3 schema; [`rules`]: its CEL `x-kubernetes-validations`, with kube's CEL
 //!   libraries in the private `cel_*` modules (one per library: quantity, lists, regex, url,
-//!   ip, cidr, format, semver, sets, and the durations' conversion `cel_time`; `cel_overload` lets a library declare typed overloads on
+//!   ip, cidr, format, semver, sets, two-variable comprehensions `cel_comprehensions`, and the
+//!   durations' conversion `cel_time`; `cel_overload` lets a library declare typed overloads on
 //!   the environment), checked when a definition is admitted by `cel_admit` (types and costs
 //!   by `cel_check`, over the schema's CEL types of `cel_decl` and the functions' declared
 //!   overloads of `cel_signatures`, in the units and limits of `cel_cost`); [`formats`]: string formats; [`jsonpath`]: the JSONPath subset of
@@ -57,6 +58,7 @@
 mod cel_admit;
 mod cel_check;
 mod cel_cidr;
+mod cel_comprehensions;
 mod cel_cost;
 mod cel_decl;
 mod cel_error;

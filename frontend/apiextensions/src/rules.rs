@@ -99,6 +99,7 @@ static LIBRARIES: std::sync::LazyLock<Result<cel::Context<'static, 'static>, Str
         env.add_extension(crate::cel_sets::extension).map_err(|e| e.to_string())?;
         env.add_extension(crate::cel_semver::extension).map_err(|e| e.to_string())?;
         env.add_extension(crate::cel_time::extension).map_err(|e| e.to_string())?;
+        env.add_extension(crate::cel_comprehensions::extension).map_err(|e| e.to_string())?;
         let mut context = cel::Context::with_env(std::sync::Arc::new(env));
         crate::cel_quantity::register(&mut context)?;
         crate::cel_lists::register(&mut context)?;
@@ -109,7 +110,8 @@ static LIBRARIES: std::sync::LazyLock<Result<cel::Context<'static, 'static>, Str
 #[cfg(test)]
 pub(crate) fn evaluate_in_libraries(expr: &str) -> Result<cel::Value, String> {
     let context = LIBRARIES.as_ref().map_err(Clone::clone)?;
-    cel::Program::compile(expr).map_err(|e| e.to_string())?.execute(context).map_err(|e| e.to_string())
+    let program = crate::cel_parse::compile(expr).map_err(|e| format!("{e:?}"))?;
+    program.execute(context).map_err(|e| crate::cel_error::text(&e))
 }
 
 impl<'a> NodeContext<'a> {

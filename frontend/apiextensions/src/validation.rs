@@ -103,6 +103,8 @@ pub fn validate(obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
     // Versions with one schema between them have it checked once, where kube's internal form
     // holds it (`spec.validation`).
     let shared = def.versions.iter().all(|v| v.schema.is_some() && v.schema == def.versions[0].schema);
+    // Rules the stored definition holds are checked as stored expressions, the others as new.
+    let preexisting = crate::cel_admit::Preexisting::of(old);
     for (i, v) in def.versions.iter().enumerate() {
         if v.storage {
             storage += 1;
@@ -120,7 +122,7 @@ pub fn validate(obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
             (true, 0) => Some("spec.validation.openAPIV3Schema".to_string()),
             (true, _) => None,
         };
-        validate_version(v, &format!("spec.versions[{i}]"), schema_path.as_deref(), &mut errs);
+        validate_version(v, &format!("spec.versions[{i}]"), schema_path.as_deref(), &preexisting, &mut errs);
     }
     if def.versions.is_empty() {
         errs.push(FieldError::invalid(
@@ -391,18 +393,29 @@ const COLUMN_FORMATS: &str = "byte,date,date-time,double,float,int32,int64,name,
 
 /// Checks version `v` at `path`, and its schema at `schema_path` unless that is checked
 /// elsewhere (`None`).
-fn validate_version(v: &Version, path: &str, schema_path: Option<&str>, errs: &mut Vec<FieldError>) {
+fn validate_version(
+    v: &Version,
+    path: &str,
+    schema_path: Option<&str>,
+    preexisting: &crate::cel_admit::Preexisting,
+    errs: &mut Vec<FieldError>,
+) {
     let Some(schema) = &v.schema else {
         errs.push(FieldError::required(format!("{path}.schema.openAPIV3Schema"), ""));
         return;
     };
     if let Some(schema_path) = schema_path {
-        validate_schema(schema, schema_path, errs);
+        validate_schema(schema, schema_path, preexisting, errs);
     }
     validate_columns(v, path, errs);
 }
 
-fn validate_schema(schema: &Value, schema_path: &str, errs: &mut Vec<FieldError>) {
+fn validate_schema(
+    schema: &Value,
+    schema_path: &str,
+    preexisting: &crate::cel_admit::Preexisting,
+    errs: &mut Vec<FieldError>,
+) {
     let schema_path = schema_path.to_string();
     let before = errs.len();
     if depth(schema) > MAX_SCHEMA_DEPTH {
@@ -435,7 +448,7 @@ fn validate_schema(schema: &Value, schema_path: &str, errs: &mut Vec<FieldError>
     }
     // Rules are compiled against a schema kube accepts as structural, as kube does.
     if errs.len() == before {
-        crate::cel_admit::check_schema(schema, &schema_path, errs);
+        crate::cel_admit::check_schema(schema, &schema_path, preexisting, errs);
     }
 }
 

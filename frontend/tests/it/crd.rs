@@ -1096,8 +1096,6 @@ spec:
               message: the default tag comes first, once
             - rule: "sets.intersects(self.tags, ['blue', 'green'])"
               message: a tag must be blue or green
-            - rule: "isSemver(self.version, true) && semver(self.version, true).isGreaterThan(semver('1.20.0'))"
-              message: version must be a semantic version above 1.20
             properties:
               backend: {type: string, maxLength: 64}
               endpoint: {type: string, maxLength: 128}
@@ -1108,7 +1106,8 @@ spec:
               version: {type: string, maxLength: 32}
 "#;
 
-/// Rules written with kube's format, URL, CIDR, IP, regex, list, set and semver libraries: an
+/// Rules written with kube's format, URL, CIDR, IP, regex, list and set libraries (not semver:
+/// kube adds it at the version served, for stored rules only, see `crd_cel_comprehensions`): an
 /// object that keeps them is stored; one that breaks every rule is refused by kubectl with each
 /// rule's message (not a format's own messages through `messageExpression`: kube's estimator
 /// cannot size them, so it refuses such a message at admission); a library function's
@@ -1148,8 +1147,7 @@ async fn rules_use_the_kubernetes_network_and_text_libraries(backend: Backend) {
          * spec: Invalid value: \"object\": gateway must be inside subnet\n\
          * spec: Invalid value: \"object\": image must end in a version and have at most two slashes\n\
          * spec: Invalid value: \"object\": the default tag comes first, once\n\
-         * spec: Invalid value: \"object\": a tag must be blue or green\n\
-         * spec: Invalid value: \"object\": version must be a semantic version above 1.20",
+         * spec: Invalid value: \"object\": a tag must be blue or green",
     );
 
     let broken = route(

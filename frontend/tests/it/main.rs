@@ -11,6 +11,7 @@ mod apply;
 mod auth;
 mod chain;
 mod crd;
+mod crd_cel_comprehensions;
 mod crd_cel_cost;
 mod crd_conversion;
 mod crd_schema_rules;
