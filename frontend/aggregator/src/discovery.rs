@@ -34,7 +34,9 @@ pub async fn apis(shared: &Shared, delegate: Handler, req: Request) -> Response 
     merged(parts, &doc)
 }
 
-/// The legacy `APIGroup` of a group served only remotely (`/apis/<group>`).
+/// The legacy `APIGroup` of a group with APIServices (`/apis/<group>`): the versions they name,
+/// highest priority (the preferred one) first, as kube-aggregator answers it for local and
+/// remote APIServices alike.
 pub fn group_document(routes: &Routes, group: &str) -> Response {
     let mut versions: Vec<Value> = routes
         .by_group_version

@@ -1,5 +1,5 @@
 //! [`AggregatorServer`]: the aggregator's place in the delegation chain. It answers `/apis`
-//! (merged discovery), `/apis/<group>` of groups served only remotely, and every request for a
+//! (merged discovery), `/apis/<group>` of groups it has APIServices of, and every request for a
 //! group version a remote APIService serves (proxied), and the OpenAPI documents (merged);
 //! everything else goes to the delegate.
 
@@ -18,7 +18,7 @@ use crate::{discovery, openapi, openapi_v2, proxy};
 enum Route {
     /// `/apis`: the delegate's answer, merged.
     Apis,
-    /// `/apis/<group>` of a group only remote APIServices serve.
+    /// `/apis/<group>` of a group with APIServices (the versions they name, by priority).
     Group(String),
     /// A request for a remote APIService's group version.
     Proxy(ApiService),
@@ -36,13 +36,10 @@ fn route(method: &http::Method, path: &str, routes: &Routes) -> Route {
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     match segments.as_slice() {
         ["apis"] if method == http::Method::GET => Route::Apis,
-        ["apis", group] => {
-            let mut of_group = routes.by_group_version.values().filter(|a| a.group == *group).peekable();
-            if of_group.peek().is_some() && of_group.all(|a| !a.is_local()) {
-                Route::Group((*group).to_string())
-            } else {
-                Route::Delegate
-            }
+        // kube-aggregator answers the group document of every group it has APIServices of,
+        // local or remote, from those APIServices.
+        ["apis", group] if routes.by_group_version.values().any(|a| a.group == *group) => {
+            Route::Group((*group).to_string())
         }
         ["openapi", "v2"] if method == http::Method::GET => Route::OpenApiV2,
         ["openapi", "v3"] if method == http::Method::GET => Route::OpenApiIndex,
@@ -125,7 +122,8 @@ mod tests {
         assert!(matches!(route(&get, "/apis/x.io", &routes), Route::Group(_)));
         assert!(matches!(route(&get, "/apis/x.io/v2/things", &routes), Route::Delegate));
         assert!(matches!(route(&get, "/apis/apps/v1/deployments", &routes), Route::Delegate));
-        assert!(matches!(route(&get, "/apis/apps", &routes), Route::Delegate));
+        assert!(matches!(route(&get, "/apis/apps", &routes), Route::Group(_)));
+        assert!(matches!(route(&get, "/apis/batch", &routes), Route::Delegate));
         assert!(matches!(route(&get, "/apis/", &routes), Route::Apis));
         assert!(matches!(route(&http::Method::POST, "/apis", &routes), Route::Delegate));
         assert!(matches!(route(&get, "/api/v1/pods", &routes), Route::Delegate));

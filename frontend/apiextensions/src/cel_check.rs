@@ -10,12 +10,19 @@
 //! functions' overloads are those [`crate::cel_signatures`] declares, resolved as cel-go
 //! resolves them, member calls apart from global ones), operands that must be of one type and
 //! are not (`?:` branches, `==`, `in`, an index: an int is not a double here), list literals of
-//! mixed types, and a rule whose result cannot be a bool. Where a type is not known (an
-//! int-or-string, a schema object, whose type kube names by a generated name, an optional
-//! value, `null`) it assumes the best and reports nothing: a rule is never refused that kube's
-//! checker would pass for lack of knowledge here.
+//! mixed types, and a rule whose result cannot be a bool. A schema object is of a type of its
+//! own, named as kube names it: `selfType<n>` for `self` (`n` the nanoseconds of the clock when
+//! the rule is compiled, so that no rule can depend on the name), then the path of escaped
+//! field names, `@idx` for a list's items and `@elem` for a map's values
+//! (`selfType123.spec.ports.@idx`); two objects agree only when their names do (`self.spec ==
+//! oldSelf.spec`), as cel-go's struct types. `null` agrees only with what cel-go lets be null:
+//! objects, durations, timestamps, optional and library values, and values of unknown type.
+//! Where a type is not known (an int-or-string, a library function's result) it assumes the
+//! best and reports nothing: a rule is never refused that kube's checker would pass for lack
+//! of knowledge here.
 
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 use cel::common::ast::{CallExpr, ComprehensionExpr, EntryExpr, Expr, LiteralValue, SourceInfo};
 use cel::IdedExpr;
@@ -45,8 +52,9 @@ enum Ty<'d> {
     Type,
     List(Box<Ty<'d>>),
     Map(Box<Ty<'d>>, Box<Ty<'d>>),
-    /// An object of the schema, with its fields.
-    Object(&'d BTreeMap<String, Decl>),
+    /// An object of the schema: kube's generated name of its type (empty where only the cost
+    /// is wanted), and its fields. The name comes first so that unequal names compare fast.
+    Object(Rc<str>, &'d BTreeMap<String, Decl>),
     /// A library's own type (a quantity, a URL, ...), by cel-go's name of it.
     Opaque(&'static str),
     /// An optional value of the type.
@@ -54,7 +62,11 @@ enum Ty<'d> {
 }
 
 impl<'d> Ty<'d> {
-    fn of(decl: &Decl) -> Ty<'_> {
+    /// The type of a value of `decl`, `name` being kube's name of that type should it be an
+    /// object (of its items' or values' type, with `.@idx` or `.@elem` added, for a list or a
+    /// map).
+    fn of(decl: &'d Decl, name: &Rc<str>) -> Ty<'d> {
+        let inner = |suffix: &str| if name.is_empty() { name.clone() } else { Rc::from(format!("{name}.{suffix}")) };
         match &decl.kind {
             DeclKind::Dyn => Ty::Dyn,
             DeclKind::Bool => Ty::Bool,
@@ -64,14 +76,14 @@ impl<'d> Ty<'d> {
             DeclKind::Bytes => Ty::Bytes,
             DeclKind::Duration => Ty::Duration,
             DeclKind::Timestamp => Ty::Timestamp,
-            DeclKind::List(e) => Ty::List(Box::new(Ty::of(e))),
-            DeclKind::Map(v) => Ty::Map(Box::new(Ty::String), Box::new(Ty::of(v))),
-            DeclKind::Object(f) => Ty::Object(f),
+            DeclKind::List(e) => Ty::List(Box::new(Ty::of(e, &inner("@idx")))),
+            DeclKind::Map(v) => Ty::Map(Box::new(Ty::String), Box::new(Ty::of(v, &inner("@elem")))),
+            DeclKind::Object(f) => Ty::Object(name.clone(), f),
         }
     }
 
-    /// cel-go's name of the type in messages; `None` where it would name a generated object
-    /// type (such messages are not reported).
+    /// cel-go's name of the type in messages; `None` for a type named here as nothing (such
+    /// messages are not reported).
     fn name(&self) -> Option<String> {
         Some(match self {
             Ty::Dyn => "dyn".into(),
@@ -87,7 +99,7 @@ impl<'d> Ty<'d> {
             Ty::Type => return None,
             Ty::List(e) => format!("list({})", e.name()?),
             Ty::Map(k, v) => format!("map({}, {})", k.name()?, v.name()?),
-            Ty::Object(_) => return None,
+            Ty::Object(name, _) => name.to_string(),
             Ty::Opaque(name) => (*name).into(),
             Ty::Optional(t) => format!("optional_type({})", t.name()?),
         })
@@ -95,7 +107,13 @@ impl<'d> Ty<'d> {
 
     /// Whether the type is known well enough to refuse an operation on it.
     fn certain(&self) -> bool {
-        !matches!(self, Ty::Dyn | Ty::Type | Ty::Object(_))
+        !matches!(self, Ty::Dyn | Ty::Type)
+    }
+
+    /// Whether cel-go lets `null` stand for a value of this type: its legacy nullable kinds
+    /// (structs, durations, timestamps, opaque types, optional ones among them) and null.
+    fn nullable(&self) -> bool {
+        matches!(self, Ty::Null | Ty::Object(..) | Ty::Duration | Ty::Timestamp | Ty::Opaque(_) | Ty::Optional(_))
     }
 
     /// The type a declared parameter or result stands for, `a` being what the overload's
@@ -123,8 +141,13 @@ impl<'d> Ty<'d> {
     /// Whether a value of this type may be passed as `p`, binding the type parameter in `a`
     /// (cel-go's assignability, a type not known being assignable to anything).
     fn binds(&self, p: &Param, a: &mut Option<Ty<'d>>) -> bool {
-        if !self.certain() || *self == Ty::Null {
+        if !self.certain() {
             return true;
+        }
+        // `null` binds a type parameter as any value does (and is then taken over by the
+        // first nullable type it agrees with); a declared type only if nullable.
+        if *self == Ty::Null && !matches!(p, Param::A | Param::Dyn) {
+            return Ty::of_param(p, &None).nullable();
         }
         match (p, self) {
             (Param::Dyn, _) => true,
@@ -135,7 +158,7 @@ impl<'d> Ty<'d> {
                 }
                 Some(bound) => {
                     let fits = bound.agrees(t);
-                    if fits && !bound.certain() {
+                    if fits && (!bound.certain() || *bound == Ty::Null) {
                         *a = Some(t.clone());
                     }
                     fits
@@ -155,7 +178,7 @@ impl<'d> Ty<'d> {
     fn agrees(&self, other: &Ty<'_>) -> bool {
         match (self, other) {
             (a, b) if !a.certain() || !b.certain() => true,
-            (Ty::Null, _) | (_, Ty::Null) => true,
+            (Ty::Null, t) | (t, Ty::Null) => t.nullable(),
             (Ty::List(a), Ty::List(b)) => a.agrees(b),
             (Ty::Map(ak, av), Ty::Map(bk, bv)) => ak.agrees(bk) && av.agrees(bv),
             (Ty::Optional(a), Ty::Optional(b)) => a.agrees(b),
@@ -196,9 +219,10 @@ impl<'d> Node<'d> {
         Node { ty, decl: None, cost, size, entry: None }
     }
 
-    fn of_decl(decl: &'d Decl, cost: Cost) -> Node<'d> {
+    /// A value of `decl`, whose type kube names `name` should it be an object.
+    fn of_decl(decl: &'d Decl, cost: Cost, name: &Rc<str>) -> Node<'d> {
         Node {
-            ty: Ty::of(decl),
+            ty: Ty::of(decl, name),
             decl: Some(decl),
             cost,
             size: Some(Size { min: 0, max: decl.max_elements }),
@@ -232,6 +256,25 @@ impl<'d> Node<'d> {
     }
 }
 
+/// The keys' or values' type of a map literal, as far as its entries went.
+#[derive(Default)]
+struct Joined<'d> {
+    /// The first entry's.
+    first: Option<Ty<'d>>,
+    /// Whether another entry's differed.
+    mixed: bool,
+}
+
+impl<'d> Joined<'d> {
+    fn ty(self) -> Ty<'d> {
+        if self.mixed {
+            Ty::Dyn
+        } else {
+            self.first.unwrap_or(Ty::Dyn)
+        }
+    }
+}
+
 /// A variable in scope.
 struct Var<'d> {
     name: String,
@@ -255,6 +298,9 @@ struct Walk<'d, 's> {
     unknown: Size,
     /// How `oldSelf` is bound.
     old: OldSelf,
+    /// kube's name of the type of `self` should it be an object (empty where only the cost is
+    /// wanted: no message names it).
+    self_type: Rc<str>,
     /// Expressions (by id) whose nodes a two-variable comprehension wants, as they are walked.
     watched: Vec<(u64, Option<Node<'d>>)>,
     /// The environment the expression is checked in.
@@ -328,6 +374,7 @@ pub(crate) fn check_in(
         checking: true,
         unknown: Size::unknown(),
         old,
+        self_type: generated_self_type(),
         watched: Vec::new(),
         expressions,
     };
@@ -343,6 +390,22 @@ pub(crate) fn check_in(
         result_is_bool: node.ty.certain().then_some(node.ty == Ty::Bool),
         result_is_string: node.ty.certain().then_some(node.ty == Ty::String),
     }
+}
+
+/// The field `field` selects of an object's `fields`, with its declared (escaped) name: a
+/// reserved word selects the field escaped from it too (`namespace` is `__namespace__`), as
+/// kube's type provider resolves it since 1.31.
+fn field_of<'d>(fields: &'d BTreeMap<String, Decl>, field: &str) -> Option<(&'d String, &'d Decl)> {
+    fields
+        .get_key_value(field)
+        .or_else(|| crate::cel_decl::keyword(field).then(|| fields.get_key_value(&format!("__{field}__"))).flatten())
+}
+
+/// kube's name for the type of `self` in a rule being compiled: `selfType` and the clock's
+/// nanoseconds, a name meant to change with every compilation so that no rule comes to depend
+/// on it.
+fn generated_self_type() -> Rc<str> {
+    Rc::from(format!("selfType{}", ballast_apimachinery::clock::subsec_nanos_now()))
 }
 
 /// The most evaluating `program` can cost on a value `root` is sized by ([`Decl::sized_by`]),
@@ -362,6 +425,7 @@ fn walk_cost(program: &cel::Program, root: &Decl, unknown: Size) -> u64 {
         checking: false,
         unknown,
         old: OldSelf::Value,
+        self_type: Rc::from(""),
         watched: Vec::new(),
         expressions: Expressions::Stored,
     };
@@ -585,8 +649,8 @@ impl<'d> Walk<'d, '_> {
             node.cost = Cost::fixed(SELECT_AND_IDENT_COST);
             return Some(node);
         }
-        let node =
-            (name == "self" || name == "oldSelf").then(|| Node::of_decl(self.root, Cost::fixed(SELECT_AND_IDENT_COST)));
+        let node = (name == "self" || name == "oldSelf")
+            .then(|| Node::of_decl(self.root, Cost::fixed(SELECT_AND_IDENT_COST), &self.self_type));
         match node {
             Some(mut n) if name == "oldSelf" && self.old == OldSelf::Optional => {
                 n.ty = Ty::Optional(Box::new(n.ty));
@@ -633,8 +697,10 @@ impl<'d> Walk<'d, '_> {
                     entry = Some(entry.map_or(s, |x| x.union(s)));
                     match &elem_ty {
                         None => elem_ty = Some(n.ty),
-                        Some(first) if first.certain() && n.ty.certain() && *first != n.ty && n.ty != Ty::Null => {
-                            if let (Some(want), Some(got)) = (first.name(), n.ty.name()) {
+                        // kube's validator of homogeneous literals reports the first element
+                        // of another type than the first's (`null` among others too).
+                        Some(first) if first.certain() && n.ty.certain() && *first != n.ty => {
+                            if let (false, Some(want), Some(got)) = (mixed, first.name(), n.ty.name()) {
                                 self.report(item.id, format!("expected type '{want}' but found '{got}'"));
                             }
                             mixed = true;
@@ -654,20 +720,32 @@ impl<'d> Walk<'d, '_> {
             Expr::Map(map) => {
                 let mut cost = Cost::fixed(MAP_CREATE_BASE_COST);
                 let mut entry: Option<Size> = None;
+                // The literal's key and value types, as for a list's elements (`Dyn` once
+                // mixed; kube's validator reports every key and value of another type than
+                // the first entry's).
+                let (mut key_ty, mut value_ty): (Joined<'d>, Joined<'d>) = Default::default();
                 for item in &map.entries {
                     match &item.expr {
                         EntryExpr::MapEntry(m) => {
-                            cost = cost.add(self.visit(&m.key, false).cost);
-                            let v = self.visit(&m.value, false);
+                            let k = self.visit(&m.key, false);
+                            cost = cost.add(k.cost);
+                            let mut v = self.visit(&m.value, false);
+                            if m.optional {
+                                if let Ty::Optional(t) = v.ty {
+                                    v.ty = *t;
+                                }
+                            }
                             cost = cost.add(v.cost);
                             let s = v.size_or(self.unknown);
                             entry = Some(entry.map_or(s, |x| x.union(s)));
+                            self.join_entry(&mut key_ty, k.ty, m.key.id);
+                            self.join_entry(&mut value_ty, v.ty, m.value.id);
                         }
                         EntryExpr::StructField(f) => cost = cost.add(self.visit(&f.value, false).cost),
                     }
                 }
                 Node {
-                    ty: Ty::Map(Box::new(Ty::Dyn), Box::new(Ty::Dyn)),
+                    ty: Ty::Map(Box::new(key_ty.ty()), Box::new(value_ty.ty())),
                     decl: None,
                     cost,
                     size: Some(Size::fixed(map.entries.len() as u64)),
@@ -688,6 +766,22 @@ impl<'d> Walk<'d, '_> {
         }
     }
 
+    /// Joins the type of one key or value of a map literal into the literal's: another type
+    /// than the first entry's is reported as kube's validator of homogeneous literals reports
+    /// it, and makes the literal's `Dyn`.
+    fn join_entry(&mut self, joined: &mut Joined<'d>, ty: Ty<'d>, id: u64) {
+        match &joined.first {
+            None => joined.first = Some(ty),
+            Some(first) if first.certain() && ty.certain() && *first != ty => {
+                if let (Some(want), Some(got)) = (first.name(), ty.name()) {
+                    self.report(id, format!("expected type '{want}' but found '{got}'"));
+                }
+                joined.mixed = true;
+            }
+            Some(_) => {}
+        }
+    }
+
     fn ident(&mut self, id: u64, name: &str, as_target: bool) -> Node<'d> {
         if let Some(node) = self.lookup(name) {
             return node;
@@ -704,12 +798,15 @@ impl<'d> Walk<'d, '_> {
     fn select(&mut self, id: u64, operand: &Node<'d>, field: &str, test: bool) -> Node<'d> {
         let mut cost = operand.cost;
         // A presence test costs nothing of its own (kube keeps cel-go's old figure).
-        if !test && matches!(operand.ty, Ty::Map(..) | Ty::Object(_)) {
+        if !test && matches!(operand.ty, Ty::Map(..) | Ty::Object(..)) {
             cost = cost.add(Cost::fixed(SELECT_AND_IDENT_COST));
         }
         let field_node = match &operand.ty {
-            Ty::Object(fields) => match fields.get(field) {
-                Some(decl) => Node::of_decl(decl, cost),
+            Ty::Object(name, fields) => match field_of(fields, field) {
+                Some((key, decl)) => {
+                    let name = if name.is_empty() { name.clone() } else { Rc::from(format!("{name}.{key}")) };
+                    Node::of_decl(decl, cost, &name)
+                }
                 None => {
                     self.report(id, format!("undefined field '{field}'"));
                     Node::new(Ty::Dyn, cost)
@@ -890,10 +987,12 @@ impl<'d> Walk<'d, '_> {
                 Node { ty: Ty::Dyn, decl: a.decl, cost: Cost::fixed(1).add(a.cost), size: a.size, entry: a.entry }
             }
             ("_&&_" | "_||_", [l, r]) => {
-                for t in [&l.ty, &r.ty] {
+                // cel-go checks each operand of a logical operator against bool on its own.
+                for (arg, t) in call.args.iter().zip([&l.ty, &r.ty]) {
                     if t.certain() && *t != Ty::Bool {
-                        self.no_overload(id, f, &tys, false);
-                        break;
+                        if let Some(name) = t.name() {
+                            self.report(arg.id, format!("expected type 'bool' but found '{name}'"));
+                        }
                     }
                 }
                 Node::new(Ty::Bool, Cost { min: l.cost.min, max: l.cost.max.saturating_add(r.cost.max) })
@@ -982,7 +1081,7 @@ impl<'d> Walk<'d, '_> {
                         Cost::fixed(1)
                     }
                     Ty::List(_) | Ty::Dyn => r.size_or(self.unknown).times(1.0),
-                    Ty::Map(..) | Ty::Object(_) => Cost::fixed(1),
+                    Ty::Map(..) => Cost::fixed(1),
                     _ => {
                         self.no_overload(id, f, &[&l.ty, &r.ty], false);
                         Cost::fixed(1)
@@ -1079,7 +1178,10 @@ impl<'d> Walk<'d, '_> {
         let size = l.size_or(self.unknown).add(r.size_or(self.unknown));
         let ty = if l.ty.certain() && r.ty.certain() {
             let result = match (&l.ty, &r.ty) {
-                (Ty::List(a), Ty::List(b)) => Some(Ty::List(Box::new(if a == b { (**a).clone() } else { Ty::Dyn }))),
+                (Ty::List(a), Ty::List(b)) if a.agrees(b) => {
+                    Some(Ty::List(Box::new(if a == b { (**a).clone() } else { Ty::Dyn })))
+                }
+                (Ty::List(_), Ty::List(_)) => None,
                 (a, b) => arithmetic("_+_", a, b),
             };
             if result.is_none() {
@@ -1561,7 +1663,7 @@ mod tests {
             "size(self.labels) > 0 && self.name.size() > 0 && matches(self.name, '^a') && self.name.matches('a')",
             "self.replicas < self.ratio && double(self.replicas) == self.ratio && self.ratio > 1",
             "(self.replicas > 1 ? self.name : 'x') == 'x' && (self.replicas > 1 ? self.any : 1) == 1",
-            "dyn(self.replicas) == self.ratio && self.name != null",
+            "dyn(self.replicas) == self.ratio && dyn(self.name) != null",
             "self.ports == [] && self.labels == {} && [1, 2] == self.ports",
         ] {
             assert_eq!(issues(&spec, fine), None, "{fine}");
@@ -1809,5 +1911,133 @@ mod tests {
         let decl = crate::cel_decl::of_schema(&spec, true).expect("typed");
         let program = cel::Program::compile("self.spec.replicas + 1").expect("parses");
         assert!(check(&program, "", &decl, OldSelf::Value).not_bool());
+    }
+    /// kube's generated name of the type of `self` (`selfType` and the clock's nanoseconds)
+    /// made `selfTypeN`, so that messages can be compared.
+    fn generic_self_type(text: &str) -> String {
+        let mut out = String::new();
+        let mut rest = text;
+        while let Some(at) = rest.find("selfType") {
+            out.push_str(&rest[..at + "selfType".len()]);
+            rest = rest[at + "selfType".len()..].trim_start_matches(|c: char| c.is_ascii_digit());
+            out.push('N');
+        }
+        out.push_str(rest);
+        out
+    }
+
+    /// Schema objects are of types of their own, named by their path from `self`'s generated
+    /// name as kube names them, and agree only with themselves; `null` only with what cel-go
+    /// lets be null (objects, durations, timestamps, optional values, values of unknown type).
+    #[test]
+    fn schema_objects_and_null_are_typed_as_kube_types_them() {
+        let named = json!({"type": "object", "properties": {"n": {"type": "string"}}});
+        let spec = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "replicas": {"type": "integer"}, "name": {"type": "string"},
+            "template": named, "other": named,
+            "items": {"type": "array", "items": named},
+            "byName": {"type": "object", "additionalProperties": named},
+            "timeout": {"type": "string", "format": "duration"},
+            "any": {"x-kubernetes-int-or-string": true}}}}});
+        let first_line = |rule: &str| {
+            let issues = issues(&spec, rule).unwrap_or_else(|| panic!("{rule}: passed"));
+            generic_self_type(issues.lines().next().unwrap_or(""))
+        };
+        for (rule, error) in [
+            (
+                "self.spec == 1",
+                "ERROR: <input>:1:11: found no matching overload for '_==_' applied to '(selfTypeN.spec, int)'",
+            ),
+            (
+                "self.spec.template == self.spec.other",
+                "ERROR: <input>:1:20: found no matching overload for '_==_' applied to '(selfTypeN.spec.template, selfTypeN.spec.other)'",
+            ),
+            (
+                "self.spec.items[0] != self.spec.byName['a']",
+                "ERROR: <input>:1:20: found no matching overload for '_!=_' applied to '(selfTypeN.spec.items.@idx, selfTypeN.spec.byName.@elem)'",
+            ),
+            ("size(self.spec) > 0", "ERROR: <input>:1:5: found no matching overload for 'size' applied to '(selfTypeN.spec)'"),
+            (
+                "self.spec.name.startsWith(self.spec.template)",
+                "ERROR: <input>:1:26: found no matching overload for 'startsWith' applied to 'string.(selfTypeN.spec.template)'",
+            ),
+            (
+                "(self.spec.replicas > 1 ? self.spec : 'a') == self.spec",
+                "ERROR: <input>:1:25: found no matching overload for '_?_:_' applied to '(bool, selfTypeN.spec, string)'",
+            ),
+            (
+                "self.spec['name'] == ''",
+                "ERROR: <input>:1:10: found no matching overload for '_[_]' applied to '(selfTypeN.spec, string)'",
+            ),
+            (
+                "'a' in self.spec",
+                "ERROR: <input>:1:5: found no matching overload for '@in' applied to '(string, selfTypeN.spec)'",
+            ),
+            (
+                "self.spec.items + [self.spec] == []",
+                "ERROR: <input>:1:17: found no matching overload for '_+_' applied to '(list(selfTypeN.spec.items.@idx), list(selfTypeN.spec))'",
+            ),
+            (
+                "self.spec.replicas > 1 && self.spec",
+                "ERROR: <input>:1:31: expected type 'bool' but found 'selfTypeN.spec'",
+            ),
+            (
+                "[self.spec.template, self.spec.other].size() == 2",
+                "ERROR: <input>:1:31: expected type 'selfTypeN.spec.template' but found 'selfTypeN.spec.other'",
+            ),
+            (
+                "self.spec.name != null",
+                "ERROR: <input>:1:16: found no matching overload for '_!=_' applied to '(string, null)'",
+            ),
+            (
+                "null == self.spec.items",
+                "ERROR: <input>:1:6: found no matching overload for '_==_' applied to '(null, list(selfTypeN.spec.items.@idx))'",
+            ),
+            (
+                "(self.spec.replicas > 1 ? 1 : null) == 1",
+                "ERROR: <input>:1:25: found no matching overload for '_?_:_' applied to '(bool, int, null)'",
+            ),
+            (
+                "self.spec.name.startsWith(null)",
+                "ERROR: <input>:1:26: found no matching overload for 'startsWith' applied to 'string.(null)'",
+            ),
+            (
+                "[self.spec.template, null].size() == 1",
+                "ERROR: <input>:1:22: expected type 'selfTypeN.spec.template' but found 'null'",
+            ),
+            ("null || true", "ERROR: <input>:1:1: expected type 'bool' but found 'null'"),
+            (
+                "self.spec.byName == {'a': 1}",
+                "ERROR: <input>:1:18: found no matching overload for '_==_' applied to '(map(string, selfTypeN.spec.byName.@elem), map(string, int))'",
+            ),
+            ("{'a': 1, 'b': 'c'}.size() == 2", "ERROR: <input>:1:15: expected type 'int' but found 'string'"),
+        ] {
+            assert_eq!(first_line(rule), error, "{rule}");
+        }
+        for fine in [
+            "self.spec == oldSelf.spec && self.spec.template != oldSelf.spec.template",
+            "self.spec.template != null && self.spec.timeout != null && self.spec.byName['a'] != null",
+            "self.spec.items.all(i, i == self.spec.items[0] && i.n != '' && i in oldSelf.spec.items)",
+            "(self.spec.replicas > 1 ? self.spec.template : null) == self.spec.template",
+            "(self.spec.replicas > 1 ? null : self.spec.template) == null",
+            "null == null && dyn(self.spec.name) != null && self.spec.any != null",
+            "optional.of(self.spec).orValue(self.spec) == self.spec && optional.of(self.spec) != null",
+            "self.spec.items.map(i, i.n).size() > 0 && [self.spec, self.spec].size() == 2",
+            "self.spec.items + oldSelf.spec.items == self.spec.items && has(self.spec.template.n)",
+            "self.spec.byName.all(k, self.spec.byName[k] == oldSelf.spec.byName[k])",
+            "{'a': self.spec.template}['a'] == self.spec.template && {'a': 1} == {'b': 2}",
+        ] {
+            assert_eq!(issues(&spec, fine).map(|i| generic_self_type(&i)), None, "{fine}");
+        }
+        let decl = crate::cel_decl::of_schema(&spec, true).expect("typed");
+        let program = cel::Program::compile("self.spec.template").expect("parses");
+        assert!(check(&program, "", &decl, OldSelf::Value).not_bool(), "an object is not a bool");
+        // The generated name changes from one compilation to the next, as kube's does; within
+        // one rule it is one name.
+        let names: Vec<String> = (0..3)
+            .map(|_| issues(&spec, "self.spec == 1").expect("findings"))
+            .map(|i| i.split("'(").nth(1).unwrap_or("").split('.').next().unwrap_or("").to_string())
+            .collect();
+        assert!(names.iter().all(|n| n.starts_with("selfType") && n.len() > "selfType".len()), "{names:?}");
     }
 }

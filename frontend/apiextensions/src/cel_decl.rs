@@ -75,31 +75,39 @@ fn non_negative(v: &Value) -> Option<u64> {
 /// The longest string a request can hold.
 const UNBOUNDED_STRING: u64 = MAX_REQUEST_SIZE_BYTES - 2;
 
+/// CEL's reserved words: a property so named is `__<word>__` in rules (and, as kube's type
+/// provider recognises since 1.31, may be selected by the word itself).
+const RESERVED: &[&str] = &[
+    "true",
+    "false",
+    "null",
+    "in",
+    "as",
+    "break",
+    "const",
+    "continue",
+    "else",
+    "for",
+    "function",
+    "if",
+    "import",
+    "let",
+    "loop",
+    "package",
+    "namespace",
+    "return",
+    "var",
+    "void",
+    "while",
+];
+
+/// Whether `name` is one of CEL's reserved words.
+pub(crate) fn keyword(name: &str) -> bool {
+    RESERVED.contains(&name)
+}
+
 /// CEL's name for a property (kube's escaping), `None` when CEL cannot spell it.
 pub(crate) fn escape(name: &str) -> Option<String> {
-    const RESERVED: &[&str] = &[
-        "true",
-        "false",
-        "null",
-        "in",
-        "as",
-        "break",
-        "const",
-        "continue",
-        "else",
-        "for",
-        "function",
-        "if",
-        "import",
-        "let",
-        "loop",
-        "package",
-        "namespace",
-        "return",
-        "var",
-        "void",
-        "while",
-    ];
     if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
         return None;
     }

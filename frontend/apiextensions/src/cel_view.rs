@@ -20,7 +20,7 @@ use cel::common::value::Val;
 use cel::IdedExpr;
 use serde_json::Value;
 
-use crate::cel_decl::{escape, Decl, DeclKind};
+use crate::cel_decl::{escape, keyword, Decl, DeclKind};
 
 /// How a node's type shapes the values its rules see.
 #[derive(Debug, Clone, Copy)]
@@ -62,11 +62,14 @@ impl Reads {
             Expr::Ident(name) if is_self(name) => self.root = None,
             Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
             Expr::Select(s) => {
-                self.names.insert(s.field.clone());
+                // A reserved word selects the field escaped from it as well (`namespace`,
+                // `__namespace__`).
+                let escaped = keyword(&s.field).then(|| format!("__{}__", s.field));
+                self.names.extend(std::iter::once(s.field.clone()).chain(escaped.clone()));
                 match &s.operand.expr {
                     Expr::Ident(name) if is_self(name) => {
                         if let Some(root) = &mut self.root {
-                            root.insert(s.field.clone());
+                            root.extend(std::iter::once(s.field.clone()).chain(escaped));
                         }
                     }
                     _ => self.visit(&s.operand),
@@ -83,10 +86,12 @@ impl Reads {
         let (Some(root), Value::Object(m)) = (&self.root, v) else { return None };
         let entries = m
             .iter()
-            .filter_map(|(k, v)| {
+            .flat_map(|(k, v)| {
                 let (name, field) = cel_name(decl, renames, k);
-                root.contains(name.as_ref()).then_some((name, field, v))
+                let plain = also_plain(&name, k).map(|k| (Cow::Borrowed(k), field, v));
+                std::iter::once((name, field, v)).chain(plain)
             })
+            .filter(|(name, _, _)| root.contains(name.as_ref()))
             .collect();
         Some(entries)
     }
@@ -140,6 +145,13 @@ fn cel_name<'a, 'd>(decl: Option<&'d Decl>, renames: bool, k: &'a str) -> (Cow<'
     }
 }
 
+/// The property `k` once more under its own name when its CEL name `name` is the escaped
+/// form of a reserved word: rules may select it by the word (kube's type provider resolves
+/// `x.namespace` to `__namespace__` since 1.31, and its values find either spelling).
+fn also_plain<'a>(name: &str, k: &'a str) -> Option<&'a str> {
+    (keyword(k) && name != k).then_some(k)
+}
+
 fn key(name: Cow<'_, str>) -> CelMapKey<'_> {
     match name {
         Cow::Borrowed(s) => CelMapKey::from(s),
@@ -177,15 +189,25 @@ fn to_val<'a>(decl: Option<&Decl>, renames: bool, v: &'a Value) -> Box<dyn Val +
             Box::new(CelList::from(items.iter().map(|i| to_val(item, renames, i)).collect::<Vec<_>>()))
         }
         Value::Object(m) => {
-            let entries = m.iter().map(|(k, v)| match decl.map(|d| &d.kind) {
-                Some(DeclKind::Map(e)) => (CelMapKey::from(k.as_str()), to_val(Some(e), renames, v)),
-                Some(DeclKind::Object(_)) => {
-                    let (name, field) = cel_name(decl, renames, k);
-                    (key(name), to_val(field, renames, v))
+            let mut entries = HashMap::with_capacity(m.len());
+            for (k, v) in m {
+                match decl.map(|d| &d.kind) {
+                    Some(DeclKind::Map(e)) => {
+                        entries.insert(CelMapKey::from(k.as_str()), to_val(Some(e), renames, v));
+                    }
+                    Some(DeclKind::Object(_)) => {
+                        let (name, field) = cel_name(decl, renames, k);
+                        if let Some(plain) = also_plain(&name, k) {
+                            entries.insert(CelMapKey::from(plain), to_val(field, renames, v));
+                        }
+                        entries.insert(key(name), to_val(field, renames, v));
+                    }
+                    _ => {
+                        entries.insert(CelMapKey::from(k.as_str()), to_val(None, renames, v));
+                    }
                 }
-                _ => (CelMapKey::from(k.as_str()), to_val(None, renames, v)),
-            });
-            Box::new(CelMap::from(entries.collect::<HashMap<_, _>>()))
+            }
+            Box::new(CelMap::from(entries))
         }
     }
 }
@@ -256,5 +278,31 @@ mod tests {
         // The extent counts what is read: two keys and their values.
         assert_eq!(r.extent(&json!({"a": "x", "b": "y".repeat(100)})), 32);
         assert_eq!(reads(&["self.b == ''"]).extent(&json!({"a": "x", "b": "y".repeat(100)})), 102);
+    }
+
+    /// A reserved word selects the field escaped from it, at the node and below it, as kube
+    /// (since 1.31) resolves it.
+    #[test]
+    fn reserved_words_select_their_escaped_fields() {
+        let meta = json!({"type": "object", "properties": {"namespace": {"type": "string"}}});
+        let schema = json!({"type": "object", "properties": {"namespace": {"type": "string"},
+            "templates": {"type": "array", "items": {"type": "object", "properties": {"metadata": meta}}}}});
+        let decl = crate::cel_decl::of_schema(&schema, false).expect("typed");
+        let v = json!({"namespace": "a", "templates": [{"metadata": {"namespace": "b"}}, {"metadata": {}}]});
+        let rules = [
+            "self.namespace == 'a' && self.__namespace__ == 'a'",
+            "self.templates.exists(t, t.metadata.namespace == 'b' && t.metadata.__namespace__ == 'b')",
+            "self.templates.exists(t, !has(t.metadata.namespace))",
+        ];
+        let programs: Vec<cel::Program> = rules.iter().map(|r| crate::cel_parse::compile(r).expect("parses")).collect();
+        let r = Reads::of(&programs);
+        assert!(r.names.contains("__namespace__") && r.names.contains("namespace"), "{:?}", r.names);
+        let mut context = cel::Context::default();
+        context.add_variable_as_val("self", r.value(Some(&decl), Spelling { renames: true, formatted: false }, &v));
+        for (rule, program) in rules.iter().zip(&programs) {
+            assert_eq!(program.execute(&context), Ok(cel::Value::Bool(true)), "{rule}");
+            let checked = crate::cel_check::check(program, rule, &decl, crate::cel_check::OldSelf::Value);
+            assert_eq!(checked.issues, None, "{rule}");
+        }
     }
 }

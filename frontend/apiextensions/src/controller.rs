@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use ballast_apiserver::error::ApiError;
 use ballast_apiserver::registry::deletion::DeleteOptions;
 use ballast_apiserver::registry::store::ListOptions;
-use ballast_apiserver::registry::{ResourceKind, ServedKinds, Store};
+use ballast_apiserver::registry::{ResourceKind, Store};
 use ballast_apiserver::storage::prefix_end;
 
 use crate::definition::{Definition, Names};
@@ -114,7 +114,7 @@ async fn reconcile_all(
     }
     let mut writes = Vec::new();
     for def in definitions.values() {
-        let Some(status) = desired_status(def, definitions, &**store.kinds()) else { continue };
+        let Some(status) = desired_status(def, definitions) else { continue };
         let mut obj = match def.object.as_object() {
             Some(o) => o.clone(),
             None => continue,
@@ -211,30 +211,15 @@ fn condition(type_: &str, status: bool, reason: &str, message: &str, now: &str) 
 }
 
 /// The names of `def` that conflict with another definition of its group, as kube's naming
-/// controller reports them: (reason, message).
-///
-/// The built-in resources of the group count as taken names too: the built-in API answers
-/// their paths first, so a definition claiming one would never be reached. (kube's naming
-/// controller looks only at other definitions and leaves such a definition shadowed but
-/// `Established`; saying why here is clearer, in the same reasons and messages.)
-fn conflict(
-    def: &Definition,
-    definitions: &BTreeMap<String, Definition>,
-    builtin: &dyn ServedKinds,
-) -> Option<(&'static str, String)> {
-    let mut others: Vec<Names> = definitions
+/// controller reports them: (reason, message). Only definitions count, as in kube: one taking
+/// a built-in resource's names (or any name in a built-in group) is accepted and established,
+/// and shadowed by the built-in API, which answers every path of its groups.
+fn conflict(def: &Definition, definitions: &BTreeMap<String, Definition>) -> Option<(&'static str, String)> {
+    let others: Vec<Names> = definitions
         .values()
         .filter(|o| o.name != def.name && o.group == def.group)
         .filter_map(|o| o.accepted.clone())
         .collect();
-    others.extend(builtin.kinds().iter().filter(|k| k.group == def.group).map(|k| Names {
-        plural: k.resource.to_string(),
-        singular: k.singular.to_string(),
-        kind: k.kind.to_string(),
-        list_kind: format!("{}List", k.kind),
-        short_names: k.short_names.iter().map(|s| s.to_string()).collect(),
-        categories: Vec::new(),
-    }));
     let used =
         |n: &str| others.iter().any(|o| o.plural == n || o.singular == n || o.short_names.iter().any(|s| s == n));
     let kinds = |n: &str| others.iter().any(|o| o.kind == n || o.list_kind == n);
@@ -258,14 +243,10 @@ fn conflict(
 }
 
 /// Returns the status `def` should have, or `None` when the stored one already says it.
-fn desired_status(
-    def: &Definition,
-    definitions: &BTreeMap<String, Definition>,
-    builtin: &dyn ServedKinds,
-) -> Option<Value> {
+fn desired_status(def: &Definition, definitions: &BTreeMap<String, Definition>) -> Option<Value> {
     let now = ballast_apiserver::clock::now_rfc3339();
     let stored = &def.object["status"];
-    let conflict = conflict(def, definitions, builtin);
+    let conflict = conflict(def, definitions);
     let accepted = match (&conflict, &def.accepted) {
         (None, _) => Some(def.names.clone()),
         (Some(_), previous) => previous.clone(),

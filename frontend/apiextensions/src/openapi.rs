@@ -332,10 +332,19 @@ pub fn v2_additions(snap: &Snapshot) -> (Map<String, Value>, Map<String, Value>)
 }
 
 /// `base` (the built-in API's v2 document) with the served custom resources added, as JSON
-/// and in gnostic's protobuf form.
+/// and in gnostic's protobuf form. As kube-aggregator merges the servers' documents, a path
+/// the built-in API has (a definition taking a built-in resource's names) stays the built-in
+/// one, and then only the definitions the added paths use are added.
 pub fn v2_document(base: &Value, snap: &Snapshot) -> (Document, bytes::Bytes) {
-    let (paths, definitions) = v2_additions(snap);
+    let (paths, mut definitions) = v2_additions(snap);
     let mut doc = base.clone();
+    let taken = |p: &String| doc["paths"].get(p.as_str()).is_some();
+    let (paths, conflicting): (Map<String, Value>, Map<String, Value>) =
+        paths.into_iter().partition(|(p, _)| !taken(p));
+    if !conflicting.is_empty() {
+        let used = serde_json::to_string(&paths).unwrap_or_default();
+        definitions.retain(|name, _| used.contains(&format!("\"#/definitions/{name}\"")));
+    }
     for (key, more) in [("paths", paths), ("definitions", definitions)] {
         if let Some(map) = doc.get_mut(key).and_then(Value::as_object_mut) {
             map.extend(more);

@@ -15,9 +15,7 @@ use ballast_apiserver::filters::ResponseFuture;
 use ballast_apiserver::registry::served_kinds::Document;
 use ballast_apiserver::registry::ServedKinds;
 use ballast_apiserver::request_info::RequestInfo;
-use ballast_apiserver::routes::discovery::{
-    aggregated_group, group_document, legacy_group, resource_entries, resource_list,
-};
+use ballast_apiserver::routes::discovery::{aggregated_group, group_document, legacy_group, resource_list};
 use ballast_apiserver::routes::negotiation::{accept, accepts_json, SUPPORTED};
 use ballast_apiserver::routes::{openapi, resource, AppState};
 
@@ -168,10 +166,6 @@ impl DelegatedApis for Apis {
 
     fn legacy_groups(&self) -> Vec<Value> {
         self.registry.snapshot().groups.iter().map(legacy_group).collect()
-    }
-
-    fn legacy_resources(&self, group: &str, version: &str) -> Vec<Value> {
-        resource_entries(&CrdKinds(self.registry.clone()), group, version)
     }
 
     fn aggregated_groups(&self) -> Vec<Value> {

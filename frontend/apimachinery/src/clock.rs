@@ -21,6 +21,12 @@ pub fn unix_now() -> i64 {
     system_now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
 
+/// Returns the nanoseconds within the current second of the wall clock (what kube's
+/// `time.Now().Nanosecond()` reads, e.g. to name a CEL rule's `self` type afresh).
+pub fn subsec_nanos_now() -> u32 {
+    system_now().duration_since(UNIX_EPOCH).map_or(0, |d| d.subsec_nanos())
+}
+
 /// Returns the current time as `metav1.Time` text, e.g. `2026-11-22T13:08:21Z`.
 pub fn now_rfc3339() -> String {
     format_rfc3339(unix_now())

@@ -82,12 +82,6 @@ pub trait DelegatedApis: Send + Sync + std::fmt::Debug {
     /// The legacy `APIGroup` entries of `/apis` (`APIGroupList`).
     fn legacy_groups(&self) -> Vec<Value>;
 
-    /// The legacy `APIResource` entries of `group/version` served behind, for the front
-    /// server's `/apis/<group>/<version>` of a group both serve.
-    fn legacy_resources(&self, _group: &str, _version: &str) -> Vec<Value> {
-        Vec::new()
-    }
-
     /// The `APIGroupDiscovery` items of `/apis` (`APIGroupDiscoveryList`).
     fn aggregated_groups(&self) -> Vec<Value>;
 

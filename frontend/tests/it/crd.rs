@@ -19,6 +19,8 @@ both_backends!(
     definitions_come_and_go_without_restart,
     conflicting_names_are_not_accepted,
     definitions_follow_the_lifecycle_of_kube,
+    definitions_in_built_in_groups_are_shadowed,
+    rules_are_typed_with_schema_objects_and_null,
     openapi_v2_carries_custom_resources,
     a_large_definition_is_served_and_enforced,
     rules_use_the_kubernetes_network_and_text_libraries,
@@ -641,10 +643,26 @@ async fn definitions_follow_the_lifecycle_of_kube(backend: Backend) {
     })
     .await;
     assert!(gone, "the definition goes once its last resource is gone");
+}
 
-    // A definition taking a built-in resource's names is not served, and says why; one that
-    // adds a new resource to a built-in group is, and the group is listed once; so is one
-    // that adds a version to it.
+/// kube-apiserver's built-in API answers every path below its groups, so a definition in a
+/// built-in group is created, accepted and established like any other, and shadowed: its
+/// resources are 404 in a version the built-in API serves and in one it does not, the built-in
+/// versions' discovery and OpenAPI v3 documents stay the built-in API's own, and a version only
+/// the definition has is listed (with its resources in aggregated discovery and its own v3
+/// document) ahead of the built-in ones, by its APIService's priority.
+async fn definitions_in_built_in_groups_are_shadowed(backend: Backend) {
+    // The aggregator in front, as the binary chains the servers: it lists a group's versions
+    // by their APIServices.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let aggregator = crate::aggregation::config(dir.path());
+    let c = Cluster::start_with(Options {
+        backend: Some(backend),
+        crds: true,
+        aggregator: Some(aggregator),
+        ..Options::default()
+    })
+    .await;
     let ingresses = write(&c, "ingresses.yaml", &thing("networking.k8s.io", "ingresses", "Ingress"));
     let gateways = write(&c, "gateways.yaml", &thing("networking.k8s.io", "edgegateways", "EdgeGateway"));
     let routes = write(
@@ -653,32 +671,38 @@ async fn definitions_follow_the_lifecycle_of_kube(backend: Backend) {
         &thing("networking.k8s.io", "edgeroutes", "EdgeRoute").replace("- name: v1\n", "- name: v1alpha9\n"),
     );
     c.must_kubectl(&["create", "-f", &ingresses, "-f", &gateways, "-f", &routes]).await;
-    for crd in ["crd/edgegateways.networking.k8s.io", "crd/edgeroutes.networking.k8s.io"] {
-        c.must_kubectl(&["wait", "--for", "condition=established", "--timeout=30s", crd]).await;
+    for crd in ["ingresses", "edgegateways", "edgeroutes"] {
+        let crd = format!("crd/{crd}.networking.k8s.io");
+        c.must_kubectl(&["wait", "--for", "condition=established", "--timeout=30s", &crd]).await;
     }
-    let said = wait_for(Duration::from_secs(10), async || {
-        let crd = c.must_get(&definition_path("ingresses.networking.k8s.io")).await;
-        condition(&crd, "NamesAccepted")
-            == ("False".into(), "PluralConflict".into(), "\"ingresses\" is already in use".into())
-            && condition(&crd, "Established").1 == "NotAccepted"
-    })
-    .await;
-    assert!(said, "the collision with the built-in ingresses is reported");
+    // Taking the built-in ingresses' names is no conflict: only definitions count.
+    let crd = c.must_get(&definition_path("ingresses.networking.k8s.io")).await;
+    assert_eq!(condition(&crd, "NamesAccepted"), ("True".into(), "NoConflicts".into(), "no conflicts found".into()));
     let ing = c.request(Credentials::Admin, "GET", "/apis/networking.k8s.io/v1/ingresses", None, "").await;
     assert_eq!(ing.json()["kind"], "IngressList", "the built-in resource is still the one served");
-    let e = write(
-        &c,
-        "edge.yaml",
-        "apiVersion: networking.k8s.io/v1\nkind: EdgeGateway\nmetadata: {name: edge, namespace: default}\n",
-    );
-    c.must_kubectl(&["create", "-f", &e]).await;
-    let listed = c.must_kubectl(&["get", "edgegateways", "-o", "name"]).await;
-    assert_eq!(listed.trim(), "edgegateway.networking.k8s.io/edge");
-    let resources = c.must_kubectl(&["api-resources", "--api-group", "networking.k8s.io", "-o", "name"]).await;
-    for name in ["edgegateways.networking.k8s.io", "edgeroutes.networking.k8s.io", "ingresses.networking.k8s.io"] {
-        assert!(resources.lines().any(|l| l == name), "{name} in api-resources: {resources}");
+
+    // Every resource path of the definitions is the built-in API's 404, as for a resource it
+    // does not know.
+    let unknown =
+        c.request(Credentials::Admin, "GET", "/apis/networking.k8s.io/v1/namespaces/default/nothings", None, "").await;
+    assert_eq!(unknown.status, 404);
+    let body = json!({"apiVersion": "networking.k8s.io/v1", "kind": "EdgeGateway", "metadata": {"name": "edge"}});
+    for (method, path) in [
+        ("GET", "/apis/networking.k8s.io/v1/namespaces/default/edgegateways"),
+        ("POST", "/apis/networking.k8s.io/v1/namespaces/default/edgegateways"),
+        ("GET", "/apis/networking.k8s.io/v1alpha9/namespaces/default/edgeroutes"),
+        ("POST", "/apis/networking.k8s.io/v1alpha9/namespaces/default/edgeroutes"),
+        ("GET", "/apis/networking.k8s.io/v1alpha9/edgeroutes"),
+    ] {
+        let resp = c.request(Credentials::Admin, method, path, Some("application/json"), body.to_string()).await;
+        assert_eq!(resp.status, 404, "{method} {path}");
+        assert_eq!(resp.json(), unknown.json(), "{method} {path}");
     }
-    // The legacy documents of the group carry the definitions' resources and versions too.
+    let alpha = c.request(Credentials::Admin, "GET", "/apis/networking.k8s.io/v1alpha9", None, "").await;
+    assert_eq!(alpha.status, 404, "the built-in API has no such version");
+    assert_eq!(alpha.json()["reason"], "NotFound");
+
+    // The built-in version's list is the built-in API's alone.
     let names = |list: &Value| -> Vec<String> {
         list["resources"]
             .as_array()
@@ -689,23 +713,165 @@ async fn definitions_follow_the_lifecycle_of_kube(backend: Backend) {
     };
     let v1 = c.must_get("/apis/networking.k8s.io/v1").await;
     let v1_names = names(&v1);
-    assert!(v1_names.iter().any(|n| n == "ingresses"), "{v1}");
-    assert!(v1_names.iter().any(|n| n == "edgegateways"), "{v1}");
-    assert_eq!(v1_names.iter().filter(|n| *n == "ingresses").count(), 1, "the refused definition adds nothing: {v1}");
-    let alpha = c.must_get("/apis/networking.k8s.io/v1alpha9").await;
-    assert_eq!(alpha["groupVersion"], "networking.k8s.io/v1alpha9");
-    assert_eq!(names(&alpha), vec!["edgeroutes"]);
+    assert_eq!(v1_names.iter().filter(|n| *n == "ingresses").count(), 1, "{v1}");
+    assert!(!v1_names.iter().any(|n| n.starts_with("edge")), "{v1}");
+
+    // The version only a definition has is listed first (its APIService's version priority,
+    // 100, is above the built-in one's, 15), in the group document and in `/apis`.
+    let both = json!([
+        {"groupVersion": "networking.k8s.io/v1alpha9", "version": "v1alpha9"},
+        {"groupVersion": "networking.k8s.io/v1", "version": "v1"}
+    ]);
+    let listed =
+        wait_for(Duration::from_secs(10), async || c.must_get("/apis/networking.k8s.io").await["versions"] == both)
+            .await;
+    assert!(listed, "{}", c.must_get("/apis/networking.k8s.io").await);
     let group = c.must_get("/apis/networking.k8s.io").await;
-    let versions: Vec<&str> =
-        group["versions"].as_array().expect("versions").iter().filter_map(|v| v["version"].as_str()).collect();
-    assert!(versions.contains(&"v1") && versions.contains(&"v1alpha9"), "{group}");
-    assert_eq!(group["preferredVersion"]["version"], "v1", "{group}");
-    let v1_entry = group["versions"].as_array().expect("versions").iter().find(|v| v["version"] == "v1").cloned();
-    assert_eq!(v1_entry, Some(json!({"groupVersion": "networking.k8s.io/v1", "version": "v1"})));
+    assert_eq!(group["preferredVersion"], both[0], "{group}");
     let groups = c.request(Credentials::Admin, "GET", "/apis", None, "").await.json();
-    let named =
-        groups["groups"].as_array().expect("groups").iter().filter(|g| g["name"] == "networking.k8s.io").count();
-    assert_eq!(named, 1, "a group served by both servers is listed once: {groups}");
+    let of_group: Vec<&Value> =
+        groups["groups"].as_array().expect("groups").iter().filter(|g| g["name"] == "networking.k8s.io").collect();
+    assert_eq!(of_group.len(), 1, "a group served by both servers is listed once: {groups}");
+    assert_eq!(of_group[0]["versions"], both, "{groups}");
+
+    // Aggregated discovery takes each version from one source, the built-in API first: the
+    // definition's version with its resources, the built-in one without the definitions'.
+    let accept = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+    let doc = c.request_with_accept(Credentials::Admin, "/apis", accept).await.json();
+    let item = doc["items"].as_array().expect("items").iter().find(|g| g["metadata"]["name"] == "networking.k8s.io");
+    let versions = item.expect("networking.k8s.io")["versions"].as_array().expect("versions").clone();
+    let version_names: Vec<&str> = versions.iter().filter_map(|v| v["version"].as_str()).collect();
+    assert_eq!(version_names, ["v1alpha9", "v1"], "{doc}");
+    let resources = |v: &Value| -> Vec<String> {
+        v["resources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["resource"].as_str().map(String::from))
+            .collect()
+    };
+    assert_eq!(resources(&versions[0]), ["edgeroutes"]);
+    let built_in = resources(&versions[1]);
+    assert_eq!(built_in.iter().filter(|n| *n == "ingresses").count(), 1, "{built_in:?}");
+    assert!(!built_in.iter().any(|n| n == "edgegateways"), "{built_in:?}");
+    let resources = c.must_kubectl(&["api-resources", "--api-group", "networking.k8s.io", "-o", "name"]).await;
+    assert!(resources.lines().any(|l| l == "edgeroutes.networking.k8s.io"), "{resources}");
+    assert!(!resources.lines().any(|l| l == "edgegateways.networking.k8s.io"), "{resources}");
+    let created = c
+        .kubectl(&[
+            "create",
+            "-f",
+            &write(
+                &c,
+                "edge.yaml",
+                "apiVersion: networking.k8s.io/v1alpha9\n\
+        kind: EdgeRoute\nmetadata: {name: edge, namespace: default}\n",
+            ),
+        ])
+        .await;
+    assert!(!created.ok, "{}", created.stdout);
+    assert!(created.stderr.contains("the server could not find the requested resource"), "{}", created.stderr);
+
+    // OpenAPI v3: the built-in version's document is the built-in API's; the definition's
+    // version has its own.
+    let index = c.must_get("/openapi/v3").await;
+    assert!(index["paths"]["apis/networking.k8s.io/v1alpha9"].is_object(), "{index}");
+    let v1_doc = c.must_get("/openapi/v3/apis/networking.k8s.io/v1").await;
+    let schemas = &v1_doc["components"]["schemas"];
+    assert!(schemas.get("io.k8s.api.networking.v1.Ingress").is_some());
+    assert!(!schemas.as_object().expect("schemas").keys().any(|k| k.ends_with(".EdgeGateway")));
+    let alpha_doc = c.must_get("/openapi/v3/apis/networking.k8s.io/v1alpha9").await;
+    assert!(alpha_doc["components"]["schemas"].get("io.k8s.networking.v1alpha9.EdgeRoute").is_some(), "{alpha_doc}");
+
+    // OpenAPI v2 is merged as kube-aggregator merges it: the definitions' paths are added
+    // where the built-in API has none, and a definition whose every path it has adds nothing.
+    let v2 = wait_for(Duration::from_secs(10), async || {
+        let doc = c.request(Credentials::Admin, "GET", "/openapi/v2", None, "").await.json();
+        doc["definitions"].get("io.k8s.networking.v1alpha9.EdgeRoute").is_some()
+    })
+    .await;
+    assert!(v2, "the v2 document carries the definitions' paths");
+    let doc = c.request(Credentials::Admin, "GET", "/openapi/v2", None, "").await.json();
+    assert!(doc["paths"].get("/apis/networking.k8s.io/v1/namespaces/{namespace}/edgegateways").is_some());
+    let list = &doc["paths"]["/apis/networking.k8s.io/v1/namespaces/{namespace}/ingresses"]["get"];
+    assert_eq!(list["responses"]["200"]["schema"]["$ref"], "#/definitions/io.k8s.api.networking.v1.IngressList");
+    assert!(doc["definitions"].get("io.k8s.networking.v1.Ingress").is_none(), "the shadowed ingresses add nothing");
+}
+
+/// kube's name of a rule's `self` type (`selfType` and the clock's nanoseconds) made
+/// `selfTypeN`.
+fn generic_self_type(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("selfType") {
+        out.push_str(&rest[..at + "selfType".len()]);
+        rest = rest[at + "selfType".len()..].trim_start_matches(|c: char| c.is_ascii_digit());
+        out.push('N');
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Rules comparing a schema object with another type, or a string with `null`, are refused
+/// as kube refuses them, naming the object's generated type; rules comparing objects of one
+/// type, objects with `null` and selecting a reserved word's field are admitted and run.
+async fn rules_are_typed_with_schema_objects_and_null(backend: Backend) {
+    let c = cluster(backend).await;
+    let crd = |rules: &[&str]| {
+        let rules: String = rules.iter().map(|r| format!("            - rule: \"{r}\"\n")).collect();
+        format!(
+            "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {{name: probes.example.com}}\n\
+             spec:\n  group: example.com\n  scope: Namespaced\n  names: {{plural: probes, singular: probe, kind: Probe}}\n\
+             \x20 versions:\n  - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema:\n\
+             \x20       type: object\n        properties:\n          spec:\n            type: object\n\
+             \x20           properties:\n              name: {{type: string, maxLength: 64}}\n\
+             \x20             template:\n                type: object\n\
+             \x20               properties: {{namespace: {{type: string, maxLength: 64}}, image: {{type: string, maxLength: 64}}}}\n\
+             \x20           x-kubernetes-validations:\n{rules}"
+        )
+    };
+    let wrong = ["self.template == 1", "self.name != null"];
+    let out = c.kubectl(&["apply", "-f", &write(&c, "wrong.yaml", &crd(&wrong))]).await;
+    assert!(!out.ok);
+    let cause = |i: usize, detail: &str| {
+        format!(
+            "* spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[{i}].rule: Invalid value: apiextensions.ValidationRule{{Rule:{:?}, Message:\"\", MessageExpression:\"\", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:\"\", OptionalOldSelf:(*bool)(nil)}}: compilation failed: {detail}",
+            wrong[i]
+        )
+    };
+    assert_eq!(
+        generic_self_type(out.stderr.trim()),
+        [
+            "The CustomResourceDefinition \"probes.example.com\" is invalid: ".to_string(),
+            cause(0, "ERROR: <input>:1:15: found no matching overload for '_==_' applied to '(selfTypeN.template, int)'\n | self.template == 1\n | ..............^"),
+            cause(1, "ERROR: <input>:1:11: found no matching overload for '_!=_' applied to '(string, null)'\n | self.name != null\n | ..........^"),
+        ]
+        .join("\n")
+    );
+
+    let right = [
+        "self.template != null && (!has(oldSelf.template) || self.template == oldSelf.template)",
+        "!has(self.template.namespace) || self.template.namespace != 'kube-system'",
+    ];
+    c.must_kubectl(&["apply", "-f", &write(&c, "right.yaml", &crd(&right))]).await;
+    c.must_kubectl(&["wait", "--for", "condition=established", "--timeout=30s", "crd/probes.example.com"]).await;
+    let probe = |name: &str, namespace: &str, image: &str| {
+        format!(
+            "apiVersion: example.com/v1\nkind: Probe\nmetadata: {{name: {name}, namespace: default}}\n\
+             spec: {{name: a, template: {{namespace: {namespace}, image: {image}}}}}\n"
+        )
+    };
+    let out = c.kubectl(&["create", "-f", &write(&c, "system.yaml", &probe("p", "kube-system", "x"))]).await;
+    assert!(!out.ok);
+    assert!(
+        out.stderr.contains(&format!("spec: Invalid value: \"object\": failed rule: {}", right[1])),
+        "a reserved word's field is read: {}",
+        out.stderr
+    );
+    c.must_kubectl(&["create", "-f", &write(&c, "team.yaml", &probe("p", "team", "x"))]).await;
+    let out = c.kubectl(&["apply", "-f", &write(&c, "changed.yaml", &probe("p", "team", "y"))]).await;
+    assert!(!out.ok);
+    assert!(out.stderr.contains(&format!("failed rule: {}", right[0])), "objects compare: {}", out.stderr);
 }
 
 async fn openapi_v2_carries_custom_resources(backend: Backend) {

@@ -248,10 +248,12 @@ fn with_review_groups(mut registry: Vec<Value>, reviews: Vec<Value>, name_of: fn
 }
 
 /// Appends the groups of the servers behind to `groups`; a group already listed (a built-in
-/// group a CustomResourceDefinition adds resources to) is listed once, with the versions it
-/// lacked added and, in the aggregated form, the resources of a version it has added to that
-/// version. (kube keeps the built-in API's version and drops the other server's resources in
-/// it; here those resources are served, so discovery lists them.)
+/// group a CustomResourceDefinition names) is listed once, with the versions it lacked added
+/// with their resources. A version it has keeps its own resources only: kube's discovery takes
+/// each group version from one source, the built-in API before the definitions, and the
+/// built-in API answers every path of its groups, so a definition's resources in a built-in
+/// version are neither listed nor served (those of a version the built-in API lacks are listed,
+/// and 404 all the same).
 fn merged(mut groups: Vec<Value>, behind: impl Iterator<Item = Value>, name_of: fn(&Value) -> &str) -> Vec<Value> {
     for group in behind {
         let Some(at) = groups.iter().position(|g| name_of(g) == name_of(&group)) else {
@@ -260,17 +262,8 @@ fn merged(mut groups: Vec<Value>, behind: impl Iterator<Item = Value>, name_of: 
         };
         let Some(versions) = groups[at]["versions"].as_array_mut() else { continue };
         for version in group["versions"].as_array().into_iter().flatten() {
-            match versions.iter_mut().find(|v| v["version"] == version["version"]) {
-                Some(have) => {
-                    // `get_mut`, not indexing: a legacy entry has no `resources` to add.
-                    if let (Some(resources), Some(more)) = (
-                        have.get_mut("resources").and_then(Value::as_array_mut),
-                        version.get("resources").and_then(Value::as_array),
-                    ) {
-                        resources.extend(more.iter().cloned());
-                    }
-                }
-                None => versions.push(version.clone()),
+            if !versions.iter().any(|v| v["version"] == version["version"]) {
+                versions.push(version.clone());
             }
         }
     }
@@ -346,30 +339,25 @@ pub fn handle(state: &AppState, path: &str, headers: &HeaderMap) -> Result<Respo
     }
 }
 
-/// `/apis/<group>[/<version>]` of a built-in group, with what the servers behind add to it
-/// (a CustomResourceDefinition of the group): their versions in the group document and their
-/// resources in a version's list, as the aggregated form lists them.
+/// `/apis/<group>[/<version>]` of a built-in group. The group document lists the versions
+/// only a CustomResourceDefinition adds, as kube's aggregator lists every Local APIService of
+/// the group; a version's list is the built-in API's own, and a version it does not serve is
+/// its 404 (kube's built-in API answers every path below its groups).
 fn built_in_group(
     state: &AppState,
     kinds: &dyn ServedKinds,
     g: &ApiGroup,
     version: Option<&str>,
 ) -> Result<Response, ApiError> {
-    let behind: Vec<Value> =
-        state.delegated.iter().flat_map(|d| d.legacy_groups()).filter(|other| legacy_name(other) == g.name).collect();
     let Some(v) = version else {
-        let mut doc = merged(vec![group_document(g)], behind.into_iter(), legacy_name);
+        let behind = state.delegated.iter().flat_map(|d| d.legacy_groups()).filter(|o| legacy_name(o) == g.name);
+        let mut doc = merged(vec![group_document(g)], behind, legacy_name);
         return Ok(body::json(StatusCode::OK, &doc.swap_remove(0)));
     };
-    let mut resources = if g.versions.contains(&v) {
-        resource_entries(kinds, g.name, v)
-    } else if behind.iter().any(|other| other["versions"].as_array().into_iter().flatten().any(|o| o["version"] == v)) {
-        Vec::new()
-    } else {
+    if !g.versions.contains(&v) {
         return Err(ApiError::NoRoute);
-    };
-    resources.extend(state.delegated.iter().flat_map(|d| d.legacy_resources(g.name, v)));
-    Ok(body::json(StatusCode::OK, &resource_list_of(g.name, v, resources)))
+    }
+    Ok(body::json(StatusCode::OK, &resource_list(kinds, g.name, v)))
 }
 
 /// `/apis/<group>[/<version>]` for the groups of resources answered without storage.

@@ -53,29 +53,31 @@ impl Router {
 
 impl Server for Router {
     /// Resources of the served kinds, the non-resource paths (version, health, discovery,
-    /// OpenAPI, metrics), and what kube-apiserver answers below a group it serves: a resource
-    /// of an unknown kind or version in one of its groups (`/api/v1/widgets`,
-    /// `/apis/apps/v9/deployments`) is this server's 404 `Status`. A group it does not serve
+    /// OpenAPI, metrics), and every path below a group it serves, as kube-apiserver's
+    /// go-restful container claims each path under a group's discovery root: a resource of an
+    /// unknown kind or version in one of its groups (`/api/v1/widgets`,
+    /// `/apis/apps/v9/deployments`) is this server's 404 `Status`, and so is a custom resource
+    /// whose definition names a built-in group (`/apis/networking.k8s.io/v1/edgegateways`,
+    /// `/apis/apps/v1alpha9/...`: kube shadows it). A group it does not serve
     /// (`/apis/example.com`, `/apis/example.com/v1/widgets`) is for the servers behind, and
-    /// when none serves it, for the end of the chain.
+    /// when none serves it, for the end of the chain; so is the OpenAPI v3 document of a
+    /// version only a server behind has.
     fn serves(&self, req: &Request) -> bool {
         let Some(info) = req.extensions().get::<RequestInfo>() else { return true };
         let kinds = self.state.store.kinds();
         if info.is_resource_request {
             return kinds.find(&info.api_group, &info.api_version, &info.resource).is_some()
-                || (self.owns_group(&info.api_group) && !self.delegated_serves(&info.api_group));
+                || self.owns_group(&info.api_group);
         }
         let path = req.uri().path();
         let mut parts = path.split('/').skip(1);
         let top = parts.next().unwrap_or("");
-        match (top, parts.next(), parts.next(), parts.next()) {
+        match (top, parts.next(), parts.next(), parts.next(), parts.next()) {
             // `/apis/<group>[/...]`: discovery of a group this server serves.
-            ("apis", Some(group), _, _) if !group.is_empty() => {
-                self.has_kinds_of(group) || (self.owns_group(group) && !self.delegated_serves(group))
-            }
-            // The OpenAPI v3 document of a group served behind (and not here) is that server's.
-            ("openapi", Some("v3"), Some("apis"), Some(group)) if !group.is_empty() => {
-                self.has_kinds_of(group) || !self.delegated_serves(group)
+            ("apis", Some(group), _, _, _) if !group.is_empty() => self.owns_group(group),
+            // The OpenAPI v3 document of a version served behind (and not here) is that server's.
+            ("openapi", Some("v3"), Some("apis"), Some(group), version) if !group.is_empty() => {
+                self.has_version(group, version.unwrap_or("")) || !self.delegated_serves(group)
             }
             _ => matches!(top, "version" | "healthz" | "livez" | "readyz" | "api" | "apis" | "metrics" | "openapi"),
         }
@@ -91,6 +93,11 @@ impl Router {
     /// Whether `group` is a group of this server's kinds.
     fn has_kinds_of(&self, group: &str) -> bool {
         self.state.store.kinds().groups().iter().any(|g| g.name == group)
+    }
+
+    /// Whether `version` of `group` is one this server's kinds are served in.
+    fn has_version(&self, group: &str, version: &str) -> bool {
+        self.state.store.kinds().groups().iter().any(|g| g.name == group && g.versions.contains(&version))
     }
 
     /// Whether `group` is one of this server's: a group of its kinds or of the resources it

@@ -96,7 +96,9 @@ fn with_delegated_paths(index: &Document, paths: Vec<(String, String)>) -> Docum
     if let Some(map) = doc.get_mut("paths").and_then(serde_json::Value::as_object_mut) {
         for (key, hash) in paths {
             let url = format!("/openapi/v3/{key}?hash={hash}");
-            map.insert(key, serde_json::json!({ "serverRelativeURL": url }));
+            // A version both serve (a definition naming a built-in group version) is the
+            // built-in API's: it answers every path of its groups.
+            map.entry(key).or_insert_with(|| serde_json::json!({ "serverRelativeURL": url }));
         }
     }
     Document::new(serde_json::to_vec(&doc).unwrap_or_default())
