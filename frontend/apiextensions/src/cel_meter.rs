@@ -1058,7 +1058,8 @@ mod tests {
     }
 
     /// Kubernetes' measured costs of rules on a CRD's fields (apiextensions-apiserver's
-    /// `celcoststability_test.go`): `self` is an object of fields `val1`, `val2`, ...
+    /// `celcoststability_test.go` and `validation_test.go`): `self` is an object of fields
+    /// `val1`, `val2`, ...
     #[test]
     fn counts_kube_cost_stability_cases() {
         let rook = json!({"val1": "Rook takes 👑", "val2": "Rook takes 👑"});
@@ -1103,8 +1104,29 @@ mod tests {
             ("double(self.val1) < 10.0", json!({"val1": 5}), 4),
             ("self.val1 < int(self.val4)", json!({"val1": 5, "val4": 10.0}), 6),
             ("string(self.val1) == self.val6", json!({"val1": 10, "val6": "10"}), 6),
+            // Its validation tests' costs of library calls.
+            ("[1,2,3,4].isSorted()", json!({}), 4),
+            ("url('https:://kubernetes.io/').getHostname() != 'test'", json!({}), 4),
+            ("size('abc 123 def 123'.split(' ')) > 0", json!({}), 5),
+            ("size(['aa', 'bb', 'cc', 'd', 'e', 'f', 'g', 'h', 'i', 'j'].join(' ')) > 0", json!({}), 7),
         ];
         let wrong = mismatches(&cases);
         assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    /// An evaluation stops once it passes the per-call limit, shortly past it, and is known
+    /// to have, even where `||` would have absorbed the error it stopped with.
+    #[test]
+    fn evaluation_stops_at_the_limit() {
+        let pairs = json!(vec![7; 2000]);
+        let c = counted("self.all(x, self.all(y, x == y)) || true", &pairs);
+        assert!(c.over_limit, "{c:?}");
+        assert!(c.cost > PER_CALL_LIMIT && c.cost < PER_CALL_LIMIT + 100, "{c:?}");
+        // Below the limit: 6n² + 5n + 2 for n items (the integration test's lists rely on it).
+        let c = counted("self.all(x, self.all(y, x == y))", &json!(vec![7; 380]));
+        assert_eq!((c.cost, c.over_limit), (868_302, false));
+        let c = counted("self.size() > 1 || self.all(x, self.all(y, x == y))", &pairs);
+        assert!(!c.over_limit && c.cost == 3, "{c:?}");
+        assert_eq!(c.result, Ok(cel::Value::Bool(true)));
     }
 }
