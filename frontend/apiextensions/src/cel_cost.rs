@@ -1,14 +1,12 @@
 //! CEL cost accounting for `x-kubernetes-validations` rules, in Kubernetes' units: the limits,
 //! the arithmetic of estimates, what each function costs, and the texts kube refuses with.
 //!
-//! The cel-rust interpreter neither estimates nor meters cost, so both are done here over the
-//! parsed program ([`crate::cel_check`] walks it): at definition admission with sizes taken
-//! from the schema (`maxLength`, `maxItems`, `maxProperties`, else what fits in a request), and
-//! before each evaluation with the sizes of the object at hand. The second is a bound on what
-//! kube's interpreter would count, not the count itself: both sides of `&&`, `||` and `?:`
-//! and every iteration of a comprehension are charged in full, where kube stops counting at a
-//! short circuit. A rule that kube would let finish inside its per-call limit can therefore be
-//! refused here when its worst case over the actual sizes exceeds that limit.
+//! The cel-rust interpreter neither estimates nor meters cost. Estimates are made here over
+//! the parsed program ([`crate::cel_check`] walks it) at definition admission, with sizes
+//! taken from the schema (`maxLength`, `maxItems`, `maxProperties`, else what fits in a
+//! request). At run time each rule counts what kube's interpreter counts as it evaluates
+//! ([`crate::cel_meter`]): short circuits and comprehension steps not taken cost nothing, and
+//! a rule stops at the per-call limit; what it cost is then taken from the object's budget.
 
 /// The most one evaluation of one rule may cost (kube's `PerCallLimit`, about 0.1 s).
 pub(crate) const PER_CALL_LIMIT: u64 = 1_000_000;
@@ -30,6 +28,8 @@ pub(crate) const SELECT_AND_IDENT_COST: u64 = 1;
 pub(crate) const LIST_CREATE_BASE_COST: u64 = 10;
 /// Cost of creating a map literal.
 pub(crate) const MAP_CREATE_BASE_COST: u64 = 30;
+/// Cost of creating a message (struct) literal.
+pub(crate) const STRUCT_CREATE_BASE_COST: u64 = 40;
 /// Cost per character of walking a string.
 pub(crate) const STRING_TRAVERSAL_COST_FACTOR: f64 = 0.1;
 /// Cost per character of a regular expression.
@@ -277,29 +277,25 @@ impl Default for RuntimeBudget {
     }
 }
 
-/// Why a rule may not run.
+/// An evaluation cost more than what was left of the budget.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Refusal {
-    /// Its cost exceeds the per-call limit.
-    CallLimit,
-    /// The object's budget does not cover it.
-    Budget,
-}
+pub(crate) struct OverBudget;
 
 impl RuntimeBudget {
-    /// Charges a rule costing at most `cost`; refused (and the budget closed) when it exceeds
-    /// the per-call limit or what is left.
-    pub(crate) fn charge(&mut self, cost: u64) -> Result<(), Refusal> {
-        if cost > PER_CALL_LIMIT {
-            self.exhausted = true;
-            return Err(Refusal::CallLimit);
-        }
+    /// Takes what one evaluation cost from the budget; past what is left, nothing is taken
+    /// and the budget is closed.
+    pub(crate) fn spend(&mut self, cost: u64) -> Result<(), OverBudget> {
         if cost > self.remaining {
             self.exhausted = true;
-            return Err(Refusal::Budget);
+            return Err(OverBudget);
         }
         self.remaining -= cost;
         Ok(())
+    }
+
+    /// Nothing is left: kube runs no further node's rules.
+    pub(crate) fn is_spent(&self) -> bool {
+        self.remaining == 0
     }
 }
 
@@ -316,14 +312,14 @@ mod tests {
     }
 
     #[test]
-    fn budget_refuses_past_either_limit() {
-        let mut b = RuntimeBudget::default();
-        assert_eq!(b.charge(PER_CALL_LIMIT + 1), Err(Refusal::CallLimit));
+    fn budget_refuses_what_is_not_left() {
         let mut b = RuntimeBudget::default();
         for _ in 0..10 {
-            assert_eq!(b.charge(PER_CALL_LIMIT), Ok(()));
+            assert_eq!(b.spend(PER_CALL_LIMIT), Ok(()));
         }
-        assert_eq!(b.charge(1), Err(Refusal::Budget));
+        assert!(b.is_spent() && !b.exhausted);
+        assert_eq!(b.spend(0), Ok(()));
+        assert_eq!(b.spend(1), Err(OverBudget));
         assert!(b.exhausted);
     }
 }

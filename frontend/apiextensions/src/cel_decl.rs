@@ -7,7 +7,7 @@
 //! escaped forms (`foo-bar` is `foo__dash__bar`, `namespace` is `__namespace__`); a name with
 //! characters CEL cannot spell is not a field at all.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde_json::Value;
 
@@ -218,30 +218,6 @@ pub(crate) fn of_schema(schema: &Value, resource_root: bool) -> Option<Decl> {
 }
 
 impl Decl {
-    /// The same type sized by `value` instead of by the schema: every string, list and map at
-    /// a place of the type is as large as the largest found there in `value` (0 where there
-    /// is none). Estimates over it bound what evaluating a rule on `value` costs.
-    pub(crate) fn sized_by(&self, value: &Value) -> Decl {
-        let mut out = self.zeroed();
-        out.observe(self, value);
-        out
-    }
-
-    /// The same type with only the object fields named in `names`, at any depth: what cost
-    /// estimates of rules that select only those names can reach of it (they reach an
-    /// object's field by selecting it, nothing else).
-    pub(crate) fn only_fields(&self, names: &BTreeSet<String>) -> Decl {
-        let kind = match &self.kind {
-            DeclKind::List(e) => DeclKind::List(Box::new(e.only_fields(names))),
-            DeclKind::Map(e) => DeclKind::Map(Box::new(e.only_fields(names))),
-            DeclKind::Object(f) => DeclKind::Object(
-                f.iter().filter(|(k, _)| names.contains(*k)).map(|(k, d)| (k.clone(), d.only_fields(names))).collect(),
-            ),
-            other => other.clone(),
-        };
-        Decl { kind, max_elements: self.max_elements, min_size: self.min_size }
-    }
-
     /// Whether a field at or below this type is spelled differently in CEL than in JSON (an
     /// escaped name always has a `__` in it, a plain one never).
     pub(crate) fn renames(&self) -> bool {
@@ -260,42 +236,6 @@ impl Decl {
             DeclKind::List(e) | DeclKind::Map(e) => e.formatted(),
             DeclKind::Object(f) => f.values().any(Decl::formatted),
             _ => false,
-        }
-    }
-
-    fn zeroed(&self) -> Decl {
-        let kind = match &self.kind {
-            DeclKind::List(e) => DeclKind::List(Box::new(e.zeroed())),
-            DeclKind::Map(e) => DeclKind::Map(Box::new(e.zeroed())),
-            DeclKind::Object(f) => DeclKind::Object(f.iter().map(|(k, d)| (k.clone(), d.zeroed())).collect()),
-            other => other.clone(),
-        };
-        Decl { kind, max_elements: 0, min_size: self.min_size }
-    }
-
-    /// Grows the sizes to cover `value` too.
-    pub(crate) fn observe(&mut self, schema: &Decl, value: &Value) {
-        let seen = match value {
-            Value::String(s) => s.chars().count() as u64,
-            Value::Array(items) => items.len() as u64,
-            Value::Object(m) if matches!(schema.kind, DeclKind::Map(_)) => m.len() as u64,
-            _ => 0,
-        };
-        self.max_elements = self.max_elements.max(seen);
-        match (&mut self.kind, &schema.kind, value) {
-            (DeclKind::List(out), DeclKind::List(e), Value::Array(items)) => {
-                items.iter().for_each(|i| out.observe(e, i))
-            }
-            (DeclKind::Map(out), DeclKind::Map(e), Value::Object(m)) => m.values().for_each(|v| out.observe(e, v)),
-            (DeclKind::Object(out), DeclKind::Object(fields), Value::Object(m)) => {
-                for (name, v) in m {
-                    let Some(escaped) = escape(name) else { continue };
-                    if let (Some(o), Some(f)) = (out.get_mut(&escaped), fields.get(&escaped)) {
-                        o.observe(f, v);
-                    }
-                }
-            }
-            _ => {}
         }
     }
 }
@@ -338,16 +278,5 @@ mod tests {
         assert!(!of_schema(&json!({"type": "object", "properties": {"a": {"type": "string"}}}), false)
             .expect("typed")
             .renames());
-    }
-
-    #[test]
-    fn actual_sizes_are_the_largest_seen() {
-        let schema = json!({"type": "object", "properties": {"l": {"type": "array", "items": {"type": "string"}}}});
-        let d = of_schema(&schema, false).expect("typed");
-        let sized = d.sized_by(&json!({"l": ["ab", "abcd", ""]}));
-        let DeclKind::Object(f) = &sized.kind else { panic!("object") };
-        assert_eq!(f["l"].max_elements, 3);
-        let DeclKind::List(e) = &f["l"].kind else { panic!("list") };
-        assert_eq!(e.max_elements, 4);
     }
 }

@@ -110,19 +110,6 @@ impl Reads {
             None => to_val(decl, spelling.renames, v),
         }
     }
-
-    /// [`crate::cel_check::extent`] of what the rules can read of `v`.
-    pub(crate) fn extent(&self, v: &Value) -> u64 {
-        match self.entries(None, false, v) {
-            Some(entries) => entries
-                .iter()
-                .fold(entries.len() as u64, |n, (k, _, v)| {
-                    n.saturating_add(k.chars().count() as u64).saturating_add(crate::cel_check::extent(v))
-                })
-                .max(crate::cel_check::NUMBER_EXTENT),
-            None => crate::cel_check::extent(v),
-        }
-    }
 }
 
 /// A field of a value as rules read it: its CEL name, its type when known, its value.
@@ -275,9 +262,6 @@ mod tests {
         assert_eq!(program.execute(&context), Ok(cel::Value::Bool(true)));
         let missing = crate::cel_parse::compile("has(self.big)").expect("parses");
         assert_eq!(missing.execute(&context), Ok(cel::Value::Bool(false)), "a field no rule reads is left out");
-        // The extent counts what is read: two keys and their values.
-        assert_eq!(r.extent(&json!({"a": "x", "b": "y".repeat(100)})), 32);
-        assert_eq!(reads(&["self.b == ''"]).extent(&json!({"a": "x", "b": "y".repeat(100)})), 102);
     }
 
     /// A reserved word selects the field escaped from it, at the node and below it, as kube

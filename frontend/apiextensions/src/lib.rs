@@ -65,6 +65,7 @@ mod cel_error;
 mod cel_format;
 mod cel_ip;
 mod cel_lists;
+mod cel_meter;
 mod cel_overload;
 mod cel_parse;
 mod cel_quantity;

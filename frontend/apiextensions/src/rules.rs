@@ -4,9 +4,10 @@
 //! on create and where the old value cannot be found, unless it sets `optionalOldSelf`: then it
 //! runs there too, `oldSelf` being an optional of the old value, none where there is none). When a definition is admitted, its
 //! rules are checked as written ([`compile_errors`]), then compiled, type-checked and costed
-//! (`cel_admit`). Before a rule runs, its cost over the object's sizes is charged against
-//! kube's per-call limit and the object's budget (`cel_cost`): past either, it and every rule
-//! after it are refused with kube's texts.
+//! (`cel_admit`). A rule counts its cost as kube's interpreter does while it runs
+//! (`cel_meter`): it stops at kube's per-call limit, and what it cost is taken from the
+//! object's budget (`cel_cost`); past either, it and every rule after it are refused with
+//! kube's texts.
 //!
 //! A failed rule is reported at the node's path (plus its `fieldPath`) as kube reports it:
 //! `Invalid value: "<type>": <message>` (or `Forbidden`, `Required`, `Duplicate` per its
@@ -19,10 +20,11 @@ use serde_json::{Map, Value};
 
 use ballast_apiserver::error::{FieldError, FieldErrorKind};
 
-use crate::cel_cost::{
-    message_over_call_limit, over_call_limit, Refusal, RuntimeBudget, MESSAGE_OUT_OF_BUDGET, OUT_OF_BUDGET,
-};
+use std::sync::Arc;
+
+use crate::cel_cost::{message_over_call_limit, over_call_limit, RuntimeBudget, MESSAGE_OUT_OF_BUDGET, OUT_OF_BUDGET};
 use crate::cel_decl::Decl;
+use crate::cel_meter::{Counted, Meter, MeterVal, Metered, METER_VARIABLE};
 use crate::cel_view::{Reads, Spelling};
 
 /// One rule as written.
@@ -79,7 +81,11 @@ pub fn compile_errors(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
 /// rule reads it, each only as far as the rules read it ([`Reads`]) and borrowing the object's
 /// strings. Each is converted once per node for all of its rules, and the old value only for a
 /// node with transition rules.
-struct NodeContext<'a>(Result<cel::Context<'a, 'a>, String>);
+struct NodeContext<'a> {
+    context: Result<cel::Context<'a, 'a>, String>,
+    /// The meter each evaluation in the context counts on ([`METER_VARIABLE`]).
+    meter: Arc<Meter>,
+}
 
 /// The context every rule runs in: the standard library, the strings extension (kube's
 /// `charAt`, `indexOf`, `lastIndexOf`, `lowerAscii`, `upperAscii`, `replace`, `split`,
@@ -100,11 +106,18 @@ static LIBRARIES: std::sync::LazyLock<Result<cel::Context<'static, 'static>, Str
         env.add_extension(crate::cel_semver::extension).map_err(|e| e.to_string())?;
         env.add_extension(crate::cel_time::extension).map_err(|e| e.to_string())?;
         env.add_extension(crate::cel_comprehensions::extension).map_err(|e| e.to_string())?;
+        env.add_extension(crate::cel_meter::extension).map_err(|e| e.to_string())?;
         let mut context = cel::Context::with_env(std::sync::Arc::new(env));
         crate::cel_quantity::register(&mut context)?;
         crate::cel_lists::register(&mut context)?;
         Ok(context)
     });
+
+/// The context rules run in (the meter's tests).
+#[cfg(test)]
+pub(crate) fn libraries() -> Result<&'static cel::Context<'static, 'static>, String> {
+    LIBRARIES.as_ref().map_err(Clone::clone)
+}
 
 /// Evaluates `expr` in the context rules run in, without variables (the libraries' tests).
 #[cfg(test)]
@@ -126,10 +139,12 @@ impl<'a> NodeContext<'a> {
         value: &'a Value,
         old: Option<&'a Value>,
         optional_old: bool,
+        meter: Arc<Meter>,
     ) -> Self {
         let context = || -> Result<cel::Context<'a, 'a>, String> {
             let libraries: &'a cel::Context<'a, 'a> = LIBRARIES.as_ref().map_err(Clone::clone)?;
             let mut context = libraries.new_inner_scope();
+            context.add_variable_as_val(METER_VARIABLE, Box::new(MeterVal(meter.clone())));
             context.add_variable_as_val("self", reads.value(decl, spelling, value));
             let old = old.map(|o| reads.value(decl, spelling, o));
             if optional_old {
@@ -143,15 +158,15 @@ impl<'a> NodeContext<'a> {
             }
             Ok(context)
         };
-        NodeContext(context())
+        NodeContext { context: context(), meter }
     }
 
-    /// Runs `program`; rules that do not read `oldSelf` give the same answer whether it is
-    /// bound or not, so all of a node's rules share one context.
-    fn evaluate(&self, program: &cel::Program) -> Result<cel::Value, String> {
-        match &self.0 {
-            Ok(c) => program.execute(c).map_err(|e| crate::cel_error::text(&e)),
-            Err(e) => Err(e.clone()),
+    /// Runs `program`, counting its cost; rules that do not read `oldSelf` give the same
+    /// answer whether it is bound or not, so all of a node's rules share one context.
+    fn evaluate(&self, program: &Metered) -> Counted {
+        match &self.context {
+            Ok(c) => self.meter.evaluate(program, c),
+            Err(e) => Counted { result: Err(e.clone()), cost: 0, over_limit: false },
         }
     }
 }
@@ -211,8 +226,11 @@ fn evaluation_error(error: &str, rule: &CompiledRule) -> String {
 /// One rule, compiled.
 struct CompiledRule {
     program: cel::Program,
+    /// The rule as evaluated: counting its cost as it goes.
+    metered: Metered,
     /// `messageExpression`, when it compiles.
     message_program: Option<cel::Program>,
+    message_metered: Option<Metered>,
     message_expression: Option<String>,
     /// Whether the rule reads `oldSelf` (a transition rule).
     transition: bool,
@@ -248,9 +266,6 @@ pub struct CompiledRules {
     map_keys: Option<Vec<String>>,
     /// The CEL type of the node (with rules only).
     decl: Option<Box<Decl>>,
-    /// That type with only the fields the rules name ([`Decl::only_fields`]): each rule's cost
-    /// is estimated over it, sized by the value, before it runs.
-    sizing: Option<Box<Decl>>,
     /// Whether the node's CEL type names a field other than the object does (`__namespace__`),
     /// so values are read under the CEL names.
     renames: bool,
@@ -279,6 +294,8 @@ impl CompiledRules {
                 let reads_old =
                     transition || message_program.as_ref().is_some_and(|p| p.references().has_variable("oldSelf"));
                 Some(CompiledRule {
+                    metered: crate::cel_meter::instrument(program.expression()),
+                    message_metered: message_program.as_ref().map(|p| crate::cel_meter::instrument(p.expression())),
                     program,
                     message_program,
                     transition,
@@ -310,7 +327,6 @@ impl CompiledRules {
         let decl =
             if rules.is_empty() { None } else { crate::cel_decl::of_schema(schema, resource_root).map(Box::new) };
         let reads = Reads::of(rules.iter().flat_map(|r| std::iter::once(&r.program).chain(&r.message_program)));
-        let sizing = decl.as_ref().map(|d| Box::new(d.only_fields(&reads.names)));
         Some(CompiledRules {
             rules,
             type_name: schema["type"].as_str().map(String::from),
@@ -321,7 +337,6 @@ impl CompiledRules {
             renames: decl.as_ref().is_some_and(|d| d.renames()),
             formatted: decl.as_ref().is_some_and(|d| d.formatted()),
             decl,
-            sizing,
             reads,
         })
     }
@@ -341,28 +356,26 @@ impl CompiledRules {
         if self.rules.is_empty() || budget.exhausted {
             return;
         }
-        // Each rule's cost is bounded before it runs, over the sizes of what the rules read of
-        // this value (and the old one): the interpreter cannot count as it goes.
-        let sized = self.sizing.as_ref().map(|d| {
-            let mut sized = d.sized_by(v);
-            let mut extent = self.reads.extent(v);
-            if let Some(old) = old {
-                sized.observe(d, old);
-                extent = extent.max(self.reads.extent(old));
-            }
-            (sized, extent)
-        });
-        let cost = |p: &cel::Program| sized.as_ref().map_or(0, |(d, e)| crate::cel_check::max_cost_on(p, d, *e));
+        let declared = self.type_name.as_deref();
+        // kube refuses a node's rules once nothing is left of the object's budget.
+        if budget.is_spent() {
+            budget.exhausted = true;
+            errs.push(FieldError::invalid(path, type_name(declared, v), OUT_OF_BUDGET));
+            return;
+        }
         // The old value is converted only where a rule reads it.
         let old = old.filter(|_| self.rules.iter().any(|r| r.reads_old));
         let spelling = Spelling { renames: self.renames, formatted: self.formatted };
         let decl = self.decl.as_deref();
+        let meter = Arc::new(Meter::for_programs(
+            self.rules.iter().flat_map(|r| std::iter::once(&r.metered).chain(&r.message_metered)),
+        ));
         let optional_context = self
             .rules
             .iter()
             .any(|r| r.optional_old_self)
-            .then(|| NodeContext::new(&self.reads, decl, spelling, v, old, true));
-        let context = NodeContext::new(&self.reads, decl, spelling, v, old, false);
+            .then(|| NodeContext::new(&self.reads, decl, spelling, v, old, true, meter.clone()));
+        let context = NodeContext::new(&self.reads, decl, spelling, v, old, false, meter);
         for r in &self.rules {
             if r.transition && old.is_none() && !r.optional_old_self {
                 continue;
@@ -371,35 +384,42 @@ impl CompiledRules {
                 Some(optional) if r.optional_old_self => optional,
                 _ => &context,
             };
-            let declared = self.type_name.as_deref();
-            if let Err(refused) = budget.charge(cost(&r.program)) {
-                let detail = match refused {
-                    Refusal::CallLimit => over_call_limit(r.message.as_deref().unwrap_or(&r.rule).trim()),
-                    Refusal::Budget => OUT_OF_BUDGET.to_string(),
-                };
+            // As kube: what the evaluation cost is taken from the budget first (past it, the
+            // budget's text), then a stop at the per-call limit is reported.
+            let counted = context.evaluate(&r.metered);
+            if budget.spend(counted.cost).is_err() {
+                errs.push(FieldError::invalid(path, type_name(declared, v), OUT_OF_BUDGET));
+                return;
+            }
+            if counted.over_limit {
+                budget.exhausted = true;
+                let detail = over_call_limit(r.message.as_deref().unwrap_or(&r.rule).trim());
                 errs.push(FieldError::invalid(path, type_name(declared, v), detail));
                 return;
             }
-            match context.evaluate(&r.program) {
+            match counted.result {
                 Ok(cel::Value::Bool(true)) => {}
                 Ok(cel::Value::Bool(false)) => {
-                    let message = match (&r.message, &r.message_program) {
+                    let message = match (&r.message, &r.message_metered) {
                         (Some(m), _) => m.clone(),
                         (None, Some(p)) => {
-                            if let Err(refused) = budget.charge(cost(p)) {
-                                let detail = match refused {
-                                    Refusal::CallLimit => {
-                                        message_over_call_limit(r.message_expression.as_deref().unwrap_or(""))
-                                    }
-                                    Refusal::Budget => MESSAGE_OUT_OF_BUDGET.to_string(),
-                                };
+                            let counted = context.evaluate(p);
+                            let refused = if budget.spend(counted.cost).is_err() {
+                                Some(MESSAGE_OUT_OF_BUDGET.to_string())
+                            } else if counted.over_limit {
+                                budget.exhausted = true;
+                                Some(message_over_call_limit(r.message_expression.as_deref().unwrap_or("")))
+                            } else {
+                                None
+                            };
+                            if let Some(detail) = refused {
                                 // Reported instead of the rule's failure, at its place.
                                 let mut e = failure(r, path, String::new(), String::new());
                                 e.kind = FieldErrorKind::Invalid { value: type_name(declared, v).into(), detail };
                                 errs.push(e);
                                 return;
                             }
-                            match context.evaluate(p) {
+                            match counted.result {
                                 Ok(cel::Value::String(s)) if !s.trim().is_empty() => s.to_string(),
                                 _ => format!("failed rule: {}", r.rule),
                             }
@@ -413,9 +433,7 @@ impl CompiledRules {
                     type_name(declared, v),
                     format!("{other:?} is not a bool evaluating rule: {}", rule_error_string(r)),
                 )),
-                Err(e) => {
-                    errs.push(FieldError::invalid(path, type_name(declared, v), evaluation_error(&e.to_string(), r)))
-                }
+                Err(e) => errs.push(FieldError::invalid(path, type_name(declared, v), evaluation_error(&e, r))),
             }
         }
     }
@@ -672,6 +690,43 @@ mod tests {
         assert_eq!(
             run(&strings(22), values(22).into()),
             vec!["spec.s20: Invalid value: \"string\": validation failed due to running out of cost budget, no further validation rules will be run"]
+        );
+    }
+
+    /// What kube's interpreter counts is what it evaluates: a rule whose worst case is far
+    /// past the per-call limit runs when it short-circuits within it (a bound taken before
+    /// evaluating refused it), and one that does not stops at the limit with kube's text.
+    #[test]
+    fn rules_are_charged_for_what_they_evaluate() {
+        let rule = "self.size() > 10 || self.all(x, self.all(y, x == y))";
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {"l": {
+        "type": "array", "maxItems": 1000, "items": {"type": "integer"},
+        "x-kubernetes-validations": [
+            {"rule": rule},
+            {"rule": "self.exists(x, self.all(y, y == x))"},
+            {"rule": "self[0] == 7 ? true : self.map(x, self.filter(y, y == x).size()).size() > 0"},
+        ]}}}}});
+        let run = |l: Vec<i64>| {
+            let mut errs = Vec::new();
+            validate(&schema, &json!({"spec": {"l": l}}), None, &mut errs);
+            errs.iter().map(ToString::to_string).collect::<Vec<_>>()
+        };
+        // A thousand items: the first rule stops at `self.size() > 10`, the second at its
+        // first element, the third takes the cheap branch.
+        assert!(run(vec![7; 1000]).is_empty(), "{:?}", run(vec![7; 1000]));
+        // Ten items: every pair is compared (a few hundred), still within the limit.
+        assert!(run(vec![8; 10]).is_empty());
+        // A thousand items of which the first differs: the second rule fails after a short
+        // look at each element; the third takes the expensive branch, which builds a list for
+        // every element, and is stopped on the way.
+        let mut l = vec![8; 1000];
+        l[0] = 9;
+        assert_eq!(
+            run(l),
+            vec![
+                "spec.l: Invalid value: \"array\": failed rule: self.exists(x, self.all(y, y == x))",
+                "spec.l: Invalid value: \"array\": 'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: self[0] == 7 ? true : self.map(x, self.filter(y, y == x).size()).size() > 0",
+            ]
         );
     }
 
