@@ -312,7 +312,9 @@ impl Peer for PeerService {
         let shard = self.api.shard(r.shard).clone();
         let out = crate::raft_snapshot::outgoing_dir(&self.api.snapshot_dir, r.shard);
         tokio::task::spawn_blocking(move || {
-            let started = std::time::Instant::now();
+            use crate::clock::Clock as _;
+            let clock = crate::clock::SystemClock;
+            let started = clock.now();
             let result = send_state(&dir, &out, &tx);
             let _ = std::fs::remove_dir_all(&out);
             let sent = result.is_ok() && !tx.is_closed();
@@ -324,7 +326,7 @@ impl Peer for PeerService {
                     files,
                     bytes,
                     complete = sent,
-                    ms = started.elapsed().as_millis() as u64,
+                    ms = clock.now().saturating_duration_since(started).as_millis() as u64,
                     "snapshot state sent"
                 );
             }
