@@ -11,6 +11,10 @@
 #   LOG_DIR=/tmp/catchup-logs bash benches/catchup-run.sh    # keep every member's log
 #   TARGETS=ballast bash benches/catchup-run.sh --quick      # one server only
 #   BIN_DIR=/tmp/bins bash benches/catchup-run.sh             # binaries copied aside earlier
+#   BASE_BIN=/tmp/ballast-main bash benches/catchup-run.sh     # also an earlier `ballast` binary
+#
+# BASE_BIN adds a third cluster, target `ballast-base`: the same run with that binary (the
+# previous build), between etcd's and this build's, so the report compares all three.
 #
 # Needs etcd and etcdctl (3.4) on PATH, python3, bc, and the release binaries of `ballast` and
 # `ballast-load` (`cargo build --release -p ballast -p ballast-load`; built here if missing,
@@ -41,7 +45,7 @@ size_mb=${SIZE_MB:-1024}
 value_bytes=${VALUE_BYTES:-4096}
 etcd_min_entries=${ETCD_MIN_ENTRIES:-110000}
 ballast_min_entries=${BALLAST_MIN_ENTRIES:-15000}
-targets=${TARGETS:-etcd ballast}
+targets=${TARGETS:-etcd ${BASE_BIN:+ballast-base }ballast}
 bin=${BIN_DIR:-target/release}   # BIN_DIR: binaries copied aside earlier, instead of target/release
 if [[ -z "${BIN_DIR:-}" && ( ! -x target/release/ballast || ! -x target/release/ballast-load ) ]]; then
   cargo build --release -p ballast -p ballast-load
@@ -51,6 +55,11 @@ work=$(mktemp -d)
 git --no-optional-locks status --porcelain >"$work/dirty"
 mkdir "$work/bin"
 cp -p "$bin/ballast" "$bin/ballast-load" "$work/bin/"
+base_built=""
+if [[ -n "${BASE_BIN:-}" ]]; then
+  cp -p "$BASE_BIN" "$work/bin/ballast-base"
+  base_built=$(date -u -r "$BASE_BIN" +%Y-%m-%dT%H:%M:%SZ)
+fi
 # The binaries may predate HEAD (BIN_DIR, or not rebuilt): the report says when they were built.
 built=$(date -u -r "$bin/ballast" +%Y-%m-%dT%H:%M:%SZ)
 load=$work/bin/ballast-load
@@ -99,6 +108,8 @@ start_member() {
   local target=$1 i=$2
   if [[ $target == etcd ]]; then
     etcd "${args[@]}" >"$logs/$target-$port-m$i.log" 2>&1 &
+  elif [[ $target == ballast-base ]]; then
+    "$work/bin/ballast-base" engine "${args[@]}" --shards 1 >"$logs/$target-$port-m$i.log" 2>&1 &
   else
     "$ballast" engine "${args[@]}" --shards 1 >"$logs/$target-$port-m$i.log" 2>&1 &
   fi
@@ -205,7 +216,7 @@ run_target() {
   local bulk_s pushes=0 idx
   bulk_s=$(echo "$t1 - $t0" | bc)
   local min_entries=$etcd_min_entries
-  [[ $target == ballast ]] && min_entries=$ballast_min_entries
+  [[ $target != etcd ]] && min_entries=$ballast_min_entries
   idx=$(field "$lep" 's.get("raftIndex", 0)')
   while ((idx < min_entries)); do
     timeout 300 "$load" run --endpoint "http://$lep" --scenario put_c16_v256 --duration 5 >/dev/null
@@ -323,9 +334,10 @@ command="bash benches/catchup-run.sh${*:+ $*}"
 [[ -n "${BALLAST_MIN_ENTRIES:-}" ]] && command="BALLAST_MIN_ENTRIES=$BALLAST_MIN_ENTRIES $command"
 printf '%s\n' "$top_before" >"$work/before"
 printf '%s\n' "$top_after" >"$work/after"
-python3 - "$raw" "$out" "$commit" "$command" "$work/before" "$work/after" "$work/dirty" "$built" "${BIN_DIR:-}" <<'PY'
+[[ -n "${BASE_BIN:-}" ]] && command="BASE_BIN=<previous build's ballast> $command"
+python3 - "$raw" "$out" "$commit" "$command" "$work/before" "$work/after" "$work/dirty" "$built" "${BIN_DIR:-}" "$base_built" <<'PY'
 import json, subprocess, sys
-raw, out, commit, command, before, after, dirty_file, built, from_dir = sys.argv[1:10]
+raw, out, commit, command, before, after, dirty_file, built, from_dir, base_built = sys.argv[1:11]
 rows = {r["target"]: r for r in map(json.loads, open(raw))}
 def sh(c):
     return subprocess.run(c, shell=True, capture_output=True, text=True).stdout.strip()
@@ -345,7 +357,8 @@ lines = [
     + f"`ballast` binary dated {built} ({'from BIN_DIR' if from_dir else 'target/release, not rebuilt by the script'}); "
     + f"HEAD was {commit} when the run began"
     + (f", with uncommitted changes in {', '.join(dirty)}." if dirty else ".")
-    + " A binary dated before HEAD's commit may not contain it.",
+    + " A binary dated before HEAD's commit may not contain it."
+    + (f" Ballast (base): the previous build's `ballast` binary (BASE_BIN), dated {base_built}, same flags." if base_built else ""),
     f"* Command: `{command}`",
     f"* Data: {r0['keys']:,} keys `bulk/<n>` × {r0['value_bytes']:,}-byte random values ({r0['size_mb']:,} MiB of values), "
     "written by 8 parallel `etcdctl txn` of 128 puts; then `ballast-load` `put_c16_v256` (256-byte values to 100k keys) "
@@ -357,15 +370,21 @@ lines = [
     "starting m4 until its own `endpoint status` (polled every 100 ms) reports the leader's revision. "
     "No writes during the catch-up. CPU is user + system from /proc/<pid>/stat.",
     "",
-    "| | etcd | Ballast | Ballast / etcd |",
-    "|---|---:|---:|---:|",
 ]
-e, b = rows.get("etcd", {}), rows.get("ballast", {})
+e, b, p = rows.get("etcd", {}), rows.get("ballast", {}), rows.get("ballast-base")
+if p is None:
+    lines += ["| | etcd | Ballast | Ballast / etcd |", "|---|---:|---:|---:|"]
+else:
+    lines += ["| | etcd | Ballast (base) | Ballast | Ballast / etcd | Ballast / base |", "|---|---:|---:|---:|---:|---:|"]
 def row(label, key, fmt, ratio=True):
     ev, bv = e.get(key), b.get(key)
     f = lambda v: "n/a" if v is None else fmt(v)
-    rt = f"{bv / ev:.2f}x" if ratio and ev and bv is not None else ""
-    lines.append(f"| {label} | {f(ev)} | {f(bv)} | {rt} |")
+    ratio_of = lambda x, y: f"{x / y:.2f}x" if ratio and y and x is not None else ""
+    if p is None:
+        lines.append(f"| {label} | {f(ev)} | {f(bv)} | {ratio_of(bv, ev)} |")
+    else:
+        pv = p.get(key)
+        lines.append(f"| {label} | {f(ev)} | {f(pv)} | {f(bv)} | {ratio_of(bv, ev)} | {ratio_of(bv, pv)} |")
 row("bulk load, s", "bulk_load_s", lambda v: f"{v:,.1f}")
 row("log push (put_c16_v256), s", "push_load_s", lambda v: f"{v:,.1f}")
 row("leader raft index before m4", "leader_raft_index", lambda v: f"{v:,}", False)

@@ -2,22 +2,27 @@
 //!
 //! The state never travels inside a raft message. When raft asks the leader's log store for a
 //! snapshot, the leader takes a RocksDB checkpoint of the shard at its applied index
-//! (`<data-dir>/snapshots/raft-<shard>-<index>`, reused while raft asks again for the same
-//! index) and sends a [`SnapshotDescriptor`] naming it. The follower fetches the checkpoint over
-//! the peer port as a snapshot archive (`Peer.FetchSnapshot`, streamed in chunks that are
-//! unpacked into the checkpoint's files as they arrive, the SHA-256 checked at the end, so memory
-//! stays bounded whatever the size and the archive is never stored whole), and installs it:
+//! (`<data-dir>/snapshots/raft-<shard>-<index>`, hard links, reused while raft asks again for
+//! the same index) and sends a [`SnapshotDescriptor`] naming it. The follower fetches the state
+//! over the peer port (`Peer.FetchSnapshot`). Only the replicated state travels, never the
+//! leader's raft log: the leader cuts the checkpoint's `kv`, `lease` and `meta` (less
+//! [`MEMBER_LOCAL_META`]) into table files ([`cut`]: RocksDB's own format, the keys at sequence
+//! number 0 as ingestion requires) and streams each file as a snapshot archive entry as soon as
+//! it is finished, while it writes the next; the follower writes the entries into files as they
+//! arrive and checks the SHA-256 at the end, so memory stays bounded whatever the size and the
+//! state is written once on each side. The follower installs them:
 //!
 //! 1. a marker ([`SnapshotInstall`]) is written to the shard's meta, synced;
-//! 2. the replicated column families (`kv`, `lease`, and `meta` except the member's own keys)
-//!    are replaced by the checkpoint's ([`install`]): `kv` and `lease` are bulk loaded, written
-//!    once as sorted table files that RocksDB takes in whole, past its write-ahead log and
-//!    memtables (a copy through ordinary writes wrote every byte about four times);
+//! 2. the replicated column families are replaced by the files ([`install`]): `kv` and `lease`
+//!    are emptied by dropping whole files and the received files are linked in whole (RocksDB's
+//!    external file ingestion: they land in the bottom level, past the write-ahead log and the
+//!    memtables, and are never rewritten); `meta` keeps the member's own keys;
 //! 3. the raft log is replaced by the snapshot's metadata (`LogStore::apply_snapshot`);
-//! 4. the marker and the unpacked files are removed.
+//! 4. the marker and the received files are removed.
 //!
-//! A start that finds the marker repeats 2–4 ([`resume`]): every step can be done twice, so an
-//! install cut short by `kill -9` is finished, never half applied.
+//! A start that finds the marker repeats 2–4 ([`resume`]): the received files stay until 4 and
+//! every step can be done twice, so an install cut short by `kill -9` is finished, never half
+//! applied (a crash before 1 leaves the old state, and raft sends the snapshot again).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -36,8 +41,8 @@ pub const META_SNAPSHOT_INSTALL: &[u8] = b"snapshot_install";
 /// replaces the rest of `meta`, never these (its sender is another member).
 pub const MEMBER_LOCAL_META: [&[u8]; 4] = [b"member_id", b"cluster_id", b"shard_count", META_SNAPSHOT_INSTALL];
 
-/// Fetches the checkpoint a descriptor names from its member and unpacks it into the given
-/// directory; answers the directory to open with [`KvBackend::open_checkpoint`].
+/// Fetches the state a descriptor names from its member into the given directory as the table
+/// files [`cut`] wrote; answers the directory that holds them, for [`install`].
 pub type SnapshotFetch = Arc<dyn Fn(&SnapshotDescriptor, &Path) -> Result<PathBuf> + Send + Sync>;
 
 /// Where a shard keeps checkpoints for followers and how it fetches one from its leader.
@@ -67,6 +72,26 @@ pub fn checkpoint_dir(snapshots: &Path, shard: u32, index: u64) -> PathBuf {
 /// Returns the directory a follower unpacks shard `shard`'s incoming snapshot into.
 pub fn incoming_dir(snapshots: &Path, shard: u32) -> PathBuf {
     snapshots.join(format!("incoming-{shard}"))
+}
+
+/// Returns a new directory name under `snapshots` for the table files cut from shard `shard`'s
+/// checkpoint for one follower's fetch (each fetch cuts its own and removes it when done).
+pub fn outgoing_dir(snapshots: &Path, shard: u32) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    snapshots.join(format!("{OUTGOING_PREFIX}{shard}-{n}"))
+}
+
+/// The name prefix of [`outgoing_dir`]s.
+const OUTGOING_PREFIX: &str = "outgoing-";
+
+/// Removes every [`outgoing_dir`] under `snapshots` (at a start: what a stop cut short).
+pub fn remove_outgoing(snapshots: &Path) {
+    for entry in std::fs::read_dir(snapshots).into_iter().flatten().flatten() {
+        if entry.file_name().to_string_lossy().starts_with(OUTGOING_PREFIX) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 fn applied_index(backend: &impl KvBackend) -> Result<u64> {
@@ -127,18 +152,73 @@ pub fn message(cfg: &SnapshotConfig, index: u64, term: u64, conf_state: ConfStat
     }
 }
 
-/// Replaces `live`'s replicated state with `src`'s: `kv` and `lease` whole (bulk loaded, see
-/// [`KvBackend::bulk_load_from`], with `staging` as scratch space), `meta` except
-/// [`MEMBER_LOCAL_META`]. Synced at the end; running it twice gives the same state.
+/// The column families a snapshot carries, in the order they are cut and installed.
+const REPLICATED: [Cf; 3] = [Cf::Kv, Cf::Lease, Cf::Meta];
+
+/// Leader side: cuts the replicated state of the checkpoint at `checkpoint` into table files in
+/// `out` (created), calling `done(name, path)` as each is finished; `meta` without
+/// [`MEMBER_LOCAL_META`]. Reads the checkpoint, not the live store, so it runs beside the
+/// shard, at the checkpoint's index.
 ///
 /// # Errors
-/// A storage error.
-pub fn install<B: KvBackend>(live: &B, src: &B, staging: &Path) -> Result<()> {
+/// A storage or file system error, or the first error of `done`.
+pub fn cut<B: KvBackend>(
+    checkpoint: &Path,
+    out: &Path,
+    done: &mut dyn FnMut(String, PathBuf) -> Result<()>,
+) -> Result<()> {
+    std::fs::create_dir_all(out).map_err(StorageError::from)?;
+    let src = B::open_checkpoint(checkpoint)?;
+    let mut failed = None;
+    for cf in REPLICATED {
+        let keep = |k: &[u8]| cf != Cf::Meta || !MEMBER_LOCAL_META.contains(&k);
+        let result = src.export_tables(cf, &keep, out, &mut |path| {
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            done(name, path).map_err(|e| {
+                failed = Some(e);
+                StorageError::Corrupt { cf: "staging", what: "table file not sent" }
+            })
+        });
+        if let Some(e) = failed.take() {
+            return Err(e);
+        }
+        result?;
+    }
+    Ok(())
+}
+
+/// The received table files in `dir` by column family, each family's in name order.
+fn received_tables(dir: &Path) -> Result<Vec<(Cf, Vec<PathBuf>)>> {
+    let mut by_cf: Vec<(Cf, Vec<PathBuf>)> = REPLICATED.iter().map(|cf| (*cf, Vec::new())).collect();
+    for entry in std::fs::read_dir(dir).map_err(StorageError::from)? {
+        let path = entry.map_err(StorageError::from)?.path();
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let slot = by_cf
+            .iter_mut()
+            .find(|(cf, _)| name.strip_prefix(cf.name()).is_some_and(|rest| rest.starts_with('-')))
+            .ok_or(StorageError::Corrupt { cf: "snapshot", what: "a received file of no replicated column family" })?;
+        slot.1.push(path);
+    }
+    for (_, files) in &mut by_cf {
+        files.sort();
+    }
+    Ok(by_cf)
+}
+
+/// Replaces `live`'s replicated state with the table files [`cut`] wrote, received into
+/// `tables`: `kv` and `lease` whole, `meta` except [`MEMBER_LOCAL_META`] (`staging` is scratch
+/// space beside them). The files stay; running it twice gives the same state.
+///
+/// # Errors
+/// A storage error, or `Corrupt` for a file of no replicated column family.
+pub fn install<B: KvBackend>(live: &B, tables: &Path, staging: &Path) -> Result<()> {
+    let received = received_tables(tables)?;
     // Every key of these families is shorter than this bound.
     let end = [0xff; 64];
     for cf in [Cf::Kv, Cf::Lease] {
         live.drop_range(cf, &[], &end)?;
     }
+    // `meta` is a handful of keys; synced, with the dropped ranges, before anything is taken in.
     let mut wb = WriteBatch::new();
     live.scan(Cf::Meta, &[], None, ScanOrder::Forward, &mut |k, _| {
         if !MEMBER_LOCAL_META.contains(&k) {
@@ -146,25 +226,18 @@ pub fn install<B: KvBackend>(live: &B, src: &B, staging: &Path) -> Result<()> {
         }
         true
     })?;
-    live.write(std::mem::take(&mut wb), WriteOpts { sync: false })?;
-    for cf in [Cf::Kv, Cf::Lease] {
-        live.bulk_load_from(cf, src, staging)?;
-    }
-    let _ = std::fs::remove_dir_all(staging);
-    // `meta` is a handful of keys.
-    src.scan(Cf::Meta, &[], None, ScanOrder::Forward, &mut |k, v| {
-        if !MEMBER_LOCAL_META.contains(&k) {
-            wb.put(Cf::Meta, k.to_vec(), v.to_vec());
-        }
-        true
-    })?;
     live.write(wb, WriteOpts { sync: true })?;
+    for (cf, files) in &received {
+        live.ingest_tables(*cf, files, staging)?;
+    }
+    // Whatever the backend took in unsynced is made durable before the marker can go.
+    live.write(WriteBatch::new(), WriteOpts { sync: true })?;
     Ok(())
 }
 
-/// The scratch directory [`install`] uses beside an unpacked checkpoint.
-pub fn staging_dir(checkpoint: &Path) -> PathBuf {
-    checkpoint.with_extension("ingest")
+/// The scratch directory [`install`] uses beside the received files.
+pub fn staging_dir(tables: &Path) -> PathBuf {
+    tables.with_extension("ingest")
 }
 
 /// Writes the install marker, synced.
@@ -178,7 +251,7 @@ pub fn mark(live: &impl KvBackend, marker: &SnapshotInstall) -> Result<()> {
     Ok(())
 }
 
-/// Removes the install marker (synced) and the unpacked files it names.
+/// Removes the install marker (synced) and the received files it names.
 ///
 /// # Errors
 /// A storage error.
@@ -210,13 +283,11 @@ pub fn marker(live: &impl KvBackend) -> Result<Option<SnapshotInstall>> {
 /// Finishes an install a crash cut short (see the module doc); does nothing without a marker.
 ///
 /// # Errors
-/// A storage error, or the unpacked checkpoint is gone.
+/// A storage error, or the received files are gone.
 pub fn resume<B: KvBackend, L: LogStore>(live: &B, log: &L) -> Result<()> {
     let Some(m) = marker(live)? else { return Ok(()) };
     tracing::warn!(index = m.index, dir = %m.dir, "finishing a snapshot install cut short");
-    let src = B::open_checkpoint(Path::new(&m.dir))?;
-    install(live, &src, &staging_dir(Path::new(&m.dir)))?;
-    drop(src);
+    install(live, Path::new(&m.dir), &staging_dir(Path::new(&m.dir)))?;
     let cs = ConfState { voters: m.voters.clone(), learners: m.learners.clone(), ..Default::default() };
     let snap = Snapshot {
         data: Vec::new(),
@@ -230,34 +301,77 @@ pub fn resume<B: KvBackend, L: LogStore>(live: &B, log: &L) -> Result<()> {
 mod tests {
     use super::*;
     use crate::storage::mem::MemBackend;
+    use crate::storage::rocks::{RocksBackend, RocksOptions};
 
-    fn put(b: &MemBackend, cf: Cf, k: &[u8], v: &[u8]) {
+    fn put(b: &impl KvBackend, cf: Cf, k: &[u8], v: &[u8]) {
         let mut wb = WriteBatch::new();
         wb.put(cf, k.to_vec(), v.to_vec());
         b.write(wb, WriteOpts { sync: true }).expect("write");
     }
 
+    /// Checkpoints `src` and cuts it into `dir/tables` as a leader does; answers that directory
+    /// and the names cut.
+    fn cut_of<B: KvBackend>(src: &B, dir: &Path) -> (PathBuf, Vec<String>) {
+        let cp = dir.join("checkpoint");
+        src.checkpoint(&cp).expect("checkpoint");
+        let tables = dir.join("tables");
+        let mut names = Vec::new();
+        cut::<B>(&cp, &tables, &mut |name, path| {
+            assert!(path.exists(), "{name} is finished when it is handed over");
+            names.push(name);
+            Ok(())
+        })
+        .expect("cut");
+        (tables, names)
+    }
+
+    fn all(b: &impl KvBackend, cf: Cf) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut out = Vec::new();
+        b.scan(cf, &[], None, ScanOrder::Forward, &mut |k, v| {
+            out.push((k.to_vec(), v.to_vec()));
+            true
+        })
+        .expect("scan");
+        out
+    }
+
     #[test]
     fn install_replaces_the_replicated_state_and_keeps_the_members_own_keys() {
+        let dir = tempfile::tempdir().expect("tempdir");
         let live = MemBackend::new();
         put(&live, Cf::Kv, b"old", b"1");
         put(&live, Cf::Lease, b"old-lease", b"1");
         put(&live, Cf::Meta, b"member_id", b"me");
         put(&live, Cf::Meta, b"applied_index", b"old");
+        put(&live, Cf::Meta, b"gone", b"old");
         put(&live, Cf::Raft, b"e1", b"entry");
         let src = MemBackend::new();
         put(&src, Cf::Kv, b"new", b"2");
         put(&src, Cf::Meta, b"member_id", b"leader");
         put(&src, Cf::Meta, b"applied_index", b"new");
-        let staging = std::env::temp_dir().join("unused-by-the-in-memory-store");
-        install(&live, &src, &staging).expect("install");
-        install(&live, &src, &staging).expect("installing twice gives the same state");
-        assert_eq!(live.get(Cf::Kv, b"old").expect("get"), None);
-        assert_eq!(live.get(Cf::Kv, b"new").expect("get"), Some(b"2".to_vec()));
-        assert_eq!(live.get(Cf::Lease, b"old-lease").expect("get"), None);
+        put(&src, Cf::Raft, b"e9", b"the leader's entry");
+        let (tables, names) = cut_of(&src, dir.path());
+        assert_eq!(names, ["kv-0000.pairs", "meta-0000.pairs"], "the raft log and empty families are not sent");
+        let staging = staging_dir(&tables);
+        install(&live, &tables, &staging).expect("install");
+        install(&live, &tables, &staging).expect("installing twice gives the same state");
+        assert_eq!(all(&live, Cf::Kv), [(b"new".to_vec(), b"2".to_vec())]);
+        assert_eq!(all(&live, Cf::Lease), []);
         assert_eq!(live.get(Cf::Meta, b"member_id").expect("get"), Some(b"me".to_vec()), "the member's own ID stays");
         assert_eq!(live.get(Cf::Meta, b"applied_index").expect("get"), Some(b"new".to_vec()));
-        assert_eq!(live.get(Cf::Raft, b"e1").expect("get"), Some(b"entry".to_vec()), "the raft log is not touched");
+        assert_eq!(live.get(Cf::Meta, b"gone").expect("get"), None);
+        assert_eq!(all(&live, Cf::Raft), [(b"e1".to_vec(), b"entry".to_vec())], "the raft log is not touched");
+    }
+
+    #[test]
+    fn a_file_of_no_replicated_family_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("raft-0000.pairs"), b"").expect("write");
+        let live = MemBackend::new();
+        put(&live, Cf::Kv, b"k", b"v");
+        let err = install(&live, dir.path(), &dir.path().join("staging")).expect_err("a raft file");
+        assert!(err.to_string().contains("no replicated column family"), "{err}");
+        assert_eq!(live.get(Cf::Kv, b"k").expect("get"), Some(b"v".to_vec()), "nothing was dropped");
     }
 
     #[test]
@@ -265,8 +379,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let src = MemBackend::new();
         put(&src, Cf::Kv, b"k", b"v");
-        let cp = dir.path().join("incoming");
-        src.checkpoint(&cp).expect("checkpoint");
+        let (tables, _) = cut_of(&src, dir.path());
         let live = MemBackend::new();
         let log = crate::raft_log::BackendLogStore::open(live.clone(), 16).expect("log");
         mark(
@@ -276,7 +389,7 @@ mod tests {
                 term: 3,
                 voters: vec![1, 2, 3],
                 learners: vec![],
-                dir: cp.display().to_string(),
+                dir: tables.display().to_string(),
             },
         )
         .expect("mark");
@@ -284,6 +397,74 @@ mod tests {
         assert_eq!(live.get(Cf::Kv, b"k").expect("get"), Some(b"v".to_vec()));
         assert_eq!(marker(&live).expect("marker"), None);
         assert_eq!(raft::Storage::first_index(&log).expect("first"), 43, "the log starts after the snapshot");
-        assert!(!cp.exists(), "the unpacked files are removed");
+        assert!(!tables.exists(), "the received files are removed");
+    }
+
+    /// On RocksDB: a leader's state of several table files per family, an install stopped after
+    /// `kv` was taken in and the store closed (a crash), then the start's resume: the member
+    /// holds exactly the leader's replicated state and its own keys.
+    #[test]
+    fn rocksdb_an_install_stopped_half_way_is_finished_exactly_after_a_restart() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let opts = RocksOptions::default();
+        let src = RocksBackend::open(&dir.path().join("leader"), &opts).expect("open");
+        // Values past one table file's size, so `kv` is cut into several; not compressible, as
+        // the file size counts compressed bytes.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut wb = WriteBatch::new();
+        for i in 0..(crate::storage::TABLE_FILE_BYTES / (64 << 10) + 200) {
+            let value: Vec<u8> = (0..(64 << 10) / 8)
+                .flat_map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x.to_le_bytes()
+                })
+                .collect();
+            wb.put(Cf::Kv, format!("k{i:08}").into_bytes(), value);
+            if wb.size_bytes() > 8 << 20 {
+                src.write(std::mem::take(&mut wb), WriteOpts::default()).expect("write");
+            }
+        }
+        wb.put(Cf::Lease, b"lease-1".to_vec(), b"ttl".to_vec());
+        wb.put(Cf::Meta, b"applied_index".to_vec(), 77u64.to_be_bytes().to_vec());
+        wb.put(Cf::Meta, b"member_id".to_vec(), b"leader".to_vec());
+        wb.put(Cf::Raft, b"e1".to_vec(), b"leader log".to_vec());
+        src.write(wb, WriteOpts::default()).expect("write");
+        let (tables, names) = cut_of(&src, dir.path());
+        assert!(names.iter().filter(|n| n.starts_with("kv-")).count() > 1, "{names:?}");
+        assert!(!names.iter().any(|n| n.starts_with("raft-")), "{names:?}");
+
+        let live_dir = dir.path().join("member");
+        let live = RocksBackend::open(&live_dir, &opts).expect("open");
+        put(&live, Cf::Kv, b"k00000001", b"old");
+        put(&live, Cf::Kv, b"zz-old-only", b"old");
+        put(&live, Cf::Meta, b"member_id", b"me");
+        put(&live, Cf::Meta, b"old-meta", b"old");
+        let m = SnapshotInstall {
+            index: 77,
+            term: 2,
+            voters: vec![1, 2, 3, 4],
+            learners: vec![],
+            dir: tables.display().to_string(),
+        };
+        mark(&live, &m).expect("mark");
+        live.drop_range(Cf::Kv, &[], &[0xff; 64]).expect("drop");
+        let kv: Vec<PathBuf> = names.iter().filter(|n| n.starts_with("kv-")).map(|n| tables.join(n)).collect();
+        live.ingest_tables(Cf::Kv, &kv, &staging_dir(&tables)).expect("ingest kv");
+        drop(live);
+
+        let live = RocksBackend::open(&live_dir, &opts).expect("reopen");
+        let log = crate::raft_log::BackendLogStore::open(live.clone(), 16).expect("log");
+        resume(&live, &log).expect("resume");
+        assert_eq!(all(&live, Cf::Kv), all(&src, Cf::Kv));
+        assert_eq!(all(&live, Cf::Lease), [(b"lease-1".to_vec(), b"ttl".to_vec())]);
+        assert_eq!(live.get(Cf::Meta, b"applied_index").expect("get"), Some(77u64.to_be_bytes().to_vec()));
+        assert_eq!(live.get(Cf::Meta, b"member_id").expect("get"), Some(b"me".to_vec()));
+        assert_eq!(live.get(Cf::Meta, b"old-meta").expect("get"), None);
+        assert_eq!(live.get(Cf::Raft, b"e1").expect("get"), None, "the leader's log never arrives");
+        assert_eq!(marker(&live).expect("marker"), None);
+        assert_eq!(raft::Storage::first_index(&log).expect("first"), 78);
+        assert!(!tables.exists(), "the received files are removed");
     }
 }

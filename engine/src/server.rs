@@ -516,6 +516,8 @@ impl Engine {
             ))),
             _ => None,
         };
+        // State a stop cut short while sending it to a follower: nobody streams it any more.
+        crate::raft_snapshot::remove_outgoing(&cfg.data_dir.join("snapshots"));
         // Every shard replays its log before any runs, so the counter starts above every
         // revision any shard recorded.
         let mut opened = Vec::new();
@@ -854,8 +856,8 @@ where
     })
 }
 
-/// Returns how a shard fetches the checkpoint a raft snapshot names: over the peer port from
-/// the member that sent it, unpacked into files as its chunks arrive (memory stays bounded
+/// Returns how a shard fetches the state a raft snapshot names: over the peer port from the
+/// member that sent it, as table files written as their chunks arrive (memory stays bounded
 /// whatever the size, and the archive is never stored whole). Runs on the shard thread, which
 /// waits for it: a follower installing a snapshot has nothing else it could do.
 fn snapshot_fetch(router: Arc<PeerRouter>, cluster_id: u64) -> SnapshotFetch {
@@ -867,7 +869,7 @@ fn snapshot_fetch(router: Arc<PeerRouter>, cluster_id: u64) -> SnapshotFetch {
         let stream =
             runtime.block_on(async { client.fetch_snapshot(req).await }).map_err(EngineError::Remote)?.into_inner();
         let chunks = ChunkReader { runtime, stream, chunk: bytes::Bytes::new(), at: 0 };
-        crate::snapshot::unpack_checkpoint_stream(chunks, target)
+        crate::snapshot::unpack_state_stream(chunks, target)
             .map_err(|e| EngineError::Remote(tonic::Status::data_loss(e.to_string())))
     })
 }

@@ -7,7 +7,9 @@
 //! a big-endian `u64` size and the bytes; then a `u32` zero, zero bytes up to a multiple of 512,
 //! and the SHA-256 of everything before it (32 bytes). Names are a shard's RocksDB checkpoint
 //! files: bare (`CURRENT`, `000012.sst`) for a one-shard member, `shard-<n>/<file>` for each shard
-//! of a sharded one, all shards copied at one revision. etcd's bbolt stream has the same tail
+//! of a sharded one, all shards copied at one revision. (A raft snapshot's archive, fetched by
+//! one member from another, has the same form and holds one shard's state as table files
+//! instead, named `<column family>-<n>.sst`: see `raft_snapshot`.) etcd's bbolt stream has the same tail
 //! (page-aligned data plus SHA-256), which is what `etcdctl snapshot save` checks.
 //!
 //! # Restoring
@@ -93,14 +95,14 @@ pub fn restore(archive: &Path, data_dir: &Path) -> Result<Restored, RestoreError
     result
 }
 
-/// Unpacks a one-shard archive (a leader's checkpoint fetched for a raft snapshot) into `dir/db`
-/// as it arrives from `stream`, checking the SHA-256 trailer at its end; answers that directory.
-/// The archive is never written whole to disk: each file lands in place as it is read, and a
-/// damaged or cut short archive leaves nothing behind in `dir`.
+/// Unpacks a one-shard archive (a leader's state fetched for a raft snapshot, as table files)
+/// into `dir/db` as it arrives from `stream`, checking the SHA-256 trailer at its end; answers
+/// that directory. The archive is never written whole to disk: each file lands in place as it is
+/// read, and a damaged or cut short archive leaves nothing behind in `dir`.
 ///
 /// # Errors
 /// [`RestoreError`]: a damaged archive or an I/O failure (of `stream` too).
-pub(crate) fn unpack_checkpoint_stream(stream: impl Read, dir: &Path) -> Result<PathBuf, RestoreError> {
+pub(crate) fn unpack_state_stream(stream: impl Read, dir: &Path) -> Result<PathBuf, RestoreError> {
     let what = dir.join("<fetched snapshot>");
     let result = unpack_stream(stream, dir, &what);
     match result {
@@ -335,39 +337,33 @@ mod tests {
     }
 
     #[test]
-    fn a_fetched_checkpoint_is_unpacked_as_it_streams_and_a_bad_one_leaves_nothing() {
+    fn a_fetched_state_is_unpacked_as_it_streams_and_a_bad_one_leaves_nothing() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let bytes = archive(&[("CURRENT", b"MANIFEST-000001\n"), ("000012.sst", &[7u8; 3000])]);
+        let bytes = archive(&[("kv-0000.sst", &[7u8; 3000]), ("meta-0000.sst", b"mm")]);
         let target = dir.path().join("incoming");
         // One byte at a time: the reader is a stream of chunks of any size.
         let trickle = std::io::BufReader::with_capacity(1, bytes.as_slice());
-        let db = unpack_checkpoint_stream(trickle, &target).expect("unpacked");
+        let db = unpack_state_stream(trickle, &target).expect("unpacked");
         assert_eq!(db, crate::server::shard_db_dir(&target, 0));
-        assert_eq!(std::fs::read(db.join("000012.sst")).expect("file"), vec![7u8; 3000]);
+        assert_eq!(std::fs::read(db.join("kv-0000.sst")).expect("file"), vec![7u8; 3000]);
 
         let mut flipped = bytes.clone();
         *flipped.last_mut().expect("digest") ^= 1;
         let other = dir.path().join("flipped");
-        let err = unpack_checkpoint_stream(flipped.as_slice(), &other).expect_err("a flipped digest bit");
+        let err = unpack_state_stream(flipped.as_slice(), &other).expect_err("a flipped digest bit");
         assert!(err.to_string().contains("SHA-256 does not match"), "{err}");
         assert!(!other.exists(), "nothing is left behind");
 
         for (cut, why) in [(bytes.len() - 1, "inside its SHA-256"), (bytes.len() - 40, "inside its padding")] {
-            let err = unpack_checkpoint_stream(&bytes[..cut], &other).expect_err("cut short");
+            let err = unpack_state_stream(&bytes[..cut], &other).expect_err("cut short");
             assert!(err.to_string().contains(why), "{cut}: {err}");
             assert!(!other.exists());
         }
         let mut longer = bytes.clone();
         longer.push(0);
-        assert!(unpack_checkpoint_stream(longer.as_slice(), &other)
-            .expect_err("trailing")
-            .to_string()
-            .contains("follow"));
+        assert!(unpack_state_stream(longer.as_slice(), &other).expect_err("trailing").to_string().contains("follow"));
         let two = archive(&[("shard-0/CURRENT", b"x"), ("shard-1/CURRENT", b"x")]);
-        assert!(unpack_checkpoint_stream(two.as_slice(), &other)
-            .expect_err("two shards")
-            .to_string()
-            .contains("one shard"));
+        assert!(unpack_state_stream(two.as_slice(), &other).expect_err("two shards").to_string().contains("one shard"));
         assert!(!other.exists());
     }
 }

@@ -504,6 +504,85 @@ async fn a_far_behind_follower_catches_up_by_snapshot_etcd() {
     a_far_behind_follower_catches_up_by_snapshot(Target::Etcd).await;
 }
 
+/// A follower killed with SIGKILL while it installs a snapshot of the leader's state starts
+/// again from what it had, old state or new, never a mix: it installs the snapshot again or
+/// finishes the install it marked, every acknowledged write is on it with its revision and
+/// HashKV agree. Killed twice: as soon as its log shows the install begin (while it fetches),
+/// then, started again, as soon as it takes the received files in, after its mark (or just
+/// after the install, when the poll misses that moment). The state is a few megabytes of 4 KiB values so the install lasts
+/// long enough for the first kill to land in it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_killed_while_installing_a_snapshot_catches_up_ballast() {
+    let args = ["--experimental-snapshot-catchup-entries=50", "--raft-log-hold-entries=100"];
+    let mut c = Cluster::start_with_args(Target::Ballast, 3, &args).await;
+    let leader = c.leader().await;
+    let away = (leader + 1) % 3;
+    c.members[away].kill9();
+    let writes = 4_000;
+    let endpoint = c.members[leader].endpoint();
+    let tasks: Vec<_> = (0..16)
+        .map(|w| {
+            let endpoint = endpoint.clone();
+            tokio::spawn(async move {
+                let mut client = etcd_client::Client::connect([endpoint], None).await.expect("connect");
+                let mut acked = Vec::new();
+                for i in (w..writes).step_by(16) {
+                    let (key, value) = (format!("ki/{i:05}"), format!("{i:04096}"));
+                    let r = client.put(key.as_str(), value.as_str(), None).await.expect("put");
+                    acked.push((key, (value, r.header().expect("header").revision())));
+                }
+                acked
+            })
+        })
+        .collect();
+    let mut acked = BTreeMap::new();
+    for t in tasks {
+        acked.extend(t.await.expect("writer"));
+    }
+    // Polled far more often than the harness's 20 ms, to land inside the install.
+    async fn kill_when(m: &mut Server, what: &str, seen: impl Fn(&Server) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !seen(m) {
+            assert!(Instant::now() < deadline, "never saw {what}; log:\n{}", m.log_tail());
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        m.kill9();
+    }
+    c.members[away].spawn_member();
+    kill_when(&mut c.members[away], "the install begin", |m| {
+        m.full_log().contains("installing a snapshot from the leader")
+    })
+    .await;
+    assert!(
+        !c.members[away].full_log().contains("snapshot installed"),
+        "the first kill came after the install; log:\n{}",
+        c.members[away].log_tail()
+    );
+    c.members[away].spawn_member();
+    // The scratch directory the install links the received files into, after its mark: killed
+    // while it exists (or once the install is done, if the poll missed it).
+    let staging = c.members[away].dir().join("data/snapshots/incoming-0/db.ingest");
+    kill_when(&mut c.members[away], "the install take the files in", |m| {
+        staging.exists() || m.full_log().matches("snapshot installed").count() > 0
+    })
+    .await;
+    c.members[away].restart().await;
+    check_acknowledged(&c, &acked).await;
+    // The log is appended to by every start: the install happens again or a marked one is
+    // finished.
+    let log = c.members[away].full_log();
+    let resumed = log.contains("finishing a snapshot install cut short");
+    eprintln!(
+        "the follower, killed as it took the files in, {}",
+        if resumed { "finished the marked install at its start" } else { "installed again" }
+    );
+    assert!(
+        log.contains("snapshot installed") || resumed,
+        "the follower caught up without installing; log:\n{}",
+        c.members[away].log_tail()
+    );
+}
+
 /// Members speak TLS to each other with etcd's `--peer-*` flags and check each other's
 /// certificates: the cluster replicates over https peer URLs, and a caller without a client
 /// certificate is refused at the handshake.

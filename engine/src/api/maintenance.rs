@@ -331,31 +331,58 @@ pub(crate) fn stream_archive(dir: &Path, header: Option<ResponseHeader>, tx: &Ch
         + 4;
     let padding = (512 - body % 512) % 512;
     let total = body + padding + 32;
+    stream_files(files.into_iter().map(|(name, path, _)| Ok((name, path))), total, SNAPSHOT_CHUNK, header, tx)
+}
+
+/// Streams `files` (name in the archive, path) as a snapshot archive, each file read when its
+/// turn comes, so a producer can hand over files as it finishes them; `total` is the archive's
+/// size for `remaining_bytes`, 0 when not known in advance; `chunk` the bytes of one message.
+/// Returns Ok(()) also when the client went away; the first error of `files` ends the stream
+/// without its trailer.
+pub(crate) fn stream_files(
+    files: impl IntoIterator<Item = std::io::Result<(String, PathBuf)>>,
+    total: u64,
+    chunk_bytes: usize,
+    header: Option<ResponseHeader>,
+    tx: &ChunkSender,
+) -> std::io::Result<()> {
     let mut out = ArchiveWriter {
         tx,
         header,
-        buf: Vec::with_capacity(SNAPSHOT_CHUNK),
+        buf: Vec::with_capacity(chunk_bytes),
+        chunk_bytes,
         sent: 0,
         total,
         hasher: Sha256::new(),
         gone: false,
     };
     out.write(crate::snapshot::MAGIC);
-    for (name, path, size) in &files {
+    let mut body = crate::snapshot::MAGIC.len() as u64;
+    let mut chunk = vec![0u8; chunk_bytes];
+    for file in files {
+        let (name, path) = file?;
+        let mut f = std::fs::File::open(&path)?;
+        let size = f.metadata()?.len();
         out.write(&(name.len() as u32).to_be_bytes());
         out.write(name.as_bytes());
         out.write(&size.to_be_bytes());
-        let mut f = std::fs::File::open(path)?;
-        let mut chunk = vec![0u8; SNAPSHOT_CHUNK];
-        loop {
-            let n = f.read(&mut chunk)?;
-            if n == 0 || out.gone {
-                break;
+        body += 4 + name.len() as u64 + 8 + size;
+        let mut left = size;
+        while left > 0 && !out.gone {
+            let n = f.read(&mut chunk[..(left.min(chunk_bytes as u64) as usize)])?;
+            if n == 0 {
+                return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, format!("{name} shrank")));
             }
             out.write(&chunk[..n]);
+            left -= n as u64;
+        }
+        if out.gone {
+            return Ok(());
         }
     }
     out.write(&0u32.to_be_bytes());
+    body += 4;
+    let padding = (512 - body % 512) % 512;
     out.write(&vec![0u8; padding as usize]);
     let digest = out.hasher.clone().finalize();
     out.buf.extend_from_slice(&digest);
@@ -367,6 +394,7 @@ struct ArchiveWriter<'a> {
     tx: &'a ChunkSender,
     header: Option<ResponseHeader>,
     buf: Vec<u8>,
+    chunk_bytes: usize,
     sent: u64,
     total: u64,
     hasher: Sha256,
@@ -377,8 +405,8 @@ impl ArchiveWriter<'_> {
     fn write(&mut self, bytes: &[u8]) {
         self.hasher.update(bytes);
         self.buf.extend_from_slice(bytes);
-        while self.buf.len() >= SNAPSHOT_CHUNK && !self.gone {
-            let rest = self.buf.split_off(SNAPSHOT_CHUNK);
+        while self.buf.len() >= self.chunk_bytes && !self.gone {
+            let rest = self.buf.split_off(self.chunk_bytes);
             let chunk = std::mem::replace(&mut self.buf, rest);
             self.send(chunk);
         }

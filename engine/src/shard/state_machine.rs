@@ -210,8 +210,8 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
         self.snapshots = Some(cfg);
     }
 
-    /// Replaces the state with the leader's checkpoint a raft snapshot names (see
-    /// `raft_snapshot`): fetched into the snapshot directory, marked, installed, reopened.
+    /// Replaces the state with the leader's a raft snapshot names (see `raft_snapshot`): its
+    /// table files fetched into the snapshot directory, marked, installed, reopened.
     fn install_snapshot(&mut self, snapshot: &ballast_raft::Snapshot) -> Result<()> {
         let Some(cfg) = self.snapshots.clone() else { return Err(EngineError::NotCapable) };
         let desc = SnapshotDescriptor::decode(snapshot.data.as_slice())
@@ -237,7 +237,7 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
                 }
             }
         }
-        let checkpoint = fetched?;
+        let tables = fetched?;
         let fetched_at = clock.now();
         let cs = meta.conf_state.clone().unwrap_or_default();
         let marker = SnapshotInstall {
@@ -245,12 +245,10 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
             term: meta.term,
             voters: cs.voters,
             learners: cs.learners,
-            dir: checkpoint.display().to_string(),
+            dir: tables.display().to_string(),
         };
         crate::raft_snapshot::mark(self.store.backend(), &marker)?;
-        let src = B::open_checkpoint(&checkpoint)?;
-        crate::raft_snapshot::install(self.store.backend(), &src, &crate::raft_snapshot::staging_dir(&checkpoint))?;
-        drop(src);
+        crate::raft_snapshot::install(self.store.backend(), &tables, &crate::raft_snapshot::staging_dir(&tables))?;
         self.discard_unapplied()?;
         if let Some(view) = &self.cluster {
             if let Some(m) = crate::cluster::Membership::load(self.store.backend())? {

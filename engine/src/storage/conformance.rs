@@ -74,9 +74,10 @@ fn checkpoint_round_trip<B: KvBackend>(b: &B, dir: &std::path::Path) {
     assert_eq!(cp.get(Cf::Kv, b"later").expect("get"), None);
 }
 
-/// A bulk load writes every key of the source's family into a range the store dropped first
-/// (as a snapshot install does), and leaves other families alone.
-fn bulk_load<B: KvBackend>(live: &B, src: &B, staging: &std::path::Path) {
+/// Table files exported from the source's family (those keys `keep` accepts) and ingested
+/// write every such key into a range the store dropped first (as a snapshot install does), and
+/// leave other families alone; the files stay, and ingesting them again gives the same state.
+fn tables<B: KvBackend>(live: &B, src: &B, dir: &std::path::Path) {
     put(live, Cf::Kv, b"gone", b"old");
     put(live, Cf::Kv, b"k000", b"old");
     put(live, Cf::Raft, b"entry", b"kept");
@@ -87,16 +88,39 @@ fn bulk_load<B: KvBackend>(live: &B, src: &B, staging: &std::path::Path) {
     for i in 0..2000u32 {
         put(src, Cf::Kv, format!("k{i:03}").as_bytes(), &i.to_be_bytes());
     }
+    put(src, Cf::Kv, b"skipped", b"not kept");
     put(src, Cf::Lease, b"lease", b"not asked for");
-    live.bulk_load_from(Cf::Kv, src, staging).expect("bulk load");
+    let out = dir.join("tables");
+    std::fs::create_dir_all(&out).expect("mkdir");
+    let mut files = Vec::new();
+    src.export_tables(Cf::Kv, &|k| k != b"skipped", &out, &mut |f| {
+        files.push(f);
+        Ok(())
+    })
+    .expect("export");
+    assert!(!files.is_empty() && files.iter().all(|f| f.exists()));
+    let name = files[0].file_name().expect("name").to_string_lossy().into_owned();
+    assert!(name.starts_with("kv-0000."), "{name}");
+    let staging = dir.join("staging");
+    live.ingest_tables(Cf::Kv, &files, &staging).expect("ingest");
+    assert!(files.iter().all(|f| f.exists()), "the files stay");
     let loaded = keys(live, Cf::Kv, b"", None, ScanOrder::Forward);
-    assert_eq!(loaded.len(), 2000, "every source key and nothing the range deletion removed");
+    assert_eq!(loaded.len(), 2000, "every kept source key and nothing the range deletion removed");
     assert_eq!(live.get(Cf::Kv, b"k000").expect("get"), Some(0u32.to_be_bytes().to_vec()), "the source's value wins");
     assert_eq!(live.get(Cf::Kv, b"k1999").expect("get"), Some(1999u32.to_be_bytes().to_vec()));
     assert_eq!(live.get(Cf::Kv, b"gone").expect("get"), None);
     assert_eq!(live.get(Cf::Raft, b"entry").expect("get"), Some(b"kept".to_vec()));
     assert_eq!(live.get(Cf::Lease, b"lease").expect("get"), None, "only the family asked for");
-    live.bulk_load_from(Cf::Lease, live, staging).expect("an empty family loads nothing");
+    live.drop_range(Cf::Kv, &[], &[0xff; 2]).expect("drop range");
+    live.ingest_tables(Cf::Kv, &files, &staging).expect("ingest again");
+    assert_eq!(keys(live, Cf::Kv, b"", None, ScanOrder::Forward), loaded);
+    let mut none = Vec::new();
+    live.export_tables(Cf::Lease, &|_| true, &out, &mut |f| {
+        none.push(f);
+        Ok(())
+    })
+    .expect("an empty family");
+    assert!(none.is_empty(), "no file for an empty family: {none:?}");
 }
 
 #[test]
@@ -104,17 +128,17 @@ fn mem_backend_conforms() {
     run_all(&MemBackend::new());
     let dir = tempfile::tempdir().expect("tempdir");
     checkpoint_round_trip(&MemBackend::new(), dir.path());
-    bulk_load(&MemBackend::new(), &MemBackend::new(), &dir.path().join("staging"));
+    tables(&MemBackend::new(), &MemBackend::new(), dir.path());
 }
 
 #[test]
-fn rocks_backend_bulk_loads_and_keeps_it_across_a_reopen() {
+fn rocks_backend_ingests_tables_and_keeps_them_across_a_reopen() {
     let dir = tempfile::tempdir().expect("tempdir");
     let opts = rocks::RocksOptions::default();
     {
         let live = RocksBackend::open(&dir.path().join("live"), &opts).expect("open");
         let src = RocksBackend::open(&dir.path().join("src"), &opts).expect("open");
-        bulk_load(&live, &src, &dir.path().join("staging"));
+        tables(&live, &src, dir.path());
     }
     let live = RocksBackend::open(&dir.path().join("live"), &opts).expect("reopen");
     assert_eq!(keys(&live, Cf::Kv, b"", None, ScanOrder::Forward).len(), 2000);

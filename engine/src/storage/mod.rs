@@ -13,7 +13,9 @@ pub mod rocks;
 #[cfg(test)]
 mod conformance;
 
-use std::path::Path;
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
 
 pub use mem::MemBackend;
 pub use rocks::RocksBackend;
@@ -121,10 +123,16 @@ impl WriteBatch {
     }
 }
 
-/// Bytes of one write batch of [`KvBackend::bulk_load_from`]'s batched version. 4 MiB keeps
-/// memory flat while a large state is copied, with few enough batches that the copy runs at
-/// disk speed.
+/// Bytes of one write batch when [`KvBackend::ingest_tables`]'s plain version writes a table file
+/// in. 4 MiB keeps memory flat while a large state is copied, with few enough batches that the
+/// copy runs at disk speed.
 pub const BULK_BATCH_BYTES: usize = 4 << 20;
+
+/// Largest table file [`KvBackend::export_tables`] writes before starting the next. 64 MiB is
+/// RocksDB's own target size for its table files, so ingested files need no splitting by later
+/// compactions; and a sender streams each file as it is finished, so the first bytes leave
+/// after one file's worth of work rather than after the whole state's.
+pub const TABLE_FILE_BYTES: u64 = 64 << 20;
 
 /// How a batch is written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -209,7 +217,7 @@ pub trait KvBackend: Send + Sync + 'static {
     /// Returns the approximate on-disk size of the live data in bytes.
     fn approximate_size(&self) -> u64;
 
-    /// Removes every key of `cf` in `[start, end)`, ahead of a [`KvBackend::bulk_load_from`]
+    /// Removes every key of `cf` in `[start, end)`, ahead of a [`KvBackend::ingest_tables`]
     /// into that range. Not synced until the next synced write. RocksDB's drops whole files and
     /// compacts the rest away at once, so the files loaded next overlap nothing.
     ///
@@ -221,37 +229,107 @@ pub trait KvBackend: Send + Sync + 'static {
         self.write(wb, WriteOpts { sync: false })
     }
 
-    /// Writes every key of `src`'s `cf` into this store's `cf`, over what is there (installing a
-    /// raft snapshot's checkpoint, gigabytes at a time). `staging` is an empty or absent scratch
-    /// directory. Not atomic, and not synced until the next synced write: a caller that can be
-    /// cut short marks its work and repeats it.
+    /// Writes the pairs of `cf` whose key `keep` accepts into new sorted table files in the
+    /// existing directory `dir`, named `<cf>-<n>.<ext>` (`n` from 0, four digits), at most about
+    /// [`TABLE_FILE_BYTES`] each, and calls `done` with each file as soon as it is finished (a
+    /// sender streams it while the next is written); no file for an empty family. What
+    /// [`KvBackend::ingest_tables`] of the same backend takes in (sending a raft snapshot).
     ///
-    /// This version copies in batches of [`BULK_BATCH_BYTES`]; RocksDB's writes sorted table
-    /// files and hands them to the store whole, past the write-ahead log and the memtables.
+    /// This version writes length-prefixed pairs; RocksDB's writes its own table files, which it
+    /// takes in whole on the other side.
     ///
     /// # Errors
-    /// Returns the backend's or the file system's error.
-    fn bulk_load_from(&self, cf: Cf, src: &Self, staging: &Path) -> Result<(), StorageError>
-    where
-        Self: Sized,
-    {
-        let _ = staging;
-        let mut wb = WriteBatch::new();
+    /// Returns the backend's or the file system's error, or the first error of `done`.
+    fn export_tables(
+        &self,
+        cf: Cf,
+        keep: &dyn Fn(&[u8]) -> bool,
+        dir: &Path,
+        done: &mut dyn FnMut(PathBuf) -> Result<(), StorageError>,
+    ) -> Result<(), StorageError> {
+        let mut out: Option<(PathBuf, BufWriter<File>, u64)> = None;
+        let mut files = 0;
         let mut failed = None;
-        src.scan(cf, &[], None, ScanOrder::Forward, &mut |k, v| {
-            wb.put(cf, k.to_vec(), v.to_vec());
-            if wb.size_bytes() >= BULK_BATCH_BYTES {
-                if let Err(e) = self.write(std::mem::take(&mut wb), WriteOpts { sync: false }) {
+        let mut finish = |out: Option<(PathBuf, BufWriter<File>, u64)>| -> Result<(), StorageError> {
+            if let Some((path, w, _)) = out {
+                w.into_inner().map_err(std::io::IntoInnerError::into_error)?.sync_all()?;
+                done(path)?;
+            }
+            Ok(())
+        };
+        self.scan(cf, &[], None, ScanOrder::Forward, &mut |k, v| {
+            if !keep(k) {
+                return true;
+            }
+            let mut step = || -> Result<(), StorageError> {
+                if out.as_ref().is_some_and(|(_, _, n)| *n >= TABLE_FILE_BYTES) {
+                    finish(out.take())?;
+                }
+                if out.is_none() {
+                    let path = dir.join(format!("{}-{files:04}.pairs", cf.name()));
+                    files += 1;
+                    out = Some((path.clone(), BufWriter::new(File::create(&path)?), 0));
+                }
+                let (_, w, n) = out.as_mut().expect("invariant: opened above");
+                for part in [k, v] {
+                    w.write_all(&(part.len() as u32).to_be_bytes())?;
+                    w.write_all(part)?;
+                    *n += 4 + part.len() as u64;
+                }
+                Ok(())
+            };
+            match step() {
+                Ok(()) => true,
+                Err(e) => {
                     failed = Some(e);
-                    return false;
+                    false
                 }
             }
-            true
         })?;
         if let Some(e) = failed {
             return Err(e);
         }
-        self.write(wb, WriteOpts { sync: false })
+        finish(out)
+    }
+
+    /// Takes the table files [`KvBackend::export_tables`] wrote for `cf` into this store, over
+    /// what is there (installing a raft snapshot, gigabytes at a time; into a range
+    /// [`KvBackend::drop_range`] emptied when it replaces one). The files stay where they are,
+    /// so a caller cut short can take them in again; `staging` is a scratch directory beside
+    /// them. Not atomic: a caller that can be cut short marks its work and repeats it.
+    ///
+    /// This version writes the pairs in batches of [`BULK_BATCH_BYTES`], not synced until the
+    /// next synced write; RocksDB's links the files into the store whole, past its write-ahead
+    /// log and memtables, durable when it returns.
+    ///
+    /// # Errors
+    /// Returns the backend's or the file system's error, or `Corrupt` for a damaged file.
+    fn ingest_tables(&self, cf: Cf, files: &[PathBuf], staging: &Path) -> Result<(), StorageError> {
+        let _ = staging;
+        let bad = || StorageError::Corrupt { cf: "staging", what: "table file" };
+        for path in files {
+            let mut r = BufReader::new(File::open(path)?);
+            let mut take = |first: bool| -> Result<Option<Vec<u8>>, StorageError> {
+                let mut len = [0u8; 4];
+                match r.read_exact(&mut len) {
+                    Err(e) if first && e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+                    other => other.map_err(|_| bad())?,
+                }
+                let mut part = vec![0u8; u32::from_be_bytes(len) as usize];
+                r.read_exact(&mut part).map_err(|_| bad())?;
+                Ok(Some(part))
+            };
+            let mut wb = WriteBatch::new();
+            while let Some(k) = take(true)? {
+                let v = take(false)?.ok_or_else(bad)?;
+                wb.put(cf, k, v);
+                if wb.size_bytes() >= BULK_BATCH_BYTES {
+                    self.write(std::mem::take(&mut wb), WriteOpts { sync: false })?;
+                }
+            }
+            self.write(wb, WriteOpts { sync: false })?;
+        }
+        Ok(())
     }
 
     /// Writes a consistent, openable copy of the whole store into the empty or absent directory
@@ -261,7 +339,8 @@ pub trait KvBackend: Send + Sync + 'static {
     /// Returns the backend's or the file system's error.
     fn checkpoint(&self, dir: &Path) -> Result<(), StorageError>;
 
-    /// Opens a copy [`KvBackend::checkpoint`] wrote, to read it (installing a raft snapshot).
+    /// Opens a copy [`KvBackend::checkpoint`] wrote, to read it (cutting a raft snapshot's table
+    /// files from it).
     ///
     /// # Errors
     /// Returns the backend's or the file system's error.

@@ -4,7 +4,7 @@
 //! them: a synced write makes every earlier unsynced write durable too, which the shard relies on
 //! (state batches are written unsynced, the raft log batch of the next round syncs them).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rocksdb::{
@@ -14,7 +14,7 @@ use rocksdb::{
 
 use crate::clock::Clock;
 
-use super::{Cf, KvBackend, ScanOrder, StorageError, WriteBatch, WriteOp, WriteOpts};
+use super::{Cf, KvBackend, ScanOrder, StorageError, WriteBatch, WriteOp, WriteOpts, TABLE_FILE_BYTES};
 
 /// Tuning for [`RocksBackend::open`].
 #[derive(Clone, Debug)]
@@ -93,7 +93,7 @@ impl RocksBackend {
     }
 }
 
-/// The table format of every column family, and of the files a bulk load writes: bloom filters
+/// The table format of every column family, and of the files a snapshot is cut into: bloom filters
 /// of 10 bits a key, so a point read skips the files that lack its key.
 fn table_format() -> rocksdb::BlockBasedOptions {
     let mut block = rocksdb::BlockBasedOptions::default();
@@ -101,30 +101,8 @@ fn table_format() -> rocksdb::BlockBasedOptions {
     block
 }
 
-/// Largest sorted table file [`KvBackend::bulk_load_from`] writes before starting the next:
-/// RocksDB's own target for its bottom level files is of this order, so ingested files need no
-/// splitting by later compactions.
-const BULK_FILE_BYTES: u64 = 256 << 20;
-
-/// Read-ahead while bulk loading from a checkpoint: the scan is sequential and long.
-const BULK_READAHEAD_BYTES: usize = 4 << 20;
-
-/// Writes sorted pairs from `items` into a new table file at `path` until it reaches
-/// [`BULK_FILE_BYTES`] or `items` ends; `items` holds at least one pair.
-fn write_table(
-    opts: &Options,
-    path: &Path,
-    items: &mut std::iter::Peekable<rocksdb::DBIteratorWithThreadMode<'_, DB>>,
-) -> Result<(), StorageError> {
-    let mut writer = SstFileWriter::create(opts);
-    writer.open(path)?;
-    while let Some(item) = items.next_if(|_| writer.file_size() < BULK_FILE_BYTES) {
-        let (k, v) = item?;
-        writer.put(k, v)?;
-    }
-    writer.finish()?;
-    Ok(())
-}
+/// Read-ahead while cutting table files from a checkpoint: the scan is sequential and long.
+const EXPORT_READAHEAD_BYTES: usize = 4 << 20;
 
 impl KvBackend for RocksBackend {
     fn write(&self, batch: WriteBatch, opts: WriteOpts) -> Result<(), StorageError> {
@@ -218,32 +196,74 @@ impl KvBackend for RocksBackend {
         Ok(())
     }
 
-    fn bulk_load_from(&self, cf: Cf, src: &Self, staging: &Path) -> Result<(), StorageError> {
-        match std::fs::remove_dir_all(staging) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
-            _ => {}
-        }
-        std::fs::create_dir_all(staging)?;
+    fn export_tables(
+        &self,
+        cf: Cf,
+        keep: &dyn Fn(&[u8]) -> bool,
+        dir: &Path,
+        done: &mut dyn FnMut(PathBuf) -> Result<(), StorageError>,
+    ) -> Result<(), StorageError> {
+        // Files of RocksDB's own table format with the live families' bloom filters, their keys
+        // at sequence number 0 as ingestion requires (a checkpoint's own files carry the
+        // sender's sequence numbers, which the receiver's store cannot take in).
         let mut table_opts = Options::default();
         table_opts.set_block_based_table_factory(&table_format());
         let mut ro = ReadOptions::default();
         // One pass over the source: caching its blocks would only push out the live ones.
         ro.fill_cache(false);
-        ro.set_readahead_size(BULK_READAHEAD_BYTES);
-        let mut files = Vec::new();
-        let mut items = src.db.iterator_cf_opt(src.cf(cf), ro, IteratorMode::Start).peekable();
-        while items.peek().is_some() {
-            let path = staging.join(format!("{}-{}.sst", cf.name(), files.len()));
-            write_table(&table_opts, &path, &mut items)?;
-            files.push(path);
+        ro.set_readahead_size(EXPORT_READAHEAD_BYTES);
+        let items = self.db.iterator_cf_opt(self.cf(cf), ro, IteratorMode::Start);
+        let mut writer: Option<(PathBuf, SstFileWriter<'_>)> = None;
+        let mut files = 0;
+        for item in items {
+            let (k, v) = item?;
+            if !keep(&k) {
+                continue;
+            }
+            if writer.as_ref().is_some_and(|(_, w)| w.file_size() >= TABLE_FILE_BYTES) {
+                let (path, mut w) = writer.take().expect("invariant: checked above");
+                w.finish()?;
+                done(path)?;
+            }
+            if writer.is_none() {
+                let path = dir.join(format!("{}-{files:04}.sst", cf.name()));
+                files += 1;
+                let w = SstFileWriter::create(&table_opts);
+                w.open(&path)?;
+                writer = Some((path, w));
+            }
+            let (_, w) = writer.as_mut().expect("invariant: opened above");
+            w.put(k, v)?;
         }
+        if let Some((path, mut w)) = writer {
+            w.finish()?;
+            done(path)?;
+        }
+        Ok(())
+    }
+
+    fn ingest_tables(&self, cf: Cf, files: &[PathBuf], staging: &Path) -> Result<(), StorageError> {
         if files.is_empty() {
             return Ok(());
         }
+        match std::fs::remove_dir_all(staging) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+            _ => {}
+        }
+        std::fs::create_dir_all(staging)?;
+        // RocksDB moves what it ingests (links it in, then removes the name it was given): it
+        // is given second names, so the received files stay for an install done again.
+        let mut linked = Vec::with_capacity(files.len());
+        for f in files {
+            let name = f.file_name().ok_or(StorageError::Corrupt { cf: "staging", what: "table file name" })?;
+            let link = staging.join(name);
+            std::fs::hard_link(f, &link)?;
+            linked.push(link);
+        }
         let mut ingest = IngestExternalFileOptions::default();
-        // The staged files become the store's own: renamed into it, not copied.
         ingest.set_move_files(true);
-        self.db.ingest_external_file_cf_opts(self.cf(cf), &ingest, files)?;
+        self.db.ingest_external_file_cf_opts(self.cf(cf), &ingest, linked)?;
+        let _ = std::fs::remove_dir_all(staging);
         Ok(())
     }
 
@@ -286,7 +306,7 @@ mod tests {
     }
 
     #[test]
-    fn a_bulk_load_into_a_dropped_range_lands_in_the_bottom_level() {
+    fn tables_ingested_into_a_dropped_range_land_in_the_bottom_level() {
         let dir = tempfile::tempdir().expect("tempdir");
         let opts = RocksOptions::default();
         let live = RocksBackend::open(&dir.path().join("live"), &opts).expect("open");
@@ -304,7 +324,16 @@ mod tests {
         wb.put(Cf::Kv, b"k000002".to_vec(), b"old".to_vec());
         live.write(wb, WriteOpts::default()).expect("and one in the memtable");
         live.drop_range(Cf::Kv, &[], &[0xff; 8]).expect("drop");
-        live.bulk_load_from(Cf::Kv, &src, &dir.path().join("staging")).expect("bulk load");
+        let cut = dir.path().join("cut");
+        std::fs::create_dir_all(&cut).expect("mkdir");
+        let mut files = Vec::new();
+        src.export_tables(Cf::Kv, &|_| true, &cut, &mut |f| {
+            files.push(f);
+            Ok(())
+        })
+        .expect("export");
+        live.ingest_tables(Cf::Kv, &files, &dir.path().join("staging")).expect("ingest");
+        assert!(files.iter().all(|f| f.exists()), "the received files stay for an install done again");
         let levels = files_per_level(&live, Cf::Kv);
         assert_eq!(levels.iter().sum::<u64>(), 1, "{levels:?}");
         assert_eq!(levels.last(), Some(&1), "nothing above it to compact with: {levels:?}");
