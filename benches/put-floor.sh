@@ -7,7 +7,7 @@
 #   DATA_DIR=/some/dir bash benches/put-floor.sh
 #   SYNCS=2000 ROUND_TRIPS=20000 bash benches/put-floor.sh
 #
-# fdatasync is timed three ways, each on a file of its own, one 512-byte record per sync (about
+# fdatasync is timed four ways, each on a file of its own, one 512-byte record per sync (about
 # what one put adds to a write-ahead log):
 #   * appending to a growing file: each sync also commits the new file size (an ext4 journal
 #     commit, which waits for every other process's metadata changes in the same transaction);
