@@ -7,14 +7,18 @@
 #   DATA_DIR=/some/dir bash benches/put-floor.sh
 #   SYNCS=2000 ROUND_TRIPS=20000 bash benches/put-floor.sh
 #
-# fdatasync is timed three ways, each on a file of its own, one 512-byte record per sync (about
+# fdatasync is timed four ways, each on a file of its own, one 512-byte record per sync (about
 # what one put adds to a write-ahead log):
 #   * appending to a growing file: each sync also commits the new file size (an ext4 journal
 #     commit, which waits for every other process's metadata changes in the same transaction);
 #   * appending to a file with space allocated ahead but its size growing with each write
 #     (fallocate with FALLOC_FL_KEEP_SIZE), as a RocksDB WAL does: still a size to commit;
 #   * overwriting a preallocated file in order: the size does not change, so only the data
-#     block goes out, as etcd's WAL does (its segments are 64 MiB files, sized up front).
+#     block goes out, as etcd's WAL does (its segments are 64 MiB files, sized up front);
+#   * overwriting a file whose blocks were written and synced before: neither the size nor the
+#     extents change (fallocate leaves extents "unwritten", and the first write to each converts
+#     it), as a recycled RocksDB WAL (`recycle_log_file_num`) is written.
+# The four files are synced in turn, one record each, so a burst of other load falls on all alike.
 # One process syncs at a time here; in a cluster the three members share the one virtual disk.
 # The round trip: two processes on loopback TCP (TCP_NODELAY), one byte each way, each blocked
 # in recv until the other's send wakes it, as a member's thread is woken by a peer's message.
@@ -47,25 +51,34 @@ libc = ctypes.CDLL(None, use_errno=True)
 libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
 FALLOC_FL_KEEP_SIZE = 1
 
-def time_syncs(path, preallocate):
+def open_for_syncs(path, preallocate):
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    size = len(record) * (syncs + 1)
+    if preallocate == "size":
+        os.posix_fallocate(fd, 0, size)
+    elif preallocate == "keep-size":
+        if libc.fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, size) != 0:
+            raise OSError(ctypes.get_errno(), "fallocate")
+    elif preallocate == "written":
+        os.write(fd, b"\0" * size)
+        os.lseek(fd, 0, os.SEEK_SET)
+    os.fsync(fd)
+    return fd
+
+def time_syncs(kinds):
+    fds = {name: open_for_syncs(os.path.join(work, name), pre) for name, pre in kinds}
+    took = {name: [] for name in fds}
     try:
-        if preallocate == "size":
-            os.posix_fallocate(fd, 0, len(record) * (syncs + 1))
-            os.fsync(fd)
-        elif preallocate == "keep-size":
-            if libc.fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, len(record) * (syncs + 1)) != 0:
-                raise OSError(ctypes.get_errno(), "fallocate")
-            os.fsync(fd)
-        took = []
         for _ in range(syncs):
-            os.write(fd, record)
-            t = time.perf_counter()
-            os.fdatasync(fd)
-            took.append((time.perf_counter() - t) * 1e6)
-        return summary(took)
+            for name, fd in fds.items():
+                os.write(fd, record)
+                t = time.perf_counter()
+                os.fdatasync(fd)
+                took[name].append((time.perf_counter() - t) * 1e6)
+        return {name: summary(xs) for name, xs in took.items()}
     finally:
-        os.close(fd)
+        for fd in fds.values():
+            os.close(fd)
 
 def round_trips():
     srv = socket.socket()
@@ -95,9 +108,8 @@ def round_trips():
     os.waitpid(pid, 0)
     return summary(took)
 
-grow = time_syncs(os.path.join(work, "grow"), None)
-keep = time_syncs(os.path.join(work, "keep"), "keep-size")
-pre = time_syncs(os.path.join(work, "pre"), "size")
+synced = time_syncs((("grow", None), ("keep", "keep-size"), ("pre", "size"), ("written", "written")))
+grow, keep, pre, written = synced["grow"], synced["keep"], synced["pre"], synced["written"]
 rtt = round_trips()
 
 def sh(c):
@@ -119,6 +131,7 @@ lines = [
     row("fdatasync after a 512-byte append to a growing file", grow),
     row("fdatasync after a 512-byte append, space allocated ahead, size growing (a RocksDB WAL)", keep),
     row("fdatasync after a 512-byte write into a preallocated file (etcd's WAL)", pre),
+    row("fdatasync after a 512-byte overwrite of blocks written before (a recycled RocksDB WAL)", written),
     row("loopback TCP round trip between two processes, 1 byte each way", rtt),
     "",
     "A put at one in flight on a 3-member cluster is the chain client → leader → follower →",
@@ -126,12 +139,13 @@ lines = [
     "follower's sync, with the leader's own sync overlapping the follower's part. Its floor by",
     f"the medians above, before any CPU of either server: {keep['p50']:,.0f} + 2 × {rtt['p50']:,.0f} = "
     f"**{floor:,.0f} µs** with a WAL whose size grows "
-    f"({pre['p50'] + 2 * rtt['p50']:,.0f} µs with a preallocated one).",
+    f"({pre['p50'] + 2 * rtt['p50']:,.0f} µs with a preallocated one, "
+    f"{written['p50'] + 2 * rtt['p50']:,.0f} µs with a recycled one).",
     "",
-    "Raw (µs): " + ", ".join(f"{n} {s}" for n, s in (("grow", grow), ("keep_size", keep), ("prealloc", pre), ("rtt", rtt))),
+    "Raw (µs): " + ", ".join(f"{n} {s}" for n, s in (("grow", grow), ("keep_size", keep), ("prealloc", pre), ("written", written), ("rtt", rtt))),
     "",
 ]
 open(out, "w").write("\n".join(lines))
 print(out)
-print("\n".join(lines[6:13]))
+print("\n".join(lines[6:14]))
 PY

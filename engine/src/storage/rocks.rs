@@ -76,6 +76,12 @@ impl RocksBackend {
         db_opts.create_if_missing(true);
         db_opts.create_missing_column_families(true);
         db_opts.set_max_background_jobs(2);
+        // No WAL recycling (`recycle_log_file_num`), though a recycled log's fdatasync need not
+        // commit a new file size: RocksDB before 9 turns it off, silently, under the
+        // point-in-time recovery this database relies on, and the one mode it allows beside,
+        // skipping any corrupt record, can replay a log with a hole in it; on the benchmarks'
+        // disk the size commit was not what made a sync slow (benches/README.md, "The
+        // write-ahead log's growth").
         let cfs = Cf::ALL
             .iter()
             .map(|cf| {
