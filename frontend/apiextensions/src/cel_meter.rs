@@ -14,12 +14,21 @@
 //! a function (kube's `CallCost`, cel-go's defaults), nothing for a constant, `&&`, `||` and
 //! `?:`; the per-call limit is checked at every charge.
 //!
+//! A two-variable comprehension ([`crate::cel_comprehensions`]) runs as its lowered form, a
+//! one-variable comprehension over `[key, value]` pairs binding the two variables, while kube
+//! runs cel-go's form of it. The lowered form's nodes that stand for one of cel-go's carry its
+//! id: each is charged what cel-go's node of that id costs (the accumulator's reads, the
+//! condition and step of each iteration, the filter, `cel.@mapInsert` at 1, the key variable
+//! it inserts at 1), and the lowered form's own nodes (the list of pairs, the binds, the lists
+//! maps are built from) nothing.
+//!
 //! What stays apart from kube: a subexpression that fails with an error (a missing key, say)
 //! is not charged for the parts of it that had run, where cel-go charges them; such a rule
 //! fails anyway, and what it is charged only matters to the budget of the rules after it.
 //! `or` and `orValue` of optionals evaluate their argument in any case here (cel-rust has no
 //! short circuit for them), and it is charged.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -28,6 +37,7 @@ use cel::common::types::{Kind, Type, DYN_TYPE};
 use cel::common::value::{BuiltinRef, CowVal, StaticVal, Val};
 use cel::{ExecutionError, IdedExpr};
 
+use crate::cel_comprehensions::TwoVar;
 use crate::cel_cost::{
     LIST_CREATE_BASE_COST, MAP_CREATE_BASE_COST, PER_CALL_LIMIT, REGEX_STRING_LENGTH_COST_FACTOR,
     SELECT_AND_IDENT_COST, STRING_TRAVERSAL_COST_FACTOR, STRUCT_CREATE_BASE_COST,
@@ -538,7 +548,13 @@ const CONTEXT_VARIABLES: &[&str] = &["self", "oldSelf"];
 
 /// Rewrites a rule's expression to count its cost.
 pub(crate) fn instrument(expr: &IdedExpr) -> Metered {
-    let mut w = Rewriter { next_id: max_id(expr) + 1, slots: Vec::new(), bound: Vec::new() };
+    let mut w = Rewriter {
+        next_id: max_id(expr) + 1,
+        slots: Vec::new(),
+        bound: Vec::new(),
+        scaffolding: HashSet::new(),
+        stand_ins: HashMap::new(),
+    };
     let (expr, root_cost) = w.rewrite(expr);
     Metered { expr, root_cost, slots: w.slots }
 }
@@ -559,6 +575,14 @@ struct Rewriter {
     slots: Vec<u64>,
     /// Comprehension variables in scope.
     bound: Vec<String>,
+    /// The nodes of two-variable macros' lowered forms that stand for no node of cel-go's
+    /// form (listing the pairs, binding the variables, building maps of lists): kube's
+    /// interpreter runs none of them, so they cost nothing of their own.
+    scaffolding: HashSet<u64>,
+    /// The nodes of lowered forms that stand for a node of cel-go's of another kind, with
+    /// that node's own cost: `@pair[0]` for the key variable of `transformMap`'s insert, an
+    /// append to the accumulated list for `cel.@mapInsert`.
+    stand_ins: HashMap<u64, u64>,
 }
 
 /// Whether `e` is what cel-go plans as an attribute: a variable, a selection or index on
@@ -630,6 +654,10 @@ impl Rewriter {
         if is_constant(e) {
             return (e.clone(), 0);
         }
+        if self.scaffolding.contains(&id) || self.stand_ins.contains_key(&id) {
+            let (x, cost) = self.scaffold(e);
+            return (x, cost + self.stand_ins.get(&id).copied().unwrap_or(0));
+        }
         match &e.expr {
             Expr::Literal(_) | Expr::Unspecified => (e.clone(), 0),
             Expr::Ident(name) => {
@@ -673,6 +701,69 @@ impl Rewriter {
             }),
             Expr::Comprehension(c) => self.comprehension(id, c),
             Expr::Call(c) => self.call(id, c),
+        }
+    }
+
+    /// Records which nodes of a two-variable macro's lowered form are its own and which stand
+    /// for a node of cel-go's form of another kind. Those of macros nested in it are found
+    /// too: their lowered forms are part of this one, their cel-go forms part of cel-go's.
+    fn mark(&mut self, two: &TwoVar<'_>) {
+        let go = two.cel_go;
+        let mut cel_go: HashMap<u64, &IdedExpr> = HashMap::new();
+        let mut stack = vec![&go.iter_range, &go.accu_init, &go.loop_cond, &go.loop_step, &go.result];
+        while let Some(e) = stack.pop() {
+            cel_go.insert(e.id, e);
+            stack.extend(crate::cel_check::children(e));
+        }
+        let mut stack = vec![two.lowered];
+        while let Some(e) = stack.pop() {
+            match cel_go.get(&e.id) {
+                None => {
+                    self.scaffolding.insert(e.id);
+                }
+                Some(g) if !same_kind(e, g) => {
+                    self.stand_ins.insert(e.id, own_cost(g));
+                }
+                Some(_) => {}
+            }
+            stack.extend(crate::cel_check::children(e));
+        }
+    }
+
+    /// A node of a lowered form that kube's interpreter does not run: what is evaluated
+    /// inside it is charged, the node itself is not. (A lowered form's own nodes are
+    /// comprehensions, calls that neither branch nor short-circuit, lists, variables and
+    /// literals.)
+    fn scaffold(&mut self, e: &IdedExpr) -> (IdedExpr, u64) {
+        let id = e.id;
+        match &e.expr {
+            Expr::Comprehension(c) => self.comprehension(id, c),
+            Expr::Call(c) => {
+                let mut out = c.clone();
+                let mut cost = 0;
+                if let Some(t) = &c.target {
+                    let (x, tc) = self.rewrite(t);
+                    out.target = Some(Box::new(x));
+                    cost += tc;
+                }
+                for a in &mut out.args {
+                    let (x, ac) = self.rewrite(a);
+                    *a = x;
+                    cost += ac;
+                }
+                (IdedExpr { id, expr: Expr::Call(out) }, cost)
+            }
+            Expr::List(l) => {
+                let mut list = l.clone();
+                let mut cost = 0;
+                for el in &mut list.elements {
+                    let (x, c) = self.rewrite(el);
+                    *el = x;
+                    cost += c;
+                }
+                (IdedExpr { id, expr: Expr::List(list) }, cost)
+            }
+            _ => (e.clone(), 0),
         }
     }
 
@@ -775,7 +866,11 @@ impl Rewriter {
         if c.func_name != operators::ADD || list.elements.is_empty() {
             return None;
         }
-        let mut cost = extra + SELECT_AND_IDENT_COST + LIST_CREATE_BASE_COST + 1;
+        // The list built, unless it is the lowered form's own (a map's entries are appended
+        // as lists); the call, `+` of lists or the `cel.@mapInsert` it stands for, 1.
+        let built = if self.scaffolding.contains(&items.id) { 0 } else { LIST_CREATE_BASE_COST };
+        let call = self.stand_ins.get(&e.id).copied().unwrap_or(1);
+        let mut cost = extra + SELECT_AND_IDENT_COST + built + call;
         let mut elements = Vec::with_capacity(list.elements.len());
         for el in &list.elements {
             let (x, c) = self.rewrite(el);
@@ -792,6 +887,12 @@ impl Rewriter {
     }
 
     fn call(&mut self, id: u64, c: &CallExpr) -> (IdedExpr, u64) {
+        // A two-variable macro: the lowered form runs in place of the pair of forms (it is
+        // the branch `@lowered()` always takes), charged as kube charges cel-go's form.
+        if let Some(two) = TwoVar::of(c) {
+            self.mark(&two);
+            return self.rewrite(two.lowered);
+        }
         let name = c.func_name.as_str();
         match (name, c.args.as_slice()) {
             (operators::LOGICAL_AND | operators::LOGICAL_OR, [l, r]) if c.target.is_none() => {
@@ -913,6 +1014,33 @@ impl Rewriter {
         let cost =
             if is_attribute(e) && !is_conditional(e) { cost.saturating_sub(SELECT_AND_IDENT_COST) } else { cost };
         self.charged(x, cost)
+    }
+}
+
+/// Whether `a` and `b` are nodes of the same kind (calls of the same function).
+fn same_kind(a: &IdedExpr, b: &IdedExpr) -> bool {
+    match (&a.expr, &b.expr) {
+        (Expr::Call(x), Expr::Call(y)) => x.func_name == y.func_name,
+        (x, y) => std::mem::discriminant(x) == std::mem::discriminant(y),
+    }
+}
+
+/// What cel-go's interpreter charges for node `e` itself, its operands apart: a variable (an
+/// iteration variable, always bound), a list or map built, a call (the calls of cel-go's
+/// forms that a lowered form does not make are `cel.@mapInsert`, of fixed cost).
+fn own_cost(e: &IdedExpr) -> u64 {
+    match &e.expr {
+        Expr::Ident(_) => SELECT_AND_IDENT_COST,
+        Expr::List(_) => LIST_CREATE_BASE_COST,
+        Expr::Map(_) => MAP_CREATE_BASE_COST,
+        Expr::Call(c) => {
+            let arity = c.args.len() + usize::from(c.target.is_some());
+            match call_cost(&c.func_name, c.target.is_some(), arity) {
+                CallCost::Fixed(n) => n,
+                CallCost::Sized(_) => 1,
+            }
+        }
+        _ => 0,
     }
 }
 
@@ -1112,6 +1240,149 @@ mod tests {
         ];
         let wrong = mismatches(&cases);
         assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    /// cel-go's runtime costs of its two-variable comprehensions (`ext/comprehensions_test.go`),
+    /// less, as above, what `OptOptimize` makes constant: each list literal of constants (10)
+    /// and map literal of constants (30), the empty list or map a transform starts from
+    /// included. Its variable `m` is `self` here (a read of 1 either way).
+    #[test]
+    fn counts_cel_go_two_variable_costs() {
+        let none = json!({});
+        let cases = [
+            ("[1, 2, 3, 4].all(i, v, i < 5 && v > 0)", none.clone(), 39 - 10),
+            ("{1: 1, 2: 2, 3: 3}.all(i, v, i < 5 && v > 0)", none.clone(), 52 - 30),
+            ("!{0: 0}.all(i, v, i < 5 && v > 0)", none.clone(), 39 - 30),
+            ("self.all(k, v, k < v)", json!({"he": "hello", "go": "goodbye"}), 14),
+            ("[].transformList(i, v, v) == []", none.clone(), 31 - 3 * 10),
+            ("[1].transformList(i, v, i) == [0]", none.clone(), 45 - 3 * 10),
+            ("[3, 2, 1].transformList(i, v, v > i, v) == [3, 2]", none.clone(), 67 - 3 * 10),
+            ("[].transformMap(k, v, v + 1) == {}", none.clone(), 71 - 10 - 2 * 30),
+            ("{}.transformMap(k, v, v + 1) == {}", none.clone(), 91 - 3 * 30),
+            ("{1: 2}.transformMap(k, v, v + 1) == {1: 3}", none.clone(), 97 - 3 * 30),
+            ("{1: 2, 3: 4, 5: 6}.transformMap(k, v, k % 3 == 0, v + 1) == {3: 5}", none.clone(), 106 - 3 * 30),
+            // `[2]` (10), the map to start from (30) and `{'legacy-solo': [1, 2]}` (30 and 10).
+            (
+                "self.transformMap(k, v, k.startsWith('legacy') && v.size() == 1, v + [2]) == {'legacy-solo': [1, 2]}",
+                json!({"legacy-solo": [1], "legacy-pair": [3, 2]}),
+                100 - 10 - 30 - 40,
+            ),
+            ("{1: 2}.transformMapEntry(k, v, {v: k}) == {2: 1}", none.clone(), 126 - 3 * 30),
+            (
+                "self.transformMapEntry(k, v, {v: k}) == self.transformMapEntry(k, v, {v: k})",
+                json!({"legacy-solo": 1, "legacy-pair": 2}),
+                201 - 2 * 30,
+            ),
+        ];
+        let wrong = mismatches(&cases);
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    /// Two-variable macros on lists and maps of `self`, costed from cel-go's forms: per
+    /// element, the condition (`@not_strictly_false(@result)` 2, with `!` 3, `true` nothing)
+    /// and the step (the accumulator read 1, the body, `+ [x]` 11 or `cel.@mapInsert` 1), and
+    /// the result read once (1).
+    #[test]
+    fn counts_two_variable_macros_on_self() {
+        let list = json!([1, 2, 3]);
+        let cases = [
+            // 1 + 3 × (2 + 1 + 2) + 1.
+            ("self.all(i, v, v > 0)", list.clone(), 17),
+            // Stops at the third element's condition: 1 + (2 + 1 + 2) × 2 + 2 + 1.
+            ("self.all(i, v, v < 2)", list.clone(), 14),
+            // 1 + (3 + 1 + 2) × 2 + 3 (the third condition stops it) + 1.
+            ("self.exists(i, v, v == 2)", list.clone(), 17),
+            // 1 + 3 × 2 + 2 (`@result + 1` once) + 2 (`@result == 1`).
+            ("self.existsOne(i, v, v == 2)", list.clone(), 11),
+            // 1 + 3 × (1 + 10 + 2 + 1) + 1: the accumulator, the list, `v * 2`, `+`.
+            ("self.transformList(i, v, v * 2)", list.clone(), 44),
+            // The filter (4) on each; two appends (1 + 10 + 3 + 1).
+            ("self.transformList(i, v, v + i > 2, v * i)", list.clone(), 1 + 3 * 4 + 2 * 15 + 1),
+            // 1 + 3 × (1 + 1 + 1 + 1 + 1) + 1: the accumulator, `i`, `v`, `*`, the insert.
+            ("self.transformMap(i, v, v * 2)", list.clone(), 17),
+            // The filter (2) on each, one insert.
+            ("self.transformMap(i, v, v == 2, i)", list.clone(), 1 + 3 * 2 + 4 + 1),
+            // 1 + 2 × (1 + 30 + 1 + 1 + 1) + 1.
+            ("self.transformMapEntry(i, v, {v: i})", json!([5, 6]), 70),
+            ("self.transformMapEntry(i, v, v > 5, {v: i})", json!([5, 6]), 1 + 2 * 2 + 34 + 1),
+            // On maps: 1 + 2 × (2 + 1 + 2) + 1.
+            ("self.all(k, v, v > 0)", json!({"a": 1, "b": 2}), 12),
+            ("self.exists(k, v, v > 5)", json!({"a": 1, "b": 2}), 1 + 2 * (3 + 1 + 2) + 1),
+            // `k + v` on one-letter strings: 1.
+            ("self.transformList(k, v, k + v)", json!({"a": "x", "b": "yz"}), 1 + 2 * 15 + 1),
+            ("self.transformMap(k, v, v + 1)", json!({"a": 1, "b": 2}), 1 + 2 * 5 + 1),
+            ("self.transformMapEntry(k, v, {v: k})", json!({"a": 1, "b": 2}), 1 + 2 * 34 + 1),
+        ];
+        let wrong = mismatches(&cases);
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    /// Where cel-go's two-variable macro is built as its one-variable one (`all`, `exists`,
+    /// `exists_one`, `map`, `filter`), the two cost the same.
+    #[test]
+    fn two_variable_macros_cost_what_their_one_variable_twins_do() {
+        let pairs = [
+            ("self.all(i, v, v > 0)", "self.all(v, v > 0)"),
+            ("self.all(i, v, v != 2)", "self.all(v, v != 2)"),
+            ("self.exists(i, v, v == 2)", "self.exists(v, v == 2)"),
+            ("self.exists(i, v, v > 5)", "self.exists(v, v > 5)"),
+            ("self.existsOne(i, v, v == 2)", "self.exists_one(v, v == 2)"),
+            ("self.exists_one(i, v, v > 0)", "self.exists_one(v, v > 0)"),
+            ("self.transformList(i, v, v * 2)", "self.map(v, v * 2)"),
+            ("self.transformList(i, v, v > 1, v)", "self.filter(v, v > 1)"),
+            ("self.transformList(i, v, v * 2).exists(j, w, w == 4)", "self.map(v, v * 2).exists(w, w == 4)"),
+        ];
+        for this in [json!([1, 2, 3]), json!([]), json!([7])] {
+            for (two, one) in pairs {
+                let (a, b) = (counted(two, &this), counted(one, &this));
+                assert!(a.result.is_ok() && b.result.is_ok(), "{two} {a:?} {one} {b:?}");
+                assert_eq!(a.cost, b.cost, "{two} against {one} on {this}");
+            }
+        }
+        let keys = json!({"a": 1, "b": 2});
+        let (a, b) = (counted("self.all(k, v, k != 'x')", &keys), counted("self.all(k, k != 'x')", &keys));
+        assert_eq!((a.cost, a.result), (b.cost, b.result));
+    }
+
+    /// A macro inside another (in its body, filter or range) is charged as cel-go charges its
+    /// form there: only the outer macro's pair carries both forms, the inner one is lowered.
+    #[test]
+    fn counts_nested_two_variable_macros() {
+        let rows = json!([[1, 2], [3]]);
+        let cases = [
+            // Outer: 1 + per row (2 + 1 + inner) + 1; inner: row 1 + per element
+            // (2 + 1 + 3) + 1, 14 and 8.
+            ("self.all(i, row, row.all(j, v, v > i))", rows.clone(), 1 + (3 + 14) + (3 + 8) + 1),
+            // Outer appends (12 + inner); inner inserts (6 each) and reads `row` and its
+            // result: 14 and 8.
+            ("self.transformList(i, row, row.transformMap(j, v, v + i))", rows.clone(), 1 + (12 + 14) + (12 + 8) + 1),
+            // The filter is an `exists` (row 1, one element 3 + 4, the result 1), true for
+            // the first row, which is inserted (1 + 30 + 1 + 1 + 1 + 1).
+            (
+                "self.transformMapEntry(i, row, row.exists(j, v, v == i), {i: row.size()})",
+                json!([[0], [5]]),
+                1 + (9 + 35) + 9 + 1,
+            ),
+            // The range a macro: the inner `transformList` (1 + 3 × 14 + 1), then `exists`
+            // on [2, 4, 6] (6, 6, then 3 stops it, and 1).
+            ("self.transformList(i, v, v * 2).exists(j, w, w == 4)", json!([1, 2, 3]), 44 + 16),
+            // Three levels: each level's `all` over one element.
+            (
+                "self.all(i, a, a.all(j, b, b.all(k, c, c == i + j + k)))",
+                json!([[[0]]]),
+                1 + 3 + (1 + 3 + (1 + 3 + 7 + 1) + 1) + 1,
+            ),
+        ];
+        let wrong = mismatches(&cases);
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+        // And as their one-variable twins, where cel-go's forms match.
+        for (two, one) in [
+            ("self.all(i, row, row.all(j, v, v > 0))", "self.all(row, row.all(v, v > 0))"),
+            ("self.all(row, row.exists(j, v, v == 3))", "self.all(row, row.exists(v, v == 3))"),
+            ("self.transformList(i, row, row.transformList(j, v, v * 2))", "self.map(row, row.map(v, v * 2))"),
+        ] {
+            assert_eq!(counted(two, &rows).cost, counted(one, &rows).cost, "{two} against {one}");
+        }
     }
 
     /// An evaluation stops once it passes the per-call limit, shortly past it, and is known
