@@ -461,26 +461,8 @@ async fn a_far_behind_follower_catches_up_by_snapshot(target: Target) {
     // etcd sends a snapshot only past the 5,000 entries it keeps; Ballast past 150 here, and
     // 16 writers put at most 16 writes in one of its entries.
     let writes = if target == Target::Etcd { 6_000 } else { 3_000 };
-    let endpoint = c.members[leader].endpoint();
-    let tasks: Vec<_> = (0..16)
-        .map(|w| {
-            let endpoint = endpoint.clone();
-            tokio::spawn(async move {
-                let mut client = etcd_client::Client::connect([endpoint], None).await.expect("connect");
-                let mut acked = Vec::new();
-                for i in (w..writes).step_by(16) {
-                    let (key, value) = (format!("fb/{i:05}"), format!("v{i}"));
-                    let r = client.put(key.as_str(), value.as_str(), None).await.expect("put");
-                    acked.push((key, (value, r.header().expect("header").revision())));
-                }
-                acked
-            })
-        })
-        .collect();
-    let mut acked = BTreeMap::new();
-    for t in tasks {
-        acked.extend(t.await.expect("writer"));
-    }
+    let acked =
+        put_from_16_writers(&c.members[leader].endpoint(), writes, |i| (format!("fb/{i:05}"), format!("v{i}"))).await;
     c.members[away].restart().await;
     check_acknowledged(&c, &acked).await;
     let installed = if target == Target::Etcd { "applied incoming snapshot" } else { "snapshot installed" };
@@ -492,6 +474,35 @@ async fn a_far_behind_follower_catches_up_by_snapshot(target: Target) {
     let sample: BTreeMap<String, (String, i64)> = acked.into_iter().step_by(500).collect();
     let seen = watched(&c.members[away], "fb/", &sample).await;
     assert_watch_saw_all(&seen, &sample);
+}
+
+/// Puts `writes` pairs (`pair(i)` for i in 0..writes) through `endpoint` from 16 concurrent
+/// clients, and returns each acknowledged key with its value and revision.
+async fn put_from_16_writers(
+    endpoint: &str,
+    writes: usize,
+    pair: fn(usize) -> (String, String),
+) -> BTreeMap<String, (String, i64)> {
+    let tasks: Vec<_> = (0..16)
+        .map(|w| {
+            let endpoint = endpoint.to_string();
+            tokio::spawn(async move {
+                let mut client = etcd_client::Client::connect([endpoint], None).await.expect("connect");
+                let mut acked = Vec::new();
+                for i in (w..writes).step_by(16) {
+                    let (key, value) = pair(i);
+                    let r = client.put(key.as_str(), value.as_str(), None).await.expect("put");
+                    acked.push((key, (value, r.header().expect("header").revision())));
+                }
+                acked
+            })
+        })
+        .collect();
+    let mut acked = BTreeMap::new();
+    for t in tasks {
+        acked.extend(t.await.expect("writer"));
+    }
+    acked
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -519,26 +530,9 @@ async fn a_follower_killed_while_installing_a_snapshot_catches_up_ballast() {
     let away = (leader + 1) % 3;
     c.members[away].kill9();
     let writes = 4_000;
-    let endpoint = c.members[leader].endpoint();
-    let tasks: Vec<_> = (0..16)
-        .map(|w| {
-            let endpoint = endpoint.clone();
-            tokio::spawn(async move {
-                let mut client = etcd_client::Client::connect([endpoint], None).await.expect("connect");
-                let mut acked = Vec::new();
-                for i in (w..writes).step_by(16) {
-                    let (key, value) = (format!("ki/{i:05}"), format!("{i:04096}"));
-                    let r = client.put(key.as_str(), value.as_str(), None).await.expect("put");
-                    acked.push((key, (value, r.header().expect("header").revision())));
-                }
-                acked
-            })
-        })
-        .collect();
-    let mut acked = BTreeMap::new();
-    for t in tasks {
-        acked.extend(t.await.expect("writer"));
-    }
+    let acked =
+        put_from_16_writers(&c.members[leader].endpoint(), writes, |i| (format!("ki/{i:05}"), format!("{i:04096}")))
+            .await;
     // Polled far more often than the harness's 20 ms, to land inside the install.
     async fn kill_when(m: &mut Server, what: &str, seen: impl Fn(&Server) -> bool) {
         let deadline = Instant::now() + Duration::from_secs(60);

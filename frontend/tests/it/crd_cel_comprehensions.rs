@@ -12,39 +12,15 @@ in_memory!(two_variable_comprehensions_check_objects_and_definitions);
 /// A definition of `plural`.example.com whose `spec` has ports (a list) and labels (a map),
 /// and `rules` (YAML list items at twelve spaces).
 fn definition(plural: &str, kind: &str, rules: &str) -> String {
-    format!(
-        r#"apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: {plural}.example.com
-spec:
-  group: example.com
-  scope: Namespaced
-  names: {{plural: {plural}, singular: {kind_lower}, kind: {kind}}}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            x-kubernetes-validations:
-{rules}
-            properties:
-              ports:
+    const PORTS_AND_LABELS: &str = "              ports:
                 type: array
                 maxItems: 16
-                items: {{type: integer}}
+                items: {type: integer}
               labels:
                 type: object
                 maxProperties: 16
-                additionalProperties: {{type: string, maxLength: 63}}
-"#,
-        kind_lower = kind.to_lowercase()
-    )
+                additionalProperties: {type: string, maxLength: 63}";
+    crate::crd_cel_cost::definition(plural, kind, PORTS_AND_LABELS, rules)
 }
 
 /// What kube prints of a refused rule.

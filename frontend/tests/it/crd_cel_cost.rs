@@ -16,7 +16,7 @@ in_memory!(
 
 /// A definition of `plural`.example.com whose `spec` has `properties` (YAML at ten spaces'
 /// indent, under `spec.properties`) and `rules` (YAML list items at ten spaces).
-fn definition(plural: &str, kind: &str, properties: &str, rules: &str) -> String {
+pub(crate) fn definition(plural: &str, kind: &str, properties: &str, rules: &str) -> String {
     format!(
         r#"apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
