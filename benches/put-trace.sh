@@ -31,6 +31,7 @@ work=$(mktemp -d)
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   if [[ -n "${KEEP:-}" ]]; then mkdir -p "$KEEP" && cp "$work"/perf.data "$work"/*.txt "$KEEP"/ 2>/dev/null || true; fi
   rm -rf "$work"
 }
