@@ -2,7 +2,8 @@
 # Runs a local Ballast cluster on this machine: three engine members and one Kubernetes API
 # frontend, all on loopback.
 #
-#   deploy/local-cluster.sh [start] [DATA_DIR]   start (or restart) the cluster and wait until it serves
+#   deploy/local-cluster.sh [start] [DATA_DIR]   start (or restart) the cluster and wait until it serves;
+#                                                with some processes running, starts only the others
 #                                                (without `start`, DATA_DIR must contain a slash)
 #   deploy/local-cluster.sh status  [DATA_DIR]   say which processes run; etcdctl endpoint status
 #   deploy/local-cluster.sh stop    [DATA_DIR]   stop exactly the processes `start` started
@@ -244,24 +245,39 @@ start() {
     print_usage_hints
     return 0
   fi
-  ((${#running[@]} == 0)) || die "partly running (${running[*]}); run: $0 stop $dir"
+  # Some processes run (e.g. a member was killed): start only the others. A member whose data
+  # directory exists ignores --initial-cluster and --initial-cluster-state, as etcd does, so the
+  # same command line restarts it.
+  is_running() {
+    local r
+    for r in "${running[@]}"; do [ "$r" = "$1" ] && return 0; done
+    return 1
+  }
 
   # A port someone else holds would let the readiness checks below talk to that other server.
-  local port
-  for port in "${client_ports[@]}" "${peer_ports[@]}" "$SECURE_PORT"; do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-      die "127.0.0.1:$port is already in use (set BALLAST_CLIENT_PORTS, BALLAST_PEER_PORTS, BALLAST_SECURE_PORT)"
-    fi
+  local port i
+  for i in 0 1 2; do
+    is_running "${members[$i]}" && continue
+    for port in "${client_ports[$i]}" "${peer_ports[$i]}"; do
+      if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+        die "127.0.0.1:$port is already in use (set BALLAST_CLIENT_PORTS, BALLAST_PEER_PORTS, BALLAST_SECURE_PORT)"
+      fi
+    done
   done
+  if ! is_running frontend && (exec 3<>"/dev/tcp/127.0.0.1/$SECURE_PORT") 2>/dev/null; then
+    die "127.0.0.1:$SECURE_PORT is already in use (set BALLAST_SECURE_PORT)"
+  fi
 
-  # Whatever fails from here on, no process of this start is left behind.
+  # Whatever fails from here on, no process of this start is left behind (those already
+  # running stay).
   started=()
-  trap 'stop_procs frontend "${members[@]}" >/dev/null' EXIT
+  trap '((${#started[@]} == 0)) || stop_procs "${started[@]}" >/dev/null' EXIT
   start_deadline=$((SECONDS + ${BALLAST_START_TIMEOUT:-60}))
 
-  # All three at once: a member of a new cluster serves only once a quorum of its peers is up.
+  # All at once: a member of a new cluster serves only once a quorum of its peers is up.
   for i in 0 1 2; do
     local name=${members[$i]} client=http://127.0.0.1:${client_ports[$i]} peer=http://127.0.0.1:${peer_ports[$i]}
+    is_running "$name" && continue
     spawn "$name" "$bin" engine --name "$name" --data-dir "$dir/$name" \
       --listen-client-urls "$client" --advertise-client-urls "$client" \
       --listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" \
@@ -272,11 +288,13 @@ start() {
   await "the members to answer endpoint health" all_healthy
 
   # The frontend writes the system namespaces at start, so it starts once the members serve.
-  local etcd_servers
-  etcd_servers=$(printf 'http://%s,' "${endpoints[@]}")
-  spawn frontend "$bin" frontend --etcd-servers "${etcd_servers%,}" \
-    --bind-address 127.0.0.1 --secure-port "$SECURE_PORT" --cert-dir "$dir/frontend/pki"
-  started+=(frontend)
+  if ! is_running frontend; then
+    local etcd_servers
+    etcd_servers=$(printf 'http://%s,' "${endpoints[@]}")
+    spawn frontend "$bin" frontend --etcd-servers "${etcd_servers%,}" \
+      --bind-address 127.0.0.1 --secure-port "$SECURE_PORT" --cert-dir "$dir/frontend/pki"
+    started+=(frontend)
+  fi
   await "kubectl get ns" kube_ready
 
   trap - EXIT

@@ -222,6 +222,30 @@ async fn local_cluster_starts_serves_and_stops() {
         c.etcdctl(&[c.endpoint(2)], &["get", "/registry/configmaps/default/deploy-check", "--keys-only"]).await;
     assert_eq!(stdout(&stored, "etcdctl get configmap key").trim(), "/registry/configmaps/default/deploy-check");
 
+    // A member killed with SIGKILL is brought back by `start`, which leaves the others alone.
+    let killed = std::process::Command::new("kill").args(["-9", &pids[1].to_string()]).status().unwrap();
+    assert!(killed.success());
+    assert!(wait_for(Duration::from_secs(5), async || !alive(pids[1])).await, "m2 survived kill -9");
+    stdout(&c.etcdctl(&[c.endpoint(0)], &["put", "deploy-check", "while-m2-down"]).await, "etcdctl put");
+    let restarted = c.script("start", Duration::from_secs(120)).await;
+    stdout(&restarted, "local-cluster.sh start with m2 down");
+    let after_restart = c.pids();
+    for (i, name) in PROCESSES.iter().enumerate() {
+        if i == 1 {
+            assert_ne!(after_restart[i], pids[i], "m2 was not started again");
+        } else {
+            assert_eq!(after_restart[i], pids[i], "{name} was restarted though it ran");
+        }
+        assert!(alive(after_restart[i]), "{name} is not running after start\n{}", c.logs());
+    }
+    let caught_up = wait_for(Duration::from_secs(30), async || {
+        let got = c.etcdctl(&[c.endpoint(1)], &["get", "deploy-check", "--print-value-only", "--consistency=s"]).await;
+        text(&got).trim() == "while-m2-down"
+    })
+    .await;
+    assert!(caught_up, "the restarted m2 does not hold the write made while it was down\n{}", c.logs());
+    let pids = after_restart;
+
     let status = c.script("status", Duration::from_secs(60)).await;
     let status_text = stdout(&status, "local-cluster.sh status");
     for (name, pid) in PROCESSES.iter().zip(&pids) {

@@ -458,7 +458,7 @@ impl<B: KvBackend + Clone> Shard<B> {
             ids,
             clock,
             writes: VecDeque::new(),
-            reads: ReadQueue::default(),
+            reads: ReadQueue::new(ids.member_id),
             waiters: Vec::new(),
             conf_waiters: Vec::new(),
             term_start: 0,

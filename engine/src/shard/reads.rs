@@ -9,6 +9,12 @@
 //! the batches whose index is applied ([`ReadQueue::take_ready`]). A request lost with a
 //! leader change is asked again after an election timeout ([`ReadQueue::retry_stale`]); a read
 //! whose client gave up is dropped then.
+//!
+//! A request's context must be unique across the members: the leader's raft keeps one pending
+//! request per context and silently drops a second one with the same bytes, so two members
+//! asking with equal contexts at once would leave one waiting a whole retry interval. A context
+//! is therefore the member's ID and a counter started from the wall clock (so a restarted member
+//! does not reuse its earlier contexts), as etcd builds its request IDs.
 
 use std::time::{Duration, Instant};
 
@@ -47,7 +53,7 @@ impl PendingRead {
 }
 
 /// Reads waiting for a read index or for their index to be applied.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct ReadQueue {
     /// Arrived this round; a read index is asked for them at the end of the intake.
     unsent: Vec<PendingRead>,
@@ -55,6 +61,8 @@ pub(crate) struct ReadQueue {
     sent: Vec<(u64, Instant, Vec<PendingRead>)>,
     /// Confirmed at an index (0 for serializable reads).
     ready: Vec<(u64, Vec<PendingRead>)>,
+    /// This member's ID: the first half of every context it asks with.
+    member_id: u64,
     next_ctx: u64,
 }
 
@@ -72,6 +80,26 @@ impl<L: ballast_raft::LogStore, S: ballast_raft::StateMachine, T: ballast_raft::
 }
 
 impl ReadQueue {
+    /// An empty queue for the member `member_id`.
+    pub(crate) fn new(member_id: u64) -> Self {
+        let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        Self {
+            unsent: Vec::new(),
+            sent: Vec::new(),
+            ready: Vec::new(),
+            member_id,
+            next_ctx: u64::try_from(since_epoch.as_nanos()).unwrap_or(u64::MAX / 2),
+        }
+    }
+
+    /// The bytes raft carries for the request `ctx` of this member.
+    fn context(&self, ctx: u64) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(16);
+        bytes.extend_from_slice(&self.member_id.to_be_bytes());
+        bytes.extend_from_slice(&ctx.to_be_bytes());
+        bytes
+    }
+
     /// Queues a read; a serializable one needs no read index.
     pub(crate) fn add(&mut self, read: PendingRead, serializable: bool) {
         if serializable {
@@ -89,15 +117,19 @@ impl ReadQueue {
         if self.unsent.is_empty() {
             return;
         }
-        self.next_ctx += 1;
-        raft.read_index(self.next_ctx.to_be_bytes().to_vec());
+        self.next_ctx = self.next_ctx.wrapping_add(1);
+        raft.read_index(self.context(self.next_ctx));
         self.sent.push((self.next_ctx, now, std::mem::take(&mut self.unsent)));
     }
 
     /// Files the batches raft confirmed: (request context, read index).
     pub(crate) fn confirmed(&mut self, states: Vec<(Vec<u8>, u64)>) {
         for (ctx, index) in states {
-            let Ok(ctx) = <[u8; 8]>::try_from(ctx.as_slice()).map(u64::from_be_bytes) else { continue };
+            let Some((member, ctx)) = ctx.split_first_chunk::<8>() else { continue };
+            let Ok(ctx) = <[u8; 8]>::try_from(ctx).map(u64::from_be_bytes) else { continue };
+            if u64::from_be_bytes(*member) != self.member_id {
+                continue;
+            }
             if let Some(pos) = self.sent.iter().position(|(c, _, _)| *c == ctx) {
                 let (_, _, reads) = self.sent.swap_remove(pos);
                 self.ready.push((index, reads));
@@ -168,7 +200,7 @@ mod tests {
 
     #[test]
     fn a_round_asks_once_and_its_reads_wait_for_their_index() {
-        let mut q = ReadQueue::default();
+        let mut q = ReadQueue::new(1);
         let mut raft = Asked::default();
         let now = SystemClock.now();
         let (a, _ra) = range();
@@ -186,7 +218,7 @@ mod tests {
 
     #[test]
     fn serializable_reads_need_no_index_and_lost_requests_are_asked_again() {
-        let mut q = ReadQueue::default();
+        let mut q = ReadQueue::new(1);
         let mut raft = Asked::default();
         let now = SystemClock.now();
         let (s, _rs) = range();
@@ -209,5 +241,26 @@ mod tests {
         q.confirmed(vec![(raft.0[1].clone(), 3)]);
         assert_eq!(q.take_ready(10).len(), 1, "only the read whose client waits is served");
         drop(ra);
+    }
+
+    #[test]
+    fn members_ask_with_contexts_no_other_member_uses() {
+        // Two members that have each asked the same number of times must still differ: the
+        // leader drops a request whose context it already holds.
+        let now = SystemClock.now();
+        let (mut a, mut b) = (ReadQueue::new(1), ReadQueue::new(2));
+        b.next_ctx = a.next_ctx;
+        let (mut asked_a, mut asked_b) = (Asked::default(), Asked::default());
+        let (ra, _wa) = range();
+        let (rb, _wb) = range();
+        a.add(ra, false);
+        b.add(rb, false);
+        a.request_index(&mut asked_a, now);
+        b.request_index(&mut asked_b, now);
+        assert_ne!(asked_a.0[0], asked_b.0[0]);
+        a.confirmed(vec![(asked_b.0[0].clone(), 5)]);
+        assert!(a.take_ready(10).is_empty(), "another member's answer is not this member's");
+        a.confirmed(vec![(asked_a.0[0].clone(), 5)]);
+        assert_eq!(a.take_ready(10).len(), 1);
     }
 }
