@@ -3,6 +3,9 @@
 //! into three tests: `<name>::etcd`, `<name>::ballast` and `<name>::ballast_8_shards` (the engine
 //! with `--shards 8`; the suite's keys are etcdctl-style, outside `/registry/`, so they live on
 //! shard 0 and every range from below `/registry/` to above it is a cross-shard Range).
+//!
+//! A failing test prints the end of each of its servers' logs; with `IT_KEEP_LOGS=<dir>` set it
+//! also copies the whole logs there, since the server directories go with the test.
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -351,6 +354,7 @@ impl Drop for Server {
         // its directory (and log) goes with it.
         if std::thread::panicking() {
             eprintln!("{:?} server log, last lines:\n{}", self.target, self.log_tail());
+            self.keep_log();
         }
         self.kill9();
     }
@@ -363,6 +367,20 @@ pub(crate) fn openssl(dir: &std::path::Path, args: &[&str]) {
 }
 
 impl Server {
+    /// A failing test's whole server log, copied into the directory `IT_KEEP_LOGS` names (when
+    /// set) as `<name>-<pid>.log`, since the tail printed on failure may not reach back to the
+    /// cause of a failure seen once under load.
+    fn keep_log(&self) {
+        let Some(dir) = std::env::var_os("IT_KEEP_LOGS") else { return };
+        let name = format!("{}-{}.log", self.name(), self.pid().unwrap_or_default());
+        let to = std::path::Path::new(&dir).join(name);
+        if let Err(e) = std::fs::create_dir_all(&dir).and_then(|()| std::fs::copy(self.log_path(), &to)) {
+            eprintln!("the server log was not kept in {}: {e}", to.display());
+        } else {
+            eprintln!("the whole server log is kept in {}", to.display());
+        }
+    }
+
     /// Returns the server's own directory (its working directory).
     pub(crate) fn dir(&self) -> &std::path::Path {
         self.dir.path()
