@@ -192,10 +192,16 @@ async fn fault_during_the_switch(marker: &'static str, target: usize, signal: &'
     let (watch, seen) = spawn_watch(&c.members[1], 1).await;
     // The switch begins once MemberAdd made three voters, before the third member runs.
     let (log, pid) = (c.members[0].log_path(), c.members[target].pid().expect("running"));
+    // Set before the signal is sent, so a request the fault cuts short sees it.
+    let fired = Arc::new(AtomicBool::new(false));
+    let fire = Arc::clone(&fired);
     let faulter = std::thread::spawn(move || {
-        let until = std::time::Instant::now() + Duration::from_secs(20);
+        // The add below may be refused for a while, and the switch then waits for every shard
+        // to apply the new voter: progress the machine's load delays, hence the long bound.
+        let until = std::time::Instant::now() + Duration::from_secs(60);
         while std::time::Instant::now() < until {
             if std::fs::read_to_string(&log).unwrap_or_default().contains(marker) {
+                fire.store(true, Ordering::SeqCst);
                 let _ = std::process::Command::new("kill").args([signal, &pid.to_string()]).status();
                 return true;
             }
@@ -205,9 +211,34 @@ async fn fault_during_the_switch(marker: &'static str, target: usize, signal: &'
     });
     let peer = crate::harness::free_port();
     let url = format!("http://127.0.0.1:{peer}");
-    // Its answer may be lost with the fault; the member list says whether it was added.
-    let _ = c.members[0].etcdctl(&["member", "add", "m3", &format!("--peer-urls={url}")]);
-    assert!(tokio::task::spawn_blocking(move || faulter.join().expect("faulter")).await.expect("join"));
+    // MemberAdd is refused as etcd refuses it ("unhealthy cluster") until the first member has
+    // heard from the second one since its last election timeout, and while the shards still
+    // take the second member in ("another membership change is in progress"), neither of which
+    // the test waits for: tried until it is accepted (a try that timed out may have been, and
+    // the next finds the URL taken) or the fault came, which may cut its answer short; the
+    // member list says below whether it was added.
+    let mut refusals = Vec::new();
+    let tried = wait_for(Duration::from_secs(20), async || {
+        let o = c.members[0].etcdctl(&["member", "add", "m3", &format!("--peer-urls={url}")]);
+        let err = String::from_utf8_lossy(&o.stderr).trim().to_string();
+        if o.status.success() || err.contains("etcdserver: Peer URLs already exists") || fired.load(Ordering::SeqCst) {
+            return true;
+        }
+        let expected = [
+            "etcdserver: unhealthy cluster",
+            "another membership change is in progress",
+            "context deadline exceeded",
+            "etcdserver: request timed out",
+        ];
+        assert!(expected.iter().any(|e| err.contains(e)), "member add m3: {err}");
+        refusals.push(err);
+        false
+    })
+    .await;
+    eprintln!("member add m3 refused {} times before it was accepted: {refusals:?}", refusals.len());
+    assert!(tried, "member add m3 was never accepted: {refusals:?}");
+    let faulted = tokio::task::spawn_blocking(move || faulter.join().expect("faulter")).await.expect("join");
+    assert!(faulted, "the first member never logged {marker:?}; its log:\n{}", c.members[0].log_tail());
     c.members[0].kill9();
     c.members[1].signal(18);
     let listed = wait_for(Duration::from_secs(20), async || {

@@ -21,6 +21,8 @@
 
 pub mod balance;
 pub mod colocate;
+#[cfg(test)]
+mod conf_change_tests;
 pub mod cut;
 pub mod executor;
 pub mod msg;
@@ -691,9 +693,8 @@ impl<B: KvBackend + Clone> Shard<B> {
                     self.waiters.push((index, reply));
                 }
             }
-            ShardMsg::ConfChange(cc, reply) => match self.node.propose_conf_change(cc) {
-                Ok(()) => {
-                    let (index, term) = (self.node.last_index(), self.node.term());
+            ShardMsg::ConfChange(cc, reply) => match self.propose_conf_change(cc) {
+                Ok((index, term)) => {
                     self.conf_waiters.push((index, term, reply));
                 }
                 Err(ballast_raft::RaftError::ProposalDropped) => {
@@ -826,6 +827,21 @@ impl<B: KvBackend + Clone> Shard<B> {
         Ok(())
     }
 
+    /// Proposes a conf change and counts its entry as evaluated here: no round is evaluated
+    /// until it is applied. Applying a conf change writes the round's state with the applied
+    /// index, so a round evaluated behind an uncommitted one would reach the data directory
+    /// before its own entry commits (a restart would keep a write that may never commit, or
+    /// apply its entry a second time). Answers the entry's index and term.
+    fn propose_conf_change(
+        &mut self,
+        cc: ballast_raft::ConfChange,
+    ) -> std::result::Result<(u64, u64), ballast_raft::RaftError> {
+        self.node.propose_conf_change(cc)?;
+        let (index, term) = (self.node.last_index(), self.node.term());
+        self.node.state_machine_mut().proposed(index, term);
+        Ok((index, term))
+    }
+
     /// True while this member evaluated writes that are not applied (a leader with followers
     /// has its round's entry uncommitted).
     fn round_in_flight(&self) -> bool {
@@ -934,11 +950,11 @@ impl<B: KvBackend + Clone> Shard<B> {
     /// [`colocate`]).
     fn follow_shard0_conf(&mut self) {
         let Some((s, colo)) = &self.colo else { return };
-        let have = colo.conf(*s);
+        let (s, have) = (*s, colo.conf(*s));
         let me = self.cfg.raft.id;
         // With spread leaders the shard's own leader follows; led together, the member that
         // leads shard 0 does.
-        if *s == 0 || !self.node.is_leader() || (self.spread.is_none() && colo.anchor() != me) {
+        if s == 0 || !self.node.is_leader() || (self.spread.is_none() && colo.anchor() != me) {
             return;
         }
         let want = colo.conf(0);
@@ -947,8 +963,8 @@ impl<B: KvBackend + Clone> Shard<B> {
         }
         let Some((change_type, node_id)) = colocate::next_conf_change(&have, &want, me) else { return };
         let cc = ballast_raft::ConfChange { change_type: change_type as i32, node_id, ..Default::default() };
-        match self.node.propose_conf_change(cc) {
-            Ok(()) => tracing::info!(
+        match self.propose_conf_change(cc) {
+            Ok(_) => tracing::info!(
                 shard = s,
                 ?change_type,
                 node = format_args!("{node_id:x}"),
