@@ -13,8 +13,8 @@
 //! A request's context must be unique across the members: the leader's raft keeps one pending
 //! request per context and silently drops a second one with the same bytes, so two members
 //! asking with equal contexts at once would leave one waiting a whole retry interval. A context
-//! is therefore the member's ID and a counter started from the wall clock (so a restarted member
-//! does not reuse its earlier contexts), as etcd builds its request IDs.
+//! is therefore the member's ID and a counter started at a random value (so a restarted member
+//! does not reuse its earlier contexts), as etcd builds its request IDs from its member ID.
 
 use std::time::{Duration, Instant};
 
@@ -82,13 +82,13 @@ impl<L: ballast_raft::LogStore, S: ballast_raft::StateMachine, T: ballast_raft::
 impl ReadQueue {
     /// An empty queue for the member `member_id`.
     pub(crate) fn new(member_id: u64) -> Self {
-        let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         Self {
             unsent: Vec::new(),
             sent: Vec::new(),
             ready: Vec::new(),
             member_id,
-            next_ctx: u64::try_from(since_epoch.as_nanos()).unwrap_or(u64::MAX / 2),
+            // Random, so a restarted member does not ask again with a context of its earlier life.
+            next_ctx: rand::random::<u64>(),
         }
     }
 
