@@ -11,7 +11,12 @@ same Go object leaves it out; so the protobuf decoder drops a zero of these fiel
 the zero of a pointer (`*int32`: set on purpose) or of a field without `omitempty` (kube's JSON
 prints it).
 
-A third table lists, per message, the string fields that are neither pointers nor `omitempty`
+A third table lists, per message, the number and boolean fields that are neither pointers nor
+`omitempty`: the zero value of the Go type holds their zero (`desiredReplicas: 0`), so a create
+that writes that zero does not own the field, as kube's field manager compares it with the zero
+value.
+
+A fourth table lists, per message, the string fields that are neither pointers nor `omitempty`
 (`Event.reportingComponent`, `RoleRef.apiGroup`): kube's JSON prints their empty value as `""`,
 so the decoder keeps an empty one; an empty string of any other field is dropped, as kube's JSON
 omits it (`omitempty`) or the field was never set (a pointer).
@@ -155,7 +160,7 @@ def main():
             go_type, here = parsed[pkg][1][name], pkg
         return False
 
-    rows, unset, printed = [], [], []
+    rows, unset, printed, printed_scalars = [], [], [], []
     for path, (structs, _) in sorted(parsed.items()):
         prefix = pkgs[path][1]
         for name, (fields, imports) in sorted(structs.items()):
@@ -193,6 +198,17 @@ def main():
             ]
             if omitted:
                 unset.append((message, omitted))
+            scalars = [
+                tag.split(",")[0]
+                for go_type, tag, named in fields
+                if named
+                and "omitempty" not in tag.split(",")[1:]
+                and not go_type.startswith(("*", "[]", "map["))
+                and scalar_kind(go_type, imports, path)
+                and tag.split(",")[0] in scalar_fields.get(message, ())
+            ]
+            if scalars:
+                printed_scalars.append((message, scalars))
             empties = [
                 tag.split(",")[0]
                 for go_type, tag, named in fields
@@ -224,6 +240,14 @@ def main():
     print("/// protobuf writes their zero, kube's JSON leaves it out.")
     print("pub static UNSET_ZEROS: &[(&Message, &[&str])] = &[")
     for message, names in unset:
+        n = ", ".join(f'"{x}"' for x in names)
+        print(f"    (&{message}, &[{n}]),")
+    print("];")
+    print()
+    print("/// Per message, its number and boolean fields that are neither pointers nor `omitempty`:")
+    print("/// kube's JSON prints their zero, so the Go type's zero value holds it.")
+    print("pub static PRINTED_SCALAR_ZEROS: &[(&Message, &[&str])] = &[")
+    for message, names in printed_scalars:
         n = ", ".join(f'"{x}"' for x in names)
         print(f"    (&{message}, &[{n}]),")
     print("];")

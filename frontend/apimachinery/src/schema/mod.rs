@@ -37,6 +37,13 @@ pub fn unset_zeros(message: &Message) -> &'static [&'static str] {
     zero_values::UNSET_ZEROS.iter().find(|(m, _)| std::ptr::eq(*m, message)).map_or(&[], |(_, names)| names)
 }
 
+/// The fields of `message` whose zero kube's JSON prints (neither pointers nor `omitempty`),
+/// so that its Go type's zero value holds it: numbers and booleans, then strings.
+pub fn printed_zeros(message: &Message) -> impl Iterator<Item = &'static str> {
+    let scalars = zero_values::PRINTED_SCALAR_ZEROS.iter().find(|(m, _)| std::ptr::eq(*m, message));
+    scalars.map_or(&[][..], |(_, names)| names).iter().chain(printed_empty_strings(message)).copied()
+}
+
 /// The string fields of `message` whose empty value kube's JSON prints as `""` (neither
 /// pointers nor `omitempty`).
 pub fn printed_empty_strings(message: &Message) -> &'static [&'static str] {

@@ -264,6 +264,55 @@ pub static UNSET_ZEROS: &[(&Message, &[&str])] = &[
     (&KUBE_AGGREGATOR_PKG_APIS_APIREGISTRATION_V1_APISERVICESPEC, &["insecureSkipTLSVerify"]),
 ];
 
+/// Per message, its number and boolean fields that are neither pointers nor `omitempty`:
+/// kube's JSON prints their zero, so the Go type's zero value holds it.
+pub static PRINTED_SCALAR_ZEROS: &[(&Message, &[&str])] = &[
+    (&API_APPS_V1_CONTROLLERREVISION, &["revision"]),
+    (
+        &API_APPS_V1_DAEMONSETSTATUS,
+        &["currentNumberScheduled", "numberMisscheduled", "desiredNumberScheduled", "numberReady"],
+    ),
+    (&API_APPS_V1_REPLICASETSTATUS, &["replicas"]),
+    (&API_APPS_V1_STATEFULSETORDINALS, &["start"]),
+    (&API_APPS_V1_STATEFULSETSTATUS, &["replicas", "availableReplicas"]),
+    (&API_AUTHORIZATION_V1_SUBJECTACCESSREVIEWSTATUS, &["allowed"]),
+    (&API_AUTHORIZATION_V1_SUBJECTRULESREVIEWSTATUS, &["incomplete"]),
+    (&API_AUTOSCALING_V1_HORIZONTALPODAUTOSCALERSPEC, &["maxReplicas"]),
+    (&API_AUTOSCALING_V1_HORIZONTALPODAUTOSCALERSTATUS, &["currentReplicas", "desiredReplicas"]),
+    (&API_AUTOSCALING_V1_SCALESTATUS, &["replicas"]),
+    (&API_AUTOSCALING_V2_HPASCALINGPOLICY, &["value", "periodSeconds"]),
+    (&API_AUTOSCALING_V2_HORIZONTALPODAUTOSCALERSPEC, &["maxReplicas"]),
+    (&API_AUTOSCALING_V2_HORIZONTALPODAUTOSCALERSTATUS, &["desiredReplicas"]),
+    (&API_CORE_V1_CONTAINERPORT, &["containerPort"]),
+    (&API_CORE_V1_CONTAINERSTATETERMINATED, &["exitCode"]),
+    (&API_CORE_V1_CONTAINERSTATUS, &["ready", "restartCount"]),
+    (&API_CORE_V1_DAEMONENDPOINT, &["Port"]),
+    (&API_CORE_V1_ENDPOINTPORT, &["port"]),
+    (&API_CORE_V1_GRPCACTION, &["port"]),
+    (&API_CORE_V1_ISCSIPERSISTENTVOLUMESOURCE, &["lun"]),
+    (&API_CORE_V1_ISCSIVOLUMESOURCE, &["lun"]),
+    (&API_CORE_V1_LINUXCONTAINERUSER, &["uid", "gid"]),
+    (&API_CORE_V1_PORTSTATUS, &["port"]),
+    (&API_CORE_V1_PREFERREDSCHEDULINGTERM, &["weight"]),
+    (&API_CORE_V1_REPLICATIONCONTROLLERSTATUS, &["replicas"]),
+    (&API_CORE_V1_SERVICEPORT, &["port"]),
+    (&API_CORE_V1_SLEEPACTION, &["seconds"]),
+    (&API_CORE_V1_TOPOLOGYSPREADCONSTRAINT, &["maxSkew"]),
+    (&API_CORE_V1_WEIGHTEDPODAFFINITYTERM, &["weight"]),
+    (&API_EVENTS_V1_EVENTSERIES, &["count"]),
+    (&API_FLOWCONTROL_V1_FLOWSCHEMASPEC, &["matchingPrecedence"]),
+    (&API_FLOWCONTROL_V1_QUEUINGCONFIGURATION, &["queues", "handSize", "queueLengthLimit"]),
+    (&API_NETWORKING_V1_INGRESSPORTSTATUS, &["port"]),
+    (
+        &API_POLICY_V1_PODDISRUPTIONBUDGETSTATUS,
+        &["disruptionsAllowed", "currentHealthy", "desiredHealthy", "expectedPods"],
+    ),
+    (&API_SCHEDULING_V1_PRIORITYCLASS, &["value"]),
+    (&API_STORAGE_V1_VOLUMEATTACHMENTSTATUS, &["attached"]),
+    (&APIEXTENSIONS_APISERVER_PKG_APIS_APIEXTENSIONS_V1_CUSTOMRESOURCEDEFINITIONVERSION, &["served", "storage"]),
+    (&KUBE_AGGREGATOR_PKG_APIS_APIREGISTRATION_V1_APISERVICESPEC, &["groupPriorityMinimum", "versionPriority"]),
+];
+
 /// Per message, its string fields that are neither pointers nor `omitempty`: kube's JSON
 /// prints their empty value as `""`.
 pub static PRINTED_EMPTY_STRINGS: &[(&Message, &[&str])] = &[
