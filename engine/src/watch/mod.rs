@@ -74,14 +74,12 @@ use crate::error::Result;
 use crate::header::HeaderInfo;
 use crate::mvcc::MvccStore;
 use crate::storage::KvBackend;
+pub use index::StreamId;
 use index::{SyncedIndex, WatcherRef};
 use ring::EventRing;
 use table::WatcherTable;
 use watcher::{ArenaFull, Watcher};
 use wire::{EncodedEvent, EncodedHeader, Events, WireEvent, WireResponse};
-
-/// Identifies a client watch stream within the engine.
-pub type StreamId = u64;
 
 /// etcd's cancel reason for a duplicate client-chosen watch ID.
 pub const DUPLICATE_WATCH_ID: &str = "mvcc: duplicate watch ID provided on the WatchStream";
