@@ -49,6 +49,7 @@ pub mod server;
 pub mod shard;
 pub mod shard_map;
 pub mod snapshot;
+pub mod snapshot_format;
 pub mod storage;
 pub mod watch;
 

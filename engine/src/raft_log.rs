@@ -10,7 +10,10 @@
 //! ```
 //!
 //! A copy of the newest entries stays in memory (`tail`), so the Ready loop reading back entries
-//! it just appended never touches the disk. raft-rs reads through `&self` from the shard thread
+//! it just appended never touches the disk. The copy is bounded by a count and by bytes
+//! ([`BackendLogStore::with_tail_bytes`]): by count alone, 4,096 entries of large objects (a
+//! CustomResourceDefinition's schema runs to hundreds of KB, and each of its writes is an entry)
+//! held hundreds of MB; an entry past either bound is read from RocksDB. raft-rs reads through `&self` from the shard thread
 //! only; the lock exists because raft-rs owns one handle and the Ready loop another.
 //!
 //! Writes per round: an append of entries goes out with the hard state and, on a follower, with
@@ -122,6 +125,8 @@ struct Inner {
     last_index: u64,
     /// The newest entries, contiguous, ending at `last_index`.
     tail: VecDeque<Entry>,
+    /// The bytes of `tail`'s entries (their encoded sizes).
+    tail_bytes: usize,
 }
 
 impl Inner {
@@ -132,6 +137,25 @@ impl Inner {
     fn tail_first(&self) -> u64 {
         self.tail.front().map_or(self.last_index + 1, |e| e.index)
     }
+
+    fn push_tail(&mut self, e: Entry) {
+        self.tail_bytes += e.encoded_len();
+        self.tail.push_back(e);
+    }
+
+    fn pop_tail_front(&mut self) {
+        if let Some(e) = self.tail.pop_front() {
+            self.tail_bytes -= e.encoded_len();
+        }
+    }
+
+    /// Drops the oldest entries until at most `cap` entries of at most `cap_bytes` remain,
+    /// keeping the newest entry whatever its size.
+    fn trim_tail(&mut self, cap: usize, cap_bytes: usize) {
+        while self.tail.len() > cap || (self.tail.len() > 1 && self.tail_bytes > cap_bytes) {
+            self.pop_tail_front();
+        }
+    }
 }
 
 /// The raft log of one shard, on a [`KvBackend`].
@@ -139,6 +163,8 @@ pub struct BackendLogStore<B: KvBackend> {
     backend: B,
     inner: Arc<RwLock<Inner>>,
     tail_cap: usize,
+    /// Most bytes of entries `tail` holds (see the module doc); unbounded unless set.
+    tail_cap_bytes: usize,
     /// Where snapshots for followers are checkpointed; None: the member has no followers to
     /// send one to (raft is told to try later).
     snapshots: Option<Arc<SnapshotConfig>>,
@@ -152,6 +178,7 @@ impl<B: KvBackend + Clone> Clone for BackendLogStore<B> {
             backend: self.backend.clone(),
             inner: Arc::clone(&self.inner),
             tail_cap: self.tail_cap,
+            tail_cap_bytes: self.tail_cap_bytes,
             snapshots: self.snapshots.clone(),
             next_append: self.next_append.clone(),
         }
@@ -218,14 +245,24 @@ impl<B: KvBackend + Clone> BackendLogStore<B> {
         if let Some(last) = tail.back() {
             inner.last_index = last.index;
         }
+        inner.tail_bytes = tail.iter().map(Entry::encoded_len).sum();
         inner.tail = tail;
         Ok(Self {
             backend,
             inner: Arc::new(RwLock::new(inner)),
             tail_cap: tail_cap.max(1),
+            tail_cap_bytes: usize::MAX,
             snapshots: None,
             next_append: NextAppend::default(),
         })
+    }
+
+    /// Bounds the entries kept in memory to `bytes` as well (the newest entry is kept whatever
+    /// its size); the entries loaded by [`BackendLogStore::open`] are trimmed to it at once.
+    pub fn with_tail_bytes(mut self, bytes: usize) -> Self {
+        self.tail_cap_bytes = bytes;
+        self.inner.write().trim_tail(self.tail_cap, bytes);
+        self
     }
 
     /// Returns the handle through which the state machine's write rides on the next append.
@@ -357,11 +394,13 @@ impl<B: KvBackend + Clone> LogStore for BackendLogStore<B> {
         self.backend.write(wb, WriteOpts { sync }).map_err(store_err)?;
         if let Some(first) = entries.first() {
             let keep = inner.tail.iter().take_while(|e| e.index < first.index).count();
+            let dropped: usize = inner.tail.iter().skip(keep).map(Entry::encoded_len).sum();
             inner.tail.truncate(keep);
-            inner.tail.extend(entries.iter().cloned());
-            while inner.tail.len() > self.tail_cap {
-                inner.tail.pop_front();
+            inner.tail_bytes -= dropped;
+            for e in entries {
+                inner.push_tail(e.clone());
             }
+            inner.trim_tail(self.tail_cap, self.tail_cap_bytes);
             inner.last_index = entries.last().map_or(inner.last_index, |e| e.index);
         }
         if let Some(hs) = hard_state {
@@ -393,7 +432,7 @@ impl<B: KvBackend + Clone> LogStore for BackendLogStore<B> {
         inner.snap_index = index - 1;
         inner.snap_term = term;
         while inner.tail.front().is_some_and(|e| e.index < index) {
-            inner.tail.pop_front();
+            inner.pop_tail_front();
         }
         Ok(())
     }
@@ -418,6 +457,7 @@ impl<B: KvBackend + Clone> LogStore for BackendLogStore<B> {
         inner.snap_term = meta.term;
         inner.last_index = meta.index;
         inner.tail.clear();
+        inner.tail_bytes = 0;
         Ok(())
     }
 

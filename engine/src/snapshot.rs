@@ -29,8 +29,7 @@ use crate::error::{EngineError, Result};
 use crate::storage::rocks::{RocksBackend, RocksOptions};
 use crate::storage::StorageError;
 
-/// The archive's first line.
-pub const MAGIC: &[u8] = b"BALLAST-SNAPSHOT 1\n";
+pub use crate::snapshot_format::MAGIC;
 
 /// Length of the SHA-256 trailer.
 const DIGEST_LEN: u64 = 32;

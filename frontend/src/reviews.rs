@@ -24,7 +24,7 @@ use crate::rbac::policy::PolicyRule;
 use crate::rbac::RbacAuthorizer;
 
 use ballast_apimachinery::protobuf::{self, Message};
-use ballast_apimachinery::schema::{generated, unset_zeros};
+use ballast_apimachinery::schema::{generated, GO_ZEROS};
 use ballast_apiserver::authn::service_account::intersect;
 use ballast_apiserver::authn::{Authenticator, UserInfo};
 use ballast_apiserver::body::{self, Request, Response};
@@ -105,7 +105,7 @@ pub(crate) async fn read_object(req: Request, resource: &VirtualResource, schema
     let mut object = if bytes.iter().all(u8::is_ascii_whitespace) {
         json!({})
     } else if content_type.starts_with("application/vnd.kubernetes.protobuf") {
-        protobuf::decode_object(&bytes, schema, unset_zeros).map_err(|e| ApiError::BadRequest(e.to_string()))?
+        protobuf::decode_object(&bytes, schema, GO_ZEROS).map_err(|e| ApiError::BadRequest(e.to_string()))?
     } else {
         serde_json::from_slice(&bytes)
             .map_err(|e| ApiError::BadRequest(format!("couldn't get version/kind; json parse error: {e}")))?

@@ -119,7 +119,7 @@ where
     }
 
     fn call(&mut self, req: http::Request<Body>) -> BoxFuture {
-        let deadline = if super::http::is_grpc(&req) { grpc_timeout(req.headers()) } else { None };
+        let deadline = if super::http_response::is_grpc(&req) { grpc_timeout(req.headers()) } else { None };
         let call = self.inner.call(req);
         match deadline {
             None => call,

@@ -22,7 +22,7 @@ use futures::StreamExt;
 use prost::Message;
 use tonic::Status;
 
-use super::watch::send_reliably;
+use super::watch_stream::send_reliably;
 use super::{kv::KvService, lease::LeaseService, Api};
 use crate::shard::{ShardHandle, ShardMsg};
 use crate::watch::{self, WatchReceiver};

@@ -35,7 +35,7 @@ use http_body_util::BodyExt;
 use tonic::body::Body;
 use tower::{Service, ServiceExt};
 
-use super::http::{plain_error, respond};
+use super::http_response::{plain_error, respond};
 use super::{gojson, pbjson, Api};
 
 /// How a method's messages flow.

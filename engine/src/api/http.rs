@@ -14,6 +14,7 @@ use bytes::Bytes;
 use tonic::body::Body;
 use tower::{Layer, Service, ServiceExt};
 
+use super::http_response::{is_grpc, plain_error, respond};
 use super::unary::BoxFuture;
 use super::{Api, ETCD_COMPAT_VERSION};
 
@@ -46,25 +47,6 @@ impl<S> Layer<S> for HttpLayer {
 pub struct Http<S> {
     inner: S,
     api: Api,
-}
-
-pub(crate) fn is_grpc(req: &http::Request<Body>) -> bool {
-    req.headers().get(http::header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
-}
-
-/// Builds a response with `status`, `content_type` and `body`.
-pub(crate) fn respond(status: u16, content_type: &'static str, body: impl Into<Bytes>) -> http::Response<Body> {
-    let mut resp = http::Response::new(Body::new(http_body_util::Full::new(body.into())));
-    *resp.status_mut() = http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
-    resp.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static(content_type));
-    resp
-}
-
-/// A plain-text error as Go's `http.Error` writes it (with `nosniff`, as etcd's carry).
-pub(crate) fn plain_error(status: u16, text: &'static str) -> http::Response<Body> {
-    let mut resp = respond(status, "text/plain; charset=utf-8", text);
-    resp.headers_mut().insert("x-content-type-options", http::HeaderValue::from_static("nosniff"));
-    resp
 }
 
 fn not_found() -> http::Response<Body> {

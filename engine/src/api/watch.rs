@@ -10,10 +10,10 @@ use ballast_proto::etcdserverpb::{watch_request::RequestUnion, WatchRequest};
 use tonic::{Request, Response, Status, Streaming};
 
 use super::auth::{watch_check, watch_refusal, Credentials};
-use super::watch_grpc::ResponseStream;
+use super::watch_stream::{send_reliably, ResponseStream};
 use super::{Api, ApiContext};
 use crate::error::EngineError;
-use crate::shard::{ShardHandle, ShardMsg};
+use crate::shard::ShardMsg;
 use crate::watch;
 
 /// Serves Watch.
@@ -26,18 +26,6 @@ impl WatchService {
     /// Returns the service over `api`.
     pub fn new(api: Api) -> Self {
         Self { api }
-    }
-}
-
-/// Sends `msg`, waiting while the shard's mailbox is full: a watch request must not be lost,
-/// and the client's stream is the natural place to apply back-pressure.
-pub(super) async fn send_reliably(shard: &ShardHandle, mut make: impl FnMut() -> ShardMsg) -> bool {
-    loop {
-        match shard.send(make()) {
-            Ok(()) => return true,
-            Err(EngineError::TooManyRequests) => tokio::time::sleep(std::time::Duration::from_millis(1)).await,
-            Err(_) => return false,
-        }
     }
 }
 

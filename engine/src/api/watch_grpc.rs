@@ -16,7 +16,7 @@ use std::task::{Context, Poll};
 
 use ballast_proto::etcdserverpb::WatchRequest;
 use bytes::Bytes;
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
 use http::HeaderMap;
 use http_body::Frame;
 use prost::Message;
@@ -27,14 +27,11 @@ use tonic::{Request, Status, Streaming};
 
 use super::grpc_message::{self, PREFIX};
 use super::watch::WatchService;
+use super::watch_stream::ResponseStream;
 use crate::watch::wire::WireResponse;
-use crate::watch::Outgoing;
 
 /// The one method of the service.
 const WATCH_PATH: &str = "/etcdserverpb.Watch/Watch";
-
-/// A client's stream of response batches.
-pub(super) type ResponseStream = Pin<Box<dyn Stream<Item = Outgoing> + Send + 'static>>;
 
 /// Most bytes written into one DATA frame's buffer (a larger single response gets a buffer of its
 /// own). 32 KiB is tonic's `yield_threshold`, two HTTP/2 frames of the default size.
@@ -273,6 +270,7 @@ mod tests {
     use super::*;
     use crate::watch::wire::tests::kv;
     use crate::watch::wire::WireEvent;
+    use crate::watch::Outgoing;
     use http::HeaderValue;
 
     fn event(key: &str, rev: i64) -> Event {

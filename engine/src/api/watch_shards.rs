@@ -41,7 +41,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
 
 use super::auth::Credentials;
-use super::watch::send_reliably;
+use super::watch_stream::send_reliably;
 use super::{route, Api};
 use crate::shard::ShardMsg;
 use crate::watch::wire::{WireEvent, WireResponse};

@@ -78,3 +78,34 @@ fn the_state_machines_write_goes_out_with_the_next_append() {
     assert!(backend.get(Cf::Raft, &entry_key(2)).expect("get").is_some());
     assert!(next.take().is_none(), "taken by the append");
 }
+
+#[test]
+fn the_entries_kept_in_memory_are_bounded_by_bytes_and_the_rest_read_from_the_backend() {
+    let backend = MemBackend::new();
+    let big = |index: u64| Entry { index, term: 1, data: vec![index as u8; 10_000], ..Default::default() };
+    let log = BackendLogStore::open(backend.clone(), 16).expect("open").with_tail_bytes(25_000);
+    log.append(&(1..=10).map(big).collect::<Vec<_>>(), None, true).expect("append");
+    // Ten entries of 10 KB: the count (16) would keep them all, the bytes keep the newest two.
+    let kept = |log: &BackendLogStore<MemBackend>| {
+        let inner = log.inner.read();
+        (inner.tail.iter().map(|e| e.index).collect::<Vec<_>>(), inner.tail_bytes)
+    };
+    let (indexes, bytes) = kept(&log);
+    assert_eq!(indexes, [9, 10]);
+    assert_eq!(bytes, big(9).encoded_len() + big(10).encoded_len());
+    // Every entry still reads back, the older ones from the backend.
+    let all = raft::Storage::entries(&log, 1, 11, None, GetEntriesContext::empty(false)).expect("entries");
+    assert_eq!(all, (1..=10).map(big).collect::<Vec<_>>());
+    // One entry larger than the bound is kept alone: the Ready loop reads back what it appended.
+    let huge = Entry { index: 11, term: 1, data: vec![0; 40_000], ..Default::default() };
+    log.append(std::slice::from_ref(&huge), None, true).expect("append");
+    assert_eq!(kept(&log), (vec![11], huge.encoded_len()));
+    // A conflicting append replaces the tail's end and keeps the count of bytes right.
+    let small = |index: u64| Entry { index, term: 2, data: vec![1; 100], ..Default::default() };
+    log.append(&[small(11), small(12)], None, true).expect("append");
+    assert_eq!(kept(&log), (vec![11, 12], small(11).encoded_len() + small(12).encoded_len()));
+    // On open the loaded entries are trimmed to the bound too: the newest two of 10 KB and
+    // the two small ones.
+    let reopened = BackendLogStore::open(backend, 16).expect("reopen").with_tail_bytes(25_000);
+    assert_eq!(kept(&reopened).0, [9, 10, 11, 12]);
+}

@@ -86,6 +86,12 @@ pub struct ShardConfig {
     pub raft_log_retain: u64,
     /// Entries of the raft log kept in memory. 4,096 covers a round's worth of appends.
     pub raft_log_tail: usize,
+    /// Most bytes of those entries. By count alone the copy held 4,096 writes of whatever
+    /// size: creating and deleting large CustomResourceDefinitions (each write a copy of the
+    /// schema) grew a member by hundreds of MB. 16 MiB still holds several rounds of the largest
+    /// requests etcd accepts (1.5 MiB) and thousands of ordinary ones; older entries are read
+    /// from RocksDB, which has the recent ones in its memtable.
+    pub raft_log_tail_bytes: usize,
     /// Expired leases revoked per tick. 100 per 100 ms tick is etcd's `leaseRevokeRate` of
     /// 1,000/s, which keeps a mass expiry from stalling writes.
     pub lease_revokes_per_tick: usize,
@@ -139,6 +145,7 @@ impl Default for ShardConfig {
             max_msgs_per_round: 4_096,
             raft_log_retain: 5_000,
             raft_log_tail: 4_096,
+            raft_log_tail_bytes: 16 << 20,
             lease_revokes_per_tick: 100,
             min_lease_ttl: 2,
             quota_backend_bytes: 2 << 30,
@@ -401,7 +408,7 @@ impl<B: KvBackend + Clone> Shard<B> {
             ids.member_id,
             Arc::clone(&clock),
         )?;
-        let mut log = BackendLogStore::open(backend, cfg.raft_log_tail)?;
+        let mut log = BackendLogStore::open(backend, cfg.raft_log_tail)?.with_tail_bytes(cfg.raft_log_tail_bytes);
         if let Some(snap) = &snapshots {
             log = log.with_snapshots(snap.clone());
         }

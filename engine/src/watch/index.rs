@@ -30,7 +30,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 
 use super::interval::IntervalTree;
-use super::StreamId;
+
+/// Identifies a client watch stream within the engine.
+pub type StreamId = u64;
 
 /// One watcher of one stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -74,14 +74,12 @@ use crate::error::Result;
 use crate::header::HeaderInfo;
 use crate::mvcc::MvccStore;
 use crate::storage::KvBackend;
+pub use index::StreamId;
 use index::{SyncedIndex, WatcherRef};
 use ring::EventRing;
 use table::WatcherTable;
 use watcher::{ArenaFull, Watcher};
 use wire::{EncodedEvent, EncodedHeader, Events, WireEvent, WireResponse};
-
-/// Identifies a client watch stream within the engine.
-pub type StreamId = u64;
 
 /// etcd's cancel reason for a duplicate client-chosen watch ID.
 pub const DUPLICATE_WATCH_ID: &str = "mvcc: duplicate watch ID provided on the WatchStream";
@@ -202,6 +200,13 @@ pub struct WatchConfig {
     /// (kube-apiserver's watch cache keeps 100 to 1,000 events per resource) while staying a few
     /// MiB; older resumes read history from the backend.
     pub ring_events: usize,
+    /// Most bytes the ring's events hold, values and previous values included. By count alone,
+    /// 65,536 events of large objects (a CustomResourceDefinition of hundreds of KB, each write
+    /// an event with its previous value) held GBs: creating and deleting 60 KB definitions grew
+    /// a member by 1.6 MB a cycle. 64 MiB holds the count's worth of small writes and a few
+    /// hundred of the largest; a watcher resuming before the ring reads history from the
+    /// backend, as past the count.
+    pub ring_bytes: usize,
     /// Batches (one per round at most, see the module doc) buffered per stream before its
     /// watchers start lagging. 64 rounds absorb a burst of small writes; the event budget below
     /// is what bounds the memory.
@@ -246,6 +251,7 @@ impl Default for WatchConfig {
     fn default() -> Self {
         Self {
             ring_events: 65_536,
+            ring_bytes: 64 << 20,
             stream_buffer: 64,
             queued_events_per_watcher: 16,
             control_credits: 64,
@@ -535,7 +541,7 @@ impl WatchHub {
             streams: HashMap::new(),
             index: SyncedIndex::default(),
             attention: HashSet::new(),
-            ring: EventRing::new(current_rev, cfg.ring_events),
+            ring: EventRing::new(current_rev, cfg.ring_events, cfg.ring_bytes),
             cfg,
             last_progress_tick: None,
             hits: Vec::new(),
@@ -791,7 +797,7 @@ impl WatchHub {
     /// installed): every watcher is caught up from history from `before + 1` on, and the ring
     /// starts again at `now`, since it holds nothing of the revisions in between.
     pub fn state_replaced(&mut self, before: i64, now: i64) {
-        self.ring = EventRing::new(now, self.cfg.ring_events);
+        self.ring = EventRing::new(now, self.cfg.ring_events, self.cfg.ring_bytes);
         for s in self.streams.values_mut() {
             let ids: Vec<i64> = s.watchers.iter().filter(|(_, w)| w.indexed()).map(|(id, _)| id).collect();
             if ids.is_empty() {

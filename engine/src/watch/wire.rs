@@ -101,6 +101,11 @@ impl EncodedEvent {
         }
     }
 
+    /// Returns the bytes the event holds (its encoding, previous value included, and its key).
+    pub fn held_bytes(&self) -> usize {
+        self.key.len() + self.full.len()
+    }
+
     /// Returns the key the event changed.
     pub fn key(&self) -> &[u8] {
         &self.key

@@ -11,7 +11,7 @@
 //! Worked example: the smallest ConfigMap body, byte by byte.
 //!
 //! ```
-//! use ballast_apimachinery::{protobuf::decode_object, schema::{lookup, unset_zeros}};
+//! use ballast_apimachinery::{protobuf::decode_object, schema::{lookup, GO_ZEROS}};
 //!
 //! let body = [
 //!     &b"k8s\0"[..],                                  // magic
@@ -22,7 +22,7 @@
 //! ]
 //! .concat();
 //! let schema = lookup("", "v1", "ConfigMap").expect("a built-in kind");
-//! let object = decode_object(&body, schema, unset_zeros).expect("a valid body");
+//! let object = decode_object(&body, schema, GO_ZEROS).expect("a valid body");
 //! assert_eq!(
 //!     object,
 //!     serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": "v"}})
@@ -39,17 +39,21 @@
 //! Zero values: gogo-protobuf writes every non-pointer field, zero or not, and a pointer field
 //! only when it is set, so a zero on the wire means "set" for a pointer and nothing for a
 //! non-pointer. Which is which comes from the Go types, not the `.proto` files: the caller
-//! passes an [`UnsetZeros`] lookup (the generated `schema::unset_zeros`) naming, per message,
-//! the number and boolean fields that are non-pointers with `omitempty`. A zero of those is
-//! dropped, as kube's JSON of the same Go object omits it (`paused: false`,
-//! `minReadySeconds: 0`, `hostNetwork: false`, `metadata.generation: 0`), so the stored object
-//! and the fields a create owns in `managedFields` are kube's. Every other number or boolean
-//! on the wire is kept, zero or not: a pointer's zero was set on purpose (`replicas: 0`,
-//! `backoffLimit: 0`, `allowPrivilegeEscalation: false`) and a non-pointer without `omitempty`
-//! is printed by kube too (`containerPort`, PriorityClass `value`). Empty messages are kept
-//! (`emptyDir: {}` means something; kube's JSON prints `resources: {}` too); empty strings and
-//! null times are dropped. What remains different from kube: a non-pointer string without
-//! `omitempty` that is empty (kube prints `""`) is dropped here.
+//! passes a [`GoZeros`] (the generated `schema::GO_ZEROS`) naming, per message, the number and
+//! boolean fields that are non-pointers with `omitempty`, and the string fields that are
+//! neither pointers nor `omitempty`. A zero of the first is dropped, as kube's JSON of the same
+//! Go object omits it (`paused: false`, `minReadySeconds: 0`, `hostNetwork: false`,
+//! `metadata.generation: 0`), so the stored object and the fields a create owns in
+//! `managedFields` are kube's. Every other number or boolean on the wire is kept, zero or not:
+//! a pointer's zero was set on purpose (`replicas: 0`, `backoffLimit: 0`,
+//! `allowPrivilegeEscalation: false`) and a non-pointer without `omitempty` is printed by kube
+//! too (`containerPort`, PriorityClass `value`). An empty string of the second is kept, as kube
+//! prints it as `""` (an Event's `reportingComponent`, a RoleRef's `apiGroup`); any other empty
+//! string is dropped (`omitempty`, or a pointer that was not set), and so are null times. Empty
+//! messages are kept (`emptyDir: {}` means something; kube's JSON prints `resources: {}` too).
+//! What remains different from kube: a field absent from the body is absent from the JSON,
+//! where kube would print its zero (a Go client writes every non-pointer field, so only other
+//! encoders leave them out).
 
 use base64::Engine as _;
 use serde_json::{Map, Value};
@@ -234,9 +238,16 @@ pub enum DecodeError {
     TooDeep,
 }
 
-/// Names, per message, its number and boolean fields whose zero on the wire means "unset"
-/// (non-pointer Go fields with `omitempty`); the decoder drops such a zero.
-pub type UnsetZeros = fn(&Message) -> &'static [&'static str];
+/// What the Go types say about zeros on the wire (see the module doc).
+#[derive(Clone, Copy, Debug)]
+pub struct GoZeros {
+    /// Names, per message, its number and boolean fields whose zero on the wire means "unset"
+    /// (non-pointer Go fields with `omitempty`); the decoder drops such a zero.
+    pub unset: fn(&Message) -> &'static [&'static str],
+    /// Names, per message, its string fields whose empty value kube prints as `""` (neither
+    /// pointers nor `omitempty`); the decoder keeps such an empty string and drops others.
+    pub printed_empty: fn(&Message) -> &'static [&'static str],
+}
 
 /// How deep messages may nest in a body. Only self-referential schemas (a CRD's
 /// `JSONSchemaProps`) nest without bound, and each level costs stack: 100 is protobuf's own
@@ -439,7 +450,7 @@ fn go_duration(nanos: i64) -> String {
     }
 }
 
-fn scalar(ty: FieldType, wire: Wire<'_>, depth: usize, unset: UnsetZeros) -> Result<Option<Value>, DecodeError> {
+fn scalar(ty: FieldType, wire: Wire<'_>, depth: usize, zeros: GoZeros) -> Result<Option<Value>, DecodeError> {
     Ok(Some(match (ty, wire) {
         (FieldType::String, Wire::Bytes(b)) => Value::String(utf8(b)?),
         (FieldType::Bytes, Wire::Bytes(b)) => b64(b),
@@ -448,7 +459,7 @@ fn scalar(ty: FieldType, wire: Wire<'_>, depth: usize, unset: UnsetZeros) -> Res
         (FieldType::Double, Wire::Fixed64(v)) => {
             serde_json::Number::from_f64(f64::from_bits(v)).map_or(Value::Null, Value::Number)
         }
-        (FieldType::Message(m), Wire::Bytes(b)) => decode_at(b, m, depth + 1, unset)?,
+        (FieldType::Message(m), Wire::Bytes(b)) => decode_at(b, m, depth + 1, zeros)?,
         (FieldType::Time, Wire::Bytes(b)) => time(b, false)?,
         (FieldType::MicroTime, Wire::Bytes(b)) => time(b, true)?,
         (FieldType::Duration, Wire::Bytes(b)) => {
@@ -483,12 +494,12 @@ fn scalar(ty: FieldType, wire: Wire<'_>, depth: usize, unset: UnsetZeros) -> Res
             let items: Vec<Value> = f
                 .iter()
                 .filter_map(|(n, w)| match (n, w) {
-                    (2, Wire::Bytes(item)) => Some(decode_at(item, m, depth + 1, unset)),
+                    (2, Wire::Bytes(item)) => Some(decode_at(item, m, depth + 1, zeros)),
                     _ => None,
                 })
                 .collect::<Result<_, _>>()?;
             if items.is_empty() {
-                bytes_field(&f, 1).map(|s| decode_at(s, m, depth + 1, unset)).transpose()?.unwrap_or(Value::Null)
+                bytes_field(&f, 1).map(|s| decode_at(s, m, depth + 1, zeros)).transpose()?.unwrap_or(Value::Null)
             } else {
                 Value::Array(items)
             }
@@ -496,14 +507,14 @@ fn scalar(ty: FieldType, wire: Wire<'_>, depth: usize, unset: UnsetZeros) -> Res
         (FieldType::SchemaOrBool(m), Wire::Bytes(b)) => {
             let f = fields_of(b)?;
             match bytes_field(&f, 2) {
-                Some(schema) => decode_at(schema, m, depth + 1, unset)?,
+                Some(schema) => decode_at(schema, m, depth + 1, zeros)?,
                 None => Value::Bool(varint_field(&f, 1).unwrap_or(0) != 0),
             }
         }
         (FieldType::SchemaOrStringArray(m), Wire::Bytes(b)) => {
             let f = fields_of(b)?;
             match bytes_field(&f, 1) {
-                Some(schema) => decode_at(schema, m, depth + 1, unset)?,
+                Some(schema) => decode_at(schema, m, depth + 1, zeros)?,
                 None => Value::Array(
                     f.iter()
                         .filter_map(|(n, w)| match (n, w) {
@@ -521,7 +532,7 @@ fn scalar(ty: FieldType, wire: Wire<'_>, depth: usize, unset: UnsetZeros) -> Res
             for (n, w) in fields_of(b)? {
                 match (n, w) {
                     (1, Wire::Bytes(k)) => key = utf8(k)?,
-                    (2, w) => value = scalar(*value_ty, w, depth, unset)?,
+                    (2, w) => value = scalar(*value_ty, w, depth, zeros)?,
                     _ => {}
                 }
             }
@@ -552,8 +563,12 @@ fn empty_of(ty: FieldType) -> Value {
 /// # Errors
 ///
 /// Returns a wire-format error.
-pub fn decode_message(bytes: &[u8], schema: &Message, unset: UnsetZeros) -> Result<Value, DecodeError> {
-    decode_at(bytes, schema, 0, unset)
+pub fn decode_message(bytes: &[u8], schema: &Message, zeros: GoZeros) -> Result<Value, DecodeError> {
+    decode_at(bytes, schema, 0, zeros)
+}
+
+fn is_empty_string(value: &Value) -> bool {
+    matches!(value, Value::String(s) if s.is_empty())
 }
 
 /// Whether a decoded number or boolean is its type's zero.
@@ -566,17 +581,21 @@ fn is_zero(value: &Value) -> bool {
 }
 
 /// Decodes a message nested `depth` messages deep, refusing one deeper than [`MAX_DEPTH`].
-fn decode_at(bytes: &[u8], schema: &Message, depth: usize, unset: UnsetZeros) -> Result<Value, DecodeError> {
+fn decode_at(bytes: &[u8], schema: &Message, depth: usize, zeros: GoZeros) -> Result<Value, DecodeError> {
     if depth > MAX_DEPTH {
         return Err(DecodeError::TooDeep);
     }
     let mut out = Map::new();
+    // Empty strings an embedded struct kept (its own printed ones): the parent's table does
+    // not name them.
+    let mut embedded_empty = Vec::new();
     let mut r = Reader { buf: bytes };
     while let Some((number, wire)) = r.next()? {
         let Some(field) = schema.fields.iter().find(|f| f.number == number) else { continue };
-        let Some(v) = scalar(field.ty, wire, depth, unset)? else { continue };
+        let Some(v) = scalar(field.ty, wire, depth, zeros)? else { continue };
         match (field.ty, v) {
             (FieldType::Message(_), Value::Object(embedded)) if field.json.is_empty() => {
+                embedded_empty.extend(embedded.iter().filter(|(_, v)| is_empty_string(v)).map(|(k, _)| k.clone()));
                 out.extend(embedded);
             }
             (FieldType::Map(_), Value::Object(entry)) => {
@@ -591,7 +610,7 @@ fn decode_at(bytes: &[u8], schema: &Message, depth: usize, unset: UnsetZeros) ->
             }
             // The last occurrence of a field wins, so an unset zero also clears an earlier value.
             (FieldType::Int | FieldType::Bool | FieldType::Double, v)
-                if is_zero(&v) && unset(schema).contains(&field.json) =>
+                if is_zero(&v) && (zeros.unset)(schema).contains(&field.json) =>
             {
                 out.remove(field.json);
             }
@@ -601,20 +620,23 @@ fn decode_at(bytes: &[u8], schema: &Message, depth: usize, unset: UnsetZeros) ->
         }
     }
     // Map values and list items may legitimately be empty (`data: {"a": ""}`); only whole
-    // fields are dropped.
-    out.retain(|_, v| !is_dropped(v));
+    // fields are dropped, and an empty string only where kube prints it.
+    let printed = (zeros.printed_empty)(schema);
+    out.retain(|k, v| {
+        !is_dropped(v) || is_empty_string(v) && (printed.contains(&k.as_str()) || embedded_empty.contains(k))
+    });
     Ok(Value::Object(out))
 }
 
 /// Decodes an enveloped object with the kind's schema; `apiVersion` and `kind` come from the
-/// envelope, and `unset` names the zeros to drop (see the module doc).
+/// envelope, and `zeros` says which zeros to drop (see the module doc).
 ///
 /// # Errors
 ///
 /// Returns `MissingMagic` or a wire-format error.
-pub fn decode_object(body: &[u8], schema: &Message, unset: UnsetZeros) -> Result<Value, DecodeError> {
+pub fn decode_object(body: &[u8], schema: &Message, zeros: GoZeros) -> Result<Value, DecodeError> {
     let env = envelope(body)?;
-    let mut obj = decode_message(env.raw, schema, unset)?;
+    let mut obj = decode_message(env.raw, schema, zeros)?;
     if let Value::Object(map) = &mut obj {
         if !env.api_version.is_empty() {
             map.insert("apiVersion".into(), env.api_version.into());
@@ -632,7 +654,7 @@ mod tests {
     use serde_json::json;
 
     /// Keeps every zero: these tests' messages are not kube's.
-    const KEEP_ALL: UnsetZeros = |_| &[];
+    const KEEP_ALL: GoZeros = GoZeros { unset: |_| &[], printed_empty: |_| &[] };
 
     #[test]
     fn kube_value_forms() {

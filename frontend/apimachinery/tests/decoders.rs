@@ -61,9 +61,9 @@ proptest! {
             ("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
         ][kind];
         let schema = schema::lookup(group, version, name).expect("a built-in schema");
-        let _ = protobuf::decode_message(&body, schema, schema::unset_zeros);
+        let _ = protobuf::decode_message(&body, schema, schema::GO_ZEROS);
         body.splice(0..0, *b"k8s\0");
-        let _ = protobuf::decode_object(&body, schema, schema::unset_zeros);
+        let _ = protobuf::decode_object(&body, schema, schema::GO_ZEROS);
     }
 
     #[test]

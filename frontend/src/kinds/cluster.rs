@@ -150,6 +150,7 @@ impl Strategy for HpaStrategy {
         }
         // The v1 form's annotations are never stored (kube drops them on every write).
         super::hpa_v1::drop_round_trip(obj);
+        super::hpa_v1::v2_status_zeros(obj);
     }
 
     fn validate(&self, obj: &Object) -> Vec<FieldError> {

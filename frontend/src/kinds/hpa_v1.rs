@@ -18,6 +18,12 @@
 //! from the annotation replace the one the CPU utilization gives. The four annotations never reach storage, and a v1 read
 //! shows only the ones the conversion made (those a client set through v2 are dropped both
 //! ways, as kube drops them).
+//!
+//! Kube's JSON of the status prints the zeros of its fields without `omitempty`: at v2
+//! `desiredReplicas: 0` and `currentMetrics: null` (and never `currentReplicas: 0`), at v1
+//! `currentReplicas: 0` and `desiredReplicas: 0`; so a new HPA reads back with
+//! `{"currentMetrics": null, "desiredReplicas": 0}` or `{"currentReplicas": 0,
+//! "desiredReplicas": 0}`, never `{}`.
 
 use serde_json::{json, Map, Value};
 
@@ -46,6 +52,17 @@ pub fn drop_round_trip(obj: &mut Object) {
     }
     if annotations.is_empty() {
         meta.remove("annotations");
+    }
+}
+
+/// Gives a status at autoscaling/v2 the fields kube's JSON always prints (`desiredReplicas`,
+/// `currentMetrics`) and drops the one it omits at zero (`currentReplicas`).
+pub fn v2_status_zeros(obj: &mut Object) {
+    let Some(Value::Object(status)) = obj.get_mut("status") else { return };
+    status.entry("desiredReplicas").or_insert_with(|| 0.into());
+    status.entry("currentMetrics").or_insert(Value::Null);
+    if status.get("currentReplicas").and_then(Value::as_i64) == Some(0) {
+        status.remove("currentReplicas");
     }
 }
 
@@ -103,6 +120,10 @@ pub fn to_v1(obj: &mut Object) {
         };
         if !conditions.is_empty() {
             annotations.push((CONDITIONS, Go::List(conditions.iter().map(condition).collect()).encode()));
+        }
+        // Neither is `omitempty` at v1.
+        for printed in ["currentReplicas", "desiredReplicas"] {
+            status.entry(printed).or_insert_with(|| 0.into());
         }
     }
     if annotations.is_empty() {
@@ -167,6 +188,7 @@ pub fn to_v2(obj: &mut Object) {
             status.insert("conditions".into(), Value::Array(list));
         }
     }
+    v2_status_zeros(obj);
     drop_round_trip(obj);
 }
 
@@ -663,6 +685,19 @@ mod tests {
         assert!(h["spec"].get("behavior").is_none(), "a zero behavior is none");
         assert!(h.get("status").is_none());
         assert!(h["metadata"].get("annotations").is_none());
+    }
+
+    #[test]
+    fn status_zeros_are_printed_as_kube_prints_them_in_each_version() {
+        let mut h = obj(json!({"spec": {"maxReplicas": 3}, "status": {}}));
+        to_v1(&mut h);
+        assert_eq!(h["status"], json!({"currentReplicas": 0, "desiredReplicas": 0}));
+        // A v1 status write with zeros: v2 omits `currentReplicas: 0` and prints the other two.
+        to_v2(&mut h);
+        assert_eq!(h["status"], json!({"currentMetrics": null, "desiredReplicas": 0}));
+        let mut h = obj(json!({"status": {"currentReplicas": 2, "desiredReplicas": 3, "currentMetrics": null}}));
+        to_v1(&mut h);
+        assert_eq!(h["status"], json!({"currentReplicas": 2, "desiredReplicas": 3}));
     }
 
     #[test]

@@ -17,6 +17,7 @@ in_memory!(
     kubectl_create_deployment_body_gets_kube_defaults,
     invalid_objects_are_refused_with_kube_messages,
     shared_storage_serves_both_group_versions,
+    hpa_cpu_default_reads_back_in_both_versions,
 );
 
 fn parse(text: &str) -> Value {
@@ -320,4 +321,53 @@ async fn shared_storage_serves_both_group_versions(backend: Backend) {
     let v1 = c.must_get("/apis/autoscaling/v1/namespaces/default/horizontalpodautoscalers/web").await;
     assert_eq!(v1["spec"]["targetCPUUtilizationPercentage"], 50);
     assert!(v1["spec"].get("metrics").is_none());
+}
+
+/// kube gives an HPA without a metric a CPU utilization target of 80%: autoscaling/v1's
+/// conversion adds it to one created without `targetCPUUtilizationPercentage`, autoscaling/v2's
+/// defaulting to one created without `metrics`. Either way the object reads back through both
+/// versions with the target in that version's form, the create's response already holds it,
+/// and the creator owns it (kube defaults before its field manager sees the object). The
+/// status holds the zeros kube's JSON prints in each version.
+async fn hpa_cpu_default_reads_back_in_both_versions(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
+    let target = json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"});
+    let v1_spec =
+        json!({"scaleTargetRef": target, "minReplicas": 1, "maxReplicas": 3, "targetCPUUtilizationPercentage": 80});
+    let cpu = json!({"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}});
+    let v2_spec = json!({"scaleTargetRef": target, "minReplicas": 1, "maxReplicas": 3, "metrics": [cpu]});
+    let spec_in = |version: &str| if version == "v1" { &v1_spec } else { &v2_spec };
+    let status_in = |version: &str| {
+        if version == "v1" {
+            json!({"currentReplicas": 0, "desiredReplicas": 0})
+        } else {
+            json!({"currentMetrics": null, "desiredReplicas": 0})
+        }
+    };
+    let collection = |version: &str| format!("/apis/autoscaling/{version}/namespaces/default/horizontalpodautoscalers");
+    for (created, read) in [("v1", "v1"), ("v1", "v2"), ("v2", "v1"), ("v2", "v2")] {
+        let name = format!("from-{created}-read-{read}");
+        let hpa = json!({"apiVersion": format!("autoscaling/{created}"), "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": name}, "spec": {"scaleTargetRef": target, "maxReplicas": 3}});
+        let path = format!("{}?fieldManager=creator", collection(created));
+        let r = c.request(Credentials::Admin, "POST", &path, Some("application/json"), hpa.to_string()).await;
+        assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+        let response = r.json();
+        assert_eq!(&response["spec"], spec_in(created), "the create's response through {created}");
+        assert_eq!(response["status"], status_in(created), "the create's response through {created}");
+        let managed = &response["metadata"]["managedFields"][0];
+        assert_eq!(
+            (&managed["manager"], &managed["apiVersion"]),
+            (&json!("creator"), &json!(format!("autoscaling/{created}")))
+        );
+        let owned = if created == "v1" { "f:targetCPUUtilizationPercentage" } else { "f:metrics" };
+        assert_eq!(managed["fieldsV1"]["f:spec"][owned], json!({}), "{managed}");
+        assert!(managed["fieldsV1"].get("f:status").is_none(), "status is reset on create: {managed}");
+
+        let got = c.must_get(&format!("{}/{name}", collection(read))).await;
+        assert_eq!(got["apiVersion"], format!("autoscaling/{read}"));
+        assert_eq!(&got["spec"], spec_in(read), "created through {created}, read through {read}");
+        assert_eq!(got["status"], status_in(read), "created through {created}, read through {read}");
+        assert!(got["metadata"].get("annotations").is_none(), "no conversion annotation: {got}");
+    }
 }

@@ -8,7 +8,8 @@ use crate::harness::{in_memory, Backend, Cluster, Credentials};
 in_memory!(
     typed_creates_decode_protobuf_bodies,
     malformed_protobuf_is_refused,
-    unset_zeros_are_stored_as_kube_stores_them
+    unset_zeros_are_stored_as_kube_stores_them,
+    empty_strings_kube_prints_are_kept
 );
 
 /// Reads an object back in-process: kubectl's part here is the protobuf create.
@@ -116,4 +117,35 @@ async fn unset_zeros_are_stored_as_kube_stores_them(backend: Backend) {
     let container_fields = &pod_fields["f:containers"]["k:{\"name\":\"nginx\"}"];
     assert!(container_fields.get("f:stdin").is_none() && container_fields.get("f:tty").is_none(), "{container_fields}");
     assert_eq!(container_fields["f:image"], json!({}), "{container_fields}");
+}
+
+/// A length-delimited protobuf field `number: body` (both short: one-byte key and length).
+fn pb_field(number: u8, body: &[u8]) -> Vec<u8> {
+    [&[number << 3 | 2, u8::try_from(body.len()).expect("a short field")][..], body].concat()
+}
+
+/// A Go client writes every non-pointer string of an Event, empty or not. Kube's JSON of the
+/// decoded Event prints the empty ones without `omitempty` (`reportingComponent`,
+/// `reportingInstance`) as `""` and leaves out the empty ones with it (`message`, `type`,
+/// `action`, the source's `component` and `host`).
+async fn empty_strings_kube_prints_are_kept(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
+    let metadata = pb_field(1, &[pb_field(1, b"started"), pb_field(3, b"default")].concat());
+    let involved = pb_field(2, &[pb_field(1, b"Pod"), pb_field(2, b"default"), pb_field(3, b"p")].concat());
+    let source = pb_field(5, &[pb_field(1, b""), pb_field(2, b"")].concat());
+    let strings = [(3, &b"Started"[..]), (4, b""), (9, b""), (12, b""), (14, b""), (15, b"")];
+    let raw: Vec<u8> =
+        [metadata, involved, source].into_iter().chain(strings.map(|(n, v)| pb_field(n, v))).flatten().collect();
+    let type_meta = pb_field(1, &[pb_field(1, b"v1"), pb_field(2, b"Event")].concat());
+    let body = [b"k8s\x00".to_vec(), type_meta, pb_field(2, &raw)].concat();
+    let path = "/api/v1/namespaces/default/events";
+    let r = c.request(Credentials::Admin, "POST", path, Some("application/vnd.kubernetes.protobuf"), body).await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let event = c.must_get(&format!("{path}/started")).await;
+    assert_eq!((event["reportingComponent"].clone(), event["reportingInstance"].clone()), (json!(""), json!("")));
+    assert_eq!(event["reason"], "Started");
+    for absent in ["message", "type", "action"] {
+        assert!(event.get(absent).is_none(), "{absent} is omitempty: {event}");
+    }
+    assert_eq!(event["source"], json!({}), "{event}");
 }

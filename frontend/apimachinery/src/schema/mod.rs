@@ -12,7 +12,8 @@
 //! fields are value structs, which are written as `null` when unset): what a type's zero value
 //! holds in JSON, which server-side apply compares a create against), and which number and
 //! boolean fields are non-pointers with `omitempty` (a zero of theirs in a protobuf body means
-//! unset, and the decoder drops it as kube's JSON does).
+//! unset, and the decoder drops it as kube's JSON does), and which string fields are neither
+//! pointers nor `omitempty` (kube's JSON prints their empty value, and the decoder keeps it).
 
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 pub mod generated;
@@ -21,7 +22,7 @@ pub mod zero_values;
 
 pub use generated::{lookup, ATOMIC_STRUCTS};
 
-use crate::protobuf::Message;
+use crate::protobuf::{GoZeros, Message};
 
 /// What the zero value of `message`'s Go type holds in JSON: its value-struct fields (written
 /// as objects, their own zero values within) and its fields written as `null`; `None` when
@@ -36,6 +37,22 @@ pub fn unset_zeros(message: &Message) -> &'static [&'static str] {
     zero_values::UNSET_ZEROS.iter().find(|(m, _)| std::ptr::eq(*m, message)).map_or(&[], |(_, names)| names)
 }
 
+/// The fields of `message` whose zero kube's JSON prints (neither pointers nor `omitempty`),
+/// so that its Go type's zero value holds it: numbers and booleans, then strings.
+pub fn printed_zeros(message: &Message) -> impl Iterator<Item = &'static str> {
+    let scalars = zero_values::PRINTED_SCALAR_ZEROS.iter().find(|(m, _)| std::ptr::eq(*m, message));
+    scalars.map_or(&[][..], |(_, names)| names).iter().chain(printed_empty_strings(message)).copied()
+}
+
+/// The string fields of `message` whose empty value kube's JSON prints as `""` (neither
+/// pointers nor `omitempty`).
+pub fn printed_empty_strings(message: &Message) -> &'static [&'static str] {
+    zero_values::PRINTED_EMPTY_STRINGS.iter().find(|(m, _)| std::ptr::eq(*m, message)).map_or(&[], |(_, names)| names)
+}
+
+/// The zero rules of the built-in kinds' Go types, for the protobuf decoder.
+pub const GO_ZEROS: GoZeros = GoZeros { unset: unset_zeros, printed_empty: printed_empty_strings };
+
 #[cfg(test)]
 mod tests {
     //! The generated tables decode the protobuf bodies kubectl sends.
@@ -49,7 +66,7 @@ mod tests {
         // The exact body `kubectl create configmap cm1 --from-literal=a=b` sends
         // (kubectl-transcripts/create-cm).
         let body = b"k8s\x00\n\x0f\n\x02v1\x12\tConfigMap\x12\x1d\n\x13\n\x03cm1\x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x12\x06\n\x01a\x12\x01b\x1a\x00\"\x00";
-        let obj = decode_object(body, lookup("", "v1", "ConfigMap").expect("schema"), unset_zeros).expect("decode");
+        let obj = decode_object(body, lookup("", "v1", "ConfigMap").expect("schema"), GO_ZEROS).expect("decode");
         assert_eq!(
             obj,
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm1"}, "data": {"a": "b"}})
@@ -83,7 +100,7 @@ mod tests {
         let spec = nested(2, &[varint(1, 0), varint(5, 0), varint(7, 0), varint(9, 0), nested(3, &[pod_spec])]);
         let metadata = nested(1, &[nested(1, &[b"x".to_vec()]), varint(7, 0)]);
         let deployment = lookup("apps", "v1", "Deployment").expect("deployment schema");
-        let obj = decode_message(&[metadata, spec].concat(), deployment, unset_zeros).expect("decode");
+        let obj = decode_message(&[metadata, spec].concat(), deployment, GO_ZEROS).expect("decode");
         assert_eq!(
             obj,
             json!({
@@ -97,11 +114,11 @@ mod tests {
         );
         // The last occurrence wins: `paused: true` then `paused: false` is unset.
         let spec = nested(2, &[varint(7, 1), varint(7, 0)]);
-        assert_eq!(decode_message(&spec, deployment, unset_zeros), Ok(json!({"spec": {}})));
+        assert_eq!(decode_message(&spec, deployment, GO_ZEROS), Ok(json!({"spec": {}})));
         // A non-zero value of an omitempty field is kept.
         let spec = nested(2, &[varint(7, 1), varint(5, 3)]);
         assert_eq!(
-            decode_message(&spec, deployment, unset_zeros),
+            decode_message(&spec, deployment, GO_ZEROS),
             Ok(json!({"spec": {"paused": true, "minReadySeconds": 3}}))
         );
     }
@@ -111,11 +128,40 @@ mod tests {
         // Pod{spec{hostNetwork: false, hostPID: true}}: kube's JSON has hostPID only.
         let pod = lookup("", "v1", "Pod").expect("pod schema");
         let body = nested(2, &[varint(11, 0), varint(12, 1)]);
-        assert_eq!(decode_message(&body, pod, unset_zeros), Ok(json!({"spec": {"hostPID": true}})));
+        assert_eq!(decode_message(&body, pod, GO_ZEROS), Ok(json!({"spec": {"hostPID": true}})));
         assert_eq!(unset_zeros(&generated::API_CORE_V1_PODSPEC), ["hostNetwork", "hostPID", "hostIPC"]);
         // A message without such fields has none; a pointer (`replicas`) is never listed.
         assert!(unset_zeros(&generated::API_CORE_V1_CONFIGMAP).is_empty());
         assert!(!unset_zeros(&generated::API_APPS_V1_DEPLOYMENTSPEC).contains(&"replicas"));
+    }
+
+    #[test]
+    fn empty_strings_are_kept_where_kube_prints_them() {
+        // Event{reason: "", message: "x", type: "", reportingComponent: "", reportingInstance: ""}
+        // as a Go client writes it: kube prints the two without omitempty as "".
+        let event = lookup("", "v1", "Event").expect("event schema");
+        let body = [nested(3, &[]), nested(4, &[b"x".to_vec()]), nested(9, &[]), nested(14, &[]), nested(15, &[])];
+        assert_eq!(
+            decode_message(&body.concat(), event, GO_ZEROS),
+            Ok(json!({"message": "x", "reportingComponent": "", "reportingInstance": ""}))
+        );
+        // The last occurrence wins: a printed field's later "" replaces an earlier value; an
+        // omitempty one's clears it.
+        let body = [nested(14, &[b"a".to_vec()]), nested(14, &[]), nested(3, &[b"r".to_vec()]), nested(3, &[])];
+        assert_eq!(decode_message(&body.concat(), event, GO_ZEROS), Ok(json!({"reportingComponent": ""})));
+        // Within an embedded struct (EphemeralContainer inlines EphemeralContainerCommon), its
+        // own table decides: `name` is printed, `image` (omitempty) is not.
+        let common = nested(1, &[nested(1, &[]), nested(2, &[])]);
+        // ephemeralContainers is field 34: a two-byte key.
+        let ephemeral = [vec![0x92, 0x02, u8::try_from(common.len()).expect("short")], common].concat();
+        let pod_spec = nested(2, &[ephemeral]);
+        let pod = lookup("", "v1", "Pod").expect("pod schema");
+        assert_eq!(
+            decode_message(&pod_spec, pod, GO_ZEROS),
+            Ok(json!({"spec": {"ephemeralContainers": [{"name": ""}]}}))
+        );
+        assert_eq!(printed_empty_strings(&generated::API_RBAC_V1_ROLEREF), ["apiGroup", "kind", "name"]);
+        assert!(printed_empty_strings(&generated::API_CORE_V1_CONFIGMAP).is_empty());
     }
 
     #[test]
@@ -138,11 +184,11 @@ mod tests {
     #[test]
     fn rejects_bodies_without_magic() {
         assert_eq!(
-            decode_object(b"{}", lookup("", "v1", "ConfigMap").expect("schema"), unset_zeros),
+            decode_object(b"{}", lookup("", "v1", "ConfigMap").expect("schema"), GO_ZEROS),
             Err(DecodeError::MissingMagic)
         );
         assert_eq!(
-            decode_object(b"k8s\x00\x12\x05ab", lookup("", "v1", "ConfigMap").expect("schema"), unset_zeros),
+            decode_object(b"k8s\x00\x12\x05ab", lookup("", "v1", "ConfigMap").expect("schema"), GO_ZEROS),
             Err(DecodeError::Truncated)
         );
     }
@@ -151,11 +197,11 @@ mod tests {
     fn decodes_secret_bytes_and_namespace_spec() {
         // Secret{metadata{name:"s"}, data{"k": [0xff]}, type:"Opaque"}
         let raw = b"\n\x03\n\x01s\x12\x06\n\x01k\x12\x01\xff\x1a\x06Opaque";
-        let obj = decode_message(raw, lookup("", "v1", "Secret").expect("schema"), unset_zeros).expect("decode");
+        let obj = decode_message(raw, lookup("", "v1", "Secret").expect("schema"), GO_ZEROS).expect("decode");
         assert_eq!(obj, json!({"metadata": {"name": "s"}, "data": {"k": "/w=="}, "type": "Opaque"}));
         // Namespace{metadata{name:"x", labels{"a":"b"}}, spec{finalizers:["kubernetes"]}}
         let raw = b"\n\x0b\n\x01xZ\x06\n\x01a\x12\x01b\x12\x0c\n\nkubernetes";
-        let obj = decode_message(raw, lookup("", "v1", "Namespace").expect("schema"), unset_zeros).expect("decode");
+        let obj = decode_message(raw, lookup("", "v1", "Namespace").expect("schema"), GO_ZEROS).expect("decode");
         assert_eq!(
             obj,
             json!({"metadata": {"name": "x", "labels": {"a": "b"}}, "spec": {"finalizers": ["kubernetes"]}})

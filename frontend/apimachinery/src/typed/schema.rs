@@ -86,6 +86,8 @@ struct ZeroFields {
     values: Vec<(String, TypeId)>,
     /// Slices, maps and pointers without `omitempty`: written as `null`.
     nulls: Vec<String>,
+    /// Numbers, booleans and strings without `omitempty`: written as `0`, `false`, `""`.
+    printed: Vec<String>,
 }
 
 /// The deduced type's id in every schema.
@@ -149,10 +151,12 @@ impl TypeSchema {
         memo.insert(addr, id);
         let mut fields = HashMap::new();
         self.collect_fields(message, memo, &mut fields);
-        if let Some((values, nulls)) = crate::schema::zero_fields(message) {
+        let printed: Vec<String> = crate::schema::printed_zeros(message).map(String::from).collect();
+        let (values, nulls) = crate::schema::zero_fields(message).unwrap_or_default();
+        if !values.is_empty() || !nulls.is_empty() || !printed.is_empty() {
             let values = values.iter().filter_map(|v| Some((v.to_string(), *fields.get(*v)?))).collect();
             let nulls = nulls.iter().map(|n| n.to_string()).collect();
-            self.zero.insert(id, ZeroFields { values, nulls });
+            self.zero.insert(id, ZeroFields { values, nulls, printed });
         }
         if let Node::Struct { fields: f, .. } = &mut self.nodes[id] {
             *f = fields;
@@ -162,7 +166,8 @@ impl TypeSchema {
 
     /// The zero value of the kind's Go type as kube's unstructured converter writes it, as far
     /// as `obj` goes: its value structs `obj` holds (as objects, their own zero values within)
-    /// and the fields Go writes as `null` that `obj` sets. Empty for a kind without Go types
+    /// the fields Go writes as `null` that `obj` sets, and the zeros Go prints (`0`, `false`,
+    /// `""` of a field without `omitempty`) that `obj` holds too. Empty for a kind without Go types
     /// (a custom resource: kube's zero value is an empty object).
     pub fn zero_value(&self, obj: &Value) -> Map<String, Value> {
         self.zero_of(self.root, obj)
@@ -176,9 +181,16 @@ impl TypeSchema {
                 out.insert(field.clone(), Value::Object(self.zero_of(*child, v)));
             }
         }
+        // A `null` `obj` holds there is the zero value's own too.
         for field in &zero.nulls {
-            if obj.get(field).is_some_and(|v| !v.is_null()) {
+            if obj.get(field).is_some() {
                 out.insert(field.clone(), Value::Null);
+            }
+        }
+        // A zero `obj` holds where Go prints one is the zero value's own: not a change.
+        for field in &zero.printed {
+            if let Some(v) = obj.get(field).filter(|v| is_go_zero(v)) {
+                out.insert(field.clone(), v.clone());
             }
         }
         out
@@ -361,6 +373,16 @@ fn list_kind(
             }
         }
         _ => ListKind::Atomic,
+    }
+}
+
+/// Whether `v` is the zero of a Go number, boolean or string.
+fn is_go_zero(v: &Value) -> bool {
+    match v {
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::Bool(b) => !b,
+        Value::String(s) => s.is_empty(),
+        _ => false,
     }
 }
 

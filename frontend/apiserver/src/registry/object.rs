@@ -85,7 +85,7 @@ pub fn decode(
             .map_err(|e| ApiError::BadRequest(format!("couldn't get version/kind; json parse error: {e}")))?,
         "application/vnd.kubernetes.protobuf" => match kind.object_schema() {
             Some(schema) => (
-                protobuf::decode_object(body, schema, crate::schema::unset_zeros)
+                protobuf::decode_object(body, schema, crate::schema::GO_ZEROS)
                     .map_err(|e| ApiError::BadRequest(format!("failed to decode protobuf body: {e}")))?,
                 Vec::new(),
             ),
