@@ -12,6 +12,7 @@
 #   TARGETS=ballast bash benches/catchup-run.sh --quick      # one server only
 #   BIN_DIR=/tmp/bins bash benches/catchup-run.sh             # binaries copied aside earlier
 #   BASE_BIN=/tmp/ballast-main bash benches/catchup-run.sh     # also an earlier `ballast` binary
+#   PERF_DIR=/tmp/catchup-perf bash benches/catchup-run.sh     # `perf record` the catch-up
 #
 # BASE_BIN adds a third cluster, target `ballast-base`: the same run with that binary (the
 # previous build), between etcd's and this build's, so the report compares all three.
@@ -250,7 +251,16 @@ run_target() {
   lcpu0=$(cpu_s "$lpid")
   c0=$(date +%s.%N)
   start_member "$target" 4
-  local npid=${pids[3]} r deadline=$((SECONDS + 900))
+  local npid=${pids[3]} r deadline=$((SECONDS + 900)) perfs=()
+  # PERF_DIR: CPU samples of the whole machine over the catch-up, every thread of the leader
+  # and of the new member included (`perf report -i <file> --pid <pid>`; the pids are written
+  # beside it).
+  if [[ -n "${PERF_DIR:-}" ]]; then
+    mkdir -p "$PERF_DIR"
+    echo "leader $lpid new $npid" >"$PERF_DIR/$target.pids"
+    perf record -q -a -F 499 -g -o "$PERF_DIR/$target.data" >/dev/null 2>&1 &
+    perfs+=($!)
+  fi
   while ((SECONDS < deadline)); do
     r=$(field "${endpoints[3]}" 's["header"].get("revision", 0)' 2>/dev/null) || r=0
     if ((r >= rev)); then
@@ -261,6 +271,8 @@ run_target() {
     sleep 0.1
   done
   [[ $caught == true ]] || c1=$(date +%s.%N)
+  for p in "${perfs[@]}"; do kill -INT "$p" 2>/dev/null || true; done
+  for p in "${perfs[@]}"; do wait "$p" 2>/dev/null || true; done
   local lcpu1 ncpu catch_s du4 load_end
   lcpu1=$(cpu_s "$lpid")
   ncpu=$(cpu_s "$npid")

@@ -5,12 +5,14 @@
 //! (`<data-dir>/snapshots/raft-<shard>-<index>`, hard links, reused while raft asks again for
 //! the same index) and sends a [`SnapshotDescriptor`] naming it. The follower fetches the state
 //! over the peer port (`Peer.FetchSnapshot`). Only the replicated state travels, never the
-//! leader's raft log: the leader cuts the checkpoint's `kv`, `lease` and `meta` (less
-//! [`MEMBER_LOCAL_META`]) into table files ([`cut`]: RocksDB's own format, the keys at sequence
-//! number 0 as ingestion requires) and streams each file as a snapshot archive entry as soon as
-//! it is finished, while it writes the next; the follower writes the entries into files as they
-//! arrive and checks the SHA-256 at the end, so memory stays bounded whatever the size and the
-//! state is written once on each side. The follower installs them:
+//! leader's raft log: the leader reads the checkpoint's `kv`, `lease` and `meta` (less
+//! [`MEMBER_LOCAL_META`]) once, in key order, and streams the pairs as they are read, in
+//! archive entries of [`STATE_ENTRY_BYTES`] ([`cut`]); it writes nothing to disk. The follower
+//! writes the pairs into table files as they arrive ([`TableWriter`]: RocksDB's own format,
+//! the keys at sequence number 0 as ingestion requires, synced), on a thread beside the one
+//! that receives and hashes the stream, and checks the SHA-256 at the end; memory stays bounded
+//! whatever the size and the state is read once on the leader and written once on the
+//! follower. The follower installs the files:
 //!
 //! 1. a marker ([`SnapshotInstall`]) is written to the shard's meta, synced;
 //! 2. the replicated column families are replaced by the files ([`install`]): `kv` and `lease`
@@ -32,7 +34,7 @@ use ballast_raft::{ConfState, LogStore, Snapshot, SnapshotMetadata};
 use prost::Message;
 
 use crate::error::{EngineError, Result};
-use crate::storage::{Cf, KvBackend, ScanOrder, StorageError, WriteBatch, WriteOpts};
+use crate::storage::{encode_pair, Cf, KvBackend, ScanOrder, StorageError, WriteBatch, WriteOpts};
 
 /// Shard meta key of the install marker.
 pub const META_SNAPSHOT_INSTALL: &[u8] = b"snapshot_install";
@@ -74,18 +76,11 @@ pub fn incoming_dir(snapshots: &Path, shard: u32) -> PathBuf {
     snapshots.join(format!("incoming-{shard}"))
 }
 
-/// Returns a new directory name under `snapshots` for the table files cut from shard `shard`'s
-/// checkpoint for one follower's fetch (each fetch cuts its own and removes it when done).
-pub fn outgoing_dir(snapshots: &Path, shard: u32) -> PathBuf {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    snapshots.join(format!("{OUTGOING_PREFIX}{shard}-{n}"))
-}
-
-/// The name prefix of [`outgoing_dir`]s.
+/// The name prefix of the directories earlier builds cut a snapshot's table files into for a
+/// fetch (the state is now sent without files).
 const OUTGOING_PREFIX: &str = "outgoing-";
 
-/// Removes every [`outgoing_dir`] under `snapshots` (at a start: what a stop cut short).
+/// Removes every directory earlier builds left under `snapshots` for a fetch a stop cut short.
 pub fn remove_outgoing(snapshots: &Path) {
     for entry in std::fs::read_dir(snapshots).into_iter().flatten().flatten() {
         if entry.file_name().to_string_lossy().starts_with(OUTGOING_PREFIX) {
@@ -155,36 +150,142 @@ pub fn message(cfg: &SnapshotConfig, index: u64, term: u64, conf_state: ConfStat
 /// The column families a snapshot carries, in the order they are cut and installed.
 const REPLICATED: [Cf; 3] = [Cf::Kv, Cf::Lease, Cf::Meta];
 
-/// Leader side: cuts the replicated state of the checkpoint at `checkpoint` into table files in
-/// `out` (created), calling `done(name, path)` as each is finished; `meta` without
-/// [`MEMBER_LOCAL_META`]. Reads the checkpoint, not the live store, so it runs beside the
-/// shard, at the checkpoint's index.
+/// Bytes of pairs in one archive entry of a snapshot's state (a pair past it ends the entry):
+/// 1 MiB, one peer message's worth, so the sender holds a few entries at a time and the
+/// follower writes each into its table files as it arrives.
+pub const STATE_ENTRY_BYTES: usize = 1 << 20;
+
+/// Largest archive entry a follower takes. One pair past [`STATE_ENTRY_BYTES`] is the most a
+/// sender writes, and a pair is far below 64 MiB (a request is at most `--max-request-bytes`,
+/// 1.5 MiB by default); the bound keeps a damaged size from taking the follower's memory.
+pub const MAX_STATE_ENTRY_BYTES: u64 = 64 << 20;
+
+/// Leader side: reads the replicated state of the checkpoint at `checkpoint`, family by family
+/// (`meta` without [`MEMBER_LOCAL_META`]), and hands it to `emit(name, pairs)` as archive
+/// entries of about [`STATE_ENTRY_BYTES`] of [`encode_pair`]s, named `<cf>-<n>.pairs`, keys
+/// ascending. Nothing is written to disk: the pairs go to the follower, which writes its own
+/// table files. Reads the checkpoint, not the live store, so it runs beside the shard, at the
+/// checkpoint's index.
 ///
 /// # Errors
-/// A storage or file system error, or the first error of `done`.
-pub fn cut<B: KvBackend>(
-    checkpoint: &Path,
-    out: &Path,
-    done: &mut dyn FnMut(String, PathBuf) -> Result<()>,
-) -> Result<()> {
-    std::fs::create_dir_all(out).map_err(StorageError::from)?;
+/// A storage error, or the first error of `emit`.
+pub fn cut<B: KvBackend>(checkpoint: &Path, emit: &mut dyn FnMut(String, Vec<u8>) -> Result<()>) -> Result<()> {
     let src = B::open_checkpoint(checkpoint)?;
-    let mut failed = None;
     for cf in REPLICATED {
-        let keep = |k: &[u8]| cf != Cf::Meta || !MEMBER_LOCAL_META.contains(&k);
-        let result = src.export_tables(cf, &keep, out, &mut |path| {
-            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            done(name, path).map_err(|e| {
-                failed = Some(e);
-                StorageError::Corrupt { cf: "staging", what: "table file not sent" }
-            })
-        });
-        if let Some(e) = failed.take() {
+        let (mut n, mut buf, mut failed) = (0u32, Vec::new(), None);
+        let mut flush = |buf: &mut Vec<u8>| -> Result<()> {
+            let name = format!("{}-{n:06}.pairs", cf.name());
+            n += 1;
+            emit(name, std::mem::take(buf))
+        };
+        src.scan_once(cf, &mut |k, v| {
+            if cf == Cf::Meta && MEMBER_LOCAL_META.contains(&k) {
+                return true;
+            }
+            if buf.is_empty() {
+                buf.reserve(STATE_ENTRY_BYTES + k.len() + v.len() + 8);
+            }
+            encode_pair(&mut buf, k, v);
+            if buf.len() >= STATE_ENTRY_BYTES {
+                if let Err(e) = flush(&mut buf) {
+                    failed = Some(e);
+                    return false;
+                }
+            }
+            true
+        })?;
+        if let Some(e) = failed {
             return Err(e);
         }
-        result?;
+        if !buf.is_empty() {
+            flush(&mut buf)?;
+        }
     }
     Ok(())
+}
+
+/// Follower side: writes the entries [`cut`] sent into table files in a directory as they
+/// arrive ([`KvBackend::write_tables`], on a thread of its own, so that writing the files
+/// overlaps receiving and checking the stream), for [`install`]. At most a few entries wait
+/// for it: memory stays bounded whatever the state's size.
+#[derive(Debug)]
+pub struct TableWriter {
+    tx: Option<std::sync::mpsc::SyncSender<(Cf, Vec<u8>)>>,
+    thread: Option<std::thread::JoinHandle<Result<()>>>,
+    /// The family of the last entry: entries come family by family, in [`REPLICATED`] order.
+    last: usize,
+}
+
+/// Entries waiting for a [`TableWriter`]'s thread: four keep it busy while the stream delivers
+/// the next, 4 MiB at most.
+const TABLE_WRITER_QUEUE: usize = 4;
+
+impl TableWriter {
+    /// Starts writing table files of backend `B` into the existing directory `dir`.
+    ///
+    /// # Errors
+    /// The thread could not be started.
+    pub fn start<B: KvBackend>(dir: &Path) -> Result<Self> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<(Cf, Vec<u8>)>(TABLE_WRITER_QUEUE);
+        let dir = dir.to_path_buf();
+        let thread = std::thread::Builder::new()
+            .name("ballast-snapshot-tables".into())
+            .spawn(move || -> Result<()> {
+                let mut rx = rx.into_iter().peekable();
+                while let Some(&(cf, _)) = rx.peek() {
+                    let mut chunks = std::iter::from_fn(|| rx.next_if(|(c, _)| *c == cf).map(|(_, chunk)| chunk));
+                    B::write_tables(cf, &dir, &mut chunks)?;
+                }
+                Ok(())
+            })
+            .map_err(StorageError::from)?;
+        Ok(Self { tx: Some(tx), thread: Some(thread), last: 0 })
+    }
+
+    /// Hands over the archive entry `name` holding `pairs`.
+    ///
+    /// # Errors
+    /// `Corrupt` for an entry of no replicated family or out of order, or the writer's error.
+    pub fn push(&mut self, name: &str, pairs: Vec<u8>) -> Result<()> {
+        let rank = REPLICATED
+            .iter()
+            .position(|cf| {
+                name.strip_prefix(cf.name()).is_some_and(|rest| rest.starts_with('-') && rest.ends_with(".pairs"))
+            })
+            .ok_or(StorageError::Corrupt { cf: "snapshot", what: "an entry of no replicated column family" })?;
+        if rank < self.last {
+            return Err(StorageError::Corrupt { cf: "snapshot", what: "an entry out of order" }.into());
+        }
+        self.last = rank;
+        let sent = self.tx.as_ref().is_some_and(|tx| tx.send((REPLICATED[rank], pairs)).is_ok());
+        if !sent {
+            // The thread stopped: its error says why.
+            return self.join().and(Err(EngineError::Stopped));
+        }
+        Ok(())
+    }
+
+    /// Waits until every file is written and synced.
+    ///
+    /// # Errors
+    /// The writer's error.
+    pub fn finish(mut self) -> Result<()> {
+        self.join()
+    }
+
+    fn join(&mut self) -> Result<()> {
+        self.tx = None;
+        match self.thread.take() {
+            Some(t) => t.join().unwrap_or(Err(EngineError::Stopped)),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for TableWriter {
+    fn drop(&mut self) {
+        let _ = self.join();
+    }
 }
 
 /// The received table files in `dir` by column family, each family's in name order.
@@ -309,19 +410,25 @@ mod tests {
         b.write(wb, WriteOpts { sync: true }).expect("write");
     }
 
-    /// Checkpoints `src` and cuts it into `dir/tables` as a leader does; answers that directory
-    /// and the names cut.
+    /// Checkpoints `src` and cuts it as a leader does, writing what it sends into `dir/tables`
+    /// as a follower does; answers that directory and the names of the files written.
     fn cut_of<B: KvBackend>(src: &B, dir: &Path) -> (PathBuf, Vec<String>) {
         let cp = dir.join("checkpoint");
         src.checkpoint(&cp).expect("checkpoint");
         let tables = dir.join("tables");
-        let mut names = Vec::new();
-        cut::<B>(&cp, &tables, &mut |name, path| {
-            assert!(path.exists(), "{name} is finished when it is handed over");
-            names.push(name);
-            Ok(())
+        std::fs::create_dir_all(&tables).expect("mkdir");
+        let mut writer = TableWriter::start::<B>(&tables).expect("writer");
+        cut::<B>(&cp, &mut |name, pairs| {
+            assert!(pairs.len() < STATE_ENTRY_BYTES + (128 << 10), "{name}: {} bytes", pairs.len());
+            writer.push(&name, pairs)
         })
         .expect("cut");
+        writer.finish().expect("written");
+        let mut names: Vec<String> = std::fs::read_dir(&tables)
+            .expect("read_dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
         (tables, names)
     }
 

@@ -869,7 +869,7 @@ fn snapshot_fetch(router: Arc<PeerRouter>, cluster_id: u64) -> SnapshotFetch {
         let stream =
             runtime.block_on(async { client.fetch_snapshot(req).await }).map_err(EngineError::Remote)?.into_inner();
         let chunks = ChunkReader { runtime, stream, chunk: bytes::Bytes::new(), at: 0 };
-        crate::snapshot::unpack_state_stream(chunks, target)
+        crate::snapshot::unpack_state_stream::<RocksBackend>(chunks, target)
             .map_err(|e| EngineError::Remote(tonic::Status::data_loss(e.to_string())))
     })
 }

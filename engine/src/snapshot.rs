@@ -8,8 +8,8 @@
 //! and the SHA-256 of everything before it (32 bytes). Names are a shard's RocksDB checkpoint
 //! files: bare (`CURRENT`, `000012.sst`) for a one-shard member, `shard-<n>/<file>` for each shard
 //! of a sharded one, all shards copied at one revision. (A raft snapshot's archive, fetched by
-//! one member from another, has the same form and holds one shard's state as table files
-//! instead, named `<column family>-<n>.sst`: see `raft_snapshot`.) etcd's bbolt stream has the same tail
+//! one member from another, has the same form and holds one shard's replicated state instead,
+//! as entries of key-value pairs named `<column family>-<n>.pairs`: see `raft_snapshot`.) etcd's bbolt stream has the same tail
 //! (page-aligned data plus SHA-256), which is what `etcdctl snapshot save` checks.
 //!
 //! # Restoring
@@ -27,7 +27,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{EngineError, Result};
 use crate::storage::rocks::{RocksBackend, RocksOptions};
-use crate::storage::StorageError;
+use crate::storage::{KvBackend, StorageError};
 
 pub use crate::snapshot_format::MAGIC;
 
@@ -94,43 +94,73 @@ pub fn restore(archive: &Path, data_dir: &Path) -> Result<Restored, RestoreError
     result
 }
 
-/// Unpacks a one-shard archive (a leader's state fetched for a raft snapshot, as table files)
-/// into `dir/db` as it arrives from `stream`, checking the SHA-256 trailer at its end; answers
-/// that directory. The archive is never written whole to disk: each file lands in place as it is
-/// read, and a damaged or cut short archive leaves nothing behind in `dir`.
+/// Reads a leader's state fetched for a raft snapshot (an archive of `raft_snapshot::cut`'s
+/// entries) from `stream` as it arrives, writing it into table files of backend `B` in the
+/// directory a one-shard store would have under `dir` (`raft_snapshot::TableWriter`) and checking the SHA-256 trailer at its end;
+/// answers that directory once every file is written and synced. The archive is never stored:
+/// memory holds a few entries, and a damaged or cut short archive leaves nothing behind in
+/// `dir`.
 ///
 /// # Errors
 /// [`RestoreError`]: a damaged archive or an I/O failure (of `stream` too).
-pub(crate) fn unpack_state_stream(stream: impl Read, dir: &Path) -> Result<PathBuf, RestoreError> {
+pub(crate) fn unpack_state_stream<B: KvBackend>(stream: impl Read, dir: &Path) -> Result<PathBuf, RestoreError> {
     let what = dir.join("<fetched snapshot>");
-    let result = unpack_stream(stream, dir, &what);
+    let tables = crate::server::shard_db_dir(dir, 0);
+    let result = (|| -> Result<(), RestoreError> {
+        std::fs::create_dir_all(&tables)?;
+        let mut writer = crate::raft_snapshot::TableWriter::start::<B>(&tables)?;
+        let mut r = HashingReader { inner: BufReader::with_capacity(1 << 20, stream), hasher: Sha256::new(), read: 0 };
+        let bad = |why: String| RestoreError::BadArchive { path: what.clone(), why };
+        let mut magic = vec![0u8; MAGIC.len()];
+        r.read_exact(&mut magic)?;
+        if magic != MAGIC {
+            return Err(bad("it does not start with the Ballast snapshot header".into()));
+        }
+        loop {
+            let mut word = [0u8; 4];
+            r.read_exact(&mut word).map_err(|_| bad("it ends inside its file list".into()))?;
+            let name_len = u32::from_be_bytes(word) as usize;
+            if name_len == 0 {
+                break;
+            }
+            if name_len > 4096 {
+                return Err(bad(format!("a file name of {name_len} bytes")));
+            }
+            let mut name = vec![0u8; name_len];
+            r.read_exact(&mut name).map_err(|_| bad("it ends inside a file name".into()))?;
+            let name = String::from_utf8(name).map_err(|_| bad("a file name is not UTF-8".into()))?;
+            let mut size = [0u8; 8];
+            r.read_exact(&mut size).map_err(|_| bad("it ends inside a file header".into()))?;
+            let size = u64::from_be_bytes(size);
+            if size > crate::raft_snapshot::MAX_STATE_ENTRY_BYTES {
+                return Err(bad(format!("{name} holds {size} bytes")));
+            }
+            let mut pairs = vec![0u8; size as usize];
+            r.read_exact(&mut pairs).map_err(|_| bad(format!("{name} is cut short")))?;
+            writer.push(&name, pairs).map_err(|e| bad(format!("{name}: {e}")))?;
+        }
+        check_trailer(&mut r, &what)?;
+        writer.finish().map_err(|e| bad(e.to_string()))
+    })();
     match result {
-        Ok(1) => Ok(crate::server::shard_db_dir(dir, 0)),
-        other => {
+        Ok(()) => Ok(tables),
+        Err(e) => {
             let _ = std::fs::remove_dir_all(dir);
-            Err(match other {
-                Ok(shards) => RestoreError::BadArchive {
-                    path: what,
-                    why: format!("a raft snapshot holds one shard, this one {shards}"),
-                },
-                Err(e) => e,
-            })
+            Err(e)
         }
     }
 }
 
-/// Reads a whole archive from `stream`, hashing as it goes, unpacking its files under
-/// `data_dir` and checking the trailer; answers the shard count.
-fn unpack_stream(stream: impl Read, data_dir: &Path, what: &Path) -> Result<u32, RestoreError> {
+/// Reads an archive's padding and SHA-256 trailer after its file list from `r` and checks
+/// them, and that nothing follows.
+fn check_trailer<R: Read>(r: &mut HashingReader<R>, what: &Path) -> Result<(), RestoreError> {
     let bad = |why: &str| RestoreError::BadArchive { path: what.to_path_buf(), why: why.to_string() };
-    let mut r = HashingReader { inner: BufReader::with_capacity(1 << 20, stream), hasher: Sha256::new(), read: 0 };
-    let (shards, _, _) = unpack_files(&mut r, what, data_dir)?;
     let padding = (512 - r.read % 512) % 512;
-    let copied = std::io::copy(&mut (&mut r).take(padding), &mut std::io::sink())?;
+    let copied = std::io::copy(&mut (&mut *r).take(padding), &mut std::io::sink())?;
     if copied != padding {
         return Err(bad("it ends inside its padding"));
     }
-    let digest = r.hasher.finalize();
+    let digest = std::mem::take(&mut r.hasher).finalize();
     let mut want = [0u8; DIGEST_LEN as usize];
     r.inner.read_exact(&mut want).map_err(|_| bad("it ends inside its SHA-256"))?;
     if digest.as_slice() != want {
@@ -139,7 +169,7 @@ fn unpack_stream(stream: impl Read, data_dir: &Path, what: &Path) -> Result<u32,
     if r.inner.read(&mut [0u8; 1])? != 0 {
         return Err(bad("bytes follow its SHA-256"));
     }
-    Ok(shards)
+    Ok(())
 }
 
 /// A reader that hashes what passes through it and counts it.
@@ -337,32 +367,57 @@ mod tests {
 
     #[test]
     fn a_fetched_state_is_unpacked_as_it_streams_and_a_bad_one_leaves_nothing() {
+        use crate::storage::{encode_pair, Cf, MemBackend, ScanOrder, WriteBatch, WriteOpts};
         let dir = tempfile::tempdir().expect("tempdir");
-        let bytes = archive(&[("kv-0000.sst", &[7u8; 3000]), ("meta-0000.sst", b"mm")]);
+        let (mut kv, mut meta) = (Vec::new(), Vec::new());
+        encode_pair(&mut kv, b"k1", &[7u8; 3000]);
+        encode_pair(&mut kv, b"k2", b"v");
+        encode_pair(&mut meta, b"applied_index", b"9");
+        let bytes = archive(&[("kv-000000.pairs", &kv), ("meta-000000.pairs", &meta)]);
         let target = dir.path().join("incoming");
         // One byte at a time: the reader is a stream of chunks of any size.
         let trickle = std::io::BufReader::with_capacity(1, bytes.as_slice());
-        let db = unpack_state_stream(trickle, &target).expect("unpacked");
-        assert_eq!(db, crate::server::shard_db_dir(&target, 0));
-        assert_eq!(std::fs::read(db.join("kv-0000.sst")).expect("file"), vec![7u8; 3000]);
+        let tables = unpack_state_stream::<MemBackend>(trickle, &target).expect("unpacked");
+        assert_eq!(tables, crate::server::shard_db_dir(&target, 0));
+        let live = MemBackend::new();
+        let mut wb = WriteBatch::new();
+        wb.put(Cf::Kv, b"old".to_vec(), b"x".to_vec());
+        live.write(wb, WriteOpts::default()).expect("write");
+        crate::raft_snapshot::install(&live, &tables, &dir.path().join("staging")).expect("install");
+        let mut got = Vec::new();
+        live.scan(Cf::Kv, b"", None, ScanOrder::Forward, &mut |k, v| {
+            got.push((k.to_vec(), v.len()));
+            true
+        })
+        .expect("scan");
+        assert_eq!(got, [(b"k1".to_vec(), 3000), (b"k2".to_vec(), 1)]);
+        assert_eq!(live.get(Cf::Meta, b"applied_index").expect("get"), Some(b"9".to_vec()));
 
         let mut flipped = bytes.clone();
         *flipped.last_mut().expect("digest") ^= 1;
         let other = dir.path().join("flipped");
-        let err = unpack_state_stream(flipped.as_slice(), &other).expect_err("a flipped digest bit");
+        let err = unpack_state_stream::<MemBackend>(flipped.as_slice(), &other).expect_err("a flipped digest bit");
         assert!(err.to_string().contains("SHA-256 does not match"), "{err}");
         assert!(!other.exists(), "nothing is left behind");
 
         for (cut, why) in [(bytes.len() - 1, "inside its SHA-256"), (bytes.len() - 40, "inside its padding")] {
-            let err = unpack_state_stream(&bytes[..cut], &other).expect_err("cut short");
+            let err = unpack_state_stream::<MemBackend>(&bytes[..cut], &other).expect_err("cut short");
             assert!(err.to_string().contains(why), "{cut}: {err}");
             assert!(!other.exists());
         }
         let mut longer = bytes.clone();
         longer.push(0);
-        assert!(unpack_state_stream(longer.as_slice(), &other).expect_err("trailing").to_string().contains("follow"));
-        let two = archive(&[("shard-0/CURRENT", b"x"), ("shard-1/CURRENT", b"x")]);
-        assert!(unpack_state_stream(two.as_slice(), &other).expect_err("two shards").to_string().contains("one shard"));
-        assert!(!other.exists());
+        let err = unpack_state_stream::<MemBackend>(longer.as_slice(), &other).expect_err("trailing");
+        assert!(err.to_string().contains("follow"), "{err}");
+        for (entries, why) in [
+            (vec![("raft-000000.pairs", &kv)], "no replicated column family"),
+            (vec![("meta-000000.pairs", &meta), ("kv-000000.pairs", &kv)], "out of order"),
+            (vec![("kv-000000.pairs", &kv[..kv.len() - 1].to_vec())], "cut short"),
+        ] {
+            let entries: Vec<(&str, &[u8])> = entries.iter().map(|(n, b)| (*n, b.as_slice())).collect();
+            let err = unpack_state_stream::<MemBackend>(archive(&entries).as_slice(), &other).expect_err(why);
+            assert!(err.to_string().contains(why), "{why}: {err}");
+            assert!(!other.exists());
+        }
     }
 }

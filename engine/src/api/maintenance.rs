@@ -331,16 +331,25 @@ pub(crate) fn stream_archive(dir: &Path, header: Option<ResponseHeader>, tx: &Ch
         + 4;
     let padding = (512 - body % 512) % 512;
     let total = body + padding + 32;
-    stream_files(files.into_iter().map(|(name, path, _)| Ok((name, path))), total, SNAPSHOT_CHUNK, header, tx)
+    let entries = files.into_iter().map(|(name, path, _)| Ok((name, Entry::File(path))));
+    stream_files(entries, total, SNAPSHOT_CHUNK, header, tx)
 }
 
-/// Streams `files` (name in the archive, path) as a snapshot archive, each file read when its
-/// turn comes, so a producer can hand over files as it finishes them; `total` is the archive's
+/// What an archive entry holds.
+pub(crate) enum Entry {
+    /// A file, read when its turn comes.
+    File(PathBuf),
+    /// Bytes a producer made (a raft snapshot's state).
+    Bytes(Vec<u8>),
+}
+
+/// Streams `files` (name in the archive, entry) as a snapshot archive, each file read when its
+/// turn comes, so a producer can hand over entries as it makes them; `total` is the archive's
 /// size for `remaining_bytes`, 0 when not known in advance; `chunk` the bytes of one message.
 /// Returns Ok(()) also when the client went away; the first error of `files` ends the stream
 /// without its trailer.
 pub(crate) fn stream_files(
-    files: impl IntoIterator<Item = std::io::Result<(String, PathBuf)>>,
+    files: impl IntoIterator<Item = std::io::Result<(String, Entry)>>,
     total: u64,
     chunk_bytes: usize,
     header: Option<ResponseHeader>,
@@ -360,21 +369,35 @@ pub(crate) fn stream_files(
     let mut body = crate::snapshot::MAGIC.len() as u64;
     let mut chunk = vec![0u8; chunk_bytes];
     for file in files {
-        let (name, path) = file?;
-        let mut f = std::fs::File::open(&path)?;
-        let size = f.metadata()?.len();
+        let (name, entry) = file?;
+        let (bytes, mut file, size) = match entry {
+            Entry::File(path) => {
+                let f = std::fs::File::open(&path)?;
+                let size = f.metadata()?.len();
+                (None, Some(f), size)
+            }
+            Entry::Bytes(b) => {
+                let size = b.len() as u64;
+                (Some(b), None, size)
+            }
+        };
         out.write(&(name.len() as u32).to_be_bytes());
         out.write(name.as_bytes());
         out.write(&size.to_be_bytes());
         body += 4 + name.len() as u64 + 8 + size;
-        let mut left = size;
-        while left > 0 && !out.gone {
-            let n = f.read(&mut chunk[..(left.min(chunk_bytes as u64) as usize)])?;
-            if n == 0 {
-                return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, format!("{name} shrank")));
+        if let Some(b) = &bytes {
+            out.write(b);
+        }
+        if let Some(f) = file.as_mut() {
+            let mut left = size;
+            while left > 0 && !out.gone {
+                let n = f.read(&mut chunk[..(left.min(chunk_bytes as u64) as usize)])?;
+                if n == 0 {
+                    return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, format!("{name} shrank")));
+                }
+                out.write(&chunk[..n]);
+                left -= n as u64;
             }
-            out.write(&chunk[..n]);
-            left -= n as u64;
         }
         if out.gone {
             return Ok(());

@@ -21,7 +21,7 @@
 
 use std::collections::HashMap;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::pin::Pin;
 
 use ballast_proto::ballastpb::{
@@ -310,20 +310,18 @@ impl Peer for PeerService {
         // held in memory.
         let (tx, rx) = tokio::sync::mpsc::channel(4);
         let shard = self.api.shard(r.shard).clone();
-        let out = crate::raft_snapshot::outgoing_dir(&self.api.snapshot_dir, r.shard);
         tokio::task::spawn_blocking(move || {
             use crate::clock::Clock as _;
             let clock = crate::clock::SystemClock;
             let started = clock.now();
-            let result = send_state(&dir, &out, &tx);
-            let _ = std::fs::remove_dir_all(&out);
+            let result = send_state(&dir, &tx);
             let sent = result.is_ok() && !tx.is_closed();
-            if let Ok((files, bytes)) = &result {
+            if let Ok((entries, bytes)) = &result {
                 tracing::info!(
                     shard = r.shard,
                     index = r.index,
                     to = format_args!("{:x}", r.from),
-                    files,
+                    entries,
                     bytes,
                     complete = sent,
                     ms = clock.now().saturating_duration_since(started).as_millis() as u64,
@@ -414,39 +412,37 @@ impl Peer for PeerService {
 /// 4 MiB a peer client decodes.
 const STATE_CHUNK: usize = 1 << 20;
 
-/// Cuts the shard's state from the checkpoint at `checkpoint` into table files in `out` on one
-/// thread while this one streams each file as soon as it is finished (and removes it once
-/// sent), so the cut and the transfer overlap. Answers the files and bytes handed to the stream;
-/// Ok also when the client went away.
-fn send_state(
-    checkpoint: &Path,
-    out: &Path,
-    tx: &super::maintenance::ChunkSender,
-) -> crate::error::Result<(usize, u64)> {
-    let (files_tx, files_rx) = std::sync::mpsc::sync_channel::<std::io::Result<(String, PathBuf)>>(1);
+/// Entries of a raft snapshot's state read ahead of the stream: two keep the reader busy while
+/// the stream sends one, a few MiB at most.
+const STATE_ENTRIES_AHEAD: usize = 2;
+
+/// Reads the shard's state from the checkpoint at `checkpoint` on one thread
+/// ([`crate::raft_snapshot::cut`]) while this one streams its entries as they come, so reading
+/// and sending overlap, nothing is written to disk and memory holds a few entries. Answers the
+/// entries and bytes handed to the stream; Ok also when the client went away.
+fn send_state(checkpoint: &Path, tx: &super::maintenance::ChunkSender) -> crate::error::Result<(usize, u64)> {
+    use super::maintenance::Entry;
+    let (entries_tx, entries_rx) =
+        std::sync::mpsc::sync_channel::<std::io::Result<(String, Entry)>>(STATE_ENTRIES_AHEAD);
     std::thread::scope(|scope| {
-        let cutter = scope.spawn(move || {
-            let cut = crate::raft_snapshot::cut::<RocksBackend>(checkpoint, out, &mut |name, path| {
-                files_tx.send(Ok((name, path))).map_err(|_| EngineError::Stopped)
+        let reader = scope.spawn(move || {
+            let cut = crate::raft_snapshot::cut::<RocksBackend>(checkpoint, &mut |name, pairs| {
+                entries_tx.send(Ok((name, Entry::Bytes(pairs)))).map_err(|_| EngineError::Stopped)
             });
             if let Err(e) = &cut {
-                let _ = files_tx.send(Err(std::io::Error::other(e.to_string())));
+                let _ = entries_tx.send(Err(std::io::Error::other(e.to_string())));
             }
             cut
         });
-        let (mut sent, mut count, mut bytes): (Option<PathBuf>, usize, u64) = (None, 0, 0);
-        let files = files_rx.into_iter().inspect(|file| {
-            if let Some(done) = sent.take() {
-                let _ = std::fs::remove_file(done);
-            }
-            if let Ok((_, path)) = file {
+        let (mut count, mut bytes): (usize, u64) = (0, 0);
+        let entries = entries_rx.into_iter().inspect(|entry| {
+            if let Ok((_, Entry::Bytes(pairs))) = entry {
                 count += 1;
-                bytes += std::fs::metadata(path).map_or(0, |m| m.len());
-                sent = Some(path.clone());
+                bytes += pairs.len() as u64;
             }
         });
-        let streamed = super::maintenance::stream_files(files, 0, STATE_CHUNK, None, tx);
-        let cut = cutter.join().unwrap_or(Err(EngineError::Stopped));
+        let streamed = super::maintenance::stream_files(entries, 0, STATE_CHUNK, None, tx);
+        let cut = reader.join().unwrap_or(Err(EngineError::Stopped));
         streamed.map_err(|e| EngineError::from(crate::storage::StorageError::from(e)))?;
         match cut {
             Err(EngineError::Stopped) if tx.is_closed() => Ok((count, bytes)),

@@ -4,13 +4,15 @@
 //! key's generations, with a worked example), [`index`] (all keys), [`live_set`] (counting the
 //! newest keys), [`key_range`] (etcd's range conventions), [`rev_counter`] (the member's one revision
 //! sequence, shared by its shards), [`store`] (the store: reads, write
-//! transactions, compaction, history), [`value_cache`] (newest values in memory).
+//! transactions, compaction, history), [`value_cache`] (newest values in memory), [`record_head`]
+//! (a history record read without its value, rebuilding the index).
 //! Request-level semantics (txn compares, sorting, limits, leases) live in `kv_apply`.
 
 pub mod index;
 pub mod key_index;
 pub mod key_range;
 pub mod live_set;
+pub mod record_head;
 pub mod rev_counter;
 pub mod revision;
 pub mod store;

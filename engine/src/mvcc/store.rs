@@ -23,6 +23,7 @@ use prost::Message;
 
 use super::index::TreeIndex;
 use super::key_range::KeyRange;
+use super::record_head;
 use super::rev_counter::RevisionCounter;
 use super::revision::{self, Revision};
 use super::value_cache::ValueCache;
@@ -110,26 +111,40 @@ impl<B: KvBackend> MvccStore<B> {
         let mut leases = LiveLeases::new();
         let mut last_main = 1;
         let mut bad = false;
-        backend.scan(Cf::Kv, &[], None, ScanOrder::Forward, &mut |k, v| {
-            let (Some((rev, tomb)), Ok(kv)) = (revision::decode_key(k), KeyValue::decode(v)) else {
+        // One pass over the whole history, read once: the backend neither caches nor keeps it.
+        backend.scan_once(Cf::Kv, &mut |k, v| {
+            let Some((rev, tomb)) = revision::decode_key(k) else {
+                bad = true;
+                return false;
+            };
+            let Some(head) = record_head::decode(v) else {
                 bad = true;
                 return false;
             };
             last_main = last_main.max(rev.main);
-            if let Some(superseded) = index.get(&kv.key, i64::MAX) {
+            if let Some(superseded) = index.get(&head.key, i64::MAX) {
                 cache.remove(&superseded.modified);
             }
             if tomb {
-                index.tombstone(&kv.key, rev);
-                leases.remove(&kv.key);
+                index.tombstone(&head.key, rev);
+                leases.remove(&head.key);
             } else {
-                index.restore_put(kv.key.clone(), Revision::new(kv.create_revision, 0), rev, kv.version);
-                if kv.lease != 0 {
-                    leases.insert(kv.key.clone(), kv.lease);
+                if head.lease != 0 {
+                    leases.insert(head.key.clone(), head.lease);
                 } else {
-                    leases.remove(&kv.key);
+                    leases.remove(&head.key);
                 }
-                cache.insert(rev, kv);
+                index.restore_put(head.key, Revision::new(head.create_revision, 0), rev, head.version);
+                // Only a value the cache has room for is decoded (copied); the rest are stepped over.
+                if cache.has_room(v.len()) {
+                    match KeyValue::decode(v) {
+                        Ok(kv) => cache.insert(rev, kv),
+                        Err(_) => {
+                            bad = true;
+                            return false;
+                        }
+                    }
+                }
             }
             true
         })?;

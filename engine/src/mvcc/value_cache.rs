@@ -55,6 +55,12 @@ impl ValueCache {
         }
     }
 
+    /// Returns true when a record of at most `bytes` key and value bytes would be admitted now:
+    /// a start-up rebuild past the budget then reads only what the index needs of a record.
+    pub fn has_room(&self, bytes: usize) -> bool {
+        self.bytes + bytes + ENTRY_OVERHEAD <= self.budget
+    }
+
     /// Drops the record at `rev`: a newer one superseded it or the key was deleted.
     pub fn remove(&mut self, rev: &Revision) {
         if let Some(old) = self.map.remove(rev) {
@@ -85,8 +91,10 @@ mod tests {
         cache.insert(Revision::new(2, 0), kv(b"b"));
         cache.insert(Revision::new(3, 0), kv(b"c"));
         assert!(cache.get(&Revision::new(3, 0)).is_none(), "over budget: not admitted");
+        assert!(!cache.has_room(2));
         assert_eq!(cache.bytes(), 2 * (ENTRY_OVERHEAD + 2));
         cache.remove(&Revision::new(1, 0));
+        assert!(cache.has_room(2) && !cache.has_room(3));
         cache.insert(Revision::new(3, 0), kv(b"c"));
         assert_eq!(cache.get(&Revision::new(3, 0)).map(|kv| kv.value.clone()), Some(Bytes::from_static(b"c")));
         assert!(cache.get(&Revision::new(1, 0)).is_none());

@@ -249,6 +249,7 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
         };
         crate::raft_snapshot::mark(self.store.backend(), &marker)?;
         crate::raft_snapshot::install(self.store.backend(), &tables, &crate::raft_snapshot::staging_dir(&tables))?;
+        let ingested_at = clock.now();
         self.discard_unapplied()?;
         if let Some(view) = &self.cluster {
             if let Some(m) = crate::cluster::Membership::load(self.store.backend())? {
@@ -259,6 +260,7 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
             index = self.applied_index,
             fetch_ms = fetched_at.saturating_duration_since(started).as_millis() as u64,
             install_ms = clock.now().saturating_duration_since(fetched_at).as_millis() as u64,
+            reopen_ms = clock.now().saturating_duration_since(ingested_at).as_millis() as u64,
             "snapshot installed"
         );
         Ok(())

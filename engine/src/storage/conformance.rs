@@ -44,6 +44,26 @@ fn run_all(b: &impl KvBackend) {
         keys(b, Cf::Kv, b"a", Some(b"z"), ScanOrder::Reverse),
         vec![b"e".to_vec(), b"b".to_vec(), b"a".to_vec()]
     );
+    // A whole-family pass sees what a forward scan sees, values too, and can stop early.
+    let (mut once, mut scanned) = (Vec::new(), Vec::new());
+    b.scan_once(Cf::Kv, &mut |k, v| {
+        once.push((k.to_vec(), v.to_vec()));
+        true
+    })
+    .expect("scan_once");
+    b.scan(Cf::Kv, b"", None, ScanOrder::Forward, &mut |k, v| {
+        scanned.push((k.to_vec(), v.to_vec()));
+        true
+    })
+    .expect("scan");
+    assert_eq!(once, scanned);
+    let mut seen = 0;
+    b.scan_once(Cf::Kv, &mut |_, _| {
+        seen += 1;
+        false
+    })
+    .expect("scan_once");
+    assert_eq!(seen, 1);
     let mut first = None;
     b.scan(Cf::Kv, b"", None, ScanOrder::Reverse, &mut |k, _| {
         first = Some(k.to_vec());
@@ -74,9 +94,10 @@ fn checkpoint_round_trip<B: KvBackend>(b: &B, dir: &std::path::Path) {
     assert_eq!(cp.get(Cf::Kv, b"later").expect("get"), None);
 }
 
-/// Table files exported from the source's family (those keys `keep` accepts) and ingested
-/// write every such key into a range the store dropped first (as a snapshot install does), and
-/// leave other families alone; the files stay, and ingesting them again gives the same state.
+/// Table files written from the source's family's pairs and ingested write every such key into
+/// a range the store dropped first (as a snapshot install does), and leave other families
+/// alone; the files stay, and ingesting them again gives the same state. Keys out of order are
+/// refused.
 fn tables<B: KvBackend>(live: &B, src: &B, dir: &std::path::Path) {
     put(live, Cf::Kv, b"gone", b"old");
     put(live, Cf::Kv, b"k000", b"old");
@@ -92,12 +113,19 @@ fn tables<B: KvBackend>(live: &B, src: &B, dir: &std::path::Path) {
     put(src, Cf::Lease, b"lease", b"not asked for");
     let out = dir.join("tables");
     std::fs::create_dir_all(&out).expect("mkdir");
-    let mut files = Vec::new();
-    src.export_tables(Cf::Kv, &|k| k != b"skipped", &out, &mut |f| {
-        files.push(f);
+    let mut chunks = chunks_of(src, Cf::Kv);
+    assert!(chunks.len() > 1, "several chunks");
+    let skipped = chunks.pop().expect("the last chunk holds `skipped`");
+    let mut kept = Vec::new();
+    decode_pairs(&skipped, &mut |k, v| {
+        if k != b"skipped" {
+            encode_pair(&mut kept, k, v);
+        }
         Ok(())
     })
-    .expect("export");
+    .expect("decode");
+    chunks.push(kept);
+    let files = B::write_tables(Cf::Kv, &out, &mut chunks.into_iter()).expect("write");
     assert!(!files.is_empty() && files.iter().all(|f| f.exists()));
     let name = files[0].file_name().expect("name").to_string_lossy().into_owned();
     assert!(name.starts_with("kv-0000."), "{name}");
@@ -114,13 +142,17 @@ fn tables<B: KvBackend>(live: &B, src: &B, dir: &std::path::Path) {
     live.drop_range(Cf::Kv, &[], &[0xff; 2]).expect("drop range");
     live.ingest_tables(Cf::Kv, &files, &staging).expect("ingest again");
     assert_eq!(keys(live, Cf::Kv, b"", None, ScanOrder::Forward), loaded);
-    let mut none = Vec::new();
-    live.export_tables(Cf::Lease, &|_| true, &out, &mut |f| {
-        none.push(f);
-        Ok(())
-    })
-    .expect("an empty family");
+    let none = B::write_tables(Cf::Lease, &out, &mut std::iter::empty()).expect("an empty family");
     assert!(none.is_empty(), "no file for an empty family: {none:?}");
+    let mut backwards = Vec::new();
+    encode_pair(&mut backwards, b"b", b"1");
+    encode_pair(&mut backwards, b"a", b"2");
+    let refused = B::write_tables(Cf::Meta, &out, &mut std::iter::once(backwards));
+    assert!(refused.is_err(), "keys out of order");
+    let mut cut_short = Vec::new();
+    encode_pair(&mut cut_short, b"a", b"value");
+    cut_short.pop();
+    assert!(B::write_tables(Cf::Raft, &out, &mut std::iter::once(cut_short)).is_err(), "a pair cut short");
 }
 
 #[test]

@@ -128,10 +128,9 @@ impl WriteBatch {
 /// copy runs at disk speed.
 pub const BULK_BATCH_BYTES: usize = 4 << 20;
 
-/// Largest table file [`KvBackend::export_tables`] writes before starting the next. 64 MiB is
+/// Largest table file [`KvBackend::write_tables`] writes before starting the next. 64 MiB is
 /// RocksDB's own target size for its table files, so ingested files need no splitting by later
-/// compactions; and a sender streams each file as it is finished, so the first bytes leave
-/// after one file's worth of work rather than after the whole state's.
+/// compactions.
 pub const TABLE_FILE_BYTES: u64 = 64 << 20;
 
 /// How a batch is written.
@@ -208,6 +207,16 @@ pub trait KvBackend: Send + Sync + 'static {
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), StorageError>;
 
+    /// Calls `visit(key, value)` for every key of `cf` in order, until it returns false: one
+    /// pass over a whole family read once (the start-up rebuild of the index), which RocksDB's
+    /// reads ahead and keeps out of its block cache, where it would push out what reads use.
+    ///
+    /// # Errors
+    /// Returns the backend's read error.
+    fn scan_once(&self, cf: Cf, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<(), StorageError> {
+        self.scan(cf, &[], None, ScanOrder::Forward, visit)
+    }
+
     /// Reclaims space held by deleted data in every column family (etcd's defragment).
     ///
     /// # Errors
@@ -229,70 +238,60 @@ pub trait KvBackend: Send + Sync + 'static {
         self.write(wb, WriteOpts { sync: false })
     }
 
-    /// Writes the pairs of `cf` whose key `keep` accepts into new sorted table files in the
+    /// Writes the sorted pairs of `cf` that `chunks` yields (each chunk pairs in the form
+    /// [`encode_pair`] writes, keys ascending across chunks) into new table files in the
     /// existing directory `dir`, named `<cf>-<n>.<ext>` (`n` from 0, four digits), at most about
-    /// [`TABLE_FILE_BYTES`] each, and calls `done` with each file as soon as it is finished (a
-    /// sender streams it while the next is written); no file for an empty family. What
-    /// [`KvBackend::ingest_tables`] of the same backend takes in (sending a raft snapshot).
+    /// [`TABLE_FILE_BYTES`] each, each synced; answers them, none for no pairs. What
+    /// [`KvBackend::ingest_tables`] of the same backend takes in (a follower receiving a raft
+    /// snapshot writes them as the pairs arrive).
     ///
-    /// This version writes length-prefixed pairs; RocksDB's writes its own table files, which it
-    /// takes in whole on the other side.
+    /// This version writes the chunks as they are; RocksDB's writes its own table files, which
+    /// it takes in whole.
     ///
     /// # Errors
-    /// Returns the backend's or the file system's error, or the first error of `done`.
-    fn export_tables(
-        &self,
-        cf: Cf,
-        keep: &dyn Fn(&[u8]) -> bool,
-        dir: &Path,
-        done: &mut dyn FnMut(PathBuf) -> Result<(), StorageError>,
-    ) -> Result<(), StorageError> {
-        let mut out: Option<(PathBuf, BufWriter<File>, u64)> = None;
-        let mut files = 0;
-        let mut failed = None;
-        let mut finish = |out: Option<(PathBuf, BufWriter<File>, u64)>| -> Result<(), StorageError> {
-            if let Some((path, w, _)) = out {
+    /// Returns the file system's or the backend's error, or `Corrupt` for a chunk that does
+    /// not decode or keys out of order.
+    fn write_tables(cf: Cf, dir: &Path, chunks: &mut dyn Iterator<Item = Vec<u8>>) -> Result<Vec<PathBuf>, StorageError>
+    where
+        Self: Sized,
+    {
+        let mut written = Vec::new();
+        let mut out: Option<(BufWriter<File>, u64)> = None;
+        let finish = |out: Option<(BufWriter<File>, u64)>| -> Result<(), StorageError> {
+            if let Some((w, _)) = out {
                 w.into_inner().map_err(std::io::IntoInnerError::into_error)?.sync_all()?;
-                done(path)?;
             }
             Ok(())
         };
-        self.scan(cf, &[], None, ScanOrder::Forward, &mut |k, v| {
-            if !keep(k) {
-                return true;
-            }
-            let mut step = || -> Result<(), StorageError> {
-                if out.as_ref().is_some_and(|(_, _, n)| *n >= TABLE_FILE_BYTES) {
-                    finish(out.take())?;
+        let mut last: Option<Vec<u8>> = None;
+        for chunk in chunks {
+            decode_pairs(&chunk, &mut |k, _| {
+                if last.as_deref().is_some_and(|l| l >= k) {
+                    return Err(StorageError::Corrupt { cf: "staging", what: "keys out of order" });
                 }
-                if out.is_none() {
-                    let path = dir.join(format!("{}-{files:04}.pairs", cf.name()));
-                    files += 1;
-                    out = Some((path.clone(), BufWriter::new(File::create(&path)?), 0));
-                }
-                let (_, w, n) = out.as_mut().expect("invariant: opened above");
-                for part in [k, v] {
-                    w.write_all(&(part.len() as u32).to_be_bytes())?;
-                    w.write_all(part)?;
-                    *n += 4 + part.len() as u64;
-                }
+                last = Some(k.to_vec());
                 Ok(())
-            };
-            match step() {
-                Ok(()) => true,
-                Err(e) => {
-                    failed = Some(e);
-                    false
-                }
+            })?;
+            if out.as_ref().is_some_and(|(_, n)| *n >= TABLE_FILE_BYTES) {
+                finish(out.take())?;
             }
-        })?;
-        if let Some(e) = failed {
-            return Err(e);
+            let (w, n) = match &mut out {
+                Some(o) => o,
+                None => {
+                    let path = dir.join(format!("{}-{:04}.pairs", cf.name(), written.len()));
+                    let w = BufWriter::new(File::create(&path)?);
+                    written.push(path);
+                    out.insert((w, 0))
+                }
+            };
+            w.write_all(&chunk)?;
+            *n += chunk.len() as u64;
         }
-        finish(out)
+        finish(out)?;
+        Ok(written)
     }
 
-    /// Takes the table files [`KvBackend::export_tables`] wrote for `cf` into this store, over
+    /// Takes the table files [`KvBackend::write_tables`] wrote for `cf` into this store, over
     /// what is there (installing a raft snapshot, gigabytes at a time; into a range
     /// [`KvBackend::drop_range`] emptied when it replaces one). The files stay where they are,
     /// so a caller cut short can take them in again; `staging` is a scratch directory beside
@@ -339,12 +338,62 @@ pub trait KvBackend: Send + Sync + 'static {
     /// Returns the backend's or the file system's error.
     fn checkpoint(&self, dir: &Path) -> Result<(), StorageError>;
 
-    /// Opens a copy [`KvBackend::checkpoint`] wrote, to read it (cutting a raft snapshot's table
-    /// files from it).
+    /// Opens a copy [`KvBackend::checkpoint`] wrote, to read it (sending a raft snapshot's state
+    /// from it).
     ///
     /// # Errors
     /// Returns the backend's or the file system's error.
     fn open_checkpoint(dir: &Path) -> Result<Self, StorageError>
     where
         Self: Sized;
+}
+
+/// Appends the pair `key`, `value` to `buf` in the form a raft snapshot carries the state and
+/// [`KvBackend::write_tables`] reads: each a big-endian `u32` length, then its bytes.
+pub fn encode_pair(buf: &mut Vec<u8>, key: &[u8], value: &[u8]) {
+    for part in [key, value] {
+        buf.extend_from_slice(&(part.len() as u32).to_be_bytes());
+        buf.extend_from_slice(part);
+    }
+}
+
+/// What [`decode_pairs`] calls with each pair.
+pub type PairVisitor<'a> = dyn FnMut(&[u8], &[u8]) -> Result<(), StorageError> + 'a;
+
+/// Calls `visit(key, value)` for each pair [`encode_pair`] wrote into `chunk`, in order.
+///
+/// # Errors
+/// `Corrupt` when `chunk` ends inside a pair, or the first error of `visit`.
+pub fn decode_pairs(mut chunk: &[u8], visit: &mut PairVisitor<'_>) -> Result<(), StorageError> {
+    fn take<'a>(chunk: &mut &'a [u8]) -> Result<&'a [u8], StorageError> {
+        let bad = || StorageError::Corrupt { cf: "staging", what: "a pair cut short" };
+        let (len, rest) = chunk.split_first_chunk::<4>().ok_or_else(bad)?;
+        let len = u32::from_be_bytes(*len) as usize;
+        let part = rest.get(..len).ok_or_else(bad)?;
+        *chunk = &rest[len..];
+        Ok(part)
+    }
+    while !chunk.is_empty() {
+        let key = take(&mut chunk)?;
+        let value = take(&mut chunk)?;
+        visit(key, value)?;
+    }
+    Ok(())
+}
+
+/// Every pair of `cf` in `b`, as [`encode_pair`] chunks of a few pairs each (tests).
+#[cfg(test)]
+pub(crate) fn chunks_of(b: &impl KvBackend, cf: Cf) -> Vec<Vec<u8>> {
+    let mut chunks = vec![Vec::new()];
+    b.scan_once(cf, &mut |k, v| {
+        let last = chunks.last_mut().expect("invariant: never empty");
+        encode_pair(last, k, v);
+        if last.len() > 4096 {
+            chunks.push(Vec::new());
+        }
+        true
+    })
+    .expect("scan");
+    chunks.retain(|c| !c.is_empty());
+    chunks
 }

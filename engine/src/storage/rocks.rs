@@ -107,7 +107,8 @@ fn table_format() -> rocksdb::BlockBasedOptions {
     block
 }
 
-/// Read-ahead while cutting table files from a checkpoint: the scan is sequential and long.
+/// Read-ahead while reading a whole family once (sending a raft snapshot's state, rebuilding the
+/// index): the scan is sequential and long.
 const EXPORT_READAHEAD_BYTES: usize = 4 << 20;
 
 impl KvBackend for RocksBackend {
@@ -172,6 +173,21 @@ impl KvBackend for RocksBackend {
         Ok(())
     }
 
+    fn scan_once(&self, cf: Cf, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<(), StorageError> {
+        let mut ro = ReadOptions::default();
+        ro.fill_cache(false);
+        ro.set_readahead_size(EXPORT_READAHEAD_BYTES);
+        let mut it = self.db.raw_iterator_cf_opt(self.cf(cf), ro);
+        it.seek_to_first();
+        while let (Some(k), Some(v)) = (it.key(), it.value()) {
+            if !visit(k, v) {
+                return Ok(());
+            }
+            it.next();
+        }
+        Ok(it.status()?)
+    }
+
     fn compact_all(&self) -> Result<(), StorageError> {
         for cf in Cf::ALL {
             self.db.compact_range_cf(self.cf(cf), None::<&[u8]>, None::<&[u8]>);
@@ -202,50 +218,42 @@ impl KvBackend for RocksBackend {
         Ok(())
     }
 
-    fn export_tables(
-        &self,
+    fn write_tables(
         cf: Cf,
-        keep: &dyn Fn(&[u8]) -> bool,
         dir: &Path,
-        done: &mut dyn FnMut(PathBuf) -> Result<(), StorageError>,
-    ) -> Result<(), StorageError> {
+        chunks: &mut dyn Iterator<Item = Vec<u8>>,
+    ) -> Result<Vec<PathBuf>, StorageError> {
         // Files of RocksDB's own table format with the live families' bloom filters, their keys
-        // at sequence number 0 as ingestion requires (a checkpoint's own files carry the
-        // sender's sequence numbers, which the receiver's store cannot take in).
+        // at sequence number 0 as ingestion requires. The writer syncs each file as it finishes
+        // it, and refuses keys out of order.
         let mut table_opts = Options::default();
         table_opts.set_block_based_table_factory(&table_format());
-        let mut ro = ReadOptions::default();
-        // One pass over the source: caching its blocks would only push out the live ones.
-        ro.fill_cache(false);
-        ro.set_readahead_size(EXPORT_READAHEAD_BYTES);
-        let items = self.db.iterator_cf_opt(self.cf(cf), ro, IteratorMode::Start);
-        let mut writer: Option<(PathBuf, SstFileWriter<'_>)> = None;
-        let mut files = 0;
-        for item in items {
-            let (k, v) = item?;
-            if !keep(&k) {
-                continue;
-            }
-            if writer.as_ref().is_some_and(|(_, w)| w.file_size() >= TABLE_FILE_BYTES) {
-                let (path, mut w) = writer.take().expect("invariant: checked above");
-                w.finish()?;
-                done(path)?;
-            }
-            if writer.is_none() {
-                let path = dir.join(format!("{}-{files:04}.sst", cf.name()));
-                files += 1;
-                let w = SstFileWriter::create(&table_opts);
-                w.open(&path)?;
-                writer = Some((path, w));
-            }
-            let (_, w) = writer.as_mut().expect("invariant: opened above");
-            w.put(k, v)?;
+        let mut written = Vec::new();
+        let mut writer: Option<SstFileWriter<'_>> = None;
+        for chunk in chunks {
+            super::decode_pairs(&chunk, &mut |k, v| {
+                if writer.as_ref().is_some_and(|w| w.file_size() >= TABLE_FILE_BYTES) {
+                    let mut full = writer.take().expect("invariant: checked above");
+                    full.finish()?;
+                }
+                let w = match &mut writer {
+                    Some(w) => w,
+                    None => {
+                        let path = dir.join(format!("{}-{:04}.sst", cf.name(), written.len()));
+                        let w = SstFileWriter::create(&table_opts);
+                        w.open(&path)?;
+                        written.push(path);
+                        writer.insert(w)
+                    }
+                };
+                w.put(k, v)?;
+                Ok(())
+            })?;
         }
-        if let Some((path, mut w)) = writer {
+        if let Some(mut w) = writer {
             w.finish()?;
-            done(path)?;
         }
-        Ok(())
+        Ok(written)
     }
 
     fn ingest_tables(&self, cf: Cf, files: &[PathBuf], staging: &Path) -> Result<(), StorageError> {
@@ -332,12 +340,8 @@ mod tests {
         live.drop_range(Cf::Kv, &[], &[0xff; 8]).expect("drop");
         let cut = dir.path().join("cut");
         std::fs::create_dir_all(&cut).expect("mkdir");
-        let mut files = Vec::new();
-        src.export_tables(Cf::Kv, &|_| true, &cut, &mut |f| {
-            files.push(f);
-            Ok(())
-        })
-        .expect("export");
+        let files = RocksBackend::write_tables(Cf::Kv, &cut, &mut super::super::chunks_of(&src, Cf::Kv).into_iter())
+            .expect("write");
         live.ingest_tables(Cf::Kv, &files, &dir.path().join("staging")).expect("ingest");
         assert!(files.iter().all(|f| f.exists()), "the received files stay for an install done again");
         let levels = files_per_level(&live, Cf::Kv);
