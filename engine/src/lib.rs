@@ -24,7 +24,8 @@
 //! * [`metrics`]: the atomics behind `/metrics` (rendered by [`api::metrics`]).
 //! * [`fd_limit`]: the open-file limit, raised and checked at start-up.
 //! * [`server`]: opening a data directory and serving it; [`snapshot`]: the snapshot archive and
-//!   restoring one into a new data directory.
+//!   restoring one into a new data directory; `data_dir`: where shards live in a data directory
+//!   and the member's identity keys, which both use.
 //!
 //! # Layering
 //! `storage` <- `mvcc` <- `apply`/`auth`/`lease`/`watch` <- `cluster` <- `shard` <- `api` <- `server`. Lower layers
@@ -37,6 +38,7 @@ pub mod apply;
 pub mod auth;
 pub mod clock;
 pub mod cluster;
+pub(crate) mod data_dir;
 pub mod error;
 pub mod fd_limit;
 pub mod header;

@@ -105,7 +105,7 @@ pub fn restore(archive: &Path, data_dir: &Path) -> Result<Restored, RestoreError
 /// [`RestoreError`]: a damaged archive or an I/O failure (of `stream` too).
 pub(crate) fn unpack_state_stream<B: KvBackend>(stream: impl Read, dir: &Path) -> Result<PathBuf, RestoreError> {
     let what = dir.join("<fetched snapshot>");
-    let tables = crate::server::shard_db_dir(dir, 0);
+    let tables = crate::data_dir::shard_db_dir(dir, 0);
     let result = (|| -> Result<(), RestoreError> {
         std::fs::create_dir_all(&tables)?;
         let mut writer = crate::raft_snapshot::TableWriter::start::<B>(&tables)?;
@@ -233,12 +233,12 @@ fn unpack(archive: &Path, body: u64, data_dir: &Path) -> Result<Restored, Restor
     let mut r = BufReader::new(File::open(archive)?).take(body);
     let (count, files, bytes) = unpack_files(&mut r, archive, data_dir)?;
     // The first start settles a new identity from its own flags, as after etcd's restore.
-    let first = RocksBackend::open(&crate::server::shard_db_dir(data_dir, 0), &RocksOptions::default())?;
-    crate::server::prepare_restored(&first, count)?;
+    let first = RocksBackend::open(&crate::data_dir::shard_db_dir(data_dir, 0), &RocksOptions::default())?;
+    crate::data_dir::prepare_restored(&first, count)?;
     crate::raft_log::restart_as_lone_voter(&first)?;
     drop(first);
     for s in 1..count {
-        let shard = RocksBackend::open(&crate::server::shard_db_dir(data_dir, s), &RocksOptions::default())?;
+        let shard = RocksBackend::open(&crate::data_dir::shard_db_dir(data_dir, s), &RocksOptions::default())?;
         crate::raft_log::restart_as_lone_voter(&shard)?;
     }
     Ok(Restored { shards: count, files, bytes })
@@ -275,7 +275,7 @@ fn unpack_files(r: &mut impl Read, archive: &Path, data_dir: &Path) -> Result<(u
         let mut size = [0u8; 8];
         r.read_exact(&mut size).map_err(|_| bad("it ends inside a file header".into()))?;
         let size = u64::from_be_bytes(size);
-        let dir = crate::server::shard_db_dir(data_dir, shard);
+        let dir = crate::data_dir::shard_db_dir(data_dir, shard);
         std::fs::create_dir_all(&dir)?;
         let mut out = BufWriter::new(File::create(dir.join(file))?);
         let copied = std::io::copy(&mut Read::take(&mut *r, size), &mut out)?;
@@ -378,7 +378,7 @@ mod tests {
         // One byte at a time: the reader is a stream of chunks of any size.
         let trickle = std::io::BufReader::with_capacity(1, bytes.as_slice());
         let tables = unpack_state_stream::<MemBackend>(trickle, &target).expect("unpacked");
-        assert_eq!(tables, crate::server::shard_db_dir(&target, 0));
+        assert_eq!(tables, crate::data_dir::shard_db_dir(&target, 0));
         let live = MemBackend::new();
         let mut wb = WriteBatch::new();
         wb.put(Cf::Kv, b"old".to_vec(), b"x".to_vec());
