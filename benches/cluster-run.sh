@@ -156,6 +156,14 @@ stop_cluster() {
 
 record() { echo "$1" | tee -a "$raw"; }
 
+# wakeups: the voluntary context switches of every thread of the members so far (a thread
+# blocks, then is woken: what a hop between threads costs in the chain of a request).
+wakeups() {
+  local p
+  for p in "${pids[@]}"; do cat /proc/"$p"/task/*/status 2>/dev/null; done |
+    awk '/^voluntary_ctxt_switches/ {s += $2} END {print s + 0}'
+}
+
 load_before=$(uptime)
 top_before=$(top -bn1 | head -15)
 for s in $scenarios; do
@@ -178,6 +186,7 @@ for s in $scenarios; do
         >/dev/null 2>&1 &
       perf_pid=$!
     fi
+    woken=$(wakeups)
     # Bounded: the timed part plus preloading and the fan-out's registration and drain time.
     if line=$(timeout $((duration + 300)) "$load" run --endpoint "${endpoints[$i]}" --scenario "$scenario" \
       --duration "$duration" --server-pid "${pids[$leader]}" --server-pids "$all"); then
@@ -186,7 +195,8 @@ for s in $scenarios; do
         kb=$(ps -o rss= -p "$p" | tr -d ' ') || true
         rss=$((rss + ${kb:-0}))
       done
-      record "{\"target\":\"$target\",\"via\":\"$via\",\"members_rss_kb\":$rss,\"load1\":$(cut -d' ' -f1 /proc/loadavg),\"result\":$line}"
+      woken=$(($(wakeups) - woken))
+      record "{\"target\":\"$target\",\"via\":\"$via\",\"members_rss_kb\":$rss,\"members_wakeups\":$woken,\"load1\":$(cut -d' ' -f1 /proc/loadavg),\"result\":$line}"
     else
       record "{\"target\":\"$target\",\"via\":\"$via\",\"result\":{\"scenario\":\"$scenario\",\"failed\":true}}"
     fi
@@ -315,6 +325,21 @@ if any("ballast_base" in t for t in by.values()):
         lines.append(f"| {s} | {orr:,.0f} | {br:,.0f} | " + (f"{br / orr:.2f}x" if orr else "n/a")
                      + " | " + (f"{orr / er:.2f}x" if er else "n/a")
                      + f" | {lat} | {oc:,.1f} / {bc:,.1f} | " + (f"{oc / bc:.2f}x" if oc and bc else "n/a") + " |")
+woke = {}
+for r in rows:
+    res = r["result"]
+    if "members_wakeups" in r and res.get("ops"):
+        name = res["scenario"] + ("@follower" if r.get("via") == "follower" else "")
+        woke.setdefault(name, {})[r["target"]] = r["members_wakeups"] / res["ops"]
+if woke:
+    cols = [c for c in ("etcd", "ballast_base", "ballast") if any(c in w for w in woke.values())]
+    names = {"etcd": "etcd", "ballast_base": "earlier build", "ballast": "Ballast"}
+    lines += ["", "## Wake-ups per op", "",
+              "Voluntary context switches of every thread of the three members (a thread blocked, then woken)",
+              "over the whole load run (its connecting and preloading too), divided by the timed part's ops.", "",
+              "| scenario | " + " | ".join(names[c] for c in cols) + " |", "|---|" + "---:|" * len(cols)]
+    for s, w in woke.items():
+        lines.append(f"| {s} | " + " | ".join(f"{w[c]:.1f}" if c in w else "n/a" for c in cols) + " |")
 for s, t in by.items():
     if not s.startswith("watch"):
         continue

@@ -235,7 +235,7 @@ type RevisionSender = tokio::sync::mpsc::Sender<Result<RevisionAnswers, Status>>
 type AnswerSender = tokio::sync::mpsc::Sender<Result<ForwardAnswers, Status>>;
 
 /// Answer messages queued on one `ForwardWrites` stream ahead of what HTTP/2 has sent: 16 as
-/// the raft stream's window, enough to keep the stream busy; past it the writes of the stream
+/// `ClusterConfig::stream_window`, enough to keep the stream busy; past it the writes of the stream
 /// wait for the sender to read.
 const FORWARD_ANSWERS_WINDOW: usize = 16;
 

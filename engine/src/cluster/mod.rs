@@ -205,8 +205,9 @@ pub struct ClusterConfig {
     /// `ShardConfig::max_round_entry_bytes` with room to spare and stays far below the peer
     /// port's message limit.
     pub max_batch_bytes: usize,
-    /// Batches handed to the gRPC stream ahead of what HTTP/2 has sent. 16 keeps the stream
-    /// busy without hiding back-pressure from the queue.
+    /// Batches handed to a gRPC stream fed through a channel (the revision link's) ahead of
+    /// what HTTP/2 has sent. 16 keeps the stream busy without hiding back-pressure from the
+    /// queue. (The raft and forwarding streams are cut from their queues as HTTP/2 asks.)
     pub stream_window: usize,
     /// Writes queued per member they are sent on to (`forwarding`) before a writer waits.
     /// 4,096 is far more than the client port keeps in flight; past it the writers' own

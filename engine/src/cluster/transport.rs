@@ -4,22 +4,27 @@
 //! A shard's Ready round hands its messages to [`PeerTransport::send`] on the shard thread,
 //! which never blocks: each peer has a bounded queue ([`ClusterConfig::peer_queue`]) and a
 //! message that does not fit is dropped (raft resends what is lost; the slow-consumer policy of
-//! this fan-out). One task per peer ([`PeerRouter::start`]) takes everything queued at once,
-//! cuts it into one [`RaftBatch`], and writes it to the peer's `Raft` stream; HTTP/2 flow
-//! control pushes back on it when the peer reads slowly. When the connection fails the task
+//! this fan-out). Each peer's `Raft` stream is the queue itself ([`Outbound`]): when HTTP/2
+//! has room it takes everything queued at once and cuts it into one [`RaftBatch`], so flow
+//! control pushes back on the queue when the peer reads slowly. One task per peer
+//! ([`PeerRouter::start`]) holds the call open; when the connection fails the task
 //! tells every shard the peer is unreachable (raft then probes instead of streaming appends),
 //! drops what was queued, and reconnects with a doubling backoff.
 
 use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
 #[cfg(test)]
 use std::time::Duration;
 
 use ballast_proto::ballastpb::{peer_client::PeerClient, RaftBatch, ShardRaftMessage};
 use ballast_raft::{Message, Transport};
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use prost_011::Message as _;
 use tokio::sync::mpsc;
+use tokio_stream::Stream;
 use tonic::transport::Channel;
 
 use super::forwarding::Forwarders;
@@ -172,48 +177,41 @@ impl PeerRouter {
         }
     }
 
-    async fn send_loop(self: Arc<Self>, peer: u64, url: String, mut rx: mpsc::Receiver<Parcel>) {
+    async fn send_loop(self: Arc<Self>, peer: u64, url: String, rx: mpsc::Receiver<Parcel>) {
+        let rx = Arc::new(Mutex::new(rx));
         let mut backoff = self.cfg.reconnect_backoff_min;
         loop {
-            if rx.is_closed() {
+            if rx.lock().is_closed() {
                 return;
             }
             let Some(mut client) = self.client(peer) else { return };
-            let (tx, stream_rx) = mpsc::channel::<RaftBatch>(self.cfg.stream_window);
-            let mut call =
-                tokio::spawn(async move { client.raft(tokio_stream::wrappers::ReceiverStream::new(stream_rx)).await });
-            let mut sent_any = false;
-            // Sends until the stream breaks. The call is watched too: a follower sends its leader
-            // only answers, so a dead leader would otherwise be noticed only at its next message,
-            // which never comes; the broken connection is the first sign.
-            let ended = loop {
-                tokio::select! {
-                    parcel = rx.recv() => {
-                        let Some(first) = parcel else { return };
-                        let batch = self.cut_batch(peer, first, &mut rx);
-                        if tx.send(batch).await.is_err() {
-                            break (&mut call).await;
-                        }
-                        if !sent_any {
-                            sent_any = true;
-                            backoff = self.cfg.reconnect_backoff_min;
-                        }
-                    }
-                    ended = &mut call => break ended,
-                }
+            let outbound = Outbound {
+                router: Arc::clone(&self),
+                peer,
+                rx: Arc::clone(&rx),
+                retired: Arc::new(AtomicBool::new(false)),
+                sent: Arc::new(AtomicBool::new(false)),
             };
-            drop(tx);
-            match ended {
-                Ok(Err(status)) => tracing::debug!(peer = format_args!("{peer:x}"), %url, %status, "peer stream ended"),
-                Ok(Ok(_)) => {}
-                Err(_) => return,
+            let (retired, sent) = (Arc::clone(&outbound.retired), Arc::clone(&outbound.sent));
+            // The call lasts as long as the stream: a follower sends its leader only answers, so
+            // a dead leader would otherwise be noticed only at its next message, which never
+            // comes; the broken connection ends the call at once.
+            let ended = client.raft(outbound).await;
+            // The stream of a broken connection may still be held by the HTTP/2 client for a
+            // moment: it must not take parcels meant for the next connection.
+            retired.store(true, Ordering::SeqCst);
+            if sent.load(Ordering::SeqCst) {
+                backoff = self.cfg.reconnect_backoff_min;
             }
-            if rx.is_closed() {
+            if let Err(status) = ended {
+                tracing::debug!(peer = format_args!("{peer:x}"), %url, %status, "peer stream ended");
+            }
+            if rx.lock().is_closed() {
                 return;
             }
             self.report_unreachable(peer);
             // What was queued for the broken connection is stale; raft resends what matters.
-            while rx.try_recv().is_ok() {}
+            while rx.lock().try_recv().is_ok() {}
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(self.cfg.reconnect_backoff_max);
         }
@@ -263,6 +261,42 @@ impl PeerRouter {
                     tracing::debug!(peer = format_args!("{peer:x}"), shard, "raft message to an unknown member dropped")
                 }
             }
+        }
+    }
+}
+
+/// The request stream of one connection to a peer. HTTP/2 polls it when the stream has room,
+/// and each poll cuts what the peer's queue holds into one batch: the queue's waker is the
+/// HTTP/2 sender's own, so a parcel a shard queues goes to the socket with no task between.
+/// (A task taking the queue and handing batches on through a channel of its own, as before,
+/// cost one more wake-up and hand-over per batch.)
+struct Outbound {
+    router: Arc<PeerRouter>,
+    peer: u64,
+    /// The peer's queue, shared by the connections to it in turn (one polls it at a time).
+    rx: Arc<Mutex<mpsc::Receiver<Parcel>>>,
+    /// Set once the connection is given up: the stream ends.
+    retired: Arc<AtomicBool>,
+    /// Set once a batch went out on this connection: the reconnect backoff starts over.
+    sent: Arc<AtomicBool>,
+}
+
+impl Stream for Outbound {
+    type Item = RaftBatch;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<RaftBatch>> {
+        if self.retired.load(Ordering::SeqCst) {
+            return Poll::Ready(None);
+        }
+        let mut rx = self.rx.lock();
+        match rx.poll_recv(cx) {
+            Poll::Ready(Some(first)) => {
+                let batch = self.router.cut_batch(self.peer, first, &mut rx);
+                self.sent.store(true, Ordering::SeqCst);
+                Poll::Ready(Some(batch))
+            }
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
         }
     }
 }
@@ -331,5 +365,31 @@ mod tests {
         assert!(rx.try_recv().is_err(), "the second parcel did not fit");
         let batch = router.cut_batch(2, first, &mut rx);
         assert_eq!((batch.cluster_id, batch.from, batch.to, batch.messages.len()), (9, 1, 2, 2));
+    }
+
+    #[tokio::test]
+    async fn the_stream_takes_everything_queued_at_once_and_ends_once_retired() {
+        use tokio_stream::StreamExt as _;
+        let router = PeerRouter::new(1, 9, &[(2, "http://127.0.0.1:2".into())], ClusterConfig::default());
+        let (_, _, rx) = router.waiting.lock().drain(..).next().expect("one peer");
+        let rx = Arc::new(Mutex::new(rx));
+        let msg = |to| Message { to, from: 1, ..Default::default() };
+        let t = PeerTransport::new(3, Arc::clone(&router));
+        t.send(vec![msg(2)]);
+        t.send(vec![msg(2), msg(2)]);
+        let mut out = Outbound {
+            router: Arc::clone(&router),
+            peer: 2,
+            rx: Arc::clone(&rx),
+            retired: Arc::new(AtomicBool::new(false)),
+            sent: Arc::new(AtomicBool::new(false)),
+        };
+        let batch = out.next().await.expect("a batch");
+        assert_eq!((batch.to, batch.messages.len()), (2, 3), "both parcels in one batch");
+        assert!(out.sent.load(Ordering::SeqCst));
+        out.retired.store(true, Ordering::SeqCst);
+        t.send(vec![msg(2)]);
+        assert!(out.next().await.is_none(), "a retired connection's stream ends");
+        assert!(rx.lock().try_recv().is_ok(), "the parcel waits for the next connection");
     }
 }
