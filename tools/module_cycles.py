@@ -99,6 +99,8 @@ def analyse(src):
                     else:
                         uses[mod].append((base, segs))
             no_use = re.sub(r"(pub(?:\([a-z:]+\))?\s+)?use\s+([^;]+);", "", part)
+            # A visibility (`pub(in crate::shard)`) names a module without depending on it.
+            no_use = re.sub(r"pub\(in\s+[^)]*\)", "pub", no_use)
             for m in re.finditer(r"(?<![A-Za-z0-9_:$])((?:crate|super|self)(?:::" + IDENT + r")+)", no_use):
                 uses[mod].append((base, m.group(1).split("::")))
             # A child module named by a relative path (`kinds::ALL`).

@@ -34,9 +34,8 @@ use raft::{GetEntriesContext, RaftState, Storage, StorageError as RaftStorageErr
 use crate::raft_snapshot::SnapshotConfig;
 use crate::storage::{Cf, KvBackend, ScanOrder, StorageError, WriteBatch, WriteOpts};
 
-/// Meta key (`Cf::Meta`, written by the shard's state machine with each applied round) of the
-/// last applied raft index (u64 BE): a snapshot for a follower is taken at it.
-pub const META_APPLIED_INDEX: &[u8] = b"applied_index";
+mod keys;
+pub use keys::META_APPLIED_INDEX;
 
 const HARD_STATE: &[u8] = b"hs";
 const CONF_STATE: &[u8] = b"cs";

@@ -1,4 +1,4 @@
-//! [`Forwarders`]: writes a member sends on to the member leading their shard, over one
+//! Writes a member sends on to the member leading their shard, over one
 //! long-lived `ForwardWrites` stream per leading member.
 //!
 //! A unary call per write costs an HTTP/2 stream, its headers and a task on both sides; under
@@ -25,29 +25,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_stream::Stream;
 use tonic::{Code, Status};
 
+use super::forward_queue::{Queued, Reply};
 use super::transport::PeerRouter;
-
-/// What a writer waits on: the leader's answer or the status the write failed with.
-type Reply = oneshot::Sender<Result<ForwardResponse, Status>>;
-
-/// One write waiting to be sent.
-struct Queued {
-    shard: u32,
-    write: RaftCommand,
-    reply: Reply,
-}
-
-/// The forwarding queues of a member, one per member it sends writes to.
-#[derive(Default)]
-pub struct Forwarders {
-    queues: Mutex<HashMap<u64, mpsc::Sender<Queued>>>,
-}
-
-impl std::fmt::Debug for Forwarders {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Forwarders").field("peers", &self.queues.lock().len()).finish()
-    }
-}
 
 impl PeerRouter {
     /// Sends `write` for shard `shard` to `peer` (which leads it) and waits, at most `timeout`,

@@ -16,6 +16,7 @@
 //! entry of shard 0's log once it has `spread_at_voters` voters ([`placement`]).
 
 pub mod allocation;
+mod forward_queue;
 pub mod forwarding;
 pub mod members;
 pub mod placement;

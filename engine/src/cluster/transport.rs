@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 use tokio_stream::Stream;
 use tonic::transport::Channel;
 
-use super::forwarding::Forwarders;
+use super::forward_queue::Forwarders;
 use super::ClusterConfig;
 
 /// What one shard queued for one peer in one Ready round.

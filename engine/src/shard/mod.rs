@@ -60,6 +60,7 @@ pub use colocate::{Colocation, NOTHING_PENDING};
 pub use executor::ShardPlacement;
 pub use msg::{GroupProgress, Reply, ShardMsg, ShardStatus, WriteResponse};
 use reads::{PendingRead, ReadQueue};
+use spread::Spread;
 use stall::Heartbeat;
 use state_machine::{ApplyOutput, ShardStateMachine};
 
@@ -344,7 +345,7 @@ pub struct Shard<B: KvBackend + Clone> {
     conf_changed: bool,
     /// This shard's dealings with the revision group (see [`ShardGroup::revisions`]), from
     /// open or from when the member switched to spread leaders ([`switch`]).
-    spread: Option<spread::Spread>,
+    spread: Option<Spread>,
     /// The revision group a growing cluster's shard takes once the member switches.
     group: Option<Arc<crate::cluster::allocation::RevisionGroup>>,
     /// See [`ShardGroup::placement`].
@@ -354,7 +355,7 @@ pub struct Shard<B: KvBackend + Clone> {
     /// What the shard's watchers were last told before it switched to spread leaders: a
     /// spread shard never tells them less.
     switch_floor: i64,
-    /// The shard's own mailbox, for the grants of a [`spread::Spread`] made after open.
+    /// The shard's own mailbox, for the grants of a [`Spread`] made after open.
     mailbox: flume::WeakSender<ShardMsg>,
     /// When a raft message of this shard last came from each peer. Raft's own `recent_active`
     /// is cleared on the leader every election timeout (check-quorum) and set again only by the
@@ -456,7 +457,7 @@ impl<B: KvBackend + Clone> Shard<B> {
             gauges: Arc::default(),
         };
         let gauges = Arc::clone(&handle.gauges);
-        let spread = revisions.map(|group| spread::Spread::new(group, handle.tx.downgrade()));
+        let spread = revisions.map(|group| Spread::new(group, handle.tx.downgrade()));
         let mailbox = handle.tx.downgrade();
         let mut shard = Self {
             gauges,
@@ -921,7 +922,7 @@ impl<B: KvBackend + Clone> Shard<B> {
     /// applied, and nothing it evaluated is still uncommitted (so a round commits whole, and
     /// reads get a moment with only committed state each round).
     fn can_evaluate(&self) -> bool {
-        self.ready_to_evaluate() && self.spread.as_ref().is_none_or(spread::Spread::holds_grant)
+        self.ready_to_evaluate() && self.spread.as_ref().is_none_or(Spread::holds_grant)
     }
 
     /// [`Shard::can_evaluate`] but for the revision group's grant, which a shard whose leaders

@@ -13,80 +13,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ballast_raft::StateMachine as _;
-use flume::WeakSender;
 use prost::Message as _;
 
 use super::{balance, Shard, ShardMsg};
-use crate::cluster::allocation::{Granted, RevisionGroup};
+use crate::cluster::allocation::Granted;
 use crate::cluster::revision_group::{Release, Report, RoundId};
 use crate::error::Result;
 use crate::storage::KvBackend;
+use state::GrantState;
+pub(super) use state::Spread;
 
-/// Where a shard's round stands with the allocator.
-#[derive(Debug)]
-enum GrantState {
-    Idle,
-    Asked(u64, Instant),
-    Held(Granted),
-}
-
-/// A shard's dealings with the revision group.
-#[derive(Debug)]
-pub(super) struct Spread {
-    group: Arc<RevisionGroup>,
-    /// The shard's own mailbox, for grants to come back by (weak: the loop still ends when the
-    /// network plane drops every handle).
-    mailbox: WeakSender<ShardMsg>,
-    state: GrantState,
-    /// The last round number asked for.
-    round: u64,
-    /// Every round up to this one is finished: its grant, if any came, was returned.
-    done_through: u64,
-    retry_at: Option<Instant>,
-    /// Grants of allocators older than the one last reported to are refused.
-    min_epoch: u64,
-    /// (epoch, term) of the last report sent.
-    reported: Option<(u64, u64)>,
-    /// Shard 0: the ceiling entry in flight: (index, term, ceiling, epoch).
-    ceiling: Option<(u64, u64, i64, u64)>,
-    /// When each peer was last reported unreachable: a member that just died may still count
-    /// as active in raft's progress for up to an election timeout, and a leadership handed to
-    /// it stalls the shard's writes until raft gives the transfer up.
-    unreachable: Vec<(u64, Instant)>,
-}
-
-impl Spread {
-    pub(super) fn new(group: Arc<RevisionGroup>, mailbox: WeakSender<ShardMsg>) -> Self {
-        Self {
-            group,
-            mailbox,
-            state: GrantState::Idle,
-            round: 0,
-            done_through: 0,
-            retry_at: None,
-            min_epoch: 0,
-            reported: None,
-            ceiling: None,
-            unreachable: Vec::new(),
-        }
-    }
-
-    /// Records that `peer` could not be reached just now.
-    pub(super) fn note_unreachable(&mut self, peer: u64, now: Instant) {
-        self.unreachable.retain(|(p, _)| *p != peer);
-        self.unreachable.push((peer, now));
-    }
-
-    /// True when `peer` was reported unreachable less than `within` ago.
-    fn recently_unreachable(&self, peer: u64, now: Instant, within: Duration) -> bool {
-        self.unreachable.iter().any(|(p, at)| *p == peer && now.saturating_duration_since(*at) < within)
-    }
-
-    /// True while a grant waits to be used by the next round.
-    pub(super) fn holds_grant(&self) -> bool {
-        matches!(self.state, GrantState::Held(_))
-    }
-}
+mod state;
 
 impl<B: KvBackend + Clone> Shard<B> {
     pub(super) fn shard_number(&self) -> u32 {
