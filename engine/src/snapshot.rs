@@ -111,27 +111,11 @@ pub(crate) fn unpack_state_stream<B: KvBackend>(stream: impl Read, dir: &Path) -
         let mut writer = crate::raft_snapshot::TableWriter::start::<B>(&tables)?;
         let mut r = HashingReader { inner: BufReader::with_capacity(1 << 20, stream), hasher: Sha256::new(), read: 0 };
         let bad = |why: String| RestoreError::BadArchive { path: what.clone(), why };
-        let mut magic = vec![0u8; MAGIC.len()];
-        r.read_exact(&mut magic)?;
-        if magic != MAGIC {
+        if !read_magic(&mut r)? {
             return Err(bad("it does not start with the Ballast snapshot header".into()));
         }
-        loop {
-            let mut word = [0u8; 4];
-            r.read_exact(&mut word).map_err(|_| bad("it ends inside its file list".into()))?;
-            let name_len = u32::from_be_bytes(word) as usize;
-            if name_len == 0 {
-                break;
-            }
-            if name_len > 4096 {
-                return Err(bad(format!("a file name of {name_len} bytes")));
-            }
-            let mut name = vec![0u8; name_len];
-            r.read_exact(&mut name).map_err(|_| bad("it ends inside a file name".into()))?;
-            let name = String::from_utf8(name).map_err(|_| bad("a file name is not UTF-8".into()))?;
-            let mut size = [0u8; 8];
-            r.read_exact(&mut size).map_err(|_| bad("it ends inside a file header".into()))?;
-            let size = u64::from_be_bytes(size);
+        while let Some(name) = read_name(&mut r).map_err(bad)? {
+            let size = read_size(&mut r).map_err(bad)?;
             if size > crate::raft_snapshot::MAX_STATE_ENTRY_BYTES {
                 return Err(bad(format!("{name} holds {size} bytes")));
             }
@@ -244,37 +228,52 @@ fn unpack(archive: &Path, body: u64, data_dir: &Path) -> Result<Restored, Restor
     Ok(Restored { shards: count, files, bytes })
 }
 
+/// Reads an archive's first bytes: whether they are Ballast's header.
+fn read_magic(r: &mut impl Read) -> std::io::Result<bool> {
+    let mut magic = vec![0u8; MAGIC.len()];
+    r.read_exact(&mut magic)?;
+    Ok(magic == MAGIC)
+}
+
+/// Reads the next file name of an archive's list: `None` at the empty name that ends it; the
+/// error says where the archive is damaged.
+fn read_name(r: &mut impl Read) -> Result<Option<String>, String> {
+    let mut word = [0u8; 4];
+    r.read_exact(&mut word).map_err(|_| "it ends inside its file list".to_string())?;
+    let name_len = u32::from_be_bytes(word) as usize;
+    if name_len == 0 {
+        return Ok(None);
+    }
+    if name_len > 4096 {
+        return Err(format!("a file name of {name_len} bytes"));
+    }
+    let mut name = vec![0u8; name_len];
+    r.read_exact(&mut name).map_err(|_| "it ends inside a file name".to_string())?;
+    String::from_utf8(name).map(Some).map_err(|_| "a file name is not UTF-8".to_string())
+}
+
+/// Reads the size that follows a file's name in an archive.
+fn read_size(r: &mut impl Read) -> Result<u64, String> {
+    let mut size = [0u8; 8];
+    r.read_exact(&mut size).map_err(|_| "it ends inside a file header".to_string())?;
+    Ok(u64::from_be_bytes(size))
+}
+
 /// Reads an archive's header and files from `r` (up to and including the empty name that ends
 /// the list) into their shards' directories under `data_dir`; answers the shard count, files
 /// and bytes. `archive` names the archive in errors.
 fn unpack_files(r: &mut impl Read, archive: &Path, data_dir: &Path) -> Result<(u32, usize, u64), RestoreError> {
     let bad = |why: String| RestoreError::BadArchive { path: archive.to_path_buf(), why };
-    let mut magic = vec![0u8; MAGIC.len()];
-    r.read_exact(&mut magic)?;
-    if magic != MAGIC {
+    if !read_magic(r)? {
         return Err(bad("it does not start with the Ballast snapshot header".into()));
     }
     let (mut files, mut bytes) = (0usize, 0u64);
     let mut shards = std::collections::BTreeSet::new();
     let mut plain_names = false;
-    loop {
-        let mut word = [0u8; 4];
-        r.read_exact(&mut word).map_err(|_| bad("it ends inside its file list".into()))?;
-        let name_len = u32::from_be_bytes(word) as usize;
-        if name_len == 0 {
-            break;
-        }
-        if name_len > 4096 {
-            return Err(bad(format!("a file name of {name_len} bytes")));
-        }
-        let mut name = vec![0u8; name_len];
-        r.read_exact(&mut name).map_err(|_| bad("it ends inside a file name".into()))?;
-        let name = String::from_utf8(name).map_err(|_| bad("a file name is not UTF-8".into()))?;
+    while let Some(name) = read_name(r).map_err(bad)? {
         let (shard, file) = place(&name).ok_or_else(|| bad(format!("unexpected file name {name:?}")))?;
         plain_names |= !name.contains('/');
-        let mut size = [0u8; 8];
-        r.read_exact(&mut size).map_err(|_| bad("it ends inside a file header".into()))?;
-        let size = u64::from_be_bytes(size);
+        let size = read_size(r).map_err(bad)?;
         let dir = crate::data_dir::shard_db_dir(data_dir, shard);
         std::fs::create_dir_all(&dir)?;
         let mut out = BufWriter::new(File::create(dir.join(file))?);

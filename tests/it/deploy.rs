@@ -223,7 +223,7 @@ async fn local_cluster_starts_serves_and_stops() {
     assert_eq!(stdout(&stored, "etcdctl get configmap key").trim(), "/registry/configmaps/default/deploy-check");
 
     // A member killed with SIGKILL is brought back by `start`, which leaves the others alone.
-    let killed = std::process::Command::new("kill").args(["-9", &pids[1].to_string()]).status().unwrap();
+    let killed = std::process::Command::new("kill").args(["-9", &pids[1].to_string()]).status().expect("kill runs");
     assert!(killed.success());
     assert!(wait_for(Duration::from_secs(5), async || !alive(pids[1])).await, "m2 survived kill -9");
     stdout(&c.etcdctl(&[c.endpoint(0)], &["put", "deploy-check", "while-m2-down"]).await, "etcdctl put");
