@@ -26,7 +26,7 @@ fuzz_target!(|data: &[u8]| {
     let schema = schema::lookup(group, version, kind).expect("invariant: a built-in kind has a schema");
     // The envelope, as a client sends it, and the bare message inside it.
     let decoded =
-        if pick & 0x80 == 0 { protobuf::decode_object(body, schema, schema::unset_zeros) } else { protobuf::decode_message(body, schema, schema::unset_zeros) };
+        if pick & 0x80 == 0 { protobuf::decode_object(body, schema, schema::GO_ZEROS) } else { protobuf::decode_message(body, schema, schema::GO_ZEROS) };
     match decoded {
         Ok(value) => {
             assert!(matches!(value, Value::Object(_)), "decoded to a non-object: {value}");
