@@ -188,36 +188,27 @@ def main():
                         nulls.append(json_name)
             if values or nulls:
                 rows.append((message, values, nulls))
-            omitted = [
-                tag.split(",")[0]
-                for go_type, tag, _ in fields
-                if "omitempty" in tag.split(",")[1:]
-                and not go_type.startswith(("*", "[]", "map["))
-                and scalar_kind(go_type, imports, path)
-                and tag.split(",")[0] in scalar_fields.get(message, ())
-            ]
+            def plain(omitempty, known, kinds=SCALARS, embedded=False):
+                """JSON names of the fields that are neither pointers, slices nor maps, of a scalar
+                kind (`kinds`, default numbers and booleans), in `known`, with `omitempty` or
+                without it as `omitempty` says; embedded fields count only if `embedded`."""
+                return [
+                    tag.split(",")[0]
+                    for go_type, tag, named in fields
+                    if (named or embedded)
+                    and ("omitempty" in tag.split(",")[1:]) == omitempty
+                    and not go_type.startswith(("*", "[]", "map["))
+                    and scalar_kind(go_type, imports, path, kinds)
+                    and tag.split(",")[0] in known.get(message, ())
+                ]
+
+            omitted = plain(True, scalar_fields, embedded=True)
             if omitted:
                 unset.append((message, omitted))
-            scalars = [
-                tag.split(",")[0]
-                for go_type, tag, named in fields
-                if named
-                and "omitempty" not in tag.split(",")[1:]
-                and not go_type.startswith(("*", "[]", "map["))
-                and scalar_kind(go_type, imports, path)
-                and tag.split(",")[0] in scalar_fields.get(message, ())
-            ]
+            scalars = plain(False, scalar_fields)
             if scalars:
                 printed_scalars.append((message, scalars))
-            empties = [
-                tag.split(",")[0]
-                for go_type, tag, named in fields
-                if named
-                and "omitempty" not in tag.split(",")[1:]
-                and not go_type.startswith(("*", "[]", "map["))
-                and scalar_kind(go_type, imports, path, {"string"})
-                and tag.split(",")[0] in string_fields.get(message, ())
-            ]
+            empties = plain(False, string_fields, {"string"})
             if empties:
                 printed.append((message, empties))
 

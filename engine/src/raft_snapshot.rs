@@ -33,6 +33,7 @@ use ballast_proto::ballastpb::{SnapshotDescriptor, SnapshotInstall};
 use ballast_raft::{ConfState, LogStore, Snapshot, SnapshotMetadata};
 use prost::Message;
 
+use crate::data_dir::{META_CLUSTER_ID, META_MEMBER_ID, META_SHARD_COUNT};
 use crate::error::{EngineError, Result};
 use crate::storage::{encode_pair, Cf, KvBackend, ScanOrder, StorageError, WriteBatch, WriteOpts};
 
@@ -41,7 +42,7 @@ pub const META_SNAPSHOT_INSTALL: &[u8] = b"snapshot_install";
 
 /// Meta keys that belong to the member rather than to the replicated state: a snapshot's state
 /// replaces the rest of `meta`, never these (its sender is another member).
-pub const MEMBER_LOCAL_META: [&[u8]; 4] = [b"member_id", b"cluster_id", b"shard_count", META_SNAPSHOT_INSTALL];
+pub const MEMBER_LOCAL_META: [&[u8]; 4] = [META_MEMBER_ID, META_CLUSTER_ID, META_SHARD_COUNT, META_SNAPSHOT_INSTALL];
 
 /// Fetches the state a descriptor names from its member into the given directory as the table
 /// files [`cut`] wrote; answers the directory that holds them, for [`install`].
