@@ -46,6 +46,7 @@ pub mod status;
 pub mod tls;
 pub mod unary;
 pub mod watch;
+mod watch_cross;
 pub mod watch_grpc;
 mod watch_shards;
 mod watch_stream;

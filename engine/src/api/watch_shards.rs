@@ -17,8 +17,11 @@
 //!   mark on that shard ([`crate::watch::WatchSender::lag_mark`]), read before the channels are
 //!   drained. A revision belongs to one shard, so the merge never interleaves one revision's
 //!   events. While events are held the task re-checks every `merge_tick`, since the shard that
-//!   holds the others back may have nothing to send this watcher. The client sees one `created`,
-//!   one `canceled`, and progress notifications at released revisions.
+//!   holds the others back may have nothing to send this watcher. A watcher is released only
+//!   against a bound read after every shard answered its `created`: until a shard has created
+//!   it, that shard's lag mark says nothing of the history it will send for it
+//!   (`api::watch_cross`). The client sees one `created`, one `canceled`, and progress
+//!   notifications at released revisions.
 //! * **Progress.** A progress request goes to every shard holding a watcher of the stream (a hub
 //!   answers nothing on a stream without watchers, as etcd does); the client gets one answer,
 //!   once each of them has answered, at the lowest of their revisions and of the released
@@ -41,10 +44,11 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
 
 use super::auth::Credentials;
+use super::watch_cross::{CrossWatchers, Shape, Taken};
 use super::watch_stream::send_reliably;
 use super::{route, Api};
 use crate::shard::ShardMsg;
-use crate::watch::wire::{WireEvent, WireResponse};
+use crate::watch::wire::WireResponse;
 use crate::watch::{self, ControlCredits, Outgoing, WatchSender};
 
 /// Where a watcher of the stream lives.
@@ -112,7 +116,7 @@ pub(crate) async fn open(
         lags,
         credits: credits.clone(),
         stream: id,
-        cross: HashMap::new(),
+        cross: CrossWatchers::new(shards),
         progress: (0..shards).map(|_| None).collect(),
         answer: None,
     };
@@ -283,24 +287,6 @@ fn choose_id(ids: &SharedIds, c: &mut WatchCreateRequest, place: Placement) -> P
     place
 }
 
-/// A watcher over several shards, as the merge sees it.
-#[derive(Debug)]
-struct Cross {
-    /// Shards that answered `created`.
-    created: usize,
-    /// Shards that answered `canceled`; the client saw the first.
-    canceled: usize,
-    /// Events received and not yet released, per shard, each in revision order.
-    held: Vec<VecDeque<WireEvent>>,
-    /// A shard sent a periodic progress notification: one goes to the client at the next
-    /// release, at the released revision.
-    notify_due: bool,
-    /// The last revision sent to the client for this watcher (events or notification).
-    sent_upto: i64,
-    /// The client asked for responses split at `max_response_bytes`.
-    fragment: bool,
-}
-
 /// The merge task's state: see the module doc.
 struct Merge {
     api: Api,
@@ -309,7 +295,7 @@ struct Merge {
     lags: Vec<Arc<AtomicI64>>,
     credits: Vec<ControlCredits>,
     stream: u64,
-    cross: HashMap<i64, Cross>,
+    cross: CrossWatchers,
     /// The shards' answers to the oldest progress request, by shard.
     progress: Vec<Option<WireResponse>>,
     /// A folded progress answer, sent after this turn's release.
@@ -320,8 +306,7 @@ impl Merge {
     async fn run(mut self, mut tagged: Tagged, out: mpsc::Sender<Outgoing>) {
         let tick = self.api.watch_merge_tick;
         loop {
-            let holding = self.cross.values().any(|c| c.held.iter().any(|h| !h.is_empty()));
-            let first = if holding {
+            let first = if self.cross.holding() {
                 tokio::select! {
                     item = tagged.next() => Some(item),
                     () = tokio::time::sleep(tick) => None,
@@ -335,17 +320,24 @@ impl Merge {
                 self.take(s, resp, &mut outgoing);
             }
             // The bound is read before the channels are drained: every event at or below it
-            // is then among what the drain finds. The drain is exempt from tokio's cooperative
+            // is then among what the drain finds, for the watchers every shard had created
+            // when it was read (`CrossWatchers::arm`). The drain is exempt from tokio's cooperative
             // budget: a receive over budget answers Pending with messages still queued, and the
             // release below would then pass a shard's held-back events with another's later
             // ones (a catching-up stream spends the budget within a few turns). What the drain
             // takes is still bounded: the shards' channels hold `watch_stream_buffer` batches
             // each, within their event budgets.
+            self.cross.arm();
             let bound = self.bound();
             while let Some(Some((s, resp))) = tokio::task::unconstrained(tagged.next()).now_or_never() {
                 self.take(s, resp, &mut outgoing);
             }
-            self.release(bound, &mut outgoing);
+            let shape = Shape {
+                batch_events: self.api.watch_catchup_batch,
+                max_response_bytes: self.api.watch_max_response_bytes,
+            };
+            let header = self.api.header().map(|h| ResponseHeader { revision: bound, ..h });
+            self.cross.release(bound, header, shape, &mut outgoing);
             if let Some(mut answer) = self.answer.take() {
                 answer.cap_revision(bound);
                 outgoing.push(answer);
@@ -422,42 +414,26 @@ impl Merge {
         }
     }
 
-    fn take_cross(&mut self, s: usize, resp: WireResponse, fragment: bool, outgoing: &mut Vec<WireResponse>) {
-        let shards = self.api.shards.len();
+    fn take_cross(&mut self, s: usize, mut resp: WireResponse, fragment: bool, outgoing: &mut Vec<WireResponse>) {
         let id = resp.watch_id;
-        let w = self.cross.entry(id).or_insert_with(|| Cross {
-            created: 0,
-            canceled: 0,
-            held: (0..shards).map(|_| VecDeque::new()).collect(),
-            notify_due: false,
-            sent_upto: 0,
-            fragment,
-        });
-        if resp.created {
-            w.created += 1;
-            if w.created == shards {
+        match self.cross.take(s, &mut resp, fragment) {
+            Taken::Kept => {}
+            Taken::Created => {
                 outgoing.push(resp);
                 self.count_created();
             }
-        } else if resp.canceled {
-            w.canceled += 1;
-            let (first, last) = (w.canceled == 1, w.canceled == shards);
-            if first {
-                w.held.iter_mut().for_each(VecDeque::clear);
-            }
-            if last {
-                self.cross.remove(&id);
-                lock(&self.ids).placement.remove(&id);
-            }
-            if first {
+            Taken::FirstCancel { gone } => {
+                if gone {
+                    lock(&self.ids).placement.remove(&id);
+                }
                 if resp.compact_revision > 0 {
                     self.cancel_elsewhere(s, id);
                 }
                 outgoing.push(resp);
             }
-        } else if w.canceled == 0 {
-            w.notify_due |= resp.events.is_empty();
-            w.held[s].extend(resp.events);
+            Taken::Gone => {
+                lock(&self.ids).placement.remove(&id);
+            }
         }
     }
 
@@ -470,102 +446,5 @@ impl Merge {
                 let _ = self.api.shards[s].send(ShardMsg::WatchCancel(self.stream, id));
             }
         }
-    }
-
-    /// Sends every held event at or below `bound`, in revision order: per watcher, responses of
-    /// at most `catchup_batch_events` events (a revision is never split), each split further
-    /// into fragments when the watcher asked for them and it is larger than
-    /// `max_response_bytes`, as a one-shard watcher's catch-up is.
-    fn release(&mut self, bound: i64, outgoing: &mut Vec<WireResponse>) {
-        let (batch, max_bytes) = (self.api.watch_catchup_batch, self.api.watch_max_response_bytes);
-        for (&id, w) in &mut self.cross {
-            if w.canceled > 0 || w.created < self.api.shards.len() {
-                continue;
-            }
-            let mut events = Vec::new();
-            for held in &mut w.held {
-                while held.front().is_some_and(|e| e.rev() <= bound) {
-                    events.extend(held.pop_front());
-                }
-            }
-            let header = self.api.header().map(|h| ResponseHeader { revision: bound, ..h });
-            if events.is_empty() {
-                // A progress notification reports only what every shard has sent.
-                if w.notify_due && bound > w.sent_upto {
-                    w.notify_due = false;
-                    w.sent_upto = bound;
-                    outgoing.push(WireResponse { header, watch_id: id, ..Default::default() });
-                }
-                continue;
-            }
-            // One revision's events come from one shard, so a stable sort keeps them together.
-            events.sort_by_key(WireEvent::rev);
-            w.sent_upto = bound;
-            for events in batches(events, batch) {
-                let resp = WireResponse { header, watch_id: id, events: events.into(), ..Default::default() };
-                if w.fragment && resp.encoded_len() > max_bytes {
-                    outgoing.extend(resp.fragments(max_bytes));
-                } else {
-                    outgoing.push(resp);
-                }
-            }
-        }
-    }
-}
-
-/// Splits `events` (in revision order) into runs of at most `most` events, cutting only between
-/// revisions: a revision with more events than `most` is a run of its own.
-fn batches(events: Vec<WireEvent>, most: usize) -> Vec<Vec<WireEvent>> {
-    // `cur` is the run being filled; `rev` the events of the revision being read.
-    fn close(out: &mut Vec<Vec<WireEvent>>, cur: &mut Vec<WireEvent>, rev: &mut Vec<WireEvent>, most: usize) {
-        if !cur.is_empty() && cur.len() + rev.len() > most {
-            out.push(std::mem::take(cur));
-        }
-        cur.append(rev);
-    }
-    let most = most.max(1);
-    let (mut out, mut cur, mut rev) = (Vec::new(), Vec::new(), Vec::new());
-    for e in events {
-        if rev.first().is_some_and(|f: &WireEvent| f.rev() != e.rev()) {
-            close(&mut out, &mut cur, &mut rev, most);
-        }
-        rev.push(e);
-    }
-    close(&mut out, &mut cur, &mut rev, most);
-    if !cur.is_empty() {
-        out.push(cur);
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use ballast_proto::mvccpb::{Event, KeyValue};
-
-    fn ev(rev: i64, key: &str) -> WireEvent {
-        WireEvent::encode(&Event {
-            kv: Some(KeyValue { key: key.as_bytes().to_vec().into(), mod_revision: rev, ..Default::default() }),
-            ..Default::default()
-        })
-    }
-
-    fn shape(runs: &[Vec<WireEvent>]) -> Vec<Vec<i64>> {
-        runs.iter().map(|r| r.iter().map(WireEvent::rev).collect()).collect()
-    }
-
-    #[test]
-    fn batches_cut_between_revisions_only() {
-        // Revisions 1..=5; revision 3 has three events (a txn), the rest one.
-        let events = vec![ev(1, "a"), ev(2, "b"), ev(3, "c"), ev(3, "d"), ev(3, "e"), ev(4, "f"), ev(5, "g")];
-        assert_eq!(shape(&batches(events.clone(), 2)), vec![vec![1, 2], vec![3, 3, 3], vec![4, 5]]);
-        assert_eq!(shape(&batches(events.clone(), 4)), vec![vec![1, 2], vec![3, 3, 3, 4], vec![5]]);
-        assert_eq!(shape(&batches(events.clone(), 100)), vec![vec![1, 2, 3, 3, 3, 4, 5]]);
-        // Nothing lost, order kept, whatever the limit.
-        for most in 0..9 {
-            let flat: Vec<WireEvent> = batches(events.clone(), most).into_iter().flatten().collect();
-            assert_eq!(flat, events, "limit {most}");
-        }
-        assert!(batches(Vec::new(), 3).is_empty());
     }
 }
