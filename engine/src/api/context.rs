@@ -237,7 +237,7 @@ impl ApiContext {
 
     async fn write_unmetered(&self, s: u32, cmd: Command) -> Result<WriteResponse> {
         if !self.router.has_peers() {
-            return self.shard(s).write(self.request_timeout, cmd).await;
+            return self.call(s, |tx| ShardMsg::Write(cmd, tx)).await;
         }
         let deadline = tokio::time::Instant::now() + self.request_timeout;
         let request = forward_request::Request::Write(RaftCommand { command: Some(cmd), ..Default::default() });
@@ -384,7 +384,7 @@ impl ApiContext {
         };
         if is_write {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            self.shard(s).wait_applied(left, resp.applied_index).await?;
+            self.shard(s).call(left, |tx| ShardMsg::WaitApplied(resp.applied_index, tx)).await?;
         }
         set_member(&mut answer, self.member.id);
         Ok(answer)

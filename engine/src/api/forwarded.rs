@@ -23,7 +23,7 @@ impl ApiContext {
         let answer = match request {
             forward_request::Request::Write(cmd) => {
                 let Some(cmd) = cmd.command else { return Err(EngineError::Remote(unexpected("an empty write"))) };
-                match self.shard(s).write(self.request_timeout, cmd).await? {
+                match self.call(s, |tx| ShardMsg::Write(cmd, tx)).await? {
                     WriteResponse::Put(r) => R::Put(r),
                     WriteResponse::DeleteRange(r) => R::DeleteRange(r),
                     WriteResponse::Txn(r) => R::Txn(r),

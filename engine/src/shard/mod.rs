@@ -25,7 +25,6 @@ pub mod colocate;
 mod conf_change_tests;
 pub mod cut;
 pub mod executor;
-mod inbox;
 pub mod msg;
 mod reads;
 mod spread;
@@ -59,7 +58,6 @@ use crate::storage::{Cf, KvBackend, ScanOrder};
 use crate::watch::{WatchConfig, WatchHub};
 pub use colocate::{Colocation, NOTHING_PENDING};
 pub use executor::ShardPlacement;
-use inbox::{AppliedWaiters, WriteInbox};
 pub use msg::{GroupProgress, Reply, ShardMsg, ShardStatus, WriteResponse};
 use reads::{PendingRead, ReadQueue};
 use spread::Spread;
@@ -214,10 +212,6 @@ pub struct ShardHandle {
     pending: Arc<AtomicI64>,
     own_rev: Arc<AtomicI64>,
     gauges: Arc<crate::metrics::ShardGauges>,
-    /// Writes held while the shard's round is in flight (see [`inbox`]).
-    inbox: Arc<WriteInbox>,
-    /// Waiters for the applied index (see [`inbox`]).
-    applied_waiters: Arc<AppliedWaiters>,
 }
 
 impl ShardHandle {
@@ -239,32 +233,10 @@ impl ShardHandle {
     pub async fn call<T>(&self, timeout: Duration, make: impl FnOnce(Reply<T>) -> ShardMsg) -> Result<T> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.send(make(tx))?;
-        answer(timeout, rx).await?
-    }
-
-    /// Proposes `cmd` and waits up to `timeout` for its answer, sent once it is applied. While
-    /// the shard's round is in flight the write is held without waking the shard thread
-    /// ([`inbox`]); otherwise it goes through the mailbox.
-    ///
-    /// # Errors
-    /// The shard's answer, `Timeout`, `Stopped` or `TooManyRequests`.
-    pub async fn write(&self, timeout: Duration, cmd: Command) -> Result<WriteResponse> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        if let Err((cmd, tx)) = self.inbox.offer((cmd, tx)) {
-            self.send(ShardMsg::Write(cmd, tx))?;
-        }
-        answer(timeout, rx).await?
-    }
-
-    /// Waits up to `timeout` until the shard has applied raft index `index` (a write this
-    /// member sent on to the leader is answered once it is applied here too).
-    ///
-    /// # Errors
-    /// `Timeout`, or `Stopped` when the shard stopped first.
-    pub async fn wait_applied(&self, timeout: Duration, index: u64) -> Result<()> {
-        match self.applied_waiters.wait(index, || self.applied())? {
-            None => Ok(()),
-            Some(rx) => answer(timeout, rx).await,
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(EngineError::Stopped),
+            Err(_) => Err(EngineError::Timeout),
         }
     }
 
@@ -297,7 +269,7 @@ impl ShardHandle {
 
     /// Returns how many messages wait in the shard's mailbox.
     pub fn mailbox_depth(&self) -> usize {
-        self.tx.len() + self.inbox.len()
+        self.tx.len()
     }
 
     /// Returns true when this member led the shard at the end of its last round.
@@ -319,15 +291,6 @@ impl ShardHandle {
     }
 }
 
-/// Waits up to `timeout` for `rx`; a dropped sender means the shard stopped.
-async fn answer<T>(timeout: Duration, rx: tokio::sync::oneshot::Receiver<T>) -> Result<T> {
-    match tokio::time::timeout(timeout, rx).await {
-        Ok(Ok(r)) => Ok(r),
-        Ok(Err(_)) => Err(EngineError::Stopped),
-        Err(_) => Err(EngineError::Timeout),
-    }
-}
-
 type ShardRaft<B> = RaftNode<BackendLogStore<B>, ShardStateMachine<B>, PeerTransport>;
 
 /// A shard and everything it owns. Lives on its own thread; see [`Shard::run`].
@@ -345,10 +308,6 @@ pub struct Shard<B: KvBackend + Clone> {
     reads: ReadQueue,
     /// Replies waiting for the applied index to reach theirs.
     waiters: Vec<(u64, Reply<()>)>,
-    /// See [`ShardHandle::write`].
-    inbox: Arc<WriteInbox>,
-    /// See [`ShardHandle::wait_applied`].
-    applied_waiters: Arc<AppliedWaiters>,
     /// Membership changes proposed here: (index, term, reply), answered once applied.
     conf_waiters: Vec<(u64, u64, Reply<()>)>,
     /// The index of this member's first entry as leader: it evaluates nothing before that is
@@ -496,8 +455,6 @@ impl<B: KvBackend + Clone> Shard<B> {
             pending: Arc::clone(&pending),
             own_rev: Arc::clone(&published_rev),
             gauges: Arc::default(),
-            inbox: Arc::new(WriteInbox::new(cfg.mailbox_capacity)),
-            applied_waiters: Arc::default(),
         };
         let gauges = Arc::clone(&handle.gauges);
         let spread = revisions.map(|group| Spread::new(group, handle.tx.downgrade()));
@@ -513,8 +470,6 @@ impl<B: KvBackend + Clone> Shard<B> {
             writes: VecDeque::new(),
             reads: ReadQueue::new(ids.member_id),
             waiters: Vec::new(),
-            inbox: Arc::clone(&handle.inbox),
-            applied_waiters: Arc::clone(&handle.applied_waiters),
             conf_waiters: Vec::new(),
             term_start: 0,
             single,
@@ -565,10 +520,6 @@ impl<B: KvBackend + Clone> Shard<B> {
             }
         }
         self.reads.fail_all(|| EngineError::Stopped);
-        self.applied_waiters.stop();
-        for (_, reply) in self.inbox.set_holding(false) {
-            let _ = reply.send(Err(EngineError::Stopped));
-        }
         for (_, _, reply, _) in self.answers.drain(..) {
             let _ = reply.send(Err(EngineError::Stopped));
         }
@@ -578,11 +529,6 @@ impl<B: KvBackend + Clone> Shard<B> {
     fn run_loop(&mut self, beat: &Heartbeat) -> Result<()> {
         let mut next_tick = self.clock.now() + self.cfg.tick_interval;
         while !self.stopping {
-            // A leader waiting for its round's answers wakes for them: writes arriving meanwhile
-            // are held for it instead of waking it (they could not be evaluated before them).
-            // A lone voter has no answers to wait for: it commits in the round it proposes.
-            let hold = !self.single && self.node.is_leader() && self.round_in_flight();
-            self.take_held(hold);
             let now = self.clock.now();
             let mut wait = next_tick.saturating_duration_since(now);
             if self.hub.has_lagging() {
@@ -621,7 +567,6 @@ impl<B: KvBackend + Clone> Shard<B> {
                     taken += 1;
                 }
             }
-            self.take_held(hold);
             self.gauges.round_messages.store(taken, Ordering::Relaxed);
             if !self.single {
                 self.reads.request_index(&mut self.node, self.clock.now());
@@ -653,13 +598,6 @@ impl<B: KvBackend + Clone> Shard<B> {
             self.hub.catch_up_to(self.node.state_machine().store(), current, &hdr)?;
         }
         Ok(())
-    }
-
-    /// Moves the writes the inbox held into this round's queue, after the mailbox's, and
-    /// tells the inbox whether to hold the next ones (see [`inbox`]).
-    fn take_held(&mut self, hold: bool) {
-        let held = self.inbox.set_holding(hold);
-        self.writes.extend(held.into_iter().map(|(cmd, reply)| (cmd, Some(reply))));
     }
 
     fn on_tick(&mut self, now: Instant) -> Result<()> {
@@ -1208,7 +1146,6 @@ impl<B: KvBackend + Clone> Shard<B> {
         // Published before the answers, so a forwarded write's applied index covers it.
         self.published_rev.store(self.own_rev, Ordering::SeqCst);
         self.applied.store(applied, Ordering::SeqCst);
-        self.applied_waiters.applied(applied);
         if let Some((s, colo)) = self.colo.as_ref().filter(|_| self.conf_changed) {
             // Before a membership change is answered: the change's waiter then sees it here.
             colo.set_conf(*s, (self.node.voters(), self.node.learners()));
