@@ -26,6 +26,9 @@
 # --server-pids`). Failover: writers put through all three endpoints while `ballast-load
 # failover` kills the leader with SIGKILL; the figure is the time from the kill to the first
 # acknowledged put sent after it (median of FAILOVERS tries, each on a fresh cluster).
+# The report also splits each Ballast member's CPU time and wake-ups by thread (its shard
+# threads, its network runtime's) and, for puts, gives the ops per round (per entry the leader's
+# shard 0 appended), so costs per round and per op can be told apart between scenarios.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration=${DURATION:-10}
@@ -164,6 +167,45 @@ wakeups() {
     awk '/^voluntary_ctxt_switches/ {s += $2} END {print s + 0}'
 }
 
+# threads: one line per thread of the members so far: the member's part in the scenario
+# (leader; serving: the follower the load goes to; follower), the thread's name, its voluntary
+# context switches and its CPU time in clock ticks (user + system).
+threads() {
+  local k t part
+  for k in "${!pids[@]}"; do
+    if ((k == leader)); then part=leader; elif ((k == i)); then part=serving; else part=follower; fi
+    for t in /proc/"${pids[$k]}"/task/*; do
+      echo "$part $(cat "$t/comm") $(awk '/^voluntary_ctxt_switches/ {print $2}' "$t/status") $(cut -d' ' -f14,15 "$t/stat")"
+    done 2>/dev/null
+  done
+}
+
+# raft_index: the leader's raft index (Ballast: shard 0's; one entry per round of writes).
+raft_index() {
+  timeout 5 etcdctl --endpoints="${endpoints[$leader]#http://}" endpoint status -w json 2>/dev/null |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["Status"]["raftIndex"])' 2>/dev/null || echo 0
+}
+
+# per_thread <before> <after>: JSON {"<part> <thread>": [wake-ups, CPU µs]} over the two samples;
+# numbered threads (ballast-shard-3) count under one name.
+per_thread() {
+  python3 - "$1" "$2" "$(getconf CLK_TCK)" <<'PY'
+import json, re, sys
+def read(path):
+    out = {}
+    for line in open(path):
+        f = line.split()
+        if len(f) != 5:
+            continue
+        key = f[0] + " " + re.sub(r"-\d+$", "", f[1])
+        w, c = out.get(key, (0, 0))
+        out[key] = (w + int(f[2]), c + int(f[3]) + int(f[4]))
+    return out
+a, b, tck = read(sys.argv[1]), read(sys.argv[2]), int(sys.argv[3])
+print(json.dumps({k: [b[k][0] - a.get(k, (0, 0))[0], (b[k][1] - a.get(k, (0, 0))[1]) * 1_000_000 // tck] for k in sorted(b)}))
+PY
+}
+
 load_before=$(uptime)
 top_before=$(top -bn1 | head -15)
 for s in $scenarios; do
@@ -187,6 +229,8 @@ for s in $scenarios; do
       perf_pid=$!
     fi
     woken=$(wakeups)
+    threads >"$work/threads-before"
+    index=$(raft_index)
     # Bounded: the timed part plus preloading and the fan-out's registration and drain time.
     if line=$(timeout $((duration + 300)) "$load" run --endpoint "${endpoints[$i]}" --scenario "$scenario" \
       --duration "$duration" --server-pid "${pids[$leader]}" --server-pids "$all"); then
@@ -196,7 +240,10 @@ for s in $scenarios; do
         rss=$((rss + ${kb:-0}))
       done
       woken=$(($(wakeups) - woken))
-      record "{\"target\":\"$target\",\"via\":\"$via\",\"members_rss_kb\":$rss,\"members_wakeups\":$woken,\"load1\":$(cut -d' ' -f1 /proc/loadavg),\"result\":$line}"
+      threads >"$work/threads-after"
+      index=$(($(raft_index) - index))
+      split=$(per_thread "$work/threads-before" "$work/threads-after")
+      record "{\"target\":\"$target\",\"via\":\"$via\",\"members_rss_kb\":$rss,\"members_wakeups\":$woken,\"raft_entries\":$index,\"threads\":$split,\"load1\":$(cut -d' ' -f1 /proc/loadavg),\"result\":$line}"
     else
       record "{\"target\":\"$target\",\"via\":\"$via\",\"result\":{\"scenario\":\"$scenario\",\"failed\":true}}"
     fi
@@ -340,6 +387,25 @@ if woke:
               "| scenario | " + " | ".join(names[c] for c in cols) + " |", "|---|" + "---:|" * len(cols)]
     for s, w in woke.items():
         lines.append(f"| {s} | " + " | ".join(f"{w[c]:.1f}" if c in w else "n/a" for c in cols) + " |")
+split = [r for r in rows if r.get("threads") and r["result"].get("ops") and r["target"].startswith("ballast")]
+if split:
+    names = {"ballast_base": "earlier build", "ballast": "this build", "ballast_together": "one leader"}
+    lines += ["", "## Per thread and per round (Ballast)", "",
+              "CPU time (user + system) and wake-ups (voluntary context switches) of each member's threads over",
+              "the whole load run (connecting and preloading too), per op of the timed part; `serving` is the",
+              "follower the load goes to, `follower` the other one (both when the load goes to the leader).",
+              "Ops per round, for puts: the timed part's ops over the entries the leader's shard 0 appended",
+              "during the run (a round of writes is one entry; with several shards, shard 0's only). Threads",
+              "with less than 1 µs per op are left out.", "",
+              "| scenario | build | ops per round | member, thread: CPU µs / wake-ups per op |", "|---|---|---:|---|"]
+    for r in split:
+        res = r["result"]
+        ops = res["ops"]
+        name = res["scenario"] + ("@follower" if r.get("via") == "follower" else "")
+        puts = res["scenario"].startswith("put") and r.get("raft_entries", 0) > 0
+        per_round = f"{ops / r['raft_entries']:.1f}" if puts else "n/a"
+        parts = [f"{k}: {c / ops:,.0f} / {w / ops:.2f}" for k, (w, c) in r["threads"].items() if c / ops >= 1]
+        lines.append(f"| {name} | {names.get(r['target'], r['target'])} | {per_round} | " + "; ".join(parts) + " |")
 for s, t in by.items():
     if not s.startswith("watch"):
         continue
