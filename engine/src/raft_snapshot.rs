@@ -12,7 +12,12 @@
 //! the keys at sequence number 0 as ingestion requires, synced), on a thread beside the one
 //! that receives and hashes the stream, and checks the SHA-256 at the end; memory stays bounded
 //! whatever the size and the state is read once on the leader and written once on the
-//! follower. The follower installs the files:
+//! follower. On a third thread, in front of the writer's, the follower also builds its store's
+//! in-memory state (key index, newest values, live keys' leases: [`crate::mvcc::IndexRebuild`])
+//! from the `kv` pairs, which are the history records in the order a reopen would read them
+//! back, so that after the install the state is ready without a pass over the tables. The
+//! built state lives in memory only: a fetch or install that fails drops it, and a start that
+//! finishes an install opens the store as any start does. The follower installs the files:
 //!
 //! 1. a marker ([`SnapshotInstall`]) is written to the shard's meta, synced;
 //! 2. the replicated column families are replaced by the files ([`install`]): `kv` and `lease`

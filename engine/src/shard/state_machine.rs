@@ -228,7 +228,8 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
     }
 
     /// Replaces the state with the leader's a raft snapshot names (see `raft_snapshot`): its
-    /// table files fetched into the snapshot directory, marked, installed, reopened.
+    /// table files fetched into the snapshot directory (the store's state built as they
+    /// arrive), marked, installed, reopened with that state.
     fn install_snapshot(&mut self, snapshot: &ballast_raft::Snapshot) -> Result<()> {
         let Some(cfg) = self.snapshots.clone() else { return Err(EngineError::NotCapable) };
         let desc = SnapshotDescriptor::decode(snapshot.data.as_slice())
