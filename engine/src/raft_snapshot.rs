@@ -12,7 +12,12 @@
 //! the keys at sequence number 0 as ingestion requires, synced), on a thread beside the one
 //! that receives and hashes the stream, and checks the SHA-256 at the end; memory stays bounded
 //! whatever the size and the state is read once on the leader and written once on the
-//! follower. The follower installs the files:
+//! follower. On a third thread, in front of the writer's, the follower also builds its store's
+//! in-memory state (key index, newest values, live keys' leases: [`crate::mvcc::IndexRebuild`])
+//! from the `kv` pairs, which are the history records in the order a reopen would read them
+//! back, so that after the install the state is ready without a pass over the tables. The
+//! built state lives in memory only: a fetch or install that fails drops it, and a start that
+//! finishes an install opens the store as any start does. The follower installs the files:
 //!
 //! 1. a marker ([`SnapshotInstall`]) is written to the shard's meta, synced;
 //! 2. the replicated column families are replaced by the files ([`install`]): `kv` and `lease`
@@ -35,6 +40,7 @@ use prost::Message;
 
 use crate::data_dir::{META_CLUSTER_ID, META_MEMBER_ID, META_SHARD_COUNT};
 use crate::error::{EngineError, Result};
+use crate::mvcc::{IndexRebuild, Rebuilt};
 use crate::storage::{encode_pair, Cf, KvBackend, ScanOrder, StorageError, WriteBatch, WriteOpts};
 
 /// Shard meta key of the install marker.
@@ -45,8 +51,19 @@ pub const META_SNAPSHOT_INSTALL: &[u8] = b"snapshot_install";
 pub const MEMBER_LOCAL_META: [&[u8]; 4] = [META_MEMBER_ID, META_CLUSTER_ID, META_SHARD_COUNT, META_SNAPSHOT_INSTALL];
 
 /// Fetches the state a descriptor names from its member into the given directory as the table
-/// files [`cut`] wrote; answers the directory that holds them, for [`install`].
-pub type SnapshotFetch = Arc<dyn Fn(&SnapshotDescriptor, &Path) -> Result<PathBuf> + Send + Sync>;
+/// files [`cut`] wrote, building the store's state on the way when given an [`IndexRebuild`]
+/// ([`TableWriter`]).
+pub type SnapshotFetch = Arc<dyn Fn(&SnapshotDescriptor, &Path, Option<IndexRebuild>) -> Result<Fetched> + Send + Sync>;
+
+/// A fetched snapshot's state.
+#[derive(Debug)]
+pub struct Fetched {
+    /// The directory of the received table files, for [`install`].
+    pub tables: PathBuf,
+    /// The store's in-memory state built from them, when the fetch was asked to: what opening
+    /// the store on them would build (the index of [`crate::mvcc::MvccStore::open_rebuilt`]).
+    pub rebuilt: Option<Rebuilt>,
+}
 
 /// Where a shard keeps checkpoints for followers and how it fetches one from its leader.
 #[derive(Clone)]
@@ -207,26 +224,33 @@ pub fn cut<B: KvBackend>(checkpoint: &Path, emit: &mut dyn FnMut(String, Vec<u8>
 
 /// Follower side: writes the entries [`cut`] sent into table files in a directory as they
 /// arrive ([`KvBackend::write_tables`], on a thread of its own, so that writing the files
-/// overlaps receiving and checking the stream), for [`install`]. At most a few entries wait
-/// for it: memory stays bounded whatever the state's size.
+/// overlaps receiving and checking the stream), for [`install`]. Given an [`IndexRebuild`],
+/// it also builds the store's in-memory state from the `kv` pairs on the way, on another
+/// thread in front of the writer's: they are the history records in key order, exactly what
+/// the store's open would read back from the installed files, so the member need not read
+/// them back. At most a few entries wait for each thread: memory stays bounded whatever the
+/// state's size (but for the value cache the build fills, within its budget).
 #[derive(Debug)]
 pub struct TableWriter {
     tx: Option<std::sync::mpsc::SyncSender<(Cf, Vec<u8>)>>,
     thread: Option<std::thread::JoinHandle<Result<()>>>,
+    /// The thread that builds the state and hands each entry on to the writer's.
+    rebuild: Option<std::thread::JoinHandle<Result<Rebuilt>>>,
     /// The family of the last entry: entries come family by family, in [`REPLICATED`] order.
     last: usize,
 }
 
 /// Entries waiting for a [`TableWriter`]'s thread: four keep it busy while the stream delivers
-/// the next, 4 MiB at most.
+/// the next, 4 MiB at most (twice that with the state's build in front of it).
 const TABLE_WRITER_QUEUE: usize = 4;
 
 impl TableWriter {
-    /// Starts writing table files of backend `B` into the existing directory `dir`.
+    /// Starts writing table files of backend `B` into the existing directory `dir`, and, with
+    /// `rebuild`, building the store's state from the `kv` entries.
     ///
     /// # Errors
-    /// The thread could not be started.
-    pub fn start<B: KvBackend>(dir: &Path) -> Result<Self> {
+    /// A thread could not be started.
+    pub fn start<B: KvBackend>(dir: &Path, rebuild: Option<IndexRebuild>) -> Result<Self> {
         let (tx, rx) = std::sync::mpsc::sync_channel::<(Cf, Vec<u8>)>(TABLE_WRITER_QUEUE);
         let dir = dir.to_path_buf();
         let thread = std::thread::Builder::new()
@@ -240,13 +264,37 @@ impl TableWriter {
                 Ok(())
             })
             .map_err(StorageError::from)?;
-        Ok(Self { tx: Some(tx), thread: Some(thread), last: 0 })
+        let Some(mut build) = rebuild else {
+            return Ok(Self { tx: Some(tx), thread: Some(thread), rebuild: None, last: 0 });
+        };
+        let (head, rx) = std::sync::mpsc::sync_channel::<(Cf, Vec<u8>)>(TABLE_WRITER_QUEUE);
+        let rebuild = std::thread::Builder::new()
+            .name("ballast-snapshot-index".into())
+            .spawn(move || -> Result<Rebuilt> {
+                for (cf, chunk) in rx {
+                    if cf == Cf::Kv {
+                        // A record that does not decode fails the build (at `finish`), as it
+                        // would fail the store's open; the pairs' own framing is checked here.
+                        crate::storage::decode_pairs(&chunk, &mut |k, v| {
+                            build.feed(k, v);
+                            Ok(())
+                        })?;
+                    }
+                    if tx.send((cf, chunk)).is_err() {
+                        // The writer stopped: its error says why.
+                        return Err(EngineError::Stopped);
+                    }
+                }
+                build.finish()
+            })
+            .map_err(StorageError::from)?;
+        Ok(Self { tx: Some(head), thread: Some(thread), rebuild: Some(rebuild), last: 0 })
     }
 
     /// Hands over the archive entry `name` holding `pairs`.
     ///
     /// # Errors
-    /// `Corrupt` for an entry of no replicated family or out of order, or the writer's error.
+    /// `Corrupt` for an entry of no replicated family or out of order, or a thread's error.
     pub fn push(&mut self, name: &str, pairs: Vec<u8>) -> Result<()> {
         let rank = REPLICATED
             .iter()
@@ -260,26 +308,31 @@ impl TableWriter {
         self.last = rank;
         let sent = self.tx.as_ref().is_some_and(|tx| tx.send((REPLICATED[rank], pairs)).is_ok());
         if !sent {
-            // The thread stopped: its error says why.
+            // A thread stopped: its error says why.
             return self.join().and(Err(EngineError::Stopped));
         }
         Ok(())
     }
 
-    /// Waits until every file is written and synced.
+    /// Waits until every file is written and synced; answers the state built, when asked for.
     ///
     /// # Errors
-    /// The writer's error.
-    pub fn finish(mut self) -> Result<()> {
+    /// A thread's error: the files, the state, or both are incomplete.
+    pub fn finish(mut self) -> Result<Option<Rebuilt>> {
         self.join()
     }
 
-    fn join(&mut self) -> Result<()> {
+    fn join(&mut self) -> Result<Option<Rebuilt>> {
         self.tx = None;
-        match self.thread.take() {
+        // The build's thread ends first and so closes the writer's queue.
+        let built = self.rebuild.take().map(|t| t.join().unwrap_or(Err(EngineError::Stopped)));
+        let written = match self.thread.take() {
             Some(t) => t.join().unwrap_or(Err(EngineError::Stopped)),
             None => Ok(()),
-        }
+        };
+        // The writer's error first: the build stops (Stopped) because the writer did.
+        written?;
+        built.transpose()
     }
 }
 

@@ -36,7 +36,7 @@ use crate::cluster::{members, ClusterConfig, ClusterView, Member, Membership, Pe
 use crate::error::{EngineError, Result};
 use crate::header::HeaderInfo;
 use crate::mvcc::RevisionCounter;
-use crate::raft_snapshot::{SnapshotConfig, SnapshotFetch};
+use crate::raft_snapshot::{Fetched, SnapshotConfig, SnapshotFetch};
 use crate::shard::stall::{self, StallWatch};
 use crate::shard::{executor, Colocation, Shard, ShardConfig, ShardGroup, ShardHandle};
 use crate::shard_map::ShardMap;
@@ -816,20 +816,26 @@ where
 
 /// Returns how a shard fetches the state a raft snapshot names: over the peer port from the
 /// member that sent it, as table files written as their chunks arrive (memory stays bounded
-/// whatever the size, and the archive is never stored whole). Runs on the shard thread, which
+/// whatever the size, and the archive is never stored whole), building the store's state from
+/// them on the way when asked to. Runs on the shard thread, which
 /// waits for it: a follower installing a snapshot has nothing else it could do.
 fn snapshot_fetch(router: Arc<PeerRouter>, cluster_id: u64) -> SnapshotFetch {
-    Arc::new(move |desc: &SnapshotDescriptor, target: &Path| -> Result<PathBuf> {
-        let Some(runtime) = router.runtime() else { return Err(EngineError::Stopped) };
-        let Some(mut client) = router.client(desc.from) else { return Err(EngineError::NoLeader) };
-        std::fs::create_dir_all(target).map_err(StorageError::from)?;
-        let req = SnapshotFetchRequest { cluster_id, shard: desc.shard, index: desc.index, from: router.me() };
-        let stream =
-            runtime.block_on(async { client.fetch_snapshot(req).await }).map_err(EngineError::Remote)?.into_inner();
-        let chunks = ChunkReader { runtime, stream, chunk: bytes::Bytes::new(), at: 0 };
-        crate::snapshot::unpack_state_stream::<RocksBackend>(chunks, target)
-            .map_err(|e| EngineError::Remote(tonic::Status::data_loss(e.to_string())))
-    })
+    Arc::new(
+        move |desc: &SnapshotDescriptor,
+              target: &Path,
+              rebuild: Option<crate::mvcc::IndexRebuild>|
+              -> Result<Fetched> {
+            let Some(runtime) = router.runtime() else { return Err(EngineError::Stopped) };
+            let Some(mut client) = router.client(desc.from) else { return Err(EngineError::NoLeader) };
+            std::fs::create_dir_all(target).map_err(StorageError::from)?;
+            let req = SnapshotFetchRequest { cluster_id, shard: desc.shard, index: desc.index, from: router.me() };
+            let stream =
+                runtime.block_on(async { client.fetch_snapshot(req).await }).map_err(EngineError::Remote)?.into_inner();
+            let chunks = ChunkReader { runtime, stream, chunk: bytes::Bytes::new(), at: 0 };
+            crate::snapshot::unpack_state_stream::<RocksBackend>(chunks, target, rebuild)
+                .map_err(|e| EngineError::Remote(tonic::Status::data_loss(e.to_string())))
+        },
+    )
 }
 
 /// The bytes of a `Peer.FetchSnapshot` stream as a blocking reader, for a shard thread.

@@ -96,19 +96,24 @@ pub fn restore(archive: &Path, data_dir: &Path) -> Result<Restored, RestoreError
 
 /// Reads a leader's state fetched for a raft snapshot (an archive of `raft_snapshot::cut`'s
 /// entries) from `stream` as it arrives, writing it into table files of backend `B` in the
-/// directory a one-shard store would have under `dir` (`raft_snapshot::TableWriter`) and checking the SHA-256 trailer at its end;
-/// answers that directory once every file is written and synced. The archive is never stored:
-/// memory holds a few entries, and a damaged or cut short archive leaves nothing behind in
-/// `dir`.
+/// directory a one-shard store would have under `dir` (`raft_snapshot::TableWriter`, which
+/// also builds the store's state from the pairs when given `rebuild`) and checking the SHA-256
+/// trailer at its end; answers that directory once every file is written and synced, and the
+/// state built. The archive is never stored: memory holds a few entries, and a damaged or cut
+/// short archive leaves nothing behind in `dir` and no state.
 ///
 /// # Errors
 /// [`RestoreError`]: a damaged archive or an I/O failure (of `stream` too).
-pub(crate) fn unpack_state_stream<B: KvBackend>(stream: impl Read, dir: &Path) -> Result<PathBuf, RestoreError> {
+pub(crate) fn unpack_state_stream<B: KvBackend>(
+    stream: impl Read,
+    dir: &Path,
+    rebuild: Option<crate::mvcc::IndexRebuild>,
+) -> Result<crate::raft_snapshot::Fetched, RestoreError> {
     let what = dir.join("<fetched snapshot>");
     let tables = crate::data_dir::shard_db_dir(dir, 0);
-    let result = (|| -> Result<(), RestoreError> {
+    let result = (|| -> Result<Option<crate::mvcc::Rebuilt>, RestoreError> {
         std::fs::create_dir_all(&tables)?;
-        let mut writer = crate::raft_snapshot::TableWriter::start::<B>(&tables)?;
+        let mut writer = crate::raft_snapshot::TableWriter::start::<B>(&tables, rebuild)?;
         let mut r = HashingReader { inner: BufReader::with_capacity(1 << 20, stream), hasher: Sha256::new(), read: 0 };
         let bad = |why: String| RestoreError::BadArchive { path: what.clone(), why };
         if !read_magic(&mut r)? {
@@ -127,7 +132,7 @@ pub(crate) fn unpack_state_stream<B: KvBackend>(stream: impl Read, dir: &Path) -
         writer.finish().map_err(|e| bad(e.to_string()))
     })();
     match result {
-        Ok(()) => Ok(tables),
+        Ok(rebuilt) => Ok(crate::raft_snapshot::Fetched { tables, rebuilt }),
         Err(e) => {
             let _ = std::fs::remove_dir_all(dir);
             Err(e)
@@ -376,7 +381,7 @@ mod tests {
         let target = dir.path().join("incoming");
         // One byte at a time: the reader is a stream of chunks of any size.
         let trickle = std::io::BufReader::with_capacity(1, bytes.as_slice());
-        let tables = unpack_state_stream::<MemBackend>(trickle, &target).expect("unpacked");
+        let tables = unpack_state_stream::<MemBackend>(trickle, &target, None).expect("unpacked").tables;
         assert_eq!(tables, crate::data_dir::shard_db_dir(&target, 0));
         let live = MemBackend::new();
         let mut wb = WriteBatch::new();
@@ -395,18 +400,19 @@ mod tests {
         let mut flipped = bytes.clone();
         *flipped.last_mut().expect("digest") ^= 1;
         let other = dir.path().join("flipped");
-        let err = unpack_state_stream::<MemBackend>(flipped.as_slice(), &other).expect_err("a flipped digest bit");
+        let err =
+            unpack_state_stream::<MemBackend>(flipped.as_slice(), &other, None).expect_err("a flipped digest bit");
         assert!(err.to_string().contains("SHA-256 does not match"), "{err}");
         assert!(!other.exists(), "nothing is left behind");
 
         for (cut, why) in [(bytes.len() - 1, "inside its SHA-256"), (bytes.len() - 40, "inside its padding")] {
-            let err = unpack_state_stream::<MemBackend>(&bytes[..cut], &other).expect_err("cut short");
+            let err = unpack_state_stream::<MemBackend>(&bytes[..cut], &other, None).expect_err("cut short");
             assert!(err.to_string().contains(why), "{cut}: {err}");
             assert!(!other.exists());
         }
         let mut longer = bytes.clone();
         longer.push(0);
-        let err = unpack_state_stream::<MemBackend>(longer.as_slice(), &other).expect_err("trailing");
+        let err = unpack_state_stream::<MemBackend>(longer.as_slice(), &other, None).expect_err("trailing");
         assert!(err.to_string().contains("follow"), "{err}");
         for (entries, why) in [
             (vec![("raft-000000.pairs", &kv)], "no replicated column family"),
@@ -414,7 +420,7 @@ mod tests {
             (vec![("kv-000000.pairs", &kv[..kv.len() - 1].to_vec())], "cut short"),
         ] {
             let entries: Vec<(&str, &[u8])> = entries.iter().map(|(n, b)| (*n, b.as_slice())).collect();
-            let err = unpack_state_stream::<MemBackend>(archive(&entries).as_slice(), &other).expect_err(why);
+            let err = unpack_state_stream::<MemBackend>(archive(&entries).as_slice(), &other, None).expect_err(why);
             assert!(err.to_string().contains(why), "{why}: {err}");
             assert!(!other.exists());
         }

@@ -14,7 +14,7 @@ use super::live_set::LiveSet;
 use super::revision::Revision;
 
 /// The in-memory key index.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TreeIndex {
     keys: BTreeMap<Bytes, KeyIndex>,
     /// The keys alive at `newest`.

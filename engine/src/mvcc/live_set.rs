@@ -19,7 +19,7 @@ use super::key_range::{KeyRange, RangeEnd};
 const CHUNK: usize = 512;
 
 /// The live keys, in key order.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LiveSet {
     /// Sorted, non-empty chunks; every key of a chunk sorts before every key of the next.
     chunks: Vec<Vec<Bytes>>,

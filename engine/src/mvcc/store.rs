@@ -23,7 +23,7 @@ use prost::Message;
 
 use super::index::TreeIndex;
 use super::key_range::KeyRange;
-use super::record_head;
+use super::rebuild::{IndexRebuild, Rebuilt};
 use super::rev_counter::RevisionCounter;
 use super::revision::{self, Revision};
 use super::value_cache::ValueCache;
@@ -100,57 +100,40 @@ impl<B: KvBackend> MvccStore<B> {
     /// # Errors
     /// Returns a storage error, or `Corrupt` when history records do not decode.
     pub fn open_with(backend: B, value_cache_bytes: usize, revs: Arc<RevisionCounter>) -> Result<(Self, LiveLeases)> {
-        let compact_rev = match backend.get(Cf::Meta, META_COMPACT_REV)? {
+        let compact_rev = Self::stored_compact_rev(&backend)?;
+        let mut rebuild = IndexRebuild::new(value_cache_bytes);
+        // One pass over the whole history, read once: the backend neither caches nor keeps it.
+        backend.scan_once(Cf::Kv, &mut |k, v| rebuild.feed(k, v))?;
+        Self::assemble(backend, rebuild.finish()?, compact_rev, revs)
+    }
+
+    /// Opens the store on `backend` with the state [`IndexRebuild`] built from exactly the
+    /// history `backend` holds (a raft snapshot's records, fed as they arrived and then taken
+    /// in whole): no pass over the history.
+    ///
+    /// # Errors
+    /// Returns a storage error.
+    pub fn open_rebuilt(backend: B, rebuilt: Rebuilt, revs: Arc<RevisionCounter>) -> Result<(Self, LiveLeases)> {
+        let compact_rev = Self::stored_compact_rev(&backend)?;
+        Self::assemble(backend, rebuilt, compact_rev, revs)
+    }
+
+    fn stored_compact_rev(backend: &B) -> Result<i64> {
+        Ok(match backend.get(Cf::Meta, META_COMPACT_REV)? {
             Some(v) => i64::from_be_bytes(
                 v.as_slice().try_into().map_err(|_| StorageError::Corrupt { cf: "meta", what: "compact_rev" })?,
             ),
             None => 0,
-        };
-        let mut index = TreeIndex::default();
-        let mut cache = ValueCache::new(value_cache_bytes);
-        let mut leases = LiveLeases::new();
-        let mut last_main = 1;
-        let mut bad = false;
-        // One pass over the whole history, read once: the backend neither caches nor keeps it.
-        backend.scan_once(Cf::Kv, &mut |k, v| {
-            let Some((rev, tomb)) = revision::decode_key(k) else {
-                bad = true;
-                return false;
-            };
-            let Some(head) = record_head::decode(v) else {
-                bad = true;
-                return false;
-            };
-            last_main = last_main.max(rev.main);
-            if let Some(superseded) = index.get(&head.key, i64::MAX) {
-                cache.remove(&superseded.modified);
-            }
-            if tomb {
-                index.tombstone(&head.key, rev);
-                leases.remove(&head.key);
-            } else {
-                if head.lease != 0 {
-                    leases.insert(head.key.clone(), head.lease);
-                } else {
-                    leases.remove(&head.key);
-                }
-                index.restore_put(head.key, Revision::new(head.create_revision, 0), rev, head.version);
-                // Only a value the cache has room for is decoded (copied); the rest are stepped over.
-                if cache.has_room(v.len()) {
-                    match KeyValue::decode(v) {
-                        Ok(kv) => cache.insert(rev, kv),
-                        Err(_) => {
-                            bad = true;
-                            return false;
-                        }
-                    }
-                }
-            }
-            true
-        })?;
-        if bad {
-            return Err(StorageError::Corrupt { cf: "kv", what: "undecodable history record" }.into());
-        }
+        })
+    }
+
+    fn assemble(
+        backend: B,
+        rebuilt: Rebuilt,
+        compact_rev: i64,
+        revs: Arc<RevisionCounter>,
+    ) -> Result<(Self, LiveLeases)> {
+        let Rebuilt { index, cache, leases, last_main } = rebuilt;
         revs.observe(last_main.max(compact_rev));
         let store = Self {
             opened_at: last_main.max(compact_rev),

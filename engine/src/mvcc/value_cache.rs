@@ -22,7 +22,7 @@ use super::revision::Revision;
 const ENTRY_OVERHEAD: usize = 128;
 
 /// Newest values by revision.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 pub struct ValueCache {
     map: HashMap<Revision, KeyValue>,
     bytes: usize,

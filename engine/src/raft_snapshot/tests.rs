@@ -15,7 +15,7 @@ fn cut_of<B: KvBackend>(src: &B, dir: &Path) -> (PathBuf, Vec<String>) {
     src.checkpoint(&cp).expect("checkpoint");
     let tables = dir.join("tables");
     std::fs::create_dir_all(&tables).expect("mkdir");
-    let mut writer = TableWriter::start::<B>(&tables).expect("writer");
+    let mut writer = TableWriter::start::<B>(&tables, None).expect("writer");
     cut::<B>(&cp, &mut |name, pairs| {
         assert!(pairs.len() < STATE_ENTRY_BYTES + (128 << 10), "{name}: {} bytes", pairs.len());
         writer.push(&name, pairs)
@@ -171,4 +171,130 @@ fn rocksdb_an_install_stopped_half_way_is_finished_exactly_after_a_restart() {
     assert_eq!(marker(&live).expect("marker"), None);
     assert_eq!(raft::Storage::first_index(&log).expect("first"), 78);
     assert!(!tables.exists(), "the received files are removed");
+}
+
+/// Cache budget of the rebuild tests: room for some of the newest values, not all, so both
+/// the cached and the stepped-over paths are taken.
+const TEST_CACHE_BYTES: usize = 4 << 10;
+
+/// Writes a history with everything the in-memory state tracks into an MVCC store on `src`:
+/// keys put, overwritten, deleted and put again (new generations), leases attached and
+/// dropped, a transaction of several changes, a compaction, values past the cache's budget.
+fn write_history<B: KvBackend + Clone>(src: &B) {
+    use crate::mvcc::{KeyRange, MvccStore};
+    use bytes::Bytes;
+    let (mut store, _) = MvccStore::open(src.clone()).expect("open");
+    let put = |store: &mut MvccStore<B>, keys: &[&str], value: usize, lease: i64| {
+        let mut txn = store.begin();
+        for k in keys {
+            store
+                .put_with(&mut txn, Bytes::from(k.to_string()), |_| Ok((Bytes::from(vec![b'v'; value]), lease)))
+                .expect("put");
+        }
+        store.end(txn);
+        store.flush(WriteOpts::default()).expect("flush");
+    };
+    for i in 0..40 {
+        put(&mut store, &[&format!("a/{i:03}")], 50 + i * 7, if i % 3 == 0 { 0x10 + i as i64 } else { 0 });
+    }
+    put(&mut store, &["a/001", "a/002", "b/1", "b/2"], 300, 0);
+    put(&mut store, &["a/003"], 10, 0x77);
+    let mut txn = store.begin();
+    store
+        .delete_range(&mut txn, &KeyRange::new(Bytes::from_static(b"a/010"), Bytes::from_static(b"a/020")))
+        .expect("delete");
+    store.end(txn);
+    store.flush(WriteOpts::default()).expect("flush");
+    put(&mut store, &["a/012", "a/030"], 20, 0x12);
+    let at = store.current_rev();
+    store.compact(at - 2).expect("compact");
+    store.flush(WriteOpts::default()).expect("flush");
+    put(&mut store, &["a/000", "c"], 2000, 0);
+    let mut txn = store.begin();
+    store.delete_range(&mut txn, &KeyRange::single(Bytes::from_static(b"b/1"))).expect("delete");
+    store.end(txn);
+    store.flush(WriteOpts::default()).expect("flush");
+}
+
+/// The state built from a snapshot's pairs as they arrive is the state opening the store on
+/// the installed files builds (the store's index, counts, newest values, live keys' leases,
+/// revisions), on a member that held other state before.
+fn rebuilt_as_received_is_what_a_reopen_builds<B: KvBackend + Clone>(src: &B, live: &B, dir: &Path) {
+    use crate::mvcc::{IndexRebuild, KeyRange, MvccStore, RevisionCounter};
+    use bytes::Bytes;
+    write_history(src);
+    // The member's own earlier state, which the snapshot replaces.
+    let (mut old, _) = MvccStore::open(live.clone()).expect("open");
+    let mut txn = old.begin();
+    for k in ["a/005", "zz"] {
+        old.put_with(&mut txn, Bytes::from_static(k.as_bytes()), |_| Ok((Bytes::from_static(b"old"), 5))).expect("put");
+    }
+    old.end(txn);
+    old.flush(WriteOpts::default()).expect("flush");
+    drop(old);
+
+    let cp = dir.join("checkpoint");
+    src.checkpoint(&cp).expect("checkpoint");
+    let tables = dir.join("tables");
+    std::fs::create_dir_all(&tables).expect("mkdir");
+    let mut writer = TableWriter::start::<B>(&tables, Some(IndexRebuild::new(TEST_CACHE_BYTES))).expect("writer");
+    cut::<B>(&cp, &mut |name, pairs| writer.push(&name, pairs)).expect("cut");
+    let built = writer.finish().expect("written").expect("a state was asked for");
+    install(live, &tables, &staging_dir(&tables)).expect("install");
+
+    let mut read_back = IndexRebuild::new(TEST_CACHE_BYTES);
+    live.scan_once(Cf::Kv, &mut |k, v| read_back.feed(k, v)).expect("scan");
+    assert_eq!(built, read_back.finish().expect("decodes"), "the same index, cache, leases and revision");
+    assert!(!built.leases().is_empty() && built.keys() > 40, "the history has leases and keys: {built:?}");
+
+    let (fast, fast_leases) =
+        MvccStore::open_rebuilt(live.clone(), built, Arc::new(RevisionCounter::default())).expect("open rebuilt");
+    let (slow, slow_leases) =
+        MvccStore::open_with(live.clone(), TEST_CACHE_BYTES, Arc::new(RevisionCounter::default())).expect("reopen");
+    assert_eq!(fast_leases, slow_leases);
+    assert_eq!(fast.index(), slow.index());
+    assert_eq!(
+        (fast.current_rev(), fast.opened_at(), fast.compact_rev()),
+        (slow.current_rev(), slow.opened_at(), slow.compact_rev())
+    );
+    assert!(fast.compact_rev() > 0, "the compaction travelled with the state");
+    let all = KeyRange::new(Bytes::from_static(b"\0"), Bytes::from_static(b"\0"));
+    for at in [fast.compact_rev(), fast.current_rev() - 1, fast.current_rev()] {
+        assert_eq!(fast.range(&all, at, 0).expect("range"), slow.range(&all, at, 0).expect("range"), "at {at}");
+    }
+    let (kvs, count) = fast.range(&all, fast.current_rev(), 0).expect("range");
+    assert!(count == kvs.len() && kvs.iter().all(|kv| kv.key.as_ref() != b"zz"), "the member's old keys are gone");
+}
+
+#[test]
+fn a_state_built_as_the_snapshot_arrives_is_the_reopened_state() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    rebuilt_as_received_is_what_a_reopen_builds(&MemBackend::new(), &MemBackend::new(), dir.path());
+}
+
+#[test]
+fn rocksdb_a_state_built_as_the_snapshot_arrives_is_the_reopened_state() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = RocksOptions::default();
+    let src = RocksBackend::open(&dir.path().join("leader"), &opts).expect("open");
+    let live = RocksBackend::open(&dir.path().join("member"), &opts).expect("open");
+    rebuilt_as_received_is_what_a_reopen_builds(&src, &live, dir.path());
+}
+
+#[test]
+fn a_state_that_does_not_decode_is_refused_and_none_is_built() {
+    use crate::mvcc::IndexRebuild;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = MemBackend::new();
+    // A key of no revision: a reopen would refuse it too.
+    put(&src, Cf::Kv, b"not-a-revision", b"v");
+    let cp = dir.path().join("checkpoint");
+    src.checkpoint(&cp).expect("checkpoint");
+    let tables = dir.path().join("tables");
+    std::fs::create_dir_all(&tables).expect("mkdir");
+    let mut writer = TableWriter::start::<MemBackend>(&tables, Some(IndexRebuild::new(1 << 20))).expect("writer");
+    cut::<MemBackend>(&cp, &mut |name, pairs| writer.push(&name, pairs)).expect("cut");
+    let err = writer.finish().expect_err("undecodable");
+    assert!(err.to_string().contains("undecodable history record"), "{err}");
+    assert!(crate::mvcc::MvccStore::open(src).is_err(), "as opening the store on it fails");
 }

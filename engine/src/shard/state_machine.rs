@@ -44,9 +44,9 @@ use crate::cluster::placement::META_LEADER_PLACEMENT;
 use crate::cluster::{ClusterView, MemberChange};
 use crate::error::{EngineError, Result};
 use crate::lease::Lessor;
-use crate::mvcc::{KeyRange, MvccStore, RevisionCounter};
+use crate::mvcc::{IndexRebuild, KeyRange, MvccStore, Rebuilt, RevisionCounter};
 use crate::raft_log::NextAppend;
-use crate::raft_snapshot::SnapshotConfig;
+use crate::raft_snapshot::{Fetched, SnapshotConfig};
 use crate::storage::{Cf, KvBackend, StorageError, WriteOpts};
 
 pub use crate::raft_log::META_APPLIED_INDEX;
@@ -132,6 +132,20 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
         member_id: u64,
         clock: Arc<dyn Clock>,
     ) -> Result<Self> {
+        Self::open_rebuilt(backend, min_lease_ttl, value_cache_bytes, revs, member_id, clock, None)
+    }
+
+    /// As [`ShardStateMachine::open`], with the store's state built beforehand from exactly the
+    /// history `backend` holds when `rebuilt` is given (a snapshot's, as it arrived).
+    fn open_rebuilt(
+        backend: B,
+        min_lease_ttl: i64,
+        value_cache_bytes: usize,
+        revs: Arc<RevisionCounter>,
+        member_id: u64,
+        clock: Arc<dyn Clock>,
+        rebuilt: Option<Rebuilt>,
+    ) -> Result<Self> {
         let applied_index = match backend.get(Cf::Meta, META_APPLIED_INDEX)? {
             Some(v) => u64::from_be_bytes(
                 v.as_slice().try_into().map_err(|_| StorageError::Corrupt { cf: "meta", what: "applied index" })?,
@@ -164,7 +178,10 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
             ),
             None => 0,
         };
-        let (store, live) = MvccStore::open_with(backend, value_cache_bytes, revs)?;
+        let (store, live) = match rebuilt {
+            Some(r) => MvccStore::open_rebuilt(backend, r, revs)?,
+            None => MvccStore::open_with(backend, value_cache_bytes, revs)?,
+        };
         let lessor = Lessor::restore(store.backend(), live, min_lease_ttl, clock.now())?;
         Ok(Self {
             store,
@@ -211,7 +228,8 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
     }
 
     /// Replaces the state with the leader's a raft snapshot names (see `raft_snapshot`): its
-    /// table files fetched into the snapshot directory, marked, installed, reopened.
+    /// table files fetched into the snapshot directory (the store's state built as they
+    /// arrive), marked, installed, reopened with that state.
     fn install_snapshot(&mut self, snapshot: &ballast_raft::Snapshot) -> Result<()> {
         let Some(cfg) = self.snapshots.clone() else { return Err(EngineError::NotCapable) };
         let desc = SnapshotDescriptor::decode(snapshot.data.as_slice())
@@ -228,7 +246,9 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
         let started = clock.now();
         let mut fetched = Err(EngineError::NotCapable);
         for attempt in 0..5u32 {
-            fetched = (cfg.fetch)(&desc, &target);
+            // The store's state is built from the pairs as they arrive: no pass over the
+            // installed tables afterwards.
+            fetched = (cfg.fetch)(&desc, &target, Some(IndexRebuild::new(self.value_cache_bytes)));
             match &fetched {
                 Ok(_) => break,
                 Err(e) => {
@@ -237,7 +257,7 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
                 }
             }
         }
-        let tables = fetched?;
+        let Fetched { tables, rebuilt } = fetched?;
         let fetched_at = clock.now();
         let cs = meta.conf_state.clone().unwrap_or_default();
         let marker = SnapshotInstall {
@@ -250,7 +270,7 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
         crate::raft_snapshot::mark(self.store.backend(), &marker)?;
         crate::raft_snapshot::install(self.store.backend(), &tables, &crate::raft_snapshot::staging_dir(&tables))?;
         let ingested_at = clock.now();
-        self.discard_unapplied()?;
+        self.reopen(rebuilt)?;
         if let Some(view) = &self.cluster {
             if let Some(m) = crate::cluster::Membership::load(self.store.backend())? {
                 view.replace(m);
@@ -314,18 +334,25 @@ impl<B: KvBackend + Clone> ShardStateMachine<B> {
     /// # Errors
     /// A storage error.
     pub fn discard_unapplied(&mut self) -> Result<()> {
+        self.reopen(None)
+    }
+
+    /// Reopens the state from the backend (see [`ShardStateMachine::discard_unapplied`]), the
+    /// store's with `rebuilt` when given.
+    fn reopen(&mut self, rebuilt: Option<Rebuilt>) -> Result<()> {
         let revs = Arc::clone(self.store.revisions());
         if !self.counter_shared {
             // The next leader counts on from what is applied: no gap after a failover.
             revs.reset(1);
         }
-        let fresh = Self::open(
+        let fresh = Self::open_rebuilt(
             self.store.backend().clone(),
             self.min_lease_ttl,
             self.value_cache_bytes,
             revs,
             self.member_id,
             Arc::clone(&self.clock),
+            rebuilt,
         )?;
         let (cluster, snapshots, shared, spread) =
             (self.cluster.take(), self.snapshots.take(), self.counter_shared, self.spread);
