@@ -21,7 +21,7 @@ pub mod store;
 pub mod value_cache;
 
 pub use key_range::{prefix_end, KeyRange, RangeEnd};
-pub use rebuild::{IndexRebuild, Rebuilt};
+pub use rebuild::{IndexRebuild, LiveLeases, Rebuilt};
 pub use rev_counter::RevisionCounter;
 pub use revision::Revision;
-pub use store::{LiveLeases, MvccStore, WriteTxn, DEFAULT_VALUE_CACHE_BYTES};
+pub use store::{MvccStore, WriteTxn, DEFAULT_VALUE_CACHE_BYTES};

@@ -7,16 +7,21 @@
 //! is ready without reading the tables back: the records, their order and the code that takes
 //! them are the same, so both give the same state.
 
+use std::collections::HashMap;
+
 use ballast_proto::mvccpb::KeyValue;
+use bytes::Bytes;
 use prost::Message;
 
 use super::index::TreeIndex;
 use super::record_head;
 use super::revision::{self, Revision};
-use super::store::LiveLeases;
 use super::value_cache::ValueCache;
 use crate::error::Result;
 use crate::storage::StorageError;
+
+/// What the rebuild finds besides the index: the lease of every live key.
+pub type LiveLeases = HashMap<Bytes, i64>;
 
 /// What a store's history gives its in-memory state: the key index, the newest values within
 /// the cache's budget, the lease of every live key and the newest main revision.

@@ -23,7 +23,7 @@ use prost::Message;
 
 use super::index::TreeIndex;
 use super::key_range::KeyRange;
-use super::rebuild::{IndexRebuild, Rebuilt};
+use super::rebuild::{IndexRebuild, LiveLeases, Rebuilt};
 use super::rev_counter::RevisionCounter;
 use super::revision::{self, Revision};
 use super::value_cache::ValueCache;
@@ -50,9 +50,6 @@ impl WriteTxn {
         self.sub > 0
     }
 }
-
-/// What the start-up rebuild found besides the index: the lease of every live key.
-pub type LiveLeases = HashMap<Bytes, i64>;
 
 /// The MVCC key-value store of one shard.
 #[derive(Debug)]
