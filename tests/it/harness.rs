@@ -52,6 +52,8 @@ pub(crate) struct Server {
     pub(crate) peer_https: bool,
     /// More client listen URLs, after the `http://` one.
     pub(crate) extra_listen: Vec<String>,
+    /// The log's length when the process was last started: what it printed since follows.
+    log_from: u64,
 }
 
 /// How long a server may take to answer after it is started. Its start is progress the
@@ -128,6 +130,7 @@ impl Server {
                 extra_args: args.to_vec(),
                 extra_listen: listen.to_vec(),
                 peer_https: false,
+                log_from: 0,
             };
             let data = s.dir.path().join("data");
             let _ = std::fs::remove_dir_all(&data);
@@ -186,6 +189,7 @@ impl Server {
             extra_args: Vec::new(),
             extra_listen: Vec::new(),
             peer_https: false,
+            log_from: 0,
         }
     }
 
@@ -231,6 +235,7 @@ impl Server {
         let client = format!("http://127.0.0.1:{}", self.port);
         let peer = self.peer_url();
         let data = self.dir.path().join("data");
+        self.log_from = std::fs::metadata(self.log_path()).map_or(0, |m| m.len());
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log_path()).expect("log file");
         let mut cmd = match self.target {
             Target::Ballast | Target::BallastSharded | Target::BallastCluster => {
@@ -278,13 +283,22 @@ impl Server {
         let mut up = false;
         wait_for(START_WITHIN, async || {
             up = match etcd_client::Client::connect([ep.as_str()], None).await {
-                Ok(mut c) => c.status().await.is_ok(),
+                Ok(mut c) => c.status().await.is_ok() && self.listening(),
                 Err(_) => false,
             };
             up || self.exited()
         })
         .await;
         up
+    }
+
+    /// True once this process said it serves on its ports, which both servers print only after
+    /// binding them: a server of another test that took the port first answers Status too (this
+    /// one then cannot listen and exits), and must not be taken for this one.
+    fn listening(&self) -> bool {
+        let log = std::fs::read(self.log_path()).unwrap_or_default();
+        let since = String::from_utf8_lossy(log.get(self.log_from as usize..).unwrap_or_default());
+        since.contains("serving etcd v3 API") || since.contains("ready to serve client requests")
     }
 
     /// True once the process ended (a zombie until reaped: the harness reaps only on kill), so
