@@ -15,6 +15,7 @@ mod crd_cel_comprehensions;
 mod crd_cel_cost;
 mod crd_conversion;
 mod crd_schema_rules;
+mod crd_served;
 mod extension_server;
 mod harness;
 mod kinds;
