@@ -43,7 +43,7 @@ fn documents(objects: &[Value]) -> String {
 const DEFINITIONS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 
 /// How many definitions the other installer creates in each round.
-const NOISE: usize = 12;
+const NOISE: usize = 20;
 
 /// Another installer: creates [`NOISE`] definitions of group `noise.example.com` one after
 /// another, each a watch event (and a status write) the definition controller works through
@@ -59,13 +59,24 @@ fn installer(c: &Arc<Cluster>, round: usize) -> tokio::task::JoinHandle<()> {
     })
 }
 
+/// Creates 40 definitions of group `base.example.com`: definitions already there make each
+/// watch event's work for the controller (and any gap in what it serves) longer.
+async fn base_definitions(c: &Cluster) {
+    for n in 0..40 {
+        let def = definition("base.example.com", &format!("base{n}s"), &format!("Base{n}"), 10);
+        let r = c.request(Credentials::Admin, "POST", DEFINITIONS, Some("application/json"), def.to_string()).await;
+        assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    }
+}
+
 /// Rounds of what an installer script does, each with new definitions, while another
 /// installer adds definitions: kubectl creates the definitions, waits for `Established`, and
 /// creates an object of each, which must succeed every time (kube serves a definition's
 /// resources before it says `Established`, and never stops while the definition stays).
 async fn objects_are_created_once_their_definition_is_established(backend: Backend) {
     let c = Arc::new(cluster(backend).await);
-    for round in 0..8 {
+    base_definitions(&c).await;
+    for round in 0..5 {
         let noise = installer(&c, round);
         let (plural, kind) = (format!("gadget{round}s"), format!("Gadget{round}"));
         // Three definitions in one file, as an installer's CRD directory sends them.
@@ -96,12 +107,7 @@ async fn objects_are_created_once_their_definition_is_established(backend: Backe
 /// moment `Established` is visible answers 200, never a 404.
 async fn an_established_definition_stays_served_while_others_arrive(backend: Backend) {
     let c = Arc::new(cluster(backend).await);
-    // Definitions already there make each event's work (and any gap in what is served) longer.
-    for n in 0..40 {
-        let def = definition("base.example.com", &format!("base{n}s"), &format!("Base{n}"), 10);
-        let r = c.request(Credentials::Admin, "POST", DEFINITIONS, Some("application/json"), def.to_string()).await;
-        assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
-    }
+    base_definitions(&c).await;
     let mut answers = std::collections::BTreeMap::<u16, usize>::new();
     for round in 0..6 {
         let mut def = definition("a.example.com", &format!("gadget{round}s"), &format!("Gadget{round}"), 10);
@@ -150,8 +156,9 @@ async fn a_definition_changed_under_load_fails_no_create(backend: Backend) {
     a_definition_changed_under_load(&c, 120, 6).await;
 }
 
-/// `creates` objects created by four clients while `changes` schema changes land; asserts every
-/// create succeeded, and that the definition is served in its last form after.
+/// `creates` objects created (and some read back, with a page of the collection) by four
+/// clients while `changes` schema changes land; asserts every request succeeded, and that the
+/// definition is served in its last form after.
 async fn a_definition_changed_under_load(c: &Arc<Cluster>, creates: usize, changes: i64) {
     let def = definition("example.com", "widgets", "Widget", 100);
     let r = c.request(Credentials::Admin, "POST", DEFINITIONS, Some("application/json"), def.to_string()).await;
@@ -192,6 +199,15 @@ async fn a_definition_changed_under_load(c: &Arc<Cluster>, creates: usize, chang
                     if r.status != 201 {
                         failures.push(format!("w{i}: {} {}", r.status, String::from_utf8_lossy(&r.body)));
                     }
+                    // Reads meanwhile: the object just made, and a page of the collection.
+                    if i % 3 == 0 {
+                        for read in [format!("{path}/w{i}"), format!("{path}?limit=10")] {
+                            let r = c.request(Credentials::Admin, "GET", &read, None, "").await;
+                            if r.status != 200 {
+                                failures.push(format!("{read}: {} {}", r.status, String::from_utf8_lossy(&r.body)));
+                            }
+                        }
+                    }
                 }
                 failures
             })
@@ -203,7 +219,7 @@ async fn a_definition_changed_under_load(c: &Arc<Cluster>, creates: usize, chang
     }
     stop.store(true, Ordering::Relaxed);
     changer.await.expect("changer");
-    assert!(failures.is_empty(), "{} of {creates} creates failed: {failures:#?}", failures.len());
+    assert!(failures.is_empty(), "{} requests failed ({creates} creates): {failures:#?}", failures.len());
     // The last form is the one served: its maximum refuses what it is below.
     let last = 100 + changes;
     let served = crate::harness::wait_for(std::time::Duration::from_secs(10), async || {
