@@ -29,6 +29,7 @@ mod patch;
 mod protobuf;
 mod python_client;
 mod raw;
+mod reset_fields;
 mod service_accounts;
 mod storage;
 mod table;
