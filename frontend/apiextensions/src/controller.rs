@@ -79,8 +79,7 @@ async fn follow(stores: &Stores, kind: &'static ResourceKind, registry: &Arc<Reg
         .map(Definition::from_json)
         .map(|d| (d.name.clone(), d))
         .collect();
-    registry.replace(definitions.clone());
-    reconcile_all(stores, kind, &definitions, registry).await;
+    reconcile_all(stores, kind, &mut definitions, registry).await;
     let prefix = kind.collection_prefix(store.prefix(), "");
     let end = prefix_end(prefix.as_bytes());
     let mut events = store.storage().watch(prefix.as_bytes(), &end, revision).await?;
@@ -95,17 +94,24 @@ async fn follow(stores: &Stores, kind: &'static ResourceKind, registry: &Arc<Reg
                 definitions.remove(&name);
             }
         }
-        registry.replace(definitions.clone());
         // A change to one definition may free or take names of others in its group.
-        reconcile_all(stores, kind, &definitions, registry).await;
+        reconcile_all(stores, kind, &mut definitions, registry).await;
     }
     Ok(())
 }
 
+/// Serves `definitions` with the statuses they should have, and writes those statuses.
+///
+/// `definitions` is what storage said at the watch's last event, plus this controller's own
+/// status writes since: a write's result stands for the definition until the watch brings it
+/// back (nothing else wrote the definition in between, or the conditional write would have
+/// failed). Without that, an event of another definition arriving before the write's own
+/// would serve this one by its stored state before the write (not yet `Established`), taking
+/// its resources away for a moment from clients that already read `Established`.
 async fn reconcile_all(
     stores: &Stores,
     kind: &'static ResourceKind,
-    definitions: &BTreeMap<String, Definition>,
+    definitions: &mut BTreeMap<String, Definition>,
     registry: &Arc<Registry>,
 ) {
     let store = &stores.definitions;
@@ -122,12 +128,10 @@ async fn reconcile_all(
         obj.insert("status".into(), status);
         writes.push((def.name.clone(), obj));
     }
-    if writes.is_empty() {
-        return;
-    }
-    // Served as the statuses will say before they say it: a client that reads `Established`
-    // (`kubectl wait --for condition=established`) finds the resources in discovery at once,
-    // not when this controller's watch brings its own write back.
+    // Served as the statuses will say before they say it (one rebuild per event): a client
+    // that reads `Established` (`kubectl wait --for condition=established`) finds the
+    // resources at once, as kube serves a definition once its names are accepted, before the
+    // establishing controller writes `Established`.
     let mut next = definitions.clone();
     for (name, obj) in &writes {
         next.insert(name.clone(), Definition::from_json(&Value::Object(obj.clone())));
@@ -135,7 +139,9 @@ async fn reconcile_all(
     registry.replace(next);
     for (name, obj) in writes {
         match store.update_status(kind, "", &name, obj, false).await {
-            Ok(_) => {}
+            Ok(written) => {
+                definitions.insert(name, Definition::from_json(&Value::Object(written)));
+            }
             // Another frontend wrote first, or the definition went away: the watch brings it
             // (and this replica's registry back to what is stored).
             Err(e) => tracing::debug!(error = %e, name = %name, "writing a definition's status"),

@@ -10,12 +10,17 @@
 //! groups, stay for the life of the process: a few hundred bytes to a few KiB per distinct
 //! definition content (and set of them) this frontend has seen, not per request or watch
 //! event.
+//!
+//! A request is served by one [`Snapshot`] from start to end ([`Registry::pinned`]): the
+//! snapshot holds its rows' parts, so a definition changed while the request is under way
+//! (a new schema, a new version) does not fail it; it finishes by the definition it started
+//! with, as kube-apiserver lets requests drain from a definition's old storage, and the next
+//! request uses the new one.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
-
-use arc_swap::ArcSwapOption;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 
 use serde_json::{Map, Value};
 
@@ -102,8 +107,9 @@ impl Strategy for CustomResourceStrategy {
 
 /// What a served version's row checks and converts its objects with: its strategy (the
 /// compiled schema and rules) and its converter (with the schemas it defaults and prunes
-/// by). Dropped, with all of that, once no definition serves the version and the last request
-/// that took it is done; counted while alive ([`Registry::rows_alive`]).
+/// by). Held by the registry while a definition serves the version and by every snapshot that
+/// serves it; dropped, with all of that, once no definition serves the version and the last
+/// request whose snapshot served it is done; counted while alive ([`Registry::rows_alive`]).
 #[derive(Debug)]
 struct RowParts {
     strategy: CustomResourceStrategy,
@@ -118,22 +124,26 @@ impl Drop for RowParts {
 }
 
 /// A served version's strategy and converter as its row holds them. The generic server holds
-/// rows as `'static`, so this small handle stays for the process, but what it hands out
-/// ([`RowParts`]) goes when the row is retired: no definition serves the version any more
-/// (deleted, or its spec changed). A request that reached the row before then keeps the parts
-/// it took until it is done; one that reaches it after is refused rather than checked or
-/// converted by nothing, and a watch cache of the row ends (its watchers start again on the
-/// current row). Reading the parts takes no lock.
+/// rows as `'static`, so this small handle stays for the process (with the few hundred bytes
+/// of its parts' allocation), but what it hands out ([`RowParts`]) is only borrowed: it goes
+/// once the row is retired (no definition serves the version any more: deleted, or its spec
+/// changed) and no request whose snapshot served the row is under way. A watch cache of a
+/// retired row ends (its watchers start again on the current row); a request that reaches a
+/// row whose parts went (one not pinned to a snapshot) is refused rather than checked or
+/// converted by nothing. Reading the parts takes no lock.
 #[derive(Debug)]
-struct RowHandle(ArcSwapOption<RowParts>);
+struct RowHandle {
+    parts: Weak<RowParts>,
+    retired: AtomicBool,
+}
 
 impl RowHandle {
     fn current(&self) -> Option<Arc<RowParts>> {
-        self.0.load_full()
+        self.parts.upgrade()
     }
 
     fn retire(&self) {
-        self.0.store(None);
+        self.retired.store(true, Ordering::Release);
     }
 
     fn retired() -> Vec<FieldError> {
@@ -178,7 +188,7 @@ impl Strategy for RowHandle {
     }
 
     fn retired(&self) -> bool {
-        self.0.load().is_none()
+        self.retired.load(Ordering::Acquire)
     }
 }
 
@@ -200,7 +210,7 @@ impl VersionConverter for RowHandle {
     }
 
     fn served_as_stored(&self, namespace: &str, name: &str, revision: i64) -> bool {
-        let parts = self.0.load();
+        let parts = self.current();
         parts.as_ref().and_then(|p| p.form.as_ref()).is_some_and(|f| f.served_as_stored(namespace, name, revision))
     }
 
@@ -217,15 +227,17 @@ impl VersionConverter for RowHandle {
 }
 
 /// What one served version's content was built into.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Built {
     kind: &'static ResourceKind,
     printer: &'static Printer,
     handle: &'static RowHandle,
+    parts: Arc<RowParts>,
 }
 
 impl Built {
-    /// Lets the version's parts go once no definition serves it.
+    /// Marks the row retired; its parts go with the registry's entry and the last snapshot
+    /// holding them.
     fn retire(&self) {
         self.handle.retire();
     }
@@ -262,6 +274,9 @@ pub struct ServedVersion {
     /// Whether the definition is being deleted (its resources are still served, for the
     /// cleanup and for clients watching them go, but creates are refused).
     pub terminating: bool,
+    /// The row's strategy and converter, kept while this snapshot is (only held: the row
+    /// reads them through its handle).
+    _parts: Arc<RowParts>,
 }
 
 /// What is served at one moment.
@@ -282,6 +297,17 @@ impl Snapshot {
     pub fn served(&self, kind: &ResourceKind) -> Option<&ServedVersion> {
         self.served.iter().find(|s| std::ptr::eq(s.kind, kind) || s.kind.is(kind))
     }
+}
+
+/// The snapshot a request is served by ([`Registry::pinned`]), and the registry it is of (by
+/// address).
+struct Pinned {
+    registry: usize,
+    snapshot: Arc<Snapshot>,
+}
+
+tokio::task_local! {
+    static PINNED: Pinned;
 }
 
 /// The served custom resources.
@@ -380,9 +406,22 @@ impl Registry {
         registry
     }
 
-    /// Returns what is served now.
+    /// Returns what is served now, or, inside [`Registry::pinned`], what the request is served
+    /// by.
     pub fn snapshot(&self) -> Arc<Snapshot> {
+        let registry = std::ptr::from_ref(self) as usize;
+        if let Ok(Some(pinned)) = PINNED.try_with(|p| (p.registry == registry).then(|| p.snapshot.clone())) {
+            return pinned;
+        }
         self.current.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Runs `request` on `snapshot`: every row it finds in this registry is one of the
+    /// snapshot's, whose parts stay until it is done, whatever definition changes land
+    /// meanwhile (kube lets a request finish on the storage of the definition it started
+    /// with). Tasks the request spawns read the registry's current snapshot.
+    pub async fn pinned<F: Future>(&self, snapshot: Arc<Snapshot>, request: F) -> F::Output {
+        PINNED.scope(Pinned { registry: std::ptr::from_ref(self) as usize, snapshot }, request).await
     }
 
     /// Returns the OpenAPI v3 schema (`openAPIV3Schema`, `x-kubernetes-*` extensions intact)
@@ -411,7 +450,7 @@ impl Registry {
             for version in def.versions.iter().filter(|v| v.served) {
                 let (key, built) = self.intern(&mut interned, &mut statics, def, names, version);
                 used.insert(key);
-                let Built { kind, printer, .. } = built;
+                let Built { kind, printer, parts, .. } = built;
                 groups.entry(def.group.clone()).or_default().push(version.name.clone());
                 let warning = version.deprecated.then(|| {
                     version
@@ -432,6 +471,7 @@ impl Registry {
                     warning,
                     webhook: def.webhook.is_some(),
                     terminating: def.terminating,
+                    _parts: parts,
                 });
             }
         }
@@ -479,9 +519,10 @@ impl Registry {
         version: &Version,
     ) -> (String, Built) {
         let key = format!("{}\n{}\n{}\n{:?}", def.uid, version.name, def.object["spec"], names);
-        let built = *interned
+        let built = interned
             .entry(key.clone())
-            .or_insert_with(|| build(def, names, version, self.services.get(), &self.alive, statics));
+            .or_insert_with(|| build(def, names, version, self.services.get(), &self.alive, statics))
+            .clone();
         (key, built)
     }
 }
@@ -570,7 +611,9 @@ fn build(
         form: served_form,
         alive: alive.clone(),
     };
-    let handle: &'static RowHandle = Box::leak(Box::new(RowHandle(ArcSwapOption::from_pointee(parts))));
+    let parts = Arc::new(parts);
+    let handle: &'static RowHandle =
+        Box::leak(Box::new(RowHandle { parts: Arc::downgrade(&parts), retired: AtomicBool::new(false) }));
     let converter = converts.then_some(handle as &'static dyn VersionConverter);
     let mut kind = ResourceKind::row(
         statics.str(&def.group),
@@ -594,7 +637,7 @@ fn build(
     kind.converter = converter;
     let cols = if version.columns.is_empty() { printer::default_columns() } else { version.columns.clone() };
     let printer = statics.printer(cols);
-    Built { kind: &*Box::leak(Box::new(kind)), printer, handle }
+    Built { kind: &*Box::leak(Box::new(kind)), printer, handle, parts }
 }
 
 /// The namespaces kind, read to check that a namespace exists before creating in it.
@@ -730,6 +773,44 @@ mod tests {
         assert_eq!(registry.rows_alive(), 0);
         assert_eq!(second.strategy.validate(obj).len(), 1);
         assert!(second.strategy.retired());
+    }
+
+    /// A request pinned to a snapshot finds that snapshot's row and checks by its schema
+    /// while the definition changes under it; the next request finds the new row, and the old
+    /// row's parts go when the pinned request is done.
+    #[tokio::test]
+    async fn a_pinned_request_keeps_its_row_while_the_definition_changes() {
+        let registry = Arc::new(Registry::default());
+        let first = serve(&registry, &[definition(5)]).expect("served");
+        let obj = json!({"spec": {"size": 7}});
+        let obj = obj.as_object().expect("object").clone();
+        let (changed, go_on) = (tokio::sync::Notify::new(), tokio::sync::Notify::new());
+        let request = {
+            let (registry, obj) = (registry.clone(), obj.clone());
+            let (changed, go_on) = (&changed, &go_on);
+            async move {
+                let find = || registry.snapshot().served.first().map(|s| s.kind).expect("served");
+                let before = find();
+                changed.notify_one();
+                go_on.notified().await;
+                let after = find();
+                (before, after, after.strategy.validate(&obj).len())
+            }
+        };
+        let change = async {
+            changed.notified().await;
+            assert!(serve(&registry, &[definition(10)]).is_some());
+            assert_eq!(registry.rows_alive(), 2, "the pinned request still holds the first row's parts");
+            go_on.notify_one();
+        };
+        let ((before, after, errors), ()) = tokio::join!(registry.pinned(registry.snapshot(), request), change);
+        assert!(std::ptr::eq(before, first) && std::ptr::eq(after, first), "one row throughout the request");
+        assert_eq!(errors, 1, "checked by the schema it started with: 7 is over 5");
+        assert_eq!(registry.rows_alive(), 1, "the first row's parts went with the request");
+        let now = registry.snapshot().served.first().map(|s| s.kind).expect("served");
+        assert!(!std::ptr::eq(now, first));
+        assert!(now.strategy.validate(&obj).is_empty(), "the next request checks by the new schema");
+        assert!(first.strategy.retired());
     }
 
     /// `definition(5)` under another name and uid, with two versions (so it converts).

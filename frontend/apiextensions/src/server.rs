@@ -3,7 +3,7 @@
 //! their groups (`/apis/<group>[/<version>]`) and their OpenAPI v3 documents; and [`Apis`],
 //! what the built-in API lists of them in `/apis` and the `/openapi/v3` index.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use http::{HeaderValue, StatusCode};
 use serde_json::Value;
@@ -88,7 +88,7 @@ impl ApiextensionsServer {
                 return Ok(refused_while_terminating(&info));
             }
             let warning = served.and_then(|s| s.warning.clone());
-            let mut resp = resource::handle(&self.state, info, req).await?;
+            let mut resp = self.registry.pinned(snap.clone(), resource::handle(&self.state, info, req)).await?;
             if let Some(w) = warning {
                 let text = format!("299 - \"{}\"", w.replace('\\', "\\\\").replace('"', "\\\""));
                 if let Ok(v) = HeaderValue::from_str(&text) {
@@ -141,13 +141,14 @@ fn refused_while_terminating(info: &RequestInfo) -> Response {
 pub struct Apis {
     registry: Arc<Registry>,
     /// The last merged v2 document, with the snapshot and base document hash it was built
-    /// from: rebuilt only when a definition or the base changes.
+    /// from: rebuilt only when a definition or the base changes. The snapshot is only compared
+    /// by address (not kept: it holds its rows' compiled parts).
     v2: Mutex<Option<MergedV2>>,
 }
 
 #[derive(Debug)]
 struct MergedV2 {
-    snapshot: Arc<Snapshot>,
+    snapshot: Weak<Snapshot>,
     base_hash: String,
     document: (Document, bytes::Bytes),
 }
@@ -189,12 +190,19 @@ impl DelegatedApis for Apis {
             return None;
         }
         let mut cached = self.v2.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(c) = cached.as_ref().filter(|c| Arc::ptr_eq(&c.snapshot, &snap) && c.base_hash == base.hash) {
+        if let Some(c) = cached
+            .as_ref()
+            .filter(|c| std::ptr::eq(c.snapshot.as_ptr(), Arc::as_ptr(&snap)) && c.base_hash == base.hash)
+        {
             return Some(c.document.clone());
         }
         let base_doc: Value = serde_json::from_slice(&base.json).ok()?;
         let document = crate::openapi::v2_document(&base_doc, &snap);
-        *cached = Some(MergedV2 { snapshot: snap, base_hash: base.hash.clone(), document: document.clone() });
+        *cached = Some(MergedV2 {
+            snapshot: Arc::downgrade(&snap),
+            base_hash: base.hash.clone(),
+            document: document.clone(),
+        });
         Some(document)
     }
 }

@@ -69,7 +69,7 @@ fn main() {
     let iterations: u32 = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(20_000);
     let message = ballast_apimachinery::schema::lookup("apps", "v1", "Deployment").expect("Deployment schema");
     let schema = TypeSchema::from_message(message);
-    let fm = FieldManager { schema: &schema, api_version: "apps/v1", subresource: "", versions: None };
+    let fm = FieldManager { schema: &schema, api_version: "apps/v1", subresource: "", versions: None, reset: &[] };
     let now = "2026-11-26T10:00:00Z";
     let describe = "default/apply-1; apps/v1, Kind=Deployment";
     // The stored object after a first apply.

@@ -167,6 +167,10 @@ pub struct FieldManager<'a> {
     /// pruned in it, and dropped when the kind is not served in it. `None` compares every
     /// entry in [`FieldManager::api_version`] (a kind whose versions all have the same fields).
     pub versions: Option<&'a dyn KindVersions>,
+    /// The fields the kind's strategy resets on a write through this subresource (kube's
+    /// `ResetFieldsFor`: `status` through the object of a kind with `/status`, `spec` through
+    /// `/status`): an update's manager owns none of them, whatever the object carries.
+    pub reset: &'a [&'a [PathElement]],
 }
 
 impl std::fmt::Debug for FieldManager<'_> {
@@ -257,13 +261,13 @@ impl FieldManager<'_> {
     ) -> Result<(), TypedError> {
         let cmp = compare(self.schema, live, new)?;
         self.release_changed(managers, live, new, &cmp, None)?;
-        let mut mine = stripped(cmp.modified.union(&cmp.added));
+        let mut mine = stripped(cmp.modified.union(&cmp.added)).without_prefixes(self.reset);
         if mine.is_empty() {
             return Ok(());
         }
         let key = id.identifier();
         if let Some(previous) = managers.entries.get(&key) {
-            mine.union_in_place(&previous.set);
+            mine.union_in_place(&previous.set.without_prefixes(self.reset));
         }
         managers.entries.insert(
             key,

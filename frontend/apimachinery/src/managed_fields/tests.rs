@@ -16,7 +16,7 @@ const NOW: &str = "2026-11-26T10:00:00Z";
 
 /// Applies `config` to `live` as `manager`; returns (object, managedFields).
 fn apply(s: &TypeSchema, gv: &str, live: &Value, config: &Value, manager: &str) -> Result<(Value, Value), ApplyError> {
-    let fm = FieldManager { schema: s, api_version: gv, subresource: "", versions: None };
+    let fm = FieldManager { schema: s, api_version: gv, subresource: "", versions: None, reset: &[] };
     let mut live = live.clone();
     let (obj, managed) = fm.apply(&mut live, config, manager, false, NOW, "test")?;
     let mut obj = obj.unwrap_or(live);
@@ -117,10 +117,42 @@ fn apply_encodings_of_built_in_kinds() {
     }
 }
 
+/// Reset fields (kube's `ResetFieldsFor`): a manager never owns them, on create or update,
+/// even when its earlier entry did; an update changing only them leaves no entry.
+#[test]
+fn updates_own_no_reset_fields() {
+    let s = schema("", "Pod");
+    let status = [crate::fieldpath::PathElement::Field("status".into())];
+    let reset: &[&[crate::fieldpath::PathElement]] = &[&status];
+    let fm = FieldManager { schema: &s, api_version: "v1", subresource: "", versions: None, reset };
+    let new = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                     "spec": {"nodeName": "n1"}, "status": {"phase": "Pending"}});
+    let managed = fm.update(None, &new, None, "creator", NOW).expect("tracked");
+    assert_eq!(fields_of(&managed, "creator"), json!({"f:spec": {"f:nodeName": {}}}));
+
+    // An earlier entry that owned status (written before, or by a server without reset
+    // fields) loses it at the manager's next write.
+    let mut live = new.clone();
+    live["metadata"]["managedFields"] = json!([{"manager": "creator", "operation": "Update", "apiVersion": "v1",
+        "time": NOW, "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:nodeName": {}}, "f:status": {"f:phase": {}}}}]);
+    let mut next = new.clone();
+    next["spec"]["hostname"] = "h".into();
+    let managed = fm.update(Some(&live), &next, None, "creator", NOW).expect("tracked");
+    assert_eq!(fields_of(&managed, "creator"), json!({"f:spec": {"f:hostname": {}, "f:nodeName": {}}}));
+
+    // A status change alone through the object records nothing for its manager.
+    let mut changed = new.clone();
+    changed["status"]["phase"] = "Running".into();
+    let mut live = new.clone();
+    live["metadata"]["managedFields"] = managed.clone();
+    let managed = fm.update(Some(&live), &changed, None, "other", NOW).expect("tracked");
+    assert_eq!(fields_of(&managed, "other"), Value::Null);
+}
+
 #[test]
 fn update_on_create_marks_new_maps_and_elements() {
     let s = schema("", "ConfigMap");
-    let fm = FieldManager { schema: &s, api_version: "v1", subresource: "", versions: None };
+    let fm = FieldManager { schema: &s, api_version: "v1", subresource: "", versions: None, reset: &[] };
     let new = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "uid": "x", "labels": {"a": "b"}},
                      "data": {"k": "v"}});
     let managed = fm.update(None, &new, None, "kubectl-create", NOW).expect("tracked");
@@ -206,7 +238,7 @@ fn apply_refuses_bad_lists_and_managed_fields() {
 #[test]
 fn update_entries_are_capped_into_ancient_changes() {
     let s = schema("", "ConfigMap");
-    let fm = FieldManager { schema: &s, api_version: "v1", subresource: "", versions: None };
+    let fm = FieldManager { schema: &s, api_version: "v1", subresource: "", versions: None, reset: &[] };
     let mut obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "uid": "u"}, "data": {}});
     obj["metadata"]["managedFields"] = fm.update(None, &obj, None, "creator", "2026-01-01T00:00:00Z").expect("tracked");
     for i in 0..12 {
@@ -247,7 +279,7 @@ fn create_of_a_defaulted_deployment_records_what_kube_records() {
     // writes for it: no `.` on the structs Go always holds (spec.strategy, spec.template),
     // `.` on the maps, pointer structs and list elements the create added.
     let s = schema("apps", "Deployment");
-    let fm = FieldManager { schema: &s, api_version: "apps/v1", subresource: "", versions: None };
+    let fm = FieldManager { schema: &s, api_version: "apps/v1", subresource: "", versions: None, reset: &[] };
     let new = json!({"apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "nginx", "namespace": "default", "uid": "u", "labels": {"app": "nginx"}},
         "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "nginx"}}, "progressDeadlineSeconds": 600,
@@ -305,7 +337,13 @@ fn renamed(version: &str, value: &str) -> Value {
 #[test]
 fn managers_of_other_versions_are_compared_in_their_own() {
     let s = TypeSchema::deduced();
-    let v1 = FieldManager { schema: &s, api_version: "example.com/v1", subresource: "", versions: Some(&Renamed) };
+    let v1 = FieldManager {
+        schema: &s,
+        api_version: "example.com/v1",
+        subresource: "",
+        versions: Some(&Renamed),
+        reset: &[],
+    };
     let v2 = FieldManager { api_version: "example.com/v2", ..v1 };
     // m1 applies `old` through v1; an entry of a version the kind is not served in rides along.
     let mut live = renamed("example.com/v1", "a");
@@ -344,7 +382,13 @@ fn managers_of_other_versions_are_compared_in_their_own() {
 #[test]
 fn an_applier_moving_versions_is_pruned_in_its_last() {
     let s = TypeSchema::deduced();
-    let v1 = FieldManager { schema: &s, api_version: "example.com/v1", subresource: "", versions: Some(&Renamed) };
+    let v1 = FieldManager {
+        schema: &s,
+        api_version: "example.com/v1",
+        subresource: "",
+        versions: Some(&Renamed),
+        reset: &[],
+    };
     let v2 = FieldManager { api_version: "example.com/v2", ..v1 };
     let to_v2 = |obj: &Value| Renamed.convert(obj, "example.com/v1", "example.com/v2").expect("converts");
     let mut live = json!({"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "t"}});
@@ -379,7 +423,7 @@ fn create_marks_pointer_structs_as_each_go_type_declares_them() {
     // The selector is an atomic map: one field. `status.replicas: 0` is the zero value's own
     // (Go prints it: no `omitempty`), so it is no change and nobody's.
     let s = schema("", "ReplicationController");
-    let fm = FieldManager { schema: &s, api_version: "v1", subresource: "", versions: None };
+    let fm = FieldManager { schema: &s, api_version: "v1", subresource: "", versions: None, reset: &[] };
     let new = json!({"apiVersion": "v1", "kind": "ReplicationController",
         "metadata": {"name": "web", "namespace": "default", "uid": "u"},
         "spec": {"replicas": 1, "selector": {"app": "web"},
@@ -400,7 +444,7 @@ fn create_marks_pointer_structs_as_each_go_type_declares_them() {
     // A custom resource has no Go type: kube's zero value is an empty object, so its `spec`
     // is added too (`f:spec: {.: {}}`, as kube records a custom resource's create).
     let s = TypeSchema::deduced();
-    let fm = FieldManager { schema: &s, api_version: "example.com/v1", subresource: "", versions: None };
+    let fm = FieldManager { schema: &s, api_version: "example.com/v1", subresource: "", versions: None, reset: &[] };
     let new = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "labels": {"a": "b"}},
         "spec": {"size": 1}});
     let managed = fm.update(None, &new, None, "m", NOW).expect("tracked");

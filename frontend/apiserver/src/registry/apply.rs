@@ -254,6 +254,7 @@ impl Store {
             api_version: SCALE_API_VERSION,
             subresource: "scale",
             versions: None,
+            reset: &[],
         };
         let describe = format!("{namespace}/{name}; {}", gvk_string(SCALE_API_VERSION, "Scale"));
         let now = crate::clock::now_rfc3339();
@@ -296,6 +297,8 @@ impl Store {
             api_version: &gv,
             subresource,
             versions: versions.as_ref().map(|v| v as &dyn KindVersions),
+            // The configuration's reset fields are dropped before the merge (above).
+            reset: &[],
         };
         let describe = format!("{namespace}/{name}; {}", gvk_string(&gv, kind.kind));
         let now = crate::clock::now_rfc3339();

@@ -11,6 +11,7 @@ use super::object;
 use super::strategy::{map_field_mut, Object};
 use super::{ResourceKind, ServedKinds, Subresources};
 use crate::error::{ApiError, FieldError};
+use ballast_apimachinery::fieldpath::PathElement;
 use ballast_apimachinery::managed_fields::scale::{self as scale_owners, ReplicasPaths, SCALE_API_VERSION};
 use ballast_apimachinery::managed_fields::{FieldManager, KindVersions, Managers};
 use ballast_apimachinery::typed::TypeSchema;
@@ -108,6 +109,7 @@ pub fn track(
         api_version: &gv,
         subresource,
         versions: versions.as_ref().map(|v| v as &dyn KindVersions),
+        reset: reset_fields(kind, subresource),
     };
     let convert = versions.is_some() && !object::prepared_as_served(kind);
     let served = |obj: &Object| {
@@ -123,6 +125,25 @@ pub fn track(
     let now = crate::clock::now_rfc3339();
     let outcome = fm.update(live_value.as_ref(), &new_value, requested, manager, &now);
     set(new, outcome);
+}
+
+/// `status` and `spec`, as field paths.
+static STATUS: LazyLock<[PathElement; 1]> = LazyLock::new(|| [PathElement::Field("status".into())]);
+static SPEC: LazyLock<[PathElement; 1]> = LazyLock::new(|| [PathElement::Field("spec".into())]);
+static RESET_STATUS: LazyLock<[&'static [PathElement]; 1]> = LazyLock::new(|| [&STATUS[..]]);
+static RESET_SPEC: LazyLock<[&'static [PathElement]; 1]> = LazyLock::new(|| [&SPEC[..]]);
+
+/// The fields `kind`'s strategy resets on a write through `subresource` (kube's
+/// `GetResetFields` of the kind's strategy and status strategy): a kind with `/status` takes
+/// its status only through it, and `/status` takes nothing of the spec, so neither write's
+/// manager owns the other's fields, even those a create's object carries (a Pod's
+/// `status.phase: Pending`, set on create) or an update sent unchanged.
+fn reset_fields(kind: &ResourceKind, subresource: &str) -> &'static [&'static [PathElement]] {
+    match subresource {
+        "" if kind.has_status() => &RESET_STATUS[..],
+        "status" => &RESET_SPEC[..],
+        _ => &[],
+    }
 }
 
 /// The versions a server serves one kind's storage in, for managers recorded through them:
@@ -250,8 +271,13 @@ pub fn track_scale(
     new_scale: &Value,
     manager: &str,
 ) {
-    let fm =
-        FieldManager { schema: &SCALE_SCHEMA, api_version: SCALE_API_VERSION, subresource: "scale", versions: None };
+    let fm = FieldManager {
+        schema: &SCALE_SCHEMA,
+        api_version: SCALE_API_VERSION,
+        subresource: "scale",
+        versions: None,
+        reset: &[],
+    };
     let now = crate::clock::now_rfc3339();
     let scale_list = fm.update(Some(old_scale), new_scale, None, manager, &now);
     set_from_scale(kinds, kind, old, new, scale_list.as_ref());
