@@ -13,7 +13,8 @@
 //!
 //! * `IntOrString` is `format: int-or-string` with `oneOf` integer/string (v3) or
 //!   `type: string` (v2), and `Quantity` is `oneOf` string/number (v3) or `type: string` (v2),
-//!   instead of k8s-openapi's bare `x-kubernetes-int-or-string`;
+//!   instead of k8s-openapi's bare `x-kubernetes-int-or-string`; apiextensions' `JSON` (any
+//!   JSON value) has no type, where k8s-openapi says `object`;
 //! * every top-level kind carries `x-kubernetes-group-version-kind`, and so do the list kinds,
 //!   which k8s-openapi has no schema for and which are written here; no kind requires
 //!   `metadata` (k8s-openapi's schemas do);
@@ -61,6 +62,7 @@ pub const BINDING: &str = "io.k8s.api.core.v1.Binding";
 
 const INT_OR_STRING: &str = "io.k8s.apimachinery.pkg.util.intstr.IntOrString";
 const QUANTITY: &str = "io.k8s.apimachinery.pkg.api.resource.Quantity";
+const ANY_JSON: &str = "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSON";
 
 /// A k8s-openapi type that is a top-level kind: its group, version and kind, and how to put its
 /// schema into a generator.
@@ -477,6 +479,13 @@ pub fn render(name: &str, schema: &Value, flavor: Flavor) -> Value {
                 Flavor::V2 => json!({"description": description, "type": "string"}),
                 Flavor::V3 => json!({"description": description, "oneOf": [{"type": "string"}, {"type": "number"}]}),
             };
+        }
+        ANY_JSON => {
+            // Any JSON value (a definition's `default`, `enum`, `example`): kube gives it no
+            // type, and kubectl's client-side validation holds a number or a string against
+            // the `object` k8s-openapi says.
+            let description = schema.get("description").cloned().unwrap_or(Value::Null);
+            return json!({"description": description});
         }
         _ => {}
     }

@@ -10,7 +10,11 @@ use sha2::{Digest, Sha512};
 
 use crate::harness::{in_memory, Backend, Cluster, Credentials, ALICE_TOKEN};
 
-in_memory!(strict_validation_without_validate_false, apply_creates_without_validate_false);
+in_memory!(
+    strict_validation_without_validate_false,
+    apply_creates_without_validate_false,
+    any_json_value_passes_client_validation
+);
 
 const JSON: &str = "application/json";
 
@@ -438,4 +442,43 @@ async fn apply_creates_without_validate_false(backend: Backend) {
     .expect("manifest");
     let refused = c.kubectl(&["apply", "-f", bad.to_str().expect("utf-8 path")]).await;
     assert!(refused.stderr.contains(r#"strict decoding error: unknown field "spec.foo""#), "{}", refused.stderr);
+}
+
+/// kubectl validates a `List` on the client against the v2 document, where a definition's
+/// `default`, `enum` and `example` are `JSON`: any JSON value, published without a type as
+/// kube publishes it, so a number or a string there passes.
+async fn any_json_value_passes_client_validation(backend: Backend) {
+    let c = Cluster::start_on(backend).await;
+    let list = c.dir.path().join("list.yaml");
+    std::fs::write(
+        &list,
+        r#"apiVersion: v1
+kind: List
+items:
+- apiVersion: apiextensions.k8s.io/v1
+  kind: CustomResourceDefinition
+  metadata:
+    name: dials.example.com
+  spec:
+    group: example.com
+    names: {kind: Dial, plural: dials}
+    scope: Namespaced
+    versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              properties:
+                level: {type: integer, default: 1, example: 3}
+                mode: {type: string, default: low, enum: [low, high]}
+"#,
+    )
+    .expect("manifest");
+    let out = c.must_kubectl(&["create", "-f", list.to_str().expect("utf-8 path")]).await;
+    assert_eq!(out.trim(), "customresourcedefinition.apiextensions.k8s.io/dials.example.com created");
 }
