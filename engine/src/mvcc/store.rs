@@ -97,11 +97,10 @@ impl<B: KvBackend> MvccStore<B> {
     /// # Errors
     /// Returns a storage error, or `Corrupt` when history records do not decode.
     pub fn open_with(backend: B, value_cache_bytes: usize, revs: Arc<RevisionCounter>) -> Result<(Self, LiveLeases)> {
-        let compact_rev = Self::stored_compact_rev(&backend)?;
         let mut rebuild = IndexRebuild::new(value_cache_bytes);
         // One pass over the whole history, read once: the backend neither caches nor keeps it.
         backend.scan_once(Cf::Kv, &mut |k, v| rebuild.feed(k, v))?;
-        Self::assemble(backend, rebuild.finish()?, compact_rev, revs)
+        Self::open_rebuilt(backend, rebuild.finish()?, revs)
     }
 
     /// Opens the store on `backend` with the state [`IndexRebuild`] built from exactly the
@@ -111,25 +110,12 @@ impl<B: KvBackend> MvccStore<B> {
     /// # Errors
     /// Returns a storage error.
     pub fn open_rebuilt(backend: B, rebuilt: Rebuilt, revs: Arc<RevisionCounter>) -> Result<(Self, LiveLeases)> {
-        let compact_rev = Self::stored_compact_rev(&backend)?;
-        Self::assemble(backend, rebuilt, compact_rev, revs)
-    }
-
-    fn stored_compact_rev(backend: &B) -> Result<i64> {
-        Ok(match backend.get(Cf::Meta, META_COMPACT_REV)? {
+        let compact_rev = match backend.get(Cf::Meta, META_COMPACT_REV)? {
             Some(v) => i64::from_be_bytes(
                 v.as_slice().try_into().map_err(|_| StorageError::Corrupt { cf: "meta", what: "compact_rev" })?,
             ),
             None => 0,
-        })
-    }
-
-    fn assemble(
-        backend: B,
-        rebuilt: Rebuilt,
-        compact_rev: i64,
-        revs: Arc<RevisionCounter>,
-    ) -> Result<(Self, LiveLeases)> {
+        };
         let Rebuilt { index, cache, leases, last_main } = rebuilt;
         revs.observe(last_main.max(compact_rev));
         let store = Self {

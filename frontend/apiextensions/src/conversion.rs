@@ -12,7 +12,7 @@
 //!
 //! The generic store converts synchronously (inside its update closures too), so a webhook
 //! call blocks its caller: on a multi-threaded runtime the worker hands its other tasks over
-//! first (`block_in_place`); elsewhere the call runs on a thread of its own.
+//! first ([`crate::blocking`]); elsewhere the call runs on a thread of its own.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -209,11 +209,9 @@ where
     F: Future + Send,
     F::Output: Send,
 {
-    use tokio::runtime::{Builder, Handle, RuntimeFlavor};
-    if let Ok(handle) = Handle::try_current() {
-        if handle.runtime_flavor() == RuntimeFlavor::MultiThread {
-            return tokio::task::block_in_place(|| handle.block_on(fut));
-        }
+    use tokio::runtime::Builder;
+    if let Some(handle) = crate::blocking::multi_threaded() {
+        return tokio::task::block_in_place(|| handle.block_on(fut));
     }
     std::thread::scope(|scope| {
         scope

@@ -55,6 +55,7 @@
 //!
 //! Reading order: [`server`], [`registry`], [`controller`].
 
+mod blocking;
 mod cel_admit;
 mod cel_check;
 mod cel_cidr;

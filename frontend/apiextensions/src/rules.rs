@@ -446,7 +446,8 @@ impl CompiledRules {
         old: Option<&Map<String, Value>>,
         errs: &mut Vec<FieldError>,
     ) {
-        off_the_runtime(|| crate::cel_parse::with_stack(|| self.validate_root_here(obj, old, errs)));
+        // Up to kube's per-object cost budget: seconds of CPU (see `blocking`).
+        crate::blocking::off_the_runtime(|| crate::cel_parse::with_stack(|| self.validate_root_here(obj, old, errs)));
     }
 
     fn validate_root_here(
@@ -511,19 +512,6 @@ impl CompiledRules {
             }
             _ => {}
         }
-    }
-}
-
-/// Runs `f` (an object's rules: up to kube's per-object cost budget, seconds of CPU) so that it
-/// holds up no other request. On a multi-threaded runtime the worker first hands its queued
-/// tasks to another thread: among them may be this client's connection, which must keep
-/// answering HTTP/2 pings (clients drop a connection whose pings go unanswered for seconds) and
-/// carry the client's other requests.
-fn off_the_runtime<R>(f: impl FnOnce() -> R) -> R {
-    use tokio::runtime::{Handle, RuntimeFlavor};
-    match Handle::try_current() {
-        Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
-        _ => f(),
     }
 }
 
