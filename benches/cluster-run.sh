@@ -27,8 +27,10 @@
 # failover` kills the leader with SIGKILL; the figure is the time from the kill to the first
 # acknowledged put sent after it (median of FAILOVERS tries, each on a fresh cluster).
 # The report also splits each Ballast member's CPU time and wake-ups by thread (its shard
-# threads, its network runtime's) and, for puts, gives the ops per round (per entry the leader's
-# shard 0 appended), so costs per round and per op can be told apart between scenarios.
+# threads, its raft connections' threads, its network runtime's) and, for puts, gives the ops
+# per round (per entry the leader's shard 0 appended), so costs per round and per op can be told
+# apart between scenarios; and it gives the load client's own CPU per op, which comes out of the
+# same two cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration=${DURATION:-10}
@@ -387,6 +389,24 @@ if woke:
               "| scenario | " + " | ".join(names[c] for c in cols) + " |", "|---|" + "---:|" * len(cols)]
     for s, w in woke.items():
         lines.append(f"| {s} | " + " | ".join(f"{w[c]:.1f}" if c in w else "n/a" for c in cols) + " |")
+client = {}
+for r in rows:
+    res = r["result"]
+    if res.get("client_cpu_s") is not None and res.get("ops") and not res["scenario"].startswith("watch"):
+        name = res["scenario"] + ("@follower" if r.get("via") == "follower" else "")
+        client.setdefault(name, {})[r["target"]] = (res["client_cpu_s"] * 1e6 / res["ops"],
+                                                    res.get("server_cpu_us_per_op", 0))
+if client:
+    cols = [c for c in ("etcd", "ballast_base", "ballast") if any(c in w for w in client.values())]
+    names = {"etcd": "etcd", "ballast_base": "earlier build", "ballast": "Ballast"}
+    lines += ["", "## The load client's CPU per op", "",
+              "The load client shares the cores with the members: its own CPU time (user + system) over the",
+              "timed part per op, and that plus the members' server CPU per op (what one op costs the machine).", "",
+              "| scenario | " + " | ".join(f"{names[c]} client / client + server µs" for c in cols) + " |",
+              "|---|" + "---:|" * len(cols)]
+    for s, w in client.items():
+        lines.append(f"| {s} | " + " | ".join(f"{w[c][0]:,.1f} / {w[c][0] + w[c][1]:,.1f}" if c in w else "n/a"
+                                                for c in cols) + " |")
 split = [r for r in rows if r.get("threads") and r["result"].get("ops") and r["target"].startswith("ballast")]
 if split:
     names = {"ballast_base": "earlier build", "ballast": "this build", "ballast_together": "one leader"}

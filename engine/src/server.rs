@@ -634,7 +634,7 @@ impl Engine {
         // The peer port is served even by a member alone (as etcd does), so MemberAdd can grow it.
         for addr in &self.listen_peer {
             let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| ServeError::Bind(*addr, e))?;
-            servers.push(serve_peers(self.api.clone(), listener, self.peer_tls.clone(), stop_tx.subscribe()));
+            servers.push(serve_peers(self.api.clone(), listener, self.peer_tls.clone(), stop_tx.subscribe())?);
         }
         for addr in &self.listen_metrics {
             let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| ServeError::Bind(*addr, e))?;
@@ -862,31 +862,34 @@ impl std::io::Read for ChunkReader {
     }
 }
 
-/// Largest batch of raft messages a peer may send in one gRPC message. 64 MiB is well above a
+/// Largest batch of raft messages a peer may send in one frame, and largest gRPC message on
+/// the peer port. 64 MiB is well above a
 /// batch the sender cuts (`ClusterConfig::max_batch_messages` heartbeats, or a round's entry of
 /// `ShardConfig::max_round_entry_bytes` with its append) and bounds what a broken peer costs.
 const PEER_MESSAGE_LIMIT: usize = 64 << 20;
 
-/// Serves the peer service on `listener` until `stop` fires.
+/// Serves the peer port on `listener` until `stop` fires: raft connections on threads of
+/// their own (`api::peer_raft`), the peer service's gRPC calls on the rest.
+///
+/// # Errors
+/// The peer TLS material is unusable.
 fn serve_peers(
     api: Api,
     listener: tokio::net::TcpListener,
     tls: Option<PeerTls>,
     mut stop: tokio::sync::broadcast::Receiver<()>,
-) -> tokio::task::JoinHandle<std::result::Result<(), tonic::transport::Error>> {
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).map(|conn| {
-        conn.inspect(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        })
-    });
-    tokio::spawn(async move {
+) -> std::result::Result<tokio::task::JoinHandle<std::result::Result<(), tonic::transport::Error>>, ServeError> {
+    let raft_tls = tls.as_ref().map(crate::api::tls::server_config).transpose().map_err(ServeError::Tls)?;
+    let service = PeerService::new(api);
+    let incoming = crate::api::peer_raft::split(listener, service.clone(), raft_tls, PEER_MESSAGE_LIMIT, &stop);
+    Ok(tokio::spawn(async move {
         let mut builder = tonic::transport::Server::builder();
         if let Some(tls) = tls {
             builder = builder.tls_config(tls.server())?;
         }
         builder
             .add_service(
-                PeerServer::new(PeerService::new(api))
+                PeerServer::new(service)
                     .max_decoding_message_size(PEER_MESSAGE_LIMIT)
                     .max_encoding_message_size(PEER_MESSAGE_LIMIT),
             )
@@ -894,7 +897,7 @@ fn serve_peers(
                 let _ = stop.recv().await;
             })
             .await
-    })
+    }))
 }
 
 /// Asks every other member who it is (name, client URLs) until each has answered, for

@@ -9,8 +9,8 @@
 //! of each member's peer listener and no more: member X reaches Y through Y's proxy, and Y
 //! reaches X through X's. Every byte between X and Y therefore crosses exactly one proxy, on a
 //! connection one of them dialed: X's proxy carries the connections Y dialed, Y's proxy the ones
-//! X dialed, and each connection carries bytes both ways (Ballast's raft stream goes from the
-//! dialer to the listener with acks coming back; etcd's stream GET returns the listener's
+//! X dialed, and each connection carries bytes both ways (Ballast's raft connection carries frames from
+//! the dialer to the listener; etcd's stream GET returns the listener's
 //! messages to the dialer, its pipeline POSTs go the other way). Dropping X's proxy alone cuts
 //! only the connections others dialed to X; X's own connections to the others would still
 //! pass. To cut those, Y's proxy must tell X's connections from Z's, and a member cannot be

@@ -93,6 +93,31 @@ impl Backoff {
     }
 }
 
+/// Accepts connections from `listener` until `closed` completes and hands each one, with its
+/// peer's name, to `take`; accept failures are logged and retried after a growing pause
+/// ([`Backoff`]). The TLS ports and the peer port sort their connections this way.
+pub async fn each_connection<L: Listener>(
+    listener: L,
+    closed: impl std::future::Future<Output = ()>,
+    mut take: impl FnMut(L::Io, String),
+) {
+    let mut backoff = Backoff::default();
+    tokio::pin!(closed);
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept_one() => accepted,
+            () = &mut closed => return,
+        };
+        match accepted {
+            Ok((io, peer)) => {
+                backoff.succeeded();
+                take(io, peer);
+            }
+            Err(e) => backoff.failed(&listener, &e).await,
+        }
+    }
+}
+
 /// Yields the connections `listener` accepts; accept failures are logged and retried after a
 /// growing pause ([`Backoff`]), never yielded.
 pub fn incoming<L: Listener>(listener: L) -> impl Stream<Item = std::io::Result<L::Io>> + Send + 'static {

@@ -38,6 +38,7 @@ pub mod message_limit;
 pub mod metrics;
 pub mod pbjson;
 pub mod peer;
+pub mod peer_raft;
 pub mod ping_policy;
 mod reads;
 pub mod resolved;

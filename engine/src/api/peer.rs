@@ -1,9 +1,9 @@
 //! The `ballastpb.Peer` service on the peer port: what other members of the cluster send this
 //! one (see `proto/peer.proto` and `crate::cluster`).
 //!
-//! * `Raft`: a stream of message batches from one member; each batch's messages go to their
-//!   shards' mailboxes as one message per shard (`try_send`: a full mailbox drops them, raft
-//!   resends).
+//! * Raft message batches do not come through gRPC but on raft connections of the same port
+//!   (`super::peer_raft`); each batch's messages go to their shards' mailboxes as one message
+//!   per shard (`try_send`: a full mailbox drops them, raft resends).
 //! * `Hello`: who this member is (name, client URLs) for the caller's MemberList.
 //! * `Forward`: a write, lease call or membership change for a shard this member leads, from a
 //!   member that does not; answered with etcd's status on failure, which the caller passes to
@@ -67,6 +67,31 @@ impl PeerService {
             "request cluster ID mismatch; refused a peer of another cluster"
         );
         Err(EngineError::ClusterIdMismatch { local, remote }.into())
+    }
+
+    /// Takes one batch of raft messages from a peer's raft connection (`peer_raft`): checks it
+    /// is meant for this cluster and this member, and hands its messages to their shards.
+    ///
+    /// # Errors
+    /// The batch is from another cluster or for another member: the connection is refused.
+    pub(super) fn take_raft(&self, batch: RaftBatch) -> Result<(), Status> {
+        self.check_cluster(batch.cluster_id, batch.from)?;
+        // Batches are addressed by raft ID, which is not the member ID for a member
+        // bootstrapped alone (`cluster::members`).
+        let me = self.api.raft_id();
+        if batch.to != me {
+            return Err(Status::failed_precondition(format!(
+                "raft messages for raft ID {:x} reached member {:x} (raft ID {me:x})",
+                batch.to, self.api.member.id
+            )));
+        }
+        self.deliver(batch);
+        Ok(())
+    }
+
+    /// Returns the member's peer connection settings.
+    pub(super) fn cluster_config(&self) -> &crate::cluster::ClusterConfig {
+        self.api.router.config()
     }
 
     fn deliver(&self, batch: RaftBatch) {
@@ -241,25 +266,6 @@ const FORWARD_ANSWERS_WINDOW: usize = 16;
 
 #[tonic::async_trait]
 impl Peer for PeerService {
-    async fn raft(&self, req: Request<Streaming<RaftBatch>>) -> Result<Response<RaftBatchAck>, Status> {
-        let mut inbound = req.into_inner();
-        // Batches are addressed by raft ID, which is not the member ID for a member
-        // bootstrapped alone (`cluster::members`); a member's raft ID never changes, so it is
-        // looked up once per stream rather than per batch.
-        let me = self.api.raft_id();
-        while let Some(batch) = inbound.message().await? {
-            self.check_cluster(batch.cluster_id, batch.from)?;
-            if batch.to != me {
-                return Err(Status::failed_precondition(format!(
-                    "raft messages for raft ID {:x} reached member {:x} (raft ID {me:x})",
-                    batch.to, self.api.member.id
-                )));
-            }
-            self.deliver(batch);
-        }
-        Ok(Response::new(RaftBatchAck {}))
-    }
-
     async fn hello(&self, req: Request<HelloRequest>) -> Result<Response<HelloResponse>, Status> {
         let r = req.into_inner();
         self.check_cluster(r.cluster_id, r.from)?;

@@ -13,7 +13,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::server::TlsStream;
 
-use super::accept::{Backoff, Listener};
+use super::accept::{each_connection, Listener};
 
 use crate::cluster::PeerTls;
 
@@ -80,34 +80,18 @@ pub fn incoming<L: Listener>(
     // A handful of finished handshakes waiting for the server to take them.
     let (tx, rx) = tokio::sync::mpsc::channel(64);
     let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
-    tokio::spawn(async move {
-        let mut backoff = Backoff::default();
-        loop {
-            let tcp = tokio::select! {
-                accepted = listener.accept_one() => accepted,
-                () = tx.closed() => return,
-            };
-            let (tcp, peer) = match tcp {
-                Ok(accepted) => {
-                    backoff.succeeded();
-                    accepted
+    let closed = tx.clone();
+    tokio::spawn(each_connection(listener, async move { closed.closed().await }, move |tcp, peer| {
+        let (acceptor, tx) = (acceptor.clone(), tx.clone());
+        tokio::spawn(async move {
+            match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                Ok(Ok(tls)) => {
+                    let _ = tx.send(Ok(tls)).await;
                 }
-                Err(e) => {
-                    backoff.failed(&listener, &e).await;
-                    continue;
-                }
-            };
-            let (acceptor, tx) = (acceptor.clone(), tx.clone());
-            tokio::spawn(async move {
-                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                    Ok(Ok(tls)) => {
-                        let _ = tx.send(Ok(tls)).await;
-                    }
-                    Ok(Err(e)) => tracing::debug!(%peer, error = %e, "client TLS handshake failed"),
-                    Err(_) => tracing::debug!(%peer, "client TLS handshake timed out"),
-                }
-            });
-        }
-    });
+                Ok(Err(e)) => tracing::debug!(%peer, error = %e, "client TLS handshake failed"),
+                Err(_) => tracing::debug!(%peer, "client TLS handshake timed out"),
+            }
+        });
+    }));
     tokio_stream::wrappers::ReceiverStream::new(rx)
 }

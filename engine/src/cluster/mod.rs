@@ -1,11 +1,12 @@
 //! The member's place in a cluster: who the members are ([`members`]) and how raft messages
-//! reach them ([`transport`]).
+//! reach them ([`transport`] over [`raft_wire`]).
 //!
 //! Every shard is a raft group over the same members, with the member ID as raft ID (except a
 //! member bootstrapped alone, whose groups keep raft ID 1, see [`members::Member::raft_id`]).
-//! The peer port serves `ballastpb.Peer` (`proto/peer.proto`, served by `api::peer`): a
-//! stream of raft message batches per pair of members, a hello that checks both are in one
-//! cluster, and the forwarding of writes (batched on one stream per pair, [`forwarding`]) and
+//! The peer port carries one raft connection per pair of members, plain frames between two
+//! threads ([`raft_wire`], received by `api::peer_raft`), and serves `ballastpb.Peer`
+//! (`proto/peer.proto`, served by `api::peer`) on its other connections: a hello that checks
+//! both are in one cluster, and the forwarding of writes (batched on one stream per pair, [`forwarding`]) and
 //! lease calls to a shard's leader. With several
 //! shards, the shards' leaders spread over the members and take revisions from the revision
 //! allocator on shard 0's leader ([`revision_group`], reached through [`allocation`] on one
@@ -20,6 +21,7 @@ mod forward_queue;
 pub mod forwarding;
 pub mod members;
 pub mod placement;
+pub mod raft_wire;
 pub mod resolved;
 pub mod revision_group;
 pub mod revision_link;
@@ -208,7 +210,8 @@ pub struct ClusterConfig {
     pub max_batch_bytes: usize,
     /// Batches handed to a gRPC stream fed through a channel (the revision link's) ahead of
     /// what HTTP/2 has sent. 16 keeps the stream busy without hiding back-pressure from the
-    /// queue. (The raft and forwarding streams are cut from their queues as HTTP/2 asks.)
+    /// queue. (The forwarding stream is cut from its queue as HTTP/2 asks, and the raft
+    /// connection's thread cuts a batch from its queue per write.)
     pub stream_window: usize,
     /// Writes queued per member they are sent on to (`forwarding`) before a writer waits.
     /// 4,096 is far more than the client port keeps in flight; past it the writers' own
@@ -228,16 +231,19 @@ pub struct ClusterConfig {
     /// Longest wait between reconnects. 1 s is etcd's election timeout, so a returning peer
     /// is reached within one election.
     pub reconnect_backoff_max: Duration,
-    /// TCP connect timeout to a peer. 1 s, as etcd's peer dial timeout.
+    /// TCP connect timeout to a peer, and the time a raft connection's TLS handshake may take. 1 s,
+    /// as etcd's peer dial timeout.
     pub dial_timeout: Duration,
-    /// HTTP/2 pings on a peer connection. A peer that stops answering without closing (a
-    /// partition that drops packets) would otherwise hold the connection until TCP gives up,
-    /// minutes later; 1 s is etcd's heartbeat scale.
+    /// HTTP/2 pings on a peer's gRPC connection, and a keep-alive frame on an idle raft
+    /// connection (which the receiver also polls for the server's stop at). A peer that stops
+    /// answering without closing (a partition that drops packets) would otherwise hold the
+    /// connection until TCP gives up, minutes later; 1 s is etcd's heartbeat scale.
     pub keepalive_interval: Duration,
-    /// How long a ping may go unanswered before the connection is dropped and dialled again.
-    /// 3 s is three election timeouts: a slow peer is not cut off, a silent one soon is.
+    /// How long a ping may go unanswered, a raft connection's write may block, or its receiver
+    /// hear nothing, before the connection is dropped and dialled again. 3 s is three election
+    /// timeouts: a slow peer is not cut off, a silent one soon is.
     pub keepalive_timeout: Duration,
-    /// TLS on peer connections (`https://` peer URLs); None: plain HTTP/2.
+    /// TLS on peer connections (`https://` peer URLs); None: plain TCP.
     pub tls: Option<PeerTls>,
     /// How often the member that evaluates a cluster's writes tells the others up to which
     /// revision every shard holds every write ([`resolved`]), when that moved. It is the delay

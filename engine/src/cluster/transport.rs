@@ -1,33 +1,34 @@
 //! [`PeerRouter`] and [`PeerTransport`]: raft messages from this member's shards to the other
-//! members, one long-lived gRPC stream per peer carrying every shard's messages.
+//! members, one long-lived connection per peer carrying every shard's messages
+//! ([`raft_wire`](super::raft_wire) has its framing).
 //!
 //! A shard's Ready round hands its messages to [`PeerTransport::send`] on the shard thread,
 //! which never blocks: each peer has a bounded queue ([`ClusterConfig::peer_queue`]) and a
 //! message that does not fit is dropped (raft resends what is lost; the slow-consumer policy of
-//! this fan-out). Each peer's `Raft` stream is the queue itself ([`Outbound`]): when HTTP/2
-//! has room it takes everything queued at once and cuts it into one [`RaftBatch`], so flow
-//! control pushes back on the queue when the peer reads slowly. One task per peer
-//! ([`PeerRouter::start`]) holds the call open; when the connection fails the task
-//! tells every shard the peer is unreachable (raft then probes instead of streaming appends),
-//! drops what was queued, and reconnects with a doubling backoff.
+//! this fan-out). One thread per peer ([`PeerRouter::start`]) owns the connection: it wakes
+//! when a parcel arrives, takes everything queued into one batch and writes it, so a peer that
+//! reads slowly holds the thread in its write while the queue fills (the back-pressure). When
+//! the connection fails the thread tells every shard the peer is unreachable (raft then probes
+//! instead of streaming appends), drops what was queued, and dials again with a doubling
+//! backoff. The other calls between members (forwarded writes, the revision link, snapshots)
+//! stay on gRPC over the channel [`PeerRouter::client`] returns.
 
 use std::collections::HashMap;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
-use std::task::{Context, Poll};
+use std::io::{self, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TryRecvError};
+use std::sync::{Arc, OnceLock, Weak};
 #[cfg(test)]
 use std::time::Duration;
 
 use ballast_proto::ballastpb::{peer_client::PeerClient, RaftBatch, ShardRaftMessage};
 use ballast_raft::{Message, Transport};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::RwLock;
 use prost_011::Message as _;
-use tokio::sync::mpsc;
-use tokio_stream::Stream;
 use tonic::transport::Channel;
 
 use super::forward_queue::Forwarders;
+use super::raft_wire;
 use super::ClusterConfig;
 
 /// What one shard queued for one peer in one Ready round.
@@ -38,13 +39,15 @@ pub struct PeerRouter {
     me: u64,
     cluster_id: u64,
     cfg: ClusterConfig,
-    queues: RwLock<HashMap<u64, mpsc::Sender<Parcel>>>,
-    waiting: parking_lot::Mutex<Vec<(u64, String, mpsc::Receiver<Parcel>)>>,
+    queues: RwLock<HashMap<u64, SyncSender<Parcel>>>,
+    waiting: parking_lot::Mutex<Vec<(u64, String, Receiver<Parcel>)>>,
     channels: RwLock<HashMap<u64, Channel>>,
     on_unreachable: OnceLock<UnreachableHook>,
-    /// The runtime the sender tasks run on, once started: a peer added later (a membership
-    /// change applied on a shard thread) gets its task there.
+    /// The runtime the gRPC channels run on, once started: a peer added later (a membership
+    /// change applied on a shard thread) gets its channel's task there.
     runtime: OnceLock<tokio::runtime::Handle>,
+    /// The raft connections' client TLS.
+    raft_tls: RaftTls,
     /// Writes sent on to the members leading their shards.
     forwarders: Forwarders,
 }
@@ -63,6 +66,7 @@ impl PeerRouter {
     /// (ID and peer URL; this member itself is skipped). Nothing is sent before
     /// [`PeerRouter::start`].
     pub fn new(me: u64, cluster_id: u64, peers: &[(u64, String)], cfg: ClusterConfig) -> Arc<Self> {
+        let raft_tls = cfg.tls.as_ref().map(super::PeerTls::raft_client).transpose();
         let router = Arc::new(Self {
             me,
             cluster_id,
@@ -72,6 +76,7 @@ impl PeerRouter {
             channels: RwLock::new(HashMap::new()),
             on_unreachable: OnceLock::new(),
             runtime: OnceLock::new(),
+            raft_tls,
             forwarders: Forwarders::default(),
         });
         for (id, url) in peers {
@@ -80,14 +85,14 @@ impl PeerRouter {
         router
     }
 
-    /// Adds (or re-points) the peer with raft ID `id` at `url`; its sender task starts at once
+    /// Adds (or re-points) the peer with raft ID `id` at `url`; its sender thread starts at once
     /// when the router runs.
     pub fn add_peer(self: &Arc<Self>, id: u64, url: &str) {
         if id == self.me {
             return;
         }
         self.remove_peer(id);
-        let (tx, rx) = mpsc::channel(self.cfg.peer_queue);
+        let (tx, rx) = sync_channel(self.cfg.peer_queue);
         self.queues.write().insert(id, tx);
         self.waiting.lock().push((id, url.to_string(), rx));
         // A channel spawns its task on the current runtime: a shard thread applying a
@@ -113,7 +118,7 @@ impl PeerRouter {
         }
     }
 
-    /// Forgets the peer with raft ID `id`: its queue closes, so its sender task ends.
+    /// Forgets the peer with raft ID `id`: its queue closes, so its sender thread ends.
     pub fn remove_peer(&self, id: u64) {
         self.queues.write().remove(&id);
         self.channels.write().remove(&id);
@@ -131,7 +136,7 @@ impl PeerRouter {
     }
 
     /// Returns the router's configuration.
-    pub(super) fn config(&self) -> &ClusterConfig {
+    pub fn config(&self) -> &ClusterConfig {
         &self.cfg
     }
 
@@ -162,12 +167,16 @@ impl PeerRouter {
         let _ = self.on_unreachable.set(hook);
     }
 
-    /// Starts one sender task per peer on the current tokio runtime.
+    /// Starts one sender thread per peer, and records the current tokio runtime for the gRPC
+    /// connections of peers added later.
     pub fn start(self: &Arc<Self>) {
-        let runtime = self.runtime.get_or_init(tokio::runtime::Handle::current).clone();
+        let _ = self.runtime.get_or_init(tokio::runtime::Handle::current);
         for (id, url, rx) in self.waiting.lock().drain(..) {
-            let router = Arc::clone(self);
-            runtime.spawn(async move { router.send_loop(id, url, rx).await });
+            let sender = Sender { peer: id, url, rx, router: Arc::downgrade(self), tls: self.raft_tls.clone() };
+            let spawned = std::thread::Builder::new().name("peer-out".into()).spawn(move || sender.run());
+            if let Err(e) = spawned {
+                tracing::error!(peer = format_args!("{id:x}"), error = %e, "cannot start the peer's sender thread");
+            }
         }
     }
 
@@ -177,49 +186,9 @@ impl PeerRouter {
         }
     }
 
-    async fn send_loop(self: Arc<Self>, peer: u64, url: String, rx: mpsc::Receiver<Parcel>) {
-        let rx = Arc::new(Mutex::new(rx));
-        let mut backoff = self.cfg.reconnect_backoff_min;
-        loop {
-            if rx.lock().is_closed() {
-                return;
-            }
-            let Some(mut client) = self.client(peer) else { return };
-            let outbound = Outbound {
-                router: Arc::clone(&self),
-                peer,
-                rx: Arc::clone(&rx),
-                retired: Arc::new(AtomicBool::new(false)),
-                sent: Arc::new(AtomicBool::new(false)),
-            };
-            let (retired, sent) = (Arc::clone(&outbound.retired), Arc::clone(&outbound.sent));
-            // The call lasts as long as the stream: a follower sends its leader only answers, so
-            // a dead leader would otherwise be noticed only at its next message, which never
-            // comes; the broken connection ends the call at once.
-            let ended = client.raft(outbound).await;
-            // The stream of a broken connection may still be held by the HTTP/2 client for a
-            // moment: it must not take parcels meant for the next connection.
-            retired.store(true, Ordering::SeqCst);
-            if sent.load(Ordering::SeqCst) {
-                backoff = self.cfg.reconnect_backoff_min;
-            }
-            if let Err(status) = ended {
-                tracing::debug!(peer = format_args!("{peer:x}"), %url, %status, "peer stream ended");
-            }
-            if rx.lock().is_closed() {
-                return;
-            }
-            self.report_unreachable(peer);
-            // What was queued for the broken connection is stale; raft resends what matters.
-            while rx.lock().try_recv().is_ok() {}
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(self.cfg.reconnect_backoff_max);
-        }
-    }
-
     /// Joins `first` and whatever else is queued for `peer` into one batch, up to
     /// `ClusterConfig::max_batch_messages` and `max_batch_bytes`.
-    fn cut_batch(&self, peer: u64, first: Parcel, rx: &mut mpsc::Receiver<Parcel>) -> RaftBatch {
+    fn cut_batch(&self, peer: u64, first: Parcel, rx: &Receiver<Parcel>) -> RaftBatch {
         let mut messages: Vec<ShardRaftMessage> = Vec::with_capacity(first.len());
         let mut bytes = 0;
         let mut parcel = Some(first);
@@ -265,41 +234,127 @@ impl PeerRouter {
     }
 }
 
-/// The request stream of one connection to a peer. HTTP/2 polls it when the stream has room,
-/// and each poll cuts what the peer's queue holds into one batch: the queue's waker is the
-/// HTTP/2 sender's own, so a parcel a shard queues goes to the socket with no task between.
-/// (A task taking the queue and handing batches on through a channel of its own, as before,
-/// cost one more wake-up and hand-over per batch.)
-struct Outbound {
-    router: Arc<PeerRouter>,
-    peer: u64,
-    /// The peer's queue, shared by the connections to it in turn (one polls it at a time).
-    rx: Arc<Mutex<mpsc::Receiver<Parcel>>>,
-    /// Set once the connection is given up: the stream ends.
-    retired: Arc<AtomicBool>,
-    /// Set once a batch went out on this connection: the reconnect backoff starts over.
-    sent: Arc<AtomicBool>,
+/// How a connection to a peer ended.
+enum Ended {
+    /// The peer was removed (its queue closed) or the router dropped: the thread stops.
+    Closed,
+    /// The connection failed after `sent` batches went out on it.
+    Broken { sent: bool, error: io::Error },
 }
 
-impl Stream for Outbound {
-    type Item = RaftBatch;
+/// The thread that owns the raft connection to one peer: it takes what the peer's queue holds
+/// into one batch per write, and dials again with a doubling backoff when the connection fails.
+struct Sender {
+    peer: u64,
+    url: String,
+    rx: Receiver<Parcel>,
+    /// Weak, so a router dropped (a member stopped in a test) ends the thread.
+    router: Weak<PeerRouter>,
+    tls: RaftTls,
+}
 
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<RaftBatch>> {
-        if self.retired.load(Ordering::SeqCst) {
-            return Poll::Ready(None);
-        }
-        let mut rx = self.rx.lock();
-        match rx.poll_recv(cx) {
-            Poll::Ready(Some(first)) => {
-                let batch = self.router.cut_batch(self.peer, first, &mut rx);
-                self.sent.store(true, Ordering::SeqCst);
-                Poll::Ready(Some(batch))
+impl Sender {
+    fn run(self) {
+        let Some(cfg) = self.router.upgrade().map(|r| r.cfg.clone()) else { return };
+        let mut backoff = cfg.reconnect_backoff_min;
+        loop {
+            let ended = match self.dial(&cfg) {
+                Ok(Conn::Plain(mut tcp)) => self.stream(&mut tcp, &cfg),
+                Ok(Conn::Tls(mut tls)) => self.stream(tls.as_mut(), &cfg),
+                Err(error) => Ended::Broken { sent: false, error },
+            };
+            let Ended::Broken { sent, error } = ended else { return };
+            if sent {
+                backoff = cfg.reconnect_backoff_min;
             }
-            Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
+            tracing::debug!(peer = format_args!("{:x}", self.peer), url = %self.url, %error, "raft connection to peer ended");
+            let Some(router) = self.router.upgrade() else { return };
+            router.report_unreachable(self.peer);
+            drop(router);
+            // What was queued for the broken connection is stale; raft resends what matters.
+            loop {
+                match self.rx.try_recv() {
+                    Ok(_) => {}
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => return,
+                }
+            }
+            std::thread::sleep(backoff);
+            backoff = (backoff * 2).min(cfg.reconnect_backoff_max);
+        }
+    }
+
+    /// Connects to the peer and sends the prelude (and, with peer TLS, completes the handshake).
+    fn dial(&self, cfg: &ClusterConfig) -> io::Result<Conn> {
+        let uri: http::Uri = self.url.parse().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let host = uri.host().unwrap_or_default().trim_start_matches('[').trim_end_matches(']').to_string();
+        let https = uri.scheme_str() == Some("https");
+        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+        let mut last = io::Error::new(io::ErrorKind::NotFound, format!("{host} has no address"));
+        for addr in (host.as_str(), port).to_socket_addrs()? {
+            match TcpStream::connect_timeout(&addr, cfg.dial_timeout) {
+                Ok(mut tcp) => {
+                    tcp.set_nodelay(true)?;
+                    tcp.set_write_timeout(Some(cfg.keepalive_timeout))?;
+                    tcp.write_all(raft_wire::PRELUDE)?;
+                    if !https {
+                        return Ok(Conn::Plain(tcp));
+                    }
+                    let tls = match &self.tls {
+                        Ok(Some(tls)) => Arc::clone(tls),
+                        Ok(None) => return Err(io::Error::other("an https peer URL needs the peer TLS flags")),
+                        Err(e) => return Err(io::Error::other(e.clone())),
+                    };
+                    let name = rustls_pki_types::ServerName::try_from(host.clone())
+                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+                    let conn = rustls::ClientConnection::new(tls, name).map_err(io::Error::other)?;
+                    let mut stream = Box::new(rustls::StreamOwned::new(conn, tcp));
+                    // Bound the handshake: a peer that accepts and says nothing would hold it.
+                    stream.sock.set_read_timeout(Some(cfg.dial_timeout))?;
+                    while stream.conn.is_handshaking() {
+                        stream.conn.complete_io(&mut stream.sock)?;
+                    }
+                    return Ok(Conn::Tls(stream));
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    /// Sends batches as the queue fills, and a keep-alive when it stays empty, until the
+    /// connection fails or the queue closes.
+    fn stream(&self, conn: &mut impl Write, cfg: &ClusterConfig) -> Ended {
+        let mut sent = false;
+        loop {
+            let wrote = match self.rx.recv_timeout(cfg.keepalive_interval) {
+                Ok(first) => {
+                    let Some(router) = self.router.upgrade() else { return Ended::Closed };
+                    let batch = router.cut_batch(self.peer, first, &self.rx);
+                    drop(router);
+                    let wrote = conn.write_all(&raft_wire::frame(&batch)).and_then(|()| conn.flush());
+                    sent |= wrote.is_ok();
+                    wrote
+                }
+                Err(RecvTimeoutError::Timeout) => conn.write_all(&raft_wire::KEEPALIVE).and_then(|()| conn.flush()),
+                Err(RecvTimeoutError::Disconnected) => return Ended::Closed,
+            };
+            if let Err(error) = wrote {
+                return Ended::Broken { sent, error };
+            }
         }
     }
 }
+
+/// A dialled raft connection.
+enum Conn {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+}
+
+/// The client TLS of raft connections: none (plain peer URLs), or what the peer TLS flags
+/// gave, or why they gave nothing usable (reported at each dial to an https peer).
+type RaftTls = Result<Option<Arc<rustls::ClientConfig>>, String>;
 
 /// A shard's [`Transport`]: hands its messages to the member's [`PeerRouter`].
 #[derive(Clone, Debug)]
@@ -359,37 +414,91 @@ mod tests {
         let t = PeerTransport::new(3, Arc::clone(&router));
         t.send(vec![msg(2), msg(1), msg(2), msg(7)]);
         t.send(vec![msg(2)]); // the queue holds one parcel: dropped
-        let (_, _, mut rx) = router.waiting.lock().drain(..).next().expect("one peer");
+        let (_, _, rx) = router.waiting.lock().drain(..).next().expect("one peer");
         let first = rx.try_recv().expect("a parcel");
         assert_eq!(first.iter().map(|(s, m)| (*s, m.to)).collect::<Vec<_>>(), vec![(3, 2), (3, 2)]);
         assert!(rx.try_recv().is_err(), "the second parcel did not fit");
-        let batch = router.cut_batch(2, first, &mut rx);
+        let batch = router.cut_batch(2, first, &rx);
         assert_eq!((batch.cluster_id, batch.from, batch.to, batch.messages.len()), (9, 1, 2, 2));
     }
 
-    #[tokio::test]
-    async fn the_stream_takes_everything_queued_at_once_and_ends_once_retired() {
-        use tokio_stream::StreamExt as _;
-        let router = PeerRouter::new(1, 9, &[(2, "http://127.0.0.1:2".into())], ClusterConfig::default());
-        let (_, _, rx) = router.waiting.lock().drain(..).next().expect("one peer");
-        let rx = Arc::new(Mutex::new(rx));
-        let msg = |to| Message { to, from: 1, ..Default::default() };
-        let t = PeerTransport::new(3, Arc::clone(&router));
-        t.send(vec![msg(2)]);
-        t.send(vec![msg(2), msg(2)]);
-        let mut out = Outbound {
-            router: Arc::clone(&router),
-            peer: 2,
-            rx: Arc::clone(&rx),
-            retired: Arc::new(AtomicBool::new(false)),
-            sent: Arc::new(AtomicBool::new(false)),
+    /// Reads frames from `conn` until a batch arrives; answers it and the keep-alives before it.
+    fn next_batch(conn: &mut std::net::TcpStream, reader: &mut raft_wire::FrameReader) -> (RaftBatch, usize) {
+        use prost::Message as _;
+        let mut keepalives = 0;
+        loop {
+            while let Some(body) = reader.take().expect("a frame within the limit") {
+                if body.is_empty() {
+                    keepalives += 1;
+                } else {
+                    return (RaftBatch::decode(body).expect("a batch"), keepalives);
+                }
+            }
+            assert!(reader.fill(conn).expect("the sender writes within the timeout") > 0, "the sender closed");
+        }
+    }
+
+    fn accept_raft(listener: &std::net::TcpListener) -> std::net::TcpStream {
+        use std::io::Read as _;
+        let (mut conn, _) = listener.accept().expect("the sender dials");
+        conn.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+        let mut prelude = [0; 8];
+        conn.read_exact(&mut prelude).expect("the prelude");
+        assert_eq!(&prelude, raft_wire::PRELUDE);
+        conn
+    }
+
+    #[test]
+    fn the_sender_frames_batches_keeps_alive_and_dials_again_after_a_broken_connection() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        let _entered = rt.enter();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("address"));
+        let cfg = ClusterConfig {
+            keepalive_interval: Duration::from_millis(20),
+            reconnect_backoff_min: Duration::from_millis(10),
+            ..ClusterConfig::default()
         };
-        let batch = out.next().await.expect("a batch");
-        assert_eq!((batch.to, batch.messages.len()), (2, 3), "both parcels in one batch");
-        assert!(out.sent.load(Ordering::SeqCst));
-        out.retired.store(true, Ordering::SeqCst);
-        t.send(vec![msg(2)]);
-        assert!(out.next().await.is_none(), "a retired connection's stream ends");
-        assert!(rx.lock().try_recv().is_ok(), "the parcel waits for the next connection");
+        let router = PeerRouter::new(1, 9, &[(2, url)], cfg);
+        let unreachable = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::clone(&unreachable);
+        router.on_unreachable(Box::new(move |peer| {
+            assert_eq!(peer, 2);
+            seen.fetch_add(1, Ordering::SeqCst);
+        }));
+        router.start();
+        let msg = |to, index| Message { to, from: 1, index, ..Default::default() };
+        let t = PeerTransport::new(3, Arc::clone(&router));
+
+        let mut conn = accept_raft(&listener);
+        let mut reader = raft_wire::FrameReader::new(1 << 20);
+        t.send(vec![msg(2, 1), msg(2, 2)]);
+        let (batch, _) = next_batch(&mut conn, &mut reader);
+        assert_eq!((batch.cluster_id, batch.from, batch.to), (9, 1, 2));
+        let got: Vec<_> = batch
+            .messages
+            .iter()
+            .map(|m| (m.shard, Message::decode(m.message.as_ref()).expect("a message").index))
+            .collect();
+        assert_eq!(got, vec![(3, 1), (3, 2)], "one parcel, one batch, in order");
+
+        std::thread::sleep(Duration::from_millis(150));
+        t.send(vec![msg(2, 3)]);
+        let (batch, keepalives) = next_batch(&mut conn, &mut reader);
+        assert_eq!(batch.messages.len(), 1);
+        assert!(keepalives >= 2, "an idle connection carries keep-alives ({keepalives} seen)");
+
+        // The peer goes away: the keep-alives find the broken connection, the shards hear of it,
+        // and the sender dials again; what is sent then arrives on the new connection.
+        drop(conn);
+        let mut conn = accept_raft(&listener);
+        assert!(unreachable.load(Ordering::SeqCst) >= 1, "the broken connection was reported");
+        let mut reader = raft_wire::FrameReader::new(1 << 20);
+        t.send(vec![msg(2, 4)]);
+        let (batch, _) = next_batch(&mut conn, &mut reader);
+        let index = Message::decode(batch.messages[0].message.as_ref()).expect("a message").index;
+        assert_eq!(index, 4);
+        router.remove_peer(2);
     }
 }

@@ -1,0 +1,145 @@
+//! The receiving end of raft connections on the peer port (`cluster::raft_wire` has the
+//! framing, `cluster::transport` the sending end).
+//!
+//! [`split`] accepts the port's connections and looks at each one's first byte: a raft
+//! connection's prelude goes to a thread of its own, everything else (gRPC, plain or TLS) to
+//! the peer service's server. The thread reads frames with blocking reads and hands each
+//! batch to the shards; a connection silent for `ClusterConfig::keepalive_timeout` (the sender
+//! keeps an idle one alive), a batch of another cluster or for another member, or a frame over
+//! the limit closes it, and the sender dials again. Each read waits at most
+//! `keepalive_interval`, so the thread also ends soon after the server stops.
+
+use std::io::{self, Read};
+use std::net::TcpStream as StdTcpStream;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ballast_proto::ballastpb::RaftBatch;
+use prost::Message as _;
+use tokio::net::TcpStream;
+use tokio::sync::broadcast;
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::accept::each_connection;
+use super::peer::PeerService;
+use super::tls::HANDSHAKE_TIMEOUT;
+use crate::clock::{Clock as _, SystemClock};
+use crate::cluster::raft_wire::{FrameReader, PRELUDE};
+
+/// Connections accepted and told apart, waiting for the gRPC server to take them: a handful.
+const WAITING_GRPC: usize = 64;
+
+/// Accepts the peer port's connections from `listener`: raft connections are served on
+/// threads of their own until `stop` fires; the others are returned for the gRPC server.
+/// `tls` is the peer port's TLS, for raft connections from members with peer TLS; `limit`
+/// bounds a frame.
+pub fn split(
+    listener: tokio::net::TcpListener,
+    service: PeerService,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    limit: usize,
+    stop: &broadcast::Receiver<()>,
+) -> ReceiverStream<io::Result<TcpStream>> {
+    let (tx, rx) = tokio::sync::mpsc::channel(WAITING_GRPC);
+    let stop = stop.resubscribe();
+    let closed = tx.clone();
+    tokio::spawn(each_connection(listener, async move { closed.closed().await }, move |tcp, peer| {
+        let (tx, service, tls, stop) = (tx.clone(), service.clone(), tls.clone(), stop.resubscribe());
+        tokio::spawn(async move {
+            let mut first = [0u8; 1];
+            match tokio::time::timeout(HANDSHAKE_TIMEOUT, tcp.peek(&mut first)).await {
+                Ok(Ok(1)) if first[0] == PRELUDE[0] => {
+                    let receiver = Receiver { peer, service, tls, limit, stop };
+                    if let Err(e) = receiver.start(tcp) {
+                        tracing::warn!(error = %e, "cannot serve a raft connection");
+                    }
+                }
+                Ok(Ok(_)) => {
+                    let _ = tx.send(Ok(tcp)).await;
+                }
+                Ok(Err(e)) => tracing::debug!(%peer, error = %e, "peer connection failed before it spoke"),
+                Err(_) => tracing::debug!(%peer, "peer connection silent; closed"),
+            }
+        });
+    }));
+    ReceiverStream::new(rx)
+}
+
+/// One raft connection's receiving thread.
+struct Receiver {
+    /// The remote address, for logs.
+    peer: String,
+    service: PeerService,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    limit: usize,
+    stop: broadcast::Receiver<()>,
+}
+
+impl Receiver {
+    /// Moves `tcp` to a thread of its own that serves it.
+    fn start(self, tcp: TcpStream) -> io::Result<()> {
+        let tcp = tcp.into_std()?;
+        tcp.set_nonblocking(false)?;
+        std::thread::Builder::new().name("peer-in".into()).spawn(move || self.serve(tcp))?;
+        Ok(())
+    }
+
+    fn serve(mut self, mut tcp: StdTcpStream) {
+        let cfg = self.service.cluster_config();
+        let (poll, idle) = (cfg.keepalive_interval, cfg.keepalive_timeout);
+        let ended = (|| {
+            tcp.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
+            let mut prelude = [0; PRELUDE.len()];
+            tcp.read_exact(&mut prelude)?;
+            if &prelude != PRELUDE {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, "not a raft connection"));
+            }
+            match self.tls.clone() {
+                None => {
+                    tcp.set_read_timeout(Some(poll))?;
+                    self.frames(&mut tcp, idle)
+                }
+                Some(tls) => {
+                    let mut conn = rustls::ServerConnection::new(tls).map_err(io::Error::other)?;
+                    while conn.is_handshaking() {
+                        conn.complete_io(&mut tcp)?;
+                    }
+                    tcp.set_read_timeout(Some(poll))?;
+                    self.frames(&mut rustls::StreamOwned::new(conn, tcp), idle)
+                }
+            }
+        })();
+        if let Err(e) = ended {
+            tracing::debug!(peer = %self.peer, error = %e, "raft connection from peer ended");
+        }
+    }
+
+    /// Hands each batch read from `conn` to the shards until the connection ends.
+    fn frames(&mut self, conn: &mut impl Read, idle: Duration) -> io::Result<()> {
+        let mut reader = FrameReader::new(self.limit);
+        let mut heard = SystemClock.now();
+        loop {
+            while let Some(body) = reader.take()? {
+                if body.is_empty() {
+                    continue;
+                }
+                let batch = RaftBatch::decode(body).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                self.service.take_raft(batch).map_err(|s| io::Error::other(s.message().to_string()))?;
+            }
+            match reader.fill(conn) {
+                Ok(0) => return Ok(()),
+                Ok(_) => heard = SystemClock.now(),
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                    if !matches!(self.stop.try_recv(), Err(broadcast::error::TryRecvError::Empty)) {
+                        return Ok(());
+                    }
+                    if SystemClock.now().saturating_duration_since(heard) > idle {
+                        return Err(io::Error::new(io::ErrorKind::TimedOut, "nothing heard from the peer"));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
