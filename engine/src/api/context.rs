@@ -321,7 +321,7 @@ impl ApiContext {
             let (answer, untaken) = if leader == 0 {
                 (Err(EngineError::NoLeader), true)
             } else if leader == self.raft_id() {
-                let answer = self.serve_forwarded(s, request.clone()).await.map(|(r, _)| r);
+                let answer = self.serve_forwarded(s, request.clone(), false).await.map(|(r, _)| r);
                 let untaken = matches!(answer, Err(EngineError::LeaderChanged));
                 (answer, untaken)
             } else {

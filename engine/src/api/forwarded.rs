@@ -9,8 +9,8 @@ use crate::error::{EngineError, Result};
 use crate::shard::{ShardMsg, WriteResponse};
 
 impl ApiContext {
-    /// Serves a request sent on by another member (or this member's own, when it leads):
-    /// answers it and the raft index applied when it was answered.
+    /// Serves a request sent on by another member (`from_peer`) or this member's own, when it
+    /// leads: answers it and the raft index applied when it was answered.
     ///
     /// # Errors
     /// The shard's answer.
@@ -18,12 +18,17 @@ impl ApiContext {
         &self,
         s: u32,
         request: forward_request::Request,
+        from_peer: bool,
     ) -> Result<(forward_response::Response, u64)> {
         use forward_response::Response as R;
         let answer = match request {
             forward_request::Request::Write(cmd) => {
                 let Some(cmd) = cmd.command else { return Err(EngineError::Remote(unexpected("an empty write"))) };
-                match self.call(s, |tx| ShardMsg::Write(cmd, tx)).await? {
+                let msg = |tx| match from_peer {
+                    true => ShardMsg::ForwardedWrite(cmd, tx),
+                    false => ShardMsg::Write(cmd, tx),
+                };
+                match self.call(s, msg).await? {
                     WriteResponse::Put(r) => R::Put(r),
                     WriteResponse::DeleteRange(r) => R::DeleteRange(r),
                     WriteResponse::Txn(r) => R::Txn(r),

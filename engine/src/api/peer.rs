@@ -161,7 +161,7 @@ impl PeerService {
         if !self.api.shard(shard).is_leader() {
             return Err(EngineError::NotLeader.into());
         }
-        let (answer, applied_index) = self.api.serve_forwarded(shard, request).await?;
+        let (answer, applied_index) = self.api.serve_forwarded(shard, request, true).await?;
         Ok(ForwardResponse { applied_index, response: Some(answer) })
     }
 

@@ -25,6 +25,7 @@ pub mod colocate;
 mod conf_change_tests;
 pub mod cut;
 pub mod executor;
+mod gather;
 pub mod msg;
 mod reads;
 mod spread;
@@ -135,6 +136,17 @@ pub struct ShardConfig {
     /// while the shards' leaderships gather on one member; 1 ms keeps that wait from adding a
     /// whole tick (100 ms) to it.
     pub colocation_poll: Duration,
+    /// How long a leader with followers holds its next round for the writers its last round
+    /// answered (see [`gather`]); zero: never. Writers come back within a client's turnaround,
+    /// a few hundred µs on a loaded machine, so 500 µs merges the groups that take turns,
+    /// while a writer that does not come back costs a round at most that much.
+    pub round_gather: Duration,
+    /// The most writes a round waits for (see [`gather`]). 32: a round of more writes spreads
+    /// its fixed cost (about 1 ms of CPU over three members on the benchmark machine) to under
+    /// 30 µs a write, and through one load client that many writers took longer than the
+    /// window to come back, so waiting for them only delayed the round (100 in flight: 0.81×
+    /// and 0.91× the puts/s).
+    pub round_gather_most: usize,
 }
 
 impl Default for ShardConfig {
@@ -159,6 +171,8 @@ impl Default for ShardConfig {
             raft_log_hold_max: 1_000_000,
             elect_on_leader_loss: true,
             colocation_poll: Duration::from_millis(1),
+            round_gather: Duration::from_micros(500),
+            round_gather_most: 32,
         }
     }
 }
@@ -362,6 +376,8 @@ pub struct Shard<B: KvBackend + Clone> {
     /// peer's next answer, so a healthy peer reads as inactive for a moment each timeout; what
     /// asks whether a peer is up (MemberAdd's health check, the balance) reads both.
     heard: Vec<(u64, Instant)>,
+    /// How long the next round waits for the writers the last one answered.
+    gather: gather::Gather,
     /// A checkpoint asked for while a round was in flight, taken once it is applied.
     deferred_checkpoint: Option<(std::path::PathBuf, Option<Arc<cut::Cut>>, Reply<i64>)>,
 }
@@ -446,6 +462,8 @@ impl<B: KvBackend + Clone> Shard<B> {
             Some((s, colo)) => colo.mark(*s),
             None => Arc::new(AtomicI64::new(NOTHING_PENDING)),
         };
+        let quiet = cfg.tick_interval * cfg.raft.election_tick as u32;
+        let gather = gather::Gather::new(cfg.round_gather, cfg.round_gather_most, quiet);
         let handle = ShardHandle {
             tx,
             leader: Arc::clone(&leader),
@@ -492,6 +510,7 @@ impl<B: KvBackend + Clone> Shard<B> {
             switch_floor: i64::MIN,
             mailbox,
             heard: Vec::new(),
+            gather,
             deferred_checkpoint: None,
             conf_changed: true,
         };
@@ -534,8 +553,14 @@ impl<B: KvBackend + Clone> Shard<B> {
             if self.hub.has_lagging() {
                 wait = wait.min(self.cfg.catch_up_interval);
             }
+            // The next round may wait for the writers the last one answered (`gather`); the loop
+            // wakes at the end of that wait to start it, or to tell the followers the commit
+            // index when no write came.
+            let hold = self.gather.holding(self.writes.len(), now).map(|until| until.saturating_duration_since(now));
             if !self.writes.is_empty() && (self.can_evaluate() || !self.node.is_leader()) {
-                wait = Duration::ZERO;
+                wait = hold.unwrap_or(Duration::ZERO);
+            } else if let Some(hold) = hold {
+                wait = wait.min(hold);
             } else if !self.writes.is_empty() && !self.leads_every_shard() {
                 wait = wait.min(self.cfg.colocation_poll);
             } else if let Some(until) = self.spread_wait(now) {
@@ -580,7 +605,10 @@ impl<B: KvBackend + Clone> Shard<B> {
                 self.on_tick(now)?;
             }
             self.run_ready()?;
-            let round_next = !self.writes.is_empty() && self.can_evaluate();
+            let now = self.clock.now();
+            let holding = self.gather.holding(self.writes.len(), now).is_some();
+            let round_next = self.gather.quiet_commit(self.writes.len(), now)
+                || (!holding && !self.writes.is_empty() && self.can_evaluate());
             if !self.single && !round_next && self.node.commit_untold() {
                 // No round is about to carry the commit index to the followers: they would learn
                 // it only from the next heartbeat, and their reads and forwarded writes wait
@@ -664,6 +692,10 @@ impl<B: KvBackend + Clone> Shard<B> {
                 }
             }
             ShardMsg::Write(cmd, reply) => self.writes.push_back((cmd, Some(reply))),
+            ShardMsg::ForwardedWrite(cmd, reply) => {
+                self.gather.forwarded(self.clock.now());
+                self.writes.push_back((cmd, Some(reply)));
+            }
             ShardMsg::Raft(msgs) => {
                 let now = self.clock.now();
                 for m in &msgs {
@@ -1023,9 +1055,10 @@ impl<B: KvBackend + Clone> Shard<B> {
             }
             return Ok(());
         }
-        if !self.ready_to_evaluate() {
+        if !self.ready_to_evaluate() || self.gather.holding(self.writes.len(), self.clock.now()).is_some() {
             return Ok(());
         }
+        self.gather.clear();
         let granted = match self.spread.is_some() {
             true => match self.take_grant() {
                 Some(g) => Some(g),
@@ -1205,6 +1238,7 @@ impl<B: KvBackend + Clone> Shard<B> {
     fn stepped_down(&mut self) {
         tracing::info!(term = self.node.term(), leader = self.node.leader_id(), "lost leadership");
         self.pending.store(NOTHING_PENDING, Ordering::SeqCst);
+        self.gather.clear();
         self.switch_stepped_down();
     }
 
@@ -1252,8 +1286,10 @@ impl<B: KvBackend + Clone> Shard<B> {
         let hdr = self.hdr();
         // A round's answers share one entry: its term is looked up once, not per answer.
         let mut looked_up: Option<(u64, Option<u64>)> = None;
+        let mut answered = 0;
         while self.answers.front().is_some_and(|(index, _, _, _)| *index <= applied) {
             let Some((index, term, reply, result)) = self.answers.pop_front() else { break };
+            answered += 1;
             let logged = match looked_up {
                 Some((i, t)) if i == index => t,
                 _ => {
@@ -1268,6 +1304,9 @@ impl<B: KvBackend + Clone> Shard<B> {
                 continue;
             }
             let _ = reply.send(result.map(|r| complete(r, &hdr)));
+        }
+        if answered > 0 && !self.single && self.node.is_leader() {
+            self.gather.answered(answered, self.writes.len(), self.clock.now());
         }
     }
 

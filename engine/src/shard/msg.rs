@@ -73,6 +73,10 @@ pub enum ShardMsg {
     ReadTxn(TxnRequest, Reply<TxnResponse>),
     /// A write, proposed through raft and answered once applied.
     Write(Command, Reply<WriteResponse>),
+    /// A write another member sent on to this shard's leader: as `Write`, but the sending
+    /// member answers its client only once it applied the write itself, so it needs the commit
+    /// index at once (rounds do not gather while such writes come, `ShardConfig::round_gather`).
+    ForwardedWrite(Command, Reply<WriteResponse>),
     /// A lease keep-alive: replies with the granted TTL, or 0 when the lease is gone.
     LeaseKeepAlive(i64, Reply<i64>),
     /// A lease time-to-live query.
