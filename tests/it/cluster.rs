@@ -223,6 +223,19 @@ async fn acknowledged_writes_survive_kill_of_the_leader(mut c: Cluster) {
     assert!(acked.len() >= 100, "{:?}: the survivors kept acknowledging writes ({} of 120)", c.target, acked.len());
     let new_leader = c.leader().await;
     assert_ne!(new_leader, leader, "a survivor leads");
+    if c.target != Target::Etcd {
+        // The followers learn the leader is gone from its raft connection, which its death
+        // closed, and campaign without waiting out the election timeout.
+        let noticed = (0..3)
+            .filter(|&i| i != leader)
+            .any(|i| c.members[i].full_log().contains("lost the connection to the leader"));
+        assert!(
+            noticed,
+            "{:?}: no follower noticed the dead leader's connection; log:\n{}",
+            c.target,
+            c.members[survivor].log_tail()
+        );
+    }
     let seen = watched(&c.members[survivor], "kl/", &acked).await;
     assert_watch_saw_all(&seen, &acked);
     c.members[leader].restart().await;

@@ -89,6 +89,12 @@ impl PeerService {
         Ok(())
     }
 
+    /// The raft connection from the member with raft ID `from` ended: the shards hear that it is
+    /// unreachable.
+    pub(super) fn peer_gone(&self, from: u64) {
+        self.api.router.report_unreachable(from);
+    }
+
     /// Returns the member's peer connection settings.
     pub(super) fn cluster_config(&self) -> &crate::cluster::ClusterConfig {
         self.api.router.config()

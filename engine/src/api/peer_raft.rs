@@ -1,6 +1,13 @@
 //! The receiving end of raft connections on the peer port (`cluster::raft_wire` has the
 //! framing, `cluster::transport` the sending end).
 //!
+//! A raft connection that ends (the sending member closed it, or it died: its kernel closes
+//! its sockets at once) is reported as that member being unreachable, as a failed write to it
+//! is: a follower learns that its leader is gone from the leader's own connection, which a
+//! dead leader's process closes at once, rather than from its own writes to the leader, which
+//! fail only once something is written (a keep-alive, up to a second later) and the dead end
+//! answers it.
+//!
 //! [`split`] accepts the port's connections and looks at each one's first byte: a raft
 //! connection's prelude goes to a thread of its own, everything else (gRPC, plain or TLS) to
 //! the peer service's server. The thread reads frames with blocking reads and hands each
@@ -49,7 +56,7 @@ pub fn split(
             let mut first = [0u8; 1];
             match tokio::time::timeout(HANDSHAKE_TIMEOUT, tcp.peek(&mut first)).await {
                 Ok(Ok(1)) if first[0] == PRELUDE[0] => {
-                    let receiver = Receiver { peer, service, tls, limit, stop };
+                    let receiver = Receiver { peer, service, tls, limit, stop, from: None };
                     if let Err(e) = receiver.start(tcp) {
                         tracing::warn!(error = %e, "cannot serve a raft connection");
                     }
@@ -73,6 +80,9 @@ struct Receiver {
     tls: Option<Arc<rustls::ServerConfig>>,
     limit: usize,
     stop: broadcast::Receiver<()>,
+    /// The raft ID of the member sending on this connection, once a batch of this cluster and
+    /// for this member came.
+    from: Option<u64>,
 }
 
 impl Receiver {
@@ -112,6 +122,10 @@ impl Receiver {
         if let Err(e) = ended {
             tracing::debug!(peer = %self.peer, error = %e, "raft connection from peer ended");
         }
+        let stopping = !matches!(self.stop.try_recv(), Err(broadcast::error::TryRecvError::Empty));
+        if let (Some(from), false) = (self.from, stopping) {
+            self.service.peer_gone(from);
+        }
     }
 
     /// Hands each batch read from `conn` to the shards until the connection ends.
@@ -124,7 +138,9 @@ impl Receiver {
                     continue;
                 }
                 let batch = RaftBatch::decode(body).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                let from = batch.from;
                 self.service.take_raft(batch).map_err(|s| io::Error::other(s.message().to_string()))?;
+                self.from = Some(from);
             }
             match reader.fill(conn) {
                 Ok(0) => return Ok(()),

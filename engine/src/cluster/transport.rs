@@ -180,7 +180,10 @@ impl PeerRouter {
         }
     }
 
-    fn report_unreachable(&self, peer: u64) {
+    /// Tells the member's shards that `peer` (a raft ID) cannot be reached: raft probes it
+    /// instead of streaming appends, and a follower whose leader it is starts an election at
+    /// once (`ShardConfig::elect_on_leader_loss`).
+    pub fn report_unreachable(&self, peer: u64) {
         if let Some(hook) = self.on_unreachable.get() {
             hook(peer);
         }
