@@ -122,10 +122,14 @@ impl Receiver {
         if let Err(e) = ended {
             tracing::debug!(peer = %self.peer, error = %e, "raft connection from peer ended");
         }
-        let stopping = !matches!(self.stop.try_recv(), Err(broadcast::error::TryRecvError::Empty));
-        if let (Some(from), false) = (self.from, stopping) {
+        if let (Some(from), false) = (self.from, self.stopping()) {
             self.service.peer_gone(from);
         }
+    }
+
+    /// True once the server is stopping (its stop signal was sent, or its sender is gone).
+    fn stopping(&mut self) -> bool {
+        !matches!(self.stop.try_recv(), Err(broadcast::error::TryRecvError::Empty))
     }
 
     /// Hands each batch read from `conn` to the shards until the connection ends.
@@ -146,7 +150,7 @@ impl Receiver {
                 Ok(0) => return Ok(()),
                 Ok(_) => heard = SystemClock.now(),
                 Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
-                    if !matches!(self.stop.try_recv(), Err(broadcast::error::TryRecvError::Empty)) {
+                    if self.stopping() {
                         return Ok(());
                     }
                     if SystemClock.now().saturating_duration_since(heard) > idle {
