@@ -4,7 +4,8 @@
 //! Every shard is a raft group over the same members, with the member ID as raft ID (except a
 //! member bootstrapped alone, whose groups keep raft ID 1, see [`members::Member::raft_id`]).
 //! The peer port carries one raft connection per pair of members, plain frames between two
-//! threads ([`raft_wire`], received by `api::peer_raft`), and serves `ballastpb.Peer`
+//! threads ([`raft_wire`], received by `api::peer_raft`; a shard thread may write its frame
+//! itself, `peer_link`), and serves `ballastpb.Peer`
 //! (`proto/peer.proto`, served by `api::peer`) on its other connections: a hello that checks
 //! both are in one cluster, and the forwarding of writes (batched on one stream per pair, [`forwarding`]) and
 //! lease calls to a shard's leader. With several
@@ -20,6 +21,7 @@ pub mod allocation;
 mod forward_queue;
 pub mod forwarding;
 pub mod members;
+mod peer_link;
 pub mod placement;
 pub mod raft_wire;
 pub mod resolved;
@@ -245,6 +247,11 @@ pub struct ClusterConfig {
     pub keepalive_timeout: Duration,
     /// TLS on peer connections (`https://` peer URLs); None: plain TCP.
     pub tls: Option<PeerTls>,
+    /// Let a shard thread write its round's raft messages to a plain raft connection itself
+    /// when nothing else is being written or queued there (`peer_link`), instead of waking the
+    /// peer's sender thread for every message. On by default; off sends everything through
+    /// the thread (kept for comparing the two).
+    pub direct_writes: bool,
     /// How often the member that evaluates a cluster's writes tells the others up to which
     /// revision every shard holds every write ([`resolved`]), when that moved. It is the delay
     /// a watch over several shards on another member adds to an event: 5 ms stays below a
@@ -311,6 +318,7 @@ impl Default for ClusterConfig {
             keepalive_interval: Duration::from_secs(1),
             keepalive_timeout: Duration::from_secs(3),
             tls: None,
+            direct_writes: true,
             resolved_interval: Duration::from_millis(5),
             resolved_facts: 1_024,
             allocator: revision_group::AllocatorConfig::default(),

@@ -3,7 +3,9 @@
 //! ([`raft_wire`](super::raft_wire) has its framing).
 //!
 //! A shard's Ready round hands its messages to [`PeerTransport::send`] on the shard thread,
-//! which never blocks: each peer has a bounded queue ([`ClusterConfig::peer_queue`]) and a
+//! which never blocks: when the peer's plain connection is idle and nothing is queued for it,
+//! the shard thread writes its frame itself ([`Link`], `ClusterConfig::direct_writes`);
+//! otherwise each peer has a bounded queue ([`ClusterConfig::peer_queue`]) and a
 //! message that does not fit is dropped (raft resends what is lost; the slow-consumer policy of
 //! this fan-out). One thread per peer ([`PeerRouter::start`]) owns the connection: it wakes
 //! when a parcel arrives, takes everything queued into one batch and writes it, so a peer that
@@ -28,19 +30,32 @@ use prost_011::Message as _;
 use tonic::transport::Channel;
 
 use super::forward_queue::Forwarders;
+use super::peer_link::{Direct, Link};
 use super::raft_wire;
 use super::ClusterConfig;
 
-/// What one shard queued for one peer in one Ready round.
+/// What one shard queued for one peer in one Ready round (empty: a wake-up for the thread to
+/// write what a shard thread's write left, see [`Link`]).
 type Parcel = Vec<(u32, Message)>;
+
+/// A peer's sender thread before [`PeerRouter::start`]: its ID, URL, queue and link.
+type Unstarted = (u64, String, Receiver<Parcel>, Arc<Link>);
+
+/// One peer's way out: the sender thread's queue, and the connection shard threads may write
+/// to themselves.
+struct Outbox {
+    tx: SyncSender<Parcel>,
+    link: Arc<Link>,
+}
 
 /// The member's outgoing peer connections.
 pub struct PeerRouter {
     me: u64,
     cluster_id: u64,
     cfg: ClusterConfig,
-    queues: RwLock<HashMap<u64, SyncSender<Parcel>>>,
-    waiting: parking_lot::Mutex<Vec<(u64, String, Receiver<Parcel>)>>,
+    queues: RwLock<HashMap<u64, Outbox>>,
+    /// Peers whose sender thread is not started yet.
+    waiting: parking_lot::Mutex<Vec<Unstarted>>,
     channels: RwLock<HashMap<u64, Channel>>,
     on_unreachable: OnceLock<UnreachableHook>,
     /// The runtime the gRPC channels run on, once started: a peer added later (a membership
@@ -93,8 +108,9 @@ impl PeerRouter {
         }
         self.remove_peer(id);
         let (tx, rx) = sync_channel(self.cfg.peer_queue);
-        self.queues.write().insert(id, tx);
-        self.waiting.lock().push((id, url.to_string(), rx));
+        let link = Arc::new(Link::default());
+        self.queues.write().insert(id, Outbox { tx, link: Arc::clone(&link) });
+        self.waiting.lock().push((id, url.to_string(), rx, link));
         // A channel spawns its task on the current runtime: a shard thread applying a
         // membership change enters the router's.
         let _entered = self.runtime.get().map(tokio::runtime::Handle::enter);
@@ -122,7 +138,7 @@ impl PeerRouter {
     pub fn remove_peer(&self, id: u64) {
         self.queues.write().remove(&id);
         self.channels.write().remove(&id);
-        self.waiting.lock().retain(|(peer, _, _)| *peer != id);
+        self.waiting.lock().retain(|(peer, ..)| *peer != id);
     }
 
     /// Returns the member's ID.
@@ -171,8 +187,8 @@ impl PeerRouter {
     /// connections of peers added later.
     pub fn start(self: &Arc<Self>) {
         let _ = self.runtime.get_or_init(tokio::runtime::Handle::current);
-        for (id, url, rx) in self.waiting.lock().drain(..) {
-            let sender = Sender { peer: id, url, rx, router: Arc::downgrade(self), tls: self.raft_tls.clone() };
+        for (id, url, rx, link) in self.waiting.lock().drain(..) {
+            let sender = Sender { peer: id, url, rx, link, router: Arc::downgrade(self), tls: self.raft_tls.clone() };
             let spawned = std::thread::Builder::new().name("peer-out".into()).spawn(move || sender.run());
             if let Err(e) = spawned {
                 tracing::error!(peer = format_args!("{id:x}"), error = %e, "cannot start the peer's sender thread");
@@ -190,12 +206,15 @@ impl PeerRouter {
     }
 
     /// Joins `first` and whatever else is queued for `peer` into one batch, up to
-    /// `ClusterConfig::max_batch_messages` and `max_batch_bytes`.
-    fn cut_batch(&self, peer: u64, first: Parcel, rx: &Receiver<Parcel>) -> RaftBatch {
+    /// `ClusterConfig::max_batch_messages` and `max_batch_bytes`; answers it and how many
+    /// parcels it took.
+    fn cut_batch(&self, peer: u64, first: Parcel, rx: &Receiver<Parcel>) -> (RaftBatch, usize) {
         let mut messages: Vec<ShardRaftMessage> = Vec::with_capacity(first.len());
         let mut bytes = 0;
+        let mut parcels = 0;
         let mut parcel = Some(first);
         while let Some(p) = parcel.take() {
+            parcels += 1;
             for (shard, m) in p {
                 let message: bytes::Bytes = m.encode_to_vec().into();
                 bytes += message.len();
@@ -206,7 +225,22 @@ impl PeerRouter {
             }
         }
         crate::metrics::PEER_BYTES.sent(peer, bytes);
-        RaftBatch { cluster_id: self.cluster_id, from: self.me, to: peer, messages }
+        (RaftBatch { cluster_id: self.cluster_id, from: self.me, to: peer, messages }, parcels)
+    }
+
+    /// Returns one parcel's frame, for a shard thread's own write.
+    fn frame_of(&self, peer: u64, parcel: Parcel) -> Vec<u8> {
+        let mut bytes = 0;
+        let messages = parcel
+            .into_iter()
+            .map(|(shard, m)| {
+                let message: bytes::Bytes = m.encode_to_vec().into();
+                bytes += message.len();
+                ShardRaftMessage { shard, message }
+            })
+            .collect();
+        crate::metrics::PEER_BYTES.sent(peer, bytes);
+        raft_wire::frame(&RaftBatch { cluster_id: self.cluster_id, from: self.me, to: peer, messages })
     }
 
     fn enqueue(&self, shard: u32, msgs: Vec<Message>) {
@@ -220,8 +254,19 @@ impl PeerRouter {
         }
         for (peer, parcel) in by_peer {
             match queues.get(&peer) {
-                Some(q) => {
-                    if q.try_send(parcel).is_err() {
+                Some(out) => {
+                    let mut parcel = Some(parcel);
+                    if self.cfg.direct_writes {
+                        match out.link.try_write(|| self.frame_of(peer, parcel.take().expect("once"))) {
+                            Direct::Written => continue,
+                            Direct::Left => parcel = Some(Vec::new()), // wake the thread for the rest
+                            Direct::Refused => {}
+                        }
+                    }
+                    let parcel = parcel.expect("not taken unless written");
+                    out.link.queued();
+                    if out.tx.try_send(parcel).is_err() {
+                        out.link.done(1);
                         tracing::debug!(
                             peer = format_args!("{peer:x}"),
                             shard,
@@ -251,6 +296,7 @@ struct Sender {
     peer: u64,
     url: String,
     rx: Receiver<Parcel>,
+    link: Arc<Link>,
     /// Weak, so a router dropped (a member stopped in a test) ends the thread.
     router: Weak<PeerRouter>,
     tls: RaftTls,
@@ -262,7 +308,16 @@ impl Sender {
         let mut backoff = cfg.reconnect_backoff_min;
         loop {
             let ended = match self.dial(&cfg) {
-                Ok(Conn::Plain(mut tcp)) => self.stream(&mut tcp, &cfg),
+                Ok(Conn::Plain(mut tcp)) => {
+                    if cfg.direct_writes {
+                        if let Ok(shared) = tcp.try_clone() {
+                            self.link.attach(shared);
+                        }
+                    }
+                    let ended = self.stream(&mut tcp, &cfg);
+                    self.link.detach();
+                    ended
+                }
                 Ok(Conn::Tls(mut tls)) => self.stream(tls.as_mut(), &cfg),
                 Err(error) => Ended::Broken { sent: false, error },
             };
@@ -277,7 +332,7 @@ impl Sender {
             // What was queued for the broken connection is stale; raft resends what matters.
             loop {
                 match self.rx.try_recv() {
-                    Ok(_) => {}
+                    Ok(_) => self.link.done(1),
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) => return,
                 }
@@ -333,13 +388,23 @@ impl Sender {
             let wrote = match self.rx.recv_timeout(cfg.keepalive_interval) {
                 Ok(first) => {
                     let Some(router) = self.router.upgrade() else { return Ended::Closed };
-                    let batch = router.cut_batch(self.peer, first, &self.rx);
+                    let (batch, parcels) = router.cut_batch(self.peer, first, &self.rx);
                     drop(router);
-                    let wrote = conn.write_all(&raft_wire::frame(&batch)).and_then(|()| conn.flush());
+                    let wrote = self.link.write_with(conn, |conn| {
+                        if !batch.messages.is_empty() {
+                            conn.write_all(&raft_wire::frame(&batch))?;
+                        }
+                        conn.flush()
+                    });
+                    // Written or lost with the connection: either way no longer ahead of a
+                    // shard thread's own write.
+                    self.link.done(parcels);
                     sent |= wrote.is_ok();
                     wrote
                 }
-                Err(RecvTimeoutError::Timeout) => conn.write_all(&raft_wire::KEEPALIVE).and_then(|()| conn.flush()),
+                Err(RecvTimeoutError::Timeout) => {
+                    self.link.write_with(conn, |conn| conn.write_all(&raft_wire::KEEPALIVE).and_then(|()| conn.flush()))
+                }
                 Err(RecvTimeoutError::Disconnected) => return Ended::Closed,
             };
             if let Err(error) = wrote {
@@ -417,11 +482,11 @@ mod tests {
         let t = PeerTransport::new(3, Arc::clone(&router));
         t.send(vec![msg(2), msg(1), msg(2), msg(7)]);
         t.send(vec![msg(2)]); // the queue holds one parcel: dropped
-        let (_, _, rx) = router.waiting.lock().drain(..).next().expect("one peer");
+        let (_, _, rx, _) = router.waiting.lock().drain(..).next().expect("one peer");
         let first = rx.try_recv().expect("a parcel");
         assert_eq!(first.iter().map(|(s, m)| (*s, m.to)).collect::<Vec<_>>(), vec![(3, 2), (3, 2)]);
         assert!(rx.try_recv().is_err(), "the second parcel did not fit");
-        let batch = router.cut_batch(2, first, &rx);
+        let (batch, _) = router.cut_batch(2, first, &rx);
         assert_eq!((batch.cluster_id, batch.from, batch.to, batch.messages.len()), (9, 1, 2, 2));
     }
 
@@ -453,6 +518,15 @@ mod tests {
 
     #[test]
     fn the_sender_frames_batches_keeps_alive_and_dials_again_after_a_broken_connection() {
+        sender_frames_keeps_alive_and_redials(false);
+    }
+
+    #[test]
+    fn shard_threads_writing_themselves_keep_the_same_frames_order_and_redial() {
+        sender_frames_keeps_alive_and_redials(true);
+    }
+
+    fn sender_frames_keeps_alive_and_redials(direct_writes: bool) {
         use std::sync::atomic::{AtomicUsize, Ordering};
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
         let _entered = rt.enter();
@@ -461,6 +535,7 @@ mod tests {
         let cfg = ClusterConfig {
             keepalive_interval: Duration::from_millis(20),
             reconnect_backoff_min: Duration::from_millis(10),
+            direct_writes,
             ..ClusterConfig::default()
         };
         let router = PeerRouter::new(1, 9, &[(2, url)], cfg);
@@ -491,6 +566,10 @@ mod tests {
         let (batch, keepalives) = next_batch(&mut conn, &mut reader);
         assert_eq!(batch.messages.len(), 1);
         assert!(keepalives >= 2, "an idle connection carries keep-alives ({keepalives} seen)");
+        let written = router.queues.read().get(&2).map_or(0, |out| out.link.written());
+        // The link was up and idle: the shard thread wrote that frame itself (or, switched off,
+        // never).
+        assert_eq!(written > 0, direct_writes, "{written} frames written by the shard thread");
 
         // The peer goes away: the keep-alives find the broken connection, the shards hear of it,
         // and the sender dials again; what is sent then arrives on the new connection.
