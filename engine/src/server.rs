@@ -657,7 +657,7 @@ impl Engine {
         }
         if !self.listen_tls.is_empty() || !self.listen_unix_tls.is_empty() {
             let Some(tls) = &self.client_tls else { return Err(ServeError::NoClientTls) };
-            let cfg = crate::api::tls::server_config(tls).map_err(ServeError::Tls)?;
+            let cfg = crate::api::tls::server_config(tls, crate::api::tls::Port::Client).map_err(ServeError::Tls)?;
             for addr in &self.listen_tls {
                 let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| ServeError::Bind(*addr, e))?;
                 let incoming = crate::api::tls::incoming(listener, Arc::clone(&cfg))
@@ -879,7 +879,11 @@ fn serve_peers(
     tls: Option<PeerTls>,
     mut stop: tokio::sync::broadcast::Receiver<()>,
 ) -> std::result::Result<tokio::task::JoinHandle<std::result::Result<(), tonic::transport::Error>>, ServeError> {
-    let raft_tls = tls.as_ref().map(crate::api::tls::server_config).transpose().map_err(ServeError::Tls)?;
+    let raft_tls = tls
+        .as_ref()
+        .map(|tls| crate::api::tls::server_config(tls, crate::api::tls::Port::Peer))
+        .transpose()
+        .map_err(ServeError::Tls)?;
     let service = PeerService::new(api);
     let incoming = crate::api::peer_raft::split(listener, service.clone(), raft_tls, PEER_MESSAGE_LIMIT, &stop);
     Ok(tokio::spawn(async move {
@@ -949,7 +953,7 @@ pub enum ServeError {
     /// `https://` client URLs without `--cert-file`.
     #[error("https client URLs need --cert-file and --key-file")]
     NoClientTls,
-    /// The client port's TLS material is unusable.
+    /// A port's TLS material is unusable.
     #[error("{0}")]
     Tls(#[source] crate::api::tls::TlsError),
     /// The shard stopped on an error.

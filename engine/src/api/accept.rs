@@ -1,4 +1,4 @@
-//! Accepting client connections without spinning when the process is out of descriptors.
+//! Accepting connections (the client ports' and the peer port's) without spinning when the process is out of descriptors.
 //!
 //! `accept` fails at once, again and again, while the process has no descriptor free (EMFILE)
 //! or the system none (ENFILE); a loop that retries at once burns a core and starves the
@@ -68,7 +68,7 @@ impl Backoff {
     /// Notes an accepted connection.
     pub fn succeeded(&mut self) {
         if !self.pause.is_zero() {
-            tracing::info!("accepting client connections again");
+            tracing::info!("accepting connections again");
         }
         self.pause = Duration::ZERO;
     }
@@ -83,7 +83,7 @@ impl Backoff {
             tracing::error!(
                 listener = %listener.name(),
                 error = %e,
-                "cannot accept client connections (out of file descriptors?); retrying"
+                "cannot accept connections (out of file descriptors?); retrying"
             );
             self.pause = FIRST_BACKOFF;
         } else {

@@ -21,51 +21,72 @@ use crate::cluster::PeerTls;
 /// link many times over and bounds what a client that connects and says nothing holds.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Why the client port's TLS could not be set up.
+/// Whose flags gave the TLS material: the client port's (`--cert-file`, ...) or the peer
+/// port's (`--peer-cert-file`, ...). Error texts name the operator's flags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Port {
+    /// The client port.
+    Client,
+    /// The peer port (its gRPC and raft connections).
+    Peer,
+}
+
+impl Port {
+    fn flag(self, name: &str) -> String {
+        match self {
+            Port::Client => format!("--{name}"),
+            Port::Peer => format!("--peer-{name}"),
+        }
+    }
+}
+
+/// Why a port's TLS could not be set up.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TlsError {
     /// The certificate file holds no PEM certificate.
-    #[error("--cert-file holds no certificate")]
-    NoCertificate,
+    #[error("{} holds no certificate", .0.flag("cert-file"))]
+    NoCertificate(Port),
     /// The key file holds no PEM private key.
-    #[error("--key-file holds no private key: {0}")]
-    Key(#[source] rustls_pki_types::pem::Error),
+    #[error("{flag} holds no private key: {err}", flag = .0.flag("key-file"), err = .1)]
+    Key(Port, #[source] rustls_pki_types::pem::Error),
     /// rustls refused the material.
-    #[error("client TLS: {0}")]
-    Rustls(#[from] rustls::Error),
+    #[error("{port} TLS: {err}", port = match .0 { Port::Client => "client", Port::Peer => "peer" }, err = .1)]
+    Rustls(Port, #[source] rustls::Error),
     /// The CA bundle could not build a client verifier.
-    #[error("--trusted-ca-file: {0}")]
-    Verifier(#[from] rustls::server::VerifierBuilderError),
+    #[error("{flag}: {err}", flag = .0.flag("trusted-ca-file"), err = .1)]
+    Verifier(Port, #[source] rustls::server::VerifierBuilderError),
 }
 
-/// Builds the client port's TLS configuration from `tls` (certificate, key, CA, client auth;
-/// the same material the peer port takes).
+/// Builds the TLS server configuration of `port` from `tls` (certificate, key, CA, client
+/// auth).
 ///
 /// # Errors
-/// Missing or unusable PEM material.
-pub fn server_config(tls: &PeerTls) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+/// Missing or unusable PEM material, named by `port`'s flags.
+pub fn server_config(tls: &PeerTls, port: Port) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&tls.cert_pem).flatten().collect();
     if certs.is_empty() {
-        return Err(TlsError::NoCertificate);
+        return Err(TlsError::NoCertificate(port));
     }
-    let key = PrivateKeyDer::from_pem_slice(&tls.key_pem).map_err(TlsError::Key)?;
-    let builder =
-        rustls::ServerConfig::builder_with_provider(Arc::clone(&provider)).with_safe_default_protocol_versions()?;
+    let key = PrivateKeyDer::from_pem_slice(&tls.key_pem).map_err(|e| TlsError::Key(port, e))?;
+    let refused = |e| TlsError::Rustls(port, e);
+    let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .map_err(refused)?;
     let builder = match &tls.ca_pem {
         Some(ca) => {
             let mut roots = rustls::RootCertStore::empty();
             for cert in CertificateDer::pem_slice_iter(ca).flatten() {
-                roots.add(cert)?;
+                roots.add(cert).map_err(refused)?;
             }
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
             let verifier = if tls.client_cert_auth { verifier } else { verifier.allow_unauthenticated() };
-            builder.with_client_cert_verifier(verifier.build()?)
+            builder.with_client_cert_verifier(verifier.build().map_err(|e| TlsError::Verifier(port, e))?)
         }
         None => builder.with_no_client_auth(),
     };
-    let mut cfg = builder.with_single_cert(certs, key)?;
+    let mut cfg = builder.with_single_cert(certs, key).map_err(refused)?;
     cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(cfg))
 }
@@ -94,4 +115,18 @@ pub fn incoming<L: Listener>(
         });
     }));
     tokio_stream::wrappers::ReceiverStream::new(rx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unusable_material_is_named_by_the_flags_of_its_port() {
+        let empty = PeerTls { cert_pem: Vec::new(), key_pem: Vec::new(), ca_pem: None, client_cert_auth: false };
+        let client = server_config(&empty, Port::Client).expect_err("no certificate").to_string();
+        let peer = server_config(&empty, Port::Peer).expect_err("no certificate").to_string();
+        assert_eq!(client, "--cert-file holds no certificate");
+        assert_eq!(peer, "--peer-cert-file holds no certificate");
+    }
 }
