@@ -105,6 +105,12 @@ impl Link {
         self.written.load(Ordering::Relaxed)
     }
 
+    /// Returns true while the sender thread lends a connection.
+    #[cfg(test)]
+    pub(super) fn attached(&self) -> bool {
+        self.state.lock().sock.is_some()
+    }
+
     /// Lends the plain connection's socket to the shard threads (the sender thread, once
     /// connected).
     pub(super) fn attach(&self, sock: TcpStream) {
