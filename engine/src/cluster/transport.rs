@@ -4,7 +4,7 @@
 //!
 //! A shard's Ready round hands its messages to [`PeerTransport::send`] on the shard thread,
 //! which never blocks: when the peer's plain connection is idle and nothing is queued for it,
-//! the shard thread writes its frame itself ([`Link`], `ClusterConfig::direct_writes`);
+//! the shard thread writes its frame itself (`peer_link::Link`, `ClusterConfig::direct_writes`);
 //! otherwise each peer has a bounded queue ([`ClusterConfig::peer_queue`]) and a
 //! message that does not fit is dropped (raft resends what is lost; the slow-consumer policy of
 //! this fan-out). One thread per peer ([`PeerRouter::start`]) owns the connection: it wakes
