@@ -131,7 +131,10 @@ impl Cluster {
         for m in self.members.iter().filter(|m| m.is_running()) {
             let ok = wait_for(Duration::from_secs(20), async || {
                 let Ok(mut c) = etcd_client::Client::connect([m.endpoint()], None).await else { return false };
-                let opts = etcd_client::GetOptions::new().with_serializable();
+                // Every key, counted: with several shards a range over all of them is answered at
+                // the revision up to which every shard of the member holds every write (a
+                // single key's answer speaks for its own shard only).
+                let opts = etcd_client::GetOptions::new().with_serializable().with_from_key().with_count_only();
                 matches!(c.get("\0", Some(opts)).await, Ok(r) if r.header().is_some_and(|h| h.revision() >= rev))
             })
             .await;

@@ -163,15 +163,7 @@ impl Server {
 
     /// Returns the end of the server's log, for failure messages.
     pub(crate) fn log_tail(&self) -> String {
-        let log = std::fs::read_to_string(self.log_path()).unwrap_or_default();
-        // A backtrace's frames would push the error or panic message above them out of the tail.
-        let frame = |l: &&str| {
-            let t = l.trim_start();
-            t.starts_with("at ")
-                || t.split_once(':').is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-        };
-        let lines: Vec<&str> = log.lines().filter(|l| !frame(l)).collect();
-        lines[lines.len().saturating_sub(30)..].join("\n")
+        tail_without_backtrace(&std::fs::read_to_string(self.log_path()).unwrap_or_default(), 30)
     }
 
     /// Returns a member of a cluster, not started: `name` on `port` and `peer_port`, with
@@ -489,4 +481,16 @@ macro_rules! both_targets {
             target_test!(etcd, $name, Etcd);
         }
     )*};
+}
+
+/// Returns the last `n` lines of a process's log without backtrace frames, which would push the
+/// error or panic message above them out of the tail.
+pub(crate) fn tail_without_backtrace(log: &str, n: usize) -> String {
+    let frame = |l: &&str| {
+        let t = l.trim_start();
+        t.starts_with("at ")
+            || t.split_once(':').is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let lines: Vec<&str> = log.lines().filter(|l| !frame(l)).collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
 }

@@ -78,8 +78,7 @@ impl Member {
     }
 
     fn log_tail(&self) -> String {
-        let log = std::fs::read_to_string(self.log_path()).unwrap_or_default();
-        log.lines().rev().take(40).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
+        crate::harness::tail_without_backtrace(&std::fs::read_to_string(self.log_path()).unwrap_or_default(), 40)
     }
 
     /// Starts the process: it listens for peers on `listen_peer` and advertises its proxy.
