@@ -32,6 +32,13 @@ pub enum Port {
 }
 
 impl Port {
+    fn name(self) -> &'static str {
+        match self {
+            Port::Client => "client",
+            Port::Peer => "peer",
+        }
+    }
+
     fn flag(self, name: &str) -> String {
         match self {
             Port::Client => format!("--{name}"),
@@ -51,7 +58,7 @@ pub enum TlsError {
     #[error("{flag} holds no private key: {err}", flag = .0.flag("key-file"), err = .1)]
     Key(Port, #[source] rustls_pki_types::pem::Error),
     /// rustls refused the material.
-    #[error("{port} TLS: {err}", port = match .0 { Port::Client => "client", Port::Peer => "peer" }, err = .1)]
+    #[error("{port} TLS: {err}", port = .0.name(), err = .1)]
     Rustls(Port, #[source] rustls::Error),
     /// The CA bundle could not build a client verifier.
     #[error("{flag}: {err}", flag = .0.flag("trusted-ca-file"), err = .1)]

@@ -31,7 +31,7 @@ pub(super) struct Link {
 
 /// What the writers of one connection share, under [`Link::state`].
 #[derive(Debug, Default)]
-pub(super) struct LinkState {
+struct LinkState {
     /// The plain connection's socket while it is up (a clone of the sender thread's).
     sock: Option<TcpStream>,
     /// Whether the socket is in non-blocking mode (shard threads' writes) rather than blocking

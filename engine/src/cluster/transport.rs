@@ -215,32 +215,24 @@ impl PeerRouter {
         let mut parcel = Some(first);
         while let Some(p) = parcel.take() {
             parcels += 1;
-            for (shard, m) in p {
-                let message: bytes::Bytes = m.encode_to_vec().into();
-                bytes += message.len();
-                messages.push(ShardRaftMessage { shard, message });
-            }
+            bytes += encode_parcel(p, &mut messages);
             if messages.len() < self.cfg.max_batch_messages && bytes < self.cfg.max_batch_bytes {
                 parcel = rx.try_recv().ok();
             }
         }
         crate::metrics::PEER_BYTES.sent(peer, bytes);
-        (RaftBatch { cluster_id: self.cluster_id, from: self.me, to: peer, messages }, parcels)
+        (self.batch(peer, messages), parcels)
     }
 
     /// Returns one parcel's frame, for a shard thread's own write.
     fn frame_of(&self, peer: u64, parcel: Parcel) -> Vec<u8> {
-        let mut bytes = 0;
-        let messages = parcel
-            .into_iter()
-            .map(|(shard, m)| {
-                let message: bytes::Bytes = m.encode_to_vec().into();
-                bytes += message.len();
-                ShardRaftMessage { shard, message }
-            })
-            .collect();
-        crate::metrics::PEER_BYTES.sent(peer, bytes);
-        raft_wire::frame(&RaftBatch { cluster_id: self.cluster_id, from: self.me, to: peer, messages })
+        let mut messages = Vec::with_capacity(parcel.len());
+        crate::metrics::PEER_BYTES.sent(peer, encode_parcel(parcel, &mut messages));
+        raft_wire::frame(&self.batch(peer, messages))
+    }
+
+    fn batch(&self, peer: u64, messages: Vec<ShardRaftMessage>) -> RaftBatch {
+        RaftBatch { cluster_id: self.cluster_id, from: self.me, to: peer, messages }
     }
 
     fn enqueue(&self, shard: u32, msgs: Vec<Message>) {
@@ -253,33 +245,37 @@ impl PeerRouter {
             by_peer.entry(m.to).or_default().push((shard, m));
         }
         for (peer, parcel) in by_peer {
-            match queues.get(&peer) {
-                Some(out) => {
-                    let mut parcel = Some(parcel);
-                    if self.cfg.direct_writes {
-                        match out.link.try_write(|| self.frame_of(peer, parcel.take().expect("once"))) {
-                            Direct::Written => continue,
-                            Direct::Left => parcel = Some(Vec::new()), // wake the thread for the rest
-                            Direct::Refused => {}
-                        }
-                    }
-                    let parcel = parcel.expect("not taken unless written");
-                    out.link.queued();
-                    if out.tx.try_send(parcel).is_err() {
-                        out.link.done(1);
-                        tracing::debug!(
-                            peer = format_args!("{peer:x}"),
-                            shard,
-                            "peer queue full; raft messages dropped"
-                        );
-                    }
+            let Some(out) = queues.get(&peer) else {
+                tracing::debug!(peer = format_args!("{peer:x}"), shard, "raft message to an unknown member dropped");
+                continue;
+            };
+            let mut parcel = Some(parcel);
+            if self.cfg.direct_writes {
+                match out.link.try_write(|| self.frame_of(peer, parcel.take().expect("once"))) {
+                    Direct::Written => continue,
+                    Direct::Left => parcel = Some(Vec::new()), // wake the thread for the rest
+                    Direct::Refused => {}
                 }
-                None => {
-                    tracing::debug!(peer = format_args!("{peer:x}"), shard, "raft message to an unknown member dropped")
-                }
+            }
+            let parcel = parcel.expect("not taken unless written");
+            out.link.queued();
+            if out.tx.try_send(parcel).is_err() {
+                out.link.done(1);
+                tracing::debug!(peer = format_args!("{peer:x}"), shard, "peer queue full; raft messages dropped");
             }
         }
     }
+}
+
+/// Appends `parcel`'s messages, encoded, to `messages`; answers their encoded bytes.
+fn encode_parcel(parcel: Parcel, messages: &mut Vec<ShardRaftMessage>) -> usize {
+    let mut bytes = 0;
+    for (shard, m) in parcel {
+        let message: bytes::Bytes = m.encode_to_vec().into();
+        bytes += message.len();
+        messages.push(ShardRaftMessage { shard, message });
+    }
+    bytes
 }
 
 /// How a connection to a peer ended.
