@@ -62,8 +62,43 @@ pub(crate) struct Server {
 /// that exits is seen at once (see [`Server::ready`]).
 const START_WITHIN: Duration = Duration::from_secs(60);
 
+/// Returns a loopback port for a server a test starts, never the same one twice in this process.
+///
+/// Not one the kernel picks for `bind(0)`: those come from the ephemeral range, from which it also
+/// picks the source port of every outgoing connection on the machine. Between this check and the
+/// server's own bind, or while a test has a member stopped to restart it on the same port, any
+/// connection (another test's member dialling its peers) may take it, and the server fails with
+/// "Address already in use" (seen under load, as a member that did not start). A port below the
+/// ephemeral range is only ever taken by a bind, and this process binds each one once.
 pub(crate) fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free loopback port")
+    static NEXT: std::sync::Mutex<Option<u16>> = std::sync::Mutex::new(None);
+    let Some((low, high)) = below_ephemeral() else {
+        return TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port");
+    };
+    let mut next = NEXT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let span = high - low;
+    // Test processes run one after another, but a start hashed from the process ID keeps copies
+    // run side by side (whose IDs are close) apart.
+    let start = u64::from(std::process::id()).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+    let mut port = next.unwrap_or_else(|| low + u16::try_from(start % u64::from(span)).unwrap_or(0));
+    for _ in 0..span {
+        let candidate = port;
+        port = if port + 1 >= high { low } else { port + 1 };
+        if TcpListener::bind(("127.0.0.1", candidate)).is_ok() {
+            *next = Some(port);
+            return candidate;
+        }
+    }
+    panic!("no free loopback port in {low}..{high}");
+}
+
+/// The ports from 10000 up to the start of the machine's ephemeral range, when that leaves
+/// enough of them.
+fn below_ephemeral() -> Option<(u16, u16)> {
+    const LOW: u16 = 10_000;
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    let start: u16 = range.split_whitespace().next()?.parse().ok()?;
+    (start >= LOW + 2_000).then_some((LOW, start))
 }
 
 /// Polls `cond` every 20 ms until it holds or `timeout` passes; returns whether it held.
