@@ -11,6 +11,8 @@
 
 // #[PerformanceCriticalPath]
 
+mod endpoints;
+
 use std::collections::VecDeque;
 
 use ballast_proto::etcdserverpb::{kv_client::KvClient as RangeClient, RangeRequest};
@@ -52,6 +54,8 @@ pub struct Etcd3Storage {
     /// the module doc). It bypasses etcd-client's interceptor, which adds nothing while the
     /// frontend connects without auth or `require_leader`.
     range: RangeClient<Channel>,
+    /// The members the channel sends to.
+    endpoints: endpoints::Endpoints,
 }
 
 impl std::fmt::Debug for Etcd3Storage {
@@ -64,49 +68,66 @@ fn header_revision(header: Option<&etcd_client::ResponseHeader>) -> Result<i64, 
     header.map(|h| h.revision()).ok_or(StorageError::Protocol("response without header"))
 }
 
-/// Maps etcd's "required revision has been compacted" (gRPC OutOfRange) to `Compacted`.
-/// Tries of a read whose connection fails under it (a member went away); reads change nothing,
-/// so another member can answer, as kube-apiserver's etcd client retries them. Three tries at
-/// 100 ms apart ride out one member's death, which the balanced channel notices on the first.
-const READ_ATTEMPTS: u32 = 3;
-const READ_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
+/// Tries of a request whose connection fails under it (a member went away): a read at any
+/// failure of the connection or the member (reads change nothing, so another member can
+/// answer, as kube-apiserver's etcd client retries them), a write only when it could not
+/// connect and so never left ([`endpoints::unsent`]). Three tries at 100 ms apart ride out one
+/// member's death: the first failure to connect takes the member out of the rotation
+/// ([`endpoints`]) before the next try.
+const ATTEMPTS: u32 = 3;
+const RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// True for a failure another member may not have: the connection or the member, not the read.
-fn retryable(status: &tonic::Status) -> bool {
-    matches!(status.code(), tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled)
+/// How a failed request may be tried again.
+trait Failure {
+    /// The connection or the member failed, not the request: a read may be sent again.
+    fn transient(&self) -> bool;
+    /// The request never left (no connection could be made): a write may be sent again too.
+    fn unsent(&self) -> bool;
 }
 
-/// [`retryable`] for etcd-client's errors: a status, or the transport under it.
-fn transient(e: &etcd_client::Error) -> bool {
-    match e {
-        etcd_client::Error::GRpcStatus(status) => retryable(status),
-        etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => true,
-        _ => false,
+impl Failure for tonic::Status {
+    fn transient(&self) -> bool {
+        matches!(self.code(), tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled)
+            // A page read at the revision of the list's first page, which another member
+            // answered: this one has not applied it yet, and will.
+            || (self.code() == tonic::Code::OutOfRange && self.message().ends_with(FUTURE_REV))
+    }
+
+    fn unsent(&self) -> bool {
+        endpoints::unsent(self)
     }
 }
 
-/// Runs the read `attempt` up to [`READ_ATTEMPTS`] times while it fails in a way `again`
-/// says another try may not.
-async fn read_with_retry<T, E, Fut>(again: impl Fn(&E) -> bool, mut attempt: impl FnMut() -> Fut) -> Result<T, E>
-where
-    Fut: std::future::Future<Output = Result<T, E>>,
-{
-    let mut tries = 1;
-    loop {
-        match attempt().await {
-            Err(e) if tries < READ_ATTEMPTS && again(&e) => {
-                tries += 1;
-                tokio::time::sleep(READ_RETRY_PAUSE).await;
-            }
-            other => return other,
+impl Failure for etcd_client::Error {
+    fn transient(&self) -> bool {
+        match self {
+            etcd_client::Error::GRpcStatus(status) => status.transient(),
+            etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => true,
+            _ => false,
         }
     }
+
+    fn unsent(&self) -> bool {
+        matches!(self, etcd_client::Error::GRpcStatus(status) if status.unsent())
+    }
 }
 
+/// Whether a request changes nothing (a read) or may (a write), for [`Etcd3Storage::send`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Read,
+    Write,
+}
+
+/// The end of etcd's ErrFutureRev text, which shares OutOfRange with ErrCompacted.
+const FUTURE_REV: &str = "required revision is a future revision";
+
+/// Maps etcd's "required revision has been compacted" (gRPC OutOfRange) to `Compacted`, and
+/// its "future revision" (the same code) too, as `MemStorage` answers a read past its newest
+/// revision (after the tries a read at a future revision gets, see [`Failure`]).
 fn compacted_or(err: etcd_client::Error, requested: i64) -> StorageError {
     if let etcd_client::Error::GRpcStatus(status) = &err {
-        // gRPC code 11 is OutOfRange, etcd's code for ErrCompacted.
-        if i32::from(status.code()) == 11 {
+        if status.code() == tonic::Code::OutOfRange {
             return StorageError::Compacted { requested, compacted: 0 };
         }
     }
@@ -166,13 +187,35 @@ impl Etcd3Storage {
             return Err(etcd_client::Error::InvalidArgs("empty endpoints".into()).into());
         }
         let endpoints = endpoints.iter().map(|url| endpoint(url, tls)).collect::<Result<Vec<_>, _>>()?;
-        let channel = Channel::balance_list(endpoints.into_iter());
+        let (channel, endpoints) = endpoints::Endpoints::start(endpoints);
         let client = Client::from_channel(etcd_client::Channel::Tonic(channel.clone()), None).await?;
         Ok(Etcd3Storage {
             kv: client.kv_client().max_decoding_message_size(MAX_RESPONSE_BYTES),
             watch: client.watch_client().max_decoding_message_size(MAX_RESPONSE_BYTES),
             range: RangeClient::new(channel).max_decoding_message_size(MAX_RESPONSE_BYTES),
+            endpoints,
         })
+    }
+
+    /// Runs `attempt` up to [`ATTEMPTS`] times while it fails in a way another try may not (see
+    /// [`Failure`]); a failure to connect is reported to [`endpoints`] first.
+    async fn send<T, E: Failure, Fut>(&self, kind: Kind, mut attempt: impl FnMut() -> Fut) -> Result<T, E>
+    where
+        Fut: std::future::Future<Output = Result<T, E>>,
+    {
+        let mut tries = 1;
+        loop {
+            match attempt().await {
+                Err(e) if tries < ATTEMPTS && (e.unsent() || (kind == Kind::Read && e.transient())) => {
+                    if e.unsent() {
+                        self.endpoints.suspect();
+                    }
+                    tries += 1;
+                    tokio::time::sleep(RETRY_PAUSE).await;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Reads one key at the newest revision; returns it (if present) and the store's revision.
@@ -182,12 +225,13 @@ impl Etcd3Storage {
     /// Returns `Etcd` when the request fails.
     pub async fn get(&self, key: &[u8]) -> Result<(Option<KeyValue>, i64), StorageError> {
         let request = RangeRequest { key: Bytes::copy_from_slice(key), ..RangeRequest::default() };
-        let resp = read_with_retry(retryable, || {
-            let (mut range, request) = (self.range.clone(), request.clone());
-            async move { range.range(request).await.map(tonic::Response::into_inner) }
-        })
-        .await
-        .map_err(|s| StorageError::from(etcd_client::Error::GRpcStatus(s)))?;
+        let resp = self
+            .send(Kind::Read, || {
+                let (mut range, request) = (self.range.clone(), request.clone());
+                async move { range.range(request).await.map(tonic::Response::into_inner) }
+            })
+            .await
+            .map_err(|s| StorageError::from(etcd_client::Error::GRpcStatus(s)))?;
         let header = resp.header.ok_or(StorageError::Protocol("response without header"))?;
         Ok((resp.kvs.into_iter().next().map(key_value), header.revision))
     }
@@ -209,7 +253,7 @@ impl Etcd3Storage {
             let (mut range, request) = (self.range.clone(), request.clone());
             async move { range.range(request).await.map(tonic::Response::into_inner) }
         };
-        let resp = match read_with_retry(retryable, attempt).await {
+        let resp = match self.send(Kind::Read, attempt).await {
             Ok(resp) => resp,
             Err(status) => return Err(compacted_or(etcd_client::Error::GRpcStatus(status), revision)),
         };
@@ -231,7 +275,7 @@ impl Etcd3Storage {
         let txn = Txn::new()
             .when([Compare::create_revision(key, CompareOp::Equal, 0)])
             .and_then([TxnOp::put(key, value, None)]);
-        let resp = self.kv.clone().txn(txn).await?;
+        let resp = self.txn(txn).await?;
         if !resp.succeeded() {
             return Err(StorageError::KeyExists);
         }
@@ -249,7 +293,7 @@ impl Etcd3Storage {
             .when([Compare::mod_revision(key, CompareOp::Equal, expected)])
             .and_then([TxnOp::put(key, value, None)])
             .or_else([TxnOp::get(key, None)]);
-        let resp = self.kv.clone().txn(txn).await?;
+        let resp = self.txn(txn).await?;
         if resp.succeeded() {
             return header_revision(resp.header());
         }
@@ -267,11 +311,20 @@ impl Etcd3Storage {
             .when([Compare::mod_revision(key, CompareOp::Equal, expected)])
             .and_then([TxnOp::delete(key, None)])
             .or_else([TxnOp::get(key, None)]);
-        let resp = self.kv.clone().txn(txn).await?;
+        let resp = self.txn(txn).await?;
         if resp.succeeded() {
             return header_revision(resp.header());
         }
         Err(Self::failed_precondition(&resp))
+    }
+
+    /// Sends a write, again only when it never left ([`Failure::unsent`]).
+    async fn txn(&self, txn: Txn) -> Result<etcd_client::TxnResponse, etcd_client::Error> {
+        self.send(Kind::Write, || {
+            let (mut kv, txn) = (self.kv.clone(), txn.clone());
+            async move { kv.txn(txn).await }
+        })
+        .await
     }
 
     fn failed_precondition(resp: &etcd_client::TxnResponse) -> StorageError {
@@ -295,11 +348,12 @@ impl Etcd3Storage {
     pub async fn watch(&self, start: &[u8], end: &[u8], after_revision: i64) -> Result<WatchEvents, StorageError> {
         let opts = WatchOptions::new().with_range(end).with_prev_key().with_start_revision(after_revision + 1);
         // Opening a watch reads nothing yet: retried like a read when a connection fails.
-        let stream = read_with_retry(transient, || {
-            let (mut watch, opts) = (self.watch.clone(), opts.clone());
-            async move { watch.watch(start, Some(opts)).await }
-        })
-        .await?;
+        let stream = self
+            .send(Kind::Read, || {
+                let (mut watch, opts) = (self.watch.clone(), opts.clone());
+                async move { watch.watch(start, Some(opts)).await }
+            })
+            .await?;
         let stream = Etcd3WatchStream { stream, pending: VecDeque::new(), requested: after_revision };
         Ok(WatchEvents::new(Box::new(stream)))
     }
