@@ -118,3 +118,57 @@ async fn reachable(endpoint: &Endpoint) -> bool {
     let port = uri.port_u16().unwrap_or(if uri.scheme_str() == Some("https") { 443 } else { 80 });
     matches!(tokio::time::timeout(PROBE_TIMEOUT, tokio::net::TcpStream::connect((host, port))).await, Ok(Ok(_)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A port nothing listens on: bound, then released.
+    fn closed_port() -> u16 {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    }
+
+    #[tokio::test]
+    async fn a_call_that_could_not_connect_is_unsent_and_one_that_was_answered_is_not() {
+        let endpoint = Endpoint::from_shared(format!("http://127.0.0.1:{}", closed_port())).expect("uri");
+        let mut client = ballast_proto::etcdserverpb::kv_client::KvClient::new(endpoint.connect_lazy());
+        let status = client.range(ballast_proto::etcdserverpb::RangeRequest::default()).await.expect_err("refused");
+        assert_eq!(status.code(), tonic::Code::Unavailable);
+        assert!(unsent(&status), "{status:?}");
+        // The same code from a server that was reached says nothing of where the call went.
+        assert!(!unsent(&tonic::Status::unavailable("etcdserver: leader changed")));
+    }
+
+    #[tokio::test]
+    async fn a_member_that_refuses_connections_leaves_the_rotation_once_suspected_and_comes_back() {
+        let port = closed_port();
+        let down = Endpoint::from_shared(format!("http://127.0.0.1:{port}")).expect("uri");
+        let up = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let live = Endpoint::from_shared(format!("http://{}", up.local_addr().expect("addr"))).expect("uri");
+        let (changes_tx, mut changes) = mpsc::channel(CHANGES);
+        let suspect = Arc::new(Notify::new());
+        let task = tokio::spawn(keep(vec![down.clone(), live], changes_tx, Arc::clone(&suspect)));
+        let mut next = async || tokio::time::timeout(Duration::from_secs(5), changes.recv()).await.expect("a change");
+        assert!(matches!(next().await, Some(Change::Insert(0, _))));
+        assert!(matches!(next().await, Some(Change::Insert(1, _))));
+        suspect.notify_one();
+        assert!(matches!(next().await, Some(Change::Remove(0))), "the member refusing connections leaves");
+        // Tried again until it answers, then back in.
+        let back = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.expect("bind the port again");
+        assert!(matches!(next().await, Some(Change::Insert(0, _))));
+        // The last member in stays in even when it refuses too.
+        drop((back, up));
+        suspect.notify_one();
+        let removed = next().await;
+        assert!(matches!(removed, Some(Change::Remove(_))), "{removed:?}");
+        suspect.notify_one();
+        let quiet = tokio::time::timeout(Duration::from_millis(1500), changes.recv()).await;
+        assert!(quiet.is_err(), "the last member in was taken out");
+        drop(changes);
+        tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .expect("the task ends with its channel")
+            .expect("task");
+    }
+}
