@@ -124,7 +124,8 @@ pub struct Report {
 pub struct AllocatorConfig {
     /// How long a holder may keep its grant before it is abandoned. A round holds it for its
     /// evaluation (CPU only) and one message to the allocator, so 1 s (etcd's election timeout)
-    /// is only reached by a holder that died or was cut off.
+    /// is reached by a holder that died or was cut off, or on a machine so overloaded that a
+    /// member gets no CPU for that long (then, as an election would, it costs a gap).
     pub grant_timeout: Duration,
     /// How far the ceiling is raised ahead of the counter. Each raise is one entry in shard 0's
     /// log; 1,000 revisions keep that below one entry per thousand writes, and bound the gap a
