@@ -79,8 +79,10 @@ pub(crate) fn free_port() -> u16 {
     let span = high - low;
     // Test processes run one after another, but a start hashed from the process ID keeps copies
     // run side by side (whose IDs are close) apart.
-    let start = u64::from(std::process::id()).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
-    let mut port = next.unwrap_or_else(|| low + u16::try_from(start % u64::from(span)).unwrap_or(0));
+    let mut port = next.unwrap_or_else(|| {
+        let start = u64::from(std::process::id()).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+        low + u16::try_from(start % u64::from(span)).unwrap_or(0)
+    });
     for _ in 0..span {
         let candidate = port;
         port = if port + 1 >= high { low } else { port + 1 };

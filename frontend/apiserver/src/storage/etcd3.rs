@@ -203,19 +203,19 @@ impl Etcd3Storage {
     where
         Fut: std::future::Future<Output = Result<T, E>>,
     {
-        let mut tries = 1;
-        loop {
-            match attempt().await {
-                Err(e) if tries < ATTEMPTS && (e.unsent() || (kind == Kind::Read && e.transient())) => {
-                    if e.unsent() {
-                        self.endpoints.suspect();
-                    }
-                    tries += 1;
-                    tokio::time::sleep(RETRY_PAUSE).await;
-                }
-                other => return other,
+        for _ in 1..ATTEMPTS {
+            let e = match attempt().await {
+                Err(e) => e,
+                ok => return ok,
+            };
+            if e.unsent() {
+                self.endpoints.suspect();
+            } else if kind == Kind::Write || !e.transient() {
+                return Err(e);
             }
+            tokio::time::sleep(RETRY_PAUSE).await;
         }
+        attempt().await
     }
 
     /// Reads one key at the newest revision; returns it (if present) and the store's revision.
