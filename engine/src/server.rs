@@ -480,6 +480,7 @@ impl Engine {
         // revision any shard recorded.
         let mut opened = Vec::new();
         let mut backends = Vec::new();
+        let peer_answers: Arc<dyn crate::shard::PeerAnswers> = crate::api::PeerAnswerSink::new(Arc::clone(&router));
         for s in 0..cfg.shards {
             let backend =
                 if s == 0 { first.clone() } else { RocksBackend::open(&shard_db_dir(&cfg.data_dir, s), &cfg.rocks)? };
@@ -504,6 +505,7 @@ impl Engine {
                     colocation: colocation.as_ref().map(|c| (s, Arc::clone(c))),
                     revisions: revisions.clone(),
                     placement: Some(Arc::clone(&placement)),
+                    peer_answers: Some(peer_answers.clone()),
                 },
             )?);
         }

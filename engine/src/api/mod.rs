@@ -54,3 +54,4 @@ mod watch_stream;
 
 use context::unexpected;
 pub use context::{Api, ApiContext, GrpcLimits, MemberInfo, ETCD_COMPAT_VERSION};
+pub use forwarded::PeerAnswerSink;

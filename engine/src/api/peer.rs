@@ -3,13 +3,14 @@
 //!
 //! * Raft message batches do not come through gRPC but on raft connections of the same port
 //!   (`super::peer_raft`); each batch's messages go to their shards' mailboxes as one message
-//!   per shard (`try_send`: a full mailbox drops them, raft resends).
+//!   per shard (`try_send`: a full mailbox drops them, raft resends). The same batches carry
+//!   writes sent on to shards this member leads, each handed to its shard, which sends the
+//!   answer back on this member's raft connection once the write is applied, and the answers
+//!   to writes this member sent on, handed to their writers (`cluster::forwarding`).
 //! * `Hello`: who this member is (name, client URLs) for the caller's MemberList.
-//! * `Forward`: a write, lease call or membership change for a shard this member leads, from a
-//!   member that does not; answered with etcd's status on failure, which the caller passes to
-//!   its client.
-//! * `ForwardWrites`: the same for writes, many per message on one stream per sending member
-//!   (`cluster::forwarding` is the sending side); each write is answered when it is applied.
+//! * `Forward`: a lease call, membership change or (on a cluster of several shards) a
+//!   linearizable read for a shard this member leads, from a member that does not; answered
+//!   with etcd's status on failure, which the caller passes to its client.
 //! * `Members`: the membership, for a member joining the cluster.
 //! * `Reserve`, `Release`, `Report`: the revision allocator's side of a cluster whose shard
 //!   leaders are spread (`cluster::allocation`); `Revisions` carries the same for all shards of
@@ -25,10 +26,9 @@ use std::path::Path;
 use std::pin::Pin;
 
 use ballast_proto::ballastpb::{
-    forward_request, peer_server::Peer, revision_item, ForwardAnswer, ForwardAnswers, ForwardBatch, ForwardItem,
-    ForwardRequest, ForwardResponse, HelloRequest, HelloResponse, MembershipRecord, RaftBatch, RaftBatchAck,
-    ReleaseRequest, ReportRequest, ReserveRequest, ReserveResponse, ResolvedRevision, RevisionAnswer, RevisionAnswers,
-    RevisionBatch, SnapshotFetchRequest,
+    forward_request, peer_server::Peer, revision_item, ForwardItem, ForwardRequest, ForwardResponse, HelloRequest,
+    HelloResponse, MembershipRecord, RaftBatch, RaftBatchAck, ReleaseRequest, ReportRequest, ReserveRequest,
+    ReserveResponse, ResolvedRevision, RevisionAnswer, RevisionAnswers, RevisionBatch, SnapshotFetchRequest,
 };
 use ballast_proto::etcdserverpb::SnapshotResponse;
 use ballast_raft::Message;
@@ -40,7 +40,7 @@ use tonic::{Request, Response, Status, Streaming};
 use super::Api;
 use crate::cluster::resolved::Fact;
 use crate::error::EngineError;
-use crate::shard::ShardMsg;
+use crate::shard::{ShardMsg, WriteReply};
 use crate::storage::RocksBackend;
 
 /// Serves the peer RPCs.
@@ -90,9 +90,10 @@ impl PeerService {
     }
 
     /// The raft connection from the member with raft ID `from` ended: the shards hear that it is
-    /// unreachable.
+    /// unreachable, and the writes this member sent on to it will get no answer.
     pub(super) fn peer_gone(&self, from: u64) {
         self.api.router.report_unreachable(from);
+        self.api.router.connection_lost(from);
     }
 
     /// Returns the member's peer connection settings.
@@ -119,36 +120,35 @@ impl PeerService {
                 None => tracing::warn!(shard, "raft messages for a shard this member does not have"),
             }
         }
+        if !batch.writes.is_empty() {
+            self.take_writes(batch.from, batch.writes);
+        }
+        if !batch.answers.is_empty() {
+            self.api.router.take_answers(batch.answers);
+        }
     }
 
-    /// Answers the writes of one `ForwardWrites` stream until the sender closes it: every
-    /// write runs at once, and the answers ready together go back in one message.
-    async fn serve_writes(self, mut inbound: Streaming<ForwardBatch>, answers: AnswerSender) {
-        let mut pending = FuturesUnordered::new();
-        let mut open = true;
-        loop {
-            tokio::select! {
-                got = inbound.message(), if open => match got {
-                    Ok(Some(batch)) => {
-                        if let Err(status) = self.check_cluster(batch.cluster_id, 0) {
-                            let _ = answers.send(Err(status)).await;
-                            return;
-                        }
-                        pending.extend(batch.items.into_iter().map(|item| self.clone().answer_write(item)));
-                    }
-                    Ok(None) | Err(_) => open = false,
-                },
-                Some(first) = pending.next(), if !pending.is_empty() => {
-                    let mut ready = vec![first];
-                    while let Some(Some(a)) = pending.next().now_or_never() {
-                        ready.push(a);
-                    }
-                    if answers.send(Ok(ForwardAnswers { answers: ready })).await.is_err() {
-                        return;
-                    }
-                }
-                else => return,
+    /// Hands writes member `from` sent on to their shards, which answer once they are applied;
+    /// one that cannot reach its shard is answered at once.
+    fn take_writes(&self, from: u64, writes: Vec<ForwardItem>) {
+        let mut refused = Vec::new();
+        for item in writes {
+            let id = item.id;
+            let Some(cmd) = item.write.and_then(|w| w.command) else {
+                refused.push((id, Err(EngineError::Remote(super::unexpected("an empty forwarded write")))));
+                continue;
+            };
+            let Some(shard) = self.api.shards.get(item.shard as usize) else {
+                refused
+                    .push((id, Err(EngineError::Remote(Status::invalid_argument(format!("no shard {}", item.shard))))));
+                continue;
+            };
+            if let Err(e) = shard.send(ShardMsg::ForwardedWrite(cmd, WriteReply::Peer { to: from, id })) {
+                refused.push((id, Err(e)));
             }
+        }
+        if !refused.is_empty() {
+            super::forwarded::send_answers(&self.api.router, from, refused, 0);
         }
     }
 
@@ -169,20 +169,6 @@ impl PeerService {
         }
         let (answer, applied_index) = self.api.serve_forwarded(shard, request, true).await?;
         Ok(ForwardResponse { applied_index, response: Some(answer) })
-    }
-
-    /// Applies one forwarded write on the shard this member leads.
-    async fn answer_write(self, item: ForwardItem) -> ForwardAnswer {
-        let write = item.write.map(forward_request::Request::Write);
-        match self.serve_on_leader(item.shard, write, "empty forwarded write").await {
-            Ok(r) => ForwardAnswer { id: item.id, response: Some(r), code: 0, message: String::new() },
-            Err(status) => ForwardAnswer {
-                id: item.id,
-                response: None,
-                code: status.code() as i32,
-                message: status.message().to_string(),
-            },
-        }
     }
 }
 
@@ -262,13 +248,10 @@ impl PeerService {
 /// Where a `Revisions` stream's answers go.
 type RevisionSender = tokio::sync::mpsc::Sender<Result<RevisionAnswers, Status>>;
 
-/// Where a `ForwardWrites` stream's answers go.
-type AnswerSender = tokio::sync::mpsc::Sender<Result<ForwardAnswers, Status>>;
-
-/// Answer messages queued on one `ForwardWrites` stream ahead of what HTTP/2 has sent: 16 as
-/// `ClusterConfig::stream_window`, enough to keep the stream busy; past it the writes of the stream
-/// wait for the sender to read.
-const FORWARD_ANSWERS_WINDOW: usize = 16;
+/// Answer messages queued on one `Revisions` stream ahead of what HTTP/2 has sent: 16 as
+/// `ClusterConfig::stream_window`, enough to keep the stream busy; past it the allocator's grants
+/// to the member wait for it to read.
+const REVISION_ANSWERS_WINDOW: usize = 16;
 
 #[tonic::async_trait]
 impl Peer for PeerService {
@@ -281,17 +264,6 @@ impl Peer for PeerService {
             name: self.api.member.name.clone(),
             client_urls: self.api.member.client_urls.clone(),
         }))
-    }
-
-    type ForwardWritesStream = Pin<Box<dyn Stream<Item = Result<ForwardAnswers, Status>> + Send + 'static>>;
-
-    async fn forward_writes(
-        &self,
-        req: Request<Streaming<ForwardBatch>>,
-    ) -> Result<Response<Self::ForwardWritesStream>, Status> {
-        let (tx, rx) = tokio::sync::mpsc::channel(FORWARD_ANSWERS_WINDOW);
-        tokio::spawn(self.clone().serve_writes(req.into_inner(), tx));
-        Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))))
     }
 
     async fn members(&self, req: Request<HelloRequest>) -> Result<Response<MembershipRecord>, Status> {
@@ -405,9 +377,7 @@ impl Peer for PeerService {
         &self,
         req: Request<Streaming<RevisionBatch>>,
     ) -> Result<Response<Self::RevisionsStream>, Status> {
-        // As many answer messages ahead of HTTP/2 as a forwarding stream: grants are small,
-        // and past it the allocator's grants to this member wait for it to read.
-        let (tx, rx) = tokio::sync::mpsc::channel(FORWARD_ANSWERS_WINDOW);
+        let (tx, rx) = tokio::sync::mpsc::channel(REVISION_ANSWERS_WINDOW);
         tokio::spawn(self.clone().serve_revisions(req.into_inner(), tx));
         Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))))
     }

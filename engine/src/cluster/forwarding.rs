@@ -1,32 +1,30 @@
-//! Writes a member sends on to the member leading their shard, over one
-//! long-lived `ForwardWrites` stream per leading member.
+//! Writes a member sends on to the member leading their shard, on the raft connection to it
+//! (`transport`), and their answers coming back on the leader's raft connection to this member.
 //!
-//! A unary call per write costs an HTTP/2 stream, its headers and a task on both sides; under
-//! load that was most of what a forwarded write cost beyond the write itself. Here each leading
-//! member has a queue ([`ClusterConfig::forward_queue`]); the stream's sender takes whatever is
-//! queued at once as one [`ForwardBatch`] (up to [`ClusterConfig::max_forward_batch`] writes),
-//! and one task per queue opens the stream and hands each answer to its writer as it comes
-//! back. A writer whose queue is full waits: the slow-consumer policy here is
-//! back-pressure, as the writes are acknowledged to nobody yet and must not be dropped.
+//! A write through a follower used to take a gRPC stream: the writer's task handed it to a
+//! stream task, HTTP/2 carried it, and on the leader a task per stream handed it to the shard
+//! and each answer back; every hop a wake-up and HTTP/2's framing on both members. Now the
+//! writer's task frames the write and writes it to the leader's raft connection itself when
+//! the connection is idle (else the peer's sender thread takes it with the next batch); the
+//! leader's reader thread hands it to the shard thread, which writes the answers of a round,
+//! once applied, to the connection back in one frame; this member's reader thread hands each
+//! to its writer. [`Forwarders`](super::forward_pending::Forwarders) keeps the writers waiting.
 //!
-//! Failures keep the unary call's meaning, which the caller maps to etcd's errors: a stream
-//! that could not be opened carried nothing (safe to retry elsewhere); a stream that broke with
-//! writes in flight fails them as "may have been applied".
+//! Failures keep the unary call's meaning, which the caller maps to etcd's errors: a write that
+//! was never handed to a connection (unknown peer, a full queue, a queue dropped with a broken
+//! connection) fails worded as a connection failure, safe to retry elsewhere; a write a broken
+//! connection may have carried, or whose answer a broken connection back may have lost, fails
+//! as "may have been applied". A leader that goes silent without closing its connections is
+//! bounded by the writer's deadline.
 
-use std::collections::HashMap;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use ballast_proto::ballastpb::{ForwardAnswers, ForwardBatch, ForwardItem, ForwardResponse, RaftCommand};
-use parking_lot::Mutex;
-use tokio::sync::{mpsc, oneshot};
-use tokio_stream::Stream;
+use ballast_proto::ballastpb::{ForwardAnswer, ForwardItem, ForwardResponse, RaftCommand};
+use tokio::sync::oneshot;
 use tonic::{Code, Status};
 
-use super::forward_queue::{Queued, Reply};
-use super::transport::PeerRouter;
+use super::transport::{Parcel, PeerRouter};
 
 impl PeerRouter {
     /// Sends `write` for shard `shard` to `peer` (which leads it) and waits, at most `timeout`,
@@ -43,165 +41,77 @@ impl PeerRouter {
         timeout: Duration,
     ) -> Result<ForwardResponse, Status> {
         let (reply, answer) = oneshot::channel();
-        let queue = self.forward_queue(peer)?;
-        let queued = Queued { shard, write, reply };
-        let wait = async {
-            queue.send(queued).await.map_err(|_| unsent("the forwarding queue closed"))?;
-            answer.await.map_err(|_| Status::unavailable("the forwarding stream dropped the write"))?
-        };
-        tokio::time::timeout(timeout, wait)
-            .await
-            .unwrap_or_else(|_| Err(Status::deadline_exceeded("forwarded write timed out")))
-    }
-
-    /// Returns the queue to `peer`, starting its task when there is none (or it ended).
-    fn forward_queue(self: &Arc<Self>, peer: u64) -> Result<mpsc::Sender<Queued>, Status> {
-        let mut queues = self.forwarders().queues.lock();
-        if let Some(q) = queues.get(&peer).filter(|q| !q.is_closed()) {
-            return Ok(q.clone());
+        let id = self.forwarders().add(peer, reply);
+        // Forgets the write when the writer stops waiting (a deadline, a dropped request).
+        let _waiting = Waiting { router: self, id };
+        let parcel = Parcel { writes: vec![ForwardItem { id, shard, write: Some(write) }], ..Parcel::default() };
+        if let Err(parcel) = self.post(peer, parcel) {
+            self.not_sent(parcel, "no room on the raft connection to the leader");
         }
-        let runtime = self.runtime().ok_or_else(|| unsent("the peer router is not running"))?;
-        let (tx, rx) = mpsc::channel(self.config().forward_queue);
-        queues.insert(peer, tx.clone());
-        let router = Arc::clone(self);
-        runtime.spawn(async move { router.forward_loop(peer, rx).await });
-        Ok(tx)
-    }
-
-    /// Sends what `rx` brings to `peer` until the queue is dropped or the peer is forgotten;
-    /// a broken stream is opened again with the next write.
-    async fn forward_loop(self: Arc<Self>, peer: u64, rx: mpsc::Receiver<Queued>) {
-        let rx = Arc::new(Mutex::new(rx));
-        loop {
-            let Some(first) = std::future::poll_fn(|cx| rx.lock().poll_recv(cx)).await else { return };
-            let Some(mut client) = self.client(peer) else {
-                let _ = first.reply.send(Err(unsent("not a peer of this member")));
-                // Fail what is queued too, and end: the next write makes a new queue.
-                let mut rx = rx.lock();
-                rx.close();
-                while let Ok(q) = rx.try_recv() {
-                    let _ = q.reply.send(Err(unsent("not a peer of this member")));
-                }
-                return;
-            };
-            let in_flight_writes = Arc::new(Mutex::new(InFlight::default()));
-            // The first batch goes first on the stream: a stream that cannot be opened fails it
-            // with the connection error, which says nothing was sent.
-            let batch = {
-                let mut waiting = in_flight_writes.lock();
-                self.cut_forward_batch(Some(first), &mut rx.lock(), &mut waiting)
-            };
-            let outbound = ForwardOutbound {
-                router: Arc::clone(&self),
-                rx: Arc::clone(&rx),
-                waiting: Arc::clone(&in_flight_writes),
-                first: batch,
-            };
-            let first_ids = in_flight_writes.lock().next_id;
-            let (status, opened) = match client.forward_writes(outbound).await {
-                Ok(r) => {
-                    let mut answers = r.into_inner();
-                    loop {
-                        match answers.message().await {
-                            Ok(Some(a)) => deliver(a, &mut in_flight_writes.lock().replies),
-                            Ok(None) => break (Status::unavailable("the forwarding stream ended"), true),
-                            Err(status) => break (status, true),
-                        }
-                    }
-                }
-                Err(status) => (status, false),
-            };
-            let mut waiting = in_flight_writes.lock();
-            // The stream of a broken connection may still be held by the HTTP/2 client for a
-            // moment: it takes no more writes (set under the lock it cuts batches under).
-            waiting.retired = true;
-            // Writes in flight on a broken stream may have been applied: their writers hear an
-            // error that is not retried (see the module doc). A stream that could not be opened
-            // fails its first batch with the connection's error, as a unary call would; what the
-            // stream took after that batch may have gone out before the failure.
-            if !waiting.replies.is_empty() {
-                let broken = in_flight(&status);
-                for (id, reply) in waiting.replies.drain() {
-                    let failed = if !opened && id <= first_ids { status.clone() } else { broken.clone() };
-                    let _ = reply.send(Err(failed));
-                }
-            }
+        match tokio::time::timeout(timeout, answer).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(Status::unavailable("the forwarded write was dropped")),
+            Err(_) => Err(Status::deadline_exceeded("forwarded write timed out")),
         }
     }
 
-    /// Joins `first` (or the queue's first write) and whatever else is queued into one batch,
-    /// remembering each writer; `None` when nothing is queued.
-    fn cut_forward_batch(
-        &self,
-        first: Option<Queued>,
-        rx: &mut mpsc::Receiver<Queued>,
-        waiting: &mut InFlight,
-    ) -> Option<ForwardBatch> {
-        let mut items = Vec::new();
-        let mut next = first.or_else(|| rx.try_recv().ok());
-        while let Some(q) = next {
-            waiting.next_id += 1;
-            waiting.replies.insert(waiting.next_id, q.reply);
-            items.push(ForwardItem { id: waiting.next_id, shard: q.shard, write: Some(q.write) });
-            next = if items.len() < self.config().max_forward_batch { rx.try_recv().ok() } else { None };
+    /// Sends the answers of writes `peer` sent on here (a shard thread, once they are
+    /// applied). Dropped when the connection has no room: their writers' deadlines end the
+    /// wait, with the answer a timeout gets (the write may have been applied).
+    pub fn send_answers(&self, peer: u64, answers: Vec<ForwardAnswer>) {
+        let n = answers.len();
+        if self.post(peer, Parcel { answers, ..Parcel::default() }).is_err() {
+            tracing::debug!(
+                peer = format_args!("{peer:x}"),
+                answers = n,
+                "peer queue full or peer unknown; answers dropped"
+            );
         }
-        (!items.is_empty()).then(|| ForwardBatch { cluster_id: self.cluster_id(), items })
     }
-}
 
-/// The writes sent on one stream and not answered yet.
-#[derive(Default)]
-struct InFlight {
-    next_id: u64,
-    replies: HashMap<u64, Reply>,
-    /// Set once the stream is given up: its request stream ends.
-    retired: bool,
-}
-
-/// The request stream of one `ForwardWrites` call. HTTP/2 polls it when the stream has room,
-/// and each poll cuts what the queue holds into one batch: the queue's waker is the HTTP/2
-/// sender's own, so a queued write goes to the socket with no task between (a task handing
-/// batches on through a channel of its own cost one more wake-up and hand-over per batch).
-struct ForwardOutbound {
-    router: Arc<PeerRouter>,
-    /// The member's queue to the peer, shared by its streams in turn.
-    rx: Arc<Mutex<mpsc::Receiver<Queued>>>,
-    waiting: Arc<Mutex<InFlight>>,
-    /// The batch cut before the call.
-    first: Option<ForwardBatch>,
-}
-
-impl Stream for ForwardOutbound {
-    type Item = ForwardBatch;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<ForwardBatch>> {
-        if let Some(first) = self.first.take() {
-            return Poll::Ready(Some(first));
+    /// Hands the answers that came from `peer` to their writers.
+    pub fn take_answers(&self, answers: Vec<ForwardAnswer>) {
+        for a in answers {
+            let result = match a.response {
+                Some(r) => Ok(r),
+                None => Err(Status::new(Code::from_i32(a.code), a.message)),
+            };
+            self.forwarders().answer(a.id, result);
         }
-        // The writers are remembered under the lock the loop retires the stream under, so none
-        // is added once the loop has failed the stream's writers.
-        let mut waiting = self.waiting.lock();
-        if waiting.retired {
-            return Poll::Ready(None);
+    }
+
+    /// Fails the forwarded writes of `parcel`, which never reached a connection.
+    pub(super) fn not_sent(&self, parcel: Parcel, why: &str) {
+        for w in parcel.writes {
+            self.forwarders().answer(w.id, Err(unsent(why)));
         }
-        let mut rx = self.rx.lock();
-        match rx.poll_recv(cx) {
-            Poll::Ready(Some(first)) => Poll::Ready(self.router.cut_forward_batch(Some(first), &mut rx, &mut waiting)),
-            Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
+    }
+
+    /// A raft connection to or from `peer` ended: the writes waiting on it may have been
+    /// applied, and their answers will not come.
+    pub fn connection_lost(&self, peer: u64) {
+        // Not worded as a connection failure (the caller would send the write again).
+        let status = Status::unavailable("forwarding: the link to the leader broke with the write in flight");
+        let n = self.forwarders().fail_peer(peer, &status);
+        if n > 0 {
+            tracing::debug!(
+                peer = format_args!("{peer:x}"),
+                writes = n,
+                "forwarded writes failed with their connection"
+            );
         }
     }
 }
 
-/// Hands each answer to its writer.
-fn deliver(answers: ForwardAnswers, waiting: &mut HashMap<u64, Reply>) {
-    for a in answers.answers {
-        let Some(reply) = waiting.remove(&a.id) else { continue };
-        let result = match a.response {
-            Some(r) => Ok(r),
-            None => Err(Status::new(Code::from_i32(a.code), a.message)),
-        };
-        let _ = reply.send(result);
+/// Forgets a forwarded write when dropped.
+struct Waiting<'a> {
+    router: &'a PeerRouter,
+    id: u64,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.router.forwarders().forget(self.id);
     }
 }
 
@@ -211,9 +121,147 @@ fn unsent(why: &str) -> Status {
     Status::unavailable(format!("forwarding: connect: {why}"))
 }
 
-/// The status of a write in flight on a stream that broke with `status`: never worded as a
-/// connection failure, since the write may have been applied.
-fn in_flight(status: &Status) -> Status {
-    tracing::debug!(%status, "forwarding stream broke with writes in flight");
-    Status::unavailable("forwarding stream broke with the write in flight")
+#[cfg(test)]
+mod tests {
+    use std::io::Read as _;
+    use std::net::{TcpListener, TcpStream};
+
+    use ballast_proto::ballastpb::{forward_response, raft_command::Command, RaftBatch};
+    use ballast_proto::etcdserverpb::{PutRequest, PutResponse};
+    use prost::Message as _;
+
+    use super::*;
+    use crate::cluster::raft_wire::{FrameReader, PRELUDE};
+    use crate::cluster::ClusterConfig;
+
+    fn put(key: &[u8]) -> RaftCommand {
+        RaftCommand {
+            command: Some(Command::Put(PutRequest { key: bytes::Bytes::copy_from_slice(key), ..Default::default() })),
+            ..Default::default()
+        }
+    }
+
+    /// Accepts the router's raft connection.
+    fn accept(listener: &TcpListener) -> TcpStream {
+        let (mut conn, _) = listener.accept().expect("the sender dials");
+        conn.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+        let mut prelude = [0; 8];
+        conn.read_exact(&mut prelude).expect("the prelude");
+        assert_eq!(&prelude, PRELUDE);
+        conn
+    }
+
+    /// Reads batches from `conn` until one carries writes.
+    fn writes_sent(conn: &mut TcpStream) -> RaftBatch {
+        let mut reader = FrameReader::new(1 << 20);
+        loop {
+            while let Some(body) = reader.take().expect("a frame within the limit") {
+                if !body.is_empty() {
+                    let batch = RaftBatch::decode(body).expect("a batch");
+                    if !batch.writes.is_empty() {
+                        return batch;
+                    }
+                }
+            }
+            assert!(reader.fill(conn).expect("the sender writes within the timeout") > 0, "the sender closed");
+        }
+    }
+
+    fn router(url: String) -> Arc<PeerRouter> {
+        let cfg = ClusterConfig {
+            keepalive_interval: Duration::from_millis(20),
+            reconnect_backoff_min: Duration::from_millis(10),
+            ..ClusterConfig::default()
+        };
+        let router = PeerRouter::new(1, 9, &[(2, url)], cfg);
+        router.start();
+        router
+    }
+
+    fn spawn_write(
+        router: &Arc<PeerRouter>,
+        key: &'static [u8],
+    ) -> tokio::task::JoinHandle<Result<ForwardResponse, Status>> {
+        let router = Arc::clone(router);
+        tokio::spawn(async move { router.forward_write(2, 3, put(key), Duration::from_secs(10)).await })
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_write_goes_on_the_raft_connection_and_its_answer_comes_back_by_number() {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let router = router(format!("http://{}", listener.local_addr().expect("address")));
+        let writer = spawn_write(&router, b"k");
+        let (conn, batch) = tokio::task::spawn_blocking(move || {
+            let mut conn = accept(&listener);
+            let batch = writes_sent(&mut conn);
+            (conn, batch)
+        })
+        .await
+        .expect("reader");
+        assert_eq!((batch.cluster_id, batch.from, batch.to), (9, 1, 2));
+        let item = &batch.writes[0];
+        assert_eq!(item.shard, 3);
+        assert_eq!(item.write, Some(put(b"k")));
+        // An answer to a number nobody waits for is ignored; the writer's own is taken.
+        let answer = |id| ForwardAnswer {
+            id,
+            response: Some(ForwardResponse {
+                applied_index: 17,
+                response: Some(forward_response::Response::Put(PutResponse::default())),
+            }),
+            ..Default::default()
+        };
+        router.take_answers(vec![answer(item.id + 1000), answer(item.id)]);
+        let got = writer.await.expect("writer").expect("answered");
+        assert_eq!(got.applied_index, 17);
+        assert_eq!(router.forwarders().waiting(), 0, "nothing left waiting");
+        drop(conn);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_error_answer_keeps_etcds_status_and_a_lost_connection_fails_the_write_as_maybe_applied() {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let router = router(format!("http://{}", listener.local_addr().expect("address")));
+        let first = spawn_write(&router, b"a");
+        let (mut conn, batch) = tokio::task::spawn_blocking(move || {
+            let mut conn = accept(&listener);
+            let batch = writes_sent(&mut conn);
+            (conn, batch)
+        })
+        .await
+        .expect("reader");
+        router.take_answers(vec![ForwardAnswer {
+            id: batch.writes[0].id,
+            code: Code::FailedPrecondition as i32,
+            message: "etcdserver: not leader".into(),
+            ..Default::default()
+        }]);
+        let status = first.await.expect("writer").expect_err("refused");
+        assert_eq!((status.code(), status.message()), (Code::FailedPrecondition, "etcdserver: not leader"));
+
+        // The next write reaches the leader, whose connection then dies: the sender finds out
+        // at a keep-alive and the writer hears the write may have been applied (never a
+        // connection failure, which its caller would send again).
+        let second = spawn_write(&router, b"b");
+        let conn = tokio::task::spawn_blocking(move || {
+            writes_sent(&mut conn);
+            conn
+        })
+        .await
+        .expect("reader");
+        drop(conn);
+        let status = second.await.expect("writer").expect_err("lost");
+        assert_eq!(status.code(), Code::Unavailable);
+        assert!(!status.message().contains("connect"), "worded as possibly applied: {}", status.message());
+        assert_eq!(router.forwarders().waiting(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_write_for_an_unknown_member_fails_as_never_sent() {
+        let router = PeerRouter::new(1, 9, &[], ClusterConfig::default());
+        let status = router.forward_write(5, 0, put(b"k"), Duration::from_secs(10)).await.expect_err("no such peer");
+        assert_eq!(status.code(), Code::Unavailable);
+        assert!(status.message().contains("connect"), "worded as a connection failure: {}", status.message());
+        assert_eq!(router.forwarders().waiting(), 0);
+    }
 }

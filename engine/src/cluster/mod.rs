@@ -1,14 +1,14 @@
 //! The member's place in a cluster: who the members are ([`members`]) and how raft messages
-//! reach them ([`transport`] over [`raft_wire`]).
+//! and forwarded writes reach them ([`transport`] over [`raft_wire`]).
 //!
 //! Every shard is a raft group over the same members, with the member ID as raft ID (except a
 //! member bootstrapped alone, whose groups keep raft ID 1, see [`members::Member::raft_id`]).
 //! The peer port carries one raft connection per pair of members, plain frames between two
 //! threads ([`raft_wire`], received by `api::peer_raft`; a shard thread may write its frame
-//! itself, `peer_link`), and serves `ballastpb.Peer`
-//! (`proto/peer.proto`, served by `api::peer`) on its other connections: a hello that checks
-//! both are in one cluster, and the forwarding of writes (batched on one stream per pair, [`forwarding`]) and
-//! lease calls to a shard's leader. With several
+//! itself, `peer_link`), which also carries the writes a member sends on to a shard's leader
+//! and their answers ([`forwarding`]), and serves `ballastpb.Peer` (`proto/peer.proto`, served
+//! by `api::peer`) on its other connections: a hello that checks both are in one cluster, and
+//! lease calls and membership changes sent to a shard's leader. With several
 //! shards, the shards' leaders spread over the members and take revisions from the revision
 //! allocator on shard 0's leader ([`revision_group`], reached through [`allocation`] on one
 //! stream per member, [`revision_link`]), which tells
@@ -18,7 +18,7 @@
 //! entry of shard 0's log once it has `spread_at_voters` voters ([`placement`]).
 
 pub mod allocation;
-mod forward_queue;
+mod forward_pending;
 pub mod forwarding;
 pub mod members;
 mod peer_link;
@@ -199,9 +199,10 @@ impl PeerTls {
 /// Tunables of the peer connections.
 #[derive(Clone, Debug)]
 pub struct ClusterConfig {
-    /// Parcels (one shard's messages of one Ready round) queued per peer before more are
-    /// dropped. 4,096 is a few hundred rounds of every shard: a peer that is that far behind is
-    /// better caught up by raft's probing than by a backlog.
+    /// Parcels (one shard's messages of one Ready round, a forwarded write, or a round's answers
+    /// to forwarded writes) queued per peer before more are refused. 4,096 is a few hundred
+    /// rounds of every shard: a peer that is that far behind is better caught up by raft's
+    /// probing than by a backlog, and a write refused here fails as not sent.
     pub peer_queue: usize,
     /// Raft messages per batch on the wire. 4,096 keeps one batch around a few MiB with
     /// etcd-sized appends while carrying every shard's heartbeats at once.
@@ -212,21 +213,16 @@ pub struct ClusterConfig {
     pub max_batch_bytes: usize,
     /// Batches handed to a gRPC stream fed through a channel (the revision link's) ahead of
     /// what HTTP/2 has sent. 16 keeps the stream busy without hiding back-pressure from the
-    /// queue. (The forwarding stream is cut from its queue as HTTP/2 asks, and the raft
-    /// connection's thread cuts a batch from its queue per write.)
+    /// queue. (The raft connection's thread cuts a batch from its queue per write.)
     pub stream_window: usize,
-    /// Writes queued per member they are sent on to (`forwarding`) before a writer waits.
-    /// 4,096 is far more than the client port keeps in flight; past it the writers' own
-    /// deadlines bound the wait.
-    pub forward_queue: usize,
     /// Requests, releases and reports queued per allocator member on this member's
     /// `Revisions` stream ([`revision_link`]) before a request is refused (its round asks
     /// again). Each shard has at most one request and one release outstanding, plus a report a
     /// tick; 1,024 leaves room for reads and snapshots asking where the cluster stands.
     pub revision_queue: usize,
-    /// Forwarded writes per message on the `ForwardWrites` stream. 1,024 small writes are a
-    /// few hundred KiB; a round rarely gathers more.
-    pub max_forward_batch: usize,
+    /// Requests, releases and reports per message on the `Revisions` stream. 1,024 of them are
+    /// a few tens of KiB, and far more than the shards of one member have outstanding.
+    pub max_revision_batch: usize,
     /// First wait before reconnecting to a peer. 100 ms is etcd's heartbeat interval: a peer
     /// restarting is back within a few heartbeats.
     pub reconnect_backoff_min: Duration,
@@ -309,8 +305,7 @@ impl Default for ClusterConfig {
             max_batch_messages: 4_096,
             max_batch_bytes: 8 << 20,
             stream_window: 16,
-            forward_queue: 4_096,
-            max_forward_batch: 1_024,
+            max_revision_batch: 1_024,
             revision_queue: 1_024,
             reconnect_backoff_min: Duration::from_millis(100),
             reconnect_backoff_max: Duration::from_secs(1),

@@ -172,7 +172,7 @@ mod tests {
     fn batch(n: usize, size: usize) -> RaftBatch {
         let messages =
             (0..n).map(|i| ShardRaftMessage { shard: i as u32, message: vec![i as u8; size].into() }).collect();
-        RaftBatch { cluster_id: 7, from: 1, to: 2, messages }
+        RaftBatch { cluster_id: 7, from: 1, to: 2, messages, ..Default::default() }
     }
 
     #[test]

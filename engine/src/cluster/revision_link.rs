@@ -185,7 +185,7 @@ impl RevisionLinks {
                 Up::Report(r) => RevisionItem { id: 0, item: Some(revision_item::Item::Report(r)) },
             };
             items.push(item);
-            next = if items.len() < self.router.config().max_forward_batch { rx.try_recv().ok() } else { None };
+            next = if items.len() < self.router.config().max_revision_batch { rx.try_recv().ok() } else { None };
         }
         self.batch(items)
     }

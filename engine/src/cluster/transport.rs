@@ -1,6 +1,7 @@
 //! [`PeerRouter`] and [`PeerTransport`]: raft messages from this member's shards to the other
-//! members, one long-lived connection per peer carrying every shard's messages
-//! ([`raft_wire`](super::raft_wire) has its framing).
+//! members, one long-lived connection per peer carrying every shard's messages, and the writes
+//! sent on to the members leading their shards with their answers (`forwarding`;
+//! [`raft_wire`](super::raft_wire) has the framing).
 //!
 //! A shard's Ready round hands its messages to [`PeerTransport::send`] on the shard thread,
 //! which never blocks: when the peer's plain connection is idle and nothing is queued for it,
@@ -12,31 +13,41 @@
 //! reads slowly holds the thread in its write while the queue fills (the back-pressure). When
 //! the connection fails the thread tells every shard the peer is unreachable (raft then probes
 //! instead of streaming appends), drops what was queued, and dials again with a doubling
-//! backoff. The other calls between members (forwarded writes, the revision link, snapshots)
+//! backoff. Forwarded writes and their answers take the same way (a writer's task or the
+//! answering shard thread writes the frame itself when it can), but are never dropped unsaid: a
+//! write that finds the queue full or is dropped with a broken connection's queue fails as not
+//! sent, and the writes a broken connection may have carried fail as possibly applied. The
+//! other calls between members (lease calls, membership changes, the revision link, snapshots)
 //! stay on gRPC over the channel [`PeerRouter::client`] returns.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TryRecvError};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError};
 use std::sync::{Arc, OnceLock, Weak};
 #[cfg(test)]
 use std::time::Duration;
 
-use ballast_proto::ballastpb::{peer_client::PeerClient, RaftBatch, ShardRaftMessage};
+use ballast_proto::ballastpb::{peer_client::PeerClient, ForwardAnswer, ForwardItem, RaftBatch, ShardRaftMessage};
 use ballast_raft::{Message, Transport};
 use parking_lot::RwLock;
 use prost_011::Message as _;
 use tonic::transport::Channel;
 
-use super::forward_queue::Forwarders;
+use super::forward_pending::Forwarders;
 use super::peer_link::{Direct, Link};
 use super::raft_wire;
 use super::ClusterConfig;
 
-/// What one shard queued for one peer in one Ready round (empty: a wake-up for the thread to
-/// write what a shard thread's write left, see [`Link`]).
-type Parcel = Vec<(u32, Message)>;
+/// What one sender queued for one peer at once: one shard's messages of one Ready round, a
+/// writer's forwarded write, or a shard's answers to forwarded writes (empty: a wake-up for the
+/// thread to write what a direct write left, see [`Link`]).
+#[derive(Debug, Default)]
+pub(super) struct Parcel {
+    pub(super) raft: Vec<(u32, Message)>,
+    pub(super) writes: Vec<ForwardItem>,
+    pub(super) answers: Vec<ForwardAnswer>,
+}
 
 /// A peer's sender thread before [`PeerRouter::start`]: its ID, URL, queue and link.
 type Unstarted = (u64, String, Receiver<Parcel>, Arc<Link>);
@@ -63,7 +74,7 @@ pub struct PeerRouter {
     runtime: OnceLock<tokio::runtime::Handle>,
     /// The raft connections' client TLS.
     raft_tls: RaftTls,
-    /// Writes sent on to the members leading their shards.
+    /// Writes sent on to the members leading their shards, not answered yet.
     forwarders: Forwarders,
 }
 
@@ -134,11 +145,13 @@ impl PeerRouter {
         }
     }
 
-    /// Forgets the peer with raft ID `id`: its queue closes, so its sender thread ends.
+    /// Forgets the peer with raft ID `id`: its queue closes, so its sender thread ends, and
+    /// the writes waiting on it fail.
     pub fn remove_peer(&self, id: u64) {
         self.queues.write().remove(&id);
         self.channels.write().remove(&id);
         self.waiting.lock().retain(|(peer, ..)| *peer != id);
+        self.connection_lost(id);
     }
 
     /// Returns the member's ID.
@@ -156,7 +169,7 @@ impl PeerRouter {
         &self.cfg
     }
 
-    /// Returns the queues of writes sent on to other members.
+    /// Returns the writes sent on to other members and not answered yet.
     pub(super) fn forwarders(&self) -> &Forwarders {
         &self.forwarders
     }
@@ -209,72 +222,89 @@ impl PeerRouter {
     /// `ClusterConfig::max_batch_messages` and `max_batch_bytes`; answers it and how many
     /// parcels it took.
     fn cut_batch(&self, peer: u64, first: Parcel, rx: &Receiver<Parcel>) -> (RaftBatch, usize) {
-        let mut messages: Vec<ShardRaftMessage> = Vec::with_capacity(first.len());
+        let mut batch = self.batch(peer);
         let mut bytes = 0;
         let mut parcels = 0;
         let mut parcel = Some(first);
         while let Some(p) = parcel.take() {
             parcels += 1;
-            bytes += encode_parcel(p, &mut messages);
-            if messages.len() < self.cfg.max_batch_messages && bytes < self.cfg.max_batch_bytes {
+            bytes += add_parcel(p, &mut batch);
+            let count = batch.messages.len() + batch.writes.len() + batch.answers.len();
+            if count < self.cfg.max_batch_messages && bytes < self.cfg.max_batch_bytes {
                 parcel = rx.try_recv().ok();
             }
         }
         crate::metrics::PEER_BYTES.sent(peer, bytes);
-        (self.batch(peer, messages), parcels)
+        (batch, parcels)
     }
 
-    /// Returns one parcel's frame, for a shard thread's own write.
+    /// Returns one parcel's frame, for a direct write.
     fn frame_of(&self, peer: u64, parcel: Parcel) -> Vec<u8> {
-        let mut messages = Vec::with_capacity(parcel.len());
-        crate::metrics::PEER_BYTES.sent(peer, encode_parcel(parcel, &mut messages));
-        raft_wire::frame(&self.batch(peer, messages))
+        let mut batch = self.batch(peer);
+        crate::metrics::PEER_BYTES.sent(peer, add_parcel(parcel, &mut batch));
+        raft_wire::frame(&batch)
     }
 
-    fn batch(&self, peer: u64, messages: Vec<ShardRaftMessage>) -> RaftBatch {
-        RaftBatch { cluster_id: self.cluster_id, from: self.me, to: peer, messages }
+    fn batch(&self, peer: u64) -> RaftBatch {
+        RaftBatch { cluster_id: self.cluster_id, from: self.me, to: peer, ..Default::default() }
     }
 
     fn enqueue(&self, shard: u32, msgs: Vec<Message>) {
-        let queues = self.queues.read();
         let mut by_peer: HashMap<u64, Parcel> = HashMap::new();
         for m in msgs {
             if m.to == self.me {
                 continue;
             }
-            by_peer.entry(m.to).or_default().push((shard, m));
+            by_peer.entry(m.to).or_default().raft.push((shard, m));
         }
         for (peer, parcel) in by_peer {
-            let Some(out) = queues.get(&peer) else {
-                tracing::debug!(peer = format_args!("{peer:x}"), shard, "raft message to an unknown member dropped");
-                continue;
-            };
-            let mut parcel = Some(parcel);
-            if self.cfg.direct_writes {
-                match out.link.try_write(|| self.frame_of(peer, parcel.take().expect("once"))) {
-                    Direct::Written => continue,
-                    Direct::Left => parcel = Some(Vec::new()), // wake the thread for the rest
-                    Direct::Refused => {}
-                }
-            }
-            let parcel = parcel.expect("not taken unless written");
-            out.link.queued();
-            if out.tx.try_send(parcel).is_err() {
-                out.link.done(1);
-                tracing::debug!(peer = format_args!("{peer:x}"), shard, "peer queue full; raft messages dropped");
+            if self.post(peer, parcel).is_err() {
+                tracing::debug!(
+                    peer = format_args!("{peer:x}"),
+                    shard,
+                    "peer queue full or peer unknown; raft messages dropped"
+                );
             }
         }
+    }
+
+    /// Sends `parcel` to `peer` without waiting: written by the calling thread when the link
+    /// is idle (see [`Link`]), else queued for the peer's thread. Answers the parcel back when
+    /// the peer is unknown or its queue is full.
+    pub(super) fn post(&self, peer: u64, parcel: Parcel) -> Result<(), Parcel> {
+        let queues = self.queues.read();
+        let Some(out) = queues.get(&peer) else { return Err(parcel) };
+        let mut parcel = Some(parcel);
+        if self.cfg.direct_writes {
+            match out.link.try_write(|| self.frame_of(peer, parcel.take().expect("once"))) {
+                Direct::Written => return Ok(()),
+                Direct::Left => parcel = Some(Parcel::default()), // wake the thread for the rest
+                Direct::Refused => {}
+            }
+        }
+        let parcel = parcel.expect("not taken unless written");
+        out.link.queued();
+        out.tx.try_send(parcel).map_err(|e| {
+            out.link.done(1);
+            match e {
+                TrySendError::Full(p) | TrySendError::Disconnected(p) => p,
+            }
+        })
     }
 }
 
-/// Appends `parcel`'s messages, encoded, to `messages`; answers their encoded bytes.
-fn encode_parcel(parcel: Parcel, messages: &mut Vec<ShardRaftMessage>) -> usize {
+/// Appends `parcel` to `batch`, its raft messages encoded; answers the raft messages' bytes.
+fn add_parcel(parcel: Parcel, batch: &mut RaftBatch) -> usize {
     let mut bytes = 0;
-    for (shard, m) in parcel {
+    for (shard, m) in parcel.raft {
         let message: bytes::Bytes = m.encode_to_vec().into();
         bytes += message.len();
-        messages.push(ShardRaftMessage { shard, message });
+        batch.messages.push(ShardRaftMessage { shard, message });
     }
+    bytes += parcel.writes.iter().map(prost::Message::encoded_len).sum::<usize>();
+    bytes += parcel.answers.iter().map(prost::Message::encoded_len).sum::<usize>();
+    batch.writes.extend(parcel.writes);
+    batch.answers.extend(parcel.answers);
     bytes
 }
 
@@ -324,15 +354,22 @@ impl Sender {
             tracing::debug!(peer = format_args!("{:x}", self.peer), url = %self.url, %error, "raft connection to peer ended");
             let Some(router) = self.router.upgrade() else { return };
             router.report_unreachable(self.peer);
-            drop(router);
-            // What was queued for the broken connection is stale; raft resends what matters.
+            // What was queued for the broken connection is stale; raft resends what matters,
+            // and the forwarded writes in it were never sent.
             loop {
                 match self.rx.try_recv() {
-                    Ok(_) => self.link.done(1),
+                    Ok(parcel) => {
+                        self.link.done(1);
+                        router.not_sent(parcel, "the raft connection to the leader failed");
+                    }
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) => return,
                 }
             }
+            // Those the connection took may have reached the leader; their answers would
+            // have come back on the leader's own connection, which a broken peer loses too.
+            router.connection_lost(self.peer);
+            drop(router);
             std::thread::sleep(backoff);
             backoff = (backoff * 2).min(cfg.reconnect_backoff_max);
         }
@@ -387,7 +424,7 @@ impl Sender {
                     let (batch, parcels) = router.cut_batch(self.peer, first, &self.rx);
                     drop(router);
                     let wrote = self.link.write_with(conn, |conn| {
-                        if !batch.messages.is_empty() {
+                        if !(batch.messages.is_empty() && batch.writes.is_empty() && batch.answers.is_empty()) {
                             conn.write_all(&raft_wire::frame(&batch))?;
                         }
                         conn.flush()
@@ -480,7 +517,7 @@ mod tests {
         t.send(vec![msg(2)]); // the queue holds one parcel: dropped
         let (_, _, rx, _) = router.waiting.lock().drain(..).next().expect("one peer");
         let first = rx.try_recv().expect("a parcel");
-        assert_eq!(first.iter().map(|(s, m)| (*s, m.to)).collect::<Vec<_>>(), vec![(3, 2), (3, 2)]);
+        assert_eq!(first.raft.iter().map(|(s, m)| (*s, m.to)).collect::<Vec<_>>(), vec![(3, 2), (3, 2)]);
         assert!(rx.try_recv().is_err(), "the second parcel did not fit");
         let (batch, _) = router.cut_batch(2, first, &rx);
         assert_eq!((batch.cluster_id, batch.from, batch.to, batch.messages.len()), (9, 1, 2, 2));

@@ -59,7 +59,7 @@ use crate::storage::{Cf, KvBackend, ScanOrder};
 use crate::watch::{WatchConfig, WatchHub};
 pub use colocate::{Colocation, NOTHING_PENDING};
 pub use executor::ShardPlacement;
-pub use msg::{GroupProgress, Reply, ShardMsg, ShardStatus, WriteResponse};
+pub use msg::{GroupProgress, PeerAnswers, Reply, ShardMsg, ShardStatus, WriteReply, WriteResponse};
 use reads::{PendingRead, ReadQueue};
 use spread::Spread;
 use stall::Heartbeat;
@@ -198,6 +198,9 @@ pub struct ShardGroup {
     /// The member's leader placement as it stands (`cluster::placement`), shared by its shards;
     /// None for a member of one shard or alone (then `revisions` alone says whether it spreads).
     pub placement: Option<Arc<crate::cluster::placement::Placement>>,
+    /// Where the answers of writes other members sent on to this shard's leader go; None for
+    /// a member alone.
+    pub peer_answers: Option<Arc<dyn PeerAnswers>>,
 }
 
 impl ShardGroup {
@@ -211,6 +214,7 @@ impl ShardGroup {
             colocation: None,
             revisions: None,
             placement: None,
+            peer_answers: None,
         }
     }
 }
@@ -317,7 +321,7 @@ pub struct Shard<B: KvBackend + Clone> {
     clock: Arc<dyn Clock>,
     /// Writes waiting to be evaluated: taken this round, or held while the previous round is
     /// uncommitted. Internal ones (lease expiry, alarms) have no reply.
-    writes: VecDeque<(Command, Option<Reply<WriteResponse>>)>,
+    writes: VecDeque<(Command, Option<WriteReply>)>,
     /// Reads waiting for a read index or for the state to hold only committed writes.
     reads: ReadQueue,
     /// Replies waiting for the applied index to reach theirs.
@@ -334,7 +338,12 @@ pub struct Shard<B: KvBackend + Clone> {
     /// Each with the raft index and term of the entry it waits for: an answer is sent only if
     /// the entry applied at that index is the one proposed (a leader that steps down keeps its
     /// answers waiting, since the next leader may still commit the entry, as etcd does).
-    answers: VecDeque<(u64, u64, Reply<WriteResponse>, Result<WriteResponse>)>,
+    answers: VecDeque<(u64, u64, WriteReply, Result<WriteResponse>)>,
+    /// Answers for other members (to, number, result), sent together by
+    /// [`Shard::send_peer_answers`] once a pass has made them.
+    peer_out: Vec<(u64, u64, Result<WriteResponse>)>,
+    /// Where answers for other members go; None for a member alone.
+    peer_answers: Option<Arc<dyn PeerAnswers>>,
     /// The shard's metrics (see `crate::metrics`).
     gauges: Arc<crate::metrics::ShardGauges>,
     leader: Arc<AtomicU64>,
@@ -406,7 +415,7 @@ impl<B: KvBackend + Clone> Shard<B> {
         clock: Arc<dyn Clock>,
         group: ShardGroup,
     ) -> Result<(Self, ShardHandle)> {
-        let ShardGroup { conf, transport, cluster, snapshots, colocation, revisions, placement } = group;
+        let ShardGroup { conf, transport, cluster, snapshots, colocation, revisions, placement, peer_answers } = group;
         // A growing cluster's shard keeps the group for the switch; it spreads from open only
         // where the placement says so (or, with no placement, wherever a group is given).
         let spreads = placement.as_ref().is_none_or(|p| p.spread());
@@ -492,6 +501,8 @@ impl<B: KvBackend + Clone> Shard<B> {
             term_start: 0,
             single,
             answers: VecDeque::new(),
+            peer_out: Vec::new(),
+            peer_answers,
             leader,
             term,
             applied,
@@ -535,13 +546,14 @@ impl<B: KvBackend + Clone> Shard<B> {
         beat.idle();
         for (_, reply) in self.writes.drain(..) {
             if let Some(reply) = reply {
-                let _ = reply.send(Err(EngineError::Stopped));
+                reply_write(reply, Err(EngineError::Stopped), &mut self.peer_out);
             }
         }
         self.reads.fail_all(|| EngineError::Stopped);
         for (_, _, reply, _) in self.answers.drain(..) {
-            let _ = reply.send(Err(EngineError::Stopped));
+            reply_write(reply, Err(EngineError::Stopped), &mut self.peer_out);
         }
+        self.send_peer_answers();
         result
     }
 
@@ -691,7 +703,7 @@ impl<B: KvBackend + Clone> Shard<B> {
                     self.reads.add(PendingRead::Txn(req, reply), false);
                 }
             }
-            ShardMsg::Write(cmd, reply) => self.writes.push_back((cmd, Some(reply))),
+            ShardMsg::Write(cmd, reply) => self.writes.push_back((cmd, Some(WriteReply::Local(reply)))),
             ShardMsg::ForwardedWrite(cmd, reply) => {
                 self.gather.forwarded(self.clock.now());
                 self.writes.push_back((cmd, Some(reply)));
@@ -1050,9 +1062,11 @@ impl<B: KvBackend + Clone> Shard<B> {
             let no_leader = self.node.leader_id() == 0;
             for (_, reply) in self.writes.drain(..) {
                 if let Some(reply) = reply {
-                    let _ = reply.send(Err(if no_leader { EngineError::NoLeader } else { EngineError::NotLeader }));
+                    let e = if no_leader { EngineError::NoLeader } else { EngineError::NotLeader };
+                    reply_write(reply, Err(e), &mut self.peer_out);
                 }
             }
+            self.send_peer_answers();
             return Ok(());
         }
         if !self.ready_to_evaluate() || self.gather.holding(self.writes.len(), self.clock.now()).is_some() {
@@ -1082,7 +1096,7 @@ impl<B: KvBackend + Clone> Shard<B> {
             taken += 1;
             if nospace && matches!(cmd, Command::Put(_) | Command::Txn(_) | Command::LeaseGrant(_)) {
                 if let Some(reply) = reply {
-                    let _ = reply.send(Err(EngineError::NoSpace));
+                    reply_write(reply, Err(EngineError::NoSpace), &mut self.peer_out);
                 }
                 continue;
             }
@@ -1123,8 +1137,9 @@ impl<B: KvBackend + Clone> Shard<B> {
                     self.return_grant(g, used, 0);
                 }
                 for (reply, _) in answers {
-                    let _ = reply.send(Err(EngineError::LeaderChanged));
+                    reply_write(reply, Err(EngineError::LeaderChanged), &mut self.peer_out);
                 }
+                self.send_peer_answers();
                 return Ok(());
             }
             let (index, term) = (self.node.last_index(), self.node.term());
@@ -1142,6 +1157,7 @@ impl<B: KvBackend + Clone> Shard<B> {
         for (reply, result) in answers {
             self.answers.push_back((index, term, reply, result));
         }
+        self.send_peer_answers();
         Ok(())
     }
 
@@ -1300,13 +1316,33 @@ impl<B: KvBackend + Clone> Shard<B> {
             };
             if logged.is_some_and(|t| t != term) {
                 // Another leader's entry took the index: the write was not applied.
-                let _ = reply.send(Err(EngineError::LeaderChanged));
+                reply_write(reply, Err(EngineError::LeaderChanged), &mut self.peer_out);
                 continue;
             }
-            let _ = reply.send(result.map(|r| complete(r, &hdr)));
+            reply_write(reply, result.map(|r| complete(r, &hdr)), &mut self.peer_out);
         }
+        self.send_peer_answers();
         if answered > 0 && !self.single && self.node.is_leader() {
             self.gather.answered(answered, self.writes.len(), self.clock.now());
+        }
+    }
+
+    /// Sends the answers for other members made since the last call, one message per member.
+    fn send_peer_answers(&mut self) {
+        if self.peer_out.is_empty() {
+            return;
+        }
+        let Some(sink) = self.peer_answers.as_ref() else {
+            self.peer_out.clear();
+            return;
+        };
+        let applied = ballast_raft::StateMachine::applied_index(self.node.state_machine());
+        let mut out = std::mem::take(&mut self.peer_out);
+        // Usually one member's; several members' answers go out in one pass per member.
+        while let Some(&(to, _, _)) = out.first() {
+            let (mine, rest): (Vec<_>, Vec<_>) = out.into_iter().partition(|(t, _, _)| *t == to);
+            sink.send(to, mine.into_iter().map(|(_, id, r)| (id, r)).collect(), applied);
+            out = rest;
         }
     }
 
@@ -1352,6 +1388,20 @@ impl<B: KvBackend + Clone> Shard<B> {
             true
         })?;
         Ok((h.finalize(), at))
+    }
+}
+
+/// Hands a write's answer to its task, or to `peer_out` when another member waits for it.
+fn reply_write(
+    reply: WriteReply,
+    result: Result<WriteResponse>,
+    peer_out: &mut Vec<(u64, u64, Result<WriteResponse>)>,
+) {
+    match reply {
+        WriteReply::Local(tx) => {
+            let _ = tx.send(result);
+        }
+        WriteReply::Peer { to, id } => peer_out.push((to, id, result)),
     }
 }
 

@@ -15,6 +15,29 @@ use crate::watch::{StreamId, WatchSender};
 /// A reply channel.
 pub type Reply<T> = oneshot::Sender<Result<T>>;
 
+/// Where a write's answer goes.
+#[derive(Debug)]
+pub enum WriteReply {
+    /// A task of this member.
+    Local(Reply<WriteResponse>),
+    /// The member with raft ID `to`, which sent the write on to this shard's leader under the
+    /// number `id` (`cluster::forwarding`).
+    Peer {
+        /// The sending member's raft ID.
+        to: u64,
+        /// The sender's number for the write.
+        id: u64,
+    },
+}
+
+/// Takes the answers of writes other members sent on to a shard this member leads back to
+/// them: the network plane encodes them for the wire (a shard knows no wire format).
+pub trait PeerAnswers: Send + Sync + std::fmt::Debug {
+    /// Sends member `to` the answers of a round (each write's number and result), with the raft
+    /// index the shard had applied when it answered.
+    fn send(&self, to: u64, answers: Vec<(u64, Result<WriteResponse>)>, applied: u64);
+}
+
 /// The response of a committed write.
 #[derive(Debug)]
 pub enum WriteResponse {
@@ -76,7 +99,7 @@ pub enum ShardMsg {
     /// A write another member sent on to this shard's leader: as `Write`, but the sending
     /// member answers its client only once it applied the write itself, so it needs the commit
     /// index at once (rounds do not gather while such writes come, `ShardConfig::round_gather`).
-    ForwardedWrite(Command, Reply<WriteResponse>),
+    ForwardedWrite(Command, WriteReply),
     /// A lease keep-alive: replies with the granted TTL, or 0 when the lease is gone.
     LeaseKeepAlive(i64, Reply<i64>),
     /// A lease time-to-live query.
