@@ -12,7 +12,8 @@
 //!
 //! Failures keep the unary call's meaning, which the caller maps to etcd's errors: a write that
 //! was never handed to a connection (unknown peer, a full queue, a queue dropped with a broken
-//! connection) fails worded as a connection failure, safe to retry elsewhere; a write a broken
+//! connection, a connection the leader had closed: `peer_link::closed_by_peer`) fails worded
+//! as a connection failure, safe to retry elsewhere; a write a broken
 //! connection may have carried, or whose answer a broken connection back may have lost, fails
 //! as "may have been applied". A leader that goes silent without closing its connections is
 //! bounded by the writer's deadline.
@@ -46,7 +47,7 @@ impl PeerRouter {
         let _waiting = Waiting { router: self, id };
         let parcel = Parcel { writes: vec![ForwardItem { id, shard, write: Some(write) }], ..Parcel::default() };
         if let Err(parcel) = self.post(peer, parcel) {
-            self.not_sent(parcel, "no room on the raft connection to the leader");
+            self.not_sent(parcel, "the raft connection to the leader is closed or full");
         }
         match tokio::time::timeout(timeout, answer).await {
             Ok(Ok(result)) => result,
@@ -167,6 +168,27 @@ mod tests {
         }
     }
 
+    /// Accepts the router's raft connection (on a blocking thread) and reads until a batch
+    /// carries writes; the listener closes then.
+    async fn first_batch(listener: TcpListener) -> (TcpStream, RaftBatch) {
+        tokio::task::spawn_blocking(move || {
+            let mut conn = accept(&listener);
+            let batch = writes_sent(&mut conn);
+            (conn, batch)
+        })
+        .await
+        .expect("reader")
+    }
+
+    /// The answer to write `id` that the leader applied at `index`.
+    fn applied(id: u64, index: u64) -> ForwardAnswer {
+        ForwardAnswer {
+            id,
+            response: Some(ForwardResponse { applied_index: index, response: None }),
+            ..Default::default()
+        }
+    }
+
     fn router(url: String) -> Arc<PeerRouter> {
         let cfg = ClusterConfig {
             keepalive_interval: Duration::from_millis(20),
@@ -191,13 +213,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let router = router(format!("http://{}", listener.local_addr().expect("address")));
         let writer = spawn_write(&router, b"k");
-        let (conn, batch) = tokio::task::spawn_blocking(move || {
-            let mut conn = accept(&listener);
-            let batch = writes_sent(&mut conn);
-            (conn, batch)
-        })
-        .await
-        .expect("reader");
+        let (conn, batch) = first_batch(listener).await;
         assert_eq!((batch.cluster_id, batch.from, batch.to), (9, 1, 2));
         let item = &batch.writes[0];
         assert_eq!(item.shard, 3);
@@ -223,13 +239,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let router = router(format!("http://{}", listener.local_addr().expect("address")));
         let first = spawn_write(&router, b"a");
-        let (mut conn, batch) = tokio::task::spawn_blocking(move || {
-            let mut conn = accept(&listener);
-            let batch = writes_sent(&mut conn);
-            (conn, batch)
-        })
-        .await
-        .expect("reader");
+        let (mut conn, batch) = first_batch(listener).await;
         router.take_answers(vec![ForwardAnswer {
             id: batch.writes[0].id,
             code: Code::FailedPrecondition as i32,
@@ -253,6 +263,41 @@ mod tests {
         let status = second.await.expect("writer").expect_err("lost");
         assert_eq!(status.code(), Code::Unavailable);
         assert!(!status.message().contains("connect"), "worded as possibly applied: {}", status.message());
+        assert_eq!(router.forwarders().waiting(), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_same_member_applied_again_keeps_the_write_in_flight() {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("address"));
+        let router = router(url.clone());
+        let writer = spawn_write(&router, b"k");
+        let (conn, batch) = first_batch(listener).await;
+        // A membership record naming the peer at the same URL (a member's attributes applied,
+        // a snapshot's membership installed) leaves its connection and its writes alone.
+        router.add_peer(2, &url);
+        router.take_answers(vec![applied(batch.writes[0].id, 3)]);
+        assert_eq!(writer.await.expect("writer").expect("answered").applied_index, 3);
+        drop(conn);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_write_to_a_leader_that_closed_its_connection_fails_as_never_sent() {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let router = router(format!("http://{}", listener.local_addr().expect("address")));
+        let first = spawn_write(&router, b"a");
+        let (conn, batch) = first_batch(listener).await;
+        router.take_answers(vec![applied(batch.writes[0].id, 1)]);
+        first.await.expect("writer").expect("answered");
+        // The leader's process dies: its kernel closes the connection (and nothing listens any
+        // more). A write sent after that never left, whether the writer or the sender thread
+        // (which may have found the connection broken meanwhile) handles it: the caller may
+        // send it again.
+        drop(conn);
+        std::thread::sleep(Duration::from_millis(20)); // the close reaches this end of loopback
+        let status = spawn_write(&router, b"b").await.expect("writer").expect_err("not sent");
+        assert_eq!(status.code(), Code::Unavailable);
+        assert!(status.message().contains("connect"), "worded as a connection failure: {}", status.message());
         assert_eq!(router.forwarders().waiting(), 0);
     }
 

@@ -11,11 +11,20 @@
 //! woken to write it before anything else. Everything else (TLS, a busy link, a broken
 //! connection) takes the queue as before, and only the thread dials, keeps alive and reports a
 //! broken connection.
+//!
+//! A frame carrying forwarded writes is written only to a connection the peer has not closed
+//! ([`closed_by_peer`]): a write into a socket whose peer already died is taken by the kernel
+//! all the same, and the writer could then only say that its write may have been applied,
+//! where in fact it never left. Checked so, a write to a leader killed a moment before fails
+//! as not sent and is sent again to the next leader.
 
 use std::io::{self, Write};
 use std::net::TcpStream;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
+use nix::errno::Errno;
+use nix::sys::socket::{recv, MsgFlags};
 use parking_lot::Mutex;
 
 /// One peer's raft connection as the writers share it.
@@ -51,16 +60,54 @@ pub(super) enum Direct {
     Left,
     /// Nothing was written: the frame must take the queue.
     Refused,
+    /// Nothing was written: the frame guards writes and the peer has closed the connection.
+    Closed,
+}
+
+/// The error [`Link::write_with`] answers when its guard found the connection closed by the
+/// peer: nothing was written.
+#[derive(Debug)]
+pub(super) struct PeerClosed;
+
+impl std::fmt::Display for PeerClosed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the peer closed the raft connection")
+    }
+}
+
+impl std::error::Error for PeerClosed {}
+
+impl PeerClosed {
+    /// True when `e` is this error.
+    pub(super) fn is(e: &io::Error) -> bool {
+        e.get_ref().is_some_and(|inner| inner.is::<PeerClosed>())
+    }
+}
+
+/// True when the peer has closed the plain connection `sock` (or it failed). Nothing travels
+/// toward the dialling member on a raft connection, so whatever there is to read is its end; a
+/// peer that died has its kernel close the socket at once, so this is known before the next
+/// write.
+pub(super) fn closed_by_peer(sock: &TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    match recv(sock.as_raw_fd(), &mut byte, MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT) {
+        Ok(_) => true,
+        Err(Errno::EAGAIN | Errno::EINTR) => false,
+        Err(_) => true,
+    }
 }
 
 impl Link {
     /// Writes the frame `make` returns to the socket from the calling (shard) thread, if that
     /// can be done now without waiting and without passing a queued parcel. `make` runs only
-    /// when the write is to happen.
-    pub(super) fn try_write(&self, make: impl FnOnce() -> Vec<u8>) -> Direct {
+    /// when the write is to happen. With `guard`, not to a connection the peer has closed.
+    pub(super) fn try_write(&self, guard: bool, make: impl FnOnce() -> Vec<u8>) -> Direct {
         let Some(mut st) = self.state.try_lock() else { return Direct::Refused };
         if st.sock.is_none() || !st.rest.is_empty() || self.queued.load(Ordering::Acquire) != 0 {
             return Direct::Refused;
+        }
+        if guard && st.sock.as_ref().is_some_and(closed_by_peer) {
+            return Direct::Closed;
         }
         if !st.nonblocking {
             let switched = st.sock.as_ref().map(|s| s.set_nonblocking(true));
@@ -125,16 +172,22 @@ impl Link {
     }
 
     /// Runs `write` (the sender thread's) on `conn` with the link held, after the end of a
-    /// frame a shard thread left, with the socket back in blocking mode.
+    /// frame a shard thread left, with the socket back in blocking mode. With `guard`, first
+    /// checks that the peer has not closed the plain connection.
     ///
     /// # Errors
-    /// What the writes returned.
+    /// What the writes returned; [`PeerClosed`], with nothing written, when `guard` found the
+    /// connection closed.
     pub(super) fn write_with<W: Write + ?Sized>(
         &self,
         conn: &mut W,
+        guard: bool,
         write: impl FnOnce(&mut W) -> io::Result<()>,
     ) -> io::Result<()> {
         let mut st = self.state.lock();
+        if guard && st.sock.as_ref().is_some_and(closed_by_peer) {
+            return Err(io::Error::new(io::ErrorKind::NotConnected, PeerClosed));
+        }
         if st.nonblocking {
             if let Some(sock) = &st.sock {
                 sock.set_nonblocking(false)?;
@@ -166,20 +219,20 @@ mod tests {
     fn a_shard_writes_only_an_attached_idle_link_and_in_queue_order() {
         let (out, mut inn) = pair();
         let link = Link::default();
-        assert_eq!(link.try_write(|| b"a".to_vec()), Direct::Refused, "no connection yet");
+        assert_eq!(link.try_write(false, || b"a".to_vec()), Direct::Refused, "no connection yet");
         link.attach(out.try_clone().expect("clone"));
-        assert_eq!(link.try_write(|| b"b".to_vec()), Direct::Written);
+        assert_eq!(link.try_write(false, || b"b".to_vec()), Direct::Written);
         link.queued();
-        assert_eq!(link.try_write(|| unreachable!("not built while a parcel is queued")), Direct::Refused);
+        assert_eq!(link.try_write(false, || unreachable!("not built while a parcel is queued")), Direct::Refused);
         let mut conn = out.try_clone().expect("clone");
-        link.write_with(&mut conn, |c| c.write_all(b"c")).expect("the thread writes");
+        link.write_with(&mut conn, false, |c| c.write_all(b"c")).expect("the thread writes");
         link.done(1);
-        assert_eq!(link.try_write(|| b"d".to_vec()), Direct::Written);
+        assert_eq!(link.try_write(false, || b"d".to_vec()), Direct::Written);
         let mut got = [0; 3];
         inn.read_exact(&mut got).expect("three bytes");
         assert_eq!(&got, b"bcd");
         link.detach();
-        assert_eq!(link.try_write(|| b"e".to_vec()), Direct::Refused, "detached");
+        assert_eq!(link.try_write(false, || b"e".to_vec()), Direct::Refused, "detached");
     }
 
     #[test]
@@ -189,15 +242,15 @@ mod tests {
         link.attach(out.try_clone().expect("clone"));
         // Far more than the socket buffers hold while nobody reads.
         let big: Vec<u8> = (0..64 << 20).map(|i: u32| i as u8).collect();
-        assert_eq!(link.try_write(|| big.clone()), Direct::Left);
-        assert_eq!(link.try_write(|| b"x".to_vec()), Direct::Refused, "the rest goes first");
+        assert_eq!(link.try_write(false, || big.clone()), Direct::Left);
+        assert_eq!(link.try_write(false, || b"x".to_vec()), Direct::Refused, "the rest goes first");
         let reader = std::thread::spawn(move || {
             let mut got = Vec::new();
             inn.read_to_end(&mut got).expect("read");
             got
         });
         let mut conn = out.try_clone().expect("clone");
-        link.write_with(&mut conn, |c| c.write_all(b"tail")).expect("blocking write");
+        link.write_with(&mut conn, false, |c| c.write_all(b"tail")).expect("blocking write");
         link.detach();
         drop((conn, out));
         let got = reader.join().expect("reader");

@@ -35,7 +35,7 @@ use prost_011::Message as _;
 use tonic::transport::Channel;
 
 use super::forward_pending::Forwarders;
-use super::peer_link::{Direct, Link};
+use super::peer_link::{Direct, Link, PeerClosed};
 use super::raft_wire;
 use super::ClusterConfig;
 
@@ -57,6 +57,8 @@ type Unstarted = (u64, String, Receiver<Parcel>, Arc<Link>);
 struct Outbox {
     tx: SyncSender<Parcel>,
     link: Arc<Link>,
+    /// The peer URL its thread dials.
+    url: String,
 }
 
 /// The member's outgoing peer connections.
@@ -112,15 +114,17 @@ impl PeerRouter {
     }
 
     /// Adds (or re-points) the peer with raft ID `id` at `url`; its sender thread starts at once
-    /// when the router runs.
+    /// when the router runs. A peer already at `url` keeps its connection: a membership record
+    /// applied again (a member's attributes updated, a snapshot's membership installed) must
+    /// not cut the writes in flight on it.
     pub fn add_peer(self: &Arc<Self>, id: u64, url: &str) {
-        if id == self.me {
+        if id == self.me || self.queues.read().get(&id).is_some_and(|out| out.url == url) {
             return;
         }
         self.remove_peer(id);
         let (tx, rx) = sync_channel(self.cfg.peer_queue);
         let link = Arc::new(Link::default());
-        self.queues.write().insert(id, Outbox { tx, link: Arc::clone(&link) });
+        self.queues.write().insert(id, Outbox { tx, link: Arc::clone(&link), url: url.to_string() });
         self.waiting.lock().push((id, url.to_string(), rx, link));
         // A channel spawns its task on the current runtime: a shard thread applying a
         // membership change enters the router's.
@@ -270,16 +274,19 @@ impl PeerRouter {
 
     /// Sends `parcel` to `peer` without waiting: written by the calling thread when the link
     /// is idle (see [`Link`]), else queued for the peer's thread. Answers the parcel back when
-    /// the peer is unknown or its queue is full.
+    /// the peer is unknown, its queue is full, or (for forwarded writes) the peer has closed
+    /// the connection.
     pub(super) fn post(&self, peer: u64, parcel: Parcel) -> Result<(), Parcel> {
         let queues = self.queues.read();
         let Some(out) = queues.get(&peer) else { return Err(parcel) };
+        let guard = !parcel.writes.is_empty();
         let mut parcel = Some(parcel);
         if self.cfg.direct_writes {
-            match out.link.try_write(|| self.frame_of(peer, parcel.take().expect("once"))) {
+            match out.link.try_write(guard, || self.frame_of(peer, parcel.take().expect("once"))) {
                 Direct::Written => return Ok(()),
                 Direct::Left => parcel = Some(Parcel::default()), // wake the thread for the rest
                 Direct::Refused => {}
+                Direct::Closed => return Err(parcel.take().expect("not written")),
             }
         }
         let parcel = parcel.expect("not taken unless written");
@@ -423,7 +430,8 @@ impl Sender {
                     let Some(router) = self.router.upgrade() else { return Ended::Closed };
                     let (batch, parcels) = router.cut_batch(self.peer, first, &self.rx);
                     drop(router);
-                    let wrote = self.link.write_with(conn, |conn| {
+                    let guard = !batch.writes.is_empty();
+                    let wrote = self.link.write_with(conn, guard, |conn| {
                         if !(batch.messages.is_empty() && batch.writes.is_empty() && batch.answers.is_empty()) {
                             conn.write_all(&raft_wire::frame(&batch))?;
                         }
@@ -433,11 +441,19 @@ impl Sender {
                     // shard thread's own write.
                     self.link.done(parcels);
                     sent |= wrote.is_ok();
+                    if let Err(e) = &wrote {
+                        if PeerClosed::is(e) {
+                            if let Some(router) = self.router.upgrade() {
+                                let writes = Parcel { writes: batch.writes, ..Parcel::default() };
+                                router.not_sent(writes, "the leader closed its raft connection");
+                            }
+                        }
+                    }
                     wrote
                 }
-                Err(RecvTimeoutError::Timeout) => {
-                    self.link.write_with(conn, |conn| conn.write_all(&raft_wire::KEEPALIVE).and_then(|()| conn.flush()))
-                }
+                Err(RecvTimeoutError::Timeout) => self
+                    .link
+                    .write_with(conn, false, |conn| conn.write_all(&raft_wire::KEEPALIVE).and_then(|()| conn.flush())),
                 Err(RecvTimeoutError::Disconnected) => return Ended::Closed,
             };
             if let Err(error) = wrote {
