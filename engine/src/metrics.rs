@@ -180,9 +180,10 @@ impl Drop for PendingProposal {
     }
 }
 
-/// Raft bytes exchanged with each peer, by the peer's raft ID: `etcd_network_peer_sent_bytes_total`
-/// and `etcd_network_peer_received_bytes_total`. Counted per batch of messages, not per request;
-/// the map is written only when a peer is first seen.
+/// Bytes exchanged with each peer on the raft connections (raft messages, forwarded writes and
+/// their answers), by the peer's raft ID: `etcd_network_peer_sent_bytes_total` and
+/// `etcd_network_peer_received_bytes_total`. Counted per frame, not per request; the map is
+/// written only when a peer is first seen.
 #[derive(Debug, Default)]
 pub struct PeerBytes {
     peers: parking_lot::RwLock<std::collections::BTreeMap<u64, (AtomicU64, AtomicU64)>>,

@@ -103,7 +103,6 @@ impl PeerService {
 
     fn deliver(&self, batch: RaftBatch) {
         let mut by_shard: HashMap<u32, Vec<Message>> = HashMap::new();
-        crate::metrics::PEER_BYTES.received(batch.from, batch.messages.iter().map(|m| m.message.len()).sum());
         for m in batch.messages {
             match Message::decode(m.message.as_ref()) {
                 Ok(msg) => by_shard.entry(m.shard).or_default().push(msg),

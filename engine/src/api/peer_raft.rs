@@ -141,9 +141,11 @@ impl Receiver {
                 if body.is_empty() {
                     continue;
                 }
+                let bytes = body.len();
                 let batch = RaftBatch::decode(body).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
                 let from = batch.from;
                 self.service.take_raft(batch).map_err(|s| io::Error::other(s.message().to_string()))?;
+                crate::metrics::PEER_BYTES.received(from, bytes);
                 self.from = Some(from);
             }
             match reader.fill(conn) {

@@ -44,11 +44,8 @@ impl Forwarders {
 
     /// Fails every write waiting on `peer` with `status`; answers how many there were.
     pub(super) fn fail_peer(&self, peer: u64, status: &Status) -> usize {
-        let failed: Vec<Reply> = {
-            let mut waiting = self.waiting.lock();
-            let ids: Vec<u64> = waiting.iter().filter(|(_, (to, _))| *to == peer).map(|(id, _)| *id).collect();
-            ids.iter().filter_map(|id| waiting.remove(id)).map(|(_, reply)| reply).collect()
-        };
+        let failed: Vec<Reply> =
+            self.waiting.lock().extract_if(|_, (to, _)| *to == peer).map(|(_, (_, reply))| reply).collect();
         let n = failed.len();
         for reply in failed {
             let _ = reply.send(Err(status.clone()));

@@ -189,15 +189,19 @@ mod tests {
         }
     }
 
-    fn router(url: String) -> Arc<PeerRouter> {
+    /// A listener standing for member 2, and member 1's router (started, short keep-alives)
+    /// with it as its peer at the returned URL.
+    fn listening() -> (TcpListener, Arc<PeerRouter>, String) {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("address"));
         let cfg = ClusterConfig {
             keepalive_interval: Duration::from_millis(20),
             reconnect_backoff_min: Duration::from_millis(10),
             ..ClusterConfig::default()
         };
-        let router = PeerRouter::new(1, 9, &[(2, url)], cfg);
+        let router = PeerRouter::new(1, 9, &[(2, url.clone())], cfg);
         router.start();
-        router
+        (listener, router, url)
     }
 
     fn spawn_write(
@@ -210,8 +214,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_write_goes_on_the_raft_connection_and_its_answer_comes_back_by_number() {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let router = router(format!("http://{}", listener.local_addr().expect("address")));
+        let (listener, router, _) = listening();
         let writer = spawn_write(&router, b"k");
         let (conn, batch) = first_batch(listener).await;
         assert_eq!((batch.cluster_id, batch.from, batch.to), (9, 1, 2));
@@ -236,8 +239,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_error_answer_keeps_etcds_status_and_a_lost_connection_fails_the_write_as_maybe_applied() {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let router = router(format!("http://{}", listener.local_addr().expect("address")));
+        let (listener, router, _) = listening();
         let first = spawn_write(&router, b"a");
         let (mut conn, batch) = first_batch(listener).await;
         router.take_answers(vec![ForwardAnswer {
@@ -268,9 +270,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_same_member_applied_again_keeps_the_write_in_flight() {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let url = format!("http://{}", listener.local_addr().expect("address"));
-        let router = router(url.clone());
+        let (listener, router, url) = listening();
         let writer = spawn_write(&router, b"k");
         let (conn, batch) = first_batch(listener).await;
         // A membership record naming the peer at the same URL (a member's attributes applied,
@@ -283,8 +283,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_write_to_a_leader_that_closed_its_connection_fails_as_never_sent() {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let router = router(format!("http://{}", listener.local_addr().expect("address")));
+        let (listener, router, _) = listening();
         let first = spawn_write(&router, b"a");
         let (conn, batch) = first_batch(listener).await;
         router.take_answers(vec![applied(batch.writes[0].id, 1)]);

@@ -64,31 +64,11 @@ pub(super) enum Direct {
     Closed,
 }
 
-/// The error [`Link::write_with`] answers when its guard found the connection closed by the
-/// peer: nothing was written.
-#[derive(Debug)]
-pub(super) struct PeerClosed;
-
-impl std::fmt::Display for PeerClosed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("the peer closed the raft connection")
-    }
-}
-
-impl std::error::Error for PeerClosed {}
-
-impl PeerClosed {
-    /// True when `e` is this error.
-    pub(super) fn is(e: &io::Error) -> bool {
-        e.get_ref().is_some_and(|inner| inner.is::<PeerClosed>())
-    }
-}
-
 /// True when the peer has closed the plain connection `sock` (or it failed). Nothing travels
 /// toward the dialling member on a raft connection, so whatever there is to read is its end; a
 /// peer that died has its kernel close the socket at once, so this is known before the next
 /// write.
-pub(super) fn closed_by_peer(sock: &TcpStream) -> bool {
+fn closed_by_peer(sock: &TcpStream) -> bool {
     let mut byte = [0u8; 1];
     match recv(sock.as_raw_fd(), &mut byte, MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT) {
         Ok(_) => true,
@@ -171,23 +151,23 @@ impl Link {
         *self.state.lock() = LinkState::default();
     }
 
+    /// True when the peer has closed the lent plain connection ([`closed_by_peer`]); false
+    /// for a TLS connection, which is not lent (its peer sends TLS records back).
+    pub(super) fn peer_closed(&self) -> bool {
+        self.state.lock().sock.as_ref().is_some_and(closed_by_peer)
+    }
+
     /// Runs `write` (the sender thread's) on `conn` with the link held, after the end of a
-    /// frame a shard thread left, with the socket back in blocking mode. With `guard`, first
-    /// checks that the peer has not closed the plain connection.
+    /// frame a shard thread left, with the socket back in blocking mode.
     ///
     /// # Errors
-    /// What the writes returned; [`PeerClosed`], with nothing written, when `guard` found the
-    /// connection closed.
+    /// What the writes returned.
     pub(super) fn write_with<W: Write + ?Sized>(
         &self,
         conn: &mut W,
-        guard: bool,
         write: impl FnOnce(&mut W) -> io::Result<()>,
     ) -> io::Result<()> {
         let mut st = self.state.lock();
-        if guard && st.sock.as_ref().is_some_and(closed_by_peer) {
-            return Err(io::Error::new(io::ErrorKind::NotConnected, PeerClosed));
-        }
         if st.nonblocking {
             if let Some(sock) = &st.sock {
                 sock.set_nonblocking(false)?;
@@ -225,7 +205,7 @@ mod tests {
         link.queued();
         assert_eq!(link.try_write(false, || unreachable!("not built while a parcel is queued")), Direct::Refused);
         let mut conn = out.try_clone().expect("clone");
-        link.write_with(&mut conn, false, |c| c.write_all(b"c")).expect("the thread writes");
+        link.write_with(&mut conn, |c| c.write_all(b"c")).expect("the thread writes");
         link.done(1);
         assert_eq!(link.try_write(false, || b"d".to_vec()), Direct::Written);
         let mut got = [0; 3];
@@ -250,7 +230,7 @@ mod tests {
             got
         });
         let mut conn = out.try_clone().expect("clone");
-        link.write_with(&mut conn, false, |c| c.write_all(b"tail")).expect("blocking write");
+        link.write_with(&mut conn, |c| c.write_all(b"tail")).expect("blocking write");
         link.detach();
         drop((conn, out));
         let got = reader.join().expect("reader");

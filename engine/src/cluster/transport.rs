@@ -35,7 +35,7 @@ use prost_011::Message as _;
 use tonic::transport::Channel;
 
 use super::forward_pending::Forwarders;
-use super::peer_link::{Direct, Link, PeerClosed};
+use super::peer_link::{Direct, Link};
 use super::raft_wire;
 use super::ClusterConfig;
 
@@ -232,21 +232,22 @@ impl PeerRouter {
         let mut parcel = Some(first);
         while let Some(p) = parcel.take() {
             parcels += 1;
+            bytes += p.writes.iter().map(prost::Message::encoded_len).sum::<usize>();
+            bytes += p.answers.iter().map(prost::Message::encoded_len).sum::<usize>();
             bytes += add_parcel(p, &mut batch);
             let count = batch.messages.len() + batch.writes.len() + batch.answers.len();
             if count < self.cfg.max_batch_messages && bytes < self.cfg.max_batch_bytes {
                 parcel = rx.try_recv().ok();
             }
         }
-        crate::metrics::PEER_BYTES.sent(peer, bytes);
         (batch, parcels)
     }
 
     /// Returns one parcel's frame, for a direct write.
     fn frame_of(&self, peer: u64, parcel: Parcel) -> Vec<u8> {
         let mut batch = self.batch(peer);
-        crate::metrics::PEER_BYTES.sent(peer, add_parcel(parcel, &mut batch));
-        raft_wire::frame(&batch)
+        add_parcel(parcel, &mut batch);
+        framed(peer, &batch)
     }
 
     fn batch(&self, peer: u64) -> RaftBatch {
@@ -300,6 +301,13 @@ impl PeerRouter {
     }
 }
 
+/// Returns `batch` framed for `peer`'s raft connection, counting its bytes as sent.
+fn framed(peer: u64, batch: &RaftBatch) -> Vec<u8> {
+    let frame = raft_wire::frame(batch);
+    crate::metrics::PEER_BYTES.sent(peer, frame.len() - 4);
+    frame
+}
+
 /// Appends `parcel` to `batch`, its raft messages encoded; answers the raft messages' bytes.
 fn add_parcel(parcel: Parcel, batch: &mut RaftBatch) -> usize {
     let mut bytes = 0;
@@ -308,8 +316,6 @@ fn add_parcel(parcel: Parcel, batch: &mut RaftBatch) -> usize {
         bytes += message.len();
         batch.messages.push(ShardRaftMessage { shard, message });
     }
-    bytes += parcel.writes.iter().map(prost::Message::encoded_len).sum::<usize>();
-    bytes += parcel.answers.iter().map(prost::Message::encoded_len).sum::<usize>();
     batch.writes.extend(parcel.writes);
     batch.answers.extend(parcel.answers);
     bytes
@@ -429,11 +435,18 @@ impl Sender {
                 Ok(first) => {
                     let Some(router) = self.router.upgrade() else { return Ended::Closed };
                     let (batch, parcels) = router.cut_batch(self.peer, first, &self.rx);
+                    if !batch.writes.is_empty() && self.link.peer_closed() {
+                        // Nothing written: the writes go to the next leader.
+                        self.link.done(parcels);
+                        let writes = Parcel { writes: batch.writes, ..Parcel::default() };
+                        router.not_sent(writes, "the leader closed its raft connection");
+                        let error = io::Error::new(io::ErrorKind::BrokenPipe, "the peer closed the raft connection");
+                        return Ended::Broken { sent, error };
+                    }
                     drop(router);
-                    let guard = !batch.writes.is_empty();
-                    let wrote = self.link.write_with(conn, guard, |conn| {
+                    let wrote = self.link.write_with(conn, |conn| {
                         if !(batch.messages.is_empty() && batch.writes.is_empty() && batch.answers.is_empty()) {
-                            conn.write_all(&raft_wire::frame(&batch))?;
+                            conn.write_all(&framed(self.peer, &batch))?;
                         }
                         conn.flush()
                     });
@@ -441,19 +454,11 @@ impl Sender {
                     // shard thread's own write.
                     self.link.done(parcels);
                     sent |= wrote.is_ok();
-                    if let Err(e) = &wrote {
-                        if PeerClosed::is(e) {
-                            if let Some(router) = self.router.upgrade() {
-                                let writes = Parcel { writes: batch.writes, ..Parcel::default() };
-                                router.not_sent(writes, "the leader closed its raft connection");
-                            }
-                        }
-                    }
                     wrote
                 }
-                Err(RecvTimeoutError::Timeout) => self
-                    .link
-                    .write_with(conn, false, |conn| conn.write_all(&raft_wire::KEEPALIVE).and_then(|()| conn.flush())),
+                Err(RecvTimeoutError::Timeout) => {
+                    self.link.write_with(conn, |conn| conn.write_all(&raft_wire::KEEPALIVE).and_then(|()| conn.flush()))
+                }
                 Err(RecvTimeoutError::Disconnected) => return Ended::Closed,
             };
             if let Err(error) = wrote {

@@ -611,6 +611,8 @@ impl<B: KvBackend + Clone> Shard<B> {
             self.propose_ceiling()?;
             self.propose_switch()?;
             self.evaluate_round()?;
+            // Refusals for other members' writes, made by the round's evaluation.
+            self.send_peer_answers();
             let now = self.clock.now();
             if now >= next_tick {
                 next_tick = now + self.cfg.tick_interval;
@@ -1066,7 +1068,6 @@ impl<B: KvBackend + Clone> Shard<B> {
                     reply_write(reply, Err(e), &mut self.peer_out);
                 }
             }
-            self.send_peer_answers();
             return Ok(());
         }
         if !self.ready_to_evaluate() || self.gather.holding(self.writes.len(), self.clock.now()).is_some() {
@@ -1139,7 +1140,6 @@ impl<B: KvBackend + Clone> Shard<B> {
                 for (reply, _) in answers {
                     reply_write(reply, Err(EngineError::LeaderChanged), &mut self.peer_out);
                 }
-                self.send_peer_answers();
                 return Ok(());
             }
             let (index, term) = (self.node.last_index(), self.node.term());
@@ -1157,7 +1157,6 @@ impl<B: KvBackend + Clone> Shard<B> {
         for (reply, result) in answers {
             self.answers.push_back((index, term, reply, result));
         }
-        self.send_peer_answers();
         Ok(())
     }
 
