@@ -229,7 +229,7 @@ impl RevisionGroup {
 
     /// The allocator's fact, when it runs here.
     pub fn fact(&self) -> Option<Fact> {
-        self.allocator.lock().as_ref().map(Allocator::fact)
+        self.allocator.lock().as_ref().and_then(Allocator::fact)
     }
 
     /// Asks for `want` revisions for round `id` (or, with `want` 0, where the cluster stands;

@@ -26,9 +26,9 @@
 //!   the round (same term) or that it leads in a later term (then every entry of earlier terms
 //!   is at or below the index it reports: its term's first entry).
 //! * **Resolved facts.** The allocator knows which shard took which revisions and at which raft
-//!   index: every revision below the first unresolved one (the holder's start, an abandoned
-//!   range's start, or, until every shard reported in this allocator's epoch, the epoch's first
-//!   revision) is at or below `indexes[shard]` of its shard, or never commits. That is a
+//!   index: once every shard reported in this allocator's epoch (bounding its rounds of earlier
+//!   epochs), every revision below the first unresolved one (the holder's start or an abandoned
+//!   range's start) is at or below `indexes[shard]` of its shard, or never commits. That is a
 //!   [`Fact`] as `cluster::resolved` takes it. Raising an index only ever weakens a fact, so
 //!   reports and releases raise them freely.
 //!
@@ -175,8 +175,6 @@ pub struct Allocator<W> {
     epoch: u64,
     /// The next revision to grant; while a round holds a grant, its start.
     next: i64,
-    /// The first revision of this epoch: everything below was granted by earlier allocators.
-    base: i64,
     /// Nothing at or above it is granted (committed in shard 0's log).
     ceiling: i64,
     holder: Option<(Grant, Instant)>,
@@ -199,7 +197,6 @@ impl<W> Allocator<W> {
             cfg,
             epoch,
             next: base,
-            base,
             ceiling: base,
             holder: None,
             queue: VecDeque::new(),
@@ -295,21 +292,20 @@ impl<W> Allocator<W> {
     }
 
     /// The resolved revision: every revision up to it is at or below its shard's index in
-    /// [`Allocator::fact`], or never commits.
-    pub fn resolved(&self) -> i64 {
-        let mut first = self.next;
-        for g in &self.abandoned {
-            first = first.min(g.start);
-        }
+    /// [`Allocator::fact`], or never commits. None until every shard reported in this epoch: a
+    /// shard that has not may still commit rounds of earlier epochs at indexes this allocator
+    /// does not know, so it can say nothing about any revision, not even those below its base.
+    pub fn resolved(&self) -> Option<i64> {
         if !self.reported.iter().all(|r| *r) {
-            first = first.min(self.base);
+            return None;
         }
-        first - 1
+        let first = self.abandoned.iter().map(|g| g.start).fold(self.next, i64::min);
+        Some(first - 1)
     }
 
-    /// What this allocator knows, as a fact for `cluster::resolved`.
-    pub fn fact(&self) -> Fact {
-        Fact { revision: self.resolved(), applied: self.indexes.clone() }
+    /// What this allocator knows, as a fact for `cluster::resolved` (None: nothing yet).
+    pub fn fact(&self) -> Option<Fact> {
+        Some(Fact { revision: self.resolved()?, applied: self.indexes.clone() })
     }
 
     /// Ends the epoch (shard 0's leadership moved): returns the waiters, which are refused.
@@ -379,18 +375,22 @@ mod tests {
         assert_eq!(g, vec![Grant { epoch: 7, id: id(2, 1, 1), start: 101, count: 3 }]);
         assert!(ask(&mut a, "s1", id(1, 1, 1), 2, now).is_empty(), "a round holds the counter");
         assert!(ask(&mut a, "read", id(0, 1, 9), 0, now).is_empty(), "a read waits its turn");
-        assert_eq!(a.resolved(), 100, "the holder's range is not resolved");
+        assert_eq!(a.resolved(), Some(100), "the holder's range is not resolved");
         // Two of three used: the next grant starts right after them.
         let next = a.release(Release { epoch: 7, id: id(2, 1, 1), used: 2, index: 57 }, now);
         assert_eq!(next, vec![("s1", Grant { epoch: 7, id: id(1, 1, 1), start: 103, count: 2 })]);
         let next = a.release(Release { epoch: 7, id: id(1, 1, 1), used: 2, index: 40 }, now);
         assert_eq!(next, vec![("read", Grant { epoch: 7, id: id(0, 1, 9), start: 105, count: 0 })]);
-        assert_eq!(a.fact(), Fact { revision: 104, applied: vec![1, 40, 57] });
+        assert_eq!(a.fact(), Some(Fact { revision: 104, applied: vec![1, 40, 57] }));
         // A round that used nothing leaves the counter where it was.
         ask(&mut a, "s0", id(0, 1, 2), 5, now);
         a.release(Release { epoch: 7, id: id(0, 1, 2), used: 0, index: 0 }, now);
         assert_eq!(a.next(), 105);
-        assert_eq!(a.fact().applied, vec![1, 40, 57], "no index for a round that used nothing");
+        assert_eq!(
+            a.fact().expect("every shard reported").applied,
+            vec![1, 40, 57],
+            "no index for a round that used nothing"
+        );
     }
 
     #[test]
@@ -422,20 +422,20 @@ mod tests {
         let g = a.tick(now + Duration::from_secs(2));
         assert_eq!(g[0].1.start, 14, "the abandoned range [11, 14) is a gap");
         a.release(Release { epoch: 7, id: id(0, 2, 1), used: 1, index: 30 }, now);
-        assert_eq!(a.resolved(), 10, "shard 1's round may still commit somewhere");
+        assert_eq!(a.resolved(), Some(10), "shard 1's round may still commit somewhere");
         // The same leader done with an older round says nothing about round 8.
         a.report(Report { epoch: 7, shard: 1, term: 4, done_through: 7, index: 90 }, now);
-        assert_eq!(a.resolved(), 10);
+        assert_eq!(a.resolved(), Some(10));
         // Its shard's next leader bounds every entry of earlier terms.
         a.report(Report { epoch: 7, shard: 1, term: 5, done_through: 0, index: 95 }, now);
-        assert_eq!(a.fact(), Fact { revision: 14, applied: vec![30, 95] });
+        assert_eq!(a.fact(), Some(Fact { revision: 14, applied: vec![30, 95] }));
 
         // A late release resolves an abandoned grant too.
         ask(&mut a, "s1", id(1, 5, 1), 2, now);
         a.tick(now + Duration::from_secs(4));
-        assert_eq!(a.resolved(), 14);
+        assert_eq!(a.resolved(), Some(14));
         a.release(Release { epoch: 7, id: id(1, 5, 1), used: 1, index: 99 }, now);
-        assert_eq!(a.fact(), Fact { revision: 16, applied: vec![30, 99] });
+        assert_eq!(a.fact(), Some(Fact { revision: 16, applied: vec![30, 99] }));
     }
 
     #[test]
@@ -445,23 +445,26 @@ mod tests {
         assert!(ask(&mut a, "s0", id(0, 2, 1), 1, now).is_empty());
         let g = a.report(Report { epoch: 7, shard: 1, term: 5, done_through: 0, index: 70 }, now);
         assert_eq!(g[0].1.start, 14, "the deposed holder's range is skipped");
-        assert_eq!(a.resolved(), 13, "and bounded by the new leader's first entry");
+        assert_eq!(a.resolved(), Some(13), "and bounded by the new leader's first entry");
     }
 
     #[test]
-    fn a_new_epoch_resolves_nothing_below_it_until_every_shard_reported() {
+    fn a_new_epoch_resolves_nothing_until_every_shard_reported() {
         let now = ManualClock::new().now();
         let mut a: Allocator<&str> = Allocator::new(AllocatorConfig::default(), 9, 2, 2_000, 1_500);
         let c = a.ceiling_wanted().expect("no room yet");
         a.ceiling_committed(c, now);
         ask(&mut a, "s0", id(0, 3, 1), 1, now);
         a.release(Release { epoch: 9, id: id(0, 3, 1), used: 1, index: 5 }, now);
-        assert_eq!(a.resolved(), 1_999, "shard 1 may hold rounds of the last epoch");
+        // Not even 1,999: shard 1 may still commit rounds of the last epoch below 2,000 at
+        // indexes nobody told this allocator, and a fact claiming them would let a member
+        // release a watch's later events before them.
+        assert_eq!(a.fact(), None, "shard 1 may hold rounds of the last epoch");
         a.report(Report { epoch: 8, shard: 1, term: 3, done_through: 4, index: 50 }, now);
-        assert_eq!(a.resolved(), 1_999, "a report to another epoch is not one to this");
+        assert_eq!(a.fact(), None, "a report to another epoch is not one to this");
         a.report(Report { epoch: 9, shard: 0, term: 3, done_through: 1, index: 5 }, now);
         a.report(Report { epoch: 9, shard: 1, term: 3, done_through: 4, index: 50 }, now);
-        assert_eq!(a.fact(), Fact { revision: 2_000, applied: vec![5, 50] });
+        assert_eq!(a.fact(), Some(Fact { revision: 2_000, applied: vec![5, 50] }));
         // A release of another epoch's grant changes nothing.
         a.release(Release { epoch: 8, id: id(0, 3, 1), used: 9, index: 500 }, now);
         assert_eq!(a.next(), 2_001);
