@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use ballast_proto::ballastpb::ForwardResponse;
+use ballast_proto::ballastpb::{ForwardItem, ForwardResponse};
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 use tonic::Status;
@@ -20,6 +20,8 @@ pub(super) struct Forwarders {
     next_id: AtomicU64,
     /// Each write's leading member (raft ID) and writer.
     waiting: Mutex<HashMap<u64, (u64, Reply)>>,
+    /// Writes gathered for one frame to each leading member, not yet handed to its connection.
+    gathered: Mutex<HashMap<u64, Vec<ForwardItem>>>,
 }
 
 impl Forwarders {
@@ -28,6 +30,20 @@ impl Forwarders {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         self.waiting.lock().insert(id, (peer, reply));
         id
+    }
+
+    /// Adds `write` to the frame gathered for `peer`; true when it is the first, whose writer
+    /// then sends the frame ([`Forwarders::take_gathered`]).
+    pub(super) fn gather(&self, peer: u64, write: ForwardItem) -> bool {
+        let mut gathered = self.gathered.lock();
+        let frame = gathered.entry(peer).or_default();
+        frame.push(write);
+        frame.len() == 1
+    }
+
+    /// Takes the writes gathered for `peer`.
+    pub(super) fn take_gathered(&self, peer: u64) -> Vec<ForwardItem> {
+        self.gathered.lock().remove(&peer).unwrap_or_default()
     }
 
     /// Forgets the write numbered `id` (its writer gave up).

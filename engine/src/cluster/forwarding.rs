@@ -4,8 +4,9 @@
 //! A write through a follower used to take a gRPC stream: the writer's task handed it to a
 //! stream task, HTTP/2 carried it, and on the leader a task per stream handed it to the shard
 //! and each answer back; every hop a wake-up and HTTP/2's framing on both members. Now the
-//! writer's task frames the write and writes it to the leader's raft connection itself when
-//! the connection is idle (else the peer's sender thread takes it with the next batch); the
+//! writes forwarded to one leader within one scheduler turn are gathered into one frame, which
+//! the first writer's task writes to the leader's raft connection itself when the connection
+//! is idle (else the peer's sender thread takes it with the next batch); the
 //! leader's reader thread hands it to the shard thread, which writes the answers of a round,
 //! once applied, to the connection back in one frame; this member's reader thread hands each
 //! to its writer. [`Forwarders`](super::forward_pending::Forwarders) keeps the writers waiting.
@@ -45,9 +46,15 @@ impl PeerRouter {
         let id = self.forwarders().add(peer, reply);
         // Forgets the write when the writer stops waiting (a deadline, a dropped request).
         let _waiting = Waiting { router: self, id };
-        let parcel = Parcel { writes: vec![ForwardItem { id, shard, write: Some(write) }], ..Parcel::default() };
-        if let Err(parcel) = self.post(peer, parcel) {
-            self.not_sent(parcel, "the raft connection to the leader is closed or full");
+        if self.forwarders().gather(peer, ForwardItem { id, shard, write: Some(write) }) {
+            // The first write of a frame waits one scheduler turn, in which the writes other
+            // requests forward to the same leader (a burst decoded from one read of a client
+            // connection) join it: the leader's reader thread and shard thread then wake once
+            // for them all instead of once each. The frame leaves when `Flush` drops, also
+            // when this writer is dropped meanwhile.
+            let flush = Flush { router: self, peer };
+            tokio::task::yield_now().await;
+            drop(flush);
         }
         match tokio::time::timeout(timeout, answer).await {
             Ok(Ok(result)) => result,
@@ -100,6 +107,24 @@ impl PeerRouter {
                 writes = n,
                 "forwarded writes failed with their connection"
             );
+        }
+    }
+}
+
+/// Sends the writes gathered for one leading member when dropped.
+struct Flush<'a> {
+    router: &'a PeerRouter,
+    peer: u64,
+}
+
+impl Drop for Flush<'_> {
+    fn drop(&mut self) {
+        let writes = self.router.forwarders().take_gathered(self.peer);
+        if writes.is_empty() {
+            return;
+        }
+        if let Err(parcel) = self.router.post(self.peer, Parcel { writes, ..Parcel::default() }) {
+            self.router.not_sent(parcel, "the raft connection to the leader is closed or full");
         }
     }
 }
@@ -235,6 +260,25 @@ mod tests {
         assert_eq!(got.applied_index, 17);
         assert_eq!(router.forwarders().waiting(), 0, "nothing left waiting");
         drop(conn);
+    }
+
+    /// Writes forwarded to one leader in one scheduler turn leave in one frame, even with the
+    /// connection up and idle (where each would otherwise be written at once by itself).
+    #[tokio::test]
+    async fn writes_forwarded_in_one_turn_leave_in_one_frame() {
+        let (listener, router, _) = listening();
+        let first = spawn_write(&router, b"first");
+        let (mut conn, batch) = first_batch(listener).await;
+        router.take_answers(vec![applied(batch.writes[0].id, 1)]);
+        first.await.expect("writer").expect("answered");
+        let writers: Vec<_> = [b"a", b"b", b"c"].into_iter().map(|k| spawn_write(&router, k)).collect();
+        let batch = tokio::task::spawn_blocking(move || writes_sent(&mut conn)).await.expect("reader");
+        let keys: Vec<RaftCommand> = batch.writes.iter().filter_map(|w| w.write.clone()).collect();
+        assert_eq!(keys, vec![put(b"a"), put(b"b"), put(b"c")], "one frame, in the order they were sent");
+        router.take_answers(batch.writes.iter().map(|w| applied(w.id, 2)).collect());
+        for w in writers {
+            assert_eq!(w.await.expect("writer").expect("answered").applied_index, 2);
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
