@@ -3,15 +3,16 @@
 //! then the cluster switches to spread leaders at one entry of shard 0's log and each member
 //! leads two shards. Across the switch (and a kill -9 of shard 0's member during or after it)
 //! every acknowledged write is on every member at its revision, HashKV agrees, one client's
-//! revisions strictly increase, and a watch opened before the growth sees every revision once,
-//! in order.
+//! revisions strictly increase, a watch opened before the growth sees every revision once, in
+//! order, and serializable reads over every shard on a survivor of the kill never show a
+//! revision without the acknowledged writes below it.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use etcd_client::{EventType, WatchOptions};
+use etcd_client::{EventType, GetOptions, WatchOptions};
 
 use crate::cluster::{assert_watch_saw_all, check_acknowledged, watched, writes_with_fault};
 use crate::cluster_harness::{put_any, Cluster};
@@ -69,6 +70,47 @@ async fn spawn_watch(m: &Server, from: i64) -> (tokio::task::JoinHandle<()>, Arc
     (task, seen)
 }
 
+/// What one serializable read of a prefix answered: its header revision and every (key, mod
+/// revision) it held.
+type ReadAt = (i64, Vec<(String, i64)>);
+
+/// Reads `prefix` serializably on `m` every 10 ms until `stop`, keeping each answer. A read
+/// over several shards is answered at the member's resolved revision, so each answer must hold
+/// every write committed at or below its header revision ([`assert_reads_whole`]).
+fn spawn_serializable_reads(m: &Server, prefix: String, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<Vec<ReadAt>> {
+    let endpoint = m.endpoint();
+    tokio::spawn(async move {
+        let mut reads = Vec::new();
+        let Ok(mut client) = etcd_client::Client::connect([endpoint], None).await else { return reads };
+        while !stop.load(Ordering::SeqCst) {
+            let opts = GetOptions::new().with_prefix().with_serializable();
+            // A read refused or timed out while the shards elect leaders says nothing.
+            if let Ok(r) = client.get(prefix.as_str(), Some(opts)).await {
+                let rev = r.header().map_or(0, |h| h.revision());
+                let kvs =
+                    r.kvs().iter().map(|kv| (kv.key_str().expect("utf-8").to_string(), kv.mod_revision())).collect();
+                reads.push((rev, kvs));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        reads
+    })
+}
+
+/// Every read holds every acknowledged write at or below its header revision, at its revision:
+/// a read across shards never shows a later revision without an earlier one.
+fn assert_reads_whole(reads: &[ReadAt], acked: &BTreeMap<String, (String, i64)>) {
+    for (at, kvs) in reads {
+        for (key, (_, rev)) in acked.iter().filter(|(_, (_, r))| r <= at) {
+            assert!(
+                kvs.contains(&(key.clone(), *rev)),
+                "a serializable read at revision {at} lacks {key} written at {rev} ({} keys read)",
+                kvs.len()
+            );
+        }
+    }
+}
+
 /// Checks one client's acknowledged revisions strictly increase and returns them as a map.
 fn acknowledged(writes: &[(String, String, i64)]) -> BTreeMap<String, (String, i64)> {
     let revs: Vec<i64> = writes.iter().map(|(_, _, r)| *r).collect();
@@ -104,7 +146,8 @@ fn assert_status_everywhere(c: &Cluster) {
 /// Grows one member started alone with `--shards 6` to three by MemberAdd while a client
 /// writes and a watch opened before the growth runs; after the switch each member leads two
 /// shards and nothing was lost, repeated or reordered. Then kills -9 the member leading shard 0
-/// (the revision allocator's) during writes, and checks the same after its restart.
+/// (the revision allocator's) during writes, and checks the same after its restart, and that
+/// serializable reads over every shard on a survivor during the writes were whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_started_alone_switches_to_spread_leaders_at_three() {
     let mut c = Cluster::start_with_args(Target::Ballast, 1, &["--shards", "6"]).await;
@@ -145,10 +188,18 @@ async fn a_member_started_alone_switches_to_spread_leaders_at_three() {
 
     // Kill -9 of shard 0's member (the allocator's) after the switch, during writes to every
     // shard: the others acknowledge, and the restarted member leads its share again.
+    // Serializable reads of every shard on the same survivor, answered at its resolved revision.
     let allocator = c.leader().await;
-    let (watch, seen) = spawn_watch(&c.members[(allocator + 1) % 3], 1).await;
+    let survivor = &c.members[(allocator + 1) % 3];
+    let (watch, seen) = spawn_watch(survivor, 1).await;
+    let stop_reads = Arc::new(AtomicBool::new(false));
+    let reader = spawn_serializable_reads(survivor, format!("{PREFIX}k"), Arc::clone(&stop_reads));
     let acked = writes_with_fault(&mut c, &format!("{PREFIX}k"), 4, 20, 10, |c| c.members[allocator].kill9()).await;
+    stop_reads.store(true, Ordering::SeqCst);
+    let reads = reader.await.expect("reader");
     assert!(acked.len() >= 75, "the survivors kept acknowledging writes ({} of 80)", acked.len());
+    assert!(reads.len() >= 10, "the survivor answered serializable reads during the writes ({})", reads.len());
+    assert_reads_whole(&reads, &acked);
     assert_running_lead_evenly(&c, 6).await;
     c.members[allocator].restart().await;
     check_acknowledged(&c, &acked).await;
