@@ -6,9 +6,9 @@
 //! and each answer back; every hop a wake-up and HTTP/2's framing on both members. Now the
 //! writes forwarded to one leader within one scheduler turn are gathered into one frame, which
 //! the first writer's task writes to the leader's raft connection itself when the connection
-//! is idle (else the peer's sender thread takes it with the next batch); the
-//! leader's reader thread hands it to the shard thread, which writes the answers of a round,
-//! once applied, to the connection back in one frame; this member's reader thread hands each
+//! is idle (else the peer's sender thread takes it with the next batch); the leader's reader
+//! thread hands each write to the shard thread, which writes the answers of a round, once
+//! applied, to the connection back in one frame; this member's reader thread hands each answer
 //! to its writer. [`Forwarders`](super::forward_pending::Forwarders) keeps the writers waiting.
 //!
 //! Failures keep the unary call's meaning, which the caller maps to etcd's errors: a write that
@@ -273,8 +273,8 @@ mod tests {
         first.await.expect("writer").expect("answered");
         let writers: Vec<_> = [b"a", b"b", b"c"].into_iter().map(|k| spawn_write(&router, k)).collect();
         let batch = tokio::task::spawn_blocking(move || writes_sent(&mut conn)).await.expect("reader");
-        let keys: Vec<RaftCommand> = batch.writes.iter().filter_map(|w| w.write.clone()).collect();
-        assert_eq!(keys, vec![put(b"a"), put(b"b"), put(b"c")], "one frame, in the order they were sent");
+        let sent: Vec<RaftCommand> = batch.writes.iter().filter_map(|w| w.write.clone()).collect();
+        assert_eq!(sent, vec![put(b"a"), put(b"b"), put(b"c")], "one frame, in the order they were sent");
         router.take_answers(batch.writes.iter().map(|w| applied(w.id, 2)).collect());
         for w in writers {
             assert_eq!(w.await.expect("writer").expect("answered").applied_index, 2);
