@@ -77,11 +77,14 @@ type ReadAt = (i64, Vec<(String, i64)>);
 /// Reads `prefix` serializably on `m` every 10 ms until `stop`, keeping each answer. A read
 /// over several shards is answered at the member's resolved revision, so each answer must hold
 /// every write committed at or below its header revision ([`assert_reads_whole`]).
-fn spawn_serializable_reads(m: &Server, prefix: String, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<Vec<ReadAt>> {
-    let endpoint = m.endpoint();
+async fn spawn_serializable_reads(
+    m: &Server,
+    prefix: String,
+    stop: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<Vec<ReadAt>> {
+    let mut client = m.client().await;
     tokio::spawn(async move {
         let mut reads = Vec::new();
-        let Ok(mut client) = etcd_client::Client::connect([endpoint], None).await else { return reads };
         while !stop.load(Ordering::SeqCst) {
             let opts = GetOptions::new().with_prefix().with_serializable();
             // A read refused or timed out while the shards elect leaders says nothing.
@@ -193,7 +196,7 @@ async fn a_member_started_alone_switches_to_spread_leaders_at_three() {
     let survivor = &c.members[(allocator + 1) % 3];
     let (watch, seen) = spawn_watch(survivor, 1).await;
     let stop_reads = Arc::new(AtomicBool::new(false));
-    let reader = spawn_serializable_reads(survivor, format!("{PREFIX}k"), Arc::clone(&stop_reads));
+    let reader = spawn_serializable_reads(survivor, format!("{PREFIX}k"), Arc::clone(&stop_reads)).await;
     let acked = writes_with_fault(&mut c, &format!("{PREFIX}k"), 4, 20, 10, |c| c.members[allocator].kill9()).await;
     stop_reads.store(true, Ordering::SeqCst);
     let reads = reader.await.expect("reader");

@@ -1,6 +1,6 @@
-//! [`Forwarders`]: the writes this member sent on to the members leading their shards and
-//! that are not answered yet. The member's router owns them; `forwarding` adds and answers
-//! them, the raft connections' ends fail them. Kept apart from both so neither imports the
+//! [`Forwarders`]: the writes this member sends on to the members leading their shards, from
+//! the frame they are gathered into until their answer. The member's router owns them;
+//! `forwarding` gathers, adds and answers them, the raft connections' ends fail them. Kept apart from both so neither imports the
 //! other for them.
 
 use std::collections::HashMap;
