@@ -4,7 +4,7 @@
 //! values from the backend by revision. Like etcd's `treeIndex`, it is rebuilt from the history
 //! column family at start-up. Counts at the newest revision come from the [`LiveSet`] beside it.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{btree_map, BTreeMap, HashSet};
 
 use bytes::Bytes;
 
@@ -12,6 +12,41 @@ use super::key_index::{Found, KeyIndex};
 use super::key_range::KeyRange;
 use super::live_set::LiveSet;
 use super::revision::Revision;
+
+/// One key's place in the index, found once for a put ([`TreeIndex::slot`]).
+#[derive(Debug)]
+pub struct PutSlot<'a> {
+    entry: btree_map::Entry<'a, Bytes, KeyIndex>,
+    live: &'a mut LiveSet,
+    newest: &'a mut i64,
+}
+
+impl PutSlot<'_> {
+    /// Returns the key's state at main revision `at`.
+    pub fn get(&self, at: i64) -> Option<Found> {
+        match &self.entry {
+            btree_map::Entry::Occupied(e) => e.get().get(at),
+            btree_map::Entry::Vacant(_) => None,
+        }
+    }
+
+    /// Records a put of the key at `rev`.
+    pub fn put(self, rev: Revision) {
+        *self.newest = (*self.newest).max(rev.main);
+        match self.entry {
+            btree_map::Entry::Occupied(mut e) => {
+                if !e.get().is_live() {
+                    self.live.insert(e.key());
+                }
+                e.get_mut().put(rev);
+            }
+            btree_map::Entry::Vacant(e) => {
+                self.live.insert(e.key());
+                e.insert(KeyIndex::default()).put(rev);
+            }
+        }
+    }
+}
 
 /// The in-memory key index.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -30,23 +65,12 @@ impl TreeIndex {
         self.keys.get(key)?.get(at)
     }
 
-    /// Records a put of `key` at `rev`. A key the index does not hold yet is copied in, so the
-    /// index never points into a caller's buffer (see `MvccStore::put_with`).
-    pub fn put(&mut self, key: &[u8], rev: Revision) {
-        self.newest = self.newest.max(rev.main);
-        // An update of a known key, most puts, costs one search and no copy of the key.
-        if let Some(ki) = self.keys.get_mut(key) {
-            if !ki.is_live() {
-                self.live.insert(&Bytes::copy_from_slice(key));
-            }
-            ki.put(rev);
-            return;
-        }
-        let key = Bytes::copy_from_slice(key);
-        self.live.insert(&key);
-        let mut ki = KeyIndex::default();
-        ki.put(rev);
-        self.keys.insert(key, ki);
+    /// Finds `key` once for a put: the slot answers the key's state and then takes the put, so a
+    /// put searches the map once instead of once to read and once to write. `key` is copied
+    /// first (a short allocation, cheaper than a second search of a large map): the map may keep
+    /// it, and must not keep a slice of a caller's buffer (see `MvccStore::put_with`).
+    pub fn slot(&mut self, key: &[u8]) -> PutSlot<'_> {
+        PutSlot { entry: self.keys.entry(Bytes::copy_from_slice(key)), live: &mut self.live, newest: &mut self.newest }
     }
 
     /// Restores a stored put (start-up rebuild).
@@ -118,5 +142,55 @@ impl TreeIndex {
     /// Returns true when no key has history.
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all() -> KeyRange {
+        KeyRange::new(Bytes::from_static(b"\0"), Bytes::from_static(b"\0"))
+    }
+
+    #[test]
+    fn a_slot_dropped_without_a_put_changes_nothing() {
+        // A put whose decision fails (`ignore_value` on a missing key) drops its slot.
+        let mut index = TreeIndex::default();
+        index.slot(b"a").put(Revision::new(2, 0));
+        let slot = index.slot(b"b");
+        assert_eq!(slot.get(2), None);
+        drop(slot);
+        assert_eq!(index.len(), 1);
+        assert_eq!(index.get(b"b", 2), None);
+        assert_eq!(index.count(&all(), 2), 1);
+    }
+
+    #[test]
+    fn a_slot_reads_the_newest_state_and_takes_the_put() {
+        let mut index = TreeIndex::default();
+        index.slot(b"k").put(Revision::new(2, 0));
+        let slot = index.slot(b"k");
+        let found = slot.get(2).expect("live");
+        assert_eq!((found.modified, found.created, found.version), (Revision::new(2, 0), Revision::new(2, 0), 1));
+        slot.put(Revision::new(3, 0));
+        let found = index.get(b"k", 3).expect("live");
+        assert_eq!((found.modified, found.created, found.version), (Revision::new(3, 0), Revision::new(2, 0), 2));
+        assert_eq!(index.get(b"k", 2).map(|f| f.modified), Some(Revision::new(2, 0)), "history kept");
+        assert_eq!(index.count(&all(), 3), 1);
+    }
+
+    #[test]
+    fn a_put_through_a_slot_brings_a_deleted_key_back_to_life() {
+        let mut index = TreeIndex::default();
+        index.slot(b"k").put(Revision::new(2, 0));
+        assert!(index.tombstone(b"k", Revision::new(3, 0)));
+        assert_eq!(index.count(&all(), 3), 0);
+        let slot = index.slot(b"k");
+        assert_eq!(slot.get(3), None, "deleted");
+        slot.put(Revision::new(4, 0));
+        let found = index.get(b"k", 4).expect("live again");
+        assert_eq!((found.created, found.version), (Revision::new(4, 0), 1), "a new generation");
+        assert_eq!(index.count(&all(), 4), 1);
     }
 }

@@ -56,17 +56,10 @@ impl WriteTxn {
 pub struct MvccStore<B: KvBackend> {
     backend: B,
     index: TreeIndex,
-    /// The member's revision sequence, shared with its other shards.
-    revs: Arc<RevisionCounter>,
+    /// Where changes take their revisions.
+    source: RevisionSource,
     /// The newest revision in this store's own history when it was opened.
     opened_at: i64,
-    /// The revision the next change must take: set while replaying a raft entry that recorded it.
-    expected: Option<i64>,
-    /// The revision taken since [`MvccStore::revision_taken`] was last asked.
-    taken: Option<i64>,
-    /// While a round of a cluster with spread shard leaders evaluates: the first revision of
-    /// its grant, the next one to take, and the end of the grant (see [`MvccStore::set_grant`]).
-    grant: Option<(i64, i64, i64)>,
     compact_rev: i64,
     /// Encoded records written this round and not yet flushed, by revision.
     overlay: HashMap<Revision, Bytes>,
@@ -74,6 +67,72 @@ pub struct MvccStore<B: KvBackend> {
     cache: ValueCache,
     batch: WriteBatch,
     events: Vec<Event>,
+}
+
+/// Where a store's changes take their revisions: a field of its own, so a write can take one
+/// while it holds its key's slot in the index (see [`MvccStore::put_with`]).
+#[derive(Debug)]
+struct RevisionSource {
+    /// The member's revision sequence, shared with its other shards.
+    revs: Arc<RevisionCounter>,
+    /// The revision the next change must take: set while replaying a raft entry that recorded it.
+    expected: Option<i64>,
+    /// The revision taken since [`MvccStore::revision_taken`] was last asked.
+    taken: Option<i64>,
+    /// While a round of a cluster with spread shard leaders evaluates: the first revision of
+    /// its grant, the next one to take, and the end of the grant (see [`MvccStore::set_grant`]).
+    grant: Option<(i64, i64, i64)>,
+}
+
+impl RevisionSource {
+    fn take(&mut self) -> i64 {
+        let rev = match self.expected.take() {
+            Some(rev) => {
+                self.revs.observe(rev);
+                rev
+            }
+            None => match self.grant.as_mut() {
+                Some((_, next, end)) => {
+                    let rev = *next;
+                    debug_assert!(rev < *end, "invariant: a round takes at most one revision per write");
+                    *next += 1;
+                    self.revs.observe(rev);
+                    rev
+                }
+                None => self.revs.allocate(),
+            },
+        };
+        self.taken = Some(rev);
+        rev
+    }
+
+    /// Returns the revision of `txn`'s next change, taking the transaction's main revision with
+    /// its first.
+    fn next_change(&mut self, txn: &mut WriteTxn) -> Revision {
+        if txn.main == 0 {
+            txn.main = self.take();
+        }
+        Revision::new(txn.main, txn.sub)
+    }
+}
+
+/// Reads the record at `rev`: from the cache, the round's overlay, or the backend.
+fn read_record<B: KvBackend>(
+    cache: &ValueCache,
+    overlay: &HashMap<Revision, Bytes>,
+    backend: &B,
+    rev: Revision,
+) -> Result<Option<KeyValue>> {
+    if let Some(kv) = cache.get(&rev) {
+        return Ok(Some(kv.clone()));
+    }
+    if let Some(bytes) = overlay.get(&rev) {
+        return decode_kv(bytes.clone()).map(Some);
+    }
+    match backend.get(Cf::Kv, &revision::encode_key(rev, false))? {
+        Some(v) => decode_kv(Bytes::from(v)).map(Some),
+        None => Ok(None),
+    }
 }
 
 fn decode_kv(bytes: Bytes) -> Result<KeyValue> {
@@ -122,10 +181,7 @@ impl<B: KvBackend> MvccStore<B> {
             opened_at: last_main.max(compact_rev),
             backend,
             index,
-            revs,
-            expected: None,
-            taken: None,
-            grant: None,
+            source: RevisionSource { revs, expected: None, taken: None, grant: None },
             compact_rev,
             overlay: HashMap::new(),
             cache,
@@ -143,7 +199,7 @@ impl<B: KvBackend> MvccStore<B> {
     /// Returns the current store revision: the member's last revision, which no later read of
     /// this store's keys can see change below.
     pub fn current_rev(&self) -> i64 {
-        self.revs.last()
+        self.source.revs.last()
     }
 
     /// Returns the newest revision of this store's own history (or its compaction) when it was
@@ -154,41 +210,20 @@ impl<B: KvBackend> MvccStore<B> {
 
     /// Returns the revision counter this store writes with.
     pub fn revisions(&self) -> &Arc<RevisionCounter> {
-        &self.revs
+        &self.source.revs
     }
 
     /// Makes the next change take `rev` rather than a new revision: replaying a raft entry gives
     /// its write the revision it was acknowledged with.
     pub fn expect_revision(&mut self, rev: i64) {
-        self.expected = Some(rev);
+        self.source.expected = Some(rev);
     }
 
     /// Returns the revision taken by changes since the last call, if any, and forgets it; clears
     /// an expected revision no change took.
     pub fn revision_taken(&mut self) -> Option<i64> {
-        self.expected = None;
-        self.taken.take()
-    }
-
-    fn take_revision(&mut self) -> i64 {
-        let rev = match self.expected.take() {
-            Some(rev) => {
-                self.revs.observe(rev);
-                rev
-            }
-            None => match self.grant.as_mut() {
-                Some((_, next, end)) => {
-                    let rev = *next;
-                    debug_assert!(rev < *end, "invariant: a round takes at most one revision per write");
-                    *next += 1;
-                    self.revs.observe(rev);
-                    rev
-                }
-                None => self.revs.allocate(),
-            },
-        };
-        self.taken = Some(rev);
-        rev
+        self.source.expected = None;
+        self.source.taken.take()
     }
 
     /// Makes the following changes take revisions from `[start, start + count)`, the grant of
@@ -196,13 +231,13 @@ impl<B: KvBackend> MvccStore<B> {
     /// shares no counter with the other shards' leaders). The caller evaluates at most `count`
     /// writes: each takes at most one revision.
     pub fn set_grant(&mut self, start: i64, count: i64) {
-        self.grant = Some((start, start, start + count));
+        self.source.grant = Some((start, start, start + count));
     }
 
     /// Ends the grant set by [`MvccStore::set_grant`]; returns how many of its revisions were
     /// taken.
     pub fn end_grant(&mut self) -> i64 {
-        self.grant.take().map_or(0, |(start, next, _)| next - start)
+        self.source.grant.take().map_or(0, |(start, next, _)| next - start)
     }
 
     /// Returns the compacted revision (0 before any compaction).
@@ -220,16 +255,7 @@ impl<B: KvBackend> MvccStore<B> {
     /// # Errors
     /// Returns a storage error.
     pub fn read_kv(&self, rev: Revision) -> Result<Option<KeyValue>> {
-        if let Some(kv) = self.cache.get(&rev) {
-            return Ok(Some(kv.clone()));
-        }
-        if let Some(bytes) = self.overlay.get(&rev) {
-            return decode_kv(bytes.clone()).map(Some);
-        }
-        match self.backend.get(Cf::Kv, &revision::encode_key(rev, false))? {
-            Some(v) => decode_kv(Bytes::from(v)).map(Some),
-            None => Ok(None),
-        }
+        read_record(&self.cache, &self.overlay, &self.backend, rev)
     }
 
     /// Returns `key` as of main revision `at`.
@@ -306,19 +332,12 @@ impl<B: KvBackend> MvccStore<B> {
         self.read_rev(txn)
     }
 
-    fn next_change(&mut self, txn: &mut WriteTxn) -> Revision {
-        if txn.main == 0 {
-            txn.main = self.take_revision();
-        }
-        Revision::new(txn.main, txn.sub)
-    }
-
     /// Puts `key` in `txn` with the value and lease `decide` picks from the key's current record
     /// (None when the key is not alive); returns that record. When `decide` fails nothing
     /// changes and no revision is taken: Put's `ignore_value` / `ignore_lease` on a missing key.
     ///
-    /// The current record is looked up once for both the decision and the new record's
-    /// create revision and version.
+    /// The key is looked up once (one search of the index) for the decision, the new record's
+    /// create revision and version, and the index's update.
     ///
     /// # Errors
     /// What `decide` returns, or a storage error.
@@ -330,13 +349,16 @@ impl<B: KvBackend> MvccStore<B> {
     ) -> Result<Option<KeyValue>> {
         // Before the change takes its revision: no record of this key is at that revision yet,
         // so the read at `read_rev` finds what a read at the new revision would.
-        let found = self.index.get(&key, self.read_rev(txn));
+        let at = self.read_rev(txn);
+        // The slot borrows the index alone: the fields below are the store's others.
+        let slot = self.index.slot(&key);
+        let found = slot.get(at);
         let prev = match found {
-            Some(f) => self.read_kv(f.modified)?,
+            Some(f) => read_record(&self.cache, &self.overlay, &self.backend, f.modified)?,
             None => None,
         };
         let (value, lease) = decide(prev.as_ref())?;
-        let rev = self.next_change(txn);
+        let rev = self.source.next_change(txn);
         let (create_revision, version) = match found {
             Some(f) => (f.created.main, f.version + 1),
             None => (txn.main, 1),
@@ -355,8 +377,8 @@ impl<B: KvBackend> MvccStore<B> {
         let record = decode_kv(encoded.clone())?;
         self.cache.insert(rev, record.clone());
         self.overlay.insert(rev, encoded);
-        // The index copies the key when it is new (see above for why not the request's bytes).
-        self.index.put(&record.key, rev);
+        // The slot holds a copy of the key, not the request's bytes (see above).
+        slot.put(rev);
         self.events.push(Event { r#type: EventType::Put as i32, kv: Some(record), prev_kv: prev.clone() });
         txn.sub += 1;
         Ok(prev)
@@ -369,7 +391,7 @@ impl<B: KvBackend> MvccStore<B> {
     pub fn delete_range(&mut self, txn: &mut WriteTxn, range: &KeyRange) -> Result<Vec<KeyValue>> {
         let (prevs, _) = self.range(range, self.read_rev(txn), 0)?;
         for prev in &prevs {
-            let rev = self.next_change(txn);
+            let rev = self.source.next_change(txn);
             let tomb = KeyValue { key: prev.key.clone(), ..Default::default() };
             self.batch.put(Cf::Kv, revision::encode_key(rev, true).to_vec(), tomb.encode_to_vec());
             if let Some(f) = self.index.get(&prev.key, txn.main) {
