@@ -12,6 +12,7 @@ mod harness;
 #[macro_use]
 mod cluster_harness;
 
+mod allocator_partition;
 mod auth;
 mod authority;
 mod cluster;

@@ -28,7 +28,7 @@ use crate::harness::{free_port, wait_for};
 /// Which servers the members are. (Not the harness's `Target`: these tests start their own
 /// members, so they need only the two kinds and none of the harness's single-server variants.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Target {
+pub(crate) enum Target {
     Ballast,
     Etcd,
 }
@@ -60,7 +60,7 @@ proxied_clusters!(
 );
 
 /// A member process whose peer listener is reached only through its proxy; killed when dropped.
-struct Member {
+pub(crate) struct Member {
     name: String,
     dir: tempfile::TempDir,
     client_port: u16,
@@ -81,8 +81,9 @@ impl Member {
         crate::harness::tail_without_backtrace(&std::fs::read_to_string(self.log_path()).unwrap_or_default(), 40)
     }
 
-    /// Starts the process: it listens for peers on `listen_peer` and advertises its proxy.
-    fn spawn(&mut self, target: Target, listen_peer: u16, initial_cluster: &str) {
+    /// Starts the process with `extra` flags: it listens for peers on `listen_peer` and
+    /// advertises its proxy.
+    fn spawn(&mut self, target: Target, listen_peer: u16, initial_cluster: &str, extra: &[&str]) {
         let client = format!("http://127.0.0.1:{}", self.client_port);
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log_path()).expect("log file");
         let mut cmd = match target {
@@ -100,10 +101,27 @@ impl Member {
             .arg(format!("--advertise-client-urls={client}"))
             .arg(format!("--listen-peer-urls=http://127.0.0.1:{listen_peer}"))
             .arg(format!("--initial-advertise-peer-urls=http://127.0.0.1:{}", self.proxy.port()))
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log file"))
             .stderr(log);
         self.child = Some(cmd.spawn().expect("spawn member"));
+    }
+
+    /// Sends `signal` to the process (kill(1): the workspace forbids unsafe code).
+    pub(crate) fn signal(&self, signal: i32) {
+        let status = Command::new("kill").arg(format!("-{signal}")).arg(self.pid().to_string()).status();
+        assert!(status.is_ok_and(|s| s.success()), "kill -{signal} of member {}", self.name);
+    }
+
+    /// Returns the shards of `shards` this member leads, as its `/metrics` says.
+    pub(crate) fn led_shards(&self, shards: u32) -> Vec<u32> {
+        let out = Command::new("curl")
+            .args(["-s", "--max-time", "10", &format!("http://{}/metrics", self.endpoint())])
+            .output()
+            .expect("curl");
+        let text = String::from_utf8_lossy(&out.stdout);
+        (0..shards).filter(|s| text.contains(&format!("ballast_shard_is_leader{{shard=\"{s}\"}} 1"))).collect()
     }
 
     fn pid(&self) -> u32 {
@@ -111,7 +129,7 @@ impl Member {
     }
 
     /// Returns a client of this member alone, or None when it does not connect within 2 s.
-    async fn client(&self) -> Option<etcd_client::Client> {
+    pub(crate) async fn client(&self) -> Option<etcd_client::Client> {
         let connect = etcd_client::Client::connect([self.endpoint()], None);
         tokio::time::timeout(Duration::from_secs(2), connect).await.ok()?.ok()
     }
@@ -132,7 +150,7 @@ impl Member {
     }
 
     /// Reads `key` from this member's own state, answering (value, mod revision).
-    async fn local_get(&self, key: &str) -> Option<(String, i64)> {
+    pub(crate) async fn local_get(&self, key: &str) -> Option<(String, i64)> {
         let mut c = self.client().await.expect("connect");
         let r = c.get(key, Some(GetOptions::new().with_serializable())).await.expect("get");
         r.kvs().first().map(|kv| (kv.value_str().expect("utf-8").to_string(), kv.mod_revision()))
@@ -153,9 +171,9 @@ impl Drop for Member {
 }
 
 /// Three members, each behind its proxy, owned by one test.
-struct ProxiedCluster {
+pub(crate) struct ProxiedCluster {
     target: Target,
-    members: Vec<Member>,
+    pub(crate) members: Vec<Member>,
     /// Member IDs by index.
     ids: Vec<u64>,
 }
@@ -164,6 +182,11 @@ impl ProxiedCluster {
     /// Starts three members at once, waits until each answers and one leads, and checks that
     /// every proxy names the dialer of every peer connection (isolation depends on it).
     async fn start(target: Target) -> ProxiedCluster {
+        Self::start_with(target, &[]).await
+    }
+
+    /// [`ProxiedCluster::start`] with `extra` flags for every member.
+    pub(crate) async fn start_with(target: Target, extra: &[&str]) -> ProxiedCluster {
         let dialers = Dialers::default();
         let mut members = Vec::new();
         let mut listen = Vec::new();
@@ -180,7 +203,7 @@ impl ProxiedCluster {
             .collect::<Vec<_>>()
             .join(",");
         for (m, peer) in members.iter_mut().zip(listen) {
-            m.spawn(target, peer, &ic);
+            m.spawn(target, peer, &ic, extra);
             dialers.register(m.pid(), &m.name);
         }
         for m in &members {
@@ -274,6 +297,25 @@ impl ProxiedCluster {
         f.proxy.update(Some(&t.name), |r| r.to_dialer = Flow::Blackhole);
     }
 
+    /// Throws away every byte between `a` and `b`, both ways, on connections that stay open
+    /// (no member sees a connection end, as it would under [`Rule::DROP`]).
+    pub(crate) fn blackhole_between(&self, a: usize, b: usize) {
+        for (at, dialer) in [(a, b), (b, a)] {
+            let name = &self.members[dialer].name;
+            self.members[at].proxy.update(Some(name), |r| {
+                r.to_target = Flow::Blackhole;
+                r.to_dialer = Flow::Blackhole;
+            });
+        }
+    }
+
+    /// Delays by `d` every byte `from` sends to `to`; what `to` sends to `from` passes at once.
+    pub(crate) fn one_way_delay(&self, from: usize, to: usize, d: Duration) {
+        let (f, t) = (&self.members[from], &self.members[to]);
+        t.proxy.update(Some(&f.name), |r| r.to_target = Flow::Delay(d));
+        f.proxy.update(Some(&t.name), |r| r.to_dialer = Flow::Delay(d));
+    }
+
     /// Adds `d` to each direction of the link between `a` and `b`.
     fn delay_link(&self, a: usize, b: usize, d: Duration) {
         for (x, y) in [(a, b), (b, a)] {
@@ -286,7 +328,7 @@ impl ProxiedCluster {
     }
 
     /// Lifts every fault.
-    fn heal(&self) {
+    pub(crate) fn heal(&self) {
         for m in &self.members {
             m.proxy.heal();
         }
