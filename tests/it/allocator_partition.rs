@@ -38,7 +38,7 @@ use crate::partition::{ProxiedCluster, Target};
 const SHARDS: u32 = 6;
 /// How late B's messages reach A. Y's round commits about a `DELAY` after the faults start,
 /// and B's acknowledgement of X's round (sent half a `DELAY` in) would reach A half a `DELAY`
-/// after that: the window for the kill. Below the election timeout (1 s), so that A, which
+/// after that: the window for stopping A. Below the election timeout (1 s), so that A, which
 /// hears only B, keeps hearing a quorum and leading (check quorum).
 const DELAY: Duration = Duration::from_millis(700);
 /// Times the puts are made before giving up on a machine too slow to open the window.
@@ -55,8 +55,8 @@ fn namespace_of(map: &ShardMap, shard: u32) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_round_the_dead_allocator_left_uncommitted_is_watched_in_order() {
-    let c = ProxiedCluster::start_with(Target::Ballast, &["--shards", "6"]).await;
+async fn a_round_the_stopped_allocator_left_uncommitted_is_watched_in_order() {
+    let c = ProxiedCluster::start_with(Target::Ballast, &["--shards", &SHARDS.to_string()]).await;
     let mut led = Vec::new();
     let spread = wait_for(Duration::from_secs(30), async || {
         led = c.members.iter().map(|m| m.led_shards(SHARDS)).collect();
