@@ -12,10 +12,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use etcd_client::{EventType, GetOptions, WatchOptions};
+use etcd_client::GetOptions;
 
 use crate::cluster::{assert_watch_saw_all, check_acknowledged, watched, writes_with_fault};
-use crate::cluster_harness::{put_any, Cluster};
+use crate::cluster_harness::{put_any, spawn_put_watch, Cluster};
 use crate::cluster_shards::{
     add_member, assert_leaders_spread, assert_running_lead_evenly, leaderships, start_added_member,
 };
@@ -43,31 +43,6 @@ fn spawn_writer(
         }
         acked
     })
-}
-
-/// Watches `PREFIX` on `m` from `from` and collects (key, revision) of every PUT, asserting
-/// that revisions strictly increase (so none repeats) as they arrive.
-async fn spawn_watch(m: &Server, from: i64) -> (tokio::task::JoinHandle<()>, Arc<Mutex<Vec<(String, i64)>>>) {
-    let mut client = m.client().await;
-    let opts = WatchOptions::new().with_prefix().with_start_revision(from);
-    let mut stream = client.watch(PREFIX, Some(opts)).await.expect("watch");
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let into = Arc::clone(&seen);
-    let task = tokio::spawn(async move {
-        let _keep = client;
-        let mut last = 0;
-        while let Ok(Some(resp)) = stream.message().await {
-            for ev in resp.events() {
-                let kv = ev.kv().expect("kv");
-                assert!(kv.mod_revision() > last, "watch events out of order: {} after {last}", kv.mod_revision());
-                last = kv.mod_revision();
-                if ev.event_type() == EventType::Put {
-                    into.lock().expect("seen").push((kv.key_str().expect("utf-8").to_string(), kv.mod_revision()));
-                }
-            }
-        }
-    });
-    (task, seen)
 }
 
 /// What one serializable read of a prefix answered: its header revision and every (key, mod
@@ -157,7 +132,7 @@ async fn a_member_started_alone_switches_to_spread_leaders_at_three() {
     assert_eq!(leaderships(&c, 6), vec![6], "a member alone leads every shard");
     let first = c.members[0].client().await.put(format!("{PREFIX}ns0/first"), "v", None).await.expect("put");
     let from = first.header().expect("header").revision() + 1;
-    let (watch, seen) = spawn_watch(&c.members[0], from).await;
+    let (watch, seen) = spawn_put_watch(c.members[0].client().await, PREFIX, from).await;
     let endpoints = Arc::new(Mutex::new(c.endpoints()));
     let stop = Arc::new(AtomicBool::new(false));
     let writer = spawn_writer(Arc::clone(&endpoints), Arc::clone(&stop));
@@ -194,7 +169,7 @@ async fn a_member_started_alone_switches_to_spread_leaders_at_three() {
     // Serializable reads of every shard on the same survivor, answered at its resolved revision.
     let allocator = c.leader().await;
     let survivor = &c.members[(allocator + 1) % 3];
-    let (watch, seen) = spawn_watch(survivor, 1).await;
+    let (watch, seen) = spawn_put_watch(survivor.client().await, PREFIX, 1).await;
     let stop_reads = Arc::new(AtomicBool::new(false));
     let reader = spawn_serializable_reads(survivor, format!("{PREFIX}k"), Arc::clone(&stop_reads)).await;
     let acked = writes_with_fault(&mut c, &format!("{PREFIX}k"), 4, 20, 10, |c| c.members[allocator].kill9()).await;
@@ -243,7 +218,7 @@ async fn fault_during_the_switch(marker: &'static str, target: usize, signal: &'
     let writer = spawn_writer(Arc::clone(&endpoints), Arc::clone(&stop));
     add_member(&mut c, "m2", false).await;
     *endpoints.lock().expect("endpoints") = c.endpoints();
-    let (watch, seen) = spawn_watch(&c.members[1], 1).await;
+    let (watch, seen) = spawn_put_watch(c.members[1].client().await, PREFIX, 1).await;
     // The switch begins once MemberAdd made three voters, before the third member runs.
     let (log, pid) = (c.members[0].log_path(), c.members[target].pid().expect("running"));
     // Set before the signal is sent, so a request the fault cuts short sees it.

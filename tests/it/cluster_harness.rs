@@ -3,7 +3,10 @@
 //! [`both_clusters!`] runs a test body against a 3-member Ballast cluster and a 3-member etcd
 //! cluster, so the expectations are etcd's.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use etcd_client::{EventType, WatchOptions};
 
 use crate::harness::{free_port, wait_for, Server, Target};
 
@@ -244,4 +247,47 @@ pub(crate) async fn put_any(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     None
+}
+
+/// The (key, revision) of every PUT a watch delivered, in the order they arrived.
+pub(crate) type SeenPuts = Arc<Mutex<Vec<(String, i64)>>>;
+
+/// Watches `prefix` through `client` from revision `from` and collects (key, revision) of every
+/// PUT, asserting that revisions strictly increase (so none repeats) as they arrive: an event
+/// out of order ends the task with that panic.
+pub(crate) async fn spawn_put_watch(
+    mut client: etcd_client::Client,
+    prefix: &str,
+    from: i64,
+) -> (tokio::task::JoinHandle<()>, SeenPuts) {
+    let opts = WatchOptions::new().with_prefix().with_start_revision(from);
+    let mut stream = client.watch(prefix, Some(opts)).await.expect("watch");
+    let seen = SeenPuts::default();
+    let into = Arc::clone(&seen);
+    let task = tokio::spawn(async move {
+        let _keep = client;
+        let mut last = 0;
+        while let Ok(Some(resp)) = stream.message().await {
+            for ev in resp.events() {
+                let kv = ev.kv().expect("kv");
+                assert!(kv.mod_revision() > last, "watch events out of order: {} after {last}", kv.mod_revision());
+                last = kv.mod_revision();
+                if ev.event_type() == EventType::Put {
+                    into.lock().expect("seen").push((kv.key_str().expect("utf-8").to_string(), kv.mod_revision()));
+                }
+            }
+        }
+    });
+    (task, seen)
+}
+
+/// The shards of `shards` that the member serving clients at `url` leads, as its `/metrics`
+/// says.
+pub(crate) fn shards_led(url: &str, shards: u32) -> Vec<u32> {
+    let out = std::process::Command::new("curl")
+        .args(["-s", "--max-time", "10", &format!("{url}/metrics")])
+        .output()
+        .expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    (0..shards).filter(|s| text.contains(&format!("ballast_shard_is_leader{{shard=\"{s}\"}} 1"))).collect()
 }

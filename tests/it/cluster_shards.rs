@@ -165,16 +165,7 @@ pub(crate) fn leaderships(c: &Cluster, shards: usize) -> Vec<usize> {
 
 /// [`leaderships`] of some members only (the others removed or stopped).
 fn leaderships_of<'a>(members: impl Iterator<Item = &'a crate::harness::Server>, shards: usize) -> Vec<usize> {
-    members
-        .map(|m| {
-            let out = std::process::Command::new("curl")
-                .args(["-s", "--max-time", "10", &format!("{}/metrics", m.url())])
-                .output()
-                .expect("curl");
-            let text = String::from_utf8_lossy(&out.stdout);
-            (0..shards).filter(|s| text.contains(&format!("ballast_shard_is_leader{{shard=\"{s}\"}} 1"))).count()
-        })
-        .collect()
+    members.map(|m| crate::cluster_harness::shards_led(&m.url(), shards as u32).len()).collect()
 }
 
 /// Waits until the members lead `shards` shards between them, none more than one above another.

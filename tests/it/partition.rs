@@ -116,12 +116,7 @@ impl Member {
 
     /// Returns the shards of `shards` this member leads, as its `/metrics` says.
     pub(crate) fn led_shards(&self, shards: u32) -> Vec<u32> {
-        let out = Command::new("curl")
-            .args(["-s", "--max-time", "10", &format!("http://{}/metrics", self.endpoint())])
-            .output()
-            .expect("curl");
-        let text = String::from_utf8_lossy(&out.stdout);
-        (0..shards).filter(|s| text.contains(&format!("ballast_shard_is_leader{{shard=\"{s}\"}} 1"))).collect()
+        crate::cluster_harness::shards_led(&format!("http://{}", self.endpoint()), shards)
     }
 
     fn pid(&self) -> u32 {
