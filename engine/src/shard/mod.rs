@@ -141,6 +141,13 @@ pub struct ShardConfig {
     /// a few hundred µs on a loaded machine, so 500 µs merges the groups that take turns,
     /// while a writer that does not come back costs a round at most that much.
     pub round_gather: Duration,
+    /// The same after a round that answered writes forwarded by other members. Their writers come
+    /// back only once their member heard the commit index, applied the round and answered, and
+    /// the next write was forwarded again: 1.5–2 ms on the benchmark machine, so with 500 µs
+    /// a round at 16 in flight through a follower carried 7.9 writes. 2 ms merges them (15.8 a
+    /// round, 1.3× the puts/s, benches/README.md), and bounds what a writer that does not come
+    /// back costs.
+    pub round_gather_forwarded: Duration,
     /// The most writes a round waits for (see [`gather`]). 32: a round of more writes spreads
     /// its fixed cost (about 1 ms of CPU over three members on the benchmark machine) to under
     /// 30 µs a write, and through one load client that many writers took longer than the
@@ -172,6 +179,7 @@ impl Default for ShardConfig {
             elect_on_leader_loss: true,
             colocation_poll: Duration::from_millis(1),
             round_gather: Duration::from_micros(500),
+            round_gather_forwarded: Duration::from_millis(2),
             round_gather_most: 32,
         }
     }
@@ -472,7 +480,7 @@ impl<B: KvBackend + Clone> Shard<B> {
             None => Arc::new(AtomicI64::new(NOTHING_PENDING)),
         };
         let quiet = cfg.tick_interval * cfg.raft.election_tick as u32;
-        let gather = gather::Gather::new(cfg.round_gather, cfg.round_gather_most, quiet);
+        let gather = gather::Gather::new(cfg.round_gather, cfg.round_gather_forwarded, cfg.round_gather_most, quiet);
         let handle = ShardHandle {
             tx,
             leader: Arc::clone(&leader),
@@ -1301,10 +1309,11 @@ impl<B: KvBackend + Clone> Shard<B> {
         let hdr = self.hdr();
         // A round's answers share one entry: its term is looked up once, not per answer.
         let mut looked_up: Option<(u64, Option<u64>)> = None;
-        let mut answered = 0;
+        let mut answered = gather::Answered::default();
         while self.answers.front().is_some_and(|(index, _, _, _)| *index <= applied) {
             let Some((index, term, reply, result)) = self.answers.pop_front() else { break };
-            answered += 1;
+            answered.writes += 1;
+            answered.forwarded |= matches!(reply, WriteReply::Peer { .. });
             let logged = match looked_up {
                 Some((i, t)) if i == index => t,
                 _ => {
@@ -1321,7 +1330,7 @@ impl<B: KvBackend + Clone> Shard<B> {
             reply_write(reply, result.map(|r| complete(r, &hdr)), &mut self.peer_out);
         }
         self.send_peer_answers();
-        if answered > 0 && !self.single && self.node.is_leader() {
+        if answered.writes > 0 && !self.single && self.node.is_leader() {
             self.gather.answered(answered, self.writes.len(), self.clock.now());
         }
     }
