@@ -11,7 +11,7 @@ use ballast_proto::etcdserverpb::{
 };
 use bytes::Bytes;
 
-use super::{closed_loop, Rng};
+use super::{closed_loop, open_loop, Rng};
 use crate::grpc::{self, Unary};
 use crate::stats::Outcome;
 
@@ -107,6 +107,22 @@ pub(crate) async fn put_namespaced(
     seed: u64,
 ) -> anyhow::Result<Outcome> {
     put_keys(url, inflight, duration, seed, |k| pod_key(k % 64, k)).await
+}
+
+/// Puts at `rate` a second from independent writers (`open_loop`) over 16 connections: what a
+/// put costs in latency when nobody waits for anybody, the load a server's batching sees
+/// from many clients.
+pub(crate) async fn put_at_rate(url: &str, rate: u32, duration: Duration, seed: u64) -> anyhow::Result<Outcome> {
+    let conns = Arc::new(grpc::connections(url, 16).await?);
+    Ok(open_loop(rate, duration, seed, move |i, mut rng: Rng| {
+        let conns = conns.clone();
+        async move {
+            let req = PutRequest { key: key("put/", rng.below(100_000)), value: value(), ..Default::default() };
+            let ok = on(&conns, i).call::<_, PutResponse>(grpc::PUT, &req).await.is_ok();
+            (rng, ok)
+        }
+    })
+    .await)
 }
 
 async fn put_keys(

@@ -1,4 +1,4 @@
-//! Scenario dispatch and the closed-loop runner they share.
+//! Scenario dispatch and the closed- and open-loop runners they share.
 
 mod kv;
 mod watch;
@@ -18,6 +18,7 @@ pub(crate) const ALL: &[&str] = &[
     "put_c1000_v256",
     "put_ns64_c16_v256",
     "put_ns64_c100_v256",
+    "put_r2000_v256",
     "get_linearizable_c1",
     "get_linearizable_c100",
     "get_serializable_c1",
@@ -46,6 +47,7 @@ pub(crate) async fn run(url: &str, id: &str, duration: Duration, seed: u64) -> a
         "put_c1000_v256" => kv::put(url, 1000, duration, seed).await?,
         "put_ns64_c16_v256" => kv::put_namespaced(url, 16, duration, seed).await?,
         "put_ns64_c100_v256" => kv::put_namespaced(url, 100, duration, seed).await?,
+        "put_r2000_v256" => kv::put_at_rate(url, 2_000, duration, seed).await?,
         "get_linearizable_c1" => kv::get(url, 1, false, duration, seed).await?,
         "get_linearizable_c100" => kv::get(url, 100, false, duration, seed).await?,
         "get_serializable_c1" => kv::get(url, 1, true, duration, seed).await?,
@@ -122,6 +124,64 @@ where
             out.ops += ok;
             out.errors += errors;
             out.latency.extend(lat);
+        }
+    }
+    out.secs = start.elapsed().as_secs_f64();
+    out.cpu = cpu.since();
+    out
+}
+
+/// Starts `op(i, rng)` about `rate` times a second for `duration`, each on a task of its own
+/// whatever the earlier ones are doing: an open loop, as a control plane's many independent
+/// writers are, where `closed_loop`'s writers each wait for their answer before the next
+/// request. Arrivals are a Poisson process (exponential gaps), timed by a thread of its own
+/// because tokio's timer wakes at millisecond ticks, which would send them in bursts. A
+/// request's latency runs from its arrival.
+pub(crate) async fn open_loop<F, Fut>(rate: u32, duration: Duration, seed: u64, op: F) -> Outcome
+where
+    F: Fn(usize, Rng) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = (Rng, bool)> + Send + 'static,
+{
+    let op = Arc::new(op);
+    let cpu = CpuMark::now();
+    let start = Instant::now();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let pacer = std::thread::spawn(move || {
+        let mut gaps = Rng::new(seed);
+        let mut due = start;
+        let mut i = 0usize;
+        loop {
+            // An exponential gap of mean 1/rate from a uniform draw in (0, 1].
+            let u = (gaps.below(1 << 53) + 1) as f64 / (1u64 << 53) as f64;
+            due += Duration::from_secs_f64(-u.ln() / f64::from(rate.max(1)));
+            if due >= start + duration {
+                break;
+            }
+            std::thread::sleep(due.saturating_duration_since(Instant::now()));
+            if tx.send(i).is_err() {
+                break;
+            }
+            i += 1;
+        }
+    });
+    let mut tasks = tokio::task::JoinSet::new();
+    while let Some(i) = rx.recv().await {
+        let op = op.clone();
+        tasks.spawn(async move {
+            let t0 = Instant::now();
+            let (_, ok) = op(i, Rng::new(seed.wrapping_add(i as u64 * 7919))).await;
+            (ok, t0.elapsed())
+        });
+    }
+    let _ = pacer.join();
+    let mut out = Outcome::default();
+    while let Some(done) = tasks.join_next().await {
+        match done {
+            Ok((true, lat)) => {
+                out.ops += 1;
+                out.latency.push(lat);
+            }
+            _ => out.errors += 1,
         }
     }
     out.secs = start.elapsed().as_secs_f64();
