@@ -136,7 +136,7 @@ where
 /// writers are, where `closed_loop`'s writers each wait for their answer before the next
 /// request. Arrivals are a Poisson process (exponential gaps), timed by a thread of its own
 /// because tokio's timer wakes at millisecond ticks, which would send them in bursts. A
-/// request's latency runs from its arrival.
+/// request's latency runs from the start of its task, just after its arrival.
 pub(crate) async fn open_loop<F, Fut>(rate: u32, duration: Duration, seed: u64, op: F) -> Outcome
 where
     F: Fn(usize, Rng) -> Fut + Send + Sync + 'static,
