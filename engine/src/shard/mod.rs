@@ -138,13 +138,15 @@ pub struct ShardConfig {
     pub colocation_poll: Duration,
     /// How long a leader with followers holds its next round for the writers its last round
     /// answered (see [`gather`]); zero: never. Writers come back within a client's turnaround,
-    /// a few hundred µs on a loaded machine, so 500 µs merges the groups that take turns,
-    /// while a writer that does not come back costs a round at most that much.
+    /// a few hundred µs, but on the benchmark machine under load often past 500 µs: at 500 µs
+    /// rounds at 16 in flight carried 11–15 writes, at 1 ms 15.6–15.9 (1.27–1.37× the puts/s,
+    /// benches/README.md). A writer that does not come back costs a round at most that much,
+    /// and independent writers at 2,000 puts/s 0.2–0.35 ms at the median.
     pub round_gather: Duration,
     /// The same after a round that answered writes forwarded by other members. Their writers come
     /// back only once their member heard the commit index, applied the round and answered, and
     /// the next write was forwarded again: 1.5–2 ms on the benchmark machine, so with 500 µs
-    /// a round at 16 in flight through a follower carried 7.9 writes. 2 ms merges them (15.8 a
+    /// for every round a round at 16 in flight through a follower carried 7.9 writes. 2 ms merges them (15.8 a
     /// round, 1.3× the puts/s, benches/README.md), and bounds what a writer that does not come
     /// back costs.
     pub round_gather_forwarded: Duration,
@@ -178,7 +180,7 @@ impl Default for ShardConfig {
             raft_log_hold_max: 1_000_000,
             elect_on_leader_loss: true,
             colocation_poll: Duration::from_millis(1),
-            round_gather: Duration::from_micros(500),
+            round_gather: Duration::from_millis(1),
             round_gather_forwarded: Duration::from_millis(2),
             round_gather_most: 32,
         }
