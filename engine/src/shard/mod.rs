@@ -145,10 +145,10 @@ pub struct ShardConfig {
     pub round_gather: Duration,
     /// The same after a round that answered writes forwarded by other members. Their writers come
     /// back only once their member heard the commit index, applied the round and answered, and
-    /// the next write was forwarded again: 1.5–2 ms on the benchmark machine, so with 500 µs
-    /// for every round a round at 16 in flight through a follower carried 7.9 writes. 2 ms merges them (15.8 a
-    /// round, 1.3× the puts/s, benches/README.md), and bounds what a writer that does not come
-    /// back costs.
+    /// the next write was forwarded again: 1.5–2 ms on the benchmark machine. With 500 µs, rounds
+    /// at 16 in flight through a follower carried 8 writes; with 2 ms they carry 16 (1.15–1.23×
+    /// the puts/s, benches/README.md). A writer that does not come back costs a round at most
+    /// that much, and independent writers at 2,000 puts/s 0.45–0.65 ms at the median.
     pub round_gather_forwarded: Duration,
     /// The most writes a round waits for (see [`gather`]). 32: a round of more writes spreads
     /// its fixed cost (about 1 ms of CPU over three members on the benchmark machine) to under
