@@ -17,6 +17,11 @@
 #   BALLAST_BIN=/path/to/other/ballast ... # run another build (for an A/B); no cargo build then
 #   BASE_BIN=/path/to/earlier/ballast ...  # also a cluster of this build per scenario (default
 #                                          # flags, --shards as above), compared with the first
+#   BARE=1 SCENARIOS="put_c1_v256" ...     # also the bare chain (`ballast-load bare-member`,
+#                                          # benches/load/src/bare.rs): three processes that only
+#                                          # relay a put to two followers and fdatasync it, the
+#                                          # least a replicated put at one in flight costs here
+#                                          # (put_c1_v256 through the leader only)
 #
 # Binaries come from $CARGO_TARGET_DIR/release (target/release when unset).
 #
@@ -101,18 +106,50 @@ start_cluster() {
     fi
     pids+=($!)
   done
-  local eps
-  eps=$(ctl_endpoints)
-  local until=$((SECONDS + 30))
+  wait_started "$target" cluster_ready
+}
+
+# cluster_ready: true once all three members answer and name the same leader (find_leader).
+cluster_ready() {
+  timeout 5 etcdctl --endpoints="$(ctl_endpoints)" endpoint health >/dev/null 2>&1 && find_leader
+}
+
+# wait_started <target> <check...>: runs the check every 100 ms until it succeeds, or for at
+# most 30 s, then prints the members' last log lines and fails.
+wait_started() {
+  local target=$1 until=$((SECONDS + 30))
+  shift
   while ((SECONDS < until)); do
-    if timeout 5 etcdctl --endpoints="$eps" endpoint health >/dev/null 2>&1 && find_leader; then
-      return 0
-    fi
+    "$@" && return 0
     sleep 0.1
   done
   echo "$target cluster did not start" >&2
   tail -n 20 "$logs/$target-$port"-m*.log >&2
   return 1
+}
+
+# start_bare bare <dir>: starts the bare chain's three processes as start_cluster does a cluster's
+# (the leader m1 serves KV.Put on its client port, the followers listen on their peer ports) and
+# returns once the leader takes connections (at most 30 s); it dials the followers first.
+start_bare() {
+  local dir=$2 f2 f3
+  port=$((port + 10))
+  f2="127.0.0.1:$((port + 5))" f3="127.0.0.1:$((port + 7))"
+  endpoints=("http://127.0.0.1:$((port + 2))")
+  pids=()
+  "$load" bare-member --listen "127.0.0.1:$((port + 2))" --followers "$f2,$f3" --dir "$dir/m1" >"$logs/bare-$port-m1.log" 2>&1 &
+  pids+=($!)
+  "$load" bare-member --listen "$f2" --dir "$dir/m2" >"$logs/bare-$port-m2.log" 2>&1 &
+  pids+=($!)
+  "$load" bare-member --listen "$f3" --dir "$dir/m3" >"$logs/bare-$port-m3.log" 2>&1 &
+  pids+=($!)
+  leader=0 follower=1
+  wait_started bare port_open "$((port + 2))"
+}
+
+# port_open <port>: true when something takes connections on the loopback port.
+port_open() {
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
 # ctl_endpoints: the members' endpoints for etcdctl, as host:port. (etcdctl 3.4 sends a URL
@@ -182,8 +219,10 @@ threads() {
   done
 }
 
-# raft_index: the leader's raft index (Ballast: shard 0's; one entry per round of writes).
+# raft_index: the leader's raft index (Ballast: shard 0's; one entry per round of writes; the
+# bare chain has none).
 raft_index() {
+  [[ $target == bare ]] && { echo 0; return; }
   timeout 5 etcdctl --endpoints="${endpoints[$leader]#http://}" endpoint status -w json 2>/dev/null |
     python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["Status"]["raftIndex"])' 2>/dev/null || echo 0
 }
@@ -214,9 +253,11 @@ for s in $scenarios; do
   scenario=${s%@*}
   via=leader
   [[ $s == *@follower ]] && via=follower
-  for target in etcd ${BASE_BIN:+ballast_base} ballast ${TOGETHER:+ballast_together}; do
+  for target in etcd ${BASE_BIN:+ballast_base} ballast ${TOGETHER:+ballast_together} ${BARE:+bare}; do
+    [[ $target == bare && $s != put_c1_v256 ]] && continue
     dir="$work/data-$target"
-    if ! start_cluster "$target" "$dir"; then
+    if [[ $target == bare ]]; then started=start_bare; else started=start_cluster; fi
+    if ! $started "$target" "$dir"; then
       record "{\"target\":\"$target\",\"via\":\"$via\",\"result\":{\"scenario\":\"$scenario\",\"failed\":true,\"why\":\"cluster did not start\"}}"
       stop_cluster "$target" "$dir"
       continue
@@ -285,6 +326,7 @@ command="bash benches/cluster-run.sh $*"
 [[ -n "${DURATION:-}" ]] && command="DURATION=$DURATION $command"
 [[ -n "${SHARDS:-}" ]] && command="SHARDS=$SHARDS $command"
 [[ -n "${TOGETHER:-}" ]] && command="TOGETHER=$TOGETHER $command"
+[[ -n "${BARE:-}" ]] && command="BARE=$BARE $command"
 [[ -n "${PERF_DIR:-}" ]] && command="PERF_DIR=$PERF_DIR $command"
 [[ -n "${BALLAST_BIN:-}" ]] && command="BALLAST_BIN=$BALLAST_BIN $command"
 [[ -n "${BASE_BIN:-}" ]] && command="BASE_BIN=$BASE_BIN $command"
@@ -374,6 +416,25 @@ if any("ballast_base" in t for t in by.values()):
         lines.append(f"| {s} | {orr:,.0f} | {br:,.0f} | " + (f"{br / orr:.2f}x" if orr else "n/a")
                      + " | " + (f"{orr / er:.2f}x" if er else "n/a")
                      + f" | {lat} | {oc:,.1f} / {bc:,.1f} | " + (f"{oc / bc:.2f}x" if oc and bc else "n/a") + " |")
+if any("bare" in t for t in by.values()):
+    lines += ["", "## The bare chain: the least a replicated put costs here", "",
+              "Three `ballast-load bare-member` processes in the same run: the leader takes the gRPC call (tonic's",
+              "server), sends the put's bytes to both followers over loopback TCP, writes and fdatasyncs its own",
+              "log file, and answers once one follower has written and fdatasynced them too; no raft, no storage",
+              "engine, no index, one put at a time (benches/load/src/bare.rs). Any server with a synced quorum of",
+              "two of three walks at least this chain for a put at one in flight, so 2x etcd is within reach",
+              "of a server here only if the bare chain itself is past 2x.", "",
+              "| scenario | etcd ops/s | bare ops/s | Ballast ops/s | bare / etcd | Ballast / bare | p50 / p99 ms etcd, bare, Ballast | server CPU µs/op etcd / bare / Ballast |",
+              "|---|---:|---:|---:|---:|---:|---|---:|"]
+    for s, t in by.items():
+        if "bare" not in t:
+            continue
+        e, x, b = t.get("etcd", {}), t["bare"], t.get("ballast", {})
+        er, xr, br = e.get("ops_per_sec", 0), x.get("ops_per_sec", 0), b.get("ops_per_sec", 0)
+        lat = ", ".join(f"{r.get('p50_ms', 0):.2f} / {r.get('p99_ms', 0):.2f}" for r in (e, x, b))
+        cpu = " / ".join(f"{r.get('server_cpu_us_per_op', 0):,.0f}" for r in (e, x, b))
+        lines.append(f"| {s} | {er:,.0f} | {xr:,.0f} | {br:,.0f} | " + (f"{xr / er:.2f}x" if er else "n/a")
+                     + " | " + (f"{br / xr:.2f}x" if xr else "n/a") + f" | {lat} | {cpu} |")
 woke = {}
 for r in rows:
     res = r["result"]
@@ -381,8 +442,8 @@ for r in rows:
         name = res["scenario"] + ("@follower" if r.get("via") == "follower" else "")
         woke.setdefault(name, {})[r["target"]] = r["members_wakeups"] / res["ops"]
 if woke:
-    cols = [c for c in ("etcd", "ballast_base", "ballast") if any(c in w for w in woke.values())]
-    names = {"etcd": "etcd", "ballast_base": "earlier build", "ballast": "Ballast"}
+    cols = [c for c in ("etcd", "ballast_base", "ballast", "bare") if any(c in w for w in woke.values())]
+    names = {"etcd": "etcd", "ballast_base": "earlier build", "ballast": "Ballast", "bare": "bare chain"}
     lines += ["", "## Wake-ups per op", "",
               "Voluntary context switches of every thread of the three members (a thread blocked, then woken)",
               "over the whole load run (its connecting and preloading too), divided by the timed part's ops.", "",
@@ -397,8 +458,8 @@ for r in rows:
         client.setdefault(name, {})[r["target"]] = (res["client_cpu_s"] * 1e6 / res["ops"],
                                                     res.get("server_cpu_us_per_op", 0))
 if client:
-    cols = [c for c in ("etcd", "ballast_base", "ballast") if any(c in w for w in client.values())]
-    names = {"etcd": "etcd", "ballast_base": "earlier build", "ballast": "Ballast"}
+    cols = [c for c in ("etcd", "ballast_base", "ballast", "bare") if any(c in w for w in client.values())]
+    names = {"etcd": "etcd", "ballast_base": "earlier build", "ballast": "Ballast", "bare": "bare chain"}
     lines += ["", "## The load client's CPU per op", "",
               "The load client shares the cores with the members: its own CPU time (user + system) over the",
               "timed part per op, and that plus the members' server CPU per op (what one op costs the machine).", "",

@@ -7,6 +7,7 @@
 // A load tool measures real elapsed time (latencies, durations).
 #![allow(clippy::disallowed_methods)]
 
+mod bare;
 mod conn;
 mod failover;
 mod grpc;
@@ -66,6 +67,20 @@ enum Command {
         #[arg(long, default_value_t = 30)]
         deadline: u64,
     },
+    /// One member of the bare-chain probe (`bare.rs`): the least a replicated, synced put at
+    /// one in flight costs on this machine. A follower with `--listen` alone; the leader with
+    /// `--followers`, serving KV.Put on `--listen`. Runs until killed.
+    BareMember {
+        /// The follower's replication port, or the leader's gRPC port.
+        #[arg(long)]
+        listen: std::net::SocketAddr,
+        /// The followers' replication ports (makes this member the leader).
+        #[arg(long, value_delimiter = ',')]
+        followers: Vec<std::net::SocketAddr>,
+        /// Directory for the member's log file.
+        #[arg(long)]
+        dir: std::path::PathBuf,
+    },
     /// Lists scenario ids.
     List,
 }
@@ -88,6 +103,15 @@ async fn main() -> anyhow::Result<()> {
             let result = scenario::run(&endpoint, &run.scenario, run.duration(), seed).await?;
             println!("{}", result.into_json());
             Ok(())
+        }
+        Command::BareMember { listen, followers, dir } => {
+            std::fs::create_dir_all(&dir)?;
+            if followers.is_empty() {
+                let listener = std::net::TcpListener::bind(listen)?;
+                tokio::task::spawn_blocking(move || bare::follower(&listener, &dir)).await?
+            } else {
+                bare::leader(tokio::net::TcpListener::bind(listen).await?, &followers, dir).await
+            }
         }
         Command::Failover { endpoints, kill_pid, after_ms, timeout_ms, workers, deadline } => {
             let line = failover::run(
