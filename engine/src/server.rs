@@ -633,10 +633,17 @@ impl Engine {
         }
         let (stop_tx, _) = tokio::sync::broadcast::channel::<()>(1);
         let mut servers = Vec::new();
+        let receivers = crate::api::peer_raft::Receivers::default();
         // The peer port is served even by a member alone (as etcd does), so MemberAdd can grow it.
         for addr in &self.listen_peer {
             let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| ServeError::Bind(*addr, e))?;
-            servers.push(serve_peers(self.api.clone(), listener, self.peer_tls.clone(), stop_tx.subscribe())?);
+            servers.push(serve_peers(
+                self.api.clone(),
+                listener,
+                self.peer_tls.clone(),
+                stop_tx.subscribe(),
+                &receivers,
+            )?);
         }
         for addr in &self.listen_metrics {
             let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| ServeError::Bind(*addr, e))?;
@@ -737,6 +744,12 @@ impl Engine {
                 shard_done.await
             }
         };
+        // Raft connections' threads end within a read timeout of the stop signal; the member
+        // must outlast them (`peer_raft::Receivers`).
+        let read_timeout = self.api.router.config().keepalive_interval;
+        if !receivers.wait(read_timeout * 4 + Duration::from_secs(1)).await {
+            tracing::warn!(threads = receivers.live(), "raft connections still served at exit");
+        }
         match shard_result {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(ServeError::Shard(e)),
@@ -880,6 +893,7 @@ fn serve_peers(
     listener: tokio::net::TcpListener,
     tls: Option<PeerTls>,
     mut stop: tokio::sync::broadcast::Receiver<()>,
+    receivers: &crate::api::peer_raft::Receivers,
 ) -> std::result::Result<tokio::task::JoinHandle<std::result::Result<(), tonic::transport::Error>>, ServeError> {
     let raft_tls = tls
         .as_ref()
@@ -887,7 +901,8 @@ fn serve_peers(
         .transpose()
         .map_err(ServeError::Tls)?;
     let service = PeerService::new(api);
-    let incoming = crate::api::peer_raft::split(listener, service.clone(), raft_tls, PEER_MESSAGE_LIMIT, &stop);
+    let incoming =
+        crate::api::peer_raft::split(listener, service.clone(), raft_tls, PEER_MESSAGE_LIMIT, &stop, receivers);
     Ok(tokio::spawn(async move {
         let mut builder = tonic::transport::Server::builder();
         if let Some(tls) = tls {

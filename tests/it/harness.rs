@@ -255,6 +255,22 @@ impl Server {
         }
     }
 
+    /// Waits up to `limit` for the process to end on its own (after a signal) and reaps it;
+    /// None when it was still running, and is then killed.
+    pub(crate) fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let mut child = self.child.take()?;
+        let until = Instant::now() + limit;
+        while Instant::now() < until {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        None
+    }
+
     pub(crate) fn peer_url(&self) -> String {
         let scheme = if self.peer_https { "https" } else { "http" };
         format!("{scheme}://127.0.0.1:{}", self.peer_port)

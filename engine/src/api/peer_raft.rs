@@ -14,10 +14,13 @@
 //! batch to the shards; a connection silent for `ClusterConfig::keepalive_timeout` (the sender
 //! keeps an idle one alive), a batch of another cluster or for another member, or a frame over
 //! the limit closes it, and the sender dials again. Each read waits at most
-//! `keepalive_interval`, so the thread also ends soon after the server stops.
+//! `keepalive_interval`, so the thread also ends soon after the server stops, and the server
+//! waits for it ([`Receivers::wait`]): the thread holds the member's state through the peer
+//! service, and the last holder of a shard's database closes it.
 
 use std::io::{self, Read};
 use std::net::TcpStream as StdTcpStream;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,27 +39,79 @@ use crate::cluster::raft_wire::{FrameReader, PRELUDE};
 /// Connections accepted and told apart, waiting for the gRPC server to take them: a handful.
 const WAITING_GRPC: usize = 64;
 
+/// The threads serving raft connections, counted so that a stopping member can wait for them.
+///
+/// A member must not exit while one runs: the thread holds the member's state through the peer
+/// service, and if it lets go last, it closes the shards' databases while the process's exit
+/// handlers are tearing RocksDB's own globals down, which aborts or crashes the process after
+/// it said it stopped.
+#[derive(Clone, Debug, Default)]
+pub struct Receivers {
+    live: Arc<AtomicUsize>,
+}
+
+impl Receivers {
+    /// How many threads are serving raft connections.
+    pub fn live(&self) -> usize {
+        self.live.load(Ordering::SeqCst)
+    }
+
+    /// Waits until no thread serves a raft connection, for at most `limit`; true if none is
+    /// left. After the stop signal each ends within one read timeout (`keepalive_interval`).
+    pub async fn wait(&self, limit: Duration) -> bool {
+        let poll = Duration::from_millis(5);
+        let mut waited = Duration::ZERO;
+        while self.live() > 0 {
+            if waited >= limit {
+                return false;
+            }
+            tokio::time::sleep(poll).await;
+            waited += poll;
+        }
+        true
+    }
+
+    fn enter(&self) -> Live {
+        self.live.fetch_add(1, Ordering::SeqCst);
+        Live(self.live.clone())
+    }
+}
+
+/// One thread counted in [`Receivers`] until it drops this.
+#[derive(Debug)]
+struct Live(Arc<AtomicUsize>);
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// Accepts the peer port's connections from `listener`: raft connections are served on
-/// threads of their own until `stop` fires; the others are returned for the gRPC server.
-/// `tls` is the peer port's TLS, for raft connections from members with peer TLS; `limit`
-/// bounds a frame.
+/// threads of their own (counted in `receivers`) until `stop` fires; the others are returned
+/// for the gRPC server. `tls` is the peer port's TLS, for raft connections from members with
+/// peer TLS; `limit` bounds a frame.
 pub fn split(
     listener: tokio::net::TcpListener,
     service: PeerService,
     tls: Option<Arc<rustls::ServerConfig>>,
     limit: usize,
     stop: &broadcast::Receiver<()>,
+    receivers: &Receivers,
 ) -> ReceiverStream<io::Result<TcpStream>> {
+    let receivers = receivers.clone();
     let (tx, rx) = tokio::sync::mpsc::channel(WAITING_GRPC);
     let stop = stop.resubscribe();
     let closed = tx.clone();
     tokio::spawn(each_connection(listener, async move { closed.closed().await }, move |tcp, peer| {
         let (tx, service, tls, stop) = (tx.clone(), service.clone(), tls.clone(), stop.resubscribe());
+        let receivers = receivers.clone();
         tokio::spawn(async move {
             let mut first = [0u8; 1];
             match tokio::time::timeout(HANDSHAKE_TIMEOUT, tcp.peek(&mut first)).await {
                 Ok(Ok(1)) if first[0] == PRELUDE[0] => {
-                    let receiver = Receiver { peer, service, tls, limit, stop, from: None };
+                    let live = receivers.enter();
+                    let receiver = Receiver { peer, service, tls, limit, stop, from: None, _live: live };
                     if let Err(e) = receiver.start(tcp) {
                         tracing::warn!(error = %e, "cannot serve a raft connection");
                     }
@@ -83,6 +138,8 @@ struct Receiver {
     /// The raft ID of the member sending on this connection, once a batch of this cluster and
     /// for this member came.
     from: Option<u64>,
+    /// Counts this thread in [`Receivers`]; the last field, so it is dropped after the service.
+    _live: Live,
 }
 
 impl Receiver {
@@ -150,6 +207,9 @@ impl Receiver {
             }
             match reader.fill(conn) {
                 Ok(0) => return Ok(()),
+                // A peer that keeps sending never lets a read time out: the stop is checked
+                // after every read.
+                Ok(_) if self.stopping() => return Ok(()),
                 Ok(_) => heard = SystemClock.now(),
                 Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
                     if self.stopping() {
