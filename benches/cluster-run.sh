@@ -38,6 +38,7 @@
 # same two cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source benches/three-members.sh
 duration=${DURATION:-10}
 shards=${SHARDS:-1}
 failovers=${FAILOVERS:-3}
@@ -82,19 +83,13 @@ port=24000
 # URLs, in member order) and, through find_leader, leader and follower; returns once all three
 # answer and name the same leader (at most 30 s).
 start_cluster() {
-  local target=$1 dir=$2 ic="" i
+  local target=$1 dir=$2 i args
   port=$((port + 10))
   endpoints=()
-  for i in 1 2 3; do
-    ic+="${ic:+,}m$i=http://127.0.0.1:$((port + 2 * i + 1))"
-    endpoints+=("http://127.0.0.1:$((port + 2 * i))")
-  done
+  for i in 1 2 3; do endpoints+=("http://127.0.0.1:$((port + 2 * i))"); done
   pids=()
   for i in 1 2 3; do
-    local client="http://127.0.0.1:$((port + 2 * i))" peer="http://127.0.0.1:$((port + 2 * i + 1))"
-    local args=(--name "m$i" --data-dir "$dir/m$i" --listen-client-urls "$client" --advertise-client-urls "$client"
-      --listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" --initial-cluster "$ic"
-      --initial-cluster-token "bench-$port" --initial-cluster-state new --quota-backend-bytes 8589934592)
+    member_args "$i" "$port" "$dir" "bench-$port"
     if [[ $target == etcd ]]; then
       etcd "${args[@]}" >"$logs/$target-$port-m$i.log" 2>&1 &
     elif [[ $target == ballast_base ]]; then

@@ -23,59 +23,12 @@ target=${TARGET:-ballast}
 duration=${DURATION:-10}
 slow_ms=${SLOW_MS:-5}
 scenario=${SCENARIO:-put_c1_v256}
-target_dir=${CARGO_TARGET_DIR:-target}
-ballast_bin=${BALLAST_BIN:-$target_dir/release/ballast}
-load_bin=${LOAD_BIN:-$target_dir/release/ballast-load}
-commit=$(git rev-parse --short HEAD)
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  if [[ -n "${KEEP:-}" ]]; then mkdir -p "$KEEP" && cp "$work"/perf.data "$work"/*.txt "$KEEP"/ 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-export ETCDCTL_API=3
+source benches/three-members.sh
+use_binaries
+setup_work perf.data '*.txt'
 port=${PORT:-24700}
 
-ic=""
-endpoints=()
-for i in 1 2 3; do
-  ic+="${ic:+,}m$i=http://127.0.0.1:$((port + 2 * i + 1))"
-  endpoints+=("127.0.0.1:$((port + 2 * i))")
-done
-for i in 1 2 3; do
-  client="http://127.0.0.1:$((port + 2 * i))" peer="http://127.0.0.1:$((port + 2 * i + 1))"
-  args=(--name "m$i" --data-dir "$work/data/m$i" --listen-client-urls "$client" --advertise-client-urls "$client"
-    --listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" --initial-cluster "$ic"
-    --initial-cluster-token "trace-$port" --initial-cluster-state new --quota-backend-bytes 8589934592)
-  if [[ $target == etcd ]]; then
-    etcd "${args[@]}" >"$work/m$i.log" 2>&1 &
-  else
-    "$ballast_bin" engine "${args[@]}" --shards 1 >"$work/m$i.log" 2>&1 &
-  fi
-  pids+=($!)
-done
-eps=$(IFS=,; echo "${endpoints[*]}")
-leader=""
-until=$((SECONDS + 30))
-while ((SECONDS < until)); do
-  if st=$(timeout 5 etcdctl --endpoints="$eps" endpoint status -w json 2>/dev/null); then
-    leader=$(python3 -c '
-import json, sys
-st = json.loads(sys.stdin.read())
-leaders = {s["Status"].get("leader", 0) for s in st}
-if len(st) == 3 and len(leaders) == 1 and 0 not in leaders:
-    (l,) = leaders
-    print([i for i, s in enumerate(st) if s["Status"]["header"]["member_id"] == l][0])
-' <<<"$st" 2>/dev/null) || true  # no leader named yet
-    [[ -n $leader ]] && break
-  fi
-  sleep 0.2
-done
-[[ -n $leader ]] || { echo "the cluster did not elect a leader" >&2; tail -n 20 "$work"/m*.log >&2; exit 1; }
+start_three "$target" "$work" "$port"
 # Plain read and write are left out: every other process's file I/O would be in a system-wide
 # trace; the client and Ballast's network threads use recvfrom / sendto / writev.
 events=fdatasync,fsync,sync_file_range,writev,sendto,sendmsg,recvfrom,recvmsg

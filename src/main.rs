@@ -410,6 +410,10 @@ struct EngineFlags {
     /// Milliseconds one shard round may run before the shard is reported as stalled.
     #[arg(long, default_value_t = 1000)]
     shard_stall_threshold_ms: u64,
+    /// Writes a timeline of the shards' rounds to this file (a line per point a round passes,
+    /// wall-clock µs; `benches/round-trace.sh` reads three members' together). Off by default.
+    #[arg(long)]
+    round_trace_file: Option<PathBuf>,
     /// Milliseconds a member whose shard stopped on an error keeps its health endpoints up
     /// (they name the shard and the cause) before it exits non-zero.
     #[arg(long, default_value_t = 2000)]
@@ -538,6 +542,7 @@ fn config(flags: &EngineFlags) -> anyhow::Result<EngineConfig> {
     cfg.shard.placement =
         if flags.shard_placement == "per-core" { ShardPlacement::PerCore } else { ShardPlacement::Unbound };
     cfg.shard.stall_threshold = Duration::from_millis(flags.shard_stall_threshold_ms);
+    cfg.round_trace_file = flags.round_trace_file.clone();
     cfg.shard.raft_log_retain = flags.experimental_snapshot_catchup_entries.max(1);
     cfg.shard.raft_log_hold_max = flags.raft_log_hold_entries;
     Ok(cfg)

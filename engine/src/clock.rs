@@ -30,6 +30,13 @@ pub fn unix_seconds() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
+/// Returns the wall clock's microseconds since the Unix epoch (0 before it): the round trace's
+/// time (`round_trace`), which must line up between the members on one machine.
+#[allow(clippy::disallowed_methods)] // Wall-clock time for the trace, as `unix_seconds`.
+pub fn unix_micros() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
+}
+
 /// A clock that moves only when told to.
 #[derive(Clone, Debug)]
 pub struct ManualClock {

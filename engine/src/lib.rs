@@ -22,7 +22,8 @@
 //!   [`api::watch_grpc`], to send pre-encoded events); [`api::status`] is the one mapping of [`EngineError`]
 //!   to gRPC status codes and etcd's message text.
 //! * [`metrics`]: the atomics behind `/metrics` (rendered by [`api::metrics`]).
-//! * [`fd_limit`]: the open-file limit, raised and checked at start-up.
+//! * [`fd_limit`]: the open-file limit, raised and checked at start-up; [`round_trace`]: an
+//!   optional timeline of the shards' rounds (`--round-trace-file`).
 //! * [`server`]: opening a data directory and serving it; [`snapshot`]: the snapshot archive and
 //!   restoring one into a new data directory; `data_dir`: where shards live in a data directory
 //!   and the member's identity keys, which both use.
@@ -47,6 +48,7 @@ pub mod metrics;
 pub mod mvcc;
 pub mod raft_log;
 pub mod raft_snapshot;
+pub mod round_trace;
 pub mod server;
 pub mod shard;
 pub mod shard_map;

@@ -23,6 +23,7 @@
 //! raised to the applied index, which raft-rs requires.
 
 // #[PerformanceCriticalPath]
+use crate::round_trace::{self, Mark};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -390,7 +391,9 @@ impl<B: KvBackend + Clone> LogStore for BackendLogStore<B> {
             }
             return Ok(());
         }
+        round_trace::mark(Mark::LogWriteStart, entries.len());
         self.backend.write(wb, WriteOpts { sync }).map_err(store_err)?;
+        round_trace::mark(Mark::LogWriteEnd, usize::from(sync));
         if let Some(first) = entries.first() {
             let keep = inner.tail.iter().take_while(|e| e.index < first.index).count();
             let dropped: usize = inner.tail.iter().skip(keep).map(Entry::encoded_len).sum();

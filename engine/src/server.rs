@@ -119,6 +119,9 @@ pub struct EngineConfig {
     pub cors: Vec<String>,
     /// Authentication (etcd's `--auth-token`, `--auth-token-ttl`, `--bcrypt-cost`).
     pub auth: AuthConfig,
+    /// Where the shards' rounds are traced (`--round-trace-file`, [`crate::round_trace`]);
+    /// None (the default): not traced.
+    pub round_trace_file: Option<PathBuf>,
 }
 
 impl Default for EngineConfig {
@@ -151,6 +154,7 @@ impl Default for EngineConfig {
             grpc_limits: crate::api::GrpcLimits::default(),
             cors: vec!["*".into()],
             auth: AuthConfig::default(),
+            round_trace_file: None,
         }
     }
 }
@@ -411,6 +415,9 @@ impl Engine {
     /// `ShardCount` when `cfg.shards` is not the count the directory was created with.
     pub fn start(cfg: &EngineConfig) -> Result<Self> {
         let map = ShardMap::new(cfg.shards).map_err(|e| EngineError::ShardCount(e.to_string()))?;
+        if let Some(path) = &cfg.round_trace_file {
+            crate::round_trace::open(path).map_err(StorageError::from)?;
+        }
         std::fs::create_dir_all(&cfg.data_dir).map_err(StorageError::from)?;
         let first = RocksBackend::open(&shard_db_dir(&cfg.data_dir, 0), &cfg.rocks)?;
         settle_shard_count(&first, cfg.shards)?;

@@ -499,6 +499,7 @@ impl PeerTransport {
 
 impl Transport for PeerTransport {
     fn send(&self, msgs: Vec<Message>) {
+        crate::round_trace::mark(crate::round_trace::Mark::RaftSent, msgs.len());
         self.router.enqueue(self.shard, msgs);
     }
 }

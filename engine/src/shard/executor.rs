@@ -62,6 +62,7 @@ pub fn spawn<B: KvBackend + Clone + Send + 'static>(
     let thread = std::thread::Builder::new()
         .name(format!("ballast-shard-{index}"))
         .spawn(move || {
+            crate::round_trace::set_shard(index as u32);
             let pinned = cpu.map_or(Ok(()), pin_current_thread);
             let ok = pinned.is_ok();
             let _ = pinned_tx.send(pinned);
@@ -69,6 +70,8 @@ pub fn spawn<B: KvBackend + Clone + Send + 'static>(
                 return Ok(()); // the spawner reports the failure
             }
             let result = shard.run(&beat);
+            // What the round trace buffered, written before the member exits.
+            crate::round_trace::flush();
             if let Err(e) = &result {
                 // Said at once, at error level, with the cause: every request to this shard fails
                 // from now on and the member exits (as etcd does on a fatal storage error).

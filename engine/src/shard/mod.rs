@@ -55,6 +55,7 @@ use crate::header::HeaderInfo;
 use crate::mvcc::RevisionCounter;
 use crate::raft_log::BackendLogStore;
 use crate::raft_snapshot::SnapshotConfig;
+use crate::round_trace::{self, Mark};
 use crate::storage::{Cf, KvBackend, ScanOrder};
 use crate::watch::{WatchConfig, WatchHub};
 pub use colocate::{Colocation, NOTHING_PENDING};
@@ -715,12 +716,16 @@ impl<B: KvBackend + Clone> Shard<B> {
                     self.reads.add(PendingRead::Txn(req, reply), false);
                 }
             }
-            ShardMsg::Write(cmd, reply) => self.writes.push_back((cmd, Some(WriteReply::Local(reply)))),
+            ShardMsg::Write(cmd, reply) => {
+                round_trace::mark(Mark::WriteReceived, self.writes.len());
+                self.writes.push_back((cmd, Some(WriteReply::Local(reply))));
+            }
             ShardMsg::ForwardedWrite(cmd, reply) => {
                 self.gather.forwarded(self.clock.now());
                 self.writes.push_back((cmd, Some(reply)));
             }
             ShardMsg::Raft(msgs) => {
+                round_trace::mark(Mark::RaftReceived, msgs.len());
                 let now = self.clock.now();
                 for m in &msgs {
                     match self.heard.iter_mut().find(|(p, _)| *p == m.from) {
@@ -1084,6 +1089,7 @@ impl<B: KvBackend + Clone> Shard<B> {
             return Ok(());
         }
         self.gather.clear();
+        round_trace::mark(Mark::RoundStart, self.writes.len());
         let granted = match self.spread.is_some() {
             true => match self.take_grant() {
                 Some(g) => Some(g),
@@ -1173,7 +1179,9 @@ impl<B: KvBackend + Clone> Shard<B> {
     fn run_ready(&mut self) -> Result<()> {
         while self.node.has_ready() {
             let before = self.own_rev;
+            round_trace::mark(Mark::ReadyStart, 0);
             let Some(outcome) = self.node.handle_ready()? else { break };
+            round_trace::mark(Mark::ReadyEnd, usize::from(outcome.applied.is_some()));
             if outcome.lost_leadership {
                 self.stepped_down();
             }
@@ -1332,6 +1340,9 @@ impl<B: KvBackend + Clone> Shard<B> {
             reply_write(reply, result.map(|r| complete(r, &hdr)), &mut self.peer_out);
         }
         self.send_peer_answers();
+        if answered.writes > 0 {
+            round_trace::mark(Mark::Answered, answered.writes);
+        }
         if answered.writes > 0 && !self.single && self.node.is_leader() {
             self.gather.answered(answered, self.writes.len(), self.clock.now());
         }

@@ -687,7 +687,9 @@ impl<B: KvBackend + Clone> StateMachine for ShardStateMachine<B> {
 
     fn apply_before_append(&mut self, entries: &[Entry]) -> Self::Output {
         self.joins_append = true;
+        crate::round_trace::mark(crate::round_trace::Mark::ApplyStart, entries.len());
         let out = self.apply_round(entries);
+        crate::round_trace::mark(crate::round_trace::Mark::ApplyEnd, entries.len());
         self.joins_append = false;
         out
     }
