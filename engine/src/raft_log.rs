@@ -331,6 +331,11 @@ impl<B: KvBackend + Clone> Storage for BackendLogStore<B> {
             if idx > inner.last_index {
                 return Err(raft::Error::Store(RaftStorageError::Unavailable));
             }
+            // raft asks for the term before every append it sends: read it where the entry is
+            // kept, rather than copying a whole round's entry out of the tail for it.
+            if idx >= inner.tail_first() {
+                return Ok(inner.tail[(idx - inner.tail_first()) as usize].term);
+            }
         }
         Ok(self.read_entry(idx)?.term)
     }

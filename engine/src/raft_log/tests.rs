@@ -109,3 +109,17 @@ fn the_entries_kept_in_memory_are_bounded_by_bytes_and_the_rest_read_from_the_ba
     let reopened = BackendLogStore::open(backend, 16).expect("reopen").with_tail_bytes(25_000);
     assert_eq!(kept(&reopened).0, [9, 10, 11, 12]);
 }
+
+#[test]
+fn terms_read_alike_from_the_tail_and_the_backend() {
+    let backend = MemBackend::new();
+    let log = BackendLogStore::open(backend, 3).expect("open");
+    // Terms 1, 1, 2, 2, 3, 3: the tail keeps the newest three, the rest are read back.
+    let entries: Vec<_> = (1..=6).map(|i| entry(i, i.div_ceil(2))).collect();
+    log.append(&entries, None, true).expect("append");
+    assert_eq!(log.inner.read().tail.iter().map(|e| e.index).collect::<Vec<_>>(), [4, 5, 6]);
+    for e in &entries {
+        assert_eq!(raft::Storage::term(&log, e.index).expect("term"), e.term, "term of entry {}", e.index);
+    }
+    assert!(matches!(raft::Storage::term(&log, 7), Err(raft::Error::Store(RaftStorageError::Unavailable))));
+}
