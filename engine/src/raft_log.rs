@@ -138,6 +138,12 @@ impl Inner {
         self.tail.front().map_or(self.last_index + 1, |e| e.index)
     }
 
+    /// The entry at `index` when the tail keeps it.
+    fn in_tail(&self, index: u64) -> Option<&Entry> {
+        let first = self.tail_first();
+        (index >= first && index <= self.last_index).then(|| &self.tail[(index - first) as usize])
+    }
+
     fn push_tail(&mut self, e: Entry) {
         self.tail_bytes += e.encoded_len();
         self.tail.push_back(e);
@@ -277,11 +283,9 @@ impl<B: KvBackend + Clone> BackendLogStore<B> {
     }
 
     fn read_entry(&self, index: u64) -> raft::Result<Entry> {
-        let inner = self.inner.read();
-        if index >= inner.tail_first() && index <= inner.last_index {
-            return Ok(inner.tail[(index - inner.tail_first()) as usize].clone());
+        if let Some(e) = self.inner.read().in_tail(index) {
+            return Ok(e.clone());
         }
-        drop(inner);
         match self.backend.get(Cf::Raft, &entry_key(index)).map_err(to_raft)? {
             Some(v) => Entry::decode(v.as_slice()).map_err(|_| to_raft(corrupt("entry"))),
             None => Err(raft::Error::Store(RaftStorageError::Unavailable)),
@@ -333,8 +337,8 @@ impl<B: KvBackend + Clone> Storage for BackendLogStore<B> {
             }
             // raft asks for the term before every append it sends: read it where the entry is
             // kept, rather than copying a whole round's entry out of the tail for it.
-            if idx >= inner.tail_first() {
-                return Ok(inner.tail[(idx - inner.tail_first()) as usize].term);
+            if let Some(e) = inner.in_tail(idx) {
+                return Ok(e.term);
             }
         }
         Ok(self.read_entry(idx)?.term)

@@ -64,19 +64,25 @@ impl Log {
         Ok(Self { file, at: 0 })
     }
 
-    /// Writes one record (its length, then its bytes) and fdatasyncs it.
-    fn append(&mut self, record: &[u8]) -> std::io::Result<()> {
-        let len = 4 + record.len() as u64;
+    /// Writes one record as [`framed`] it and fdatasyncs it.
+    fn append(&mut self, frame: &[u8]) -> std::io::Result<()> {
+        let len = frame.len() as u64;
         if self.at + len > LOG_BYTES {
             self.at = 0;
         }
-        let mut buf = Vec::with_capacity(len as usize);
-        buf.extend_from_slice(&(record.len() as u32).to_le_bytes());
-        buf.extend_from_slice(record);
-        self.file.write_all_at(&buf, self.at)?;
+        self.file.write_all_at(frame, self.at)?;
         self.at += len;
         self.file.sync_data()
     }
+}
+
+/// A record as the leader sends it and every member logs it: its length (4 bytes, little
+/// endian), then its bytes.
+fn framed(record: &[u8]) -> Vec<u8> {
+    let mut frame = Vec::with_capacity(4 + record.len());
+    frame.extend_from_slice(&(record.len() as u32).to_le_bytes());
+    frame.extend_from_slice(record);
+    frame
 }
 
 /// A follower: takes the leader's connection, and for each frame appends and syncs it, then
@@ -87,12 +93,12 @@ pub(crate) fn follower(listener: &TcpListener, dir: &Path) -> anyhow::Result<()>
         let mut conn = conn?;
         conn.set_nodelay(true)?;
         let mut seq = 0u64;
-        let mut len = [0u8; 4];
-        let mut record = Vec::new();
-        while conn.read_exact(&mut len).is_ok() {
-            record.resize(u32::from_le_bytes(len) as usize, 0);
-            conn.read_exact(&mut record)?;
-            log.append(&record)?;
+        let mut frame = vec![0u8; 4];
+        while conn.read_exact(&mut frame[..4]).is_ok() {
+            let len = u32::from_le_bytes([frame[0], frame[1], frame[2], frame[3]]) as usize;
+            frame.resize(4 + len, 0);
+            conn.read_exact(&mut frame[4..])?;
+            log.append(&frame)?;
             seq += 1;
             conn.write_all(&seq.to_le_bytes())?;
         }
@@ -121,14 +127,12 @@ impl Chain {
         let mut next = self.next.lock().await;
         next.seq += 1;
         let seq = next.seq;
-        let mut frame = Vec::with_capacity(4 + record.len());
-        frame.extend_from_slice(&(record.len() as u32).to_le_bytes());
-        frame.extend_from_slice(record);
+        let frame = framed(record);
         // The followers' copies leave before the leader's own sync, as a raft leader's appends do.
         for f in &mut next.followers {
             f.write_all(&frame).await?;
         }
-        next.log.append(record)?;
+        next.log.append(&frame)?;
         // A quorum of two: the leader and the first follower to acknowledge. A stale wake-up
         // (`notify_one` keeps one permit) only goes round once more.
         while !self.acked.iter().any(|a| a.load(Ordering::Acquire) >= seq) {

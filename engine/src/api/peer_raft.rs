@@ -59,16 +59,12 @@ impl Receivers {
     /// Waits until no thread serves a raft connection, for at most `limit`; true if none is
     /// left. After the stop signal each ends within one read timeout (`keepalive_interval`).
     pub async fn wait(&self, limit: Duration) -> bool {
-        let poll = Duration::from_millis(5);
-        let mut waited = Duration::ZERO;
-        while self.live() > 0 {
-            if waited >= limit {
-                return false;
+        let gone = async {
+            while self.live() > 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
             }
-            tokio::time::sleep(poll).await;
-            waited += poll;
-        }
-        true
+        };
+        tokio::time::timeout(limit, gone).await.is_ok()
     }
 
     fn enter(&self) -> Live {
