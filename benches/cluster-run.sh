@@ -22,6 +22,9 @@
 #                                          # relay a put to two followers and fdatasync it, the
 #                                          # least a replicated put at one in flight costs here
 #                                          # (put_c1_v256 through the leader only)
+#   BALLAST_FIRST=1 ...                    # each scenario runs the Ballast clusters before etcd's
+#                                          # (default: etcd's first); a cluster that starts
+#                                          # right after another may meet its leftovers on the disk
 #
 # Binaries come from $CARGO_TARGET_DIR/release (target/release when unset).
 #
@@ -242,13 +245,15 @@ print(json.dumps({k: [b[k][0] - a.get(k, (0, 0))[0], (b[k][1] - a.get(k, (0, 0))
 PY
 }
 
+order="etcd ${BASE_BIN:+ballast_base} ballast ${TOGETHER:+ballast_together} ${BARE:+bare}"
+[[ -n "${BALLAST_FIRST:-}" ]] && order="${BASE_BIN:+ballast_base} ballast ${TOGETHER:+ballast_together} etcd ${BARE:+bare}"
 load_before=$(uptime)
 top_before=$(top -bn1 | head -15)
 for s in $scenarios; do
   scenario=${s%@*}
   via=leader
   [[ $s == *@follower ]] && via=follower
-  for target in etcd ${BASE_BIN:+ballast_base} ballast ${TOGETHER:+ballast_together} ${BARE:+bare}; do
+  for target in $order; do
     [[ $target == bare && $s != put_c1_v256 ]] && continue
     dir="$work/data-$target"
     if [[ $target == bare ]]; then started=start_bare; else started=start_cluster; fi
@@ -325,11 +330,12 @@ command="bash benches/cluster-run.sh $*"
 [[ -n "${PERF_DIR:-}" ]] && command="PERF_DIR=$PERF_DIR $command"
 [[ -n "${BALLAST_BIN:-}" ]] && command="BALLAST_BIN=$BALLAST_BIN $command"
 [[ -n "${BASE_BIN:-}" ]] && command="BASE_BIN=$BASE_BIN $command"
+[[ -n "${BALLAST_FIRST:-}" ]] && command="BALLAST_FIRST=$BALLAST_FIRST $command"
 printf '%s\n' "$load_before" "$top_before" >"$work/load-before"
 printf '%s\n' "$load_after" "$top_after" >"$work/load-after"
-python3 - "$raw" "$out" "$commit" "$duration" "$command" "$work/load-before" "$work/load-after" "$work/dirty" "$shards" "${BALLAST_BIN:-}" "${BASE_BIN:-}" <<'PY'
+python3 - "$raw" "$out" "$commit" "$duration" "$command" "$work/load-before" "$work/load-after" "$work/dirty" "$shards" "${BALLAST_BIN:-}" "${BASE_BIN:-}" "$order" <<'PY'
 import json, statistics, subprocess, sys
-raw, out, commit, duration, args, before, after, dirty_file, shards, other_bin, base_bin = sys.argv[1:12]
+raw, out, commit, duration, args, before, after, dirty_file, shards, other_bin, base_bin, order = sys.argv[1:13]
 rows = [json.loads(l) for l in open(raw)]
 def sh(c):
     return subprocess.run(c, shell=True, capture_output=True, text=True).stdout.strip()
@@ -350,6 +356,7 @@ lines = [
        + (f"the working tree: commit {commit} plus uncommitted changes in {', '.join(dirty)}." if dirty else f"commit {commit}.")),
     f"* Command: `{args}`; {duration} s per scenario, fresh members and data directories per scenario, "
     "all six processes, the load client and both clusters' disks on the same machine.",
+    f"* Order within each scenario: {', '.join(order.split())}.",
     "",
     "Each scenario's client talks to the leader's endpoint unless the scenario says `@follower`",
     "(writes forwarded to the leader). Server CPU per op is the user + system time of all three",
