@@ -22,6 +22,7 @@
 #                                          # relay a put to two followers and fdatasync it, the
 #                                          # least a replicated put at one in flight costs here
 #                                          # (put_c1_v256 through the leader only)
+#   OUT=/tmp/run.md ...                    # write the report there instead (benches/cluster-repeat.sh)
 #   BALLAST_FIRST=1 ...                    # each scenario runs the Ballast clusters before etcd's
 #                                          # (default: etcd's first); a cluster that starts
 #                                          # right after another may meet its leftovers on the disk
@@ -319,6 +320,7 @@ out="benches/results/$(date -u +%Y-%m-%d)-$commit-cluster.md"
 # A second run at the same commit gets its own file rather than replacing the first.
 n=2
 while [[ -e "$out" ]]; do out="benches/results/$(date -u +%Y-%m-%d)-$commit-cluster-$n.md"; n=$((n + 1)); done
+out=${OUT:-$out}
 mkdir -p benches/results
 command="bash benches/cluster-run.sh $*"
 [[ -n "${SCENARIOS+set}" ]] && command="SCENARIOS=\"$SCENARIOS\" $command"
