@@ -11,6 +11,7 @@
 #   BALLAST_BIN=/path/to/ballast DURATION=10 SHARDS=4 ... # as cluster-run.sh (no failovers here)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source benches/store.sh
 repeat=${REPEAT:-6}
 scenarios=${SCENARIOS:-put_c16_v256 put_c100_v256}
 duration=${DURATION:-10}
@@ -35,9 +36,7 @@ for i in $(seq "$repeat"); do
   }
   reports+=("$work/run-$i.md")
 done
-out="benches/results/$(date -u +%Y-%m-%d)-$commit-cluster-repeat.md"
-n=2
-while [[ -e "$out" ]]; do out="benches/results/$(date -u +%Y-%m-%d)-$commit-cluster-repeat-$n.md"; n=$((n + 1)); done
+out=$(results_file cluster-repeat)
 command="REPEAT=$repeat SCENARIOS=\"$scenarios\" DURATION=$duration${SHARDS:+ SHARDS=$SHARDS}${BALLAST_BIN:+ BALLAST_BIN=$BALLAST_BIN} bash benches/cluster-repeat.sh"
 python3 benches/cluster_repeat_report.py "$out" "$commit" "$command" "${BALLAST_BIN:-}" "${SHARDS:-1}" "${reports[@]}"
 echo "$out"

@@ -246,8 +246,9 @@ print(json.dumps({k: [b[k][0] - a.get(k, (0, 0))[0], (b[k][1] - a.get(k, (0, 0))
 PY
 }
 
-order="etcd ${BASE_BIN:+ballast_base} ballast ${TOGETHER:+ballast_together} ${BARE:+bare}"
-[[ -n "${BALLAST_FIRST:-}" ]] && order="${BASE_BIN:+ballast_base} ballast ${TOGETHER:+ballast_together} etcd ${BARE:+bare}"
+ballasts="${BASE_BIN:+ballast_base} ballast ${TOGETHER:+ballast_together}"
+order="etcd $ballasts ${BARE:+bare}"
+[[ -n "${BALLAST_FIRST:-}" ]] && order="$ballasts etcd ${BARE:+bare}"
 load_before=$(uptime)
 top_before=$(top -bn1 | head -15)
 for s in $scenarios; do

@@ -23,7 +23,6 @@
 //! raised to the applied index, which raft-rs requires.
 
 // #[PerformanceCriticalPath]
-use crate::round_trace::{self, Mark};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -33,6 +32,7 @@ use prost_011::Message;
 use raft::{GetEntriesContext, RaftState, Storage, StorageError as RaftStorageError};
 
 use crate::raft_snapshot::SnapshotConfig;
+use crate::round_trace::{self, Mark};
 use crate::storage::{Cf, KvBackend, ScanOrder, StorageError, WriteBatch, WriteOpts};
 
 mod keys;
