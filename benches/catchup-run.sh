@@ -41,6 +41,7 @@
 # The new member's log is searched for its snapshot install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source benches/store.sh
 size_mb=${SIZE_MB:-1024}
 [[ "${1:-}" == "--quick" ]] && size_mb=${SIZE_MB:-64}
 value_bytes=${VALUE_BYTES:-4096}
@@ -335,9 +336,7 @@ for target in $targets; do
 done
 top_after=$(uptime; top -bn1 | head -15)
 
-out="benches/results/$(date -u +%Y-%m-%d)-$commit-catchup.md"
-n=2
-while [[ -e "$out" ]]; do out="benches/results/$(date -u +%Y-%m-%d)-$commit-catchup-$n.md"; n=$((n + 1)); done
+out=$(results_file catchup "$commit")
 command="bash benches/catchup-run.sh${*:+ $*}"
 [[ -n "${BIN_DIR:-}" ]] && command="BIN_DIR=<binaries copied aside> $command"
 [[ -n "${SIZE_MB:-}" ]] && command="SIZE_MB=$SIZE_MB $command"

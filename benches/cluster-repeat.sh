@@ -36,7 +36,7 @@ for i in $(seq "$repeat"); do
   }
   reports+=("$work/run-$i.md")
 done
-out=$(results_file cluster-repeat)
+out=$(results_file cluster-repeat "$commit")
 command="REPEAT=$repeat SCENARIOS=\"$scenarios\" DURATION=$duration${SHARDS:+ SHARDS=$SHARDS}${BALLAST_BIN:+ BALLAST_BIN=$BALLAST_BIN} bash benches/cluster-repeat.sh"
 python3 benches/cluster_repeat_report.py "$out" "$commit" "$command" "${BALLAST_BIN:-}" "${SHARDS:-1}" "${reports[@]}"
 echo "$out"

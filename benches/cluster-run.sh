@@ -43,6 +43,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source benches/three-members.sh
+source benches/store.sh
 duration=${DURATION:-10}
 shards=${SHARDS:-1}
 failovers=${FAILOVERS:-3}
@@ -317,11 +318,7 @@ done
 load_after=$(uptime)
 top_after=$(top -bn1 | head -15)
 
-out="benches/results/$(date -u +%Y-%m-%d)-$commit-cluster.md"
-# A second run at the same commit gets its own file rather than replacing the first.
-n=2
-while [[ -e "$out" ]]; do out="benches/results/$(date -u +%Y-%m-%d)-$commit-cluster-$n.md"; n=$((n + 1)); done
-out=${OUT:-$out}
+out=${OUT:-$(results_file cluster "$commit")}
 mkdir -p benches/results
 command="bash benches/cluster-run.sh $*"
 [[ -n "${SCENARIOS+set}" ]] && command="SCENARIOS=\"$SCENARIOS\" $command"

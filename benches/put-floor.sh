@@ -25,15 +25,14 @@
 # Python adds a few µs per send and recv; the figure is an upper bound of the kernel's own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source benches/store.sh
 syncs=${SYNCS:-2000}
 trips=${ROUND_TRIPS:-20000}
 dir=${DATA_DIR:-${TMPDIR:-/tmp}}
 commit=$(git rev-parse --short HEAD)
 work=$(mktemp -d "$dir/put-floor.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-out="benches/results/$(date -u +%Y-%m-%d)-$commit-put-floor.md"
-n=2
-while [[ -e "$out" ]]; do out="benches/results/$(date -u +%Y-%m-%d)-$commit-put-floor-$n.md"; n=$((n + 1)); done
+out=$(results_file put-floor "$commit")
 load_before=$(uptime)
 python3 - "$work" "$syncs" "$trips" "$out" "$commit" "$load_before" <<'PY'
 import ctypes, os, socket, statistics, subprocess, sys, time

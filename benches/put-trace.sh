@@ -24,6 +24,7 @@ duration=${DURATION:-10}
 slow_ms=${SLOW_MS:-5}
 scenario=${SCENARIO:-put_c1_v256}
 source benches/three-members.sh
+source benches/store.sh
 use_binaries
 setup_work perf.data '*.txt'
 port=${PORT:-24700}
@@ -53,9 +54,7 @@ wait "$load_pid"
 wait "$perf_pid" || true
 perf script -i "$work/perf.data" -F pid,tid,time,event,trace --ns 2>/dev/null >"$work/events.txt"
 load_txt=$(cat "$work/load.json")
-out="benches/results/$(date -u +%Y-%m-%d)-$commit-put-trace${TARGET:+-$target}.md"
-n=2
-while [[ -e "$out" ]]; do out="benches/results/$(date -u +%Y-%m-%d)-$commit-put-trace${TARGET:+-$target}-$n.md"; n=$((n + 1)); done
+out=$(results_file "put-trace${TARGET:+-$target}" "$commit")
 python3 benches/put_trace_report.py "$work" "$out" "$target" "$leader" "${pids[*]}" "$load_pid" "$slow_ms" \
   "$commit" "bash benches/put-trace.sh (TARGET=$target DURATION=$duration SLOW_MS=$slow_ms)" "$load_txt" "$(uptime)"
 echo "$out"

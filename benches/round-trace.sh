@@ -19,6 +19,7 @@ cd "$(dirname "$0")/.."
 duration=${DURATION:-10}
 scenario=${SCENARIO:-put_c16_v256}
 source benches/three-members.sh
+source benches/store.sh
 use_binaries
 setup_work '*.trace'
 port=${PORT:-24800}
@@ -31,9 +32,7 @@ load_txt=$("$load_bin" run --endpoint "http://${endpoints[$leader]}" --scenario 
 # A stopping member writes out what its trace buffered.
 for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
 for p in "${pids[@]}"; do timeout 10 tail --pid="$p" -f /dev/null || kill -9 "$p" 2>/dev/null || true; done
-out="benches/results/$(date -u +%Y-%m-%d)-$commit-round-trace.md"
-n=2
-while [[ -e "$out" ]]; do out="benches/results/$(date -u +%Y-%m-%d)-$commit-round-trace-$n.md"; n=$((n + 1)); done
+out=$(results_file round-trace "$commit")
 python3 benches/round_trace_report.py "$work" "$out" "$((leader + 1))" "$commit" \
   "bash benches/round-trace.sh (SCENARIO=$scenario DURATION=$duration${BALLAST_BIN:+ BALLAST_BIN=$BALLAST_BIN})" \
   "$load_txt" "$(uptime)"

@@ -37,11 +37,14 @@ start_store() {
 }
 
 # Prints the path of a new results file, benches/results/<date>-<commit>[-<kind>].md; a second run
-# at the same commit gets its own file (-2, -3, ...) rather than replacing the first.
+# at the same commit gets its own file (-2, -3, ...) rather than replacing the first. The commit is
+# HEAD's unless given (a script that noted its commit at start names its file after that one,
+# even if someone commits in the checkout while it runs).
 #
 #   out=$(results_file tls)
+#   out=$(results_file cluster "$commit")
 results_file() {
-  local base="benches/results/$(date -u +%Y-%m-%d)-$(git rev-parse --short HEAD)${1:+-$1}" n=2
+  local base="benches/results/$(date -u +%Y-%m-%d)-${2:-$(git rev-parse --short HEAD)}${1:+-$1}" n=2
   local out="$base.md"
   while [[ -e "$out" ]]; do out="$base-$n.md"; n=$((n + 1)); done
   echo "$out"
