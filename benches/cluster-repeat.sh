@@ -12,10 +12,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source benches/store.sh
+source benches/three-members.sh
 repeat=${REPEAT:-6}
 scenarios=${SCENARIOS:-put_c16_v256 put_c100_v256}
 duration=${DURATION:-10}
-target_dir=${CARGO_TARGET_DIR:-target}
 if [[ -z "${BALLAST_BIN:-}" ]]; then
   cargo build --release -p ballast -p ballast-load
 fi
@@ -23,7 +23,8 @@ commit=$(git rev-parse --short HEAD)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # One copy for every run: a rebuild in this checkout during the runs changes none of them.
-cp "${BALLAST_BIN:-$target_dir/release/ballast}" "$work/ballast"
+use_binaries
+cp "$ballast_bin" "$work/ballast"
 reports=()
 for i in $(seq "$repeat"); do
   first=""

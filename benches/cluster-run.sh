@@ -27,7 +27,8 @@
 #                                          # (default: etcd's first); a cluster that starts
 #                                          # right after another may meet its leftovers on the disk
 #
-# Binaries come from $CARGO_TARGET_DIR/release (target/release when unset).
+# Binaries come from $CARGO_TARGET_DIR/release (target/release when unset), or from $BALLAST_BIN
+# and $LOAD_BIN (benches/three-members.sh, `use_binaries`).
 #
 # A scenario runs against the leader's client endpoint (`etcdctl endpoint status`), or against
 # a follower's with `@follower` (writes forwarded to the leader). Server CPU per op is the user +
@@ -53,7 +54,6 @@ if [[ "${1:-}" == "--quick" ]]; then
 fi
 default_scenarios="put_c1_v256 put_c16_v256 put_c16_v256@follower put_c100_v256 txn_cas_c16_k1000 txn_cas_c100_k1000 get_linearizable_c100 list_page500_of100k_c1 watch_fanout_w1000_r100_prevkv"
 scenarios=${SCENARIOS-$default_scenarios}
-target_dir=${CARGO_TARGET_DIR:-target}
 if [[ -z "${BALLAST_BIN:-}" ]]; then
   cargo build --release -p ballast -p ballast-load
 fi
@@ -63,8 +63,9 @@ commit=$(git rev-parse --short HEAD)
 work=$(mktemp -d)
 git --no-optional-locks status --porcelain >"$work/dirty"
 mkdir "$work/bin"
-cp "${BALLAST_BIN:-$target_dir/release/ballast}" "$work/bin/ballast"
-cp "$target_dir/release/ballast-load" "$work/bin/"
+use_binaries
+cp "$ballast_bin" "$work/bin/ballast"
+cp "$load_bin" "$work/bin/ballast-load"
 [[ -n "${BASE_BIN:-}" ]] && cp "$BASE_BIN" "$work/bin/ballast-base"
 load=$work/bin/ballast-load
 ballast=$work/bin/ballast
